@@ -1,0 +1,93 @@
+#include "distrun/backend/backend.hpp"
+
+#include <algorithm>
+
+#include "distrun/core/error.hpp"
+
+namespace distrun {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+    case ReduceOp::Prod: return "prod";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::BAnd: return "band";
+    case ReduceOp::BOr: return "bor";
+    case ReduceOp::BXor: return "bxor";
+  }
+  return "?";
+}
+
+std::optional<ReduceOp> parse_reduce_op(std::string_view n) {
+  for (auto op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::BAnd,
+                  ReduceOp::BOr, ReduceOp::BXor})
+    if (n == reduce_op_name(op)) return op;
+  if (n == "mean") return ReduceOp::Avg;
+  if (n == "product") return ReduceOp::Prod;
+  return std::nullopt;
+}
+
+bool reduce_op_valid_for(ReduceOp op, DType dtype) {
+  bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
+  return !bitwise || is_integer(dtype);
+}
+
+int Backend::group_rank(int g) const {
+  if (global_ranks_.empty()) return g >= 0 && g < size_ ? g : -1;
+  auto it = std::find(global_ranks_.begin(), global_ranks_.end(), g);
+  return it == global_ranks_.end() ? -1 : int(it - global_ranks_.begin());
+}
+
+void Backend::unsupported(const char* op) const {
+  throw BackendError("backend " + name() + " does not support " + op);
+}
+
+void Backend::broadcast(Tensor&, const BroadcastOptions&) { unsupported("broadcast"); }
+void Backend::all_reduce(Tensor&, const AllreduceOptions&) { unsupported("all_reduce"); }
+void Backend::reduce(Tensor&, const ReduceOptions&) { unsupported("reduce"); }
+void Backend::all_gather(const Tensor&, Tensor&, const AllgatherOptions&) { unsupported("all_gather"); }
+void Backend::gather(const Tensor&, Tensor&, const GatherOptions&) { unsupported("gather"); }
+void Backend::scatter(const Tensor&, Tensor&, const ScatterOptions&) { unsupported("scatter"); }
+void Backend::reduce_scatter(const Tensor&, Tensor&, const ReduceScatterOptions&) { unsupported("reduce_scatter"); }
+void Backend::all_to_all(const Tensor&, Tensor&, const AllToAllOptions&) { unsupported("all_to_all"); }
+void Backend::send(const Tensor&, int, const SendOptions&) { unsupported("send"); }
+void Backend::recv(Tensor&, int, const SendOptions&) { unsupported("recv"); }
+std::shared_ptr<Work> Backend::isend(const Tensor&, int, const SendOptions&) { unsupported("isend"); }
+std::shared_ptr<Work> Backend::irecv(Tensor&, int, const SendOptions&) { unsupported("irecv"); }
+void Backend::barrier(const BarrierOptions&) { unsupported("barrier"); }
+std::shared_ptr<Backend> Backend::new_group(const std::vector<int>&) { unsupported("new_group"); }
+
+void Backend::all_reduce_coalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts) {
+  // Pack consecutive tensors into buckets of about bucket_bytes (ScaleTorch's
+  // all_reduce_params), reduce each bucket once, and unpack.
+  size_t i = 0;
+  while (i < tensors.size()) {
+    const DType dt = tensors[i].dtype();
+    size_t j = i, bytes = 0;
+    while (j < tensors.size() && tensors[j].dtype() == dt && (j == i || bytes + tensors[j].nbytes() <= opts.bucket_bytes))
+      bytes += tensors[j++].nbytes();
+    if (j == i + 1) {
+      all_reduce(tensors[i], opts);
+    } else {
+      int64_t count = 0;
+      for (size_t k = i; k < j; ++k) count += tensors[k].numel();
+      Tensor bucket = Tensor::empty({count}, dt, tensors[i].device());
+      int64_t at = 0;
+      for (size_t k = i; k < j; ++k) {
+        bucket.assign_slice(0, at, tensors[k].reshape({tensors[k].numel()}));
+        at += tensors[k].numel();
+      }
+      all_reduce(bucket, opts);
+      at = 0;
+      for (size_t k = i; k < j; ++k) {
+        tensors[k].copy_from(bucket.slice(0, at, tensors[k].numel()));
+        at += tensors[k].numel();
+      }
+    }
+    i = j;
+  }
+}
+
+}  // namespace distrun

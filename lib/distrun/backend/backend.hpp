@@ -1,0 +1,80 @@
+// The Backend interface: one method per collective, over flat contiguous buffers whose
+// per-rank blocks follow rank order (what "along dim 0" means). Splitting along other
+// dimensions, and object collectives, are built on top in comm/. Implementations: GlooBackend
+// (CPU, TCP) and NcclBackend (CUDA). The base class throws "backend X does not support Y".
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distrun/backend/types.hpp"
+#include "distrun/core/tensor.hpp"
+
+namespace distrun {
+
+/// An operation in flight (isend/irecv), as c10d's Work.
+class Work {
+ public:
+  virtual ~Work() = default;
+  /// Blocks until done; throws the operation's error (TimeoutError after `timeout`, 0 = default).
+  virtual void wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) = 0;
+  /// True once wait() would return at once.
+  virtual bool is_completed() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  /// "gloo" or "nccl".
+  virtual std::string name() const = 0;
+  /// This process's rank within the group, and the group's size.
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// The global rank of group rank `r` (for messages and for mapping src/dst).
+  int global_rank(int r) const { return global_ranks_.empty() ? r : global_ranks_.at(size_t(r)); }
+  /// Group rank of global rank `g`, or -1 when `g` is not a member.
+  int group_rank(int g) const;
+  const std::vector<int>& global_ranks() const { return global_ranks_; }
+
+  /// Root's tensor into every rank's `tensor`.
+  virtual void broadcast(Tensor& tensor, const BroadcastOptions& opts);
+  /// Elementwise reduction over ranks, in place.
+  virtual void all_reduce(Tensor& tensor, const AllreduceOptions& opts);
+  /// all_reduce of many tensors packed into buckets (fewer, larger messages); all must share a dtype.
+  virtual void all_reduce_coalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts);
+  /// Reduction into `tensor` on root; other ranks' tensors are left unspecified.
+  virtual void reduce(Tensor& tensor, const ReduceOptions& opts);
+  /// Every rank's `in`, concatenated in rank order into `out` (size() * in.numel() elements).
+  virtual void all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts);
+  /// As all_gather, into `out` on root only (ignored elsewhere).
+  virtual void gather(const Tensor& in, Tensor& out, const GatherOptions& opts);
+  /// Block r of root's `in` (size() equal blocks) into rank r's `out`; `in` is ignored off root.
+  virtual void scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts);
+  /// Block `rank` of the elementwise reduction of every rank's `in` into `out`.
+  virtual void reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts);
+  /// Block j of `in` to rank j; `out` is the received blocks in rank order (counts in opts).
+  virtual void all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts);
+  /// Point to point, blocking; ranks are group ranks.
+  virtual void send(const Tensor& tensor, int dst, const SendOptions& opts);
+  virtual void recv(Tensor& tensor, int src, const SendOptions& opts);
+  /// Point to point, returning at once; the tensor must outlive wait().
+  virtual std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const SendOptions& opts);
+  virtual std::shared_ptr<Work> irecv(Tensor& tensor, int src, const SendOptions& opts);
+  /// Returns when every rank has entered.
+  virtual void barrier(const BarrierOptions& opts);
+  /// A backend over the members `ranks` (group ranks of this backend, ascending and unique).
+  /// Every rank of this backend must call it, in the same order; non-members get nullptr.
+  virtual std::shared_ptr<Backend> new_group(const std::vector<int>& ranks);
+
+ protected:
+  Backend(int rank, int size, std::vector<int> global_ranks)
+      : rank_(rank), size_(size), global_ranks_(std::move(global_ranks)) {}
+  [[noreturn]] void unsupported(const char* op) const;
+
+  int rank_;
+  int size_;
+  std::vector<int> global_ranks_;  // group rank -> global rank; empty for the world
+};
+
+}  // namespace distrun

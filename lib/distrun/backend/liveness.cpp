@@ -1,0 +1,69 @@
+#include "distrun/backend/liveness.hpp"
+
+#include <sstream>
+
+#include "distrun/core/error.hpp"
+
+namespace distrun {
+
+namespace {
+std::string key(int rank) { return "distrun/hb/" + std::to_string(rank); }
+}  // namespace
+
+Liveness::Liveness(std::shared_ptr<Store> store, int rank, int size, std::chrono::milliseconds interval)
+    : store_(std::move(store)), rank_(rank), size_(size), interval_(interval) {
+  store_->add(key(rank_), 1);
+  thread_ = std::thread([this] { run(); });
+}
+
+Liveness::~Liveness() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Liveness::run() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!cv_.wait_for(lock, interval_, [this] { return stop_; })) {
+    lock.unlock();
+    try {
+      store_->add(key(rank_), 1);
+    } catch (const std::exception&) {
+      // The store is gone (its host died): the collective that fails next reports it.
+      return;
+    }
+    lock.lock();
+  }
+}
+
+std::vector<int> Liveness::stalled(const std::vector<int>& candidates) {
+  std::vector<int64_t> before;
+  for (int r : candidates) before.push_back(store_->add(key(r), 0));
+  std::this_thread::sleep_for(interval_ * 3);
+  std::vector<int> out;
+  for (size_t i = 0; i < candidates.size(); ++i)
+    if (candidates[i] != rank_ && store_->add(key(candidates[i]), 0) == before[i]) out.push_back(candidates[i]);
+  return out;
+}
+
+std::string Liveness::describe_loss(const std::vector<int>& candidates, int store_host) {
+  std::vector<int> lost;
+  try {
+    lost = stalled(candidates);
+  } catch (const std::exception&) {
+    last_lost_ = store_host;
+    return "lost peer rank " + std::to_string(store_host) + " (it hosts the store, which no longer answers)";
+  }
+  if (lost.empty()) return "";
+  last_lost_ = lost.front();
+  std::ostringstream s;
+  s << "lost peer rank" << (lost.size() > 1 ? "s " : " ");
+  for (size_t i = 0; i < lost.size(); ++i) s << (i ? ", " : "") << lost[i];
+  s << " (no heartbeat for " << double((interval_ * 3).count()) / 1000.0 << " s: dead or frozen)";
+  return s.str();
+}
+
+}  // namespace distrun

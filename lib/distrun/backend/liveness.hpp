@@ -1,0 +1,51 @@
+// Heartbeats through the store, so that a failed collective can name the peer that died or
+// froze. Every rank bumps "hb/<rank>" a few times a second from its own thread (a SIGSTOPped or
+// killed process stops bumping); after a failure, stalled() says whose counter stood still.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distrun/store/store.hpp"
+
+namespace distrun {
+
+class Liveness {
+ public:
+  /// Starts heartbeating as `rank` of `size` through `store` (a connection of its own: the
+  /// heartbeat must not queue behind a blocking wait).
+  Liveness(std::shared_ptr<Store> store, int rank, int size,
+           std::chrono::milliseconds interval = std::chrono::milliseconds(300));
+  ~Liveness();
+
+  /// The global ranks among `candidates` whose heartbeat did not advance during a probe of
+  /// about three intervals. Throws StoreError when the store itself is gone.
+  std::vector<int> stalled(const std::vector<int>& candidates);
+
+  /// A sentence naming the lost peers for an error message, e.g. "lost peer rank 2 (no
+  /// heartbeat for 0.9 s)", or "" when every candidate is alive. Never throws: a dead store is
+  /// reported as the loss of rank `store_host` that hosts it.
+  std::string describe_loss(const std::vector<int>& candidates, int store_host = 0);
+
+  /// The first rank named by the last describe_loss(), or -1.
+  int last_lost() const { return last_lost_; }
+
+ private:
+  void run();
+
+  std::shared_ptr<Store> store_;
+  int rank_;
+  int size_;
+  std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::atomic<int> last_lost_{-1};
+  std::thread thread_;
+};
+
+}  // namespace distrun

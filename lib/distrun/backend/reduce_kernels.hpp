@@ -1,0 +1,21 @@
+// Elementwise reduction kernels, one per (dtype, op), with the signature Gloo expects.
+// The 16-bit floats are widened to float32 for the arithmetic and rounded back.
+#pragma once
+#include <cstddef>
+
+#include "distrun/backend/types.hpp"
+#include "distrun/core/tensor.hpp"
+
+namespace distrun {
+
+/// out[i] = a[i] (op) b[i] for n elements (out may alias a or b).
+using ReduceFn = void (*)(void* out, const void* a, const void* b, size_t n);
+
+/// The kernel for `op` on `dtype`; Avg gives the Sum kernel (finish with divide_by()).
+/// BackendError for a bitwise op on a floating type.
+ReduceFn reduce_kernel(DType dtype, ReduceOp op);
+
+/// Divides every element by `n` (ReduceOp::Avg after a sum); integers truncate toward zero.
+void divide_by(Tensor& t, int64_t n);
+
+}  // namespace distrun

@@ -1,0 +1,58 @@
+// c10d's vocabulary for collectives: reduction operators and one options struct per collective.
+// Ranks in these options are ranks within the backend's group (0..size-1).
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "distrun/core/dtype.hpp"
+
+namespace distrun {
+
+enum class ReduceOp : uint8_t { Sum, Avg, Prod, Min, Max, BAnd, BOr, BXor };
+
+/// "sum", "avg", ... as the scenario format spells them.
+const char* reduce_op_name(ReduceOp op);
+std::optional<ReduceOp> parse_reduce_op(std::string_view name);
+/// Bitwise reductions need an integer dtype.
+bool reduce_op_valid_for(ReduceOp op, DType dtype);
+
+struct CollectiveOptions {
+  std::chrono::milliseconds timeout{0};  // 0: the backend's default timeout
+};
+struct BroadcastOptions : CollectiveOptions {
+  int root = 0;
+};
+struct AllreduceOptions : CollectiveOptions {
+  ReduceOp op = ReduceOp::Sum;
+};
+struct AllreduceCoalescedOptions : AllreduceOptions {
+  size_t bucket_bytes = 25u << 20;  // tensors are packed into buckets of about this size
+};
+struct ReduceOptions : CollectiveOptions {
+  int root = 0;
+  ReduceOp op = ReduceOp::Sum;
+};
+struct AllgatherOptions : CollectiveOptions {};
+struct GatherOptions : CollectiveOptions {
+  int root = 0;
+};
+struct ScatterOptions : CollectiveOptions {
+  int root = 0;
+};
+struct ReduceScatterOptions : CollectiveOptions {
+  ReduceOp op = ReduceOp::Sum;
+};
+struct AllToAllOptions : CollectiveOptions {
+  // Elements sent to / received from each rank; both empty means equal splits.
+  std::vector<int64_t> send_counts;
+  std::vector<int64_t> recv_counts;
+};
+struct BarrierOptions : CollectiveOptions {};
+struct SendOptions : CollectiveOptions {
+  int tag = 0;
+};
+
+}  // namespace distrun

@@ -1,0 +1,107 @@
+#include "distrun/comm/process_group.hpp"
+
+#include <cstdlib>
+#include <thread>
+
+#include "distrun/config.hpp"
+#include "distrun/core/error.hpp"
+#include "distrun/env/netif.hpp"
+#include "distrun/gloo/gloo_backend.hpp"
+#include "distrun/store/hash_store.hpp"
+#include "distrun/store/tcp_store.hpp"
+#if DISTRUN_HAVE_NCCL
+#include "distrun/nccl/nccl_backend.hpp"
+#endif
+
+namespace distrun {
+
+BackendKind parse_backend(const std::string& name) {
+  if (name == "gloo") return BackendKind::Gloo;
+  if (name == "nccl") return BackendKind::Nccl;
+  throw ConfigError("unknown backend '" + name + "' (expected gloo or nccl)");
+}
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+// The address the store server binds: MASTER_ADDR's own interface when it is ours (loopback
+// for one host), so the port is not opened on every interface.
+std::string store_bind_address(const std::string& master) {
+  std::string ip = resolve_host(master);
+  return is_local_address(ip) ? ip : "0.0.0.0";
+}
+
+}  // namespace
+
+std::shared_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<Store> store, const WorldInfo& world,
+                                      std::chrono::milliseconds timeout, std::shared_ptr<Liveness> liveness) {
+  if (kind == BackendKind::Nccl) {
+#if DISTRUN_HAVE_NCCL
+    NcclBackendOptions o;
+    o.timeout = timeout;
+    o.device = world.local_rank;
+    return std::make_shared<NcclBackend>(std::move(store), world.rank, world.world_size, o, std::move(liveness));
+#else
+    throw ConfigError("backend nccl: this build of distrun has no NCCL support (configure with CUDA and NCCL)");
+#endif
+  }
+  GlooBackendOptions o;
+  o.timeout = timeout;
+  o.iface = env("DISTRUN_SOCKET_IFNAME").empty() ? env("GLOO_SOCKET_IFNAME") : env("DISTRUN_SOCKET_IFNAME");
+  if (o.iface.empty()) o.hostname = world.world_size == 1 ? "127.0.0.1" : local_address_towards(world.master_addr);
+  return std::make_shared<GlooBackend>(std::move(store), world.rank, world.world_size, o, std::move(liveness));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
+  std::shared_ptr<ProcessGroup> pg(new ProcessGroup());
+  pg->world_ = options.world ? *options.world : world_from_env();
+  const WorldInfo& w = pg->world_;
+  std::shared_ptr<Store> heartbeat_store;
+  if (options.store) {
+    pg->store_ = options.store;
+    heartbeat_store = options.store;
+  } else if (w.world_size == 1) {
+    pg->store_ = heartbeat_store = std::make_shared<HashStore>();
+  } else {
+    TCPStoreOptions so;
+    so.timeout = options.timeout;
+    so.is_server = w.rank == 0;
+    if (so.is_server) so.bind_host = store_bind_address(w.master_addr);
+    auto tcp = std::make_shared<TCPStore>(w.master_addr, w.master_port, so);
+    pg->store_ = tcp;
+    if (options.heartbeats) {
+      TCPStoreOptions co;
+      co.timeout = options.timeout;
+      heartbeat_store = std::make_shared<TCPStore>(w.master_addr, tcp->port(), co);
+    }
+  }
+  pg->store_->set_timeout(options.timeout);
+  if (options.heartbeats && w.world_size > 1)
+    pg->liveness_ = std::make_shared<Liveness>(heartbeat_store, w.rank, w.world_size);
+  pg->backend_ = make_backend(options.backend, pg->store_, w, options.timeout, pg->liveness_);
+  return pg;
+}
+
+ProcessGroup::~ProcessGroup() {
+  // Rank 0 hosts the store: keep it up until every rank is done with it, so that a fast
+  // rank 0 does not make the others fail on their way out.
+  if (world_.world_size > 1 && store_) {
+    try {
+      store_->add("distrun/exit", 1);
+      if (world_.rank == 0) {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (store_->add("distrun/exit", 0) < world_.world_size && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    } catch (const std::exception&) {
+    }
+  }
+  backend_.reset();
+  liveness_.reset();
+}
+
+}  // namespace distrun

@@ -1,0 +1,61 @@
+// Typed errors of the distrun library. Each message says what failed, with what, and where;
+// the apps map the type to an exit code once (see exit_code()).
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace distrun {
+
+/// Base of every error the library throws.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Bad input: a command line, a scenario file or an environment that cannot be used (exit 2).
+class ConfigError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A problem in the key-value store (connection, protocol, authentication).
+class StoreError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A collective failed in a backend, or a backend lacks an operation.
+class BackendError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A wait ran past its deadline (store keys, collectives, rendezvous).
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A peer rank died or froze; the message names it.
+class PeerError : public BackendError {
+ public:
+  PeerError(int peer, const std::string& what) : BackendError(what), peer_(peer) {}
+  /// The global rank of the lost peer, or -1 when it could not be told.
+  int peer() const { return peer_; }
+
+ private:
+  int peer_;
+};
+
+/// Results differ from the reference (a scenario check failed).
+class CheckError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// The documented exit status for an error: 2 for bad input, 1 for anything else.
+inline int exit_code(const std::exception& e) {
+  return dynamic_cast<const ConfigError*>(&e) ? 2 : 1;
+}
+
+}  // namespace distrun

@@ -1,0 +1,71 @@
+// GlooBackend: every collective of the spec on CPU tensors over Gloo's TCP transport. CUDA
+// tensors are staged through host memory. A failure is translated into a distrun error that
+// names the lost peer when the heartbeats tell one (see backend/liveness.hpp).
+#pragma once
+#include <memory>
+
+#include "distrun/backend/backend.hpp"
+#include "distrun/backend/liveness.hpp"
+#include "distrun/store/store.hpp"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace distrun {
+
+struct GlooBackendOptions {
+  std::chrono::milliseconds timeout{30000};  // default for every collective and the rendezvous
+  std::string hostname;                       // local address to bind (see local_address_towards)
+  std::string iface;                          // or an interface name (GLOO_SOCKET_IFNAME)
+};
+
+class GlooBackend : public Backend {
+ public:
+  /// Connects a full mesh among `size` ranks through `store` (keys under its own prefix).
+  /// `liveness` (optional) names lost peers in errors. The device is shared with subgroups.
+  GlooBackend(std::shared_ptr<Store> store, int rank, int size, const GlooBackendOptions& options,
+              std::shared_ptr<Liveness> liveness = nullptr, std::vector<int> global_ranks = {},
+              std::shared_ptr<gloo::transport::Device> device = nullptr);
+  ~GlooBackend() override;
+
+  std::string name() const override { return "gloo"; }
+  void broadcast(Tensor& tensor, const BroadcastOptions& opts) override;
+  void all_reduce(Tensor& tensor, const AllreduceOptions& opts) override;
+  void reduce(Tensor& tensor, const ReduceOptions& opts) override;
+  void all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) override;
+  void gather(const Tensor& in, Tensor& out, const GatherOptions& opts) override;
+  void scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts) override;
+  void reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) override;
+  void all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) override;
+  void send(const Tensor& tensor, int dst, const SendOptions& opts) override;
+  void recv(Tensor& tensor, int src, const SendOptions& opts) override;
+  std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const SendOptions& opts) override;
+  std::shared_ptr<Work> irecv(Tensor& tensor, int src, const SendOptions& opts) override;
+  void barrier(const BarrierOptions& opts) override;
+  std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
+
+  /// Turns a failure inside a Gloo call into a distrun error naming the op, this rank and,
+  /// when the heartbeats tell, the lost peer. Used by the Work objects too.
+  [[noreturn]] void fail(const char* op, const std::exception& e);
+
+ private:
+  template <typename F>
+  void guarded(const char* op, F&& f);
+  std::chrono::milliseconds timeout_of(const CollectiveOptions& o) const {
+    return o.timeout.count() > 0 ? o.timeout : options_.timeout;
+  }
+
+  std::shared_ptr<Store> store_;
+  GlooBackendOptions options_;
+  std::shared_ptr<Liveness> liveness_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+  uint32_t next_tag_ = 1;
+  int groups_made_ = 0;
+};
+
+}  // namespace distrun

@@ -1,0 +1,45 @@
+// The TCPStore wire format. A frame is a little-endian u32 payload length, then the payload:
+// one command byte and its fields (strings as u32 length + bytes, integers as little-endian
+// i64). Replies are frames too: a status byte, then the result. Decoding is bounded and
+// total: any byte string either decodes or throws StoreError, which the fuzzer checks.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace distrun::wire {
+
+enum class Cmd : uint8_t { Auth = 1, Set, Get, Add, Wait, Check, Remove, Ping };
+enum class Status : uint8_t { Ok = 0, Timeout = 1, Error = 2 };
+
+/// Frames larger than this are refused (the connection is closed with a log line).
+constexpr uint32_t kDefaultMaxFrame = 256u << 20;
+/// Keys longer than this are refused.
+constexpr uint32_t kMaxKey = 64u << 10;
+/// Most keys in one wait/check.
+constexpr uint32_t kMaxKeys = 1u << 16;
+
+struct Request {
+  Cmd cmd = Cmd::Ping;
+  std::vector<std::string> keys;  // Set/Get/Add/Remove: one; Wait/Check: many; Auth: the secret
+  std::string value;              // Set
+  int64_t number = 0;             // Add: delta; Get/Wait: timeout in ms
+};
+
+/// Encodes `r` as a payload (without the length prefix).
+std::string encode(const Request& r);
+/// Decodes a payload; throws StoreError on anything malformed or over the bounds.
+Request decode_request(std::string_view payload);
+
+/// Appends a u32 length prefix to `payload`.
+std::string frame(const std::string& payload);
+/// Reads the little-endian u32 of a frame header.
+uint32_t read_u32(const void* p);
+
+/// Helpers shared by encoder and decoder.
+void put_u32(std::string& out, uint32_t v);
+void put_i64(std::string& out, int64_t v);
+void put_str(std::string& out, std::string_view s);
+
+}  // namespace distrun::wire

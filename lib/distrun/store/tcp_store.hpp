@@ -1,0 +1,85 @@
+// TCPStore: the store that ranks share over TCP, as torch's env:// rendezvous does. Rank 0
+// (or the launcher) hosts a TCPStoreServer on MASTER_ADDR:MASTER_PORT; every rank talks to it
+// through a TCPStore client. A per-job secret, when set, must open each connection.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "distrun/store/protocol.hpp"
+#include "distrun/store/store.hpp"
+
+namespace distrun {
+
+struct TCPStoreServerOptions {
+  std::string host = "0.0.0.0";  // address to bind: the interface of MASTER_ADDR
+  uint16_t port = 0;             // 0 picks a free port (see TCPStoreServer::port())
+  std::string secret;            // required in each client's first frame when non-empty
+  uint32_t max_frame = wire::kDefaultMaxFrame;
+  size_t max_connections = 4096;
+  std::chrono::milliseconds auth_timeout = 10s;  // a silent connection is closed after this
+};
+
+/// A store server on its own thread. Serves until destroyed; one slow or malicious client
+/// never stops the others (every connection is asynchronous and bounded).
+class TCPStoreServer {
+ public:
+  /// Binds and starts serving; StoreError when the address cannot be bound (port taken).
+  explicit TCPStoreServer(const TCPStoreServerOptions& options);
+  ~TCPStoreServer();
+  TCPStoreServer(const TCPStoreServer&) = delete;
+  TCPStoreServer& operator=(const TCPStoreServer&) = delete;
+
+  /// The port actually bound.
+  uint16_t port() const;
+  /// Connections currently open (for tests of limits and leaks).
+  size_t connections() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+  std::thread thread_;
+};
+
+struct TCPStoreOptions {
+  bool is_server = false;  // host a TCPStoreServer in this process (rank 0)
+  std::chrono::milliseconds timeout = Store::kDefaultTimeout;  // connect + every wait
+  std::string secret;      // defaults to $DISTRUN_STORE_SECRET
+  std::string bind_host;   // server only: address to bind (default: derived from host)
+};
+
+/// A store client (and, with is_server, the server too). Thread-safe: one request at a time.
+class TCPStore : public Store {
+ public:
+  /// Connects to host:port, retrying until options.timeout (the server may start later).
+  TCPStore(const std::string& host, uint16_t port, const TCPStoreOptions& options = {});
+  ~TCPStore() override;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool remove(const std::string& key) override;
+  using Store::wait;
+
+  /// The port of the server this client talks to (the bound one when hosting).
+  uint16_t port() const { return port_; }
+  const std::string& host() const { return host_; }
+
+  struct Conn;
+
+ private:
+  std::string request(const wire::Request& r, std::chrono::milliseconds reply_timeout);
+
+  std::string host_;
+  uint16_t port_;
+  std::unique_ptr<TCPStoreServer> server_;
+  std::unique_ptr<Conn> conn_;
+  std::mutex mu_;
+};
+
+}  // namespace distrun
