@@ -1,0 +1,130 @@
+#include "distrun/nccl/nccl_comm.hpp"
+
+#include <thread>
+
+#include "distrun/core/error.hpp"
+#include "distrun/nccl/nccl_check.hpp"
+
+namespace distrun::nccl {
+
+namespace {
+
+// A short spin first (a collective often finishes within microseconds, and benchmarks should not
+// pay a sleep for it), then sleeps that grow to 200 us so that a long wait costs no CPU.
+class Backoff {
+ public:
+  void pause() {
+    if (++spins_ < 200) return std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
+    sleep_us_ = std::min(sleep_us_ * 2, 200);
+  }
+
+ private:
+  int spins_ = 0;
+  int sleep_us_ = 10;
+};
+
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+[[noreturn]] void timed_out(const char* what, Clock::time_point started) {
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+  throw TimeoutError(std::string(what) + ": timed out after " + std::to_string(ms) + " ms");
+}
+
+}  // namespace
+
+std::unique_ptr<NcclComm> NcclComm::init(int size, int rank, const ncclUniqueId& id, Clock::time_point deadline) {
+  ncclConfig_t config = nonblocking_config();
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    if (comm) ncclCommAbort(comm);
+    nccl_check(r, "ncclCommInitRankConfig");
+  }
+  std::unique_ptr<NcclComm> c(new NcclComm(comm));
+  try {
+    c->poll_ready("ncclCommInitRankConfig", deadline);
+  } catch (...) {
+    c->abort();
+    throw;
+  }
+  return c;
+}
+
+std::unique_ptr<NcclComm> NcclComm::split(int color, int key, Clock::time_point deadline) {
+  ncclConfig_t config = nonblocking_config();
+  ncclComm_t child = nullptr;
+  ncclResult_t r = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
+  // The parent settles once every rank has taken part; the child once its members are connected.
+  settle(r, "ncclCommSplit", deadline);
+  if (!child) return nullptr;
+  std::unique_ptr<NcclComm> c(new NcclComm(child));
+  try {
+    c->poll_ready("ncclCommSplit", deadline);
+  } catch (...) {
+    c->abort();
+    throw;
+  }
+  return c;
+}
+
+NcclComm::~NcclComm() {
+  if (!comm_ || aborted_) return;
+  // Finalize flushes outstanding work and needs the peers; bounded, then abort (never hang in a
+  // destructor, e.g. while unwinding from another rank's failure).
+  try {
+    settle(ncclCommFinalize(comm_), "ncclCommFinalize", deadline_after(std::chrono::seconds(10)));
+    ncclCommDestroy(comm_);
+  } catch (...) {
+    abort();
+  }
+}
+
+void NcclComm::abort() noexcept {
+  if (!comm_ || aborted_) return;
+  aborted_ = true;
+  ncclCommAbort(comm_);
+}
+
+void NcclComm::settle(ncclResult_t r, const char* call, Clock::time_point deadline) {
+  if (r == ncclInProgress) return poll_ready(call, deadline);
+  if (r != ncclSuccess) throw BackendError(nccl_error_message(call, r, comm_));
+}
+
+void NcclComm::poll_ready(const char* call, Clock::time_point deadline) {
+  const auto started = Clock::now();
+  Backoff backoff;
+  for (;;) {
+    ncclResult_t state = ncclInProgress;
+    ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+    if (r != ncclSuccess) throw BackendError(nccl_error_message("ncclCommGetAsyncError", r, comm_));
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress) throw BackendError(nccl_error_message(call, state, comm_));
+    if (Clock::now() >= deadline) timed_out(call, started);
+    backoff.pause();
+  }
+}
+
+void NcclComm::wait(cudaEvent_t event, const char* what, Clock::time_point deadline) {
+  const auto started = Clock::now();
+  Backoff backoff;
+  for (;;) {
+    cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) throw BackendError(std::string(what) + ": " + cuda_error_message("cudaEventQuery", e));
+    // A peer's failure shows here (e.g. a broken connection) long before any deadline.
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+    if (r != ncclSuccess) throw BackendError(nccl_error_message("ncclCommGetAsyncError", r, comm_));
+    if (state != ncclSuccess && state != ncclInProgress)
+      throw BackendError(std::string(what) + ": " + nccl_error_message("NCCL", state, comm_));
+    if (Clock::now() >= deadline) timed_out(what, started);
+    backoff.pause();
+  }
+}
+
+}  // namespace distrun::nccl

@@ -1,0 +1,59 @@
+// One NCCL communicator, nonblocking, with every wait bounded by a deadline: NCCL calls return
+// at once (ncclInProgress) and we poll ncclCommGetAsyncError, so a peer that never arrives or
+// dies mid-collective becomes a TimeoutError/BackendError instead of a hang. After a failure the
+// communicator is aborted (ncclCommAbort), which also stops its kernels on the device.
+#pragma once
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace distrun::nccl {
+
+using Clock = std::chrono::steady_clock;
+
+class NcclComm {
+ public:
+  /// Joins communicator `id` as `rank` of `size` (ncclCommInitRankConfig, nonblocking) on the
+  /// current CUDA device; TimeoutError when not every rank has joined by `deadline`.
+  static std::unique_ptr<NcclComm> init(int size, int rank, const ncclUniqueId& id, Clock::time_point deadline);
+
+  /// ncclCommSplit: every rank of this communicator calls it; ranks with the same `color`
+  /// (>= 0) form a new communicator ordered by `key`; color < 0 returns nullptr.
+  std::unique_ptr<NcclComm> split(int color, int key, Clock::time_point deadline);
+
+  /// Finalizes (bounded wait) and destroys the communicator, or aborts it when it failed.
+  ~NcclComm();
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+
+  ncclComm_t get() const { return comm_; }
+  bool aborted() const { return aborted_; }
+
+  /// Checks the result `r` of the NCCL call `call`; when it is ncclInProgress, polls until the
+  /// communicator settles or `deadline` passes (TimeoutError). BackendError on any failure.
+  void settle(ncclResult_t r, const char* call, Clock::time_point deadline);
+
+  /// Waits until `event` has completed on the device, polling it and the communicator's async
+  /// error; TimeoutError at `deadline`, BackendError on an NCCL or CUDA error. `what` names the
+  /// operation in messages.
+  void wait(cudaEvent_t event, const char* what, Clock::time_point deadline);
+
+  /// ncclCommAbort, once: releases the communicator without waiting for its peers.
+  void abort() noexcept;
+
+ private:
+  explicit NcclComm(ncclComm_t comm) : comm_(comm) {}
+  // Polls ncclCommGetAsyncError until it is not ncclInProgress; throws on error or deadline.
+  void poll_ready(const char* call, Clock::time_point deadline);
+
+  ncclComm_t comm_ = nullptr;
+  bool aborted_ = false;
+};
+
+/// A deadline `timeout` from now.
+inline Clock::time_point deadline_after(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
+
+}  // namespace distrun::nccl
