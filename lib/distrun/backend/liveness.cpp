@@ -8,6 +8,7 @@ namespace distrun {
 
 namespace {
 std::string key(int rank) { return "distrun/hb/" + std::to_string(rank); }
+std::string failed_key(int rank) { return "distrun/failed/" + std::to_string(rank); }
 }  // namespace
 
 Liveness::Liveness(std::shared_ptr<Store> store, int rank, int size, std::chrono::milliseconds interval)
@@ -39,18 +40,28 @@ void Liveness::run() {
   }
 }
 
+void Liveness::mark_failed() {
+  try {
+    store_->set(failed_key(rank_), "1");
+  } catch (const std::exception&) {
+  }
+}
+
 std::vector<int> Liveness::stalled(const std::vector<int>& candidates) {
   std::vector<int64_t> before;
   for (int r : candidates) before.push_back(store_->add(key(r), 0));
   std::this_thread::sleep_for(interval_ * 3);
   std::vector<int> out;
   for (size_t i = 0; i < candidates.size(); ++i)
-    if (candidates[i] != rank_ && store_->add(key(candidates[i]), 0) == before[i]) out.push_back(candidates[i]);
+    if (candidates[i] != rank_ && store_->add(key(candidates[i]), 0) == before[i] &&
+        !store_->check({failed_key(candidates[i])}))
+      out.push_back(candidates[i]);
   return out;
 }
 
 std::string Liveness::describe_loss(const std::vector<int>& candidates, int store_host) {
   std::vector<int> lost;
+  mark_failed();
   try {
     lost = stalled(candidates);
   } catch (const std::exception&) {

@@ -22,8 +22,13 @@ class Liveness {
            std::chrono::milliseconds interval = std::chrono::milliseconds(300));
   ~Liveness();
 
+  /// Records that this rank saw a collective fail, so that peers probing after it exits do not
+  /// count it as lost (it is a survivor that gave up, not the cause).
+  void mark_failed();
+
   /// The global ranks among `candidates` whose heartbeat did not advance during a probe of
-  /// about three intervals. Throws StoreError when the store itself is gone.
+  /// about three intervals, except those that marked themselves failed. Throws StoreError when
+  /// the store itself is gone.
   std::vector<int> stalled(const std::vector<int>& candidates);
 
   /// A sentence naming the lost peers for an error message, e.g. "lost peer rank 2 (no

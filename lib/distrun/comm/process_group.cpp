@@ -1,6 +1,7 @@
 #include "distrun/comm/process_group.hpp"
 
 #include <cstdlib>
+#include <exception>
 #include <thread>
 
 #include "distrun/config.hpp"
@@ -87,15 +88,18 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
 }
 
 ProcessGroup::~ProcessGroup() {
-  // Rank 0 hosts the store: keep it up until every rank is done with it, so that a fast
-  // rank 0 does not make the others fail on their way out.
+  // Rank 0 hosts the store: keep it up until every rank is done with it, so that a fast rank 0
+  // does not make the others fail on their way out. On the way out of a failure, wait less
+  // (a dead peer never checks out) but long enough for the survivors' heartbeat probes, which
+  // need the store to name the lost peer.
   if (world_.world_size > 1 && store_) {
+    const bool failing = std::uncaught_exceptions() > 0;
     try {
       store_->add("distrun/exit", 1);
       if (world_.rank == 0) {
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        auto deadline = std::chrono::steady_clock::now() + (failing ? std::chrono::seconds(3) : std::chrono::seconds(10));
         while (store_->add("distrun/exit", 0) < world_.world_size && std::chrono::steady_clock::now() < deadline)
-          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          std::this_thread::sleep_for(std::chrono::milliseconds(failing ? 20 : 2));
       }
     } catch (const std::exception&) {
     }
