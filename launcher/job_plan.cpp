@@ -1,0 +1,151 @@
+#include "job_plan.hpp"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "distrun/core/error.hpp"
+
+namespace distrun::launcher {
+namespace {
+
+int parse_positive(const std::string& text, const std::string& option) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 6 ||
+      std::stoi(text) < 1)
+    throw ConfigError(option + " " + text + ": expected a positive integer");
+  return std::stoi(text);
+}
+
+// torchrun takes --nnodes N or MIN:MAX; distrun's rendezvous is static, so MIN must equal MAX.
+int parse_nnodes(const std::string& text) {
+  size_t colon = text.find(':');
+  if (colon == std::string::npos) return parse_positive(text, "--nnodes");
+  int lo = parse_positive(text.substr(0, colon), "--nnodes");
+  int hi = parse_positive(text.substr(colon + 1), "--nnodes");
+  if (lo != hi) throw ConfigError("--nnodes " + text + ": elastic ranges are not supported; give N or N:N");
+  return lo;
+}
+
+// An env lookup that hides some variables, so world_from_env reads one convention only.
+EnvLookup hiding(const EnvLookup& env, std::set<std::string> hidden) {
+  return [env, hidden](const std::string& name) -> std::optional<std::string> {
+    if (hidden.count(name)) return std::nullopt;
+    return env(name);
+  };
+}
+
+}  // namespace
+
+int count_cuda_devices() {
+  int count = 0;
+  if (DIR* dir = opendir("/proc/driver/nvidia/gpus")) {
+    while (dirent* e = readdir(dir))
+      if (e->d_name[0] != '.') ++count;
+    closedir(dir);
+    return count;
+  }
+  // No driver proc entry (containers): ask nvidia-smi, when there is one.
+  if (access("/usr/bin/nvidia-smi", X_OK) != 0 && access("/usr/local/bin/nvidia-smi", X_OK) != 0) return 0;
+  FILE* p = popen("nvidia-smi -L 2>/dev/null", "r");
+  if (!p) return 0;
+  char line[512];
+  while (fgets(line, sizeof line, p))
+    if (std::string(line).rfind("GPU ", 0) == 0) ++count;
+  pclose(p);
+  return count;
+}
+
+int resolve_nproc_per_node(const std::string& spec) {
+  if (spec == "cpu") return int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  if (spec == "gpu" || spec == "auto") {
+    int gpus = count_cuda_devices();
+    if (gpus > 0) return gpus;
+    if (spec == "gpu") throw ConfigError("--nproc-per-node gpu: no CUDA device found on this host");
+    return int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  }
+  return parse_positive(spec, "--nproc-per-node");
+}
+
+std::string detect_launcher(const EnvLookup& env) {
+  auto set = [&](const char* n) { auto v = env(n); return v && !v->empty(); };
+  return set("SLURM_JOB_ID") && set("SLURM_NODEID") && set("SLURM_STEP_ID") ? "slurm" : "pytorch";
+}
+
+JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int> scenario_world_size) {
+  JobPlan plan;
+  plan.run_id = o.run_id;
+  plan.source = o.launcher == "auto" ? detect_launcher(env) : o.launcher;
+  plan.nnodes = parse_nnodes(o.nnodes);
+  plan.node_rank = o.node_rank;
+  if (!o.master_addr.empty()) plan.master_addr = o.master_addr;
+  if (o.master_port) plan.master_port = uint16_t(*o.master_port);
+
+  if (plan.source == "slurm" || plan.source == "mpi") {
+    // One agent per node, started by srun or mpirun: the job's own variables say who we are.
+    std::set<std::string> hidden = {"RANK", "WORLD_SIZE"};
+    if (plan.source == "mpi") hidden.insert({"SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_NODELIST"});
+    WorldInfo w = world_from_env(hiding(env, hidden));
+    if (w.source != plan.source)
+      throw ConfigError("--launcher " + plan.source + ": no " + plan.source + " job in the environment" +
+                        (plan.source == "slurm" ? " (SLURM_PROCID/SLURM_NTASKS unset; start distrun with srun)"
+                                                : " (OMPI_COMM_WORLD_RANK/PMI_RANK unset; start distrun with mpirun)"));
+    if (plan.source == "slurm") {
+      plan.nnodes = w.nnodes;
+      plan.node_rank = w.node_rank;
+    } else {
+      plan.nnodes = w.world_size;  // one agent per node
+      plan.node_rank = w.rank;
+    }
+    if (o.master_addr.empty() && o.rdzv_endpoint.empty()) plan.master_addr = w.master_addr;
+    if (!o.master_port && o.rdzv_endpoint.empty()) plan.master_port = w.master_port;
+  }
+
+  if (!o.rdzv_endpoint.empty()) {
+    // "host", "host:port", "[v6addr]:port" or a bare v6 address.
+    const std::string& ep = o.rdzv_endpoint;
+    std::string host = ep, port;
+    if (ep.front() == '[') {
+      size_t close = ep.find(']');
+      if (close == std::string::npos) throw ConfigError("--rdzv-endpoint " + ep + ": unclosed '['");
+      host = ep.substr(1, close - 1);
+      if (close + 1 < ep.size() && ep[close + 1] == ':') port = ep.substr(close + 2);
+    } else if (std::count(ep.begin(), ep.end(), ':') == 1) {
+      host = ep.substr(0, ep.find(':'));
+      port = ep.substr(ep.find(':') + 1);
+    }
+    if (host.empty()) throw ConfigError("--rdzv-endpoint " + ep + ": no host");
+    plan.master_addr = host;
+    if (!port.empty()) {
+      int p = parse_positive(port, "--rdzv-endpoint port");
+      if (p > 65535) throw ConfigError("--rdzv-endpoint " + ep + ": port out of range");
+      plan.master_port = uint16_t(p);
+    }
+  }
+
+  if (o.standalone) {
+    if (plan.nnodes != 1) throw ConfigError("--standalone runs one node; got --nnodes " + o.nnodes);
+    plan.master_addr = "127.0.0.1";
+    plan.master_port.reset();  // torchrun --standalone ignores the port too: pick a free one
+  }
+  if (plan.node_rank < 0 || plan.node_rank >= plan.nnodes)
+    throw ConfigError("--node-rank " + std::to_string(plan.node_rank) + " outside 0.." + std::to_string(plan.nnodes - 1));
+  if (plan.nnodes > 1 && !plan.master_port) plan.master_port = 29500;  // torchrun's default
+  if (plan.nnodes > 1 && plan.master_addr.empty()) plan.master_addr = "127.0.0.1";
+
+  if (!o.nproc_per_node.empty()) {
+    plan.nproc_per_node = resolve_nproc_per_node(o.nproc_per_node);
+  } else if (scenario_world_size) {
+    if (*scenario_world_size % plan.nnodes != 0)
+      throw ConfigError("scenario world_size " + std::to_string(*scenario_world_size) + " does not divide over " +
+                        std::to_string(plan.nnodes) + " nodes; give --nproc-per-node");
+    plan.nproc_per_node = *scenario_world_size / plan.nnodes;
+  } else {
+    plan.nproc_per_node = 1;  // torchrun's default
+  }
+  return plan;
+}
+
+}  // namespace distrun::launcher

@@ -1,0 +1,43 @@
+// Where this agent stands in the job: nodes, this node's rank, workers per node, and where
+// node 0 is, resolved from the options and (with --launcher slurm/mpi/auto) the environment.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "distrun/env/world.hpp"
+#include "options.hpp"
+
+namespace distrun::launcher {
+
+struct JobPlan {
+  int nnodes = 1;
+  int node_rank = 0;
+  int nproc_per_node = 1;
+  std::string master_addr = "127.0.0.1";
+  // Multi-node: the port of the agents' rendezvous on node 0. One node: the workers' port
+  // when the user named one (checked free), else nullopt (a free port is picked).
+  std::optional<uint16_t> master_port;
+  std::string source = "pytorch";  // where nnodes/node rank came from: pytorch | slurm | mpi
+  std::string run_id = "none";
+
+  bool single_node() const { return nnodes == 1; }
+};
+
+/// Resolves `spec` of --nproc-per-node: a positive integer, "cpu" (cores), "gpu" (CUDA
+/// devices; ConfigError when none), or "auto" (GPUs when any, else cores).
+int resolve_nproc_per_node(const std::string& spec);
+
+/// CUDA devices visible on this host, counted without linking CUDA (/proc/driver/nvidia/gpus,
+/// else `nvidia-smi -L`); 0 when there is no NVIDIA driver.
+int count_cuda_devices();
+
+/// Which launcher convention applies for --launcher auto: "slurm" when srun started us inside a
+/// job (SLURM_JOB_ID, SLURM_NODEID and SLURM_STEP_ID set), else "pytorch".
+std::string detect_launcher(const EnvLookup& env);
+
+/// Builds the plan from options and environment. `scenario_world_size` (from the scenario
+/// file, if it declares one) sets the default workers per node. ConfigError when inconsistent.
+JobPlan plan_job(const LaunchOptions& options, const EnvLookup& env, std::optional<int> scenario_world_size);
+
+}  // namespace distrun::launcher

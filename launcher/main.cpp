@@ -1,0 +1,17 @@
+// distrun: the launcher. Parses the command line, runs the agent, maps errors to exit codes.
+#include <iostream>
+
+#include "agent.hpp"
+#include "distrun/core/error.hpp"
+#include "options.hpp"
+
+int main(int argc, char** argv) {
+  try {
+    auto parsed = distrun::launcher::parse_launch_options(argc, argv);
+    if (parsed.exit_now) return *parsed.exit_now;
+    return distrun::launcher::run_agent(parsed.options);
+  } catch (const std::exception& e) {
+    std::cerr << "distrun: error: " << e.what() << std::endl;
+    return distrun::exit_code(e);
+  }
+}

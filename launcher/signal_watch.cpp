@@ -1,0 +1,43 @@
+#include "signal_watch.hpp"
+
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "distrun/core/error.hpp"
+
+namespace distrun::launcher {
+
+SignalWatch::SignalWatch() {
+  sigset_t watched;
+  sigemptyset(&watched);
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&watched, s);
+  if (pthread_sigmask(SIG_BLOCK, &watched, &original_mask_) != 0) throw Error("cannot block signals");
+  fd_ = signalfd(-1, &watched, SFD_NONBLOCK | SFD_CLOEXEC);
+  if (fd_ < 0) throw Error(std::string("signalfd: ") + strerror(errno));
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &ignore, &original_pipe_);
+}
+
+SignalWatch::~SignalWatch() {
+  close(fd_);
+  sigaction(SIGPIPE, &original_pipe_, nullptr);
+  pthread_sigmask(SIG_SETMASK, &original_mask_, nullptr);
+}
+
+int SignalWatch::next() {
+  signalfd_siginfo info;
+  ssize_t n = read(fd_, &info, sizeof info);
+  return n == ssize_t(sizeof info) ? int(info.ssi_signo) : 0;
+}
+
+void restore_child_signals(const sigset_t& mask) {
+  // Dispositions set to SIG_IGN survive exec; reset the one the launcher changed.
+  signal(SIGPIPE, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &mask, nullptr);
+}
+
+}  // namespace distrun::launcher

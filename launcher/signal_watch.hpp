@@ -1,0 +1,34 @@
+// Signals the launcher handles in its poll loop: SIGCHLD (a worker ended) and SIGINT/SIGTERM/
+// SIGHUP (forwarded to the workers). They are blocked and read from a signalfd, so no handler
+// runs at an awkward moment; workers get the original mask back before exec.
+#pragma once
+#include <signal.h>
+
+namespace distrun::launcher {
+
+class SignalWatch {
+ public:
+  /// Blocks the watched signals in this thread (call before starting any thread) and opens
+  /// the signalfd. SIGPIPE is ignored so a closed console never kills the launcher.
+  SignalWatch();
+  ~SignalWatch();
+  SignalWatch(const SignalWatch&) = delete;
+  SignalWatch& operator=(const SignalWatch&) = delete;
+
+  /// The descriptor to poll for POLLIN.
+  int fd() const { return fd_; }
+  /// Reads one pending signal number, or 0 when none is pending.
+  int next();
+  /// The mask and dispositions the launcher started with, for children to restore.
+  const sigset_t& original_mask() const { return original_mask_; }
+
+ private:
+  int fd_ = -1;
+  sigset_t original_mask_;
+  struct sigaction original_pipe_;
+};
+
+/// Restores default dispositions and the original mask; call in a forked child before exec.
+void restore_child_signals(const sigset_t& mask);
+
+}  // namespace distrun::launcher

@@ -1,0 +1,207 @@
+#include "worker_group.hpp"
+
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+namespace distrun::launcher {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+WorkerGroup::WorkerGroup(const std::vector<WorkerSpec>& specs, OutputRouter& output, SignalWatch& signals,
+                         milliseconds stop_grace)
+    : output_(output), signals_(signals), stop_grace_(stop_grace) {
+  workers_.reserve(specs.size());
+  for (const auto& spec : specs) {
+    SpawnedWorker s;
+    try {
+      s = spawn_worker(spec, signals_.original_mask());
+    } catch (...) {
+      kill_and_reap_all();  // a throwing constructor gets no destructor: stop those started
+      throw;
+    }
+    Worker w;
+    w.spec = spec;
+    w.pid = s.pid;
+    w.running = true;
+    w.out.fd = s.out_fd;
+    w.err.fd = s.err_fd;
+    workers_.push_back(std::move(w));
+  }
+}
+
+WorkerGroup::~WorkerGroup() { kill_and_reap_all(); }
+
+void WorkerGroup::kill_and_reap_all() {
+  for (auto& w : workers_) {
+    if (w.running) {
+      kill(-w.pid, SIGKILL);
+      int status;
+      // SIGKILL cannot be caught: the wait ends as soon as the kernel tears the process down.
+      while (waitpid(w.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      w.running = false;
+    }
+    if (w.out.fd >= 0) close(w.out.fd);
+    if (w.err.fd >= 0) close(w.err.fd);
+    w.out.fd = w.err.fd = -1;
+  }
+}
+
+void WorkerGroup::emit(Worker& w, bool is_err, std::string_view line) {
+  output_.line(w.spec.local_rank, is_err, line);
+  if (is_err) {
+    std::string_view body = line.substr(0, line.size() - (line.empty() || line.back() != '\n' ? 0 : 1));
+    w.err_tail.emplace_back(body);
+    if (w.err_tail.size() > kTailLines) w.err_tail.pop_front();
+  }
+}
+
+void WorkerGroup::read_stream(Worker& w, bool is_err) {
+  Stream& s = is_err ? w.err : w.out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(s.fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return;  // EAGAIN: drained for now
+    if (n == 0) {
+      close_stream(w, is_err);
+      return;
+    }
+    s.partial.append(buf, size_t(n));
+    size_t start = 0, nl;
+    while ((nl = s.partial.find('\n', start)) != std::string::npos) {
+      emit(w, is_err, std::string_view(s.partial).substr(start, nl + 1 - start));
+      start = nl + 1;
+    }
+    s.partial.erase(0, start);
+    // A very long line without newline is passed on in pieces rather than held forever.
+    if (s.partial.size() > 1 << 20) {
+      s.partial += '\n';
+      emit(w, is_err, s.partial);
+      s.partial.clear();
+    }
+  }
+}
+
+void WorkerGroup::close_stream(Worker& w, bool is_err) {
+  Stream& s = is_err ? w.err : w.out;
+  if (!s.partial.empty()) {
+    s.partial += '\n';
+    emit(w, is_err, s.partial);
+    s.partial.clear();
+  }
+  close(s.fd);
+  s.fd = -1;
+}
+
+void WorkerGroup::reap(GroupResult& result) {
+  for (auto& w : workers_) {
+    if (!w.running) continue;
+    int status = 0;
+    pid_t got = waitpid(w.pid, &status, WNOHANG);
+    if (got != w.pid) continue;
+    w.running = false;
+    // Whatever the worker left in its process group goes with it: no orphan survives.
+    kill(-w.pid, SIGKILL);
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (ok || stopping_ || result.failure) continue;
+    // Drain what it wrote before dying, so the summary has its last words.
+    if (w.err.fd >= 0) read_stream(w, true);
+    WorkerFailure f;
+    f.rank = w.spec.rank;
+    f.local_rank = w.spec.local_rank;
+    f.wait_status = status;
+    f.when = std::chrono::system_clock::now();
+    f.stderr_tail.assign(w.err_tail.begin(), w.err_tail.end());
+    result.failure = f;
+  }
+}
+
+void WorkerGroup::signal_all(int sig) {
+  for (auto& w : workers_)
+    if (w.running) {
+      kill(-w.pid, sig);
+      if (sig != SIGKILL) kill(-w.pid, SIGCONT);  // a stopped worker must wake to see it
+    }
+}
+
+void WorkerGroup::begin_stop(int sig) {
+  if (stopping_) return;
+  stopping_ = true;
+  kill_at_ = Clock::now() + stop_grace_;
+  signal_all(sig);
+}
+
+bool WorkerGroup::any_running() const {
+  return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
+}
+
+bool WorkerGroup::any_stream_open() const {
+  return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.out.fd >= 0 || w.err.fd >= 0; });
+}
+
+GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseconds poll_interval) {
+  GroupResult result;
+  auto next_poll = Clock::now() + poll_interval;
+  std::optional<Clock::time_point> drain_until;  // set once every worker has ended
+  bool killed = false;
+  while (any_running() || (any_stream_open() && drain_until && Clock::now() < *drain_until)) {
+    std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
+    std::vector<std::pair<Worker*, bool>> owners{{nullptr, false}};
+    for (auto& w : workers_) {
+      if (w.out.fd >= 0) fds.push_back({w.out.fd, POLLIN, 0}), owners.emplace_back(&w, false);
+      if (w.err.fd >= 0) fds.push_back({w.err.fd, POLLIN, 0}), owners.emplace_back(&w, true);
+    }
+    auto now = Clock::now();
+    auto wake = drain_until ? *drain_until : next_poll;
+    if (stopping_ && !killed) wake = std::min(wake, kill_at_);
+    if (!drain_until && !peer_failed && !stopping_) wake = now + milliseconds(1000);
+    int timeout_ms = int(std::max<int64_t>(0, std::chrono::duration_cast<milliseconds>(wake - now).count()));
+    int n = poll(fds.data(), fds.size(), timeout_ms);
+    if (n < 0 && errno != EINTR) break;
+    for (size_t i = 1; n > 0 && i < fds.size(); ++i)
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_stream(*owners[i].first, owners[i].second);
+    if (n > 0 && (fds[0].revents & POLLIN)) {
+      while (int sig = signals_.next()) {
+        if (sig == SIGCHLD) continue;  // reaped below, every round
+        if (!result.signal) {
+          result.signal = sig;
+          result.outcome = GroupOutcome::interrupted;
+        }
+        begin_stop(sig);  // forward the signal itself, as torchrun does
+      }
+    }
+    bool had_failure = result.failure.has_value();
+    reap(result);
+    if (result.failure && !had_failure && result.outcome == GroupOutcome::succeeded) {
+      result.outcome = GroupOutcome::failed;
+      begin_stop(SIGTERM);
+    }
+    now = Clock::now();
+    if (stopping_ && !killed && now >= kill_at_ && any_running()) {
+      signal_all(SIGKILL);
+      killed = true;
+    }
+    if (peer_failed && !stopping_ && now >= next_poll) {
+      next_poll = now + poll_interval;
+      if (peer_failed()) {
+        result.outcome = GroupOutcome::peer_failed;
+        begin_stop(SIGTERM);
+      }
+    }
+    // Pipes may be held open by something the worker left behind; wait a little, not forever.
+    if (!any_running() && !drain_until) drain_until = Clock::now() + milliseconds(500);
+  }
+  for (auto& w : workers_) {
+    if (w.out.fd >= 0) close_stream(w, false);
+    if (w.err.fd >= 0) close_stream(w, true);
+  }
+  return result;
+}
+
+}  // namespace distrun::launcher

@@ -1,0 +1,90 @@
+// The workers of one node for one attempt: started together, watched together, stopped
+// together. The first failure stops the rest (SIGTERM to each process group, SIGKILL after a
+// grace period); every child is reaped before run() returns or the group is destroyed.
+#pragma once
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "output_router.hpp"
+#include "signal_watch.hpp"
+#include "worker_process.hpp"
+
+namespace distrun::launcher {
+
+/// The first worker that failed, as the summary tells it.
+struct WorkerFailure {
+  int rank = 0;
+  int local_rank = 0;
+  int wait_status = 0;                       // from waitpid
+  std::chrono::system_clock::time_point when;
+  std::vector<std::string> stderr_tail;      // last lines of its stderr, newest last
+};
+
+enum class GroupOutcome {
+  succeeded,    // every worker exited 0
+  failed,       // a worker failed; see failure
+  interrupted,  // the launcher got SIGINT/SIGTERM/SIGHUP; see signal
+  peer_failed,  // another node reported a failure
+};
+
+struct GroupResult {
+  GroupOutcome outcome = GroupOutcome::succeeded;
+  std::optional<WorkerFailure> failure;
+  int signal = 0;
+};
+
+class WorkerGroup {
+ public:
+  static constexpr size_t kTailLines = 20;
+
+  /// Starts every worker of `specs`, in order. If one cannot start, those started are stopped
+  /// and the error is rethrown.
+  WorkerGroup(const std::vector<WorkerSpec>& specs, OutputRouter& output, SignalWatch& signals,
+              std::chrono::milliseconds stop_grace);
+  /// Kills (SIGKILL) and reaps whatever still runs.
+  ~WorkerGroup();
+  WorkerGroup(const WorkerGroup&) = delete;
+  WorkerGroup& operator=(const WorkerGroup&) = delete;
+
+  /// Supervises until every worker has ended. `peer_failed`, when given, is polled every
+  /// `poll_interval`; when it returns true the local workers are stopped.
+  GroupResult run(const std::function<bool()>& peer_failed = {},
+                  std::chrono::milliseconds poll_interval = std::chrono::milliseconds(200));
+
+ private:
+  struct Stream {
+    int fd = -1;
+    std::string partial;  // bytes after the last newline
+  };
+  struct Worker {
+    WorkerSpec spec;
+    pid_t pid = -1;
+    bool running = false;
+    Stream out, err;
+    std::deque<std::string> err_tail;
+  };
+
+  void read_stream(Worker& w, bool is_err);
+  void emit(Worker& w, bool is_err, std::string_view line);
+  void close_stream(Worker& w, bool is_err);
+  // Reaps ended workers; returns the first failure among them (not counting those we stopped).
+  void reap(GroupResult& result);
+  void signal_all(int sig);
+  void kill_and_reap_all();
+  void begin_stop(int sig);
+  bool any_running() const;
+  bool any_stream_open() const;
+
+  std::vector<Worker> workers_;
+  OutputRouter& output_;
+  SignalWatch& signals_;
+  std::chrono::milliseconds stop_grace_;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point kill_at_;
+};
+
+}  // namespace distrun::launcher
