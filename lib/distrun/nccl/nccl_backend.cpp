@@ -37,21 +37,26 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
   nccl::check_runtime_version();
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));
   create_stream();
-  const auto deadline = deadline_after(options_.timeout);
-  ncclUniqueId id;
-  std::string raw = nccl::exchange_unique_id(
-      *store_, 0, rank_, sizeof(id),
-      [] {
-        ncclUniqueId made;
-        DISTRUN_NCCL_CHECK(ncclGetUniqueId(&made));
-        return std::string(reinterpret_cast<const char*>(&made), sizeof(made));
-      },
-      options_.timeout);
-  std::memcpy(&id, raw.data(), sizeof(id));
   try {
-    comm_ = nccl::NcclComm::init(size_, rank_, id, deadline);
-  } catch (const std::exception& e) {
-    fail("rendezvous", e);
+    const auto deadline = deadline_after(options_.timeout);
+    ncclUniqueId id;
+    std::string raw = nccl::exchange_unique_id(
+        *store_, 0, rank_, sizeof(id),
+        [] {
+          ncclUniqueId made;
+          DISTRUN_NCCL_CHECK(ncclGetUniqueId(&made));
+          return std::string(reinterpret_cast<const char*>(&made), sizeof(made));
+        },
+        options_.timeout);
+    std::memcpy(&id, raw.data(), sizeof(id));
+    try {
+      comm_ = nccl::NcclComm::init(size_, rank_, id, deadline);
+    } catch (const std::exception& e) {
+      fail("rendezvous", e);
+    }
+  } catch (...) {
+    destroy_stream();  // no destructor runs for a constructor that throws
+    throw;
   }
 }
 
@@ -66,8 +71,14 @@ NcclBackend::NcclBackend(std::shared_ptr<nccl::NcclComm> comm, int rank, int siz
 NcclBackend::~NcclBackend() {
   cudaSetDevice(options_.device);
   comm_.reset();  // before the stream its work ran on
+  destroy_stream();
+}
+
+void NcclBackend::destroy_stream() noexcept {
   if (done_) cudaEventDestroy(done_);
   if (stream_) cudaStreamDestroy(stream_);
+  done_ = nullptr;
+  stream_ = nullptr;
 }
 
 void NcclBackend::create_stream() {

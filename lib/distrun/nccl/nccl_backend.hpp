@@ -69,6 +69,7 @@ class NcclBackend : public Backend {
   NcclBackend(std::shared_ptr<nccl::NcclComm> comm, int rank, int size, const NcclBackendOptions& options,
               std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks);
   void create_stream();
+  void destroy_stream() noexcept;
   // Sets the device and checks the communicator is usable (not aborted by an earlier failure).
   void prepare(const char* op);
   // Runs `enqueue` (NCCL calls on the stream), then blocks until the device has finished.
