@@ -2,6 +2,7 @@
 // rendezvous (so a rank never waits for peers that will fail the same way).
 #include <catch2/catch.hpp>
 
+#include "distrun/comm/process_group.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/cuda_device.hpp"
 #include "distrun/nccl/nccl_backend.hpp"
@@ -38,4 +39,17 @@ TEST_CASE("constructing NcclBackend without a device is a clear BackendError", "
 
 TEST_CASE("require_cuda_device gives the same sentence for any device index", "[nccl]") {
   CHECK_THROWS_WITH(nccl::require_cuda_device(3), Contains("no CUDA device is visible"));
+}
+
+TEST_CASE("init_process_group with backend nccl fails the same way, as exit status 1", "[nccl]") {
+  InitOptions o;
+  o.backend = parse_backend("nccl");
+  o.world = WorldInfo{};  // a world of one, meeting through an in-process store
+  try {
+    ProcessGroup::init(o);
+    FAIL("a process group was made without a device");
+  } catch (const std::exception& e) {
+    CHECK_THAT(e.what(), Contains("backend nccl: no CUDA device is visible"));
+    CHECK(exit_code(e) == 1);
+  }
 }
