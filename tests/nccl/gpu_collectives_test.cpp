@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -20,6 +21,13 @@ using namespace distrun;
 using Catch::Matchers::Contains;
 
 namespace {
+
+// Catch2's assertions are not thread-safe: ranks (threads) take turns through this lock.
+std::mutex catch_mu;
+#define RANK_CHECK(...) do { std::lock_guard<std::mutex> lock_(catch_mu); CHECK(__VA_ARGS__); } while (0)
+#define RANK_CHECK_THAT(...) do { std::lock_guard<std::mutex> lock_(catch_mu); CHECK_THAT(__VA_ARGS__); } while (0)
+#define RANK_CHECK_THROWS_WITH(...) \
+  do { std::lock_guard<std::mutex> lock_(catch_mu); CHECK_THROWS_WITH(__VA_ARGS__); } while (0)
 
 int world() { return std::min(4, nccl::visible_cuda_devices()); }
 
@@ -70,23 +78,23 @@ TEST_CASE("all_reduce: sum, avg, max, prod over several dtypes", "[nccl][gpu]") 
       Tensor t = make(r, {2, 5}, dt, [r](int64_t i) { return r + double(i); });
       b.all_reduce(t, AllreduceOptions{});
       std::vector<double> v = values(t);
-      for (int64_t i = 0; i < 10; ++i) CHECK(v[size_t(i)] == n * (n - 1) / 2 + n * double(i));
+      for (int64_t i = 0; i < 10; ++i) RANK_CHECK(v[size_t(i)] == n * (n - 1) / 2 + n * double(i));
     }
     Tensor t = make(r, {8}, DType::Float32, [r](int64_t i) { return 2.0 * r + double(i); });
     AllreduceOptions avg;
     avg.op = ReduceOp::Avg;
     b.all_reduce(t, avg);
-    for (int64_t i = 0; i < 8; ++i) CHECK(values(t)[size_t(i)] == Approx(double(n - 1) + double(i)));
+    for (int64_t i = 0; i < 8; ++i) RANK_CHECK(values(t)[size_t(i)] == Approx(double(n - 1) + double(i)));
     Tensor m = make(r, {3}, DType::Int32, [r](int64_t i) { return r * 10 - double(i); });
     AllreduceOptions mx;
     mx.op = ReduceOp::Max;
     b.all_reduce(m, mx);
-    CHECK(values(m) == std::vector<double>{(n - 1) * 10.0, (n - 1) * 10.0 - 1, (n - 1) * 10.0 - 2});
+    RANK_CHECK(values(m) == std::vector<double>{(n - 1) * 10.0, (n - 1) * 10.0 - 1, (n - 1) * 10.0 - 2});
     Tensor p = make(r, {1}, DType::Int64, [](int64_t) { return 2.0; });
     AllreduceOptions prod;
     prod.op = ReduceOp::Prod;
     b.all_reduce(p, prod);
-    CHECK(values(p)[0] == double(1 << n));
+    RANK_CHECK(values(p)[0] == double(1 << n));
   });
 }
 
@@ -97,12 +105,12 @@ TEST_CASE("broadcast and reduce use the root's rank", "[nccl][gpu]") {
     BroadcastOptions bo;
     bo.root = n - 1;
     b.broadcast(t, bo);
-    CHECK(values(t) == std::vector<double>{100.0 * (n - 1), 100.0 * (n - 1) + 1, 100.0 * (n - 1) + 2, 100.0 * (n - 1) + 3});
+    RANK_CHECK(values(t) == std::vector<double>{100.0 * (n - 1), 100.0 * (n - 1) + 1, 100.0 * (n - 1) + 2, 100.0 * (n - 1) + 3});
     Tensor u = make(r, {2}, DType::Int32, [r](int64_t) { return double(r + 1); });
     ReduceOptions ro;
     ro.root = 0;
     b.reduce(u, ro);
-    if (r == 0) CHECK(values(u) == std::vector<double>{n * (n + 1) / 2.0, n * (n + 1) / 2.0});
+    if (r == 0) RANK_CHECK(values(u) == std::vector<double>{n * (n + 1) / 2.0, n * (n + 1) / 2.0});
   });
 }
 
@@ -116,23 +124,23 @@ TEST_CASE("all_gather, gather, scatter and reduce_scatter follow rank order", "[
 
     Tensor all = Tensor::zeros({n * 3}, DType::Float32, Device::cuda(r));
     b.all_gather(in, all, AllgatherOptions{});
-    CHECK(values(all) == expected);
+    RANK_CHECK(values(all) == expected);
 
     Tensor gathered = Tensor::zeros({n * 3}, DType::Float32, Device::cuda(r));
     GatherOptions go;
     go.root = n - 1;
     b.gather(in, gathered, go);
-    if (r == n - 1) CHECK(values(gathered) == expected);
+    if (r == n - 1) RANK_CHECK(values(gathered) == expected);
 
     Tensor src = make(r, {n * 3}, DType::Float32, [r](int64_t i) { return r == 0 ? double(i) : -1.0; });
     Tensor mine = Tensor::zeros({3}, DType::Float32, Device::cuda(r));
     b.scatter(src, mine, ScatterOptions{});
-    CHECK(values(mine) == std::vector<double>{3.0 * r, 3.0 * r + 1, 3.0 * r + 2});
+    RANK_CHECK(values(mine) == std::vector<double>{3.0 * r, 3.0 * r + 1, 3.0 * r + 2});
 
     Tensor rs_in = make(r, {n * 2}, DType::Int64, [](int64_t i) { return double(i); });
     Tensor rs_out = Tensor::zeros({2}, DType::Int64, Device::cuda(r));
     b.reduce_scatter(rs_in, rs_out, ReduceScatterOptions{});
-    CHECK(values(rs_out) == std::vector<double>{double(n) * (2 * r), double(n) * (2 * r + 1)});
+    RANK_CHECK(values(rs_out) == std::vector<double>{double(n) * (2 * r), double(n) * (2 * r + 1)});
   });
 }
 
@@ -145,7 +153,7 @@ TEST_CASE("all_to_all with even and uneven splits", "[nccl][gpu]") {
     b.all_to_all(in, out, AllToAllOptions{});
     std::vector<double> expected;
     for (int q = 0; q < n; ++q) expected.insert(expected.end(), 2, 100.0 * q + r);
-    CHECK(values(out) == expected);
+    RANK_CHECK(values(out) == expected);
 
     // Uneven: rank r sends j+1 elements to rank j, so it receives r+1 from everyone.
     AllToAllOptions o;
@@ -162,7 +170,7 @@ TEST_CASE("all_to_all with even and uneven splits", "[nccl][gpu]") {
     b.all_to_all(uin, uout, o);
     std::vector<double> got = values(uout), want;
     for (int q = 0; q < n; ++q) want.insert(want.end(), size_t(r + 1), 100.0 * q + r);
-    CHECK(got == want);
+    RANK_CHECK(got == want);
   });
 }
 
@@ -177,24 +185,24 @@ TEST_CASE("send/recv, isend/irecv, barrier and a subgroup", "[nccl][gpu]") {
     if (r == 0) b.send(t, 1, SendOptions{});
     if (r == 1) {
       b.recv(t, 0, SendOptions{});
-      CHECK(values(t) == std::vector<double>{7, 8, 9, 10, 11});
+      RANK_CHECK(values(t) == std::vector<double>{7, 8, 9, 10, 11});
     }
     if (r == 1) b.isend(t, 0, SendOptions{})->wait();
     if (r == 0) {
       Tensor got = Tensor::zeros({5}, DType::Float64, Device::cuda(0));
       auto w = b.irecv(got, 1, SendOptions{});
       w->wait();
-      CHECK(w->is_completed());
-      CHECK(values(got) == std::vector<double>{7, 8, 9, 10, 11});
+      RANK_CHECK(w->is_completed());
+      RANK_CHECK(values(got) == std::vector<double>{7, 8, 9, 10, 11});
     }
     b.barrier(BarrierOptions{});
     auto sub = b.new_group({0, n - 1});
-    CHECK(bool(sub) == (r == 0 || r == n - 1));
+    RANK_CHECK(bool(sub) == (r == 0 || r == n - 1));
     if (sub) {
-      CHECK(sub->size() == 2);
+      RANK_CHECK(sub->size() == 2);
       Tensor s = make(r, {1}, DType::Int32, [r](int64_t) { return double(r); });
       sub->all_reduce(s, AllreduceOptions{});
-      CHECK(values(s)[0] == n - 1);
+      RANK_CHECK(values(s)[0] == n - 1);
     }
   });
 }
@@ -202,11 +210,11 @@ TEST_CASE("send/recv, isend/irecv, barrier and a subgroup", "[nccl][gpu]") {
 TEST_CASE("refused arguments: CPU tensors, another device, bitwise reductions", "[nccl][gpu]") {
   run_ranks(1, [](NcclBackend& b, int) {
     Tensor cpu = Tensor::zeros({4}, DType::Float32);
-    CHECK_THROWS_WITH(b.all_reduce(cpu, AllreduceOptions{}), Contains("tensor is on cpu"));
+    RANK_CHECK_THROWS_WITH(b.all_reduce(cpu, AllreduceOptions{}), Contains("tensor is on cpu"));
     Tensor ints = Tensor::zeros({4}, DType::Int32, Device::cuda(0));
     AllreduceOptions o;
     o.op = ReduceOp::BXor;
-    CHECK_THROWS_WITH(b.all_reduce(ints, o), Contains("does not support reduce op 'bxor'"));
+    RANK_CHECK_THROWS_WITH(b.all_reduce(ints, o), Contains("does not support reduce op 'bxor'"));
     // The communicator is still usable after refused arguments (they never reach NCCL).
     b.all_reduce(ints, AllreduceOptions{});
   });
@@ -219,17 +227,27 @@ TEST_CASE("a peer that never joins a collective is a TimeoutError, not a hang", 
     return;
   }
   std::vector<std::string> errors(static_cast<size_t>(n));
+  std::atomic<int> finished{0};
   run_ranks(
       n,
-      [&errors](NcclBackend& b, int r) {
-        if (r == 1) return;  // rank 1 "hangs": it never enters the all_reduce
+      [&](NcclBackend& b, int r) {
+        if (r == 1) {
+          // Rank 1 "hangs": alive, but it never enters the all_reduce. It stays until the others
+          // have given up, so that they see a timeout rather than a closed connection.
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+          while (finished < n - 1 && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          return;
+        }
         Tensor t = Tensor::zeros({1024}, DType::Float32, Device::cuda(r));
         try {
           b.all_reduce(t, AllreduceOptions{});
         } catch (const TimeoutError& e) {
           errors[size_t(r)] = e.what();
         }
+        ++finished;
+        RANK_CHECK_THROWS_WITH(b.barrier(BarrierOptions{}), Contains("aborted"));  // no use after a failure
       },
       std::chrono::milliseconds(2000));
-  CHECK_THAT(errors[0], Contains("all_reduce") && Contains("timed out"));
+  RANK_CHECK_THAT(errors[0], Contains("all_reduce") && Contains("timed out"));
 }
