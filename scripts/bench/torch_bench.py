@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""busbw of torch.distributed collectives over gloo, in nccl-tests' terms, for comparison with
+`distrun`'s bench step. Run under torchrun/distrun (reads RANK, WORLD_SIZE, MASTER_*).
+
+Usage: torch_bench.py --collectives all_reduce,all_gather --sizes 1M,16M,64M --iters 20 --warmup 5
+Prints, on rank 0, one JSON object per (collective, size):
+  {"system": "torch", "collective", "bytes", "world_size", "time_us", "algbw_gbps", "busbw_gbps"}
+`bytes` is nccl-tests' size: the whole buffer (all_gather's output, reduce_scatter's input,
+all_to_all's per-rank send buffer, the tensor itself for all_reduce and broadcast).
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+UNITS = {"K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def parse_size(s):
+    return int(s[:-1]) * UNITS[s[-1]] if s[-1] in UNITS else int(s)
+
+
+def bus_factor(coll, n):
+    return {"all_reduce": 2 * (n - 1) / n, "broadcast": 1.0, "reduce": 1.0}.get(coll, (n - 1) / n)
+
+
+def make_op(coll, nbytes, n, rank):
+    count = nbytes // 4
+    if coll == "all_reduce":
+        t = torch.ones(count)
+        return lambda: dist.all_reduce(t)
+    if coll == "broadcast":
+        t = torch.ones(count)
+        return lambda: dist.broadcast(t, src=0)
+    if coll == "all_gather":
+        shard = torch.ones(count // n)
+        out = [torch.empty(count // n) for _ in range(n)]
+        return lambda: dist.all_gather(out, shard)
+    if coll == "all_to_all":
+        inp = torch.ones(count)
+        out = torch.empty(count)
+        return lambda: dist.all_to_all_single(out, inp)
+    if coll == "reduce_scatter":
+        inp = [torch.ones(count // n) for _ in range(n)]
+        out = torch.empty(count // n)
+        return lambda: dist.reduce_scatter(out, inp)
+    raise SystemExit(f"unknown collective {coll}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--collectives", default="all_reduce,all_gather,all_to_all,broadcast,reduce_scatter")
+    ap.add_argument("--sizes", default="1M,16M,64M")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=5)
+    args = ap.parse_args()
+    dist.init_process_group("gloo")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    for coll in args.collectives.split(","):
+        for size in args.sizes.split(","):
+            nbytes = parse_size(size)
+            try:
+                op = make_op(coll, nbytes, n, rank)
+                for _ in range(args.warmup):
+                    op()
+                dist.barrier()
+                start = time.perf_counter()
+                for _ in range(args.iters):
+                    op()
+                mean = torch.tensor([(time.perf_counter() - start) / args.iters], dtype=torch.float64)
+                dist.all_reduce(mean, op=dist.ReduceOp.MAX)  # the slowest rank's mean, as nccl-tests
+                t = mean.item()
+                row = {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n,
+                       "time_us": t * 1e6, "algbw_gbps": nbytes / t / 1e9,
+                       "busbw_gbps": nbytes / t / 1e9 * bus_factor(coll, n)}
+            except RuntimeError as e:  # e.g. reduce_scatter: not supported by torch's gloo backend
+                row = {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n,
+                       "error": str(e).splitlines()[0]}
+            if rank == 0:
+                print(json.dumps(row), flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
