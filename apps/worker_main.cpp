@@ -1,0 +1,42 @@
+// distrun-worker: runs one rank of a scenario. The world comes from the environment
+// (torchrun/distrun, SLURM or MPI variables; a world of one when none is set).
+#include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "distrun/core/error.hpp"
+#include "distrun/scenario/api.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Runs one rank of a distrun scenario", "distrun-worker"};
+  std::string scenario_path, log_level = "warn";
+  distrun::ScenarioRunOptions options;
+  bool check_only = false;
+  app.add_option("scenario", scenario_path, "Scenario file (YAML)")->required();
+  app.add_option("--results", options.results_path, "Write every result as JSON Lines to FILE (rank 0)");
+  app.add_option("--backend", options.backend, "Override the scenario's backend")->check(CLI::IsMember({"gloo", "nccl", "auto"}));
+  app.add_option("--timeout", options.timeout_seconds, "Seconds per collective (overrides the scenario's)");
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off");
+  app.add_flag("--check", check_only, "Validate the scenario for this world and exit");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  try {
+    const auto level = spdlog::level::from_str(log_level);
+    if (level == spdlog::level::off && log_level != "off")
+      throw distrun::ConfigError("--log-level: unknown level '" + log_level + "'");
+    spdlog::set_level(level);
+    if (check_only) {
+      distrun::check_scenario_file(scenario_path, std::nullopt);
+      return 0;
+    }
+    return distrun::run_scenario_file(scenario_path, options);
+  } catch (const std::exception& e) {
+    std::cerr << "distrun: error: " << e.what() << std::endl;
+    return distrun::exit_code(e);
+  }
+}

@@ -1,0 +1,47 @@
+// The scenario layer's entry points (api.hpp): load, validate against the world, join the
+// job and run.
+#include "distrun/scenario/api.hpp"
+
+#include <cmath>
+
+#include "distrun/comm/process_group.hpp"
+#include "distrun/scenario/loader.hpp"
+#include "distrun/scenario/reference.hpp"
+#include "distrun/scenario/runner.hpp"
+
+namespace distrun {
+
+void check_scenario_file(const std::string& path, std::optional<int> world_size) {
+  scenario::Scenario sc = scenario::load_scenario(path);
+  if (world_size) scenario::Reference(sc, *world_size, *world_size);
+}
+
+std::optional<int> scenario_world_size(const std::string& path) { return scenario::load_scenario(path).world_size; }
+
+int run_scenario_file(const std::string& path, const ScenarioRunOptions& options) {
+  scenario::Scenario sc = scenario::load_scenario(path);
+  const WorldInfo world = world_from_env();
+  // The whole scenario is simulated for this world before joining it, so a scenario that
+  // cannot run fails on every rank at once, before any collective.
+  scenario::Reference reference(sc, world.world_size, world.local_world_size);
+
+  std::string backend = options.backend.value_or(sc.backend);
+  if (backend == "auto") backend = sc.device == "cuda" ? "nccl" : "gloo";
+  InitOptions init;
+  init.backend = parse_backend(backend);
+  init.world = world;
+  const double timeout = options.timeout_seconds.value_or(sc.timeout_seconds);
+  if (!(timeout > 0)) throw ConfigError("--timeout must be more than 0 seconds");
+  init.timeout = std::chrono::milliseconds(int64_t(std::ceil(timeout * 1000)));
+  auto pg = ProcessGroup::init(init);
+
+  scenario::RunSettings settings;
+  settings.results_path = options.results_path;
+  settings.local_rank = world.local_rank;
+  settings.local_world_size = world.local_world_size;
+  settings.device = sc.device == "cuda" ? Device::cuda(world.local_rank) : Device::cpu();
+  settings.backend_name = backend;
+  return scenario::run_scenario(sc, reference, pg->backend_ptr(), settings);
+}
+
+}  // namespace distrun

@@ -1,0 +1,487 @@
+#include "distrun/scenario/loader.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+namespace distrun::scenario {
+
+namespace {
+
+const std::vector<std::string> kTopKeys = {"name", "description", "world_size", "backend", "device", "dtype",
+                                           "timeout", "groups", "tensors", "steps"};
+const std::vector<std::string> kSpecKeys = {"shape", "fill", "values", "dtype"};
+const std::vector<std::string> kCommonStepKeys = {"op", "group", "print", "check"};
+// Names an expression may use outside map: the rank's place in the job (+ indices in fills).
+const std::vector<std::string> kRankVars = {"rank", "world_size", "local_rank", "local_world_size"};
+const std::vector<std::string> kFillVars = {"rank", "world_size", "local_rank", "local_world_size",
+                                            "i", "j", "k", "idx"};
+
+// The keys each op accepts besides the common ones.
+std::vector<std::string> op_keys(Op op) {
+  switch (op) {
+    case Op::Broadcast: return {"input", "output", "src"};
+    case Op::Scatter: return {"input", "output", "src", "dim"};
+    case Op::Gather: return {"input", "output", "dst", "dim"};
+    case Op::AllGather: return {"input", "output", "dim"};
+    case Op::Reduce: return {"input", "output", "dst", "reduce"};
+    case Op::AllReduce: return {"input", "output", "reduce"};
+    case Op::ReduceScatter: return {"input", "output", "dim", "reduce"};
+    case Op::AllToAll: return {"input", "output", "dim", "split_sizes"};
+    case Op::SendRecv: return {"input", "output", "src", "dst", "async"};
+    case Op::Barrier: return {};
+    case Op::Map: return {"expr", "output", "ranks", "dtype"};
+    case Op::AllGatherObject: return {"object"};
+    case Op::GatherObject: return {"object", "dst"};
+    case Op::BroadcastObject: return {"object", "src"};
+    case Op::Bench: return {"collective", "bytes", "dtype", "reduce", "iters", "warmup", "root"};
+    case Op::LocalReduce: return {"input", "output", "reduce", "dim", "keepdim"};
+  }
+  return {};
+}
+
+bool is_quoted(const YAML::Node& n) { return n.Tag() == "!"; }
+
+class Loader {
+ public:
+  explicit Loader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& msg) const { throw error_at(file_, mark_of(n), msg); }
+  [[noreturn]] void fail(Mark m, const std::string& msg) const { throw error_at(file_, m, msg); }
+
+  void check_keys(const YAML::Node& map, const std::vector<std::string>& allowed, const std::string& where) const {
+    for (const auto& kv : map) {
+      const std::string key = kv.first.as<std::string>();
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
+        fail(kv.first, "unknown key '" + key + "' in " + where + did_you_mean(key, allowed));
+    }
+  }
+
+  std::string str(const YAML::Node& n, const std::string& what) const {
+    if (!n.IsScalar()) fail(n, what + " must be a string");
+    return n.Scalar();
+  }
+
+  long long integer(const YAML::Node& n, const std::string& what) const {
+    if (n.IsScalar() && !is_quoted(n)) {
+      long long v;
+      if (YAML::convert<long long>::decode(n, v)) return v;
+    }
+    fail(n, what + " must be an integer, got '" + (n.IsScalar() ? n.Scalar() : std::string("a ") + kind(n)) + "'");
+  }
+
+  double real(const YAML::Node& n, const std::string& what) const {
+    if (n.IsScalar() && !is_quoted(n)) {
+      double v;
+      if (YAML::convert<double>::decode(n, v)) return v;
+    }
+    fail(n, what + " must be a number");
+  }
+
+  bool boolean(const YAML::Node& n, const std::string& what) const {
+    if (n.IsScalar() && !is_quoted(n)) {
+      bool v;
+      if (YAML::convert<bool>::decode(n, v)) return v;
+    }
+    fail(n, what + " must be true or false");
+  }
+
+  static const char* kind(const YAML::Node& n) {
+    if (n.IsMap()) return "mapping";
+    if (n.IsSequence()) return "list";
+    if (n.IsNull()) return "null";
+    return "scalar";
+  }
+
+  std::shared_ptr<Expression> compile(const YAML::Node& n, const std::string& text,
+                                      const std::vector<std::string>* allowed) const {
+    std::shared_ptr<Expression> e;
+    try {
+      e = std::make_shared<Expression>(text);
+    } catch (const ExpressionError& err) {
+      Mark m = mark_of(n);
+      m.col += int(err.position) + (is_quoted(n) ? 1 : 0);
+      fail(m, "bad expression '" + text + "': " + err.message);
+    }
+    if (allowed)
+      for (const auto& v : e->variables())
+        if (std::find(allowed->begin(), allowed->end(), v) == allowed->end())
+          fail(n, "unknown name '" + v + "' in expression '" + text + "'" + did_you_mean(v, *allowed) +
+                      "; names allowed here: " + join(*allowed));
+    return e;
+  }
+
+  static std::string join(const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+    return out;
+  }
+
+  // A literal number, or an expression string over `allowed`.
+  Number number(const YAML::Node& n, const std::string& what, const std::vector<std::string>& allowed) const {
+    Number out;
+    out.mark = mark_of(n);
+    if (!n.IsScalar()) fail(n, what + " must be a number or an expression string");
+    double v;
+    if (!is_quoted(n) && YAML::convert<double>::decode(n, v)) {
+      out.value = v;
+      return out;
+    }
+    out.expr = compile(n, n.Scalar(), &allowed);
+    return out;
+  }
+
+  DType dtype(const YAML::Node& n) const {
+    auto d = parse_dtype(str(n, "dtype"));
+    if (!d) {
+      std::vector<std::string> names = {"float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"};
+      fail(n, "unknown dtype '" + n.Scalar() + "'" + did_you_mean(n.Scalar(), names) + "; known: " + dtype_names());
+    }
+    return *d;
+  }
+
+  ReduceOp reduce(const YAML::Node& n, bool local) const {
+    auto r = parse_reduce_op(str(n, "reduce"));
+    std::vector<std::string> names = {"sum", "avg", "prod", "min", "max"};
+    if (!local) names.insert(names.end(), {"band", "bor", "bxor"});
+    if (!r || (local && int(*r) > int(ReduceOp::Max)))
+      fail(n, "unknown reduce op '" + n.Scalar() + "'" + did_you_mean(n.Scalar(), names) + "; known: " + join(names));
+    return *r;
+  }
+
+  void flatten_values(const YAML::Node& n, size_t depth, TensorSpec& spec) const {
+    if (n.IsSequence()) {
+      if (depth == spec.values_shape.size()) spec.values_shape.push_back(int64_t(n.size()));
+      else if (depth > spec.values_shape.size() || spec.values_shape[depth] != int64_t(n.size()))
+        fail(n, "values is not rectangular: expected " +
+                    (depth < spec.values_shape.size() ? std::to_string(spec.values_shape[depth]) : std::string("a number")) +
+                    " entries here");
+      for (const auto& c : n) flatten_values(c, depth + 1, spec);
+      return;
+    }
+    if (depth != spec.values_shape.size()) fail(n, "values is not rectangular: a list was expected here");
+    spec.values.push_back(real(n, "each entry of values"));
+  }
+
+  TensorSpec tensor_spec(const YAML::Node& n) const {
+    if (!n.IsMap()) fail(n, "a tensor spec must be a mapping with shape/fill, or values");
+    check_keys(n, kSpecKeys, "tensor spec");
+    TensorSpec spec;
+    spec.mark = mark_of(n);
+    if (n["dtype"]) spec.dtype = dtype(n["dtype"]);
+    if (const auto s = n["shape"]) {
+      if (!s.IsSequence()) fail(s, "shape must be a list");
+      spec.has_shape = true;
+      for (const auto& e : s) spec.shape.push_back(number(e, "a shape entry", kRankVars));
+    }
+    if (const auto v = n["values"]) {
+      if (n["fill"]) fail(n["fill"], "a tensor spec takes fill or values, not both");
+      spec.has_values = true;
+      flatten_values(v, 0, spec);
+    } else if (!spec.has_shape) {
+      fail(n, "a tensor spec needs a shape (or values)");
+    }
+    if (const auto f = n["fill"]) spec.fill = number(f, "fill", kFillVars);
+    return spec;
+  }
+
+  TensorRef tensor_ref(const YAML::Node& n) const {
+    TensorRef ref;
+    ref.mark = mark_of(n);
+    if (n.IsScalar()) ref.name = n.Scalar();
+    else ref.spec = std::make_shared<TensorSpec>(tensor_spec(n));
+    return ref;
+  }
+
+  // YAML -> JSON, compiling each "${expr}" found in strings.
+  nlohmann::json to_json(const YAML::Node& n, ObjectTemplate& t) const {
+    if (n.IsMap()) {
+      nlohmann::json o = nlohmann::json::object();
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = to_json(kv.second, t);
+      return o;
+    }
+    if (n.IsSequence()) {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& c : n) a.push_back(to_json(c, t));
+      return a;
+    }
+    if (n.IsNull()) return nullptr;
+    const std::string& s = n.Scalar();
+    if (!is_quoted(n)) {
+      long long i;
+      double d;
+      bool b;
+      if (YAML::convert<long long>::decode(n, i)) return i;
+      if (YAML::convert<double>::decode(n, d)) return d;
+      if (YAML::convert<bool>::decode(n, b)) return b;
+    }
+    for (size_t at = s.find("${"); at != std::string::npos; at = s.find("${", at + 2)) {
+      const size_t end = s.find('}', at);
+      if (end == std::string::npos) fail(n, "unterminated ${...} in '" + s + "'");
+      const std::string text = s.substr(at + 2, end - at - 2);
+      t.exprs.emplace_back(text, compile(n, text, &kRankVars));
+    }
+    return s;
+  }
+
+  int rank_field(const YAML::Node& step, const char* key, Mark& mark) const {
+    const auto n = step[key];
+    mark = mark_of(n ? n : step);
+    if (!n) return 0;
+    const long long v = integer(n, key);
+    if (v < 0) fail(n, std::string(key) + " must be a rank (0 or more), got " + std::to_string(v));
+    return int(v);
+  }
+
+  BenchSpec bench(const YAML::Node& n) const {
+    BenchSpec b;
+    if (const auto c = n["collective"]) {
+      auto op = parse_op(str(c, "collective"));
+      static const std::vector<std::string> tensor_ops = {"broadcast", "scatter", "gather", "all_gather", "reduce",
+                                                          "all_reduce", "reduce_scatter", "all_to_all", "send_recv"};
+      if (!op || std::find(tensor_ops.begin(), tensor_ops.end(), c.Scalar()) == tensor_ops.end())
+        fail(c, "bench: unknown collective '" + c.Scalar() + "'" + did_you_mean(c.Scalar(), tensor_ops) +
+                    "; known: " + join(tensor_ops));
+      b.collective = *op;
+    } else {
+      fail(n, "bench needs a collective");
+    }
+    const auto bytes = n["bytes"];
+    if (!bytes) fail(n, "bench needs bytes (a list of sizes, or {min, max, factor})");
+    auto size = [&](const YAML::Node& s) {
+      auto v = s.IsScalar() ? parse_byte_size(s.Scalar()) : std::nullopt;
+      if (!v || *v <= 0) fail(s, "bad size '" + (s.IsScalar() ? s.Scalar() : "") + "': use bytes or K/M/G (powers of 1024)");
+      return *v;
+    };
+    if (bytes.IsSequence()) {
+      for (const auto& s : bytes) b.bytes.push_back(size(s));
+    } else if (bytes.IsMap()) {
+      check_keys(bytes, {"min", "max", "factor"}, "bytes");
+      if (!bytes["min"] || !bytes["max"]) fail(bytes, "bytes needs min and max");
+      const int64_t lo = size(bytes["min"]), hi = size(bytes["max"]);
+      const double factor = bytes["factor"] ? real(bytes["factor"], "factor") : 2.0;
+      if (factor <= 1.0) fail(bytes["factor"], "factor must be more than 1");
+      if (hi < lo) fail(bytes["max"], "max is smaller than min");
+      b.bytes = byte_size_range(lo, hi, factor);
+    } else {
+      b.bytes.push_back(size(bytes));
+    }
+    if (n["dtype"]) b.dtype = dtype(n["dtype"]);
+    if (n["reduce"]) b.reduce = reduce(n["reduce"], false);
+    if (n["iters"]) b.iters = int(integer(n["iters"], "iters"));
+    if (n["warmup"]) b.warmup = int(integer(n["warmup"], "warmup"));
+    if (b.iters < 1) fail(n["iters"], "iters must be at least 1");
+    if (b.warmup < 0) fail(n["warmup"], "warmup must be 0 or more");
+    if (n["root"]) b.root = int(integer(n["root"], "root"));
+    return b;
+  }
+
+  Step step(const YAML::Node& n, int index) const {
+    if (!n.IsMap()) fail(n, "a step must be a mapping with an op");
+    Step s;
+    s.index = index;
+    s.mark = mark_of(n);
+    const auto opn = n["op"];
+    if (!opn) fail(n, "step " + std::to_string(index) + " has no op");
+    auto op = parse_op(str(opn, "op"));
+    if (!op) fail(opn, "unknown op '" + opn.Scalar() + "'" + did_you_mean(opn.Scalar(), op_names()));
+    s.op = *op;
+    auto allowed = kCommonStepKeys;
+    for (auto& k : op_keys(s.op)) allowed.push_back(k);
+    check_keys(n, allowed, std::string(op_name(s.op)) + " step");
+
+    if (const auto g = n["group"]) {
+      s.group = str(g, "group");
+      s.group_mark = mark_of(g);
+    }
+    if (n["print"]) s.print = boolean(n["print"], "print");
+    if (n["check"]) s.check = boolean(n["check"], "check");
+
+    const auto has = [&](const char* k) { return std::find(allowed.begin(), allowed.end(), k) != allowed.end(); };
+    if (has("input")) {
+      if (!n["input"]) fail(n, std::string(op_name(s.op)) + " needs an input");
+      s.input = tensor_ref(n["input"]);
+      s.has_input = true;
+    }
+    if (has("output")) {
+      if (const auto o = n["output"]) {
+        s.output = str(o, "output");
+        s.output_mark = mark_of(o);
+      } else if (s.has_input && !s.input.name.empty()) {
+        s.output = s.input.name;
+        s.output_mark = s.input.mark;
+      } else if (s.op == Op::Map) {
+        fail(n, "map needs an output");
+      } else {
+        s.output = op_name(s.op);  // an inline input without output: the result is named after the op
+        s.output_mark = s.input.mark;
+      }
+    }
+    if (const auto d = n["dim"]) {
+      const long long v = integer(d, "dim");
+      if (v < 0) fail(d, "dim must be 0 or more");
+      if (s.op == Op::LocalReduce) s.local_dim = int(v);
+      else s.dim = int(v);
+      s.dim_mark = mark_of(d);
+    }
+    if (n["keepdim"]) s.keepdim = boolean(n["keepdim"], "keepdim");
+    if (has("reduce") && s.op != Op::Bench) {
+      if (const auto r = n["reduce"]) {
+        s.reduce = reduce(r, s.op == Op::LocalReduce);
+        s.has_reduce = true;
+        s.reduce_mark = mark_of(r);
+      } else {
+        s.reduce_mark = s.mark;
+      }
+    }
+    if (has("src")) s.src = rank_field(n, "src", s.src_mark);
+    if (has("dst")) s.dst = rank_field(n, "dst", s.dst_mark);
+    if (s.op == Op::SendRecv) {
+      if (!n["src"]) fail(n, "send_recv needs src");
+      if (!n["dst"]) fail(n, "send_recv needs dst");
+      if (s.src == s.dst) fail(n["dst"], "send_recv: src and dst are the same rank");
+      if (n["async"]) s.async = boolean(n["async"], "async");
+    }
+    if (const auto ss = n["split_sizes"]) {
+      if (!ss.IsSequence()) fail(ss, "split_sizes must be a list (one size per rank)");
+      s.has_split_sizes = true;
+      s.split_mark = mark_of(ss);
+      for (const auto& e : ss) s.split_sizes.push_back(number(e, "a split size", kRankVars));
+    }
+    if (s.op == Op::Map) {
+      const auto e = n["expr"];
+      if (!e) fail(n, "map needs an expr");
+      if (!e.IsScalar()) fail(e, "expr must be an expression string");
+      s.expr = compile(e, e.Scalar(), nullptr);  // tensor names are checked by the simulation
+      s.expr_mark = mark_of(e);
+      if (n["dtype"]) s.dtype = dtype(n["dtype"]);
+      if (const auto r = n["ranks"]) {
+        s.ranks_mark = mark_of(r);
+        std::vector<int> ranks;
+        if (r.IsSequence())
+          for (const auto& x : r) ranks.push_back(int(integer(x, "each entry of ranks")));
+        else
+          ranks.push_back(int(integer(r, "ranks")));
+        s.ranks = ranks;
+      }
+    }
+    if (is_object_op(s.op)) {
+      if (!n["object"]) fail(n, std::string(op_name(s.op)) + " needs an object");
+      s.object.mark = mark_of(n["object"]);
+      s.object.value = to_json(n["object"], s.object);
+    }
+    if (s.op == Op::Bench) s.bench = bench(n);
+    return s;
+  }
+
+  Scenario scenario(const YAML::Node& root) const {
+    if (!root.IsMap()) fail(root, "a scenario must be a mapping with steps");
+    check_keys(root, kTopKeys, "the scenario");
+    Scenario sc;
+    sc.file = file_;
+    sc.name = root["name"] ? str(root["name"], "name") : std::filesystem::path(file_).stem().string();
+    if (const auto w = root["world_size"]) {
+      const long long v = integer(w, "world_size");
+      if (v < 1) fail(w, "world_size must be at least 1");
+      sc.world_size = int(v);
+      sc.world_size_mark = mark_of(w);
+    }
+    if (const auto b = root["backend"]) {
+      sc.backend = str(b, "backend");
+      if (sc.backend != "gloo" && sc.backend != "nccl" && sc.backend != "auto")
+        fail(b, "unknown backend '" + sc.backend + "'" + did_you_mean(sc.backend, {"gloo", "nccl", "auto"}) +
+                    "; known: gloo, nccl, auto");
+    }
+    if (const auto d = root["device"]) {
+      sc.device = str(d, "device");
+      if (sc.device != "cpu" && sc.device != "cuda")
+        fail(d, "unknown device '" + sc.device + "'" + did_you_mean(sc.device, {"cpu", "cuda"}) + "; known: cpu, cuda");
+    }
+    if (root["dtype"]) sc.dtype = dtype(root["dtype"]);
+    if (const auto t = root["timeout"]) {
+      sc.timeout_seconds = real(t, "timeout");
+      if (!(sc.timeout_seconds > 0)) fail(t, "timeout must be more than 0 seconds");
+    }
+    if (const auto g = root["groups"]) {
+      if (!g.IsMap()) fail(g, "groups must map names to lists of ranks");
+      for (const auto& kv : g) {
+        Group grp;
+        grp.name = kv.first.as<std::string>();
+        grp.mark = mark_of(kv.second);
+        if (!kv.second.IsSequence() || kv.second.size() == 0) fail(kv.second, "group '" + grp.name + "' must be a non-empty list of ranks");
+        for (const auto& r : kv.second) {
+          const long long v = integer(r, "a group member");
+          if (v < 0) fail(r, "group member must be a rank (0 or more)");
+          grp.members.push_back(int(v));
+        }
+        std::set<int> uniq(grp.members.begin(), grp.members.end());
+        if (uniq.size() != grp.members.size()) fail(kv.second, "group '" + grp.name + "' lists a rank twice");
+        grp.members.assign(uniq.begin(), uniq.end());
+        sc.groups.push_back(grp);
+      }
+    }
+    if (const auto t = root["tensors"]) {
+      if (!t.IsMap()) fail(t, "tensors must map names to tensor specs");
+      for (const auto& kv : t) sc.tensors.emplace_back(kv.first.as<std::string>(), tensor_spec(kv.second));
+    }
+    const auto steps = root["steps"];
+    if (!steps) fail(root, "the scenario has no steps");
+    if (!steps.IsSequence()) fail(steps, "steps must be a list");
+    int i = 0;
+    for (const auto& st : steps) sc.steps.push_back(step(st, i++));
+    for (const auto& st : sc.steps) {
+      if (st.group && !sc.find_group(*st.group)) {
+        std::vector<std::string> names;
+        for (const auto& g : sc.groups) names.push_back(g.name);
+        fail(st.group_mark, "unknown group '" + *st.group + "'" + did_you_mean(*st.group, names));
+      }
+    }
+    return sc;
+  }
+
+ private:
+  std::string file_;
+};
+
+}  // namespace
+
+Scenario load_scenario_text(const std::string& file, const std::string& text) {
+  YAML::Node root = parse_yaml(file, text);
+  try {
+    return Loader(file).scenario(root);
+  } catch (const YAML::Exception& e) {
+    Mark m = e.mark.is_null() ? Mark{} : Mark{e.mark.line + 1, e.mark.column + 1};
+    throw error_at(file, m, e.msg);
+  }
+}
+
+Scenario load_scenario(const std::string& path) { return load_scenario_text(path, read_scenario_text(path)); }
+
+std::optional<int64_t> parse_byte_size(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  size_t used = 0;
+  double v;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  std::string suffix = text.substr(used);
+  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
+  double mult = 1;
+  if (suffix == "K" || suffix == "k") mult = 1024.0;
+  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) return std::nullopt;
+  const double bytes = v * mult;
+  if (!(bytes >= 0) || bytes > 9e18 || bytes != std::floor(bytes)) return std::nullopt;
+  return int64_t(bytes);
+}
+
+std::vector<int64_t> byte_size_range(int64_t min, int64_t max, double factor) {
+  std::vector<int64_t> out;
+  for (double s = double(min); s <= double(max) * (1 + 1e-12); s *= factor) out.push_back(int64_t(std::llround(s)));
+  return out;
+}
+
+}  // namespace distrun::scenario

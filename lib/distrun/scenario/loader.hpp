@@ -1,0 +1,22 @@
+// Reads a scenario file into a Scenario, checking everything that does not depend on the
+// world size: YAML syntax, UTF-8, known ops and keys (with suggestions), value types,
+// expressions (parsed here) and reduce ops against dtypes. Errors are ConfigError
+// "file:line:col: message".
+#pragma once
+#include <string>
+
+#include "distrun/scenario/model.hpp"
+
+namespace distrun::scenario {
+
+/// Loads and checks the file at `path`.
+Scenario load_scenario(const std::string& path);
+/// Loads from `text`, naming it `file` in errors (for tests).
+Scenario load_scenario_text(const std::string& file, const std::string& text);
+
+/// Parses "1M", "64K", "512" (K/M/G = powers of 1024) into bytes; nullopt when malformed.
+std::optional<int64_t> parse_byte_size(const std::string& text);
+/// The sizes {min, max, factor} describes: min, min*factor, ... up to max inclusive.
+std::vector<int64_t> byte_size_range(int64_t min, int64_t max, double factor);
+
+}  // namespace distrun::scenario

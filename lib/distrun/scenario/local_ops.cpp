@@ -1,0 +1,216 @@
+#include "distrun/scenario/local_ops.hpp"
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+namespace distrun::scenario {
+
+namespace {
+bool is_rank_or_index_var(const std::string& n) {
+  return n == "rank" || n == "world_size" || n == "local_rank" || n == "local_world_size" || n == "i" ||
+         n == "j" || n == "k" || n == "idx";
+}
+
+// Binds i, j, k and idx for flat index `flat` of `shape`.
+struct IndexSlots {
+  double *i, *j, *k, *idx;
+  explicit IndexSlots(Expression& e) : i(e.slot("i")), j(e.slot("j")), k(e.slot("k")), idx(e.slot("idx")) {}
+  void set(const Shape& shape, int64_t flat) const {
+    if (idx) *idx = double(flat);
+    if (!i && !j && !k) return;
+    int64_t rest = flat;
+    int64_t coords[3] = {0, 0, 0};
+    for (int d = int(shape.size()) - 1; d >= 0; --d) {
+      const int64_t c = shape[size_t(d)] ? rest % shape[size_t(d)] : 0;
+      rest = shape[size_t(d)] ? rest / shape[size_t(d)] : 0;
+      if (d < 3) coords[d] = c;
+    }
+    if (i) *i = double(coords[0]);
+    if (j) *j = double(coords[1]);
+    if (k) *k = double(coords[2]);
+  }
+};
+
+std::string format_number(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(int64_t(v));
+  std::ostringstream ss;
+  ss.precision(10);
+  ss << v;
+  return ss.str();
+}
+}  // namespace
+
+void bind_env(Expression& e, const RankEnv& env) {
+  e.set("rank", env.rank);
+  e.set("world_size", env.world_size);
+  e.set("local_rank", env.local_rank);
+  e.set("local_world_size", env.local_world_size);
+}
+
+double eval_number(const Number& n, const RankEnv& env) {
+  if (!n.expr) return n.value;
+  bind_env(*n.expr, env);
+  return n.expr->eval();
+}
+
+Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
+  const DType dtype = spec.dtype.value_or(default_dtype);
+  Shape shape;
+  for (const auto& s : spec.shape) {
+    const double v = eval_number(s, env);
+    if (!(v >= 0) || v != std::floor(v) || v > 1e12)
+      throw error_at(file, s.mark, "a shape entry must be a whole number of 0 or more, got " + format_number(v) +
+                                       " on rank " + std::to_string(env.rank));
+    shape.push_back(int64_t(v));
+  }
+  if (spec.has_values) {
+    if (!spec.has_shape) shape = spec.values_shape;
+    Tensor t = Tensor::empty(shape, dtype);
+    if (spec.values.size() == 1 && t.numel() != 1) {
+      for (int64_t e = 0; e < t.numel(); ++e) t.set(e, spec.values[0]);  // a scalar fills the shape
+    } else if (int64_t(spec.values.size()) != t.numel()) {
+      throw error_at(file, spec.mark, "values has " + std::to_string(spec.values.size()) + " elements, shape " +
+                                          shape_str(shape) + " needs " + std::to_string(t.numel()));
+    } else {
+      for (int64_t e = 0; e < t.numel(); ++e) t.set(e, spec.values[size_t(e)]);
+    }
+    return t;
+  }
+  Tensor t = Tensor::empty(shape, dtype);
+  if (!spec.fill.expr) {
+    for (int64_t e = 0; e < t.numel(); ++e) t.set(e, spec.fill.value);
+    return t;
+  }
+  Expression& ex = *spec.fill.expr;
+  bind_env(ex, env);
+  IndexSlots idx(ex);
+  for (int64_t e = 0; e < t.numel(); ++e) {
+    idx.set(shape, e);
+    t.set(e, ex.eval());
+  }
+  return t;
+}
+
+std::vector<std::string> map_tensor_names(const Expression& e) {
+  std::vector<std::string> out;
+  for (const auto& v : e.variables())
+    if (!is_rank_or_index_var(v)) out.push_back(v);
+  return out;
+}
+
+Tensor apply_map(Expression& e, const std::map<std::string, Tensor>& inputs, const Shape& shape, DType dtype,
+                 const RankEnv& env) {
+  bind_env(e, env);
+  IndexSlots idx(e);
+  struct Bound {
+    double* slot;
+    const Tensor* t;
+    bool broadcast;
+  };
+  std::vector<Bound> bound;
+  for (const auto& [name, t] : inputs) bound.push_back({e.slot(name), &t, t.numel() == 1});
+  Tensor out = Tensor::empty(shape, dtype);
+  for (int64_t el = 0; el < out.numel(); ++el) {
+    idx.set(shape, el);
+    for (const auto& b : bound)
+      if (b.slot) *b.slot = b.t->get(b.broadcast ? 0 : el);
+    out.set(el, e.eval());
+  }
+  return out;
+}
+
+Shape local_reduce_shape(const Shape& in, std::optional<int> dim, bool keepdim) {
+  if (!dim) return keepdim ? Shape(in.size(), 1) : Shape{};
+  Shape out = in;
+  if (keepdim) out[size_t(*dim)] = 1;
+  else out.erase(out.begin() + *dim);
+  return out;
+}
+
+Tensor local_reduce(const Tensor& in, ReduceOp op, std::optional<int> dim, bool keepdim) {
+  // View the input as [outer, extent, inner] and reduce the middle axis.
+  int64_t outer = 1, extent = in.numel(), inner = 1;
+  if (dim) {
+    extent = in.shape()[size_t(*dim)];
+    for (int d = 0; d < *dim; ++d) outer *= in.shape()[size_t(d)];
+    for (int d = *dim + 1; d < in.dim(); ++d) inner *= in.shape()[size_t(d)];
+  }
+  Tensor out = Tensor::empty(local_reduce_shape(in.shape(), dim, keepdim), in.dtype());
+  const bool integer = is_integer(in.dtype());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t n = 0; n < inner; ++n) {
+      double acc = op == ReduceOp::Prod ? 1.0 : op == ReduceOp::Min ? std::numeric_limits<double>::infinity()
+                                             : op == ReduceOp::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+      for (int64_t x = 0; x < extent; ++x) {
+        const double v = in.get((o * extent + x) * inner + n);
+        switch (op) {
+          case ReduceOp::Prod: acc *= v; break;
+          case ReduceOp::Min: acc = std::fmin(acc, v); break;
+          case ReduceOp::Max: acc = std::fmax(acc, v); break;
+          default: acc += v; break;
+        }
+      }
+      if (op == ReduceOp::Avg) acc = integer ? std::trunc(acc / double(extent)) : acc / double(extent);
+      out.set(o * inner + n, acc);
+    }
+  return out;
+}
+
+namespace {
+nlohmann::json substitute(const nlohmann::json& v, ObjectTemplate& t, const RankEnv& env) {
+  if (v.is_object()) {
+    nlohmann::json o = nlohmann::json::object();
+    for (auto it = v.begin(); it != v.end(); ++it) o[it.key()] = substitute(it.value(), t, env);
+    return o;
+  }
+  if (v.is_array()) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& c : v) a.push_back(substitute(c, t, env));
+    return a;
+  }
+  if (!v.is_string()) return v;
+  const std::string s = v.get<std::string>();
+  auto value_of = [&](const std::string& text) {
+    for (auto& [src, e] : t.exprs)
+      if (src == text) {
+        bind_env(*e, env);
+        return e->eval();
+      }
+    return 0.0;  // unreachable: the loader compiled every ${...}
+  };
+  if (s.size() > 3 && s.rfind("${", 0) == 0 && s.back() == '}' && s.find('}') == s.size() - 1) {
+    const double x = value_of(s.substr(2, s.size() - 3));
+    if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 9e15) return int64_t(x);
+    return x;
+  }
+  std::string out;
+  size_t at = 0;
+  for (size_t open = s.find("${"); open != std::string::npos; open = s.find("${", at)) {
+    const size_t close = s.find('}', open);
+    out += s.substr(at, open - at) + format_number(value_of(s.substr(open + 2, close - open - 2)));
+    at = close + 1;
+  }
+  return out + s.substr(at);
+}
+}  // namespace
+
+nlohmann::json substitute_object(ObjectTemplate& t, const RankEnv& env) { return substitute(t.value, t, env); }
+
+int64_t get_int(const Tensor& t, int64_t flat) {
+  return dispatch_storage(t.dtype(), [&](auto tag) -> int64_t {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, uint16_t>) return int64_t(t.data_as<T>()[flat]);
+    else return int64_t(t.get(flat));
+  });
+}
+
+void set_int(Tensor& t, int64_t flat, int64_t value) {
+  dispatch_storage(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, uint16_t>) t.data_as<T>()[flat] = T(value);
+    else t.set(flat, double(value));
+  });
+}
+
+}  // namespace distrun::scenario

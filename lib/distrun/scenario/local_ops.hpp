@@ -1,0 +1,51 @@
+// Per-rank computations of a scenario, shared by the runner and the reference simulation:
+// creating tensors from specs, map, local_reduce and ${expr} substitution in objects. All
+// arithmetic is in double precision, rounded once to the tensor's dtype.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "distrun/scenario/model.hpp"
+
+namespace distrun::scenario {
+
+/// Where a rank sits in the job: the names expressions see.
+struct RankEnv {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+};
+
+/// Binds rank, world_size, local_rank, local_world_size in `e`.
+void bind_env(Expression& e, const RankEnv& env);
+/// The value of `n` on the rank described by `env`.
+double eval_number(const Number& n, const RankEnv& env);
+
+/// Creates a tensor from `spec` on the rank `env` (CPU). ConfigError (at the spec's marks in
+/// `file`) for a negative or fractional shape entry or values that do not fit the shape.
+Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file);
+
+/// The tensors named in a map expression: its variables other than the rank and index names.
+std::vector<std::string> map_tensor_names(const Expression& e);
+
+/// Evaluates `e` elementwise into a new tensor of `shape` and `dtype`; `inputs` maps each
+/// name of map_tensor_names() to a CPU tensor of `shape` or of one element (broadcast).
+Tensor apply_map(Expression& e, const std::map<std::string, Tensor>& inputs, const Shape& shape, DType dtype,
+                 const RankEnv& env);
+
+/// The shape local_reduce produces from `in` (dim absent: over all elements).
+Shape local_reduce_shape(const Shape& in, std::optional<int> dim, bool keepdim);
+/// torch.sum/mean/prod/amin/amax(x, dim, keepdim) on a CPU tensor (avg of integers truncates).
+Tensor local_reduce(const Tensor& in, ReduceOp op, std::optional<int> dim, bool keepdim);
+
+/// The object with every "${expr}" replaced by its value on `env`; a string that is only
+/// "${expr}" becomes a number.
+nlohmann::json substitute_object(ObjectTemplate& t, const RankEnv& env);
+
+/// Integer elements read and written exactly (no trip through double).
+int64_t get_int(const Tensor& t, int64_t flat);
+void set_int(Tensor& t, int64_t flat, int64_t value);
+
+}  // namespace distrun::scenario

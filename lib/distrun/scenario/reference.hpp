@@ -1,0 +1,75 @@
+// The reference: every rank's tensors and every step simulated for all ranks in one process
+// with plain loops. Running it validates the whole scenario against a world size before any
+// collective runs (names, shapes, splits, ranks, dtypes); its per-step results are what the
+// runner checks against.
+#pragma once
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "distrun/scenario/local_ops.hpp"
+#include "distrun/scenario/model.hpp"
+
+namespace distrun::scenario {
+
+/// A tensor with the tolerance its check allows: |got - want| <= ulps * eps(dtype) *
+/// max(|want|, scale). ulps = 0 means exact.
+struct RefTensor {
+  Tensor value;
+  double ulps = 0;
+  double scale = 0;
+};
+
+/// One rank's result of one step (nothing, a tensor, or an object).
+struct Expected {
+  bool has_result = false;
+  std::string name;               // tensor results: the output name
+  RefTensor tensor;
+  std::optional<nlohmann::json> object;
+};
+
+class Reference {
+ public:
+  /// Simulates `scenario` for `world_size` ranks, `local_world_size` per node (rank r has
+  /// local rank r % local_world_size). Throws ConfigError "file:line:col: ..." for anything
+  /// that cannot run.
+  Reference(Scenario& scenario, int world_size, int local_world_size);
+
+  /// The result of step `step` on global rank `rank`.
+  const Expected& expected(int step, int rank) const { return results_.at(size_t(step)).at(size_t(rank)); }
+  /// The tensors of rank `rank` before step 0 (what the runner creates).
+  RankEnv env(int rank) const;
+
+ private:
+  using State = std::map<std::string, RefTensor>;
+  void run_step(Step& s);
+  [[noreturn]] void fail(Mark m, const std::string& msg) const;
+  std::string where(const Step& s) const;
+  std::vector<int> participants(const Step& s) const;
+  int member_index(const Step& s, const std::vector<int>& members, int global, Mark m, const char* what) const;
+  RefTensor input(Step& s, int rank);
+  void check_reduce(const Step& s, DType dtype) const;
+  void require_same_shapes(const Step& s, const std::vector<RefTensor>& in, const std::vector<int>& members,
+                           int except_dim) const;
+  int check_dim(const Step& s, const Tensor& t) const;
+  RefTensor reduce_over(const std::vector<RefTensor>& in, ReduceOp op) const;
+  void set_result(const Step& s, int rank, const RefTensor& t);
+  void set_object(const Step& s, int rank, nlohmann::json obj);
+  void run_map(Step& s, int rank);
+  void check_bench(const Step& s) const;
+
+  Scenario& sc_;
+  int world_size_;
+  int local_world_size_;
+  std::vector<State> state_;                      // per rank
+  std::vector<std::vector<Expected>> results_;    // [step][rank]
+};
+
+/// eps of a floating dtype (1 ulp at 1.0); 0 for integers.
+double dtype_epsilon(DType t);
+
+/// Counts the elements of `got` that differ from `want` beyond its tolerance; `first` gets
+/// the flat index of the first one. A shape or dtype mismatch counts every element wrong.
+int64_t count_wrong(const Tensor& got, const RefTensor& want, int64_t* first = nullptr);
+
+}  // namespace distrun::scenario

@@ -1,0 +1,109 @@
+#include "distrun/scenario/source.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+namespace distrun::scenario {
+
+Mark mark_of(const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  if (m.is_null()) return {};
+  return {m.line + 1, m.column + 1};
+}
+
+ConfigError error_at(const std::string& file, Mark mark, const std::string& message) {
+  return ConfigError(file + ":" + std::to_string(mark.line) + ":" + std::to_string(mark.col) + ": " + message);
+}
+
+namespace {
+
+// Length of the UTF-8 sequence at s[i], or 0 when it is not a valid one (overlong forms,
+// surrogates and code points above U+10FFFF are rejected, as RFC 3629 requires).
+size_t utf8_sequence_length(const std::string& s, size_t i) {
+  const auto b = [&](size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
+  const unsigned c = b(i);
+  const auto cont = [&](size_t k) { return (b(k) & 0xC0u) == 0x80u; };
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned c1 = b(i + 1);
+    if (c == 0xE0 && c1 < 0xA0) return 0;
+    if (c == 0xED && c1 > 0x9F) return 0;
+    return cont(i + 1) && cont(i + 2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned c1 = b(i + 1);
+    if (c == 0xF0 && c1 < 0x90) return 0;
+    if (c == 0xF4 && c1 > 0x8F) return 0;
+    return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string read_scenario_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path + ":0:0: cannot read the scenario file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  int line = 1, col = 1;
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_sequence_length(text, i);
+    if (n == 0)
+      throw error_at(path, {line, col}, "the file is not valid UTF-8 (bad byte 0x" +
+                                            [&] {
+                                              const char* hex = "0123456789abcdef";
+                                              unsigned c = static_cast<unsigned char>(text[i]);
+                                              return std::string{hex[c >> 4], hex[c & 15]};
+                                            }() + ")");
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+    i += n;
+  }
+  return text;
+}
+
+YAML::Node parse_yaml(const std::string& file, const std::string& text) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    Mark m = e.mark.is_null() ? Mark{} : Mark{e.mark.line + 1, e.mark.column + 1};
+    throw error_at(file, m, "YAML syntax error: " + e.msg);
+  }
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::string::npos;
+  for (const auto& c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  // Only suggest near misses: at most a third of the word wrong (and at least one edit allowed).
+  if (best.empty() || best_d > std::max<size_t>(2, word.size() / 3)) return "";
+  return " (did you mean '" + best + "'?)";
+}
+
+}  // namespace distrun::scenario

@@ -1,0 +1,38 @@
+// Where things are in a scenario file, for `file:line:col: message` errors, and the helpers
+// that read YAML with those positions kept (UTF-8 check, did-you-mean suggestions).
+#pragma once
+#include <yaml-cpp/yaml.h>
+
+#include <string>
+#include <vector>
+
+#include "distrun/core/error.hpp"
+
+namespace distrun::scenario {
+
+/// A 1-based line and column in the scenario file (0 when unknown).
+struct Mark {
+  int line = 0;
+  int col = 0;
+};
+
+/// The position of `node` (yaml-cpp counts from 0; files are read from 1).
+Mark mark_of(const YAML::Node& node);
+
+/// Builds ConfigError("file:line:col: message").
+ConfigError error_at(const std::string& file, Mark mark, const std::string& message);
+
+/// Reads `path` whole; ConfigError when it cannot be read or is not valid UTF-8 (naming the
+/// line and column of the first bad byte).
+std::string read_scenario_text(const std::string& path);
+
+/// Parses YAML text; a syntax error becomes ConfigError at yaml-cpp's mark.
+YAML::Node parse_yaml(const std::string& file, const std::string& text);
+
+/// " (did you mean 'x'?)" for the candidate closest to `word` in edit distance, or "".
+std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
+
+/// Levenshtein distance between two strings.
+size_t edit_distance(const std::string& a, const std::string& b);
+
+}  // namespace distrun::scenario
