@@ -5,6 +5,7 @@
 
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/cuda_device.hpp"
+#include "distrun/nccl/cuda_event.hpp"
 #include "distrun/nccl/nccl_args.hpp"
 #include "distrun/nccl/nccl_check.hpp"
 #include "distrun/nccl/nccl_comm.hpp"
@@ -70,7 +71,8 @@ NcclBackend::NcclBackend(std::shared_ptr<nccl::NcclComm> comm, int rank, int siz
 
 NcclBackend::~NcclBackend() {
   cudaSetDevice(options_.device);
-  comm_.reset();  // before the stream its work ran on
+  pending_.clear();  // never launched: their peers time out, as they would for a lost rank
+  comm_.reset();     // before the stream its work ran on
   destroy_stream();
 }
 
@@ -118,6 +120,7 @@ void NcclBackend::wait_event(cudaEvent_t event, const char* op, std::chrono::mil
 
 template <typename F>
 void NcclBackend::run(const char* op, std::chrono::milliseconds timeout, F&& enqueue) {
+  launch_pending();  // sends and receives queued before this call go first, in program order
   prepare(op);
   const auto deadline = deadline_after(timeout);
   try {
@@ -274,35 +277,44 @@ void NcclBackend::recv(Tensor& tensor, int src, const SendOptions& opts) { irecv
 std::shared_ptr<Work> NcclBackend::isend(const Tensor& tensor, int dst, const SendOptions& opts) {
   check_on_device("send", tensor, device());
   check_peer("send (destination)", dst, size_, rank_);
-  prepare("send");
-  cudaEvent_t event = nullptr;
-  try {
-    DISTRUN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    comm_->settle(ncclSend(tensor.data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), dst, comm_->get(), stream_),
-                  "ncclSend", deadline_after(timeout_of(opts)));
-    DISTRUN_CUDA_CHECK(cudaEventRecord(event, stream_));
-  } catch (const std::exception& e) {
-    if (event) cudaEventDestroy(event);
-    fail("send", e);
-  }
-  return std::make_shared<nccl::NcclWork>(*this, "send", event, tensor, timeout_of(opts));
+  return queue_p2p(true, tensor, dst, opts);
 }
 
 std::shared_ptr<Work> NcclBackend::irecv(Tensor& tensor, int src, const SendOptions& opts) {
   check_on_device("recv", tensor, device());
   check_peer("recv (source)", src, size_, rank_);
-  prepare("recv");
-  cudaEvent_t event = nullptr;
+  return queue_p2p(false, tensor, src, opts);
+}
+
+std::shared_ptr<Work> NcclBackend::queue_p2p(bool is_send, const Tensor& tensor, int peer, const SendOptions& opts) {
+  const char* op = is_send ? "send" : "recv";
+  prepare(op);
+  auto event = std::make_shared<nccl::CudaEvent>();
+  pending_.push_back({is_send, tensor, peer, event});
+  return std::make_shared<nccl::NcclWork>(*this, op, std::move(event), tensor, timeout_of(opts));
+}
+
+void NcclBackend::launch_pending() {
+  if (pending_.empty()) return;
+  std::vector<PendingP2P> ops;
+  ops.swap(pending_);
+  prepare("send/recv");
   try {
-    DISTRUN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    comm_->settle(ncclRecv(tensor.data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), src, comm_->get(), stream_),
-                  "ncclRecv", deadline_after(timeout_of(opts)));
-    DISTRUN_CUDA_CHECK(cudaEventRecord(event, stream_));
+    // One group: NCCL matches and progresses all of them together, whatever their order.
+    DISTRUN_NCCL_CHECK(ncclGroupStart());
+    for (PendingP2P& p : ops) {
+      const size_t count = size_t(p.tensor.numel());
+      const ncclDataType_t dt = nccl_dtype(p.tensor.dtype());
+      if (p.is_send)
+        DISTRUN_NCCL_CHECK_ASYNC(ncclSend(p.tensor.data(), count, dt, p.peer, comm_->get(), stream_));
+      else
+        DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(p.tensor.data(), count, dt, p.peer, comm_->get(), stream_));
+    }
+    comm_->settle(ncclGroupEnd(), "ncclGroupEnd (send/recv)", deadline_after(options_.timeout));
+    for (PendingP2P& p : ops) p.done->record(stream_);
   } catch (const std::exception& e) {
-    if (event) cudaEventDestroy(event);
-    fail("recv", e);
+    fail("send/recv", e);
   }
-  return std::make_shared<nccl::NcclWork>(*this, "recv", event, tensor, timeout_of(opts));
 }
 
 void NcclBackend::barrier(const BarrierOptions& opts) {
@@ -319,6 +331,7 @@ std::shared_ptr<Backend> NcclBackend::new_group(const std::vector<int>& ranks) {
   for (size_t i = 0; i < ranks.size(); ++i)
     if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1]))
       throw BackendError("new_group: ranks must be ascending, unique and within 0.." + std::to_string(size_ - 1));
+  launch_pending();
   prepare("new_group");
   auto it = std::find(ranks.begin(), ranks.end(), rank_);
   const bool member = it != ranks.end();

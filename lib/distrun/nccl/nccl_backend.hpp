@@ -19,6 +19,7 @@ namespace distrun {
 
 namespace nccl {
 class NcclComm;
+class CudaEvent;
 }
 
 struct NcclBackendOptions {
@@ -47,14 +48,18 @@ class NcclBackend : public Backend {
   void all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) override;
   void send(const Tensor& tensor, int dst, const SendOptions& opts) override;
   void recv(Tensor& tensor, int src, const SendOptions& opts) override;
-  /// NCCL has no tags: messages between two ranks arrive in the order they were sent, and
-  /// opts.tag is ignored. All operations share one stream, so an irecv waits behind earlier
-  /// work of this backend (two ranks that both irecv before they send deadlock until timeout).
+  /// Queued, not launched: every queued send and receive goes to NCCL in one group when a Work
+  /// is waited for or tested, or before the next collective (so a ring of isend-to-next and
+  /// irecv-from-previous cannot deadlock on the single stream). NCCL has no tags: messages
+  /// between two ranks arrive in the order they were sent, and opts.tag is ignored.
   std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const SendOptions& opts) override;
   std::shared_ptr<Work> irecv(Tensor& tensor, int src, const SendOptions& opts) override;
   void barrier(const BarrierOptions& opts) override;
   /// ncclCommSplit of this backend's communicator; every rank must call it.
   std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
+
+  /// Launches the queued sends and receives (one NCCL group), recording each one's event.
+  void launch_pending();
 
   /// Waits for `event` (recorded on this backend's stream after `op`) until `timeout`, turning a
   /// failure into a distrun error (see fail()). Used by the Work objects too.
@@ -72,6 +77,8 @@ class NcclBackend : public Backend {
   void destroy_stream() noexcept;
   // Sets the device and checks the communicator is usable (not aborted by an earlier failure).
   void prepare(const char* op);
+  // Queues a send or receive for launch_pending().
+  std::shared_ptr<Work> queue_p2p(bool is_send, const Tensor& tensor, int peer, const SendOptions& opts);
   // Runs `enqueue` (NCCL calls on the stream), then blocks until the device has finished.
   template <typename F>
   void run(const char* op, std::chrono::milliseconds timeout, F&& enqueue);
@@ -86,6 +93,13 @@ class NcclBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;  // recorded after each blocking collective
   Tensor barrier_buf_;          // one element, for barrier()
+  struct PendingP2P {
+    bool is_send;
+    Tensor tensor;
+    int peer;
+    std::shared_ptr<nccl::CudaEvent> done;
+  };
+  std::vector<PendingP2P> pending_;  // isend/irecv not yet launched
 };
 
 }  // namespace distrun
