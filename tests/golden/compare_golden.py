@@ -97,7 +97,12 @@ def main(argv):
     if len(argv) != 3:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
-    problems = compare(load_jsonl(argv[1]), load_jsonl(argv[2]))
+    try:
+        results = load_jsonl(argv[1])
+    except OSError as e:
+        print(f"{argv[1]}: cannot read results: {e.strerror}")
+        return 1
+    problems = compare(results, load_jsonl(argv[2]))
     for p in problems:
         print(f"{argv[2]}: {p}")
     return 1 if problems else 0
