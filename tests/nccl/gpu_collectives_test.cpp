@@ -195,6 +195,19 @@ TEST_CASE("send/recv, isend/irecv, barrier and a subgroup", "[nccl][gpu]") {
       RANK_CHECK(w->is_completed());
       RANK_CHECK(values(got) == std::vector<double>{7, 8, 9, 10, 11});
     }
+    // A ring, as nccl-tests' sendrecv and the bench do: isend to the next, irecv from the
+    // previous, then wait; large enough that NCCL cannot buffer the send without the receive.
+    const int64_t big = 1 << 22;
+    Tensor out_ring = make(r, {big}, DType::Float32, [r](int64_t i) { return double(r * 1000 + i % 1000); });
+    Tensor in_ring = Tensor::zeros({big}, DType::Float32, Device::cuda(r));
+    auto s = b.isend(out_ring, (r + 1) % n, SendOptions{});
+    auto w = b.irecv(in_ring, (r + n - 1) % n, SendOptions{});
+    s->wait();
+    w->wait();
+    std::vector<double> ring = values(in_ring);
+    const int prev = (r + n - 1) % n;
+    RANK_CHECK(ring[0] == prev * 1000.0);
+    RANK_CHECK(ring[size_t(big - 1)] == prev * 1000.0 + double((big - 1) % 1000));
     b.barrier(BarrierOptions{});
     auto sub = b.new_group({0, n - 1});
     RANK_CHECK(bool(sub) == (r == 0 || r == n - 1));
