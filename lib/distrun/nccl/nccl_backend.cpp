@@ -39,21 +39,21 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));
   create_stream();
   try {
-    const auto deadline = deadline_after(options_.timeout);
-    ncclUniqueId id;
-    std::string raw = nccl::exchange_unique_id(
-        *store_, 0, rank_, sizeof(id),
-        [] {
-          ncclUniqueId made;
-          DISTRUN_NCCL_CHECK(ncclGetUniqueId(&made));
-          return std::string(reinterpret_cast<const char*>(&made), sizeof(made));
-        },
-        options_.timeout);
-    std::memcpy(&id, raw.data(), sizeof(id));
     try {
+      const auto deadline = deadline_after(options_.timeout);
+      ncclUniqueId id;
+      std::string raw = nccl::exchange_unique_id(
+          *store_, 0, rank_, sizeof(id),
+          [] {
+            ncclUniqueId made;
+            DISTRUN_NCCL_CHECK(ncclGetUniqueId(&made));
+            return std::string(reinterpret_cast<const char*>(&made), sizeof(made));
+          },
+          options_.timeout);
+      std::memcpy(&id, raw.data(), sizeof(id));
       comm_ = nccl::NcclComm::init(size_, rank_, id, deadline);
     } catch (const std::exception& e) {
-      fail("rendezvous", e);
+      fail("rendezvous", e);  // names rank 0 when it is the one that never published the id
     }
   } catch (...) {
     destroy_stream();  // no destructor runs for a constructor that throws
