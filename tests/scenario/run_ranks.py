@@ -82,7 +82,9 @@ def main():
         with open(a.stdout, "w") as f:
             f.write(rank0_out)
     codes = [p.returncode for p in procs]
-    worst = 124 if timed_out else max((c if c >= 0 else 128 - c) for c in codes)
+    # Ranks this script killed after another failed do not hide the failing rank's status.
+    own = [c for c in codes if c != -signal.SIGKILL] or codes
+    worst = 124 if timed_out else max((c if c >= 0 else 128 - c) for c in own)
     print(f"run_ranks: exit codes {codes}", file=sys.stderr)
     if a.expect_exit is not None:
         if worst != a.expect_exit:

@@ -7,6 +7,7 @@
 #include "distrun/comm/process_group.hpp"
 #include "distrun/scenario/loader.hpp"
 #include "distrun/scenario/reference.hpp"
+#include "distrun/scenario/results_file.hpp"
 #include "distrun/scenario/runner.hpp"
 
 namespace distrun {
@@ -33,10 +34,13 @@ int run_scenario_file(const std::string& path, const ScenarioRunOptions& options
   const double timeout = options.timeout_seconds.value_or(sc.timeout_seconds);
   if (!(timeout > 0)) throw ConfigError("--timeout must be more than 0 seconds");
   init.timeout = std::chrono::milliseconds(int64_t(std::ceil(timeout * 1000)));
-  auto pg = ProcessGroup::init(init);
-
   scenario::RunSettings settings;
   settings.results_path = options.results_path;
+  // Rank 0 opens the results file before joining, so an unwritable path fails fast (exit 2).
+  if (world.rank == 0 && !options.results_path.empty())
+    settings.results_file = std::make_shared<scenario::ResultsFile>(options.results_path);
+  auto pg = ProcessGroup::init(init);
+
   settings.local_rank = world.local_rank;
   settings.local_world_size = world.local_world_size;
   settings.device = sc.device == "cuda" ? Device::cuda(world.local_rank) : Device::cpu();

@@ -3,9 +3,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <ostream>
 
+#include "distrun/scenario/loader.hpp"
 #include "distrun/scenario/local_ops.hpp"
 #include "distrun/scenario/reference.hpp"
 
@@ -195,6 +197,14 @@ class BenchRun {
 
 }  // namespace
 
+int64_t bench_max_bytes() {
+  const char* v = std::getenv("DISTRUN_BENCH_MAX_BYTES");
+  if (!v || !*v) return 0;
+  auto parsed = parse_byte_size(v);
+  if (!parsed) throw ConfigError(std::string("DISTRUN_BENCH_MAX_BYTES: bad size '") + v + "'");
+  return *parsed;
+}
+
 double bus_factor(Op op, int n) {
   switch (op) {
     case Op::AllReduce: return 2.0 * (n - 1) / n;
@@ -234,7 +244,12 @@ BenchResult run_bench(Backend& b, const BenchSpec& spec, const BenchContext& ctx
   emit("# bench " + std::string(op_name(op)) + " on " + std::to_string(n) + " ranks (" + ctx.backend_name +
        "), busbw factor " + std::to_string(bus_factor(op, n)).substr(0, 5));
   emit(bench_header());
+  const int64_t cap = bench_max_bytes();
   for (int64_t requested : spec.bytes) {
+    if (cap > 0 && requested > cap) {
+      emit("# skipped " + std::to_string(requested) + " B: above DISTRUN_BENCH_MAX_BYTES=" + std::to_string(cap));
+      continue;
+    }
     const BenchSize size = bench_size(op, requested, dtype_size(ctx.dtype), n);
     BenchRun run(b, spec, ctx, size.count);
     int64_t wrong = ctx.check ? run.checked() : 0;

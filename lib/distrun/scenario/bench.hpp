@@ -20,6 +20,10 @@ struct BenchSize {
 };
 BenchSize bench_size(Op op, int64_t bytes, size_t element_size, int n);
 
+/// The DISTRUN_BENCH_MAX_BYTES cap (0: none): larger sizes are skipped, so the test suite can
+/// run the bench configs quickly. ConfigError when it is not a size.
+int64_t bench_max_bytes();
+
 /// The header line of the table.
 std::string bench_header();
 

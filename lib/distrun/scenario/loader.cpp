@@ -93,14 +93,15 @@ class Loader {
     return "scalar";
   }
 
+  // `offset`: where `text` starts inside the scalar (for ${...} inside a longer string).
   std::shared_ptr<Expression> compile(const YAML::Node& n, const std::string& text,
-                                      const std::vector<std::string>* allowed) const {
+                                      const std::vector<std::string>* allowed, size_t offset = 0) const {
     std::shared_ptr<Expression> e;
     try {
       e = std::make_shared<Expression>(text);
     } catch (const ExpressionError& err) {
       Mark m = mark_of(n);
-      m.col += int(err.position) + (is_quoted(n) ? 1 : 0);
+      m.col += int(offset + err.position) + (is_quoted(n) ? 1 : 0);
       fail(m, "bad expression '" + text + "': " + err.message);
     }
     if (allowed)
@@ -219,7 +220,7 @@ class Loader {
       const size_t end = s.find('}', at);
       if (end == std::string::npos) fail(n, "unterminated ${...} in '" + s + "'");
       const std::string text = s.substr(at + 2, end - at - 2);
-      t.exprs.emplace_back(text, compile(n, text, &kRankVars));
+      t.exprs.emplace_back(text, compile(n, text, &kRankVars, at + 2));
     }
     return s;
   }

@@ -52,9 +52,9 @@ class Runner {
   }
 
   int run() {
-    std::unique_ptr<ResultsFile> results;
-    if (world_->rank() == 0 && !settings_.results_path.empty())
-      results = std::make_unique<ResultsFile>(settings_.results_path);
+    std::shared_ptr<ResultsFile> results = settings_.results_file;
+    if (!results && world_->rank() == 0 && !settings_.results_path.empty())
+      results = std::make_shared<ResultsFile>(settings_.results_path);
     // Every rank creates every group, in file order, as Backend::new_group requires.
     for (const auto& g : sc_.groups) groups_[g.name] = world_->new_group(g.members);
     for (const auto& [name, spec] : sc_.tensors)

@@ -11,8 +11,11 @@
 
 namespace distrun::scenario {
 
+class ResultsFile;
+
 struct RunSettings {
   std::string results_path;          // empty: no results file
+  std::shared_ptr<ResultsFile> results_file;  // opened early by the caller (rank 0), else opened here
   int local_rank = 0;
   int local_world_size = 1;
   Device device = Device::cpu();     // where the tensors live

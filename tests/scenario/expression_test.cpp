@@ -1,0 +1,70 @@
+// Expressions: muparser with the spec's operators, % as Python's modulo and a natural log.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "distrun/scenario/expression.hpp"
+#include "distrun/scenario/local_ops.hpp"
+
+using namespace distrun::scenario;
+
+static double eval(const std::string& text) { return Expression(text).eval(); }
+
+TEST_CASE("operators and functions of the spec", "[expression]") {
+  CHECK(eval("1 + 2 * 3 - 4 / 2") == 5);
+  CHECK(eval("2 ^ 10") == 1024);
+  CHECK(eval("7 % 3") == 1);
+  CHECK(eval("-7 % 3") == 2);  // Python's sign convention
+  CHECK(eval("3 > 2 ? 10 : 20") == 10);
+  CHECK(eval("1 == 2") == 0);
+  CHECK(eval("floor(2.7) + abs(-1) + min(3, 4) + max(3, 4)") == 10);
+  CHECK(eval("log(exp(2))") == Approx(2));
+  CHECK(eval("sqrt(16)") == 4);
+}
+
+TEST_CASE("variables are discovered and bound", "[expression]") {
+  Expression e("rank * 10 + i + x");
+  CHECK(e.variables() == std::vector<std::string>{"i", "rank", "x"});
+  CHECK(map_tensor_names(e) == std::vector<std::string>{"x"});
+  e.set("rank", 2);
+  e.set("i", 3);
+  e.set("x", 0.5);
+  e.set("unused", 100);
+  CHECK(e.eval() == 23.5);
+  CHECK(e.slot("unused") == nullptr);
+}
+
+TEST_CASE("parse errors give a position", "[expression]") {
+  try {
+    Expression e("1 +* 2");
+    FAIL("no error");
+  } catch (const ExpressionError& err) {
+    CHECK(err.position == 3);
+    CHECK_THAT(err.message, Catch::Contains("*"));
+  }
+  CHECK_THROWS_AS(Expression("sqrt(1, 2)"), ExpressionError);
+  CHECK_THROWS_AS(Expression("(1 + 2"), ExpressionError);
+}
+
+TEST_CASE("fills see rank, world size and indices", "[expression]") {
+  TensorSpec spec;
+  spec.has_shape = true;
+  spec.shape = {Number{2}, Number{3}};
+  spec.fill.expr = std::make_shared<Expression>("rank*100 + world_size*10 + i*3 + j");
+  distrun::Tensor t = make_tensor(spec, distrun::DType::Int32, RankEnv{1, 4, 1, 4}, "t.yaml");
+  CHECK(t.shape() == distrun::Shape{2, 3});
+  CHECK(t.get(0) == 140);
+  CHECK(t.get(5) == 145);
+}
+
+TEST_CASE("${expr} substitution in objects", "[expression]") {
+  ObjectTemplate t;
+  t.value = {{"rank", "${rank}"}, {"tag", "r${rank*2}/${world_size}"}, {"half", "${rank / 2}"}, {"keep", 1}};
+  for (const char* e : {"rank", "rank*2", "world_size", "rank / 2"}) t.exprs.emplace_back(e, std::make_shared<Expression>(e));
+  const auto o = substitute_object(t, RankEnv{3, 4, 3, 4});
+  CHECK(o["rank"] == 3);
+  CHECK(o["rank"].is_number_integer());
+  CHECK(o["tag"] == "r6/4");
+  CHECK(o["half"] == 1.5);
+  CHECK(o["keep"] == 1);
+}
