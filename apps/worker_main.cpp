@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "distrun/core/error.hpp"
+#include "distrun/env/world.hpp"
 #include "distrun/scenario/api.hpp"
 
 int main(int argc, char** argv) {
@@ -31,7 +32,9 @@ int main(int argc, char** argv) {
       throw distrun::ConfigError("--log-level: unknown level '" + log_level + "'");
     spdlog::set_level(level);
     if (check_only) {
-      distrun::check_scenario_file(scenario_path, std::nullopt);
+      // Checked against the launched world when there is one (e.g. under srun), else alone.
+      const auto world = distrun::world_from_env();
+      distrun::check_scenario_file(scenario_path, world.source == "none" ? std::nullopt : std::optional<int>(world.world_size));
       return 0;
     }
     return distrun::run_scenario_file(scenario_path, options);
