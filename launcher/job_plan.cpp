@@ -82,6 +82,7 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
   plan.node_rank = o.node_rank;
   if (!o.master_addr.empty()) plan.master_addr = o.master_addr;
   if (o.master_port) plan.master_port = uint16_t(*o.master_port);
+  plan.port_from_user = o.master_port.has_value();
 
   if (plan.source == "slurm" || plan.source == "mpi") {
     // One agent per node, started by srun or mpirun: the job's own variables say who we are.
@@ -122,6 +123,7 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
       int p = parse_positive(port, "--rdzv-endpoint port");
       if (p > 65535) throw ConfigError("--rdzv-endpoint " + ep + ": port out of range");
       plan.master_port = uint16_t(p);
+      plan.port_from_user = true;
     }
   }
 
@@ -129,10 +131,14 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
     if (plan.nnodes != 1) throw ConfigError("--standalone runs one node; got --nnodes " + o.nnodes);
     plan.master_addr = "127.0.0.1";
     plan.master_port.reset();  // torchrun --standalone ignores the port too: pick a free one
+    plan.port_from_user = false;
   }
   if (plan.node_rank < 0 || plan.node_rank >= plan.nnodes)
     throw ConfigError("--node-rank " + std::to_string(plan.node_rank) + " outside 0.." + std::to_string(plan.nnodes - 1));
   if (plan.nnodes > 1 && !plan.master_port) plan.master_port = 29500;  // torchrun's default
+  // One node: only a port the user named is the workers' port; a derived one (SLURM job id)
+  // is just as likely to be taken as any other, so a free port is picked instead.
+  if (plan.nnodes == 1 && !plan.port_from_user) plan.master_port.reset();
   if (plan.nnodes > 1 && plan.master_addr.empty()) plan.master_addr = "127.0.0.1";
 
   if (!o.nproc_per_node.empty()) {

@@ -18,6 +18,7 @@ struct JobPlan {
   // Multi-node: the port of the agents' rendezvous on node 0. One node: the workers' port
   // when the user named one (checked free), else nullopt (a free port is picked).
   std::optional<uint16_t> master_port;
+  bool port_from_user = false;     // --master-port or --rdzv-endpoint named it (not derived)
   std::string source = "pytorch";  // where nnodes/node rank came from: pytorch | slurm | mpi
   std::string run_id = "none";
 

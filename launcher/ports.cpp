@@ -22,7 +22,10 @@ uint16_t try_bind(uint16_t port) {
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = htons(port);
   uint16_t bound = 0;
-  // No SO_REUSEADDR: we want to know whether a listener (or a TIME_WAIT owner) is in the way.
+  // SO_REUSEADDR as the store servers bind: connections of a previous job in TIME_WAIT do not
+  // block them, a live listener does.
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
     socklen_t len = sizeof addr;
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) bound = ntohs(addr.sin_port);

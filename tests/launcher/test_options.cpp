@@ -43,7 +43,7 @@ TEST_CASE("dash and underscore spellings give the same options", "[launcher][opt
   }
 }
 
-TEST_CASE("--nproc is an alias and --opt=value works", "[launcher][options]") {
+TEST_CASE("nproc alias and option=value spelling", "[launcher][options]") {
   CHECK(parse({"--nproc", "3", "x"}).options.nproc_per_node == "3");
   CHECK(parse({"--nproc_per_node=gpu", "x"}).options.nproc_per_node == "gpu");
   CHECK(parse({"--standalone", "x"}).options.standalone);

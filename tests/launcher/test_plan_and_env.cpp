@@ -89,7 +89,15 @@ TEST_CASE("plan: --launcher slurm and auto read SLURM's variables", "[launcher][
   CHECK(p.node_rank == 1);
   CHECK(p.master_addr == "node07");
   REQUIRE(p.master_port);
-  CHECK(*p.master_port >= 20000);
+  CHECK(*p.master_port >= 20000);  // derived from the job id
+  CHECK(!p.port_from_user);
+  auto one = slurm;
+  one["SLURM_NNODES"] = "1";
+  one["SLURM_NODEID"] = "0";
+  one["SLURM_PROCID"] = "0";
+  one["SLURM_NTASKS"] = "1";
+  one["SLURM_JOB_NODELIST"] = "node07";
+  CHECK(!plan_job(o, env_of(one), std::nullopt).master_port);  // one node: a free port later
   auto no_step = slurm;
   no_step.erase("SLURM_STEP_ID");
   CHECK(detect_launcher(env_of(no_step)) == "pytorch");
