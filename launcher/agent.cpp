@@ -15,13 +15,6 @@
 #include "worker_env.hpp"
 #include "worker_group.hpp"
 
-// TEMPORARY (until lib/distrun/scenario implements api.hpp): weak references, so program
-// mode links and runs; scenario mode then fails with a clear error instead of a link error.
-namespace distrun {
-void check_scenario_file(const std::string& path, std::optional<int> world_size) __attribute__((weak));
-std::optional<int> scenario_world_size(const std::string& path) __attribute__((weak));
-}  // namespace distrun
-
 namespace distrun::launcher {
 namespace {
 
@@ -63,8 +56,6 @@ int run_agent(const LaunchOptions& o) {
   SignalWatch signals;
 
   std::optional<int> declared_world;
-  if (o.mode == RunMode::scenario && (!&scenario_world_size || !&check_scenario_file))
-    throw Error("this libdistrun has no scenario support yet (check_scenario_file missing)");
   if (o.mode == RunMode::scenario) declared_world = scenario_world_size(o.command.front());
   JobPlan plan = plan_job(o, process_env(), declared_world);
   if (o.mode == RunMode::scenario) {
