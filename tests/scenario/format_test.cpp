@@ -36,8 +36,8 @@ TEST_CASE("values become nested JSON lists", "[format]") {
 }
 
 TEST_CASE("objects print like Python", "[format]") {
-  nlohmann::json o = {{"rank", 0}, {"ok", true}, {"name", "a'b"}, {"none", nullptr}, {"v", 2.0}};
-  CHECK(python_repr(nlohmann::json::array({o})) == "[{'name': 'a\\'b', 'none': None, 'ok': True, 'rank': 0, 'v': 2.0}]");
+  nlohmann::ordered_json o = {{"rank", 0}, {"ok", true}, {"name", "a'b"}, {"none", nullptr}, {"v", 2.0}};
+  CHECK(python_repr(nlohmann::ordered_json::array({o})) == "[{'name': 'a\\'b', 'none': None, 'ok': True, 'rank': 0, 'v': 2.0}]");
 }
 
 TEST_CASE("multi-indices for error messages", "[format]") {

@@ -1,5 +1,6 @@
 // Ranks as threads: runs fn(backend) on `n` GlooBackends that meet through one HashStore.
 #pragma once
+#include <atomic>
 #include <cmath>
 #include <exception>
 #include <sstream>
@@ -10,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
 #include "distrun/comm/process_group.hpp"
 #include "distrun/store/hash_store.hpp"
 
@@ -17,6 +20,7 @@
 // check throws, and run_ranks rethrows the first failure on the test's own thread.
 #define RANK_REQUIRE_CTX(cond, ctx)                                                  \
   do {                                                                               \
+    ++distrun::testing::rank_checks;                                                 \
     if (!(cond)) {                                                                   \
       std::ostringstream rank_require_msg_;                                          \
       rank_require_msg_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond; \
@@ -27,6 +31,9 @@
 #define RANK_REQUIRE(cond) RANK_REQUIRE_CTX(cond, "")
 
 namespace distrun::testing {
+
+/// Checks made by rank threads; run_ranks requires that a test made at least one.
+inline std::atomic<long> rank_checks{0};
 
 /// |a - b| within `rel` of |b| (or 1e-9 absolute near zero).
 inline bool near(double a, double b, double rel = 1e-6) { return std::fabs(a - b) <= std::max(1e-9, rel * std::fabs(b)); }
@@ -49,6 +56,7 @@ inline void run_ranks(int n, const std::function<void(ProcessGroup&)>& fn,
   std::vector<std::thread> threads;
   std::exception_ptr first;
   std::mutex mu;
+  const long checks_before = rank_checks;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       try {
@@ -69,6 +77,7 @@ inline void run_ranks(int n, const std::function<void(ProcessGroup&)>& fn,
     });
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);
+  REQUIRE(rank_checks > checks_before);  // the ranks checked something, and all of it held
 }
 
 }  // namespace distrun::testing

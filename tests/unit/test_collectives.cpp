@@ -260,13 +260,13 @@ TEST_CASE("subgroups: halves reduce separately, non-members get nothing") {
 
 TEST_CASE("object collectives carry JSON values") {
   run_ranks(3, [&](ProcessGroup& pg) {
-    nlohmann::json mine = {{"rank", pg.rank()}, {"value", pg.rank() * 10}, {"s", std::string(pg.rank() * 5, 'x')}};
+    nlohmann::ordered_json mine = {{"rank", pg.rank()}, {"value", pg.rank() * 10}, {"s", std::string(pg.rank() * 5, 'x')}};
     auto all = all_gather_object(pg.backend(), mine);
     RANK_REQUIRE(all.size() == 3);
     for (int r = 0; r < 3; ++r) RANK_REQUIRE(all[size_t(r)]["value"] == r * 10);
     auto g = gather_object(pg.backend(), mine, 1);
     RANK_REQUIRE(g.size() == (pg.rank() == 1 ? 3u : 0u));
-    auto b = broadcast_object(pg.backend(), pg.rank() == 2 ? nlohmann::json("from two") : nlohmann::json(nullptr), 2);
+    auto b = broadcast_object(pg.backend(), pg.rank() == 2 ? nlohmann::ordered_json("from two") : nlohmann::ordered_json(nullptr), 2);
     RANK_REQUIRE(b == "from two");
   });
 }

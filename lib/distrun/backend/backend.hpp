@@ -28,6 +28,9 @@ class Backend {
 
   /// "gloo" or "nccl".
   virtual std::string name() const = 0;
+  /// Where this backend's tensors live (the CPU for Gloo, the rank's GPU for NCCL): helpers
+  /// that make their own buffers, such as the object collectives, allocate them there.
+  virtual Device tensor_device() const { return Device::cpu(); }
   /// This process's rank within the group, and the group's size.
   int rank() const { return rank_; }
   int size() const { return size_; }

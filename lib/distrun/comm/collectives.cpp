@@ -56,9 +56,15 @@ std::vector<int64_t> even_sizes(const Tensor& t, int dim, int n, const char* op)
   return std::vector<int64_t>(size_t(n), t.shape()[size_t(dim)] / n);
 }
 
-std::string to_bytes(const nlohmann::json& obj) { return obj.dump(); }
+std::string to_bytes(const nlohmann::ordered_json& obj) { return obj.dump(); }
 
-nlohmann::json from_bytes(const char* p, size_t n) { return nlohmann::json::parse(p, p + n); }
+nlohmann::ordered_json from_bytes(const char* p, size_t n) { return nlohmann::ordered_json::parse(p, p + n); }
+
+// A CPU tensor moved to where the backend's tensors live (a no-op for Gloo).
+Tensor on_backend(const Backend& b, const Tensor& t) {
+  return b.tensor_device() == t.device() ? t : t.to(b.tensor_device());
+}
+Tensor on_host(const Tensor& t) { return t.device().is_cuda() ? t.to(Device::cpu()) : t; }
 
 // Every rank's byte string, in rank order: lengths first, then one all_gather padded to the
 // longest (torch does the same for all_gather_object).
@@ -67,13 +73,15 @@ std::vector<std::string> all_gather_bytes(Backend& b, const std::string& mine, c
   const int n = b.size();
   Tensor len = Tensor::empty({1}, DType::Int64);
   len.data_as<int64_t>()[0] = int64_t(mine.size());
-  Tensor lens = Tensor::empty({n}, DType::Int64);
-  b.all_gather(len, lens, with<AllgatherOptions>(o));
+  Tensor lens = Tensor::empty({n}, DType::Int64, b.tensor_device());
+  b.all_gather(on_backend(b, len), lens, with<AllgatherOptions>(o));
+  lens = on_host(lens);
   int64_t longest = 0;
   for (int r = 0; r < n; ++r) longest = std::max(longest, lens.data_as<int64_t>()[r]);
   Tensor buf = Tensor::zeros({longest}, DType::UInt8);
   std::memcpy(buf.data(), mine.data(), mine.size());
-  Tensor all = Tensor::empty({longest * n}, DType::UInt8);
+  buf = on_backend(b, buf);
+  Tensor all = Tensor::empty({longest * n}, DType::UInt8, b.tensor_device());
   if (root < 0) {
     b.all_gather(buf, all, with<AllgatherOptions>(o));
   } else {
@@ -82,6 +90,7 @@ std::vector<std::string> all_gather_bytes(Backend& b, const std::string& mine, c
     b.gather(buf, all, go);
     if (b.rank() != root) return {};
   }
+  all = on_host(all);
   std::vector<std::string> out;
   for (int r = 0; r < n; ++r)
     out.emplace_back(all.data_as<char>() + r * longest, size_t(lens.data_as<int64_t>()[r]));
@@ -189,29 +198,33 @@ Tensor all_to_all(Backend& b, const Tensor& in0, int dim, const std::vector<int6
   return out;
 }
 
-std::vector<nlohmann::json> all_gather_object(Backend& b, const nlohmann::json& obj, const CollectiveOptions& o) {
-  std::vector<nlohmann::json> out;
+std::vector<nlohmann::ordered_json> all_gather_object(Backend& b, const nlohmann::ordered_json& obj, const CollectiveOptions& o) {
+  std::vector<nlohmann::ordered_json> out;
   for (const auto& s : all_gather_bytes(b, to_bytes(obj), o)) out.push_back(from_bytes(s.data(), s.size()));
   return out;
 }
 
-std::vector<nlohmann::json> gather_object(Backend& b, const nlohmann::json& obj, int root,
+std::vector<nlohmann::ordered_json> gather_object(Backend& b, const nlohmann::ordered_json& obj, int root,
                                           const CollectiveOptions& o) {
-  std::vector<nlohmann::json> out;
+  std::vector<nlohmann::ordered_json> out;
   for (const auto& s : all_gather_bytes(b, to_bytes(obj), o, root)) out.push_back(from_bytes(s.data(), s.size()));
   return out;
 }
 
-nlohmann::json broadcast_object(Backend& b, const nlohmann::json& obj, int root, const CollectiveOptions& o) {
+nlohmann::ordered_json broadcast_object(Backend& b, const nlohmann::ordered_json& obj, int root, const CollectiveOptions& o) {
   std::string mine = b.rank() == root ? to_bytes(obj) : std::string();
   Tensor len = Tensor::empty({1}, DType::Int64);
   len.data_as<int64_t>()[0] = int64_t(mine.size());
+  len = on_backend(b, len);
   auto bo = with<BroadcastOptions>(o);
   bo.root = root;
   b.broadcast(len, bo);
+  len = on_host(len);
   Tensor buf = Tensor::zeros({len.data_as<int64_t>()[0]}, DType::UInt8);
   if (b.rank() == root) std::memcpy(buf.data(), mine.data(), mine.size());
+  buf = on_backend(b, buf);
   b.broadcast(buf, bo);
+  buf = on_host(buf);
   return from_bytes(buf.data_as<char>(), size_t(buf.numel()));
 }
 

@@ -37,6 +37,7 @@ class NcclBackend : public Backend {
   ~NcclBackend() override;
 
   std::string name() const override { return "nccl"; }
+  Device tensor_device() const override { return Device::cuda(options_.device); }
   int device() const { return options_.device; }
   void broadcast(Tensor& tensor, const BroadcastOptions& opts) override;
   void all_reduce(Tensor& tensor, const AllreduceOptions& opts) override;

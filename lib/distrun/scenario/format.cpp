@@ -118,7 +118,7 @@ nlohmann::ordered_json values_json(const Tensor& t) {
   return rec(0, 0);
 }
 
-std::string python_repr(const nlohmann::json& v) {
+std::string python_repr(const nlohmann::ordered_json& v) {
   if (v.is_null()) return "None";
   if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
   if (v.is_string()) {

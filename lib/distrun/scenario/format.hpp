@@ -17,6 +17,6 @@ std::string format_values(const Tensor& t);
 nlohmann::ordered_json values_json(const Tensor& t);
 
 /// Python's repr of a JSON value: {'rank': 0, 'ok': True, 'x': None}.
-std::string python_repr(const nlohmann::json& v);
+std::string python_repr(const nlohmann::ordered_json& v);
 
 }  // namespace distrun::scenario

@@ -195,14 +195,14 @@ class Loader {
   }
 
   // YAML -> JSON, compiling each "${expr}" found in strings.
-  nlohmann::json to_json(const YAML::Node& n, ObjectTemplate& t) const {
+  nlohmann::ordered_json to_json(const YAML::Node& n, ObjectTemplate& t) const {
     if (n.IsMap()) {
-      nlohmann::json o = nlohmann::json::object();
+      nlohmann::ordered_json o = nlohmann::ordered_json::object();
       for (const auto& kv : n) o[kv.first.as<std::string>()] = to_json(kv.second, t);
       return o;
     }
     if (n.IsSequence()) {
-      nlohmann::json a = nlohmann::json::array();
+      nlohmann::ordered_json a = nlohmann::ordered_json::array();
       for (const auto& c : n) a.push_back(to_json(c, t));
       return a;
     }

@@ -158,14 +158,14 @@ Tensor local_reduce(const Tensor& in, ReduceOp op, std::optional<int> dim, bool 
 }
 
 namespace {
-nlohmann::json substitute(const nlohmann::json& v, ObjectTemplate& t, const RankEnv& env) {
+nlohmann::ordered_json substitute(const nlohmann::ordered_json& v, ObjectTemplate& t, const RankEnv& env) {
   if (v.is_object()) {
-    nlohmann::json o = nlohmann::json::object();
+    nlohmann::ordered_json o = nlohmann::ordered_json::object();
     for (auto it = v.begin(); it != v.end(); ++it) o[it.key()] = substitute(it.value(), t, env);
     return o;
   }
   if (v.is_array()) {
-    nlohmann::json a = nlohmann::json::array();
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
     for (const auto& c : v) a.push_back(substitute(c, t, env));
     return a;
   }
@@ -195,7 +195,7 @@ nlohmann::json substitute(const nlohmann::json& v, ObjectTemplate& t, const Rank
 }
 }  // namespace
 
-nlohmann::json substitute_object(ObjectTemplate& t, const RankEnv& env) { return substitute(t.value, t, env); }
+nlohmann::ordered_json substitute_object(ObjectTemplate& t, const RankEnv& env) { return substitute(t.value, t, env); }
 
 int64_t get_int(const Tensor& t, int64_t flat) {
   return dispatch_storage(t.dtype(), [&](auto tag) -> int64_t {

@@ -56,7 +56,7 @@ struct TensorRef {
 
 /// An object step's value, with `${expr}` strings compiled at load time.
 struct ObjectTemplate {
-  nlohmann::json value;
+  nlohmann::ordered_json value;
   std::vector<std::pair<std::string, std::shared_ptr<Expression>>> exprs;  // by source text
   Mark mark;
 };

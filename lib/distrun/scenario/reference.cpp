@@ -210,7 +210,7 @@ void Reference::set_result(const Step& s, int rank, const RefTensor& t) {
   e.tensor = t;
 }
 
-void Reference::set_object(const Step& s, int rank, nlohmann::json obj) {
+void Reference::set_object(const Step& s, int rank, nlohmann::ordered_json obj) {
   Expected& e = results_[size_t(s.index)][size_t(rank)];
   e.has_result = true;
   e.object = std::move(obj);
@@ -374,7 +374,7 @@ void Reference::run_step(Step& s) {
     case Op::AllGatherObject:
     case Op::GatherObject: {
       if (s.op == Op::GatherObject) member_index(s, members, s.dst, s.dst_mark, "dst");
-      nlohmann::json list = nlohmann::json::array();
+      nlohmann::ordered_json list = nlohmann::ordered_json::array();
       for (int r : members) list.push_back(substitute_object(s.object, env(r)));
       if (s.op == Op::GatherObject) set_object(s, s.dst, list);
       else
@@ -383,7 +383,7 @@ void Reference::run_step(Step& s) {
     }
     case Op::BroadcastObject: {
       member_index(s, members, s.src, s.src_mark, "src");
-      const nlohmann::json obj = substitute_object(s.object, env(s.src));
+      const nlohmann::ordered_json obj = substitute_object(s.object, env(s.src));
       for (int r : members) set_object(s, r, obj);
       break;
     }

@@ -25,7 +25,7 @@ struct Expected {
   bool has_result = false;
   std::string name;               // tensor results: the output name
   RefTensor tensor;
-  std::optional<nlohmann::json> object;
+  std::optional<nlohmann::ordered_json> object;
 };
 
 class Reference {
@@ -54,7 +54,7 @@ class Reference {
   int check_dim(const Step& s, const Tensor& t) const;
   RefTensor reduce_over(const std::vector<RefTensor>& in, ReduceOp op) const;
   void set_result(const Step& s, int rank, const RefTensor& t);
-  void set_object(const Step& s, int rank, nlohmann::json obj);
+  void set_object(const Step& s, int rank, nlohmann::ordered_json obj);
   void run_map(Step& s, int rank);
   void check_bench(const Step& s) const;
 

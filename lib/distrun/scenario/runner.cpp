@@ -39,7 +39,7 @@ struct StepReport {
   std::vector<std::string> problems;
   int64_t wrong = 0;
 
-  nlohmann::json to_json() const { return {{"text", text}, {"records", records}, {"problems", problems}, {"wrong", wrong}}; }
+  nlohmann::ordered_json to_json() const { return {{"text", text}, {"records", records}, {"problems", problems}, {"wrong", wrong}}; }
 };
 
 class Runner {
@@ -114,7 +114,7 @@ class Runner {
   StepReport run_step(Step& s) {
     Backend* b = backend_for(s);
     std::optional<Tensor> result;
-    std::optional<nlohmann::json> object;
+    std::optional<nlohmann::ordered_json> object;
     StepReport report;
     const int me = world_->rank();
     if (b) {
@@ -188,7 +188,7 @@ class Runner {
           result = local_reduce(to_cpu(input(s)), s.reduce, s.local_dim, s.keepdim).to(settings_.device);
           break;
         case Op::AllGatherObject: {
-          nlohmann::json list = nlohmann::json::array();
+          nlohmann::ordered_json list = nlohmann::ordered_json::array();
           for (auto& o : all_gather_object(*b, substitute_object(s.object, env_))) list.push_back(o);
           object = list;
           break;
@@ -196,7 +196,7 @@ class Runner {
         case Op::GatherObject: {
           auto got = gather_object(*b, substitute_object(s.object, env_), b->group_rank(s.dst));
           if (me == s.dst) {
-            nlohmann::json list = nlohmann::json::array();
+            nlohmann::ordered_json list = nlohmann::ordered_json::array();
             for (auto& o : got) list.push_back(o);
             object = list;
           }
@@ -320,7 +320,7 @@ class Runner {
     report.records.push_back(r.dump());
   }
 
-  void report_object(const Step& s, const nlohmann::json& got, StepReport& report) {
+  void report_object(const Step& s, const nlohmann::ordered_json& got, StepReport& report) {
     const Expected& want = expected(s);
     int64_t wrong = 0;
     if (s.check && (!want.object || *want.object != got)) {
