@@ -233,36 +233,44 @@ void GlooBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
 }
 
 void GlooBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) {
-  // A ring: n-1 steps, each sending one block to the right neighbour and reducing the block
-  // received from the left, so every rank sends (n-1)/n of the data, as NCCL's ring does.
+  // A ring of n-1 steps. At step s a rank receives the partial sum of block (rank - s - 2) from
+  // its left neighbour, adds its own input block to it, and passes the result right at step
+  // s+1; after n-1 steps it holds the full reduction of block `rank`. Every rank sends
+  // (n-1)/n of the data, as NCCL's ring does, and the input is never copied: partial sums
+  // alternate between two block buffers.
   check_numel("reduce_scatter", in, out.numel() * size_);
   ReduceFn fn = reduce_kernel(in.dtype(), opts.op);
-  Tensor work = in.to(Device::cpu());
-  const size_t block = out.nbytes();
-  auto* base = static_cast<char*>(work.data());
-  if (size_ > 1 && block > 0) {
-    Tensor incoming = Tensor::empty(out.shape(), out.dtype());
+  const Tensor hin = host(in);
+  Tensor hout = host(out);
+  const size_t block = hout.nbytes();
+  const auto* base = static_cast<const char*>(hin.data());
+  auto block_of = [&](int i) { return const_cast<char*>(base) + size_t(((i % size_) + size_) % size_) * block; };
+  if (size_ == 1 || block == 0) {
+    std::memcpy(hout.data(), base, block);
+  } else {
+    Tensor partial[2] = {Tensor::empty(hout.shape(), hout.dtype()), Tensor::empty(hout.shape(), hout.dtype())};
     const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
     const uint64_t slot = kRingSlot | next_tag_++;
     const auto timeout = timeout_of(opts);
     guarded("reduce_scatter", [&] {
-      auto sendbuf = context_->createUnboundBuffer(base, work.nbytes());
-      auto recvbuf = context_->createUnboundBuffer(incoming.data(), block);
+      auto input = context_->createUnboundBuffer(const_cast<char*>(base), hin.nbytes());
+      std::unique_ptr<gloo::transport::UnboundBuffer> bufs[2] = {
+          context_->createUnboundBuffer(partial[0].data(), block),
+          context_->createUnboundBuffer(partial[1].data(), block)};
       for (int s = 0; s < size_ - 1; ++s) {
-        const int send_idx = ((rank_ - s - 1) % size_ + size_) % size_;
-        const int recv_idx = ((rank_ - s - 2) % size_ + size_) % size_;
-        sendbuf->send(right, slot, size_t(send_idx) * block, block);
-        recvbuf->recv(left, slot, 0, block);
-        if (!recvbuf->waitRecv(nullptr, timeout) || !sendbuf->waitSend(nullptr, timeout))
+        auto& recv = bufs[s % 2];
+        recv->recv(left, slot, 0, block);
+        auto* send = s == 0 ? input.get() : bufs[(s + 1) % 2].get();
+        send->send(right, slot, s == 0 ? size_t(block_of(rank_ - 1) - base) : 0, block);
+        if (!recv->waitRecv(nullptr, timeout) || !send->waitSend(nullptr, timeout))
           throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms");
-        fn(base + size_t(recv_idx) * block, base + size_t(recv_idx) * block, incoming.data(), size_t(out.numel()));
+        void* target = s == size_ - 2 ? hout.data() : partial[s % 2].data();
+        fn(target, partial[s % 2].data(), block_of(rank_ - s - 2), size_t(hout.numel()));
       }
     });
   }
-  Tensor result = Tensor::empty(out.shape(), out.dtype());
-  std::memcpy(result.data(), base + size_t(rank_) * block, block);
-  if (opts.op == ReduceOp::Avg) divide_by(result, size_);
-  out.copy_from(result);
+  if (opts.op == ReduceOp::Avg) divide_by(hout, size_);
+  copy_back(out, hout);
 }
 
 void GlooBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) {
