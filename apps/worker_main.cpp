@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <iostream>
 
 #include "distrun/core/error.hpp"
@@ -10,6 +11,10 @@
 #include "distrun/scenario/api.hpp"
 
 int main(int argc, char** argv) {
+  // A rank writing to a peer that just died must get EPIPE (an error naming the lost peer),
+  // not a silent death by SIGPIPE that hides which rank failed first. Python, hence
+  // torchrun's workers, ignores SIGPIPE the same way.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"Runs one rank of a distrun scenario", "distrun-worker"};
   std::string scenario_path, log_level = "warn";
   distrun::ScenarioRunOptions options;

@@ -1,0 +1,38 @@
+// libFuzzer target: the expression layer (muparser with the scenario's % and log) over
+// arbitrary text. A parse either throws ExpressionError or yields an expression whose listed
+// variables are all bindable and which evaluates (or throws ExpressionError) for any values.
+// Anything else (a crash, a leak, another exception, a hang) is a bug.
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "distrun/scenario/expression.hpp"
+
+using distrun::scenario::Expression;
+using distrun::scenario::ExpressionError;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size > 4096) return 0;  // scenario expressions are short; keep each run fast
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    Expression e(text);
+    const auto names = e.variables();
+    for (const auto& n : names)
+      if (!e.uses(n) || e.slot(n) == nullptr) std::abort();
+    if (e.slot("surely_not_a_variable_name_") != nullptr && !e.uses("surely_not_a_variable_name_")) std::abort();
+    // Ordinary values, then the awkward ones the runner can meet (0 divisors, huge, NaN).
+    const double values[] = {0.0, 1.0, 3.0, -2.5, 1e300, std::numeric_limits<double>::quiet_NaN()};
+    for (double v : values) {
+      for (const auto& n : names) e.set(n, v);
+      try {
+        (void)e.eval();
+      } catch (const ExpressionError&) {
+      }
+    }
+  } catch (const ExpressionError& err) {
+    if (err.message.empty()) std::abort();
+  }
+  return 0;
+}
