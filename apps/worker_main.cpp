@@ -1,6 +1,7 @@
 // distrun-worker: runs one rank of a scenario. The world comes from the environment
 // (torchrun/distrun, SLURM or MPI variables; a world of one when none is set).
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <csignal>
@@ -15,6 +16,9 @@ int main(int argc, char** argv) {
   // not a silent death by SIGPIPE that hides which rank failed first. Python, hence
   // torchrun's workers, ignores SIGPIPE the same way.
   std::signal(SIGPIPE, SIG_IGN);
+  // Log lines (e.g. the store refusing a stranger) go to stderr: rank 0's stdout carries the
+  // scenario's ordered results, which the launcher passes on unprefixed.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("distrun"));
   CLI::App app{"Runs one rank of a distrun scenario", "distrun-worker"};
   std::string scenario_path, log_level = "warn";
   distrun::ScenarioRunOptions options;

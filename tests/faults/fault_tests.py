@@ -3,12 +3,14 @@
 Usage: DISTRUN=build/bin/distrun fault_tests.py CASE
 Cases: kill_<collective> (kill -9 rank 2 of 4 mid-collective), stop_rank, store_host_dies,
 missing_node, missing_rank, master_port_taken, results_no_room, results_file_too_big,
-max_restarts_recovers, back_to_back, oversubscribed_64, stranger_on_the_port."""
+max_restarts_recovers, back_to_back, oversubscribed_64, stranger_on_the_port,
+stranger_cannot_make_the_store_allocate."""
 import glob
 import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -268,6 +270,19 @@ def listening_ports():
     return ports
 
 
+def listening_addresses():
+    """[(address, port)] of listening IPv4 TCP sockets."""
+    out = []
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            parts = line.split()
+            if parts[3] == "0A":
+                hexaddr, hexport = parts[1].split(":")
+                out.append((socket.inet_ntoa(struct.pack("<I", int(hexaddr, 16))), int(hexport, 16)))
+    return out
+
+
 def socket_owners(inodes):
     """{inode: [pid, ...]} for the given socket inodes."""
     owners = {}
@@ -354,33 +369,100 @@ def case_oversubscribed_64():
     expect_no_leftovers(mark)
 
 
+def store_port_of(mark):
+    """(rank 0's pid, the workers' store port) of a running job."""
+    pids = wait_until(lambda: worker_pids(mark), 30, "the workers")
+    check(0 in pids, "rank 0 running")
+    with open(f"/proc/{pids[0]}/environ", "rb") as f:
+        env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    return pids[0], int(env[b"MASTER_PORT"])
+
+
+def closed_by_server(sock, within=5.0):
+    """True when the server closes `sock` (EOF or reset) within `within` s."""
+    sock.settimeout(within)
+    try:
+        while sock.recv(4096):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def frame(payload):
+    return struct.pack("<I", len(payload)) + payload
+
+
 def case_stranger_on_the_port():
-    """While a job runs, strangers connect to its store port: one with a wrong secret, one that
-    sends garbage, one that connects and says nothing. The job finishes correctly regardless."""
+    """While a job runs, strangers connect to its store port: a wrong secret, garbage, a frame
+    length over the bound, and one that says nothing. The port listens on loopback only (one
+    host), each offender is disconnected with a log line naming why, and the job finishes."""
     mark = new_mark()
     job = Job(["--nproc", "3", "--timeout", "20", os.path.join(DATA, "restartable.yaml")], mark)
     wait_until(lambda: started(job), 60, "the job to start\n" + job.output())
-    pids = worker_pids(mark)
-    check(0 in pids, "rank 0 running", job.output())
-    with open(f"/proc/{pids[0]}/environ", "rb") as f:
-        env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-    port = int(env[b"MASTER_PORT"])
-    socks = []
+    _, port = store_port_of(mark)
+    bound = [a for a, p in listening_addresses() if p == port]
+    check(bound == ["127.0.0.1"], f"store port {port} listens on {bound}, want loopback only")
+    wrong_secret = frame(bytes([1]) + struct.pack("<I", 16) + b"not-the-secret!!")  # Cmd::Auth
+    offenders = {"wrong secret": wrong_secret, "garbage": b"\x05\x00\x00\x00\x7fjunk",
+                 "oversized frame": b"\xff\xff\xff\xff" + b"x" * 64}
+    socks = {}
+    silent = socket.create_connection(("127.0.0.1", port), timeout=5)
     try:
-        for payload in (b"\x00\x00\x00\x10" + b"wrong-secret-xyz", os.urandom(4096), b""):
-            s = socket.create_connection(("127.0.0.1", port), timeout=5)
-            if payload:
-                s.sendall(payload)
-            socks.append(s)
-        # A frame length far over any bound.
-        s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        s.sendall(b"\xff\xff\xff\xff" + b"x" * 64)
-        socks.append(s)
+        for what, payload in offenders.items():
+            socks[what] = socket.create_connection(("127.0.0.1", port), timeout=5)
+            socks[what].sendall(payload)
+        for what, s in socks.items():
+            check(closed_by_server(s), f"the store kept the {what} connection open")
         rc = job.wait(120)
     finally:
+        silent.close()
+        for s in socks.values():
+            s.close()
+    out = job.output()
+    check(rc == 0, f"distrun exit {rc}, want 0 with strangers on the port", out)
+    err = job.text("err")
+    for line in ["missing or wrong job secret", "refused a frame of 4294967295 bytes"]:
+        check(line in err, f"no log line saying {line!r}", out)
+    expect_no_leftovers(mark)
+
+
+def vm_rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+
+
+def case_stranger_cannot_make_the_store_allocate():
+    """Eight strangers that never authenticate each announce a frame just under the bound
+    (256 MiB): the store must not reserve that memory for them (before the secret, only an
+    authentication frame, a few bytes, is worth reading)."""
+    mark = new_mark()
+    job = Job(["--nproc", "2", "--timeout", "30", os.path.join(DATA, "loop_all_reduce.yaml")], mark)
+    try:
+        wait_until(lambda: started(job), 60, "the job to start\n" + job.output())
+        rank0, port = store_port_of(mark)
+        before = vm_rss_kib(rank0)
+        socks = []
+        for _ in range(8):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(struct.pack("<I", (256 << 20) - 1) + b"x" * 16)
+            socks.append(s)
+        time.sleep(1.0)
+        grown_mib = (vm_rss_kib(rank0) - before) / 1024
         for s in socks:
             s.close()
-    check(rc == 0, f"distrun exit {rc}, want 0 with strangers on the port", job.output())
+        print(f"rank 0 grew by {grown_mib:.0f} MiB for 8 unauthenticated 256 MiB frame headers")
+        check(grown_mib < 64, f"rank 0 (the store host) grew by {grown_mib:.0f} MiB for strangers that never "
+                              "authenticated (lib/distrun/store/tcp_store_server.cpp sizes the body before auth)")
+    finally:
+        for pid in marked_processes(mark):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        job.wait(30)
     expect_no_leftovers(mark)
 
 
