@@ -3,6 +3,7 @@ generated slurm.conf in a temp dir), and an sbatch job running a scenario both w
 srun --ntasks-per-node=1 distrun --launcher slurm, and srun distrun-worker. Daemons stopped
 at the end whatever happens."""
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -47,7 +48,10 @@ def test():
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
         wait_for(lambda: os.path.exists(munge_sock), 10, "munged did not start")
         ctld_port, d_port = free_port(), free_port()
+        # A random first job id: ports derived from job ids then differ between runs of this
+        # test on one host (each run's slurmctld would otherwise start again at job 1).
         conf = f"""ClusterName=distrun{os.getpid()}
+FirstJobId={random.randint(1000, 900000)}
 SlurmctldHost={host}
 SlurmctldPort={ctld_port}
 SlurmdPort={d_port}

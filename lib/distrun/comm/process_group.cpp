@@ -84,6 +84,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
   if (options.heartbeats && w.world_size > 1)
     pg->liveness_ = std::make_shared<Liveness>(heartbeat_store, w.rank, w.world_size);
   pg->backend_ = make_backend(options.backend, pg->store_, w, options.timeout, pg->liveness_);
+  // As torch's init_process_group ends with a barrier: a fast rank must not start (or finish
+  // and close its connections) while a slow one is still connecting its mesh.
+  if (w.world_size > 1) pg->backend_->barrier({});
   return pg;
 }
 
