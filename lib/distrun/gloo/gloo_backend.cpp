@@ -18,6 +18,7 @@
 #include "distrun/backend/reduce_kernels.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/gloo/gloo_store.hpp"
+#include "distrun/gloo/ring.hpp"
 
 namespace distrun {
 
@@ -146,6 +147,7 @@ void GlooBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
   guarded("all_reduce", [&] {
+    if (options_.allreduce_algorithm == "ring") return ring_all_reduce(ring_plan(fn, h.element_size(), opts), h.data(), size_t(h.numel()));
     gloo::AllreduceOptions o(context_);
     dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
     o.setReduceFunction(fn);
@@ -155,6 +157,10 @@ void GlooBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
   });
   if (opts.op == ReduceOp::Avg) divide_by(h, size_);
   copy_back(tensor, h);
+}
+
+RingPlan GlooBackend::ring_plan(ReduceFn fn, size_t element_size, const CollectiveOptions& opts) {
+  return RingPlan{context_.get(), rank_, size_, kRingSlot | next_tag_++, timeout_of(opts), fn, element_size};
 }
 
 void GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
@@ -233,40 +239,18 @@ void GlooBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
 }
 
 void GlooBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) {
-  // A ring of n-1 steps. At step s a rank receives the partial sum of block (rank - s - 2) from
-  // its left neighbour, adds its own input block to it, and passes the result right at step
-  // s+1; after n-1 steps it holds the full reduction of block `rank`. Every rank sends
-  // (n-1)/n of the data, as NCCL's ring does, and the input is never copied: partial sums
-  // alternate between two block buffers.
   check_numel("reduce_scatter", in, out.numel() * size_);
   ReduceFn fn = reduce_kernel(in.dtype(), opts.op);
   const Tensor hin = host(in);
   Tensor hout = host(out);
   const size_t block = hout.nbytes();
-  const auto* base = static_cast<const char*>(hin.data());
-  auto block_of = [&](int i) { return const_cast<char*>(base) + size_t(((i % size_) + size_) % size_) * block; };
   if (size_ == 1 || block == 0) {
-    std::memcpy(hout.data(), base, block);
+    std::memcpy(hout.data(), hin.data(), block);
   } else {
-    Tensor partial[2] = {Tensor::empty(hout.shape(), hout.dtype()), Tensor::empty(hout.shape(), hout.dtype())};
-    const int right = (rank_ + 1) % size_, left = (rank_ + size_ - 1) % size_;
-    const uint64_t slot = kRingSlot | next_tag_++;
-    const auto timeout = timeout_of(opts);
+    // Kept across calls: fresh scratch would fault its pages in again every time.
+    if (scratch_.nbytes() < 2 * block) scratch_ = Tensor::empty({int64_t(2 * block)}, DType::UInt8);
     guarded("reduce_scatter", [&] {
-      auto input = context_->createUnboundBuffer(const_cast<char*>(base), hin.nbytes());
-      std::unique_ptr<gloo::transport::UnboundBuffer> bufs[2] = {
-          context_->createUnboundBuffer(partial[0].data(), block),
-          context_->createUnboundBuffer(partial[1].data(), block)};
-      for (int s = 0; s < size_ - 1; ++s) {
-        auto& recv = bufs[s % 2];
-        recv->recv(left, slot, 0, block);
-        auto* send = s == 0 ? input.get() : bufs[(s + 1) % 2].get();
-        send->send(right, slot, s == 0 ? size_t(block_of(rank_ - 1) - base) : 0, block);
-        if (!recv->waitRecv(nullptr, timeout) || !send->waitSend(nullptr, timeout))
-          throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms");
-        void* target = s == size_ - 2 ? hout.data() : partial[s % 2].data();
-        fn(target, partial[s % 2].data(), block_of(rank_ - s - 2), size_t(hout.numel()));
-      }
+      ring_reduce_scatter(ring_plan(fn, hout.element_size(), opts), hin.data(), hout.data(), block, scratch_.data());
     });
   }
   if (opts.op == ReduceOp::Avg) divide_by(hout, size_);

@@ -6,6 +6,8 @@
 
 #include "distrun/backend/backend.hpp"
 #include "distrun/backend/liveness.hpp"
+#include "distrun/backend/reduce_kernels.hpp"
+#include "distrun/gloo/ring.hpp"
 #include "distrun/store/store.hpp"
 
 namespace gloo {
@@ -21,6 +23,9 @@ struct GlooBackendOptions {
   std::chrono::milliseconds timeout{30000};  // default for every collective and the rendezvous
   std::string hostname;                       // local address to bind (see local_address_towards)
   std::string iface;                          // or an interface name (GLOO_SOCKET_IFNAME)
+  // all_reduce algorithm: "gloo" (gloo::allreduce, as torch) or "ring" (ours, ring.hpp);
+  // set from DISTRUN_ALLREDUCE_ALGO.
+  std::string allreduce_algorithm = "gloo";
 };
 
 class GlooBackend : public Backend {
@@ -55,6 +60,7 @@ class GlooBackend : public Backend {
  private:
   template <typename F>
   void guarded(const char* op, F&& f);
+  RingPlan ring_plan(ReduceFn fn, size_t element_size, const CollectiveOptions& opts);
   std::chrono::milliseconds timeout_of(const CollectiveOptions& o) const {
     return o.timeout.count() > 0 ? o.timeout : options_.timeout;
   }
@@ -64,6 +70,7 @@ class GlooBackend : public Backend {
   std::shared_ptr<Liveness> liveness_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
+  Tensor scratch_;  // reduce_scatter's partial sums, grown on demand and kept across calls
   uint32_t next_tag_ = 1;
   int groups_made_ = 0;
 };
