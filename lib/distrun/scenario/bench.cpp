@@ -84,7 +84,9 @@ class BenchRun {
     const int64_t in_count = op == Op::AllGather || op == Op::Gather ? chunk_ : count_;
     const int64_t out_count = op == Op::ReduceScatter || op == Op::Scatter ? chunk_ : count_;
     bufs_.in = Tensor::zeros({in_count}, ctx.dtype, ctx.device);
-    bufs_.out = Tensor::zeros({out_count}, ctx.dtype, ctx.device);
+    // all_reduce, broadcast and reduce work in place: no output buffer to pay for.
+    const bool in_place = op == Op::AllReduce || op == Op::Broadcast || op == Op::Reduce;
+    if (!in_place) bufs_.out = Tensor::zeros({out_count}, ctx.dtype, ctx.device);
   }
 
   // One run of the collective on the preallocated buffers.

@@ -310,7 +310,10 @@ class Runner {
       }
     }
     report.wrong += wrong;
-    report.text = header(s) + ": " + s.output + " shape " + shape_str(got.shape()) + "\n" + format_values(got) + "\n";
+    // Text and records only when someone reads them: for a large tensor they dwarf the data.
+    if (s.print)
+      report.text = header(s) + ": " + s.output + " shape " + shape_str(got.shape()) + "\n" + format_values(got) + "\n";
+    if (!records_wanted()) return;
     auto r = record_head(s);
     r["name"] = s.output;
     r["shape"] = got.shape();
@@ -329,12 +332,16 @@ class Runner {
                                 got.dump() + ", expected " + (want.object ? want.object->dump() : "no result"));
     }
     report.wrong += wrong;
-    report.text = header(s) + ": " + python_repr(got) + "\n";
+    if (s.print) report.text = header(s) + ": " + python_repr(got) + "\n";
+    if (!records_wanted()) return;
     auto r = record_head(s);
     r["object"] = got;
     r["wrong"] = wrong;
     report.records.push_back(r.dump());
   }
+
+  // Every rank is given the results path (rank 0 writes the file), so all agree on this.
+  bool records_wanted() const { return !settings_.results_path.empty() || settings_.results_file != nullptr; }
 
   Scenario& sc_;
   const Reference& ref_;
