@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   // Log lines (e.g. the store refusing a stranger) go to stderr: rank 0's stdout carries the
   // scenario's ordered results, which the launcher passes on unprefixed.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("distrun"));
+  spdlog::set_default_logger(spdlog::stderr_color_mt("distrun-worker"));
   CLI::App app{"Runs one rank of a distrun scenario", "distrun-worker"};
   std::string scenario_path, log_level = "warn";
   distrun::ScenarioRunOptions options;

@@ -1,6 +1,10 @@
 #include "distrun/comm/process_group.hpp"
 
+#include <signal.h>
+
+#include <csignal>
 #include <cstdlib>
+#include <sstream>
 #include <exception>
 #include <thread>
 
@@ -36,6 +40,32 @@ std::string store_bind_address(const std::string& master) {
   return is_local_address(ip) ? ip : "0.0.0.0";
 }
 
+std::string seconds_str(std::chrono::milliseconds t) {
+  std::ostringstream s;
+  s << double(t.count()) / 1000.0 << " s";
+  return s.str();
+}
+
+// Every rank checks in before the backend connects, so that a rank that never started is
+// named ("rank 3 of 4 never joined") rather than reported as a missing Gloo key.
+void wait_for_everyone(Store& store, const WorldInfo& w, std::chrono::milliseconds timeout) {
+  auto key = [](int r) { return "distrun/joined/" + std::to_string(r); };
+  store.set(key(w.rank), "1");
+  std::vector<std::string> keys;
+  for (int r = 0; r < w.world_size; ++r) keys.push_back(key(r));
+  try {
+    store.wait(keys, timeout);
+  } catch (const TimeoutError&) {
+    std::string missing;
+    int count = 0;
+    for (int r = 0; r < w.world_size; ++r)
+      if (!store.check({key(r)})) missing += (count++ ? ", " : "") + std::to_string(r);
+    throw TimeoutError("rank" + std::string(count > 1 ? "s " : " ") + missing + " of " + std::to_string(w.world_size) +
+                       " never joined at " + w.master_addr + ":" + std::to_string(w.master_port) + " within " +
+                       seconds_str(timeout));
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<Store> store, const WorldInfo& world,
@@ -61,6 +91,10 @@ std::shared_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<Store> s
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
+  // Writing to a peer that just died must be an error naming that peer, not a silent death
+  // by SIGPIPE; a program that chose its own SIGPIPE handling keeps it.
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
   std::shared_ptr<ProcessGroup> pg(new ProcessGroup());
   pg->world_ = options.world ? *options.world : world_from_env();
   const WorldInfo& w = pg->world_;
@@ -84,6 +118,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
     }
   }
   pg->store_->set_timeout(options.timeout);
+  if (w.world_size > 1) wait_for_everyone(*pg->store_, w, options.timeout);
   if (options.heartbeats && w.world_size > 1)
     pg->liveness_ = std::make_shared<Liveness>(heartbeat_store, w.rank, w.world_size);
   pg->backend_ = make_backend(options.backend, pg->store_, w, options.timeout, pg->liveness_);
@@ -100,6 +135,9 @@ ProcessGroup::~ProcessGroup() {
   // need the store to name the lost peer.
   if (world_.world_size > 1 && store_) {
     const bool failing = std::uncaught_exceptions() > 0;
+    // Close our connections now, while the store still answers: peers blocked on us then fail
+    // at once and can still ask the heartbeats who was lost, instead of blaming us.
+    if (failing) backend_.reset();
     try {
       store_->add("distrun/exit", 1);
       if (world_.rank == 0) {

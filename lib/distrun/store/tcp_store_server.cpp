@@ -1,7 +1,8 @@
 // The TCPStore server: one asio io_context on one thread, every connection asynchronous, so a
 // client that stalls mid-frame or never authenticates holds only its own socket.
-#include <spdlog/spdlog.h>
+#include "distrun/core/log.hpp"
 
+#include <algorithm>
 #include <asio.hpp>
 #include <list>
 #include <map>
@@ -64,7 +65,7 @@ class Session : public std::enable_shared_from_this<Session> {
       timer_.expires_after(srv_.opt.auth_timeout);
       timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
         if (!ec && !self->authed_) {
-          spdlog::warn("distrun store: closing {}: no authentication within {} ms", self->peer_,
+          log().warn("distrun store: closing {}: no authentication within {} ms", self->peer_,
                        self->srv_.opt.auth_timeout.count());
           self->close();
         }
@@ -90,9 +91,11 @@ class Session : public std::enable_shared_from_this<Session> {
     asio::async_read(sock_, asio::buffer(hdr_), [self = shared_from_this()](const asio::error_code& ec, size_t) {
       if (ec) return self->close();
       uint32_t len = wire::read_u32(self->hdr_.data());
-      if (len > self->srv_.opt.max_frame) {
-        spdlog::warn("distrun store: refused a frame of {} bytes from {} (limit {}); closing that connection",
-                     len, self->peer_, self->srv_.opt.max_frame);
+      // Before authentication only a secret fits: a stranger must not make us allocate.
+      const uint32_t limit = self->authed_ ? self->srv_.opt.max_frame : std::min<uint32_t>(self->srv_.opt.max_frame, 4096);
+      if (len > limit) {
+        log().warn("distrun store: refused a frame of {} bytes from {} (limit {}); closing that connection",
+                     len, self->peer_, limit);
         return self->close();
       }
       self->body_.resize(len);
@@ -107,14 +110,14 @@ class Session : public std::enable_shared_from_this<Session> {
     try {
       req_ = wire::decode_request(body_);
     } catch (const StoreError& e) {
-      spdlog::warn("distrun store: closing {}: {}", peer_, e.what());
+      log().warn("distrun store: closing {}: {}", peer_, e.what());
       return close();
     }
     body_.clear();
     body_.shrink_to_fit();
     if (!authed_) {
       if (req_.cmd != wire::Cmd::Auth || !constant_time_equal(req_.keys[0], srv_.opt.secret)) {
-        spdlog::warn("distrun store: refused {}: missing or wrong job secret", peer_);
+        log().warn("distrun store: refused {}: missing or wrong job secret", peer_);
         return close();
       }
       authed_ = true;
@@ -212,7 +215,7 @@ void TCPStoreServer::Impl::accept() {
     if (ec == asio::error::operation_aborted) return;
     if (!ec) {
       if (open >= opt.max_connections) {
-        spdlog::warn("distrun store: connection limit ({}) reached; refusing a connection", opt.max_connections);
+        log().warn("distrun store: connection limit ({}) reached; refusing a connection", opt.max_connections);
         asio::error_code ignored;
         sock.close(ignored);
       } else {
@@ -244,7 +247,7 @@ TCPStoreServer::TCPStoreServer(const TCPStoreServerOptions& options) : impl_(std
     try {
       impl->io.run();
     } catch (const std::exception& e) {
-      spdlog::error("distrun store server stopped: {}", e.what());
+      log().error("distrun store server stopped: {}", e.what());
     }
   });
 }
