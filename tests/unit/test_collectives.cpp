@@ -30,7 +30,7 @@ int64_t at(const Shape& s, int64_t r, int64_t c) { return r * s[1] + c; }
 
 }  // namespace
 
-TEST_CASE("all_reduce: every op, every dtype, world sizes 1..8") {
+TEST_CASE("all_reduce: every op, every dtype, world sizes 1..8", "[collectives]") {
   for (int n = 1; n <= 8; ++n) {
     run_ranks(n, [&](ProcessGroup& pg) {
       for (DType dt : kAllTypes) {
@@ -72,7 +72,7 @@ TEST_CASE("all_reduce: every op, every dtype, world sizes 1..8") {
   }
 }
 
-TEST_CASE("broadcast, reduce, gather and scatter from every root") {
+TEST_CASE("broadcast, reduce, gather and scatter from every root", "[collectives]") {
   for (int n : {1, 2, 3, 5, 8}) {
     run_ranks(n, [&](ProcessGroup& pg) {
       Backend& b = pg.backend();
@@ -127,7 +127,7 @@ TEST_CASE("broadcast, reduce, gather and scatter from every root") {
   }
 }
 
-TEST_CASE("all_gather and reduce_scatter along rows and columns, every dtype") {
+TEST_CASE("all_gather and reduce_scatter along rows and columns, every dtype", "[collectives]") {
   for (int n : {1, 2, 4, 7}) {
     run_ranks(n, [&](ProcessGroup& pg) {
       Backend& b = pg.backend();
@@ -162,7 +162,7 @@ TEST_CASE("all_gather and reduce_scatter along rows and columns, every dtype") {
   }
 }
 
-TEST_CASE("all_to_all: even and uneven, rows and columns") {
+TEST_CASE("all_to_all: even and uneven, rows and columns", "[collectives]") {
   for (int n : {1, 2, 3, 4}) {
     run_ranks(n, [&](ProcessGroup& pg) {
       Backend& b = pg.backend();
@@ -216,7 +216,7 @@ TEST_CASE("all_to_all: even and uneven, rows and columns") {
   }
 }
 
-TEST_CASE("send/recv and isend/irecv pass a chain of ranks") {
+TEST_CASE("send/recv and isend/irecv pass a chain of ranks", "[collectives]") {
   run_ranks(4, [&](ProcessGroup& pg) {
     Backend& b = pg.backend();
     Tensor t = Tensor::zeros({3}, DType::Float32);
@@ -239,7 +239,7 @@ TEST_CASE("send/recv and isend/irecv pass a chain of ranks") {
   });
 }
 
-TEST_CASE("subgroups: halves reduce separately, non-members get nothing") {
+TEST_CASE("subgroups: halves reduce separately, non-members get nothing", "[collectives]") {
   run_ranks(4, [&](ProcessGroup& pg) {
     auto low = pg.backend().new_group({0, 1});
     auto high = pg.backend().new_group({2, 3});
@@ -258,7 +258,7 @@ TEST_CASE("subgroups: halves reduce separately, non-members get nothing") {
   });
 }
 
-TEST_CASE("object collectives carry JSON values") {
+TEST_CASE("object collectives carry JSON values", "[collectives]") {
   run_ranks(3, [&](ProcessGroup& pg) {
     nlohmann::ordered_json mine = {{"rank", pg.rank()}, {"value", pg.rank() * 10}, {"s", std::string(pg.rank() * 5, 'x')}};
     auto all = all_gather_object(pg.backend(), mine);
@@ -271,7 +271,7 @@ TEST_CASE("object collectives carry JSON values") {
   });
 }
 
-TEST_CASE("coalesced all_reduce packs many tensors into buckets") {
+TEST_CASE("coalesced all_reduce packs many tensors into buckets", "[collectives]") {
   run_ranks(3, [&](ProcessGroup& pg) {
     std::vector<Tensor> params;
     for (int k = 0; k < 5; ++k) params.push_back(input(pg.rank(), {k + 1, 3}, DType::Float32));
@@ -285,7 +285,7 @@ TEST_CASE("coalesced all_reduce packs many tensors into buckets") {
   });
 }
 
-TEST_CASE("a missing peer becomes a timeout error, not a hang") {
+TEST_CASE("a missing peer becomes a timeout error, not a hang", "[collectives]") {
   // Rank 1 never calls the collective: rank 0 must fail within its timeout.
   std::mutex mu;
   std::string error;
@@ -307,7 +307,7 @@ TEST_CASE("a missing peer becomes a timeout error, not a hang") {
   CHECK_THAT(error, Catch::Contains("rank 0: all_reduce failed"));
 }
 
-TEST_CASE("invalid requests are clear errors") {
+TEST_CASE("invalid requests are clear errors", "[collectives]") {
   run_ranks(2, [&](ProcessGroup& pg) {
     Tensor f = Tensor::zeros({2}, DType::Float32);
     AllreduceOptions o;

@@ -102,6 +102,14 @@ GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const
     fail("rendezvous", e);
   }
   context_ = ctx;
+  try {
+    cma_ = CmaTransport::create(context_, *std::make_shared<PrefixStore>("cma", store_), rank_, size_,
+                                [this] { return next_tag_++; });
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("rendezvous", e);
+  }
 }
 
 GlooBackend::~GlooBackend() = default;
@@ -133,6 +141,7 @@ void GlooBackend::guarded(const char* op, F&& f) {
 void GlooBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   Tensor h = host(tensor);
   guarded("broadcast", [&] {
+    if (cma_) return cma_->broadcast(h.data(), h.nbytes(), opts.root, timeout_of(opts));
     gloo::BroadcastOptions o(context_);
     dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
     o.setRoot(opts.root);
@@ -147,6 +156,7 @@ void GlooBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
   guarded("all_reduce", [&] {
+    if (cma_) return cma_->all_reduce(h.data(), size_t(h.numel()), h.element_size(), fn, timeout_of(opts));
     if (options_.allreduce_algorithm == "ring") return ring_all_reduce(ring_plan(fn, h.element_size(), opts), h.data(), size_t(h.numel()));
     gloo::AllreduceOptions o(context_);
     dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
@@ -167,6 +177,7 @@ void GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
   guarded("reduce", [&] {
+    if (cma_) return cma_->reduce(h.data(), size_t(h.numel()), h.element_size(), fn, opts.root, timeout_of(opts));
     gloo::ReduceOptions o(context_);
     dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
     o.setRoot(opts.root);
@@ -183,6 +194,7 @@ void GlooBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptio
   check_numel("all_gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = host(out);
   guarded("all_gather", [&] {
+    if (cma_) return cma_->all_gather(hi.data(), ho.data(), hi.nbytes(), timeout_of(opts));
     gloo::AllgatherOptions o(context_);
     dispatch_storage(hi.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -201,6 +213,7 @@ void GlooBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   if (root) check_numel("gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = root ? host(out) : Tensor();
   guarded("gather", [&] {
+    if (cma_) return cma_->gather(hi.data(), root ? ho.data() : nullptr, hi.nbytes(), opts.root, timeout_of(opts));
     gloo::GatherOptions o(context_);
     dispatch_storage(hi.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -220,6 +233,7 @@ void GlooBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   if (root) check_numel("scatter", in, out.numel() * size_);
   Tensor hi = root ? host(in) : Tensor(), ho = host(out);
   guarded("scatter", [&] {
+    if (cma_) return cma_->scatter(root ? hi.data() : nullptr, ho.data(), ho.nbytes(), opts.root, timeout_of(opts));
     gloo::ScatterOptions o(context_);
     dispatch_storage(ho.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -250,6 +264,7 @@ void GlooBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScat
     // Kept across calls: fresh scratch would fault its pages in again every time.
     if (scratch_.nbytes() < 2 * block) scratch_ = Tensor::empty({int64_t(2 * block)}, DType::UInt8);
     guarded("reduce_scatter", [&] {
+      if (cma_) return cma_->reduce_scatter(hin.data(), hout.data(), block, hout.element_size(), fn, timeout_of(opts));
       ring_reduce_scatter(ring_plan(fn, hout.element_size(), opts), hin.data(), hout.data(), block, scratch_.data());
     });
   }
@@ -274,6 +289,18 @@ void GlooBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
     check_numel("all_to_all (recv counts)", out, r);
   }
   guarded("all_to_all", [&] {
+    if (cma_) {
+      const size_t es = hi.element_size();
+      std::vector<size_t> send_offset, recv_bytes;
+      size_t at = 0;
+      for (int j = 0; j < size_; ++j) {
+        const size_t send = even ? hi.nbytes() / size_t(size_) : size_t(opts.send_counts[size_t(j)]) * es;
+        send_offset.push_back(at);
+        at += send;
+        recv_bytes.push_back(even ? ho.nbytes() / size_t(size_) : size_t(opts.recv_counts[size_t(j)]) * es);
+      }
+      return cma_->all_to_all(hi.data(), ho.data(), send_offset, recv_bytes, timeout_of(opts));
+    }
     dispatch_storage(hi.dtype(), [&](auto tag) {
       using T = decltype(tag);
       if (even) {

@@ -7,6 +7,7 @@
 #include "distrun/backend/backend.hpp"
 #include "distrun/backend/liveness.hpp"
 #include "distrun/backend/reduce_kernels.hpp"
+#include "distrun/gloo/cma.hpp"
 #include "distrun/gloo/ring.hpp"
 #include "distrun/store/store.hpp"
 
@@ -53,6 +54,10 @@ class GlooBackend : public Backend {
   void barrier(const BarrierOptions& opts) override;
   std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
 
+  /// True when collectives take the single-copy path between processes of this host
+  /// (cma.hpp) rather than Gloo's TCP pairs.
+  bool single_copy() const { return cma_ != nullptr; }
+
   /// Turns a failure inside a Gloo call into a distrun error naming the op, this rank and,
   /// when the heartbeats tell, the lost peer. Used by the Work objects too.
   [[noreturn]] void fail(const char* op, const std::exception& e);
@@ -70,6 +75,7 @@ class GlooBackend : public Backend {
   std::shared_ptr<Liveness> liveness_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
+  std::unique_ptr<CmaTransport> cma_;  // single-copy path when every member is on this host
   Tensor scratch_;  // reduce_scatter's partial sums, grown on demand and kept across calls
   uint32_t next_tag_ = 1;
   int groups_made_ = 0;
