@@ -41,7 +41,9 @@ def two_nodes(cmd, extra_env=None, timeout=90):
               "--rdzv-timeout", "30"]
     procs = []
     for k in (1, 0):  # node 1 first: it must wait for node 0, not fail
-        env = dict(os.environ, **(extra_env(k) if extra_env else {}))
+        # The two namespaces share one kernel, so the single-copy path between processes of one
+        # host would carry the data past the veth pair: turn it off to test the network path.
+        env = dict(os.environ, DISTRUN_CMA="0", **(extra_env(k) if extra_env else {}))
         procs.append(subprocess.Popen(["ip", "netns", "exec", NS[k], DISTRUN, *common, "--node-rank", str(k), *cmd],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     results = [p.communicate(timeout=timeout) for p in procs]
