@@ -3,8 +3,16 @@
 #include <gloo/allgather.h>
 #include <gloo/barrier.h>
 #include <gloo/context.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <thread>
 
 #include <cerrno>
 #include <cstdlib>
@@ -16,7 +24,21 @@
 
 namespace distrun {
 
+// Lives in memory shared by the group's processes: lock-free atomics work across processes,
+// and the futex on `generation` is a shared (not process-private) one.
+struct CmaShared {
+  alignas(64) std::atomic<uint32_t> arrived;
+  alignas(64) std::atomic<uint32_t> generation;
+  alignas(64) uint64_t table[1];  // size rows of size+1 words (flexible)
+};
+
 namespace {
+
+size_t shared_size(int n) { return sizeof(CmaShared) + sizeof(uint64_t) * size_t(n) * size_t(n + 1); }
+
+long futex(std::atomic<uint32_t>* addr, int op, uint32_t value, const timespec* timeout) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, value, timeout, nullptr, 0);
+}
 
 std::string boot_id() {
   std::ifstream f("/proc/sys/kernel/random/boot_id");
@@ -69,7 +91,41 @@ std::unique_ptr<CmaTransport> CmaTransport::create(std::shared_ptr<gloo::Context
   store.set("cma/ok/" + std::to_string(rank), ok ? "1" : "0");
   for (int r = 0; r < size; ++r) ok = store.get("cma/ok/" + std::to_string(r)) == "1" && ok;
   if (!ok) return nullptr;
-  return std::unique_ptr<CmaTransport>(new CmaTransport(std::move(context), rank, size, std::move(pids), std::move(next_tag)));
+  std::unique_ptr<CmaTransport> t(new CmaTransport(std::move(context), rank, size, std::move(pids), std::move(next_tag)));
+  t->map_shared(store);
+  return t;
+}
+
+bool CmaTransport::map_shared(Store& store) {
+  shared_bytes_ = shared_size(size_);
+  bool ok = true;
+  if (rank_ == 0) {
+    shared_fd_ = int(syscall(SYS_memfd_create, "distrun-cma", MFD_CLOEXEC));
+    ok = shared_fd_ >= 0 && ftruncate(shared_fd_, off_t(shared_bytes_)) == 0;  // zero-filled
+    store.set("cma/segment", std::to_string(getpid()) + " " + std::to_string(shared_fd_));
+  } else {
+    std::istringstream in(store.get("cma/segment"));
+    long pid = 0, fd = -1;
+    in >> pid >> fd;
+    shared_fd_ = fd < 0 ? -1 : open(("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC);
+    ok = shared_fd_ >= 0;
+  }
+  void* p = ok ? mmap(nullptr, shared_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, shared_fd_, 0) : MAP_FAILED;
+  ok = ok && p != MAP_FAILED;
+  store.set("cma/mapped/" + std::to_string(rank_), ok ? "1" : "0");
+  bool all = ok;
+  for (int r = 0; r < size_; ++r) all = store.get("cma/mapped/" + std::to_string(r)) == "1" && all;
+  if (all) {
+    shared_ = static_cast<CmaShared*>(p);
+    return true;
+  }
+  if (p != MAP_FAILED) munmap(p, shared_bytes_);
+  return false;
+}
+
+CmaTransport::~CmaTransport() {
+  if (shared_) munmap(shared_, shared_bytes_);
+  if (shared_fd_ >= 0) close(shared_fd_);
 }
 
 CmaTransport::CmaTransport(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
@@ -82,6 +138,16 @@ std::vector<std::vector<uint64_t>> CmaTransport::exchange(const void* base, cons
   std::vector<uint64_t> mine(words, 0), all(words * size_t(size_));
   mine[0] = reinterpret_cast<uint64_t>(base);
   std::copy(offsets.begin(), offsets.end(), mine.begin() + 1);
+  if (shared_) {
+    // Safe to overwrite our row: every peer read the previous table before the barrier that
+    // ended the previous collective.
+    std::copy(mine.begin(), mine.end(), shared_->table + words * size_t(rank_));
+    barrier(timeout);
+    std::copy(shared_->table, shared_->table + all.size(), all.begin());
+    std::vector<std::vector<uint64_t>> table(static_cast<size_t>(size_));
+    for (int r = 0; r < size_; ++r) table[size_t(r)].assign(all.begin() + long(words * size_t(r)), all.begin() + long(words * size_t(r + 1)));
+    return table;
+  }
   gloo::AllgatherOptions o(context_);
   o.setInput(mine.data(), words);
   o.setOutput(all.data(), all.size());
@@ -101,10 +167,39 @@ void CmaTransport::read(int peer, uint64_t address, void* dst, size_t bytes) {
 }
 
 void CmaTransport::barrier(std::chrono::milliseconds timeout) {
+  if (shared_) {
+    // Sense by generation: the last to arrive resets the count, then opens the next generation.
+    const uint32_t seen = shared_->generation.load(std::memory_order_acquire);
+    if (shared_->arrived.fetch_add(1, std::memory_order_acq_rel) == uint32_t(size_ - 1)) {
+      shared_->arrived.store(0, std::memory_order_relaxed);
+      shared_->generation.fetch_add(1, std::memory_order_release);
+      futex(&shared_->generation, FUTEX_WAKE, INT32_MAX, nullptr);
+      return;
+    }
+    return wait_generation(seen, timeout);
+  }
   gloo::BarrierOptions o(context_);
   o.setTag(next_tag_());
   o.setTimeout(timeout);
   gloo::barrier(o);
+}
+
+void CmaTransport::wait_generation(uint32_t seen, std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  // A few yields first: on a busy host the peers are often one time slice away.
+  for (int i = 0; i < 20; ++i) {
+    if (shared_->generation.load(std::memory_order_acquire) != seen) return;
+    std::this_thread::yield();
+  }
+  const auto deadline = Clock::now() + timeout;
+  while (shared_->generation.load(std::memory_order_acquire) == seen) {
+    if (Clock::now() >= deadline) throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms");
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_ && kill(pids_[size_t(r)], 0) != 0 && errno == ESRCH)
+        throw BackendError("rank " + std::to_string(r) + " (process " + std::to_string(pids_[size_t(r)]) + ") is gone");
+    const timespec slice{0, 100 * 1000 * 1000};  // wake to check the peers every 100 ms
+    futex(&shared_->generation, FUTEX_WAIT, seen, &slice);
+  }
 }
 
 void CmaTransport::all_gather(const void* in, void* out, size_t bytes, std::chrono::milliseconds timeout) {

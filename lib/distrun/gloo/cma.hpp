@@ -3,7 +3,10 @@
 // one small all_gather of buffer addresses, and a barrier keeps every buffer alive until all
 // reads are done. Loopback TCP copies every byte twice through the kernel and wakes a thread
 // per segment; this copies once, which is how MPI's shared-memory transport beats Gloo on one
-// host (docs/performance.md). Used by GlooBackend for CPU buffers when every member of the
+// host (docs/performance.md). The ranks meet through a small shared-memory segment (an
+// address table and a futex barrier; Gloo's TCP pairs when it cannot be mapped), so a
+// collective costs microseconds of synchronisation, not thread wake-ups per TCP message.
+// Used by GlooBackend for CPU buffers when every member of the
 // group is on this host and the kernel lets them read each other (same user, no ptrace
 // restriction); otherwise, or with DISTRUN_CMA=0, Gloo's TCP path is used.
 #pragma once
@@ -22,6 +25,9 @@ class Context;
 }
 
 namespace distrun {
+
+// The shared segment: a futex barrier and the address table (see cma.cpp).
+struct CmaShared;
 
 class CmaTransport {
  public:
@@ -54,6 +60,11 @@ class CmaTransport {
  private:
   CmaTransport(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
                std::function<uint32_t()> next_tag);
+  // Maps the segment rank 0 creates (a memfd, opened by the others through /proc/PID/fd/N:
+  // no name to leave behind); false when some rank cannot, and then all use Gloo to meet.
+  bool map_shared(Store& store);
+  // Waits until generation moves past `seen`; checks that the peers are alive meanwhile.
+  void wait_generation(uint32_t seen, std::chrono::milliseconds timeout);
   // Every rank's base address and per-destination offsets (an all_gather of n+1 words).
   std::vector<std::vector<uint64_t>> exchange(const void* base, const std::vector<uint64_t>& offsets,
                                               std::chrono::milliseconds timeout);
@@ -65,6 +76,14 @@ class CmaTransport {
   std::vector<pid_t> pids_;
   std::function<uint32_t()> next_tag_;
   std::vector<char> scratch_;
+  CmaShared* shared_ = nullptr;  // mapped segment, or nullptr: meet over Gloo instead
+  size_t shared_bytes_ = 0;
+  int shared_fd_ = -1;
+
+ public:
+  ~CmaTransport();
+  CmaTransport(const CmaTransport&) = delete;
+  CmaTransport& operator=(const CmaTransport&) = delete;
 };
 
 }  // namespace distrun
