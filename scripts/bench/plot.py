@@ -17,7 +17,7 @@ matplotlib.use("Agg")  # no display needed
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLLECTIVES = ["all_reduce", "all_gather", "all_to_all", "broadcast", "reduce_scatter"]
-SYSTEMS = [("distrun", "distrun (gloo)", "tab:blue"), ("torch", "torch.distributed (gloo)", "tab:orange"),
+SYSTEMS = [("distrun", "distrun (single copy on one host)", "tab:blue"), ("torch", "torch.distributed (gloo)", "tab:orange"),
            ("mpi", "Open MPI (shared memory)", "tab:green")]
 STYLES = {2: "-", 4: "--"}
 MIB = 1024 * 1024
