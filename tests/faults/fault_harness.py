@@ -10,26 +10,12 @@ import threading
 import time
 import uuid
 
-SKIP = 77
-DISTRUN = os.environ.get("DISTRUN", "")
-BIN_DIR = os.path.dirname(DISTRUN)
-WORKER = os.path.join(BIN_DIR, "distrun-worker")
+# The basics (skip, check, Failed, where the binaries are) are the launcher tests' own.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
+from launcher_harness import BIN_DIR, DISTRUN, SKIP, WORKER, Failed, check, skip  # noqa: E402,F401
+
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 MARK_VAR = "DISTRUN_FAULT_MARK"
-
-
-class Failed(Exception):
-    pass
-
-
-def skip(reason):
-    print(f"SKIP: {reason}", flush=True)
-    sys.exit(SKIP)
-
-
-def check(cond, what, detail=""):
-    if not cond:
-        raise Failed(what + ("\n--- detail ---\n" + detail if detail else ""))
 
 
 def new_mark():

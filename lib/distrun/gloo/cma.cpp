@@ -203,7 +203,17 @@ void CmaTransport::wait_generation(uint32_t seen, std::chrono::milliseconds time
 }
 
 void CmaTransport::all_gather(const void* in, void* out, size_t bytes, std::chrono::milliseconds timeout) {
+  collect(exchange(in, {}, timeout), in, out, bytes);
+  barrier(timeout);
+}
+
+void CmaTransport::gather(const void* in, void* out, size_t bytes, int root, std::chrono::milliseconds timeout) {
   auto table = exchange(in, {}, timeout);
+  if (rank_ == root) collect(table, in, out, bytes);
+  barrier(timeout);
+}
+
+void CmaTransport::collect(const std::vector<std::vector<uint64_t>>& table, const void* in, void* out, size_t bytes) {
   auto* o = static_cast<char*>(out);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_)
@@ -211,21 +221,6 @@ void CmaTransport::all_gather(const void* in, void* out, size_t bytes, std::chro
     else
       read(r, table[size_t(r)][0], o + size_t(r) * bytes, bytes);
   }
-  barrier(timeout);
-}
-
-void CmaTransport::gather(const void* in, void* out, size_t bytes, int root, std::chrono::milliseconds timeout) {
-  auto table = exchange(in, {}, timeout);
-  if (rank_ == root) {
-    auto* o = static_cast<char*>(out);
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_)
-        std::memcpy(o + size_t(r) * bytes, in, bytes);
-      else
-        read(r, table[size_t(r)][0], o + size_t(r) * bytes, bytes);
-    }
-  }
-  barrier(timeout);
 }
 
 void CmaTransport::scatter(const void* in, void* out, size_t bytes, int root, std::chrono::milliseconds timeout) {

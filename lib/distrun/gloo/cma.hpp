@@ -69,6 +69,8 @@ class CmaTransport {
   std::vector<std::vector<uint64_t>> exchange(const void* base, const std::vector<uint64_t>& offsets,
                                               std::chrono::milliseconds timeout);
   void read(int peer, uint64_t address, void* dst, size_t bytes);
+  // Every rank's `bytes` (ours from `in`, the peers' from their buffers) into `out` in rank order.
+  void collect(const std::vector<std::vector<uint64_t>>& table, const void* in, void* out, size_t bytes);
   void barrier(std::chrono::milliseconds timeout);
 
   std::shared_ptr<gloo::Context> context_;
