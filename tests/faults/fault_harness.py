@@ -12,7 +12,7 @@ import uuid
 
 # The basics (skip, check, Failed, where the binaries are) are the launcher tests' own.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
-from launcher_harness import BIN_DIR, DISTRUN, SKIP, WORKER, Failed, check, skip  # noqa: E402,F401
+from launcher_harness import BIN_DIR, DISTRUN, SKIP, WORKER, Failed, check, cmdline_and_state, skip  # noqa: E402,F401
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 MARK_VAR = "DISTRUN_FAULT_MARK"
@@ -22,9 +22,8 @@ def new_mark():
     return "fault-" + uuid.uuid4().hex[:12]
 
 
-def _environ(pid):
-    with open(f"/proc/{pid}/environ", "rb") as f:
-        return dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+def _parse_environ(raw):
+    return dict(kv.split(b"=", 1) for kv in raw.split(b"\0") if b"=" in kv)
 
 
 def marked_processes(mark):
@@ -40,11 +39,8 @@ def marked_processes(mark):
                 raw = f.read()
             if needle not in raw:
                 continue
-            env = dict(kv.split(b"=", 1) for kv in raw.split(b"\0") if b"=" in kv)
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
+            env = _parse_environ(raw)
+            cmd, state = cmdline_and_state(pid)
         except OSError:
             continue
         found[pid] = (env, cmd, state)

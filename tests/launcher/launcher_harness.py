@@ -44,6 +44,15 @@ def distrun(*args, timeout=60, env=None):
     return run([DISTRUN, *args], timeout=timeout, env=env)
 
 
+def cmdline_and_state(pid):
+    """(command line, one-letter state such as R, S or Z) of process `pid`; OSError when gone."""
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+    with open(f"/proc/{pid}/stat") as f:
+        state = f.read().rsplit(")", 1)[1].split()[0]
+    return cmd, state
+
+
 def processes_with(marker):
     """(pid, cmdline) of live processes whose command line or environment holds `marker`."""
     found = []
@@ -51,10 +60,7 @@ def processes_with(marker):
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
+            cmd, state = cmdline_and_state(int(pid))
         except OSError:
             continue
         if marker in cmd and state != "Z":

@@ -144,18 +144,17 @@ std::vector<std::vector<uint64_t>> CmaTransport::exchange(const void* base, cons
     std::copy(mine.begin(), mine.end(), shared_->table + words * size_t(rank_));
     barrier(timeout);
     std::copy(shared_->table, shared_->table + all.size(), all.begin());
-    std::vector<std::vector<uint64_t>> table(static_cast<size_t>(size_));
-    for (int r = 0; r < size_; ++r) table[size_t(r)].assign(all.begin() + long(words * size_t(r)), all.begin() + long(words * size_t(r + 1)));
-    return table;
+  } else {
+    gloo::AllgatherOptions o(context_);
+    o.setInput(mine.data(), words);
+    o.setOutput(all.data(), all.size());
+    o.setTag(next_tag_());
+    o.setTimeout(timeout);
+    gloo::allgather(o);
   }
-  gloo::AllgatherOptions o(context_);
-  o.setInput(mine.data(), words);
-  o.setOutput(all.data(), all.size());
-  o.setTag(next_tag_());
-  o.setTimeout(timeout);
-  gloo::allgather(o);
   std::vector<std::vector<uint64_t>> table(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r) table[size_t(r)].assign(all.begin() + long(words * size_t(r)), all.begin() + long(words * size_t(r + 1)));
+  for (int r = 0; r < size_; ++r)
+    table[size_t(r)].assign(all.begin() + long(words * size_t(r)), all.begin() + long(words * size_t(r + 1)));
   return table;
 }
 
