@@ -220,6 +220,35 @@ TEST_CASE("send/recv, isend/irecv, barrier and a subgroup", "[nccl][gpu]") {
   });
 }
 
+TEST_CASE("two communicators made one after the other over one store do not mix their ids", "[nccl][gpu]") {
+  // Defect: every unique id used key sequence 0, so the second backend read the first one's id
+  // (its communicator was gone) and hung in init until the timeout.
+  const int n = world();
+  auto store = std::make_shared<HashStore>();
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::thread> threads;
+    std::exception_ptr first;
+    std::mutex mu;
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          NcclBackendOptions o;
+          o.timeout = std::chrono::milliseconds(20000);
+          o.device = r;
+          NcclBackend b(store, r, n, o);
+          Tensor t = make(r, {4}, DType::Int32, [r, round](int64_t) { return double(r + round); });
+          b.all_reduce(t, AllreduceOptions{});
+          RANK_CHECK(values(t)[0] == double(n * (n - 1) / 2 + n * round));
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!first) first = std::current_exception();
+        }
+      });
+    for (auto& t : threads) t.join();
+    if (first) std::rethrow_exception(first);
+  }
+}
+
 TEST_CASE("refused arguments: CPU tensors, another device, bitwise reductions", "[nccl][gpu]") {
   run_ranks(1, [](NcclBackend& b, int) {
     Tensor cpu = Tensor::zeros({4}, DType::Float32);

@@ -42,8 +42,10 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
     try {
       const auto deadline = deadline_after(options_.timeout);
       ncclUniqueId id;
+      // Numbered per communicator: a second backend over this store must not read the first's id.
+      const int seq = nccl::next_comm_sequence(*store_, rank_);
       std::string raw = nccl::exchange_unique_id(
-          *store_, 0, rank_, sizeof(id),
+          *store_, nccl::unique_id_key(seq), rank_, 0, sizeof(id),
           [] {
             ncclUniqueId made;
             DISTRUN_NCCL_CHECK(ncclGetUniqueId(&made));

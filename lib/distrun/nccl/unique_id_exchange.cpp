@@ -4,18 +4,23 @@
 
 namespace distrun::nccl {
 
-std::string unique_id_key(int seq) { return "nccl/uid/" + std::to_string(seq); }
+int next_comm_sequence(Store& store, int rank) {
+  return int(store.add("nccl/seq/" + std::to_string(rank), 1) - 1);
+}
 
-std::string exchange_unique_id(Store& store, int seq, int rank, size_t id_size,
+std::string unique_id_key(int seq, const std::string& what) {
+  return "nccl/uid/" + std::to_string(seq) + (what.empty() ? "" : "/" + what);
+}
+
+std::string exchange_unique_id(Store& store, const std::string& key, int rank, int creator, size_t id_size,
                                const std::function<std::string()>& make_id, std::chrono::milliseconds timeout) {
-  const std::string key = unique_id_key(seq);
   std::string id;
-  if (rank == 0) {
+  if (rank == creator) {
     id = make_id();
-    // Checked before publishing too, so that a bad id fails on rank 0 rather than everywhere else.
+    // Checked before publishing too, so that a bad id fails on its creator rather than elsewhere.
     if (id.size() != id_size)
-      throw BackendError("backend nccl: unique id made by rank 0 has " + std::to_string(id.size()) +
-                         " bytes, expected " + std::to_string(id_size));
+      throw BackendError("backend nccl: unique id made by rank " + std::to_string(rank) + " has " +
+                         std::to_string(id.size()) + " bytes, expected " + std::to_string(id_size));
     store.set(key, id);
     return id;
   }
@@ -23,7 +28,8 @@ std::string exchange_unique_id(Store& store, int seq, int rank, size_t id_size,
     store.wait({key}, timeout);
   } catch (const TimeoutError& e) {
     throw TimeoutError("backend nccl: rank " + std::to_string(rank) + " waited " + std::to_string(timeout.count()) +
-                       " ms for rank 0's NCCL unique id under '" + key + "' [" + e.what() + "]");
+                       " ms for rank " + std::to_string(creator) + "'s NCCL unique id under '" + key + "' [" +
+                       e.what() + "]");
   }
   id = store.get(key);
   if (id.size() != id_size)

@@ -1,6 +1,6 @@
-// Rendezvous of an NCCL communicator: rank 0 creates the unique id and every other rank reads
-// it from the Store. Written over bytes, so that it can be tested with a fake id, a HashStore
-// and ranks as threads, without NCCL or a device.
+// Rendezvous of an NCCL communicator: one rank (the creator) makes the unique id and the others
+// read it from the Store. Written over bytes, so that it can be tested with a fake id, a
+// HashStore and ranks as threads, without NCCL or a device.
 #pragma once
 #include <chrono>
 #include <functional>
@@ -10,15 +10,21 @@
 
 namespace distrun::nccl {
 
-/// The store key of the `seq`-th unique id exchanged through one store ("nccl/uid/<seq>"), so
-/// that communicators made one after another never read each other's id.
-std::string unique_id_key(int seq);
+/// The sequence number of the next communicator this rank creates over `store`: 0, 1, 2, ...
+/// Counted in the store itself (one counter per rank), so every backend made over one store gets
+/// its own number, and ranks that create communicators in the same order (as they must) agree on
+/// it without talking. Without it, a second communicator would read the first one's id and hang.
+int next_comm_sequence(Store& store, int rank);
 
-/// On rank 0: calls `make_id` and publishes the bytes under unique_id_key(seq). On other ranks:
-/// waits up to `timeout` for them. Either way returns the id, after checking it has `id_size`
-/// bytes (BackendError otherwise: ranks built against different NCCLs). TimeoutError names the
-/// key and rank 0 when the id never comes.
-std::string exchange_unique_id(Store& store, int seq, int rank, size_t id_size,
+/// The store key of communicator `seq`'s unique id ("nccl/uid/<seq>"), or of one of its
+/// point-to-point pair communicators ("nccl/uid/<seq>/<what>").
+std::string unique_id_key(int seq, const std::string& what = "");
+
+/// On `creator`: calls `make_id` and publishes the bytes under `key`. On the other ranks: waits up
+/// to `timeout` for them. Either way returns the id, after checking it has `id_size` bytes
+/// (BackendError otherwise: ranks built against different NCCLs). TimeoutError names the key and
+/// the creator when the id never comes.
+std::string exchange_unique_id(Store& store, const std::string& key, int rank, int creator, size_t id_size,
                                const std::function<std::string()>& make_id, std::chrono::milliseconds timeout);
 
 }  // namespace distrun::nccl
