@@ -9,6 +9,7 @@
 #include "distrun/nccl/nccl_args.hpp"
 #include "distrun/nccl/nccl_check.hpp"
 #include "distrun/nccl/nccl_comm.hpp"
+#include "distrun/nccl/nccl_group.hpp"
 #include "distrun/nccl/nccl_types.hpp"
 #include "distrun/nccl/nccl_work.hpp"
 #include "distrun/nccl/unique_id_exchange.hpp"
@@ -194,13 +195,13 @@ void NcclBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
     if (root)
       DISTRUN_CUDA_CHECK(cudaMemcpyAsync(bytes(out) + size_t(rank_) * block, in.data(), block,
                                          cudaMemcpyDeviceToDevice, stream_));
-    DISTRUN_NCCL_CHECK(ncclGroupStart());
+    nccl::NcclGroup group;
     for (int r = 0; r < size_; ++r) {
       if (root && r != rank_)
         DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(bytes(out) + size_t(r) * block, size_t(in.numel()), dt, r, comm_->get(), stream_));
     }
     if (!root) DISTRUN_NCCL_CHECK_ASYNC(ncclSend(in.data(), size_t(in.numel()), dt, opts.root, comm_->get(), stream_));
-    comm_->settle(ncclGroupEnd(), "ncclGroupEnd (gather)", deadline);
+    comm_->settle(group.end(), "ncclGroupEnd (gather)", deadline);
   });
 }
 
@@ -219,13 +220,13 @@ void NcclBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
     if (root)
       DISTRUN_CUDA_CHECK(cudaMemcpyAsync(out.data(), bytes(in) + size_t(rank_) * block, block,
                                          cudaMemcpyDeviceToDevice, stream_));
-    DISTRUN_NCCL_CHECK(ncclGroupStart());
+    nccl::NcclGroup group;
     for (int r = 0; r < size_; ++r) {
       if (root && r != rank_)
         DISTRUN_NCCL_CHECK_ASYNC(ncclSend(bytes(in) + size_t(r) * block, size_t(out.numel()), dt, r, comm_->get(), stream_));
     }
     if (!root) DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(out.data(), size_t(out.numel()), dt, opts.root, comm_->get(), stream_));
-    comm_->settle(ncclGroupEnd(), "ncclGroupEnd (scatter)", deadline);
+    comm_->settle(group.end(), "ncclGroupEnd (scatter)", deadline);
   });
 }
 
@@ -257,7 +258,7 @@ void NcclBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
     if (l.send_counts[me] > 0)
       DISTRUN_CUDA_CHECK(cudaMemcpyAsync(bytes(out) + l.recv_offsets[me] * elem, bytes(in) + l.send_offsets[me] * elem,
                                          l.send_counts[me] * elem, cudaMemcpyDeviceToDevice, stream_));
-    DISTRUN_NCCL_CHECK(ncclGroupStart());
+    nccl::NcclGroup group;
     for (int r = 0; r < size_; ++r) {
       const size_t p = size_t(r);
       if (r == rank_) continue;
@@ -268,7 +269,7 @@ void NcclBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
         DISTRUN_NCCL_CHECK_ASYNC(
             ncclRecv(bytes(out) + l.recv_offsets[p] * elem, l.recv_counts[p], dt, r, comm_->get(), stream_));
     }
-    comm_->settle(ncclGroupEnd(), "ncclGroupEnd (all_to_all)", deadline);
+    comm_->settle(group.end(), "ncclGroupEnd (all_to_all)", deadline);
   });
 }
 
@@ -303,7 +304,7 @@ void NcclBackend::launch_pending() {
   prepare("send/recv");
   try {
     // One group: NCCL matches and progresses all of them together, whatever their order.
-    DISTRUN_NCCL_CHECK(ncclGroupStart());
+    nccl::NcclGroup group;
     for (PendingP2P& p : ops) {
       const size_t count = size_t(p.tensor.numel());
       const ncclDataType_t dt = nccl_dtype(p.tensor.dtype());
@@ -312,7 +313,7 @@ void NcclBackend::launch_pending() {
       else
         DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(p.tensor.data(), count, dt, p.peer, comm_->get(), stream_));
     }
-    comm_->settle(ncclGroupEnd(), "ncclGroupEnd (send/recv)", deadline_after(options_.timeout));
+    comm_->settle(group.end(), "ncclGroupEnd (send/recv)", deadline_after(options_.timeout));
     for (PendingP2P& p : ops) p.done->record(stream_);
   } catch (const std::exception& e) {
     fail("send/recv", e);
