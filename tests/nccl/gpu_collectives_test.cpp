@@ -220,6 +220,38 @@ TEST_CASE("send/recv, isend/irecv, barrier and a subgroup", "[nccl][gpu]") {
   });
 }
 
+TEST_CASE("a large clone, then all_reduce at once: the collective waits for the copy", "[nccl][gpu]") {
+  // Defect: the backend's stream did not wait for the default stream, where clone()'s
+  // cudaMemcpy2D and zeros()' memset run; at >= 256 MB the copy is still in flight when NCCL
+  // starts reading, so some elements are reduced before they were written. Repeated, because a
+  // race does not show every time.
+  const int n = world();
+  const int64_t elems = int64_t(256) << 20 >> 2;  // 256 MB of float32
+  run_ranks(
+      n,
+      [n, elems](NcclBackend& b, int r) {
+        Tensor src = make(r, {elems}, DType::Float32, [r](int64_t i) { return double(r + 1) + double(i % 7); });
+        for (int round = 0; round < 5; ++round) {
+          Tensor t = src.clone();
+          b.all_reduce(t, AllreduceOptions{});
+          Tensor h = t.to(Device::cpu());
+          int64_t wrong = 0;
+          for (int64_t i = 0; i < elems; i += 4099)  // a sample across the whole buffer, the end included
+            if (h.get(i) != double(n * (n + 1) / 2) + double(n) * double(i % 7)) ++wrong;
+          if (h.get(elems - 1) != double(n * (n + 1) / 2) + double(n) * double((elems - 1) % 7)) ++wrong;
+          RANK_CHECK(wrong == 0);
+          // The other direction: a zeros() right after must not be overtaken by the collective.
+          Tensor z = Tensor::zeros({elems}, DType::Float32, Device::cuda(r));
+          Tensor g = Tensor::zeros({elems * n}, DType::Float32, Device::cuda(r));
+          b.all_gather(z.slice(0, 0, elems), g, AllgatherOptions{});
+          Tensor gh = g.to(Device::cpu());
+          RANK_CHECK(gh.get(0) == 0.0);
+          RANK_CHECK(gh.get(elems * n - 1) == 0.0);
+        }
+      },
+      std::chrono::milliseconds(120000));
+}
+
 TEST_CASE("two communicators made one after the other over one store do not mix their ids", "[nccl][gpu]") {
   // Defect: every unique id used key sequence 0, so the second backend read the first one's id
   // (its communicator was gone) and hung in init until the timeout.

@@ -1,6 +1,9 @@
 // A dense, contiguous, row-major tensor on the CPU or a CUDA device. Copies share storage
 // (like torch.Tensor); clone() makes a deep copy. Slices along any dimension are packed with
 // one strided block copy, never element by element.
+// CUDA work (fills, copies) is issued on the default stream and may still be running when a call
+// returns; a backend that runs on its own streams must order them after it (the NCCL backend
+// waits for an event on the legacy default stream before every launch).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -11,6 +11,7 @@
 #include "distrun/nccl/nccl_comm.hpp"
 #include "distrun/nccl/nccl_group.hpp"
 #include "distrun/nccl/nccl_types.hpp"
+#include "distrun/nccl/stream_order.hpp"
 #include "distrun/nccl/nccl_work.hpp"
 #include "distrun/nccl/unique_id_exchange.hpp"
 
@@ -81,15 +82,18 @@ NcclBackend::~NcclBackend() {
 
 void NcclBackend::destroy_stream() noexcept {
   if (done_) cudaEventDestroy(done_);
+  if (produced_) cudaEventDestroy(produced_);
   if (stream_) cudaStreamDestroy(stream_);
-  done_ = nullptr;
+  done_ = produced_ = nullptr;
   stream_ = nullptr;
 }
 
 void NcclBackend::create_stream() {
-  // Non-blocking: the legacy default stream must not serialise against our collectives.
+  // Non-blocking, so that unrelated default-stream work does not serialise against our
+  // collectives; the producers of our inputs are waited for explicitly (stream_order.hpp).
   DISTRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   DISTRUN_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  DISTRUN_CUDA_CHECK(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming));
 }
 
 void NcclBackend::fail(const char* op, const std::exception& e) {
@@ -127,6 +131,7 @@ void NcclBackend::run(const char* op, std::chrono::milliseconds timeout, F&& enq
   prepare(op);
   const auto deadline = deadline_after(timeout);
   try {
+    nccl::order_after_producers(stream_, produced_);
     enqueue(deadline);
     DISTRUN_CUDA_CHECK(cudaEventRecord(done_, stream_));
     comm_->wait(done_, op, deadline);
@@ -303,6 +308,7 @@ void NcclBackend::launch_pending() {
   ops.swap(pending_);
   prepare("send/recv");
   try {
+    nccl::order_after_producers(stream_, produced_);
     // One group: NCCL matches and progresses all of them together, whatever their order.
     nccl::NcclGroup group;
     for (PendingP2P& p : ops) {

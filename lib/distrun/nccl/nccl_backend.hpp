@@ -92,7 +92,8 @@ class NcclBackend : public Backend {
   std::shared_ptr<Liveness> liveness_;
   std::shared_ptr<nccl::NcclComm> comm_;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t done_ = nullptr;  // recorded after each blocking collective
+  cudaEvent_t done_ = nullptr;      // recorded after each blocking collective
+  cudaEvent_t produced_ = nullptr;  // recorded on the default stream before each launch
   Tensor barrier_buf_;          // one element, for barrier()
   struct PendingP2P {
     bool is_send;
