@@ -57,10 +57,16 @@ std::unique_ptr<NcclComm> NcclComm::init(int size, int rank, const ncclUniqueId&
 
 std::unique_ptr<NcclComm> NcclComm::split(int color, int key, Clock::time_point deadline) {
   ncclConfig_t config = nonblocking_config();
-  ncclComm_t child = nullptr;
-  ncclResult_t r = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &config);
+  // NCCL writes the child's handle from its own thread, possibly after this call has given up
+  // (timeout) and until the parent is aborted: the slot belongs to this object, not the stack.
+  split_slots_.push_back(std::make_unique<ncclComm_t>(nullptr));
+  ncclComm_t* slot = split_slots_.back().get();
+  ncclResult_t r = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, slot, &config);
   // The parent settles once every rank has taken part; the child once its members are connected.
+  // On a throw the slot stays here: abort() aborts whatever child NCCL put in it.
   settle(r, "ncclCommSplit", deadline);
+  ncclComm_t child = *slot;
+  split_slots_.pop_back();  // settled: NCCL's split job is over and wrote its last
   if (!child) return nullptr;
   std::unique_ptr<NcclComm> c(new NcclComm(child));
   try {
@@ -74,6 +80,10 @@ std::unique_ptr<NcclComm> NcclComm::split(int color, int key, Clock::time_point 
 
 NcclComm::~NcclComm() {
   if (!comm_ || aborted_) return;
+  if (!split_slots_.empty()) {  // a split never settled: the peers are not with us
+    abort();
+    return;
+  }
   // Finalize flushes outstanding work and needs the peers; bounded, then abort (never hang in a
   // destructor, e.g. while unwinding from another rank's failure).
   try {
@@ -88,6 +98,11 @@ void NcclComm::abort() noexcept {
   if (!comm_ || aborted_) return;
   aborted_ = true;
   ncclCommAbort(comm_);
+  // The parent's abort ends any split still under way; a child it had already made is ours to
+  // release (nobody else holds it).
+  for (auto& slot : split_slots_)
+    if (*slot) ncclCommAbort(*slot);
+  split_slots_.clear();
 }
 
 void NcclComm::settle(ncclResult_t r, const char* call, Clock::time_point deadline) {

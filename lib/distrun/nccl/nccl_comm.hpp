@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace distrun::nccl {
 
@@ -51,6 +52,8 @@ class NcclComm {
 
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
+  // Child handles of splits that did not settle: NCCL may write them until this is aborted.
+  std::vector<std::unique_ptr<ncclComm_t>> split_slots_;
 };
 
 /// A deadline `timeout` from now.
