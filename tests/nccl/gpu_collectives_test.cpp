@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "distrun/comm/collectives.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/cuda_device.hpp"
 #include "distrun/nccl/nccl_backend.hpp"
@@ -171,6 +172,30 @@ TEST_CASE("all_to_all with even and uneven splits", "[nccl][gpu]") {
     std::vector<double> got = values(uout), want;
     for (int q = 0; q < n; ++q) want.insert(want.end(), size_t(r + 1), 100.0 * q + r);
     RANK_CHECK(got == want);
+  });
+}
+
+TEST_CASE("torch-style all_to_all with split_sizes on NCCL", "[nccl][gpu]") {
+  // Defect: the split sizes were exchanged in CPU tensors, which NCCL refuses ("tensor is on
+  // cpu"), so every uneven all_to_all failed on this backend.
+  const int n = world();
+  run_ranks(n, [n](NcclBackend& b, int r) {
+    // Rank r sends j+1 rows to rank j, so it receives r+1 rows from each rank.
+    std::vector<int64_t> splits;
+    int64_t rows = 0;
+    for (int j = 0; j < n; ++j) {
+      splits.push_back(j + 1);
+      rows += j + 1;
+    }
+    std::vector<double> send;
+    for (int j = 0; j < n; ++j)
+      for (int k = 0; k < j + 1; ++k) send.insert(send.end(), 2, 100.0 * r + j);
+    Tensor in = make(r, {rows, 2}, DType::Float32, [&](int64_t i) { return send[size_t(i)]; });
+    Tensor out = all_to_all(b, in, 0, splits);
+    RANK_CHECK(out.shape() == Shape{int64_t(n) * (r + 1), 2});
+    std::vector<double> want;
+    for (int q = 0; q < n; ++q) want.insert(want.end(), size_t(2 * (r + 1)), 100.0 * q + r);
+    RANK_CHECK(values(out) == want);
   });
 }
 

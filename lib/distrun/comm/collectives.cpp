@@ -168,11 +168,14 @@ Tensor all_to_all(Backend& b, const Tensor& in0, int dim, const std::vector<int6
   if (total != extent)
     throw BackendError("all_to_all: split_sizes add up to " + std::to_string(total) + ", dim " +
                        std::to_string(dim) + " has " + std::to_string(extent));
-  // Every rank learns what it receives: the sizes each peer sends it.
+  // Every rank learns what it receives: the sizes each peer sends it, exchanged on the
+  // backend's own device (NCCL moves device memory only).
   Tensor mine = Tensor::empty({n}, DType::Int64);
   std::memcpy(mine.data(), split_sizes.data(), sizeof(int64_t) * size_t(n));
-  Tensor theirs = Tensor::empty({n}, DType::Int64);
-  b.all_to_all(mine, theirs, with<AllToAllOptions>(o));
+  const Device dev = b.tensor_device();
+  Tensor theirs = Tensor::empty({n}, DType::Int64, dev);
+  b.all_to_all(mine.to(dev), theirs, with<AllToAllOptions>(o));
+  theirs = theirs.to(Device::cpu());
   std::vector<int64_t> recv_sizes(theirs.data_as<int64_t>(), theirs.data_as<int64_t>() + n);
   auto ao = with<AllToAllOptions>(o);
   int64_t recv_total = 0;
