@@ -306,6 +306,12 @@ TEST_CASE("two communicators made one after the other over one store do not mix 
   }
 }
 
+TEST_CASE("the device of a local rank is LOCAL_RANK modulo the visible devices", "[nccl][gpu]") {
+  const int visible = nccl::visible_cuda_devices();
+  for (int r = 0; r < visible; ++r) CHECK(NcclBackend::device_for_local_rank(r, visible) == r);
+  CHECK(NcclBackend::device_for_local_rank(visible, 1) == 0);  // e.g. one GPU bound per task
+}
+
 TEST_CASE("refused arguments: CPU tensors, another device, bitwise reductions", "[nccl][gpu]") {
   run_ranks(1, [](NcclBackend& b, int) {
     Tensor cpu = Tensor::zeros({4}, DType::Float32);

@@ -74,7 +74,7 @@ std::shared_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<Store> s
 #if DISTRUN_HAVE_NCCL
     NcclBackendOptions o;
     o.timeout = timeout;
-    o.device = world.local_rank;
+    o.device = NcclBackend::device_for_local_rank(world.local_rank, world.local_world_size);
     return std::make_shared<NcclBackend>(std::move(store), world.rank, world.world_size, o, std::move(liveness));
 #else
     throw ConfigError("backend nccl: this build of distrun has no NCCL support (configure with CUDA and NCCL)");

@@ -25,8 +25,7 @@ void require_cuda_device(int device) {
   if (count == 0) throw BackendError("backend nccl: no CUDA device is visible (" + why + ")");
   if (device < 0 || device >= count)
     throw BackendError("backend nccl: CUDA device " + std::to_string(device) + " does not exist (" +
-                       std::to_string(count) + " visible; the device is LOCAL_RANK, so run at most " +
-                       std::to_string(count) + " ranks per node)");
+                       std::to_string(count) + " visible)");
 }
 
 }  // namespace distrun::nccl

@@ -11,8 +11,7 @@ namespace distrun::nccl {
 int visible_cuda_devices(std::string* why = nullptr);
 
 /// Throws BackendError unless CUDA device `device` is visible: "backend nccl: no CUDA device is
-/// visible (cudaGetDeviceCount: ...)", or that the index is out of range (LOCAL_RANK is used as
-/// the device, so more ranks per node than GPUs lands here).
+/// visible (cudaGetDeviceCount: ...)", or that the index is out of range.
 void require_cuda_device(int device);
 
 }  // namespace distrun::nccl

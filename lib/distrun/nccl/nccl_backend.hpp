@@ -24,7 +24,7 @@ class CudaEvent;
 
 struct NcclBackendOptions {
   std::chrono::milliseconds timeout{30000};  // default for every collective and the rendezvous
-  int device = 0;                             // the CUDA device (LOCAL_RANK); tensors must live there
+  int device = 0;  // the CUDA device (device_for_local_rank()); tensors must live there
 };
 
 class NcclBackend : public Backend {
@@ -35,6 +35,10 @@ class NcclBackend : public Backend {
   NcclBackend(std::shared_ptr<Store> store, int rank, int size, const NcclBackendOptions& options,
               std::shared_ptr<Liveness> liveness = nullptr, std::vector<int> global_ranks = {});
   ~NcclBackend() override;
+
+  /// The device for `local_rank` of `local_world_size` ranks on this node: LOCAL_RANK modulo the
+  /// visible devices (device_choice.hpp). BackendError without a device, naming CUDA's reason.
+  static int device_for_local_rank(int local_rank, int local_world_size);
 
   std::string name() const override { return "nccl"; }
   Device tensor_device() const override { return Device::cuda(options_.device); }

@@ -43,7 +43,12 @@ int run_scenario_file(const std::string& path, const ScenarioRunOptions& options
 
   settings.local_rank = world.local_rank;
   settings.local_world_size = world.local_world_size;
-  settings.device = sc.device == "cuda" ? Device::cuda(world.local_rank) : Device::cpu();
+  // NCCL chose the device (LOCAL_RANK modulo the visible devices) and its tensors must be there;
+  // Gloo stages CUDA tensors through the host from any device.
+  const Device backend_device = pg->backend().tensor_device();
+  settings.device = sc.device != "cuda"           ? Device::cpu()
+                    : backend_device.is_cuda() ? backend_device
+                                               : Device::cuda(world.local_rank);
   settings.backend_name = backend;
   return scenario::run_scenario(sc, reference, pg->backend_ptr(), settings);
 }
