@@ -312,6 +312,70 @@ TEST_CASE("the device of a local rank is LOCAL_RANK modulo the visible devices",
   CHECK(NcclBackend::device_for_local_rank(visible, 1) == 0);  // e.g. one GPU bound per task
 }
 
+TEST_CASE("p2p is launched when called and never waits behind a collective", "[nccl][gpu]") {
+  // Defect: sends and receives shared the collectives' stream and were launched only before the
+  // next collective, so rank 0's `isend; all_reduce` against rank 1's `all_reduce; irecv`
+  // waited in a circle until the timeout, and an isend followed by no collective never left.
+  const int n = world();
+  if (n < 2) {
+    WARN("only one CUDA device: the p2p ordering checks need two and are not run");
+    return;
+  }
+  const int64_t big = int64_t(64) << 20 >> 2;  // 64 MB: more than NCCL can hold without a receiver
+  std::atomic<bool> received{false};
+  run_ranks(
+      n,
+      [big, &received](NcclBackend& b, int r) {
+        Tensor payload = make(r, {big}, DType::Float32, [](int64_t i) { return double(i % 1000); });
+        Tensor got = Tensor::zeros({big}, DType::Float32, Device::cuda(r));
+        Tensor sum = make(r, {16}, DType::Float32, [](int64_t) { return 1.0; });
+        if (r == 0) {
+          auto s = b.isend(payload, 1, SendOptions{});
+          b.all_reduce(sum, AllreduceOptions{});
+          s->wait();
+        } else {
+          b.all_reduce(sum, AllreduceOptions{});
+          if (r == 1) {
+            b.irecv(got, 0, SendOptions{})->wait();
+            std::vector<double> v = values(got);
+            RANK_CHECK(v[0] == 0.0);
+            RANK_CHECK(v[size_t(big - 1)] == double((big - 1) % 1000));
+          }
+        }
+        RANK_CHECK(values(sum)[0] == double(b.size()));
+        // An isend that is not waited for, followed by no collective, still leaves at once.
+        if (r == 1) {
+          auto s = b.isend(payload, 0, SendOptions{});
+          // Not waited for until rank 0 has the data (or gave up): only a send launched by
+          // isend() itself can get there.
+          while (!received) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          s->wait();
+        }
+        if (r == 0) {
+          Tensor in = Tensor::zeros({big}, DType::Float32, Device::cuda(r));
+          try {
+            b.irecv(in, 1, SendOptions{})->wait(std::chrono::milliseconds(10000));
+          } catch (...) {
+            received = true;
+            throw;
+          }
+          received = true;
+          RANK_CHECK(values(in)[size_t(big - 1)] == double((big - 1) % 1000));
+        }
+        // Both directions at once between two ranks: each isends, then irecvs, then waits.
+        if (r < 2) {
+          Tensor mine = make(r, {big}, DType::Float32, [r](int64_t) { return double(r + 1); });
+          Tensor theirs = Tensor::zeros({big}, DType::Float32, Device::cuda(r));
+          auto s = b.isend(mine, 1 - r, SendOptions{});
+          auto w = b.irecv(theirs, 1 - r, SendOptions{});
+          w->wait();
+          s->wait();
+          RANK_CHECK(values(theirs)[size_t(big - 1)] == double(2 - r));
+        }
+      },
+      std::chrono::milliseconds(60000));
+}
+
 TEST_CASE("refused arguments: CPU tensors, another device, bitwise reductions", "[nccl][gpu]") {
   run_ranks(1, [](NcclBackend& b, int) {
     Tensor cpu = Tensor::zeros({4}, DType::Float32);

@@ -14,6 +14,7 @@
 #include "distrun/nccl/nccl_types.hpp"
 #include "distrun/nccl/stream_order.hpp"
 #include "distrun/nccl/nccl_work.hpp"
+#include "distrun/nccl/p2p_channel.hpp"
 #include "distrun/nccl/unique_id_exchange.hpp"
 
 namespace distrun {
@@ -53,9 +54,9 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
       const auto deadline = deadline_after(options_.timeout);
       ncclUniqueId id;
       // Numbered per communicator: a second backend over this store must not read the first's id.
-      const int seq = nccl::next_comm_sequence(*store_, rank_);
+      tag_ = std::to_string(nccl::next_comm_sequence(*store_, rank_));
       std::string raw = nccl::exchange_unique_id(
-          *store_, nccl::unique_id_key(seq), rank_, 0, sizeof(id),
+          *store_, nccl::unique_id_key(tag_), rank_, 0, sizeof(id),
           [] {
             ncclUniqueId made;
             DISTRUN_NCCL_CHECK(ncclGetUniqueId(&made));
@@ -64,6 +65,7 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
           options_.timeout);
       std::memcpy(&id, raw.data(), sizeof(id));
       comm_ = nccl::NcclComm::init(size_, rank_, id, deadline);
+      create_channels(deadline);
     } catch (const std::exception& e) {
       fail("rendezvous", e);  // names rank 0 when it is the one that never published the id
     }
@@ -73,19 +75,98 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
   }
 }
 
-NcclBackend::NcclBackend(std::shared_ptr<nccl::NcclComm> comm, int rank, int size, const NcclBackendOptions& options,
-                         std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks)
-    : Backend(rank, size, std::move(global_ranks)), options_(options), liveness_(std::move(liveness)),
-      comm_(std::move(comm)) {
+NcclBackend::NcclBackend(std::shared_ptr<Store> store, std::string tag, std::shared_ptr<nccl::NcclComm> comm, int rank,
+                         int size, const NcclBackendOptions& options, std::shared_ptr<Liveness> liveness,
+                         std::vector<int> global_ranks)
+    : Backend(rank, size, std::move(global_ranks)), store_(std::move(store)), options_(options),
+      liveness_(std::move(liveness)), comm_(std::move(comm)), tag_(std::move(tag)) {
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));
   create_stream();
+  try {
+    try {
+      create_channels(deadline_after(options_.timeout));
+    } catch (const std::exception& e) {
+      fail("new_group", e);
+    }
+  } catch (...) {
+    destroy_stream();
+    throw;
+  }
 }
 
 NcclBackend::~NcclBackend() {
   cudaSetDevice(options_.device);
-  pending_.clear();  // never launched: their peers time out, as they would for a lost rank
-  comm_.reset();     // before the stream its work ran on
+  // Channels still used by a Work live on in it; the others go now, before the collectives'.
+  send_channels_.clear();
+  recv_channels_.clear();
+  comm_.reset();  // before the stream its work ran on
   destroy_stream();
+}
+
+void NcclBackend::create_channels(std::chrono::steady_clock::time_point deadline) {
+  // Two channels per peer: ours (we send, we made its id) and its (it sends, it made the id).
+  // Every id we make is published before we wait for any, so ranks cannot wait in a circle.
+  auto key = [this](int src, int dst) {
+    return nccl::unique_id_key(tag_, "p2p/" + std::to_string(src) + "to" + std::to_string(dst));
+  };
+  auto make_id = [] {
+    ncclUniqueId made;
+    DISTRUN_NCCL_CHECK(ncclGetUniqueId(&made));
+    return std::string(reinterpret_cast<const char*>(&made), sizeof(made));
+  };
+  auto remaining = [&] {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - nccl::Clock::now()));
+  };
+  std::vector<std::string> send_ids(static_cast<size_t>(size_)), recv_ids(static_cast<size_t>(size_));
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) send_ids[size_t(p)] = nccl::exchange_unique_id(*store_, key(rank_, p), rank_, rank_, sizeof(ncclUniqueId), make_id, remaining());
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) recv_ids[size_t(p)] = nccl::exchange_unique_id(*store_, key(p, rank_), rank_, p, sizeof(ncclUniqueId), make_id, remaining());
+  send_channels_.assign(size_t(size_), nullptr);
+  recv_channels_.assign(size_t(size_), nullptr);
+  auto start = [](const std::string& raw, int me) {
+    ncclUniqueId id;
+    std::memcpy(&id, raw.data(), sizeof(id));
+    auto ch = std::make_shared<nccl::P2PChannel>();
+    // Not waited for here: NCCL connects in the background; the first operation waits for it.
+    ch->comm = nccl::NcclComm::start(2, me, id);
+    ch->peer_in_comm = 1 - me;
+    return ch;
+  };
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    send_channels_[size_t(p)] = start(send_ids[size_t(p)], 0);  // the sender is rank 0 of its channel
+    recv_channels_[size_t(p)] = start(recv_ids[size_t(p)], 1);
+  }
+  // Connected now, while every rank is here: NCCL connects a peer's channels at their first
+  // operation (runtime connect), and a connection needs both sides, so a first isend made while
+  // the peer is busy in a collective would wait for it: the very circle the channels break. One
+  // element each way, all channels in one group, connects every channel this rank has.
+  Tensor scratch = Tensor::zeros({2 * int64_t(size_)}, DType::Float32, Device::cuda(device()));
+  for (auto* list : {&send_channels_, &recv_channels_})
+    for (auto& ch : *list)
+      if (ch) ch->comm->ensure_ready("p2p channel set-up", deadline);
+  {
+    nccl::NcclGroup group;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      nccl::P2PChannel& out = *send_channels_[size_t(p)];
+      nccl::P2PChannel& in = *recv_channels_[size_t(p)];
+      DISTRUN_NCCL_CHECK_ASYNC(ncclSend(bytes(scratch), 1, ncclFloat32, out.peer_in_comm, out.comm->get(), out.stream.get()));
+      DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(bytes(scratch) + (size_t(size_) + size_t(p)) * sizeof(float), 1, ncclFloat32,
+                                        in.peer_in_comm, in.comm->get(), in.stream.get()));
+    }
+    const ncclResult_t r = group.end();
+    if (r != ncclSuccess && r != ncclInProgress) nccl::nccl_check(r, "ncclGroupEnd (p2p channel set-up)");
+  }
+  for (auto* list : {&send_channels_, &recv_channels_})
+    for (auto& ch : *list)
+      if (ch) {
+        ch->comm->settle(ncclInProgress, "p2p channel set-up", deadline);
+        DISTRUN_CUDA_CHECK(cudaEventRecord(ch->produced.get(), ch->stream.get()));
+        ch->comm->wait(ch->produced.get(), "p2p channel set-up", deadline);
+      }
 }
 
 void NcclBackend::destroy_stream() noexcept {
@@ -125,17 +206,8 @@ void NcclBackend::prepare(const char* op) {
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));
 }
 
-void NcclBackend::wait_event(cudaEvent_t event, const char* op, std::chrono::milliseconds timeout) {
-  try {
-    comm_->wait(event, op, deadline_after(timeout));
-  } catch (const std::exception& e) {
-    fail(op, e);
-  }
-}
-
 template <typename F>
 void NcclBackend::run(const char* op, std::chrono::milliseconds timeout, F&& enqueue) {
-  launch_pending();  // sends and receives queued before this call go first, in program order
   prepare(op);
   const auto deadline = deadline_after(timeout);
   try {
@@ -293,45 +365,39 @@ void NcclBackend::recv(Tensor& tensor, int src, const SendOptions& opts) { irecv
 std::shared_ptr<Work> NcclBackend::isend(const Tensor& tensor, int dst, const SendOptions& opts) {
   check_on_device("send", tensor, device());
   check_peer("send (destination)", dst, size_, rank_);
-  return queue_p2p(true, tensor, dst, opts);
+  return launch_p2p(true, tensor, dst, opts);
 }
 
 std::shared_ptr<Work> NcclBackend::irecv(Tensor& tensor, int src, const SendOptions& opts) {
   check_on_device("recv", tensor, device());
   check_peer("recv (source)", src, size_, rank_);
-  return queue_p2p(false, tensor, src, opts);
+  return launch_p2p(false, tensor, src, opts);
 }
 
-std::shared_ptr<Work> NcclBackend::queue_p2p(bool is_send, const Tensor& tensor, int peer, const SendOptions& opts) {
+std::shared_ptr<Work> NcclBackend::launch_p2p(bool is_send, const Tensor& tensor, int peer, const SendOptions& opts) {
   const char* op = is_send ? "send" : "recv";
   prepare(op);
+  std::shared_ptr<nccl::P2PChannel> ch = (is_send ? send_channels_ : recv_channels_)[size_t(peer)];
   auto event = std::make_shared<nccl::CudaEvent>();
-  pending_.push_back({is_send, tensor, peer, event});
-  return std::make_shared<nccl::NcclWork>(*this, op, std::move(event), tensor, timeout_of(opts));
-}
-
-void NcclBackend::launch_pending() {
-  if (pending_.empty()) return;
-  std::vector<PendingP2P> ops;
-  ops.swap(pending_);
-  prepare("send/recv");
+  const auto timeout = timeout_of(opts);
   try {
-    nccl::order_after_producers(stream_, produced_);
-    // One group: NCCL matches and progresses all of them together, whatever their order.
-    nccl::NcclGroup group;
-    for (PendingP2P& p : ops) {
-      const size_t count = size_t(p.tensor.numel());
-      const ncclDataType_t dt = nccl_dtype(p.tensor.dtype());
-      if (p.is_send)
-        DISTRUN_NCCL_CHECK_ASYNC(ncclSend(p.tensor.data(), count, dt, p.peer, comm_->get(), stream_));
-      else
-        DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(p.tensor.data(), count, dt, p.peer, comm_->get(), stream_));
-    }
-    comm_->settle(group.end(), "ncclGroupEnd (send/recv)", deadline_after(options_.timeout));
-    for (PendingP2P& p : ops) p.done->record(stream_);
+    const auto deadline = deadline_after(timeout);
+    ch->comm->ensure_ready(is_send ? "send (channel set-up)" : "recv (channel set-up)", deadline);
+    nccl::order_after_producers(ch->stream.get(), ch->produced.get());
+    const size_t count = size_t(tensor.numel());
+    const ncclDataType_t dt = nccl_dtype(tensor.dtype());
+    // const_cast: ncclRecv writes into the tensor, whose storage the caller handed us as writable.
+    void* data = const_cast<void*>(tensor.data());
+    if (is_send)
+      ch->comm->settle(ncclSend(data, count, dt, ch->peer_in_comm, ch->comm->get(), ch->stream.get()), "ncclSend", deadline);
+    else
+      ch->comm->settle(ncclRecv(data, count, dt, ch->peer_in_comm, ch->comm->get(), ch->stream.get()), "ncclRecv", deadline);
+    event->record(ch->stream.get());
   } catch (const std::exception& e) {
-    fail("send/recv", e);
+    ch->comm->abort();
+    fail(op, e);
   }
+  return std::make_shared<nccl::NcclWork>(*this, ch, op, std::move(event), tensor, timeout);
 }
 
 void NcclBackend::barrier(const BarrierOptions& opts) {
@@ -348,8 +414,9 @@ std::shared_ptr<Backend> NcclBackend::new_group(const std::vector<int>& ranks) {
   for (size_t i = 0; i < ranks.size(); ++i)
     if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1]))
       throw BackendError("new_group: ranks must be ascending, unique and within 0.." + std::to_string(size_ - 1));
-  launch_pending();
   prepare("new_group");
+  // Counted on every rank, members or not: the child's tag is the same on all its members.
+  const std::string child_tag = tag_ + ".g" + std::to_string(groups_made_++);
   auto it = std::find(ranks.begin(), ranks.end(), rank_);
   const bool member = it != ranks.end();
   std::shared_ptr<nccl::NcclComm> child;
@@ -363,7 +430,7 @@ std::shared_ptr<Backend> NcclBackend::new_group(const std::vector<int>& ranks) {
   std::vector<int> globals;
   for (int r : ranks) globals.push_back(global_rank(r));
   return std::shared_ptr<NcclBackend>(
-      new NcclBackend(std::move(child), int(it - ranks.begin()), int(ranks.size()), options_, liveness_, globals));
+      new NcclBackend(store_, child_tag, std::move(child), int(it - ranks.begin()), int(ranks.size()), options_, liveness_, globals));
 }
 
 }  // namespace distrun

@@ -20,6 +20,7 @@ namespace distrun {
 namespace nccl {
 class NcclComm;
 class CudaEvent;
+struct P2PChannel;
 }
 
 struct NcclBackendOptions {
@@ -53,22 +54,15 @@ class NcclBackend : public Backend {
   void all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) override;
   void send(const Tensor& tensor, int dst, const SendOptions& opts) override;
   void recv(Tensor& tensor, int src, const SendOptions& opts) override;
-  /// Queued, not launched: every queued send and receive goes to NCCL in one group when a Work
-  /// is waited for or tested, or before the next collective (so a ring of isend-to-next and
-  /// irecv-from-previous cannot deadlock on the single stream). NCCL has no tags: messages
-  /// between two ranks arrive in the order they were sent, and opts.tag is ignored.
+  /// Launched when called, as in torch: on the channel of this direction (its own two-rank
+  /// communicator and stream, p2p_channel.hpp), ordered after the tensor's producers, never
+  /// behind a collective. Sends from one rank to one peer arrive in the order they were made
+  /// (NCCL has no tags: opts.tag is ignored).
   std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const SendOptions& opts) override;
   std::shared_ptr<Work> irecv(Tensor& tensor, int src, const SendOptions& opts) override;
   void barrier(const BarrierOptions& opts) override;
   /// ncclCommSplit of this backend's communicator; every rank must call it.
   std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
-
-  /// Launches the queued sends and receives (one NCCL group), recording each one's event.
-  void launch_pending();
-
-  /// Waits for `event` (recorded on this backend's stream after `op`) until `timeout`, turning a
-  /// failure into a distrun error (see fail()). Used by the Work objects too.
-  void wait_event(cudaEvent_t event, const char* op, std::chrono::milliseconds timeout);
 
   /// Aborts the communicator and throws an error naming the op, this rank and, when the
   /// heartbeats tell, the lost peer: PeerError, TimeoutError or BackendError.
@@ -76,14 +70,16 @@ class NcclBackend : public Backend {
 
  private:
   // A member of a split communicator (new_group).
-  NcclBackend(std::shared_ptr<nccl::NcclComm> comm, int rank, int size, const NcclBackendOptions& options,
-              std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks);
+  NcclBackend(std::shared_ptr<Store> store, std::string tag, std::shared_ptr<nccl::NcclComm> comm, int rank, int size,
+              const NcclBackendOptions& options, std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks);
+  // Starts the point-to-point channels to and from every peer (ids through the store).
+  void create_channels(std::chrono::steady_clock::time_point deadline);
+  // Launches one send or receive on its channel.
+  std::shared_ptr<Work> launch_p2p(bool is_send, const Tensor& tensor, int peer, const SendOptions& opts);
   void create_stream();
   void destroy_stream() noexcept;
   // Sets the device and checks the communicator is usable (not aborted by an earlier failure).
   void prepare(const char* op);
-  // Queues a send or receive for launch_pending().
-  std::shared_ptr<Work> queue_p2p(bool is_send, const Tensor& tensor, int peer, const SendOptions& opts);
   // Runs `enqueue` (NCCL calls on the stream), then blocks until the device has finished.
   template <typename F>
   void run(const char* op, std::chrono::milliseconds timeout, F&& enqueue);
@@ -99,13 +95,10 @@ class NcclBackend : public Backend {
   cudaEvent_t done_ = nullptr;      // recorded after each blocking collective
   cudaEvent_t produced_ = nullptr;  // recorded on the default stream before each launch
   Tensor barrier_buf_;          // one element, for barrier()
-  struct PendingP2P {
-    bool is_send;
-    Tensor tensor;
-    int peer;
-    std::shared_ptr<nccl::CudaEvent> done;
-  };
-  std::vector<PendingP2P> pending_;  // isend/irecv not yet launched
+  std::string tag_;      // names this communicator's keys in the store (unique_id_exchange.hpp)
+  int groups_made_ = 0;  // new_group calls so far: the tag of the next child
+  // By peer (none for this rank): the channel of our sends to it, and of its sends to us.
+  std::vector<std::shared_ptr<nccl::P2PChannel>> send_channels_, recv_channels_;
 };
 
 }  // namespace distrun

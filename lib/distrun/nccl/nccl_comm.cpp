@@ -37,7 +37,7 @@ ncclConfig_t nonblocking_config() {
 
 }  // namespace
 
-std::unique_ptr<NcclComm> NcclComm::init(int size, int rank, const ncclUniqueId& id, Clock::time_point deadline) {
+std::unique_ptr<NcclComm> NcclComm::start(int size, int rank, const ncclUniqueId& id) {
   ncclConfig_t config = nonblocking_config();
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&comm, size, id, rank, &config);
@@ -45,14 +45,24 @@ std::unique_ptr<NcclComm> NcclComm::init(int size, int rank, const ncclUniqueId&
     if (comm) ncclCommAbort(comm);
     nccl_check(r, "ncclCommInitRankConfig");
   }
-  std::unique_ptr<NcclComm> c(new NcclComm(comm));
+  return std::unique_ptr<NcclComm>(new NcclComm(comm));
+}
+
+std::unique_ptr<NcclComm> NcclComm::init(int size, int rank, const ncclUniqueId& id, Clock::time_point deadline) {
+  std::unique_ptr<NcclComm> c = start(size, rank, id);
+  c->ensure_ready("ncclCommInitRankConfig", deadline);
+  return c;
+}
+
+void NcclComm::ensure_ready(const char* what, Clock::time_point deadline) {
+  if (ready_) return;
   try {
-    c->poll_ready("ncclCommInitRankConfig", deadline);
+    poll_ready(what, deadline);
   } catch (...) {
-    c->abort();
+    abort();
     throw;
   }
-  return c;
+  ready_ = true;
 }
 
 std::unique_ptr<NcclComm> NcclComm::split(int color, int key, Clock::time_point deadline) {
@@ -69,18 +79,13 @@ std::unique_ptr<NcclComm> NcclComm::split(int color, int key, Clock::time_point 
   split_slots_.pop_back();  // settled: NCCL's split job is over and wrote its last
   if (!child) return nullptr;
   std::unique_ptr<NcclComm> c(new NcclComm(child));
-  try {
-    c->poll_ready("ncclCommSplit", deadline);
-  } catch (...) {
-    c->abort();
-    throw;
-  }
+  c->ensure_ready("ncclCommSplit", deadline);
   return c;
 }
 
 NcclComm::~NcclComm() {
   if (!comm_ || aborted_) return;
-  if (!split_slots_.empty()) {  // a split never settled: the peers are not with us
+  if (!ready_ || !split_slots_.empty()) {  // never (fully) set up: nothing of ours to flush
     abort();
     return;
   }

@@ -21,6 +21,13 @@ class NcclComm {
   /// current CUDA device; TimeoutError when not every rank has joined by `deadline`.
   static std::unique_ptr<NcclComm> init(int size, int rank, const ncclUniqueId& id, Clock::time_point deadline);
 
+  /// As init(), but returns while NCCL is still connecting: ensure_ready() waits for it.
+  static std::unique_ptr<NcclComm> start(int size, int rank, const ncclUniqueId& id);
+
+  /// Waits until the communicator is initialised (at once after the first success), polling its
+  /// state until `deadline` (TimeoutError). BackendError on failure.
+  void ensure_ready(const char* what, Clock::time_point deadline);
+
   /// ncclCommSplit: every rank of this communicator calls it; ranks with the same `color`
   /// (>= 0) form a new communicator ordered by `key`; color < 0 returns nullptr.
   std::unique_ptr<NcclComm> split(int color, int key, Clock::time_point deadline);
@@ -52,6 +59,7 @@ class NcclComm {
 
   ncclComm_t comm_ = nullptr;
   bool aborted_ = false;
+  bool ready_ = false;
   // Child handles of splits that did not settle: NCCL may write them until this is aborted.
   std::vector<std::unique_ptr<ncclComm_t>> split_slots_;
 };

@@ -8,8 +8,10 @@ int next_comm_sequence(Store& store, int rank) {
   return int(store.add("nccl/seq/" + std::to_string(rank), 1) - 1);
 }
 
-std::string unique_id_key(int seq, const std::string& what) {
-  return "nccl/uid/" + std::to_string(seq) + (what.empty() ? "" : "/" + what);
+std::string unique_id_key(int seq, const std::string& what) { return unique_id_key(std::to_string(seq), what); }
+
+std::string unique_id_key(const std::string& comm_tag, const std::string& what) {
+  return "nccl/uid/" + comm_tag + (what.empty() ? "" : "/" + what);
 }
 
 std::string exchange_unique_id(Store& store, const std::string& key, int rank, int creator, size_t id_size,

@@ -19,6 +19,9 @@ int next_comm_sequence(Store& store, int rank);
 /// The store key of communicator `seq`'s unique id ("nccl/uid/<seq>"), or of one of its
 /// point-to-point pair communicators ("nccl/uid/<seq>/<what>").
 std::string unique_id_key(int seq, const std::string& what = "");
+/// The same under a communicator's tag: "<seq>" for one made from a unique id, "<parent>.g<k>"
+/// for the k-th new_group of `parent` (which every member of the parent numbers alike).
+std::string unique_id_key(const std::string& comm_tag, const std::string& what = "");
 
 /// On `creator`: calls `make_id` and publishes the bytes under `key`. On the other ranks: waits up
 /// to `timeout` for them. Either way returns the id, after checking it has `id_size` bytes
