@@ -376,6 +376,60 @@ TEST_CASE("p2p is launched when called and never waits behind a collective", "[n
       std::chrono::milliseconds(60000));
 }
 
+TEST_CASE("a Work outlives its backend, and fails cleanly after an abort", "[nccl][gpu]") {
+  // Defect: NcclWork held a reference to its backend; waiting after the backend was destroyed,
+  // or after another operation had aborted the communicator, touched freed handles (the ASan
+  // pass of the CI runs this binary).
+  const int n = world();
+  if (n < 2) {
+    WARN("only one CUDA device: the Work lifetime checks need two and are not run");
+    return;
+  }
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::thread> threads;
+  std::atomic<int> finished{0};
+  std::exception_ptr first;
+  std::mutex mu;
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+     try {
+      NcclBackendOptions o;
+      o.timeout = std::chrono::milliseconds(3000);
+      o.device = r;
+      Tensor t = make(r, {1 << 20}, DType::Float32, [r](int64_t) { return double(10 + r); });
+      std::shared_ptr<Work> work;
+      {
+        NcclBackend b(store, r, 2, o);
+        work = r == 0 ? b.isend(t, 1, SendOptions{}) : b.irecv(t, 0, SendOptions{});
+      }  // the backend is gone; the Work keeps its channel
+      work->wait();
+      RANK_CHECK(work->is_completed());
+      if (r == 1) RANK_CHECK(values(t)[0] == 10.0);
+
+      NcclBackend b(store, r, 2, o);
+      Tensor big = Tensor::zeros({1 << 20}, DType::Float32, Device::cuda(r));
+      // Rank 0 starts a receive rank 1 never answers, then a collective rank 1 never joins:
+      // the timeout aborts everything, and the receive's Work says so instead of crashing.
+      if (r == 0) {
+        auto pending = b.irecv(big, 1, SendOptions{});
+        RANK_CHECK_THROWS_WITH(b.all_reduce(big, AllreduceOptions{}), Contains("timed out"));
+        RANK_CHECK(pending->is_completed());
+        RANK_CHECK_THROWS_WITH(pending->wait(), Contains("aborted"));
+      }
+      ++finished;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (finished < 2 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+     } catch (...) {
+      ++finished;
+      std::lock_guard<std::mutex> lock(mu);
+      if (!first) first = std::current_exception();
+     }
+    });
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
 TEST_CASE("refused arguments: CPU tensors, another device, bitwise reductions", "[nccl][gpu]") {
   run_ranks(1, [](NcclBackend& b, int) {
     Tensor cpu = Tensor::zeros({4}, DType::Float32);

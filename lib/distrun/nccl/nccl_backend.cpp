@@ -7,6 +7,7 @@
 #include "distrun/nccl/cuda_device.hpp"
 #include "distrun/nccl/cuda_event.hpp"
 #include "distrun/nccl/device_choice.hpp"
+#include "distrun/nccl/failure.hpp"
 #include "distrun/nccl/nccl_args.hpp"
 #include "distrun/nccl/nccl_check.hpp"
 #include "distrun/nccl/nccl_comm.hpp"
@@ -187,17 +188,24 @@ void NcclBackend::create_stream() {
 
 void NcclBackend::fail(const char* op, const std::exception& e) {
   // Abort first: the kernels of a collective whose peer is gone would otherwise spin forever.
+  // The channels too, as torch aborts all of a group's communicators: their Works then fail at
+  // once instead of waiting on a peer that is gone.
   if (comm_) comm_->abort();
-  if (dynamic_cast<const PeerError*>(&e)) throw;
-  std::vector<int> members;
-  for (int r = 0; r < size_; ++r) members.push_back(global_rank(r));
-  std::string loss = liveness_ ? liveness_->describe_loss(members) : "";
-  std::string msg = "rank " + std::to_string(global_rank(rank_)) + ": nccl " + op + " failed";
-  msg += loss.empty() ? "" : ": " + loss;
-  msg += std::string(" [") + e.what() + "]";
-  if (!loss.empty()) throw PeerError(liveness_->last_lost(), msg);
-  if (dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(msg);
-  throw BackendError(msg);
+  for (auto* list : {&send_channels_, &recv_channels_})
+    for (auto& ch : *list)
+      if (ch) ch->comm->abort();
+  failure_namer()->raise(op, e);
+}
+
+std::shared_ptr<const nccl::FailureNamer> NcclBackend::failure_namer() {
+  if (!namer_) {
+    auto n = std::make_shared<nccl::FailureNamer>();
+    n->liveness = liveness_;
+    for (int r = 0; r < size_; ++r) n->members.push_back(global_rank(r));
+    n->global_rank = global_rank(rank_);
+    namer_ = std::move(n);
+  }
+  return namer_;
 }
 
 void NcclBackend::prepare(const char* op) {
@@ -397,7 +405,7 @@ std::shared_ptr<Work> NcclBackend::launch_p2p(bool is_send, const Tensor& tensor
     ch->comm->abort();
     fail(op, e);
   }
-  return std::make_shared<nccl::NcclWork>(*this, ch, op, std::move(event), tensor, timeout);
+  return std::make_shared<nccl::NcclWork>(failure_namer(), ch, op, std::move(event), tensor, timeout);
 }
 
 void NcclBackend::barrier(const BarrierOptions& opts) {

@@ -21,6 +21,7 @@ namespace nccl {
 class NcclComm;
 class CudaEvent;
 struct P2PChannel;
+struct FailureNamer;
 }
 
 struct NcclBackendOptions {
@@ -74,6 +75,8 @@ class NcclBackend : public Backend {
               const NcclBackendOptions& options, std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks);
   // Starts the point-to-point channels to and from every peer (ids through the store).
   void create_channels(std::chrono::steady_clock::time_point deadline);
+  // Made once, shared with the Works (they must not reach back into a backend that may be gone).
+  std::shared_ptr<const nccl::FailureNamer> failure_namer();
   // Launches one send or receive on its channel.
   std::shared_ptr<Work> launch_p2p(bool is_send, const Tensor& tensor, int peer, const SendOptions& opts);
   void create_stream();
@@ -95,6 +98,7 @@ class NcclBackend : public Backend {
   cudaEvent_t done_ = nullptr;      // recorded after each blocking collective
   cudaEvent_t produced_ = nullptr;  // recorded on the default stream before each launch
   Tensor barrier_buf_;          // one element, for barrier()
+  std::shared_ptr<const nccl::FailureNamer> namer_;
   std::string tag_;      // names this communicator's keys in the store (unique_id_exchange.hpp)
   int groups_made_ = 0;  // new_group calls so far: the tag of the next child
   // By peer (none for this rank): the channel of our sends to it, and of its sends to us.

@@ -55,6 +55,7 @@ std::unique_ptr<NcclComm> NcclComm::init(int size, int rank, const ncclUniqueId&
 }
 
 void NcclComm::ensure_ready(const char* what, Clock::time_point deadline) {
+  require_alive(what);
   if (ready_) return;
   try {
     poll_ready(what, deadline);
@@ -110,12 +111,19 @@ void NcclComm::abort() noexcept {
   split_slots_.clear();
 }
 
+void NcclComm::require_alive(const char* what) const {
+  // After ncclCommAbort the handle is freed: no NCCL call may see it again.
+  if (aborted_) throw BackendError(std::string(what) + ": the communicator was aborted after an earlier failure");
+}
+
 void NcclComm::settle(ncclResult_t r, const char* call, Clock::time_point deadline) {
+  require_alive(call);
   if (r == ncclInProgress) return poll_ready(call, deadline);
   if (r != ncclSuccess) throw BackendError(nccl_error_message(call, r, comm_));
 }
 
 void NcclComm::poll_ready(const char* call, Clock::time_point deadline) {
+  require_alive(call);
   const auto started = Clock::now();
   Backoff backoff;
   for (;;) {
@@ -130,6 +138,7 @@ void NcclComm::poll_ready(const char* call, Clock::time_point deadline) {
 }
 
 void NcclComm::wait(cudaEvent_t event, const char* what, Clock::time_point deadline) {
+  require_alive(what);
   const auto started = Clock::now();
   Backoff backoff;
   for (;;) {

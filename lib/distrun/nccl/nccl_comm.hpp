@@ -54,6 +54,8 @@ class NcclComm {
 
  private:
   explicit NcclComm(ncclComm_t comm) : comm_(comm) {}
+  // BackendError once aborted (the handle is gone).
+  void require_alive(const char* what) const;
   // Polls ncclCommGetAsyncError until it is not ncclInProgress; throws on error or deadline.
   void poll_ready(const char* call, Clock::time_point deadline);
 

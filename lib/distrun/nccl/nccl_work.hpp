@@ -1,30 +1,36 @@
 // The Work of an NCCL isend/irecv, launched when it was made on its channel (p2p_channel.hpp);
-// a CUDA event recorded after it tells completion.
+// a CUDA event recorded after it tells completion. It owns what it needs: its channel
+// (communicator and stream), its event, its tensor and what names a failure, never a reference
+// to the backend, so it may outlive the backend and be waited for after an abort.
 #pragma once
 #include <chrono>
 #include <memory>
 
 #include "distrun/backend/backend.hpp"
 #include "distrun/nccl/cuda_event.hpp"
-#include "distrun/nccl/nccl_backend.hpp"
+#include "distrun/nccl/failure.hpp"
 #include "distrun/nccl/p2p_channel.hpp"
 
 namespace distrun::nccl {
 
 class NcclWork : public Work {
  public:
-  /// `event` was recorded on `channel`'s stream after the operation; `tensor`'s storage is kept
-  /// alive until the work is done.
-  NcclWork(NcclBackend& backend, std::shared_ptr<P2PChannel> channel, const char* op, std::shared_ptr<CudaEvent> event,
-           Tensor tensor, std::chrono::milliseconds timeout);
+  /// `event` was recorded on `channel`'s stream after the operation on `tensor`.
+  NcclWork(std::shared_ptr<const FailureNamer> namer, std::shared_ptr<P2PChannel> channel, const char* op,
+           std::shared_ptr<CudaEvent> event, Tensor tensor, std::chrono::milliseconds timeout);
+  /// Not waited for: the default stream waits (on the device) for the operation before the
+  /// tensor's memory can go back to the allocator and be handed to someone else.
+  ~NcclWork() override;
 
-  /// Blocks until this operation has completed, `timeout` (0: the op's own) at most.
+  /// Blocks until this operation has completed, `timeout` (0: the op's own) at most. After the
+  /// channel was aborted (this or another operation failed): BackendError, never the result of
+  /// a killed transfer.
   void wait(std::chrono::milliseconds timeout) override;
-  /// True once this operation has completed.
+  /// True once this operation has completed, or once wait() would throw at once.
   bool is_completed() override;
 
  private:
-  NcclBackend& backend_;
+  std::shared_ptr<const FailureNamer> namer_;
   std::shared_ptr<P2PChannel> channel_;
   const char* op_;
   std::shared_ptr<CudaEvent> event_;
