@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -428,6 +429,42 @@ TEST_CASE("a Work outlives its backend, and fails cleanly after an abort", "[ncc
     });
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);
+}
+
+TEST_CASE("temporaries come from a caching pool and waits add no thread per operation", "[nccl][gpu]") {
+  // Defect: every temporary was a cudaMalloc/cudaFree (a device-wide synchronisation each) and
+  // the host polled with sleeps after every call. Now freed blocks stay in the device's pool,
+  // and the only threads added are one watchdog per communicator, whatever the number of ops.
+  auto threads_now = [] {
+    int n = 0;
+    for (auto& e : std::filesystem::directory_iterator("/proc/self/task")) n += e.is_directory() ? 1 : 0;
+    return n;
+  };
+  const int n = world();
+  std::atomic<int> peak{0};
+  run_ranks(n, [&](NcclBackend& b, int r) {
+    cudaMemPool_t pool = nullptr;
+    REQUIRE(cudaDeviceGetDefaultMemPool(&pool, r) == cudaSuccess);
+    { Tensor warm = Tensor::zeros({int64_t(1) << 24}, DType::Float32, Device::cuda(r)); }
+    uint64_t reserved_before = 0, reserved_after = 0;
+    cudaDeviceSynchronize();
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved_before);
+    RANK_CHECK(reserved_before >= (uint64_t(1) << 26));  // kept after the free: cached
+    for (int i = 0; i < 200; ++i) {
+      Tensor t = Tensor::zeros({int64_t(1) << 24}, DType::Float32, Device::cuda(r));
+      b.all_reduce(t, AllreduceOptions{});
+      int now = threads_now();
+      int seen = peak.load();
+      while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+      }
+    }
+    cudaDeviceSynchronize();
+    cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved_after);
+    RANK_CHECK(reserved_after == reserved_before);  // the same block, handed out again
+  });
+  // Ranks are threads here: n rank threads, NCCL's own per-communicator threads and one
+  // watchdog per communicator; a thread per operation would put hundreds on top.
+  RANK_CHECK(peak.load() < 64 * n);
 }
 
 TEST_CASE("refused arguments: CPU tensors, another device, bitwise reductions", "[nccl][gpu]") {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
 
 #include "distrun/config.hpp"
 #include "distrun/core/error.hpp"
@@ -38,6 +40,29 @@ void cuda_check(cudaError_t err, const char* what) {
 }
 #endif
 
+#if DISTRUN_HAVE_NCCL
+// The caching allocator for CUDA tensors is the driver's own: the device's default memory pool,
+// told to keep what is freed (release threshold: never) instead of returning it at every
+// synchronisation. False on a device without memory pools (then plain cudaMalloc).
+bool caching_pool_ready(int device) {
+  static std::mutex mu;
+  static std::map<int, bool> ready;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = ready.find(device);
+  if (it != ready.end()) return it->second;
+  int supported = 0;
+  bool ok = cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device) == cudaSuccess && supported;
+  if (ok) {
+    cudaMemPool_t pool = nullptr;
+    uint64_t keep = std::numeric_limits<uint64_t>::max();
+    ok = cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess &&
+         cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess;
+  }
+  if (!ok) cudaGetLastError();  // not sticky: plain cudaMalloc it is
+  return ready[device] = ok;
+}
+#endif
+
 std::shared_ptr<std::byte> allocate(size_t bytes, Device device) {
   // At least one byte so that an empty tensor is still "defined".
   bytes = bytes ? bytes : 1;
@@ -49,6 +74,13 @@ std::shared_ptr<std::byte> allocate(size_t bytes, Device device) {
 #if DISTRUN_HAVE_NCCL
   cuda_check(cudaSetDevice(device.index), "cudaSetDevice");
   void* p = nullptr;
+  if (caching_pool_ready(device.index)) {
+    // Stream-ordered on the legacy default stream, where every producer runs (tensor.hpp): the
+    // driver's pool hands a freed block out again without cudaMalloc/cudaFree, and without
+    // cudaFree's device-wide synchronisation.
+    cuda_check(cudaMallocAsync(&p, bytes, cudaStreamLegacy), "cudaMallocAsync");
+    return {static_cast<std::byte*>(p), [](std::byte* q) { cudaFreeAsync(q, cudaStreamLegacy); }};
+  }
   cuda_check(cudaMalloc(&p, bytes), "cudaMalloc");
   return {static_cast<std::byte*>(p), [](std::byte* q) { cudaFree(q); }};
 #else

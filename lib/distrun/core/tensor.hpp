@@ -3,7 +3,8 @@
 // one strided block copy, never element by element.
 // CUDA work (fills, copies) is issued on the default stream and may still be running when a call
 // returns; a backend that runs on its own streams must order them after it (the NCCL backend
-// waits for an event on the legacy default stream before every launch).
+// waits for an event on the legacy default stream before every launch). CUDA storage comes from
+// the device's stream-ordered memory pool (freed on the legacy default stream, kept cached).
 #pragma once
 #include <cstdint>
 #include <memory>

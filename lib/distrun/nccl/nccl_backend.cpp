@@ -182,7 +182,8 @@ void NcclBackend::create_stream() {
   // Non-blocking, so that unrelated default-stream work does not serialise against our
   // collectives; the producers of our inputs are waited for explicitly (stream_order.hpp).
   DISTRUN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  DISTRUN_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  // Blocking sync: the host sleeps in the driver while a collective runs (nccl_comm.hpp, wait).
+  DISTRUN_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming | cudaEventBlockingSync));
   DISTRUN_CUDA_CHECK(cudaEventCreateWithFlags(&produced_, cudaEventDisableTiming));
 }
 

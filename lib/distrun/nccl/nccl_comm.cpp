@@ -9,8 +9,11 @@ namespace distrun::nccl {
 
 namespace {
 
-// A short spin first (a collective often finishes within microseconds, and benchmarks should not
-// pay a sleep for it), then sleeps that grow to 200 us so that a long wait costs no CPU.
+// For poll_ready() only: NCCL says a nonblocking communicator is ready through
+// ncclCommGetAsyncError alone, and it is "in progress" only while NCCL's own thread sets it up
+// (init, split, the first connection of a peer or algorithm), never after an ordinary launch
+// (NCCL's group.cc starts that thread only for such jobs). A short spin, then sleeps up to 200 us.
+// Waits for operations to complete do not poll: see wait() and watchdog.hpp.
 class Backoff {
  public:
   void pause() {
@@ -85,6 +88,7 @@ std::unique_ptr<NcclComm> NcclComm::split(int color, int key, Clock::time_point 
 }
 
 NcclComm::~NcclComm() {
+  watchdog_.reset();  // its thread looks at the handle: stopped before the handle goes
   if (!comm_ || aborted_) return;
   if (!ready_ || !split_slots_.empty()) {  // never (fully) set up: nothing of ours to flush
     abort();
@@ -101,8 +105,8 @@ NcclComm::~NcclComm() {
 }
 
 void NcclComm::abort() noexcept {
-  if (!comm_ || aborted_) return;
-  aborted_ = true;
+  // Once, whichever thread gets here first (the owner's error path or the watchdog).
+  if (!comm_ || aborted_.exchange(true)) return;
   ncclCommAbort(comm_);
   // The parent's abort ends any split still under way; a child it had already made is ours to
   // release (nobody else holds it).
@@ -139,21 +143,30 @@ void NcclComm::poll_ready(const char* call, Clock::time_point deadline) {
 
 void NcclComm::wait(cudaEvent_t event, const char* what, Clock::time_point deadline) {
   require_alive(what);
-  const auto started = Clock::now();
-  Backoff backoff;
-  for (;;) {
-    cudaError_t e = cudaEventQuery(event);
-    if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) throw BackendError(std::string(what) + ": " + cuda_error_message("cudaEventQuery", e));
-    // A peer's failure shows here (e.g. a broken connection) long before any deadline.
-    ncclResult_t state = ncclSuccess;
-    ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
-    if (r != ncclSuccess) throw BackendError(nccl_error_message("ncclCommGetAsyncError", r, comm_));
-    if (state != ncclSuccess && state != ncclInProgress)
-      throw BackendError(std::string(what) + ": " + nccl_error_message("NCCL", state, comm_));
-    if (Clock::now() >= deadline) timed_out(what, started);
-    backoff.pause();
+  cudaError_t e = cudaEventQuery(event);
+  if (e == cudaSuccess) return;  // done already: no watch needed
+  if (e == cudaErrorNotReady) {
+    if (!watchdog_) {
+      ncclComm_t comm = comm_;
+      watchdog_ = std::make_unique<Watchdog>(
+          [comm]() -> std::string {
+            // A peer's failure shows here (e.g. a broken connection) long before any deadline.
+            ncclResult_t state = ncclSuccess;
+            if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return "ncclCommGetAsyncError failed";
+            if (state == ncclSuccess || state == ncclInProgress) return "";
+            return nccl_error_message("NCCL", state, comm);
+          },
+          [this] { abort(); });
+    }
+    const int ticket = watchdog_->watch(deadline);
+    e = cudaEventSynchronize(event);  // sleeps in the driver until the GPU gets there (or aborts)
+    const std::string verdict = watchdog_->done(ticket);
+    if (!verdict.empty()) {
+      if (verdict.rfind("timed out", 0) == 0) throw TimeoutError(std::string(what) + ": " + verdict);
+      throw BackendError(std::string(what) + ": " + verdict);
+    }
   }
+  if (e != cudaSuccess) throw BackendError(std::string(what) + ": " + cuda_error_message("cudaEventSynchronize", e));
 }
 
 }  // namespace distrun::nccl

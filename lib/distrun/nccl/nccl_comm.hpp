@@ -1,15 +1,21 @@
-// One NCCL communicator, nonblocking, with every wait bounded by a deadline: NCCL calls return
-// at once (ncclInProgress) and we poll ncclCommGetAsyncError, so a peer that never arrives or
-// dies mid-collective becomes a TimeoutError/BackendError instead of a hang. After a failure the
+// One NCCL communicator, nonblocking, with every wait bounded by a deadline, so a peer that never
+// arrives or dies mid-collective becomes a TimeoutError/BackendError instead of a hang. Nonblocking
+// so that init, split and abort can be bounded (a blocking init cannot be aborted: there is no
+// handle until it returns); NCCL starts a thread only for those set-up jobs, never for an
+// ordinary collective. Set-up is polled (poll_ready); completion is waited for by sleeping in
+// the driver while a watchdog (watchdog.hpp) enforces the deadline. After a failure the
 // communicator is aborted (ncclCommAbort), which also stops its kernels on the device.
 #pragma once
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "distrun/nccl/watchdog.hpp"
 
 namespace distrun::nccl {
 
@@ -44,9 +50,9 @@ class NcclComm {
   /// communicator settles or `deadline` passes (TimeoutError). BackendError on any failure.
   void settle(ncclResult_t r, const char* call, Clock::time_point deadline);
 
-  /// Waits until `event` has completed on the device, polling it and the communicator's async
-  /// error; TimeoutError at `deadline`, BackendError on an NCCL or CUDA error. `what` names the
-  /// operation in messages.
+  /// Waits until `event` (a blocking-sync event) has completed on the device, asleep in
+  /// cudaEventSynchronize while the watchdog aborts the communicator at `deadline` (TimeoutError)
+  /// or on an NCCL error (BackendError). `what` names the operation in messages.
   void wait(cudaEvent_t event, const char* what, Clock::time_point deadline);
 
   /// ncclCommAbort, once: releases the communicator without waiting for its peers.
@@ -60,10 +66,12 @@ class NcclComm {
   void poll_ready(const char* call, Clock::time_point deadline);
 
   ncclComm_t comm_ = nullptr;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};  // set by the watchdog's thread too
   bool ready_ = false;
   // Child handles of splits that did not settle: NCCL may write them until this is aborted.
   std::vector<std::unique_ptr<ncclComm_t>> split_slots_;
+  // Bounds wait(): started at the first wait that has to block; stopped before the handle goes.
+  std::unique_ptr<Watchdog> watchdog_;
 };
 
 /// A deadline `timeout` from now.
