@@ -273,8 +273,8 @@ void NcclBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptio
 }
 
 void NcclBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opts) {
-  // NCCL has no gather: the root receives a block from every other rank in one group call, as
-  // torch's ProcessGroupNCCL does; its own block is a device copy.
+  // ncclGather where the NCCL loaded has it (2.28); before, the root receives a block from every
+  // other rank in one group call, as torch's ProcessGroupNCCL does, its own block a device copy.
   const bool root = rank_ == opts.root;
   check_peer("gather (root)", opts.root, size_);
   check_on_device("gather", in, device());
@@ -286,6 +286,12 @@ void NcclBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   const size_t block = in.nbytes();
   const ncclDataType_t dt = nccl_dtype(in.dtype());
   run("gather", timeout_of(opts), [&](auto deadline) {
+#if DISTRUN_NCCL_HAS_NATIVE_ROOTED
+    if (nccl::native_gather_scatter_all_to_all())
+      return comm_->settle(ncclGather(in.data(), root ? out.data() : nullptr, size_t(in.numel()), dt, opts.root,
+                                      comm_->get(), stream_),
+                           "ncclGather", deadline);
+#endif
     if (root)
       DISTRUN_CUDA_CHECK(cudaMemcpyAsync(bytes(out) + size_t(rank_) * block, in.data(), block,
                                          cudaMemcpyDeviceToDevice, stream_));
@@ -311,6 +317,12 @@ void NcclBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   const size_t block = out.nbytes();
   const ncclDataType_t dt = nccl_dtype(out.dtype());
   run("scatter", timeout_of(opts), [&](auto deadline) {
+#if DISTRUN_NCCL_HAS_NATIVE_ROOTED
+    if (nccl::native_gather_scatter_all_to_all())
+      return comm_->settle(ncclScatter(root ? in.data() : nullptr, out.data(), size_t(out.numel()), dt, opts.root,
+                                       comm_->get(), stream_),
+                           "ncclScatter", deadline);
+#endif
     if (root)
       DISTRUN_CUDA_CHECK(cudaMemcpyAsync(out.data(), bytes(in) + size_t(rank_) * block, block,
                                          cudaMemcpyDeviceToDevice, stream_));
@@ -348,7 +360,14 @@ void NcclBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
   if (l.send_counts[me] != l.recv_counts[me])
     throw BackendError("backend nccl: all_to_all: this rank sends itself " + std::to_string(l.send_counts[me]) +
                        " elements but expects " + std::to_string(l.recv_counts[me]));
+  const bool even = std::all_of(l.send_counts.begin(), l.send_counts.end(), [&](size_t c) { return c == l.send_counts[0]; }) &&
+                    l.recv_counts == l.send_counts;
   run("all_to_all", timeout_of(opts), [&](auto deadline) {
+#if DISTRUN_NCCL_HAS_NATIVE_ROOTED
+    if (even && nccl::native_gather_scatter_all_to_all())
+      return comm_->settle(ncclAlltoAll(in.data(), out.data(), l.send_counts[0], dt, comm_->get(), stream_),
+                           "ncclAlltoAll", deadline);
+#endif
     if (l.send_counts[me] > 0)
       DISTRUN_CUDA_CHECK(cudaMemcpyAsync(bytes(out) + l.recv_offsets[me] * elem, bytes(in) + l.send_offsets[me] * elem,
                                          l.send_counts[me] * elem, cudaMemcpyDeviceToDevice, stream_));

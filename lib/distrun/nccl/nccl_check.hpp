@@ -60,6 +60,26 @@ inline void check_runtime_version() {
                        std::to_string(DISTRUN_NCCL_MIN_VERSION));
 }
 
+/// True when the NCCL library loaded at run time is `version` (NCCL_VERSION(...)) or newer: the
+/// headers may offer a call (e.g. 2.28's ncclGather) that an older library lacks.
+inline bool runtime_has(int version) {
+  static const int loaded = [] {
+    int v = 0;
+    return ncclGetVersion(&v) == ncclSuccess ? v : 0;
+  }();
+  return loaded >= version;
+}
+
+/// NCCL 2.28 added ncclGather, ncclScatter and ncclAlltoAll; before, they are group calls of
+/// ncclSend/ncclRecv (as torch does).
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+#define DISTRUN_NCCL_HAS_NATIVE_ROOTED 1
+inline bool native_gather_scatter_all_to_all() { return runtime_has(NCCL_VERSION(2, 28, 0)); }
+#else
+#define DISTRUN_NCCL_HAS_NATIVE_ROOTED 0
+inline bool native_gather_scatter_all_to_all() { return false; }
+#endif
+
 }  // namespace distrun::nccl
 
 /// Checks an NCCL call, naming it in the error: DISTRUN_NCCL_CHECK(ncclGetUniqueId(&id)).
