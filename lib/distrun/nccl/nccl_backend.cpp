@@ -360,7 +360,7 @@ void NcclBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
   if (l.send_counts[me] != l.recv_counts[me])
     throw BackendError("backend nccl: all_to_all: this rank sends itself " + std::to_string(l.send_counts[me]) +
                        " elements but expects " + std::to_string(l.recv_counts[me]));
-  const bool even = std::all_of(l.send_counts.begin(), l.send_counts.end(), [&](size_t c) { return c == l.send_counts[0]; }) &&
+  [[maybe_unused]] const bool even = std::all_of(l.send_counts.begin(), l.send_counts.end(), [&](size_t c) { return c == l.send_counts[0]; }) &&
                     l.recv_counts == l.send_counts;
   run("all_to_all", timeout_of(opts), [&](auto deadline) {
 #if DISTRUN_NCCL_HAS_NATIVE_ROOTED

@@ -1,7 +1,9 @@
-// NcclBackend: every collective of the spec on CUDA tensors, through one NCCL communicator per
-// group and one CUDA stream per backend. Calls block until the device has finished (so results
-// can be read at once, as with GlooBackend), waiting with a deadline: a hung or dead peer aborts
-// the communicator and becomes a TimeoutError/PeerError naming the peer when the heartbeats tell.
+// NcclBackend: every collective of the spec on CUDA tensors, through one NCCL communicator and
+// stream per group for the collectives and one channel (two-rank communicator and stream) per
+// direction and peer for point-to-point. Collectives block until the device has finished (so
+// results can be read at once, as with GlooBackend), asleep in the driver while a watchdog holds
+// the deadline: a hung or dead peer aborts the communicator and becomes a TimeoutError/PeerError
+// naming the peer when the heartbeats tell.
 #pragma once
 #include <chrono>
 #include <memory>
