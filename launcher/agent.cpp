@@ -60,7 +60,8 @@ int run_agent(const LaunchOptions& o) {
   JobPlan plan = plan_job(o, process_env(), declared_world);
   if (o.mode == RunMode::scenario) {
     int world = plan.nproc_per_node * plan.nnodes;  // static rendezvous: equal nodes assumed here
-    check_scenario_file(o.command.front(), world);
+    check_scenario_file(o.command.front(), world, plan.nproc_per_node);
+    if (o.results) check_results_path(*o.results);
     if (o.check_only) {
       std::cout << o.command.front() << ": ok (world_size " << world << ")" << std::endl;
       return 0;

@@ -12,9 +12,13 @@
 
 namespace distrun {
 
-void check_scenario_file(const std::string& path, std::optional<int> world_size) {
+void check_scenario_file(const std::string& path, std::optional<int> world_size, std::optional<int> local_world_size) {
   scenario::Scenario sc = scenario::load_scenario(path);
-  if (world_size) scenario::Reference(sc, *world_size, *world_size);
+  if (world_size) scenario::Reference(sc, *world_size, local_world_size.value_or(*world_size));
+}
+
+void check_results_path(const std::string& path) {
+  scenario::ResultsFile probe(path);  // an unnamed (or temporary) file, gone when probe is
 }
 
 std::optional<int> scenario_world_size(const std::string& path) { return scenario::load_scenario(path).world_size; }

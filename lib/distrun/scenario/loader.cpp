@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <set>
 
+#include "distrun/scenario/limits.hpp"
+#include "distrun/scenario/yaml_guard.hpp"
+
 namespace distrun::scenario {
 
 namespace {
@@ -63,26 +66,20 @@ class Loader {
   }
 
   long long integer(const YAML::Node& n, const std::string& what) const {
-    if (n.IsScalar() && !is_quoted(n)) {
-      long long v;
-      if (YAML::convert<long long>::decode(n, v)) return v;
-    }
+    const CoreScalar c = resolve_scalar(n);
+    if (c.kind == CoreScalar::Int) return c.integer;
     fail(n, what + " must be an integer, got '" + (n.IsScalar() ? n.Scalar() : std::string("a ") + kind(n)) + "'");
   }
 
   double real(const YAML::Node& n, const std::string& what) const {
-    if (n.IsScalar() && !is_quoted(n)) {
-      double v;
-      if (YAML::convert<double>::decode(n, v)) return v;
-    }
+    const CoreScalar c = resolve_scalar(n);
+    if (c.kind == CoreScalar::Int || c.kind == CoreScalar::Float) return c.real;
     fail(n, what + " must be a number");
   }
 
   bool boolean(const YAML::Node& n, const std::string& what) const {
-    if (n.IsScalar() && !is_quoted(n)) {
-      bool v;
-      if (YAML::convert<bool>::decode(n, v)) return v;
-    }
+    const CoreScalar c = resolve_scalar(n);
+    if (c.kind == CoreScalar::Bool) return c.boolean;
     fail(n, what + " must be true or false");
   }
 
@@ -123,9 +120,9 @@ class Loader {
     Number out;
     out.mark = mark_of(n);
     if (!n.IsScalar()) fail(n, what + " must be a number or an expression string");
-    double v;
-    if (!is_quoted(n) && YAML::convert<double>::decode(n, v)) {
-      out.value = v;
+    const CoreScalar c = resolve_scalar(n);
+    if (c.kind == CoreScalar::Int || c.kind == CoreScalar::Float) {
+      out.value = c.real;
       return out;
     }
     out.expr = compile(n, n.Scalar(), &allowed);
@@ -161,7 +158,9 @@ class Loader {
       return;
     }
     if (depth != spec.values_shape.size()) fail(n, "values is not rectangular: a list was expected here");
-    spec.values.push_back(real(n, "each entry of values"));
+    const double v = real(n, "each entry of values");
+    if (auto why = unrepresentable(v, spec.dtype.value_or(default_dtype_))) fail(n, *why);
+    spec.values.push_back(v);
   }
 
   TensorSpec tensor_spec(const YAML::Node& n) const {
@@ -182,7 +181,11 @@ class Loader {
     } else if (!spec.has_shape) {
       fail(n, "a tensor spec needs a shape (or values)");
     }
-    if (const auto f = n["fill"]) spec.fill = number(f, "fill", kFillVars);
+    if (const auto f = n["fill"]) {
+      spec.fill = number(f, "fill", kFillVars);
+      if (!spec.fill.expr)
+        if (auto why = unrepresentable(spec.fill.value, spec.dtype.value_or(default_dtype_))) fail(f, *why);
+    }
     return spec;
   }
 
@@ -206,16 +209,15 @@ class Loader {
       for (const auto& c : n) a.push_back(to_json(c, t));
       return a;
     }
-    if (n.IsNull()) return nullptr;
-    const std::string& s = n.Scalar();
-    if (!is_quoted(n)) {
-      long long i;
-      double d;
-      bool b;
-      if (YAML::convert<long long>::decode(n, i)) return i;
-      if (YAML::convert<double>::decode(n, d)) return d;
-      if (YAML::convert<bool>::decode(n, b)) return b;
+    const CoreScalar c = resolve_scalar(n);
+    switch (c.kind) {
+      case CoreScalar::Null: return nullptr;
+      case CoreScalar::Bool: return c.boolean;
+      case CoreScalar::Int: return c.integer;
+      case CoreScalar::Float: return c.real;
+      case CoreScalar::String: break;
     }
+    const std::string& s = n.Scalar();
     for (size_t at = s.find("${"); at != std::string::npos; at = s.find("${", at + 2)) {
       const size_t end = s.find('}', at);
       if (end == std::string::npos) fail(n, "unterminated ${...} in '" + s + "'");
@@ -255,6 +257,8 @@ class Loader {
       return *v;
     };
     if (bytes.IsSequence()) {
+      if (bytes.size() > kMaxBenchSizes)
+        fail(bytes, "bench: " + std::to_string(bytes.size()) + " sizes; at most " + std::to_string(kMaxBenchSizes));
       for (const auto& s : bytes) b.bytes.push_back(size(s));
     } else if (bytes.IsMap()) {
       check_keys(bytes, {"min", "max", "factor"}, "bytes");
@@ -263,6 +267,12 @@ class Loader {
       const double factor = bytes["factor"] ? real(bytes["factor"], "factor") : 2.0;
       if (factor <= 1.0) fail(bytes["factor"], "factor must be more than 1");
       if (hi < lo) fail(bytes["max"], "max is smaller than min");
+      // A factor a hair above 1 would make a list without end: count it before making it.
+      const double count = std::floor(std::log(double(hi) / double(lo)) / std::log(factor) + 1e-9) + 1;
+      if (!(count <= double(kMaxBenchSizes)))
+        fail(bytes["factor"] ? bytes["factor"] : bytes, "bench: min, max and factor make " +
+                 (std::isfinite(count) && count < 1e15 ? std::to_string(int64_t(count)) : std::string("endless")) +
+                 " sizes; at most " + std::to_string(kMaxBenchSizes));
       b.bytes = byte_size_range(lo, hi, factor);
     } else {
       b.bytes.push_back(size(bytes));
@@ -399,6 +409,7 @@ class Loader {
         fail(d, "unknown device '" + sc.device + "'" + did_you_mean(sc.device, {"cpu", "cuda"}) + "; known: cpu, cuda");
     }
     if (root["dtype"]) sc.dtype = dtype(root["dtype"]);
+    default_dtype_ = sc.dtype;
     if (const auto t = root["timeout"]) {
       sc.timeout_seconds = real(t, "timeout");
       if (!(sc.timeout_seconds > 0)) fail(t, "timeout must be more than 0 seconds");
@@ -442,12 +453,13 @@ class Loader {
 
  private:
   std::string file_;
+  mutable DType default_dtype_ = DType::Float32;  // the scenario's, once read: literal fills are checked against it
 };
 
 }  // namespace
 
 Scenario load_scenario_text(const std::string& file, const std::string& text) {
-  YAML::Node root = parse_yaml(file, text);
+  YAML::Node root = load_one_document(file, text);
   try {
     return Loader(file).scenario(root);
   } catch (const YAML::Exception& e) {
@@ -481,7 +493,8 @@ std::optional<int64_t> parse_byte_size(const std::string& text) {
 
 std::vector<int64_t> byte_size_range(int64_t min, int64_t max, double factor) {
   std::vector<int64_t> out;
-  for (double s = double(min); s <= double(max) * (1 + 1e-12); s *= factor) out.push_back(int64_t(std::llround(s)));
+  for (double s = double(min); s <= double(max) * (1 + 1e-12) && out.size() <= kMaxBenchSizes; s *= factor)
+    out.push_back(int64_t(std::llround(s)));
   return out;
 }
 

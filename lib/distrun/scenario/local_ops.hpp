@@ -23,6 +23,10 @@ void bind_env(Expression& e, const RankEnv& env);
 /// The value of `n` on the rank described by `env`.
 double eval_number(const Number& n, const RankEnv& env);
 
+/// The shape `spec` has on the rank `env`, without creating the tensor. ConfigError for a
+/// negative or fractional entry, or a byte size beyond int64.
+Shape spec_shape(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file);
+
 /// Creates a tensor from `spec` on the rank `env` (CPU). ConfigError (at the spec's marks in
 /// `file`) for a negative or fractional shape entry or values that do not fit the shape.
 Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file);

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "distrun/scenario/limits.hpp"
+
 namespace distrun::scenario {
 
 namespace {
@@ -89,6 +91,16 @@ Reference::Reference(Scenario& sc, int world_size, int local_world_size)
       if (m >= world_size)
         fail(g.mark, "group '" + g.name + "': member " + std::to_string(m) + " is out of range for a world of " +
                          ranks_str(world_size));
+  // Sizes first, from the shapes alone: a tensor no host could hold is refused before any
+  // is allocated.
+  for (int r = 0; r < world_size; ++r) {
+    int64_t total = 0;
+    for (const auto& [name, spec] : sc.tensors) {
+      const auto bytes = checked_bytes(spec_shape(spec, sc.dtype, env(r), sc.file), spec.dtype.value_or(sc.dtype));
+      if (__builtin_add_overflow(total, *bytes, &total)) total = INT64_MAX;
+      check_fits(total, spec.mark, "the tensors of rank " + std::to_string(r) + " up to '" + name + "'");
+    }
+  }
   state_.resize(size_t(world_size));
   for (int r = 0; r < world_size; ++r)
     for (const auto& [name, spec] : sc.tensors) state_[size_t(r)][name] = RefTensor{make_tensor(spec, sc.dtype, env(r), sc.file)};
@@ -101,6 +113,17 @@ RankEnv Reference::env(int rank) const {
 }
 
 void Reference::fail(Mark m, const std::string& msg) const { throw error_at(sc_.file, m, msg); }
+
+void Reference::check_fits(int64_t bytes_per_rank, Mark m, const std::string& what) const {
+  const int64_t ranks_here = std::min(local_world_size_, world_size_);
+  const int64_t memory = host_memory_bytes();
+  int64_t on_host = 0;
+  if (!__builtin_mul_overflow(bytes_per_rank, ranks_here, &on_host) && on_host <= memory) return;
+  fail(m, what + " need" + (what.rfind("the ", 0) == 0 ? "" : "s") + " " + human_bytes(double(bytes_per_rank)) +
+              " per rank; " + std::to_string(ranks_here) + (ranks_here == 1 ? " rank" : " ranks") + " on this host need " +
+              human_bytes(double(bytes_per_rank) * double(ranks_here)) + ", more than its " +
+              human_bytes(double(memory)) + " of memory");
+}
 
 std::string Reference::where(const Step& s) const {
   return "step " + std::to_string(s.index) + " (" + op_name(s.op) + ")";
@@ -124,7 +147,12 @@ int Reference::member_index(const Step& s, const std::vector<int>& members, int 
 }
 
 RefTensor Reference::input(Step& s, int rank) {
-  if (s.input.spec) return RefTensor{make_tensor(*s.input.spec, sc_.dtype, env(rank), sc_.file)};
+  if (s.input.spec) {
+    const TensorSpec& spec = *s.input.spec;
+    check_fits(*checked_bytes(spec_shape(spec, sc_.dtype, env(rank), sc_.file), spec.dtype.value_or(sc_.dtype)), spec.mark,
+               where(s) + ": the input");
+    return RefTensor{make_tensor(spec, sc_.dtype, env(rank), sc_.file)};
+  }
   const State& st = state_[size_t(rank)];
   auto it = st.find(s.input.name);
   if (it == st.end()) {
@@ -250,6 +278,10 @@ void Reference::run_step(Step& s) {
       require_same_shapes(s, in, members, -1);
       std::vector<Tensor> parts;
       RefTensor out;
+      int64_t out_bytes = 0;
+      for (auto& t : in)
+        if (__builtin_add_overflow(out_bytes, int64_t(t.value.nbytes()), &out_bytes)) out_bytes = INT64_MAX;
+      check_fits(out_bytes, s.mark, where(s) + ": the result");
       for (auto& t : in) {
         parts.push_back(as_vector(t.value));
         out.ulps = std::max(out.ulps, t.ulps);
@@ -433,9 +465,41 @@ void Reference::run_map(Step& s, int rank) {
       for (int64_t e = 0; e < kv.second.numel(); ++e) scale = std::max(scale, std::fabs(kv.second.get(e)));
     for (int64_t e = 0; e < out.value.numel(); ++e) scale = std::max(scale, std::fabs(out.value.get(e)));
     out.ulps = 4 * ulps + 8;
-    out.scale = scale;
+    out.scale = std::max(scale, propagated_error(s, inputs, *shape, rank) / (out.ulps * dtype_epsilon(dtype)));
   }
   set_result(s, rank, out);
+}
+
+double Reference::propagated_error(Step& s, const std::map<std::string, Tensor>& inputs, const Shape& shape, int rank) {
+  // How far the map's result can move when each input moves within its own tolerance: the
+  // map evaluated (in float64) with one input shifted up and down by twice its allowed
+  // error, the others held. This follows steep functions (exp(s) amplifies an ulp of s by s)
+  // where a fixed number of ulps would not.
+  const State& st = state_[size_t(rank)];
+  const Tensor base = apply_map(*s.expr, inputs, shape, DType::Float64, env(rank));
+  std::vector<double> err(size_t(base.numel()), 0.0);
+  for (const auto& [name, t] : inputs) {
+    const RefTensor& ref = st.at(name);
+    if (ref.ulps == 0 || is_integer(t.dtype())) continue;
+    const double eps = dtype_epsilon(t.dtype());
+    for (const double sign : {1.0, -1.0}) {
+      Tensor moved = Tensor::empty(t.shape(), DType::Float64);
+      for (int64_t e = 0; e < t.numel(); ++e) {
+        const double x = t.get(e);
+        moved.set(e, x + sign * 2 * ref.ulps * eps * std::max(std::fabs(x), ref.scale));
+      }
+      auto shifted = inputs;
+      shifted[name] = moved;
+      const Tensor y = apply_map(*s.expr, shifted, shape, DType::Float64, env(rank));
+      for (int64_t e = 0; e < y.numel(); ++e) {
+        const double d = std::fabs(y.get(e) - base.get(e));
+        if (std::isfinite(d)) err[size_t(e)] += d / 2;  // the two directions, averaged
+      }
+    }
+  }
+  double worst = 0;
+  for (double e : err) worst = std::max(worst, e);
+  return worst;
 }
 
 void Reference::check_bench(const Step& s) const {
@@ -449,6 +513,12 @@ void Reference::check_bench(const Step& s) const {
     fail(s.mark, where(s) + ": root " + std::to_string(b.root) + " is out of range for a world of " + ranks_str(world_size_));
   if (std::find(members.begin(), members.end(), b.root) == members.end())
     fail(s.mark, where(s) + ": root " + std::to_string(b.root) + " is not a member of group '" + *s.group + "'");
+  // A bench rank holds an input, an output and the expected values of its largest size.
+  for (size_t k = 0; k < b.bytes.size(); ++k) {
+    int64_t need = 0;
+    if (__builtin_mul_overflow(b.bytes[k], int64_t(3), &need)) need = INT64_MAX;
+    check_fits(need, s.mark, where(s) + ": size " + human_bytes(double(b.bytes[k])) + " (input, output and expected values)");
+  }
   if (b.collective == Op::SendRecv && members.size() < 2)
     fail(s.mark, where(s) + ": send_recv needs at least 2 ranks");
 }

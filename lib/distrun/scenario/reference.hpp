@@ -44,6 +44,8 @@ class Reference {
   using State = std::map<std::string, RefTensor>;
   void run_step(Step& s);
   [[noreturn]] void fail(Mark m, const std::string& msg) const;
+  /// ConfigError at `m` when `bytes_per_rank` times the ranks of one host exceed its memory.
+  void check_fits(int64_t bytes_per_rank, Mark m, const std::string& what) const;
   std::string where(const Step& s) const;
   std::vector<int> participants(const Step& s) const;
   int member_index(const Step& s, const std::vector<int>& members, int global, Mark m, const char* what) const;
@@ -56,6 +58,9 @@ class Reference {
   void set_result(const Step& s, int rank, const RefTensor& t);
   void set_object(const Step& s, int rank, nlohmann::ordered_json obj);
   void run_map(Step& s, int rank);
+  /// The largest absolute change of a map's result when its inputs move within their
+  /// tolerances.
+  double propagated_error(Step& s, const std::map<std::string, Tensor>& inputs, const Shape& shape, int rank);
   void check_bench(const Step& s) const;
 
   Scenario& sc_;

@@ -6,6 +6,7 @@
 #include "distrun/comm/collectives.hpp"
 #include "distrun/scenario/bench.hpp"
 #include "distrun/scenario/format.hpp"
+#include "distrun/scenario/json_values.hpp"
 #include "distrun/scenario/results_file.hpp"
 
 namespace distrun::scenario {
@@ -189,21 +190,22 @@ class Runner {
           break;
         case Op::AllGatherObject: {
           nlohmann::ordered_json list = nlohmann::ordered_json::array();
-          for (auto& o : all_gather_object(*b, substitute_object(s.object, env_))) list.push_back(o);
+          for (auto& o : all_gather_object(*b, encode_nonfinite(substitute_object(s.object, env_))))
+            list.push_back(decode_nonfinite(o));
           object = list;
           break;
         }
         case Op::GatherObject: {
-          auto got = gather_object(*b, substitute_object(s.object, env_), b->group_rank(s.dst));
+          auto got = gather_object(*b, encode_nonfinite(substitute_object(s.object, env_)), b->group_rank(s.dst));
           if (me == s.dst) {
             nlohmann::ordered_json list = nlohmann::ordered_json::array();
-            for (auto& o : got) list.push_back(o);
+            for (auto& o : got) list.push_back(decode_nonfinite(o));
             object = list;
           }
           break;
         }
         case Op::BroadcastObject:
-          object = broadcast_object(*b, substitute_object(s.object, env_), b->group_rank(s.src));
+          object = decode_nonfinite(broadcast_object(*b, encode_nonfinite(substitute_object(s.object, env_)), b->group_rank(s.src)));
           break;
         case Op::Bench: {
           BenchContext ctx;
@@ -320,16 +322,16 @@ class Runner {
     r["dtype"] = dtype_name(got.dtype());
     r["values"] = values_json(got);
     r["wrong"] = wrong;
-    report.records.push_back(r.dump());
+    report.records.push_back(dump_lossless(r));
   }
 
   void report_object(const Step& s, const nlohmann::ordered_json& got, StepReport& report) {
     const Expected& want = expected(s);
     int64_t wrong = 0;
-    if (s.check && (!want.object || *want.object != got)) {
+    if (s.check && (!want.object || !same_json(*want.object, got))) {
       wrong = 1;
       report.problems.push_back("check failed: " + where(s) + " on rank " + std::to_string(world_->rank()) + ": got " +
-                                got.dump() + ", expected " + (want.object ? want.object->dump() : "no result"));
+                                dump_lossless(got) + ", expected " + (want.object ? dump_lossless(*want.object) : "no result"));
     }
     report.wrong += wrong;
     if (s.print) report.text = header(s) + ": " + python_repr(got) + "\n";
@@ -337,7 +339,7 @@ class Runner {
     auto r = record_head(s);
     r["object"] = got;
     r["wrong"] = wrong;
-    report.records.push_back(r.dump());
+    report.records.push_back(dump_lossless(r));
   }
 
   // Every rank is given the results path (rank 0 writes the file), so all agree on this.
