@@ -5,6 +5,7 @@
 #include <set>
 
 #include "distrun/scenario/limits.hpp"
+#include "distrun/scenario/op_table.hpp"
 #include "distrun/scenario/yaml_guard.hpp"
 
 namespace distrun::scenario {
@@ -19,29 +20,6 @@ const std::vector<std::string> kCommonStepKeys = {"op", "group", "print", "check
 const std::vector<std::string> kRankVars = {"rank", "world_size", "local_rank", "local_world_size"};
 const std::vector<std::string> kFillVars = {"rank", "world_size", "local_rank", "local_world_size",
                                             "i", "j", "k", "idx"};
-
-// The keys each op accepts besides the common ones.
-std::vector<std::string> op_keys(Op op) {
-  switch (op) {
-    case Op::Broadcast: return {"input", "output", "src"};
-    case Op::Scatter: return {"input", "output", "src", "dim"};
-    case Op::Gather: return {"input", "output", "dst", "dim"};
-    case Op::AllGather: return {"input", "output", "dim"};
-    case Op::Reduce: return {"input", "output", "dst", "reduce"};
-    case Op::AllReduce: return {"input", "output", "reduce"};
-    case Op::ReduceScatter: return {"input", "output", "dim", "reduce"};
-    case Op::AllToAll: return {"input", "output", "dim", "split_sizes"};
-    case Op::SendRecv: return {"input", "output", "src", "dst", "async"};
-    case Op::Barrier: return {};
-    case Op::Map: return {"expr", "output", "ranks", "dtype"};
-    case Op::AllGatherObject: return {"object"};
-    case Op::GatherObject: return {"object", "dst"};
-    case Op::BroadcastObject: return {"object", "src"};
-    case Op::Bench: return {"collective", "bytes", "dtype", "reduce", "iters", "warmup", "root"};
-    case Op::LocalReduce: return {"input", "output", "reduce", "dim", "keepdim"};
-  }
-  return {};
-}
 
 bool is_quoted(const YAML::Node& n) { return n.Tag() == "!"; }
 
@@ -297,9 +275,14 @@ class Loader {
     auto op = parse_op(str(opn, "op"));
     if (!op) fail(opn, "unknown op '" + opn.Scalar() + "'" + did_you_mean(opn.Scalar(), op_names()));
     s.op = *op;
+    // Which keys the step may and must give is the op's (op_table); what each key means is
+    // the same for every op, so the rest reads them by name.
+    const OpSpec& spec = op_spec(s.op);
     auto allowed = kCommonStepKeys;
-    for (auto& k : op_keys(s.op)) allowed.push_back(k);
-    check_keys(n, allowed, std::string(op_name(s.op)) + " step");
+    for (auto& k : spec.keys) allowed.push_back(k);
+    check_keys(n, allowed, std::string(spec.name) + " step");
+    for (const auto& k : spec.required)
+      if (!n[k]) fail(n, std::string(spec.name) + " needs " + (k == "input" || k == "object" || k == "expr" || k == "output" ? "an " : "") + k);
 
     if (const auto g = n["group"]) {
       s.group = str(g, "group");
@@ -310,7 +293,6 @@ class Loader {
 
     const auto has = [&](const char* k) { return std::find(allowed.begin(), allowed.end(), k) != allowed.end(); };
     if (has("input")) {
-      if (!n["input"]) fail(n, std::string(op_name(s.op)) + " needs an input");
       s.input = tensor_ref(n["input"]);
       s.has_input = true;
     }
@@ -321,24 +303,22 @@ class Loader {
       } else if (s.has_input && !s.input.name.empty()) {
         s.output = s.input.name;
         s.output_mark = s.input.mark;
-      } else if (s.op == Op::Map) {
-        fail(n, "map needs an output");
       } else {
-        s.output = op_name(s.op);  // an inline input without output: the result is named after the op
+        s.output = spec.name;  // an inline input without output: the result is named after the op
         s.output_mark = s.input.mark;
       }
     }
     if (const auto d = n["dim"]) {
       const long long v = integer(d, "dim");
       if (v < 0) fail(d, "dim must be 0 or more");
-      if (s.op == Op::LocalReduce) s.local_dim = int(v);
+      if (spec.whole_tensor_dim) s.local_dim = int(v);
       else s.dim = int(v);
       s.dim_mark = mark_of(d);
     }
     if (n["keepdim"]) s.keepdim = boolean(n["keepdim"], "keepdim");
-    if (has("reduce") && s.op != Op::Bench) {
+    if (has("reduce") && !has("collective")) {  // bench reads its own reduce
       if (const auto r = n["reduce"]) {
-        s.reduce = reduce(r, s.op == Op::LocalReduce);
+        s.reduce = reduce(r, spec.local_reduce_ops);
         s.has_reduce = true;
         s.reduce_mark = mark_of(r);
       } else {
@@ -347,21 +327,15 @@ class Loader {
     }
     if (has("src")) s.src = rank_field(n, "src", s.src_mark);
     if (has("dst")) s.dst = rank_field(n, "dst", s.dst_mark);
-    if (s.op == Op::SendRecv) {
-      if (!n["src"]) fail(n, "send_recv needs src");
-      if (!n["dst"]) fail(n, "send_recv needs dst");
-      if (s.src == s.dst) fail(n["dst"], "send_recv: src and dst are the same rank");
-      if (n["async"]) s.async = boolean(n["async"], "async");
-    }
+    if (has("src") && has("dst") && s.src == s.dst) fail(n["dst"], std::string(spec.name) + ": src and dst are the same rank");
+    if (n["async"]) s.async = boolean(n["async"], "async");
     if (const auto ss = n["split_sizes"]) {
       if (!ss.IsSequence()) fail(ss, "split_sizes must be a list (one size per rank)");
       s.has_split_sizes = true;
       s.split_mark = mark_of(ss);
       for (const auto& e : ss) s.split_sizes.push_back(number(e, "a split size", kRankVars));
     }
-    if (s.op == Op::Map) {
-      const auto e = n["expr"];
-      if (!e) fail(n, "map needs an expr");
+    if (const auto e = n["expr"]) {
       if (!e.IsScalar()) fail(e, "expr must be an expression string");
       s.expr = compile(e, e.Scalar(), nullptr);  // tensor names are checked by the simulation
       s.expr_mark = mark_of(e);
@@ -376,12 +350,11 @@ class Loader {
         s.ranks = ranks;
       }
     }
-    if (is_object_op(s.op)) {
-      if (!n["object"]) fail(n, std::string(op_name(s.op)) + " needs an object");
-      s.object.mark = mark_of(n["object"]);
-      s.object.value = to_json(n["object"], s.object);
+    if (const auto o = n["object"]) {
+      s.object.mark = mark_of(o);
+      s.object.value = to_json(o, s.object);
     }
-    if (s.op == Op::Bench) s.bench = bench(n);
+    if (has("collective")) s.bench = bench(n);
     return s;
   }
 

@@ -176,7 +176,7 @@ Tensor local_reduce(const Tensor& in, ReduceOp op, std::optional<int> dim, bool 
 }
 
 namespace {
-nlohmann::ordered_json substitute(const nlohmann::ordered_json& v, ObjectTemplate& t, const RankEnv& env) {
+nlohmann::ordered_json substitute(const nlohmann::ordered_json& v, const ObjectTemplate& t, const RankEnv& env) {
   if (v.is_object()) {
     nlohmann::ordered_json o = nlohmann::ordered_json::object();
     for (auto it = v.begin(); it != v.end(); ++it) o[it.key()] = substitute(it.value(), t, env);
@@ -213,7 +213,7 @@ nlohmann::ordered_json substitute(const nlohmann::ordered_json& v, ObjectTemplat
 }
 }  // namespace
 
-nlohmann::ordered_json substitute_object(ObjectTemplate& t, const RankEnv& env) { return substitute(t.value, t, env); }
+nlohmann::ordered_json substitute_object(const ObjectTemplate& t, const RankEnv& env) { return substitute(t.value, t, env); }
 
 int64_t get_int(const Tensor& t, int64_t flat) {
   return dispatch_storage(t.dtype(), [&](auto tag) -> int64_t {

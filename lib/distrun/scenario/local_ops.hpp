@@ -46,7 +46,7 @@ Tensor local_reduce(const Tensor& in, ReduceOp op, std::optional<int> dim, bool 
 
 /// The object with every "${expr}" replaced by its value on `env`; a string that is only
 /// "${expr}" becomes a number.
-nlohmann::ordered_json substitute_object(ObjectTemplate& t, const RankEnv& env);
+nlohmann::ordered_json substitute_object(const ObjectTemplate& t, const RankEnv& env);
 
 /// Integer elements read and written exactly (no trip through double).
 int64_t get_int(const Tensor& t, int64_t flat);
