@@ -3,7 +3,10 @@
 // growing or crashing first.
 #include <unistd.h>
 
+#include <sstream>
+
 #include "distrun/scenario/api.hpp"
+#include "distrun/scenario/explain.hpp"
 #include "distrun/scenario/reference.hpp"
 #include "test_util.hpp"
 
@@ -74,12 +77,12 @@ TEST_CASE("shapes that overflow int64 or no host could hold are refused before a
   // An inline input, and a result that only all_gather makes too large.
   CHECK_THAT(check_error("steps:\n  - {op: all_reduce, input: {shape: [world_size, 1000000000000]}}\n", 2),
              Catch::StartsWith("t.yaml:2:29: step 0 (all_reduce): the input needs"));
-  ::setenv("DISTRUN_HOST_MEMORY", "64M", 1);
-  CHECK_THAT(check_error("tensors:\n  x: {shape: [4, 1048576]}\nsteps:\n  - {op: all_gather, input: x}\n", 4),
-             Catch::StartsWith("t.yaml:4:5: step 0 (all_gather): the result needs 64.0 MiB per rank; 4 ranks on this host"));
+  ::setenv("DISTRUN_HOST_MEMORY", "1M", 1);
+  CHECK_THAT(check_error("tensors:\n  x: {shape: [4, 16384]}\nsteps:\n  - {op: all_gather, input: x}\n", 4),
+             Catch::StartsWith("t.yaml:4:5: step 0 (all_gather): the result needs 1.0 MiB per rank; 4 ranks on this host"));
   // The same world spread over 4 hosts fits.
   {
-    Scenario sc = load_scenario_text("t.yaml", "tensors:\n  x: {shape: [4, 1048576]}\nsteps:\n  - {op: all_gather, input: x}\n");
+    Scenario sc = load_scenario_text("t.yaml", "tensors:\n  x: {shape: [4, 16384]}\nsteps:\n  - {op: all_gather, input: x}\n");
     CHECK_NOTHROW(Reference(sc, 4, 1));
     CHECK_THROWS_AS(Reference(sc, 4, 4), ConfigError);
   }
@@ -136,4 +139,25 @@ TEST_CASE("the tolerance follows values through map: exp(s) after a 1-ulp all_re
   Tensor off = e.value.clone();
   off.set(2, e.value.get(2) * 1.01);
   CHECK(count_wrong(off, e) == 1);
+}
+
+TEST_CASE("explain draws who sends what to whom, plain without a terminal", "[explain]") {
+  Scenario sc = load_scenario_text("t.yaml", "tensors:\n  x: {shape: [world_size, 2], fill: rank}\n"
+                                             "steps:\n  - {op: reduce_scatter, input: x, output: y}\n"
+                                             "  - {op: all_to_all, input: x, output: z, dim: 0}\n"
+                                             "  - {op: gather, input: x, output: g, dst: 1, dim: 1}\n");
+  std::ostringstream out;
+  explain(sc, 2, out, false);
+  const std::string text = out.str();
+  CHECK_THAT(text, Catch::Contains("step 0: reduce_scatter (sum)  x -> y  (row blocks, dim 0)\n"
+                                   "  rank 0:   | 0.0 |  ->  | \u03a3.0 |\n"
+                                   "            | 0.1 |\n"
+                                   "  rank 1:   | 1.0 |  ->  | \u03a3.1 |\n"
+                                   "            | 1.1 |\n"));
+  CHECK_THAT(text, Catch::Contains("  rank 1:   | 1.0 |  ->  | 0.1 |\n            | 1.1 |      | 1.1 |\n"));
+  CHECK_THAT(text, Catch::Contains("step 2: gather  x -> g  (column blocks, dim 1)\n  rank 0:   | 0 |  ->  (no result)\n  rank 1:   | 1 |  ->  | 0 | 1 |\n"));
+  CHECK(text.find('\033') == std::string::npos);
+  std::ostringstream coloured;
+  explain(sc, 2, coloured, true);
+  CHECK_THAT(coloured.str(), Catch::Contains("\033[30;41m 0.0 \033[0m"));  // rank 0's block, red
 }

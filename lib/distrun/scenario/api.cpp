@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "distrun/comm/process_group.hpp"
+#include "distrun/scenario/explain.hpp"
 #include "distrun/scenario/loader.hpp"
 #include "distrun/scenario/reference.hpp"
 #include "distrun/scenario/results_file.hpp"
@@ -21,6 +22,13 @@ void check_results_path(const std::string& path) {
   scenario::ResultsFile probe(path);  // an unnamed (or temporary) file, gone when probe is
 }
 
+void explain_scenario_file(const std::string& path, std::optional<int> world_size, std::ostream& out, bool colour) {
+  scenario::Scenario sc = scenario::load_scenario(path);
+  const int world = world_size.value_or(sc.world_size.value_or(4));
+  scenario::Reference(sc, world, world);  // the same checks as a run: a picture of a valid scenario only
+  scenario::explain(sc, world, out, colour);
+}
+
 std::optional<int> scenario_world_size(const std::string& path) { return scenario::load_scenario(path).world_size; }
 
 int run_scenario_file(const std::string& path, const ScenarioRunOptions& options) {
@@ -30,8 +38,10 @@ int run_scenario_file(const std::string& path, const ScenarioRunOptions& options
   // cannot run fails on every rank at once, before any collective.
   scenario::Reference reference(sc, world.world_size, world.local_world_size);
 
+  const std::string device = options.device.value_or(sc.device);
+  if (device != "cpu" && device != "cuda") throw ConfigError("--device: unknown device '" + device + "'; known: cpu, cuda");
   std::string backend = options.backend.value_or(sc.backend);
-  if (backend == "auto") backend = sc.device == "cuda" ? "nccl" : "gloo";
+  if (backend == "auto") backend = device == "cuda" ? "nccl" : "gloo";
   InitOptions init;
   init.backend = parse_backend(backend);
   init.world = world;
@@ -47,7 +57,7 @@ int run_scenario_file(const std::string& path, const ScenarioRunOptions& options
 
   settings.local_rank = world.local_rank;
   settings.local_world_size = world.local_world_size;
-  settings.device = sc.device == "cuda" ? Device::cuda(world.local_rank) : Device::cpu();
+  settings.device = device == "cuda" ? Device::cuda(world.local_rank) : Device::cpu();
   settings.backend_name = backend;
   return scenario::run_scenario(sc, reference, pg->backend_ptr(), settings);
 }

@@ -2,6 +2,7 @@
 // validates a scenario before any worker starts).
 #pragma once
 #include <optional>
+#include <ostream>
 #include <string>
 
 namespace distrun {
@@ -21,9 +22,15 @@ void check_results_path(const std::string& path);
 /// Throws ConfigError like check_scenario_file when the file cannot be read or parsed.
 std::optional<int> scenario_world_size(const std::string& path);
 
+/// Validates `path` for `world_size` ranks (nullopt: the file's world_size, else 4) and writes
+/// --explain's per-step pictures of who sends what to whom to `out` (ANSI colours when
+/// `colour`).
+void explain_scenario_file(const std::string& path, std::optional<int> world_size, std::ostream& out, bool colour);
+
 struct ScenarioRunOptions {
   std::string results_path;                // --results FILE (JSON Lines), empty: none
   std::optional<std::string> backend;      // --backend overrides the scenario's
+  std::optional<std::string> device;       // --device (cpu or cuda) overrides the scenario's
   std::optional<double> timeout_seconds;   // --timeout overrides the scenario's
 };
 

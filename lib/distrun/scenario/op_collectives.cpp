@@ -242,27 +242,33 @@ std::vector<OpSpec> collective_ops() {
   ops.push_back({Op::Broadcast, "broadcast", keys({"src"}), {"input"}});
   ops.back().simulate = simulate_broadcast;
   ops.back().run = run_broadcast;
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return whole_from(s, m, s.src, false); };
 
   ops.push_back({Op::Scatter, "scatter", keys({"src", "dim"}), {"input"}});
   ops.back().simulate = simulate_scatter;
   ops.back().run = run_scatter;
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return scatter_picture(s, m, false); };
 
   ops.push_back({Op::Gather, "gather", keys({"dst", "dim"}), {"input"}});
   ops.back().simulate = [](Reference& ref, Step& s) { simulate_gather_any(ref, s, true); };
   ops.back().run = run_gather;
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, s.dst); };
 
   ops.push_back({Op::AllGather, "all_gather", keys({"dim"}), {"input"}});
   ops.back().simulate = [](Reference& ref, Step& s) { simulate_gather_any(ref, s, false); };
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) { return StepOutput{all_gather(b, r.input(s), s.dim), {}, {}}; };
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, -1); };
 
   ops.push_back({Op::Reduce, "reduce", keys({"dst", "reduce"}), {"input"}});
   ops.back().simulate = simulate_reduce;
   ops.back().run = run_reduce;
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return reduce_picture(s, m, s.dst); };
   ops.back().header_detail = reduce_detail;
 
   ops.push_back({Op::AllReduce, "all_reduce", keys({"reduce"}), {"input"}});
   ops.back().simulate = simulate_all_reduce;
   ops.back().run = run_all_reduce;
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return reduce_picture(s, m, -1); };
   ops.back().header_detail = reduce_detail;
 
   ops.push_back({Op::ReduceScatter, "reduce_scatter", keys({"dim", "reduce"}), {"input"}});
@@ -270,15 +276,18 @@ std::vector<OpSpec> collective_ops() {
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) {
     return StepOutput{reduce_scatter(b, r.input(s), s.dim, s.reduce), {}, {}};
   };
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return scatter_picture(s, m, true); };
   ops.back().header_detail = reduce_detail;
 
   ops.push_back({Op::AllToAll, "all_to_all", keys({"dim", "split_sizes"}), {"input"}});
   ops.back().simulate = simulate_all_to_all;
   ops.back().run = run_all_to_all;
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return all_to_all_picture(s, m); };
 
   ops.push_back({Op::SendRecv, "send_recv", keys({"src", "dst", "async"}), {"input", "src", "dst"}});
   ops.back().simulate = simulate_send_recv;
   ops.back().run = run_send_recv;
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return whole_from(s, m, s.src, true); };
   ops.back().header_detail = from_detail;
 
   ops.push_back({Op::Barrier, "barrier", {}, {}});

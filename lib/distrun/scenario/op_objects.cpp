@@ -38,6 +38,7 @@ std::vector<OpSpec> object_ops() {
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) {
     return StepOutput{{}, as_list(all_gather_object(b, mine(r, s))), {}};
   };
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, -1); };
 
   ops.push_back({Op::GatherObject, "gather_object", {"object", "dst"}, {"object"}, true});
   ops.back().simulate = [](Reference& ref, Step& s) {
@@ -50,6 +51,7 @@ std::vector<OpSpec> object_ops() {
     if (r.rank() != s.dst) return StepOutput{};
     return StepOutput{{}, as_list(got), {}};
   };
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, s.dst); };
 
   ops.push_back({Op::BroadcastObject, "broadcast_object", {"object", "src"}, {"object"}, true});
   ops.back().simulate = [](Reference& ref, Step& s) {
@@ -61,6 +63,7 @@ std::vector<OpSpec> object_ops() {
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) {
     return StepOutput{{}, decode_nonfinite(broadcast_object(b, mine(r, s), b.group_rank(s.src))), {}};
   };
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return whole_from(s, m, s.src, false); };
   return ops;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "distrun/backend/backend.hpp"
+#include "distrun/scenario/explain.hpp"
 #include "distrun/scenario/model.hpp"
 
 namespace distrun::scenario {
@@ -52,6 +53,8 @@ struct OpSpec {
   StepOutput (*run)(StepRunner& r, const Step& s, Backend& b) = nullptr;
   /// What the printed header adds after the op's name (" (sum)"), or "".
   std::string (*header_detail)(const Step& s) = nullptr;
+  /// --explain's picture of who sends what to whom among `members` (nullptr: no data moves).
+  Picture (*picture)(const Step& s, const std::vector<int>& members) = nullptr;
 };
 
 /// Every op, in the order the format's documentation lists them.
