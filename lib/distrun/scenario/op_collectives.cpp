@@ -106,10 +106,7 @@ StepOutput run_gather(StepRunner& r, const Step& s, Backend& b) {
 // ---- reduce, all_reduce, reduce_scatter
 
 RefTensor simulate_reduction(Reference& ref, Step& s, const std::vector<int>& members) {
-  auto in = member_inputs(ref, s, members);
-  ref.require_same_shapes(s, in, members, -1);
-  ref.check_reduce(s, in[0].value.dtype());
-  return ref.reduce_over(in, s.reduce);
+  return ref.reduce_members(s, members);
 }
 
 void simulate_reduce(Reference& ref, Step& s) {

@@ -102,7 +102,12 @@ Reference::Reference(Scenario& sc, int world_size, int local_world_size)
   }
   state_.resize(size_t(world_size));
   for (int r = 0; r < world_size; ++r)
-    for (const auto& [name, spec] : sc.tensors) state_[size_t(r)][name] = RefTensor{make_tensor(spec, sc.dtype, env(r), sc.file)};
+    for (const auto& [name, spec] : sc.tensors) {
+      make_tensor(spec, sc.dtype, env(r), sc.file);  // every fill value checked against its dtype, then dropped
+      RefTensor lazy;
+      lazy.spec = &spec;
+      state_[size_t(r)][name] = lazy;
+    }
   results_.resize(sc.steps.size(), std::vector<Expected>(size_t(world_size)));
   for (auto& s : sc.steps) op_spec(s.op).simulate(*this, s);
 }
@@ -160,7 +165,76 @@ RefTensor Reference::input(Step& s, int rank) {
     fail(s.input.mark, where(s) + ": tensor '" + s.input.name + "' is not defined on rank " + std::to_string(rank) +
                            did_you_mean(s.input.name, names));
   }
-  return it->second;
+  return *tensor(rank, s.input.name);
+}
+
+std::optional<RefTensor> Reference::tensor(int rank, const std::string& name) const {
+  const State& st = state_[size_t(rank)];
+  auto it = st.find(name);
+  if (it == st.end()) return std::nullopt;
+  if (!it->second.spec) return it->second;
+  return RefTensor{make_tensor(*it->second.spec, sc_.dtype, env(rank), sc_.file)};
+}
+
+RefTensor Reference::reduce_members(Step& s, const std::vector<int>& members) {
+  // Streaming: one member's input at a time, summed in double (or the dtype's integers) in
+  // member order, exactly as reduce_over() over all of them.
+  const RefTensor first = input(s, members[0]);
+  check_reduce(s, first.value.dtype());
+  const ReduceOp op = s.reduce;
+  const int64_t numel = first.value.numel();
+  const int64_t n = int64_t(members.size());
+  RefTensor out{Tensor::empty(first.value.shape(), first.value.dtype())};
+  out.ulps = first.ulps;
+  out.scale = first.scale;
+  const bool integer = is_integer(first.value.dtype());
+  std::vector<int64_t> iacc;
+  std::vector<double> acc, abs_sum;
+  if (integer) {
+    iacc.resize(size_t(numel));
+    for (int64_t e = 0; e < numel; ++e) iacc[size_t(e)] = get_int(first.value, e);
+  } else {
+    acc.resize(size_t(numel));
+    abs_sum.resize(size_t(numel));
+    for (int64_t e = 0; e < numel; ++e) {
+      acc[size_t(e)] = first.value.get(e);
+      abs_sum[size_t(e)] = std::fabs(acc[size_t(e)]);
+    }
+  }
+  for (size_t k = 1; k < members.size(); ++k) {
+    const RefTensor t = input(s, members[k]);
+    require_same_shapes(s, {first, t}, {members[0], members[k]}, -1);
+    out.ulps = std::max(out.ulps, t.ulps);
+    out.scale = std::max(out.scale, t.scale);
+    if (integer) {
+      for (int64_t e = 0; e < numel; ++e) iacc[size_t(e)] = reduce_int(iacc[size_t(e)], get_int(t.value, e), op);
+    } else {
+      for (int64_t e = 0; e < numel; ++e) {
+        const double v = t.value.get(e);
+        acc[size_t(e)] = reduce_real(acc[size_t(e)], v, op);
+        abs_sum[size_t(e)] += std::fabs(v);
+      }
+    }
+  }
+  if (integer) {
+    for (int64_t e = 0; e < numel; ++e) set_int(out.value, e, op == ReduceOp::Avg ? iacc[size_t(e)] / n : iacc[size_t(e)]);
+    return out;
+  }
+  double magnitude = 0;
+  for (int64_t e = 0; e < numel; ++e) {
+    double a = acc[size_t(e)], m = abs_sum[size_t(e)];
+    if (op == ReduceOp::Avg) {
+      a /= double(n);
+      m /= double(n);
+    }
+    magnitude = std::max(magnitude, op == ReduceOp::Prod ? std::fabs(a) : m);
+    out.value.set(e, a);
+  }
+  if (op == ReduceOp::Sum || op == ReduceOp::Avg || op == ReduceOp::Prod) {
+    out.ulps += 2.0 * double(n) + 2;
+    out.scale = std::max(out.scale, magnitude);
+  }
+  return out;
 }
 
 void Reference::check_reduce(const Step& s, DType dtype) const {

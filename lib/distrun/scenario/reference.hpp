@@ -18,6 +18,9 @@ struct RefTensor {
   Tensor value;
   double ulps = 0;
   double scale = 0;
+  /// Set while a rank's tensor is still what its spec makes (value empty): it is made when a
+  /// step reads it and not kept, so a rank's untouched tensors cost no memory here.
+  const TensorSpec* spec = nullptr;
 };
 
 /// One rank's result of one step (nothing, a tensor, or an object).
@@ -55,6 +58,10 @@ class Reference {
   int member_index(const Step& s, const std::vector<int>& members, int global, Mark m, const char* what) const;
   /// The step's input on `rank` (a named tensor of that rank, or the inline spec made there).
   RefTensor input(Step& s, int rank);
+  /// Tensor `name` of `rank`, made from its spec if still untouched (nullopt: none).
+  std::optional<RefTensor> tensor(int rank, const std::string& name) const;
+  /// The elementwise reduction of every member's input, reading one input at a time.
+  RefTensor reduce_members(Step& s, const std::vector<int>& members);
   void check_reduce(const Step& s, DType dtype) const;
   void require_same_shapes(const Step& s, const std::vector<RefTensor>& in, const std::vector<int>& members,
                            int except_dim) const;
