@@ -4,7 +4,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 #include "distrun/core/error.hpp"
@@ -22,13 +25,15 @@ int main(int argc, char** argv) {
   CLI::App app{"Runs one rank of a distrun scenario", "distrun-worker"};
   std::string scenario_path, log_level = "warn";
   distrun::ScenarioRunOptions options;
-  bool check_only = false;
+  bool check_only = false, explain = false;
   app.add_option("scenario", scenario_path, "Scenario file (YAML)")->required();
   app.add_option("--results", options.results_path, "Write every result as JSON Lines to FILE (rank 0)");
   app.add_option("--backend", options.backend, "Override the scenario's backend")->check(CLI::IsMember({"gloo", "nccl", "auto"}));
+  app.add_option("--device", options.device, "Override the scenario's device (cpu or cuda)")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--timeout", options.timeout_seconds, "Seconds per collective (overrides the scenario's)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off");
   app.add_flag("--check", check_only, "Validate the scenario for this world and exit");
+  app.add_flag("--explain", explain, "Draw who sends what to whom in each step, and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -40,6 +45,14 @@ int main(int argc, char** argv) {
     if (level == spdlog::level::off && log_level != "off")
       throw distrun::ConfigError("--log-level: unknown level '" + log_level + "'");
     spdlog::set_level(level);
+    if (explain) {
+      // For the launched world when there is one, else the file's world_size (else 4).
+      const auto world = distrun::world_from_env();
+      const bool colour = ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR");
+      distrun::explain_scenario_file(scenario_path, world.source == "none" ? std::nullopt : std::optional<int>(world.world_size),
+                                     std::cout, colour);
+      return 0;
+    }
     if (check_only) {
       // Checked against the launched world when there is one (e.g. under srun), else alone.
       const auto world = distrun::world_from_env();

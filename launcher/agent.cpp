@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "distrun/core/error.hpp"
@@ -42,6 +43,7 @@ std::vector<std::string> worker_command(const LaunchOptions& o) {
   std::vector<std::string> argv{worker_path(), o.command.front()};
   if (o.results) argv.insert(argv.end(), {"--results", *o.results});
   if (o.backend) argv.insert(argv.end(), {"--backend", *o.backend});
+  if (o.device) argv.insert(argv.end(), {"--device", *o.device});
   if (o.timeout) argv.insert(argv.end(), {"--timeout", std::to_string(*o.timeout)});
   if (o.log_level) argv.insert(argv.end(), {"--log-level", *o.log_level});
   return argv;
@@ -60,7 +62,12 @@ int run_agent(const LaunchOptions& o) {
   JobPlan plan = plan_job(o, process_env(), declared_world);
   if (o.mode == RunMode::scenario) {
     int world = plan.nproc_per_node * plan.nnodes;  // static rendezvous: equal nodes assumed here
-    check_scenario_file(o.command.front(), world);
+    check_scenario_file(o.command.front(), world, plan.nproc_per_node);
+    if (o.results) check_results_path(*o.results);
+    if (o.explain) {
+      explain_scenario_file(o.command.front(), world, std::cout, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
+      return 0;
+    }
     if (o.check_only) {
       std::cout << o.command.front() << ": ok (world_size " << world << ")" << std::endl;
       return 0;

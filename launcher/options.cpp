@@ -56,10 +56,13 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
       ->check(CLI::IsMember({"auto", "pytorch", "slurm", "mpi"}));
   app.add_option(both_spellings("--stop-grace"), o.stop_grace, "seconds from SIGTERM to SIGKILL when stopping workers (default 1)")->check(CLI::NonNegativeNumber);
   app.add_option(both_spellings("--backend"), o.backend, "scenario backend override: gloo, nccl or auto");
+  app.add_option(both_spellings("--device"), o.device, "scenario device override: cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option(both_spellings("--results"), o.results, "scenario results file (JSON Lines)");
   app.add_option(both_spellings("--timeout"), o.timeout, "scenario collective timeout, seconds")->check(CLI::PositiveNumber);
   app.add_option(both_spellings("--log-level"), o.log_level, "worker log level (trace..off)");
   app.add_flag(both_spellings("--check"), o.check_only, "validate the scenario and exit");
+  app.add_flag(both_spellings("--explain"), o.explain, "draw who sends what to whom in each step, and exit");
 
   try {
     app.parse(argc, argv);
@@ -94,6 +97,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
     throw ConfigError("unexpected argument '" + o.command[1] + "' after the scenario " + first +
                       " (use -- PROGRAM ARGS... to run a program)");
   if (o.check_only && o.mode != RunMode::scenario) throw ConfigError("--check needs a SCENARIO.yaml");
+  if (o.explain && o.mode != RunMode::scenario) throw ConfigError("--explain needs a SCENARIO.yaml");
   return result;
 }
 

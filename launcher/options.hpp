@@ -30,10 +30,12 @@ struct LaunchOptions {
   double stop_grace = 1.0;           // seconds between SIGTERM and SIGKILL when stopping workers
   // Scenario options, passed on to distrun-worker.
   std::optional<std::string> backend;
+  std::optional<std::string> device;   // scenario device override: cpu or cuda
   std::optional<std::string> results;
   std::optional<double> timeout;
   std::optional<std::string> log_level;
   bool check_only = false;
+  bool explain = false;   // draw who sends what to whom per step, and exit
 
   RunMode mode = RunMode::program;
   std::vector<std::string> command;  // scenario mode: {SCENARIO}; program mode: {PROGRAM, ARGS...}

@@ -1,7 +1,7 @@
-// A real run without a device: every rank of `distrun-worker` on a configs/gpu scenario exits 1
+// A real run without a device: every rank of `distrun-worker --device cuda` on a seed scenario exits 1
 // with "distrun: error: ... no CUDA device is visible ...". Ranks are separate processes
 // meeting through the TCP store, as under the launcher. Skips (77) where distrun-worker is not
-// built yet, the GPU configs are missing, or a device is visible (see device_gate_main.cpp).
+// built yet or a device is visible (see device_gate_main.cpp).
 #include <catch2/catch.hpp>
 
 #include <netinet/in.h>
@@ -68,7 +68,7 @@ Rank spawn(const std::string& worker, const std::string& scenario, int r, int n,
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
     if (!freopen(rank.stderr_path.c_str(), "w", stderr)) _exit(125);
     if (!freopen("/dev/null", "w", stdout)) _exit(125);
-    execl(worker.c_str(), worker.c_str(), scenario.c_str(), "--timeout", "20", static_cast<char*>(nullptr));
+    execl(worker.c_str(), worker.c_str(), scenario.c_str(), "--device", "cuda", "--timeout", "20", static_cast<char*>(nullptr));
     _exit(126);
   }
   return rank;

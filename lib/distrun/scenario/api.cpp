@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "distrun/comm/process_group.hpp"
+#include "distrun/scenario/explain.hpp"
 #include "distrun/scenario/loader.hpp"
 #include "distrun/scenario/reference.hpp"
 #include "distrun/scenario/results_file.hpp"
@@ -12,9 +13,20 @@
 
 namespace distrun {
 
-void check_scenario_file(const std::string& path, std::optional<int> world_size) {
+void check_scenario_file(const std::string& path, std::optional<int> world_size, std::optional<int> local_world_size) {
   scenario::Scenario sc = scenario::load_scenario(path);
-  if (world_size) scenario::Reference(sc, *world_size, *world_size);
+  if (world_size) scenario::Reference(sc, *world_size, local_world_size.value_or(*world_size));
+}
+
+void check_results_path(const std::string& path) {
+  scenario::ResultsFile probe(path);  // an unnamed (or temporary) file, gone when probe is
+}
+
+void explain_scenario_file(const std::string& path, std::optional<int> world_size, std::ostream& out, bool colour) {
+  scenario::Scenario sc = scenario::load_scenario(path);
+  const int world = world_size.value_or(sc.world_size.value_or(4));
+  scenario::Reference(sc, world, world);  // the same checks as a run: a picture of a valid scenario only
+  scenario::explain(sc, world, out, colour);
 }
 
 std::optional<int> scenario_world_size(const std::string& path) { return scenario::load_scenario(path).world_size; }
@@ -26,8 +38,10 @@ int run_scenario_file(const std::string& path, const ScenarioRunOptions& options
   // cannot run fails on every rank at once, before any collective.
   scenario::Reference reference(sc, world.world_size, world.local_world_size);
 
+  const std::string device = options.device.value_or(sc.device);
+  if (device != "cpu" && device != "cuda") throw ConfigError("--device: unknown device '" + device + "'; known: cpu, cuda");
   std::string backend = options.backend.value_or(sc.backend);
-  if (backend == "auto") backend = sc.device == "cuda" ? "nccl" : "gloo";
+  if (backend == "auto") backend = device == "cuda" ? "nccl" : "gloo";
   InitOptions init;
   init.backend = parse_backend(backend);
   init.world = world;
@@ -46,7 +60,7 @@ int run_scenario_file(const std::string& path, const ScenarioRunOptions& options
   // NCCL chose the device (LOCAL_RANK modulo the visible devices) and its tensors must be there;
   // Gloo stages CUDA tensors through the host from any device.
   const Device backend_device = pg->backend().tensor_device();
-  settings.device = sc.device != "cuda"           ? Device::cpu()
+  settings.device = device != "cuda"           ? Device::cpu()
                     : backend_device.is_cuda() ? backend_device
                                                : Device::cuda(world.local_rank);
   settings.backend_name = backend;

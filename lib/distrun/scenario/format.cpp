@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <functional>
 
+#include "distrun/scenario/local_ops.hpp"
+
 namespace distrun::scenario {
 
 namespace {
@@ -99,10 +101,11 @@ std::string format_values(const Tensor& t) {
 }
 
 nlohmann::ordered_json values_json(const Tensor& t) {
-  const bool integer = is_integer(t.dtype());
   auto value = [&](int64_t e) -> nlohmann::ordered_json {
     const double v = t.get(e);
-    if (integer || (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9e15)) return int64_t(v);
+    if (is_integer(t.dtype())) return get_int(t, e);  // exact, even beyond 2^53
+    // Whole floats print as integers (68, not 68.0), except -0.0, which would lose its sign.
+    if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9e15 && !(v == 0 && std::signbit(v))) return int64_t(v);
     return v;
   };
   const Shape& shape = t.shape();
@@ -142,6 +145,8 @@ std::string python_repr(const nlohmann::ordered_json& v) {
   }
   if (v.is_number_float()) {
     const double d = v.get<double>();
+    if (std::isnan(d)) return "nan";  // as Python's repr of a float
+    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
     if (d == std::floor(d) && std::fabs(d) < 1e16) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.1f", d);

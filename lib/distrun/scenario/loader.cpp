@@ -4,6 +4,10 @@
 #include <filesystem>
 #include <set>
 
+#include "distrun/scenario/limits.hpp"
+#include "distrun/scenario/op_table.hpp"
+#include "distrun/scenario/yaml_guard.hpp"
+
 namespace distrun::scenario {
 
 namespace {
@@ -16,29 +20,6 @@ const std::vector<std::string> kCommonStepKeys = {"op", "group", "print", "check
 const std::vector<std::string> kRankVars = {"rank", "world_size", "local_rank", "local_world_size"};
 const std::vector<std::string> kFillVars = {"rank", "world_size", "local_rank", "local_world_size",
                                             "i", "j", "k", "idx"};
-
-// The keys each op accepts besides the common ones.
-std::vector<std::string> op_keys(Op op) {
-  switch (op) {
-    case Op::Broadcast: return {"input", "output", "src"};
-    case Op::Scatter: return {"input", "output", "src", "dim"};
-    case Op::Gather: return {"input", "output", "dst", "dim"};
-    case Op::AllGather: return {"input", "output", "dim"};
-    case Op::Reduce: return {"input", "output", "dst", "reduce"};
-    case Op::AllReduce: return {"input", "output", "reduce"};
-    case Op::ReduceScatter: return {"input", "output", "dim", "reduce"};
-    case Op::AllToAll: return {"input", "output", "dim", "split_sizes"};
-    case Op::SendRecv: return {"input", "output", "src", "dst", "async"};
-    case Op::Barrier: return {};
-    case Op::Map: return {"expr", "output", "ranks", "dtype"};
-    case Op::AllGatherObject: return {"object"};
-    case Op::GatherObject: return {"object", "dst"};
-    case Op::BroadcastObject: return {"object", "src"};
-    case Op::Bench: return {"collective", "bytes", "dtype", "reduce", "iters", "warmup", "root"};
-    case Op::LocalReduce: return {"input", "output", "reduce", "dim", "keepdim"};
-  }
-  return {};
-}
 
 bool is_quoted(const YAML::Node& n) { return n.Tag() == "!"; }
 
@@ -63,26 +44,20 @@ class Loader {
   }
 
   long long integer(const YAML::Node& n, const std::string& what) const {
-    if (n.IsScalar() && !is_quoted(n)) {
-      long long v;
-      if (YAML::convert<long long>::decode(n, v)) return v;
-    }
+    const CoreScalar c = resolve_scalar(n);
+    if (c.kind == CoreScalar::Int) return c.integer;
     fail(n, what + " must be an integer, got '" + (n.IsScalar() ? n.Scalar() : std::string("a ") + kind(n)) + "'");
   }
 
   double real(const YAML::Node& n, const std::string& what) const {
-    if (n.IsScalar() && !is_quoted(n)) {
-      double v;
-      if (YAML::convert<double>::decode(n, v)) return v;
-    }
+    const CoreScalar c = resolve_scalar(n);
+    if (c.kind == CoreScalar::Int || c.kind == CoreScalar::Float) return c.real;
     fail(n, what + " must be a number");
   }
 
   bool boolean(const YAML::Node& n, const std::string& what) const {
-    if (n.IsScalar() && !is_quoted(n)) {
-      bool v;
-      if (YAML::convert<bool>::decode(n, v)) return v;
-    }
+    const CoreScalar c = resolve_scalar(n);
+    if (c.kind == CoreScalar::Bool) return c.boolean;
     fail(n, what + " must be true or false");
   }
 
@@ -123,9 +98,9 @@ class Loader {
     Number out;
     out.mark = mark_of(n);
     if (!n.IsScalar()) fail(n, what + " must be a number or an expression string");
-    double v;
-    if (!is_quoted(n) && YAML::convert<double>::decode(n, v)) {
-      out.value = v;
+    const CoreScalar c = resolve_scalar(n);
+    if (c.kind == CoreScalar::Int || c.kind == CoreScalar::Float) {
+      out.value = c.real;
       return out;
     }
     out.expr = compile(n, n.Scalar(), &allowed);
@@ -161,7 +136,9 @@ class Loader {
       return;
     }
     if (depth != spec.values_shape.size()) fail(n, "values is not rectangular: a list was expected here");
-    spec.values.push_back(real(n, "each entry of values"));
+    const double v = real(n, "each entry of values");
+    if (auto why = unrepresentable(v, spec.dtype.value_or(default_dtype_))) fail(n, *why);
+    spec.values.push_back(v);
   }
 
   TensorSpec tensor_spec(const YAML::Node& n) const {
@@ -182,7 +159,11 @@ class Loader {
     } else if (!spec.has_shape) {
       fail(n, "a tensor spec needs a shape (or values)");
     }
-    if (const auto f = n["fill"]) spec.fill = number(f, "fill", kFillVars);
+    if (const auto f = n["fill"]) {
+      spec.fill = number(f, "fill", kFillVars);
+      if (!spec.fill.expr)
+        if (auto why = unrepresentable(spec.fill.value, spec.dtype.value_or(default_dtype_))) fail(f, *why);
+    }
     return spec;
   }
 
@@ -206,16 +187,15 @@ class Loader {
       for (const auto& c : n) a.push_back(to_json(c, t));
       return a;
     }
-    if (n.IsNull()) return nullptr;
-    const std::string& s = n.Scalar();
-    if (!is_quoted(n)) {
-      long long i;
-      double d;
-      bool b;
-      if (YAML::convert<long long>::decode(n, i)) return i;
-      if (YAML::convert<double>::decode(n, d)) return d;
-      if (YAML::convert<bool>::decode(n, b)) return b;
+    const CoreScalar c = resolve_scalar(n);
+    switch (c.kind) {
+      case CoreScalar::Null: return nullptr;
+      case CoreScalar::Bool: return c.boolean;
+      case CoreScalar::Int: return c.integer;
+      case CoreScalar::Float: return c.real;
+      case CoreScalar::String: break;
     }
+    const std::string& s = n.Scalar();
     for (size_t at = s.find("${"); at != std::string::npos; at = s.find("${", at + 2)) {
       const size_t end = s.find('}', at);
       if (end == std::string::npos) fail(n, "unterminated ${...} in '" + s + "'");
@@ -255,6 +235,8 @@ class Loader {
       return *v;
     };
     if (bytes.IsSequence()) {
+      if (bytes.size() > kMaxBenchSizes)
+        fail(bytes, "bench: " + std::to_string(bytes.size()) + " sizes; at most " + std::to_string(kMaxBenchSizes));
       for (const auto& s : bytes) b.bytes.push_back(size(s));
     } else if (bytes.IsMap()) {
       check_keys(bytes, {"min", "max", "factor"}, "bytes");
@@ -263,6 +245,12 @@ class Loader {
       const double factor = bytes["factor"] ? real(bytes["factor"], "factor") : 2.0;
       if (factor <= 1.0) fail(bytes["factor"], "factor must be more than 1");
       if (hi < lo) fail(bytes["max"], "max is smaller than min");
+      // A factor a hair above 1 would make a list without end: count it before making it.
+      const double count = std::floor(std::log(double(hi) / double(lo)) / std::log(factor) + 1e-9) + 1;
+      if (!(count <= double(kMaxBenchSizes)))
+        fail(bytes["factor"] ? bytes["factor"] : bytes, "bench: min, max and factor make " +
+                 (std::isfinite(count) && count < 1e15 ? std::to_string(int64_t(count)) : std::string("endless")) +
+                 " sizes; at most " + std::to_string(kMaxBenchSizes));
       b.bytes = byte_size_range(lo, hi, factor);
     } else {
       b.bytes.push_back(size(bytes));
@@ -287,9 +275,14 @@ class Loader {
     auto op = parse_op(str(opn, "op"));
     if (!op) fail(opn, "unknown op '" + opn.Scalar() + "'" + did_you_mean(opn.Scalar(), op_names()));
     s.op = *op;
+    // Which keys the step may and must give is the op's (op_table); what each key means is
+    // the same for every op, so the rest reads them by name.
+    const OpSpec& spec = op_spec(s.op);
     auto allowed = kCommonStepKeys;
-    for (auto& k : op_keys(s.op)) allowed.push_back(k);
-    check_keys(n, allowed, std::string(op_name(s.op)) + " step");
+    for (auto& k : spec.keys) allowed.push_back(k);
+    check_keys(n, allowed, std::string(spec.name) + " step");
+    for (const auto& k : spec.required)
+      if (!n[k]) fail(n, std::string(spec.name) + " needs " + (k == "input" || k == "object" || k == "expr" || k == "output" ? "an " : "") + k);
 
     if (const auto g = n["group"]) {
       s.group = str(g, "group");
@@ -300,7 +293,6 @@ class Loader {
 
     const auto has = [&](const char* k) { return std::find(allowed.begin(), allowed.end(), k) != allowed.end(); };
     if (has("input")) {
-      if (!n["input"]) fail(n, std::string(op_name(s.op)) + " needs an input");
       s.input = tensor_ref(n["input"]);
       s.has_input = true;
     }
@@ -311,24 +303,22 @@ class Loader {
       } else if (s.has_input && !s.input.name.empty()) {
         s.output = s.input.name;
         s.output_mark = s.input.mark;
-      } else if (s.op == Op::Map) {
-        fail(n, "map needs an output");
       } else {
-        s.output = op_name(s.op);  // an inline input without output: the result is named after the op
+        s.output = spec.name;  // an inline input without output: the result is named after the op
         s.output_mark = s.input.mark;
       }
     }
     if (const auto d = n["dim"]) {
       const long long v = integer(d, "dim");
       if (v < 0) fail(d, "dim must be 0 or more");
-      if (s.op == Op::LocalReduce) s.local_dim = int(v);
+      if (spec.whole_tensor_dim) s.local_dim = int(v);
       else s.dim = int(v);
       s.dim_mark = mark_of(d);
     }
     if (n["keepdim"]) s.keepdim = boolean(n["keepdim"], "keepdim");
-    if (has("reduce") && s.op != Op::Bench) {
+    if (has("reduce") && !has("collective")) {  // bench reads its own reduce
       if (const auto r = n["reduce"]) {
-        s.reduce = reduce(r, s.op == Op::LocalReduce);
+        s.reduce = reduce(r, spec.local_reduce_ops);
         s.has_reduce = true;
         s.reduce_mark = mark_of(r);
       } else {
@@ -337,21 +327,15 @@ class Loader {
     }
     if (has("src")) s.src = rank_field(n, "src", s.src_mark);
     if (has("dst")) s.dst = rank_field(n, "dst", s.dst_mark);
-    if (s.op == Op::SendRecv) {
-      if (!n["src"]) fail(n, "send_recv needs src");
-      if (!n["dst"]) fail(n, "send_recv needs dst");
-      if (s.src == s.dst) fail(n["dst"], "send_recv: src and dst are the same rank");
-      if (n["async"]) s.async = boolean(n["async"], "async");
-    }
+    if (has("src") && has("dst") && s.src == s.dst) fail(n["dst"], std::string(spec.name) + ": src and dst are the same rank");
+    if (n["async"]) s.async = boolean(n["async"], "async");
     if (const auto ss = n["split_sizes"]) {
       if (!ss.IsSequence()) fail(ss, "split_sizes must be a list (one size per rank)");
       s.has_split_sizes = true;
       s.split_mark = mark_of(ss);
       for (const auto& e : ss) s.split_sizes.push_back(number(e, "a split size", kRankVars));
     }
-    if (s.op == Op::Map) {
-      const auto e = n["expr"];
-      if (!e) fail(n, "map needs an expr");
+    if (const auto e = n["expr"]) {
       if (!e.IsScalar()) fail(e, "expr must be an expression string");
       s.expr = compile(e, e.Scalar(), nullptr);  // tensor names are checked by the simulation
       s.expr_mark = mark_of(e);
@@ -366,12 +350,11 @@ class Loader {
         s.ranks = ranks;
       }
     }
-    if (is_object_op(s.op)) {
-      if (!n["object"]) fail(n, std::string(op_name(s.op)) + " needs an object");
-      s.object.mark = mark_of(n["object"]);
-      s.object.value = to_json(n["object"], s.object);
+    if (const auto o = n["object"]) {
+      s.object.mark = mark_of(o);
+      s.object.value = to_json(o, s.object);
     }
-    if (s.op == Op::Bench) s.bench = bench(n);
+    if (has("collective")) s.bench = bench(n);
     return s;
   }
 
@@ -399,6 +382,7 @@ class Loader {
         fail(d, "unknown device '" + sc.device + "'" + did_you_mean(sc.device, {"cpu", "cuda"}) + "; known: cpu, cuda");
     }
     if (root["dtype"]) sc.dtype = dtype(root["dtype"]);
+    default_dtype_ = sc.dtype;
     if (const auto t = root["timeout"]) {
       sc.timeout_seconds = real(t, "timeout");
       if (!(sc.timeout_seconds > 0)) fail(t, "timeout must be more than 0 seconds");
@@ -442,12 +426,13 @@ class Loader {
 
  private:
   std::string file_;
+  mutable DType default_dtype_ = DType::Float32;  // the scenario's, once read: literal fills are checked against it
 };
 
 }  // namespace
 
 Scenario load_scenario_text(const std::string& file, const std::string& text) {
-  YAML::Node root = parse_yaml(file, text);
+  YAML::Node root = load_one_document(file, text);
   try {
     return Loader(file).scenario(root);
   } catch (const YAML::Exception& e) {
@@ -481,7 +466,8 @@ std::optional<int64_t> parse_byte_size(const std::string& text) {
 
 std::vector<int64_t> byte_size_range(int64_t min, int64_t max, double factor) {
   std::vector<int64_t> out;
-  for (double s = double(min); s <= double(max) * (1 + 1e-12); s *= factor) out.push_back(int64_t(std::llround(s)));
+  for (double s = double(min); s <= double(max) * (1 + 1e-12) && out.size() <= kMaxBenchSizes; s *= factor)
+    out.push_back(int64_t(std::llround(s)));
   return out;
 }
 

@@ -16,7 +16,10 @@ Scenario load_scenario_text(const std::string& file, const std::string& text);
 
 /// Parses "1M", "64K", "512" (K/M/G = powers of 1024) into bytes; nullopt when malformed.
 std::optional<int64_t> parse_byte_size(const std::string& text);
-/// The sizes {min, max, factor} describes: min, min*factor, ... up to max inclusive.
+/// The most sizes one bench step may list (or {min, max, factor} may make).
+constexpr size_t kMaxBenchSizes = 64;
+/// The sizes {min, max, factor} describes: min, min*factor, ... up to max inclusive (at most
+/// kMaxBenchSizes + 1, so a caller can tell a list that was cut).
 std::vector<int64_t> byte_size_range(int64_t min, int64_t max, double factor);
 
 }  // namespace distrun::scenario

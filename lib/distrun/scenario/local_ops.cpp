@@ -4,6 +4,8 @@
 #include <limits>
 #include <sstream>
 
+#include "distrun/scenario/limits.hpp"
+
 namespace distrun::scenario {
 
 namespace {
@@ -54,7 +56,7 @@ double eval_number(const Number& n, const RankEnv& env) {
   return n.expr->eval();
 }
 
-Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
+Shape spec_shape(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
   const DType dtype = spec.dtype.value_or(default_dtype);
   Shape shape;
   for (const auto& s : spec.shape) {
@@ -64,8 +66,17 @@ Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& e
                                        " on rank " + std::to_string(env.rank));
     shape.push_back(int64_t(v));
   }
+  if (spec.has_values && !spec.has_shape) shape = spec.values_shape;
+  if (!checked_bytes(shape, dtype))
+    throw error_at(file, spec.mark, "shape " + shape_str(shape) + " of " + dtype_name(dtype) +
+                                        " has more bytes than int64 can count (on rank " + std::to_string(env.rank) + ")");
+  return shape;
+}
+
+Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
+  const DType dtype = spec.dtype.value_or(default_dtype);
+  const Shape shape = spec_shape(spec, default_dtype, env, file);
   if (spec.has_values) {
-    if (!spec.has_shape) shape = spec.values_shape;
     Tensor t = Tensor::empty(shape, dtype);
     if (spec.values.size() == 1 && t.numel() != 1) {
       for (int64_t e = 0; e < t.numel(); ++e) t.set(e, spec.values[0]);  // a scalar fills the shape
@@ -85,9 +96,16 @@ Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& e
   Expression& ex = *spec.fill.expr;
   bind_env(ex, env);
   IndexSlots idx(ex);
+  const bool integer = is_integer(dtype);
   for (int64_t e = 0; e < t.numel(); ++e) {
     idx.set(shape, e);
-    t.set(e, ex.eval());
+    const double v = ex.eval();
+    t.set(e, v);
+    // torch refuses a fill its dtype cannot hold; so does the reference, before any worker.
+    if (integer ? unrepresentable(v, dtype).has_value() : std::isinf(t.get(e)) && std::isfinite(v))
+      throw error_at(file, spec.fill.mark, "fill '" + ex.text() + "' gives " + format_number(v) + " at index " +
+                                               std::to_string(e) + " on rank " + std::to_string(env.rank) + ": " +
+                                               unrepresentable(v, dtype).value_or("out of range"));
   }
   return t;
 }
@@ -158,7 +176,7 @@ Tensor local_reduce(const Tensor& in, ReduceOp op, std::optional<int> dim, bool 
 }
 
 namespace {
-nlohmann::ordered_json substitute(const nlohmann::ordered_json& v, ObjectTemplate& t, const RankEnv& env) {
+nlohmann::ordered_json substitute(const nlohmann::ordered_json& v, const ObjectTemplate& t, const RankEnv& env) {
   if (v.is_object()) {
     nlohmann::ordered_json o = nlohmann::ordered_json::object();
     for (auto it = v.begin(); it != v.end(); ++it) o[it.key()] = substitute(it.value(), t, env);
@@ -195,7 +213,7 @@ nlohmann::ordered_json substitute(const nlohmann::ordered_json& v, ObjectTemplat
 }
 }  // namespace
 
-nlohmann::ordered_json substitute_object(ObjectTemplate& t, const RankEnv& env) { return substitute(t.value, t, env); }
+nlohmann::ordered_json substitute_object(const ObjectTemplate& t, const RankEnv& env) { return substitute(t.value, t, env); }
 
 int64_t get_int(const Tensor& t, int64_t flat) {
   return dispatch_storage(t.dtype(), [&](auto tag) -> int64_t {

@@ -23,6 +23,10 @@ void bind_env(Expression& e, const RankEnv& env);
 /// The value of `n` on the rank described by `env`.
 double eval_number(const Number& n, const RankEnv& env);
 
+/// The shape `spec` has on the rank `env`, without creating the tensor. ConfigError for a
+/// negative or fractional entry, or a byte size beyond int64.
+Shape spec_shape(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file);
+
 /// Creates a tensor from `spec` on the rank `env` (CPU). ConfigError (at the spec's marks in
 /// `file`) for a negative or fractional shape entry or values that do not fit the shape.
 Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file);
@@ -42,7 +46,7 @@ Tensor local_reduce(const Tensor& in, ReduceOp op, std::optional<int> dim, bool 
 
 /// The object with every "${expr}" replaced by its value on `env`; a string that is only
 /// "${expr}" becomes a number.
-nlohmann::ordered_json substitute_object(ObjectTemplate& t, const RankEnv& env);
+nlohmann::ordered_json substitute_object(const ObjectTemplate& t, const RankEnv& env);
 
 /// Integer elements read and written exactly (no trip through double).
 int64_t get_int(const Tensor& t, int64_t flat);

@@ -3,14 +3,13 @@
 #include <cmath>
 #include <limits>
 
+#include "distrun/scenario/limits.hpp"
+#include "distrun/scenario/op_table.hpp"
+
 namespace distrun::scenario {
 
 namespace {
 
-// The input as the collectives see it: a scalar takes part as a one-element vector.
-Tensor as_vector(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
-
-bool floating(DType t) { return !is_integer(t); }
 
 // Integer reduction in the dtype's own modular arithmetic (as the backends' kernels do).
 int64_t reduce_int(int64_t a, int64_t b, ReduceOp op) {
@@ -37,9 +36,11 @@ double reduce_real(double a, double b, ReduceOp op) {
   }
 }
 
-std::string ranks_str(int world) { return std::to_string(world) + (world == 1 ? " rank" : " ranks"); }
-
 }  // namespace
+
+Tensor as_vector(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
+
+std::string ranks_str(int world) { return std::to_string(world) + (world == 1 ? " rank" : " ranks"); }
 
 double dtype_epsilon(DType t) {
   switch (t) {
@@ -89,11 +90,26 @@ Reference::Reference(Scenario& sc, int world_size, int local_world_size)
       if (m >= world_size)
         fail(g.mark, "group '" + g.name + "': member " + std::to_string(m) + " is out of range for a world of " +
                          ranks_str(world_size));
+  // Sizes first, from the shapes alone: a tensor no host could hold is refused before any
+  // is allocated.
+  for (int r = 0; r < world_size; ++r) {
+    int64_t total = 0;
+    for (const auto& [name, spec] : sc.tensors) {
+      const auto bytes = checked_bytes(spec_shape(spec, sc.dtype, env(r), sc.file), spec.dtype.value_or(sc.dtype));
+      if (__builtin_add_overflow(total, *bytes, &total)) total = INT64_MAX;
+      check_fits(total, spec.mark, "the tensors of rank " + std::to_string(r) + " up to '" + name + "'");
+    }
+  }
   state_.resize(size_t(world_size));
   for (int r = 0; r < world_size; ++r)
-    for (const auto& [name, spec] : sc.tensors) state_[size_t(r)][name] = RefTensor{make_tensor(spec, sc.dtype, env(r), sc.file)};
+    for (const auto& [name, spec] : sc.tensors) {
+      make_tensor(spec, sc.dtype, env(r), sc.file);  // every fill value checked against its dtype, then dropped
+      RefTensor lazy;
+      lazy.spec = &spec;
+      state_[size_t(r)][name] = lazy;
+    }
   results_.resize(sc.steps.size(), std::vector<Expected>(size_t(world_size)));
-  for (auto& s : sc.steps) run_step(s);
+  for (auto& s : sc.steps) op_spec(s.op).simulate(*this, s);
 }
 
 RankEnv Reference::env(int rank) const {
@@ -101,6 +117,17 @@ RankEnv Reference::env(int rank) const {
 }
 
 void Reference::fail(Mark m, const std::string& msg) const { throw error_at(sc_.file, m, msg); }
+
+void Reference::check_fits(int64_t bytes_per_rank, Mark m, const std::string& what) const {
+  const int64_t ranks_here = std::min(local_world_size_, world_size_);
+  const int64_t memory = host_memory_bytes();
+  int64_t on_host = 0;
+  if (!__builtin_mul_overflow(bytes_per_rank, ranks_here, &on_host) && on_host <= memory) return;
+  fail(m, what + " need" + (what.rfind("the ", 0) == 0 ? "" : "s") + " " + human_bytes(double(bytes_per_rank)) +
+              " per rank; " + std::to_string(ranks_here) + (ranks_here == 1 ? " rank" : " ranks") + " on this host need " +
+              human_bytes(double(bytes_per_rank) * double(ranks_here)) + ", more than its " +
+              human_bytes(double(memory)) + " of memory");
+}
 
 std::string Reference::where(const Step& s) const {
   return "step " + std::to_string(s.index) + " (" + op_name(s.op) + ")";
@@ -124,7 +151,12 @@ int Reference::member_index(const Step& s, const std::vector<int>& members, int 
 }
 
 RefTensor Reference::input(Step& s, int rank) {
-  if (s.input.spec) return RefTensor{make_tensor(*s.input.spec, sc_.dtype, env(rank), sc_.file)};
+  if (s.input.spec) {
+    const TensorSpec& spec = *s.input.spec;
+    check_fits(*checked_bytes(spec_shape(spec, sc_.dtype, env(rank), sc_.file), spec.dtype.value_or(sc_.dtype)), spec.mark,
+               where(s) + ": the input");
+    return RefTensor{make_tensor(spec, sc_.dtype, env(rank), sc_.file)};
+  }
   const State& st = state_[size_t(rank)];
   auto it = st.find(s.input.name);
   if (it == st.end()) {
@@ -133,7 +165,76 @@ RefTensor Reference::input(Step& s, int rank) {
     fail(s.input.mark, where(s) + ": tensor '" + s.input.name + "' is not defined on rank " + std::to_string(rank) +
                            did_you_mean(s.input.name, names));
   }
-  return it->second;
+  return *tensor(rank, s.input.name);
+}
+
+std::optional<RefTensor> Reference::tensor(int rank, const std::string& name) const {
+  const State& st = state_[size_t(rank)];
+  auto it = st.find(name);
+  if (it == st.end()) return std::nullopt;
+  if (!it->second.spec) return it->second;
+  return RefTensor{make_tensor(*it->second.spec, sc_.dtype, env(rank), sc_.file)};
+}
+
+RefTensor Reference::reduce_members(Step& s, const std::vector<int>& members) {
+  // Streaming: one member's input at a time, summed in double (or the dtype's integers) in
+  // member order, exactly as reduce_over() over all of them.
+  const RefTensor first = input(s, members[0]);
+  check_reduce(s, first.value.dtype());
+  const ReduceOp op = s.reduce;
+  const int64_t numel = first.value.numel();
+  const int64_t n = int64_t(members.size());
+  RefTensor out{Tensor::empty(first.value.shape(), first.value.dtype())};
+  out.ulps = first.ulps;
+  out.scale = first.scale;
+  const bool integer = is_integer(first.value.dtype());
+  std::vector<int64_t> iacc;
+  std::vector<double> acc, abs_sum;
+  if (integer) {
+    iacc.resize(size_t(numel));
+    for (int64_t e = 0; e < numel; ++e) iacc[size_t(e)] = get_int(first.value, e);
+  } else {
+    acc.resize(size_t(numel));
+    abs_sum.resize(size_t(numel));
+    for (int64_t e = 0; e < numel; ++e) {
+      acc[size_t(e)] = first.value.get(e);
+      abs_sum[size_t(e)] = std::fabs(acc[size_t(e)]);
+    }
+  }
+  for (size_t k = 1; k < members.size(); ++k) {
+    const RefTensor t = input(s, members[k]);
+    require_same_shapes(s, {first, t}, {members[0], members[k]}, -1);
+    out.ulps = std::max(out.ulps, t.ulps);
+    out.scale = std::max(out.scale, t.scale);
+    if (integer) {
+      for (int64_t e = 0; e < numel; ++e) iacc[size_t(e)] = reduce_int(iacc[size_t(e)], get_int(t.value, e), op);
+    } else {
+      for (int64_t e = 0; e < numel; ++e) {
+        const double v = t.value.get(e);
+        acc[size_t(e)] = reduce_real(acc[size_t(e)], v, op);
+        abs_sum[size_t(e)] += std::fabs(v);
+      }
+    }
+  }
+  if (integer) {
+    for (int64_t e = 0; e < numel; ++e) set_int(out.value, e, op == ReduceOp::Avg ? iacc[size_t(e)] / n : iacc[size_t(e)]);
+    return out;
+  }
+  double magnitude = 0;
+  for (int64_t e = 0; e < numel; ++e) {
+    double a = acc[size_t(e)], m = abs_sum[size_t(e)];
+    if (op == ReduceOp::Avg) {
+      a /= double(n);
+      m /= double(n);
+    }
+    magnitude = std::max(magnitude, op == ReduceOp::Prod ? std::fabs(a) : m);
+    out.value.set(e, a);
+  }
+  if (op == ReduceOp::Sum || op == ReduceOp::Avg || op == ReduceOp::Prod) {
+    out.ulps += 2.0 * double(n) + 2;
+    out.scale = std::max(out.scale, magnitude);
+  }
+  return out;
 }
 
 void Reference::check_reduce(const Step& s, DType dtype) const {
@@ -214,243 +315,6 @@ void Reference::set_object(const Step& s, int rank, nlohmann::ordered_json obj) 
   Expected& e = results_[size_t(s.index)][size_t(rank)];
   e.has_result = true;
   e.object = std::move(obj);
-}
-
-void Reference::run_step(Step& s) {
-  const std::vector<int> members = participants(s);
-  const int n = int(members.size());
-  auto inputs = [&] {
-    std::vector<RefTensor> in;
-    for (int r : members) in.push_back(input(s, r));
-    return in;
-  };
-  switch (s.op) {
-    case Op::Broadcast: {
-      member_index(s, members, s.src, s.src_mark, "src");
-      RefTensor src = input(s, s.src);
-      for (int r : members) set_result(s, r, src);
-      break;
-    }
-    case Op::Scatter: {
-      member_index(s, members, s.src, s.src_mark, "src");
-      RefTensor src = input(s, s.src);
-      Tensor v = as_vector(src.value);
-      const int dim = check_dim(s, v);
-      if (v.shape()[size_t(dim)] % n != 0)
-        fail(s.input.mark, where(s) + ": size " + std::to_string(v.shape()[size_t(dim)]) + " of dim " + std::to_string(dim) +
-                               " of " + shape_str(src.value.shape()) + " does not split into " + std::to_string(n) + " equal chunks");
-      for (int g = 0; g < n; ++g) set_result(s, members[size_t(g)], RefTensor{v.chunk(dim, g, n).clone(), src.ulps, src.scale});
-      break;
-    }
-    case Op::Gather:
-    case Op::AllGather: {
-      if (s.op == Op::Gather) member_index(s, members, s.dst, s.dst_mark, "dst");
-      auto in = inputs();
-      const int dim = check_dim(s, as_vector(in[0].value));
-      require_same_shapes(s, in, members, -1);
-      std::vector<Tensor> parts;
-      RefTensor out;
-      for (auto& t : in) {
-        parts.push_back(as_vector(t.value));
-        out.ulps = std::max(out.ulps, t.ulps);
-        out.scale = std::max(out.scale, t.scale);
-      }
-      out.value = Tensor::cat(parts, dim);
-      if (s.op == Op::Gather) set_result(s, s.dst, out);
-      else
-        for (int r : members) set_result(s, r, out);
-      break;
-    }
-    case Op::Reduce:
-    case Op::AllReduce:
-    case Op::ReduceScatter: {
-      if (s.op == Op::Reduce) member_index(s, members, s.dst, s.dst_mark, "dst");
-      auto in = inputs();
-      require_same_shapes(s, in, members, -1);
-      check_reduce(s, in[0].value.dtype());
-      RefTensor red = reduce_over(in, s.reduce);
-      if (s.op == Op::Reduce) {
-        set_result(s, s.dst, red);
-      } else if (s.op == Op::AllReduce) {
-        for (int r : members) set_result(s, r, red);
-      } else {
-        Tensor v = as_vector(red.value);
-        const int dim = check_dim(s, v);
-        if (v.shape()[size_t(dim)] % n != 0)
-          fail(s.input.mark, where(s) + ": size " + std::to_string(v.shape()[size_t(dim)]) + " of dim " +
-                                 std::to_string(dim) + " of " + shape_str(red.value.shape()) + " does not split into " +
-                                 std::to_string(n) + " equal chunks");
-        for (int g = 0; g < n; ++g) set_result(s, members[size_t(g)], RefTensor{v.chunk(dim, g, n).clone(), red.ulps, red.scale});
-      }
-      break;
-    }
-    case Op::AllToAll: {
-      auto in = inputs();
-      const int dim = check_dim(s, as_vector(in[0].value));
-      require_same_shapes(s, in, members, dim);
-      // splits[r][j]: how much of rank r's input (along dim) goes to group rank j.
-      std::vector<std::vector<int64_t>> splits(static_cast<size_t>(n));
-      for (int r = 0; r < n; ++r) {
-        const int64_t extent = as_vector(in[size_t(r)].value).shape()[size_t(dim)];
-        if (!s.has_split_sizes) {
-          if (extent % n != 0)
-            fail(s.input.mark, where(s) + ": size " + std::to_string(extent) + " of dim " + std::to_string(dim) + " on rank " +
-                                   std::to_string(members[size_t(r)]) + " does not split into " + std::to_string(n) +
-                                   " equal chunks (give split_sizes for uneven splits)");
-          splits[size_t(r)].assign(size_t(n), extent / n);
-          continue;
-        }
-        if (int(s.split_sizes.size()) != n)
-          fail(s.split_mark, where(s) + ": split_sizes has " + std::to_string(s.split_sizes.size()) + " entries for " +
-                                 std::to_string(n) + " ranks");
-        int64_t total = 0;
-        for (const auto& num : s.split_sizes) {
-          const double v = eval_number(num, env(members[size_t(r)]));
-          if (!(v >= 0) || v != std::floor(v))
-            fail(num.mark, where(s) + ": a split size must be a whole number of 0 or more, got " + std::to_string(v) +
-                               " on rank " + std::to_string(members[size_t(r)]));
-          splits[size_t(r)].push_back(int64_t(v));
-          total += int64_t(v);
-        }
-        if (total != extent)
-          fail(s.split_mark, where(s) + ": split_sizes add up to " + std::to_string(total) + " on rank " +
-                                 std::to_string(members[size_t(r)]) + " but dim " + std::to_string(dim) + " has " +
-                                 std::to_string(extent));
-      }
-      for (int j = 0; j < n; ++j) {
-        std::vector<Tensor> parts;
-        RefTensor out;
-        for (int r = 0; r < n; ++r) {
-          int64_t start = 0;
-          for (int q = 0; q < j; ++q) start += splits[size_t(r)][size_t(q)];
-          parts.push_back(as_vector(in[size_t(r)].value).slice(dim, start, splits[size_t(r)][size_t(j)]).clone());
-          out.ulps = std::max(out.ulps, in[size_t(r)].ulps);
-          out.scale = std::max(out.scale, in[size_t(r)].scale);
-        }
-        out.value = Tensor::cat(parts, dim);
-        set_result(s, members[size_t(j)], out);
-      }
-      break;
-    }
-    case Op::SendRecv: {
-      member_index(s, members, s.src, s.src_mark, "src");
-      member_index(s, members, s.dst, s.dst_mark, "dst");
-      set_result(s, s.dst, input(s, s.src));
-      break;
-    }
-    case Op::Barrier: break;
-    case Op::Map: {
-      std::vector<int> ranks = members;
-      if (s.ranks) {
-        ranks.clear();
-        for (int r : *s.ranks) {
-          if (r < 0 || r >= world_size_)
-            fail(s.ranks_mark, where(s) + ": rank " + std::to_string(r) + " in ranks is out of range for a world of " +
-                                   ranks_str(world_size_));
-          if (std::find(members.begin(), members.end(), r) != members.end()) ranks.push_back(r);
-        }
-      }
-      for (int r : ranks) run_map(s, r);
-      break;
-    }
-    case Op::LocalReduce: {
-      for (int r : members) {
-        RefTensor in = input(s, r);
-        if (s.local_dim && *s.local_dim >= in.value.dim())
-          fail(s.dim_mark, where(s) + ": dim " + std::to_string(*s.local_dim) + " is out of range for shape " +
-                               shape_str(in.value.shape()));
-        RefTensor out{local_reduce(in.value, s.reduce, s.local_dim, s.keepdim), in.ulps, in.scale};
-        if (floating(in.value.dtype()) && s.reduce != ReduceOp::Min && s.reduce != ReduceOp::Max) {
-          const int64_t count = s.local_dim ? in.value.shape()[size_t(*s.local_dim)] : in.value.numel();
-          double mag = 0;
-          for (int64_t e = 0; e < in.value.numel(); ++e) mag += std::fabs(in.value.get(e));
-          out.ulps += 2.0 * double(count) + 2;
-          out.scale = std::max(out.scale, s.reduce == ReduceOp::Prod ? 0.0 : mag);
-        }
-        set_result(s, r, out);
-      }
-      break;
-    }
-    case Op::AllGatherObject:
-    case Op::GatherObject: {
-      if (s.op == Op::GatherObject) member_index(s, members, s.dst, s.dst_mark, "dst");
-      nlohmann::ordered_json list = nlohmann::ordered_json::array();
-      for (int r : members) list.push_back(substitute_object(s.object, env(r)));
-      if (s.op == Op::GatherObject) set_object(s, s.dst, list);
-      else
-        for (int r : members) set_object(s, r, list);
-      break;
-    }
-    case Op::BroadcastObject: {
-      member_index(s, members, s.src, s.src_mark, "src");
-      const nlohmann::ordered_json obj = substitute_object(s.object, env(s.src));
-      for (int r : members) set_object(s, r, obj);
-      break;
-    }
-    case Op::Bench: check_bench(s); break;
-  }
-}
-
-void Reference::run_map(Step& s, int rank) {
-  const State& st = state_[size_t(rank)];
-  std::map<std::string, Tensor> inputs;
-  std::optional<Shape> shape;
-  std::optional<DType> first_dtype;
-  double ulps = 0, scale = 0;
-  for (const auto& name : map_tensor_names(*s.expr)) {
-    auto it = st.find(name);
-    if (it == st.end()) {
-      std::vector<std::string> names = {"rank", "world_size", "local_rank", "local_world_size", "i", "j", "k", "idx"};
-      for (const auto& kv : st) names.push_back(kv.first);
-      fail(s.expr_mark, where(s) + ": '" + name + "' in expr is not a tensor defined on rank " + std::to_string(rank) +
-                            " nor a known name" + did_you_mean(name, names));
-    }
-    const Tensor& t = it->second.value;
-    inputs[name] = t;
-    ulps = std::max(ulps, it->second.ulps);
-    scale = std::max(scale, it->second.scale);
-    if (!first_dtype) first_dtype = t.dtype();
-    if (t.numel() != 1) {
-      if (shape && *shape != t.shape())
-        fail(s.expr_mark, where(s) + ": tensors in expr have different shapes on rank " + std::to_string(rank) + ": " +
-                              shape_str(*shape) + " and " + shape_str(t.shape()) + " ('" + name + "')");
-      shape = t.shape();
-    }
-  }
-  auto out_it = st.find(s.output);
-  if (!shape) {
-    if (!inputs.empty()) shape = inputs.begin()->second.shape();
-    else if (out_it != st.end()) shape = out_it->second.value.shape();
-    else
-      fail(s.expr_mark, where(s) + ": expr names no tensor and output '" + s.output + "' does not exist on rank " +
-                            std::to_string(rank) + ", so its shape is unknown");
-  }
-  DType dtype = s.dtype ? *s.dtype : first_dtype ? *first_dtype : out_it != st.end() ? out_it->second.value.dtype() : sc_.dtype;
-  RefTensor out{apply_map(*s.expr, inputs, *shape, dtype, env(rank))};
-  if (floating(dtype) && ulps > 0) {
-    // Inexact inputs: allow their error to grow through the expression (exp, log, division).
-    for (const auto& kv : inputs)
-      for (int64_t e = 0; e < kv.second.numel(); ++e) scale = std::max(scale, std::fabs(kv.second.get(e)));
-    for (int64_t e = 0; e < out.value.numel(); ++e) scale = std::max(scale, std::fabs(out.value.get(e)));
-    out.ulps = 4 * ulps + 8;
-    out.scale = scale;
-  }
-  set_result(s, rank, out);
-}
-
-void Reference::check_bench(const Step& s) const {
-  const auto members = participants(s);
-  const auto& b = s.bench;
-  const DType dtype = b.dtype.value_or(sc_.dtype);
-  if (!reduce_op_valid_for(b.reduce, dtype))
-    fail(s.mark, where(s) + ": reduce op '" + reduce_op_name(b.reduce) + "' needs an integer dtype, bench uses " +
-                     dtype_name(dtype));
-  if (b.root < 0 || b.root >= world_size_)
-    fail(s.mark, where(s) + ": root " + std::to_string(b.root) + " is out of range for a world of " + ranks_str(world_size_));
-  if (std::find(members.begin(), members.end(), b.root) == members.end())
-    fail(s.mark, where(s) + ": root " + std::to_string(b.root) + " is not a member of group '" + *s.group + "'");
-  if (b.collective == Op::SendRecv && members.size() < 2)
-    fail(s.mark, where(s) + ": send_recv needs at least 2 ranks");
 }
 
 }  // namespace distrun::scenario

@@ -4,8 +4,10 @@
 #include <sstream>
 
 #include "distrun/comm/collectives.hpp"
-#include "distrun/scenario/bench.hpp"
+#include "distrun/scenario/op_table.hpp"
+#include "distrun/scenario/step_runner.hpp"
 #include "distrun/scenario/format.hpp"
+#include "distrun/scenario/json_values.hpp"
 #include "distrun/scenario/results_file.hpp"
 
 namespace distrun::scenario {
@@ -21,9 +23,11 @@ std::string index_str(const Shape& shape, int64_t flat) {
   return out + "]";
 }
 
-namespace {
+std::string step_where(const Step& s) { return "step " + std::to_string(s.index) + " (" + op_name(s.op) + ")"; }
 
 Tensor to_cpu(const Tensor& t) { return t.defined() && t.device().is_cuda() ? t.to(Device::cpu()) : t; }
+
+namespace {
 
 std::string number_str(double v) {
   std::ostringstream ss;
@@ -32,17 +36,7 @@ std::string number_str(double v) {
   return ss.str();
 }
 
-// One rank's share of one step: what it prints, its results records and its check failures.
-struct StepReport {
-  std::string text;
-  std::vector<std::string> records;
-  std::vector<std::string> problems;
-  int64_t wrong = 0;
-
-  nlohmann::ordered_json to_json() const { return {{"text", text}, {"records", records}, {"problems", problems}, {"wrong", wrong}}; }
-};
-
-class Runner {
+class Runner final : public StepRunner {
  public:
   Runner(Scenario& sc, const Reference& ref, std::shared_ptr<Backend> world, const RunSettings& settings)
       : sc_(sc), ref_(ref), world_(std::move(world)), settings_(settings) {
@@ -99,136 +93,33 @@ class Runner {
     return groups_.at(*s.group).get();  // nullptr: not a member
   }
 
-  Tensor input(const Step& s) {
+  int rank() const override { return world_->rank(); }
+  const Scenario& scenario() const override { return sc_; }
+  const RankEnv& env() const override { return env_; }
+  const RunSettings& settings() const override { return settings_; }
+  const Tensor& tensor(const std::string& name) const override { return state_.at(name); }
+
+  Tensor input(const Step& s) override {
     if (s.input.spec) return make_tensor(*s.input.spec, sc_.dtype, env_, sc_.file).to(settings_.device);
     return state_.at(s.input.name);
   }
 
-  const Expected& expected(const Step& s) const { return ref_.expected(s.index, world_->rank()); }
+  const Expected& expected(const Step& s) const override { return ref_.expected(s.index, world_->rank()); }
 
-  Tensor empty_like_expected(const Step& s) const {
+  Tensor empty_like_expected(const Step& s) const override {
     const Tensor& e = expected(s).tensor.value;
     return Tensor::empty(e.shape(), e.dtype(), settings_.device);
   }
 
   StepReport run_step(Step& s) {
     Backend* b = backend_for(s);
-    std::optional<Tensor> result;
-    std::optional<nlohmann::ordered_json> object;
-    StepReport report;
+    StepOutput got;
     const int me = world_->rank();
-    if (b) {
-      switch (s.op) {
-        case Op::Broadcast: {
-          Tensor t = me == s.src ? input(s).clone() : empty_like_expected(s);
-          BroadcastOptions o;
-          o.root = b->group_rank(s.src);
-          b->broadcast(t, o);
-          result = t;
-          break;
-        }
-        case Op::Scatter: {
-          Tensor in;
-          if (me == s.src) {
-            in = input(s);
-          } else {
-            // Only src's values matter; the others pass a buffer of the same shape.
-            Shape full = expected(s).tensor.value.shape();
-            full[size_t(s.dim)] *= b->size();
-            in = Tensor::zeros(full, expected(s).tensor.value.dtype(), settings_.device);
-          }
-          result = scatter(*b, in, b->group_rank(s.src), s.dim);
-          break;
-        }
-        case Op::Gather: {
-          Tensor t = gather(*b, input(s), b->group_rank(s.dst), s.dim);
-          if (me == s.dst) result = t;
-          break;
-        }
-        case Op::AllGather: result = all_gather(*b, input(s), s.dim); break;
-        case Op::Reduce: {
-          Tensor t = input(s).clone();
-          ReduceOptions o;
-          o.root = b->group_rank(s.dst);
-          o.op = s.reduce;
-          b->reduce(t, o);
-          if (me == s.dst) result = t;
-          break;
-        }
-        case Op::AllReduce: {
-          Tensor t = input(s).clone();
-          AllreduceOptions o;
-          o.op = s.reduce;
-          b->all_reduce(t, o);
-          result = t;
-          break;
-        }
-        case Op::ReduceScatter: result = reduce_scatter(*b, input(s), s.dim, s.reduce); break;
-        case Op::AllToAll: {
-          std::vector<int64_t> splits;
-          for (const auto& n : s.split_sizes) splits.push_back(int64_t(eval_number(n, env_)));
-          result = all_to_all(*b, input(s), s.dim, splits);
-          break;
-        }
-        case Op::SendRecv: {
-          Tensor t = send_recv(s, *b);
-          if (t.defined()) result = t;
-          break;
-        }
-        case Op::Barrier: b->barrier(BarrierOptions{}); break;
-        case Op::Map: {
-          if (s.ranks && std::find(s.ranks->begin(), s.ranks->end(), me) == s.ranks->end()) break;
-          std::map<std::string, Tensor> inputs;
-          for (const auto& name : map_tensor_names(*s.expr)) inputs[name] = to_cpu(state_.at(name));
-          const Tensor& shape_of = expected(s).tensor.value;
-          result = apply_map(*s.expr, inputs, shape_of.shape(), shape_of.dtype(), env_).to(settings_.device);
-          break;
-        }
-        case Op::LocalReduce:
-          result = local_reduce(to_cpu(input(s)), s.reduce, s.local_dim, s.keepdim).to(settings_.device);
-          break;
-        case Op::AllGatherObject: {
-          nlohmann::ordered_json list = nlohmann::ordered_json::array();
-          for (auto& o : all_gather_object(*b, substitute_object(s.object, env_))) list.push_back(o);
-          object = list;
-          break;
-        }
-        case Op::GatherObject: {
-          auto got = gather_object(*b, substitute_object(s.object, env_), b->group_rank(s.dst));
-          if (me == s.dst) {
-            nlohmann::ordered_json list = nlohmann::ordered_json::array();
-            for (auto& o : got) list.push_back(o);
-            object = list;
-          }
-          break;
-        }
-        case Op::BroadcastObject:
-          object = broadcast_object(*b, substitute_object(s.object, env_), b->group_rank(s.src));
-          break;
-        case Op::Bench: {
-          BenchContext ctx;
-          ctx.scenario = sc_.name;
-          ctx.step = s.index;
-          ctx.backend_name = settings_.backend_name;
-          ctx.device = settings_.device;
-          ctx.check = s.check;
-          ctx.dtype = s.bench.dtype.value_or(sc_.dtype);
-          // Rank 0 prints each row as its size completes; when rank 0 is not a member of the
-          // step's group, the group's first member sends its table with the step's report.
-          ctx.out = me == 0 ? settings_.out : nullptr;
-          const BenchResult res = run_bench(*b, s.bench, ctx);
-          if (b->rank() == 0) {
-            report.records = res.rows;
-            if (s.check) report.wrong = res.wrong;
-            if (me != 0) report.text = res.table;
-            if (res.wrong > 0 && s.check)
-              report.problems.push_back("check failed: " + where(s) + " " + op_name(s.bench.collective) + ": " +
-                                        std::to_string(res.wrong) + " wrong elements");
-          }
-          return report;
-        }
-      }
-    }
+    if (b) got = op_spec(s.op).run(*this, s, *b);
+    if (got.report) return *got.report;
+    StepReport report;
+    const std::optional<Tensor>& result = got.tensor;
+    const std::optional<nlohmann::ordered_json>& object = got.object;
     if (result) {
       state_[s.output] = *result;
       report_tensor(s, to_cpu(*result), report);
@@ -241,38 +132,11 @@ class Runner {
     return report;
   }
 
-  Tensor send_recv(const Step& s, Backend& b) {
-    const int me = world_->rank();
-    SendOptions o;
-    o.tag = s.index;
-    if (me == s.src) {
-      Tensor t = input(s);
-      if (s.async) b.isend(t, b.group_rank(s.dst), o)->wait();
-      else b.send(t, b.group_rank(s.dst), o);
-      return Tensor();
-    }
-    if (me == s.dst) {
-      Tensor t = empty_like_expected(s);
-      if (s.async) b.irecv(t, b.group_rank(s.src), o)->wait();
-      else b.recv(t, b.group_rank(s.src), o);
-      return t;
-    }
-    return Tensor();
-  }
-
-  std::string where(const Step& s) const { return "step " + std::to_string(s.index) + " (" + op_name(s.op) + ")"; }
+  static std::string where(const Step& s) { return step_where(s); }
 
   std::string header(const Step& s) const {
-    std::string h = "Rank " + std::to_string(world_->rank()) + " after " + op_name(s.op);
-    switch (s.op) {
-      case Op::Reduce:
-      case Op::AllReduce:
-      case Op::ReduceScatter:
-      case Op::LocalReduce: h += std::string(" (") + reduce_op_name(s.reduce) + ")"; break;
-      case Op::SendRecv: h += " (from rank " + std::to_string(s.src) + ")"; break;
-      default: break;
-    }
-    return h;
+    const auto detail = op_spec(s.op).header_detail;
+    return "Rank " + std::to_string(world_->rank()) + " after " + op_name(s.op) + (detail ? detail(s) : "");
   }
 
   nlohmann::ordered_json record_head(const Step& s) const {
@@ -320,16 +184,16 @@ class Runner {
     r["dtype"] = dtype_name(got.dtype());
     r["values"] = values_json(got);
     r["wrong"] = wrong;
-    report.records.push_back(r.dump());
+    report.records.push_back(dump_lossless(r));
   }
 
   void report_object(const Step& s, const nlohmann::ordered_json& got, StepReport& report) {
     const Expected& want = expected(s);
     int64_t wrong = 0;
-    if (s.check && (!want.object || *want.object != got)) {
+    if (s.check && (!want.object || !same_json(*want.object, got))) {
       wrong = 1;
       report.problems.push_back("check failed: " + where(s) + " on rank " + std::to_string(world_->rank()) + ": got " +
-                                got.dump() + ", expected " + (want.object ? want.object->dump() : "no result"));
+                                dump_lossless(got) + ", expected " + (want.object ? dump_lossless(*want.object) : "no result"));
     }
     report.wrong += wrong;
     if (s.print) report.text = header(s) + ": " + python_repr(got) + "\n";
@@ -337,7 +201,7 @@ class Runner {
     auto r = record_head(s);
     r["object"] = got;
     r["wrong"] = wrong;
-    report.records.push_back(r.dump());
+    report.records.push_back(dump_lossless(r));
   }
 
   // Every rank is given the results path (rank 0 writes the file), so all agree on this.

@@ -1,0 +1,46 @@
+// --explain: per step, a small picture of who sends what to whom. Each member's tensor is
+// drawn as blocks (row blocks stacked for dim 0, column blocks side by side for dim 1), before
+// and after the step, each block named by where it came from ("2" rank 2's tensor, "2.1"
+// chunk 1 of it, "Σ" the reduction over the members, "Σ.1" chunk 1 of that) and, on a
+// terminal, coloured by the rank it came from.
+#pragma once
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "distrun/scenario/model.hpp"
+
+namespace distrun::scenario {
+
+/// One block of a member's tensor: `from` is a global rank (-1: the reduction over all).
+struct Block {
+  int from = -1;
+  int chunk = -1;   // -1: the whole tensor
+};
+
+/// One member's tensor before and after a step (`after` empty: no result there).
+struct RankPicture {
+  int rank = 0;
+  std::vector<Block> before, after;
+  bool has_after = true;
+};
+
+struct Picture {
+  std::vector<RankPicture> ranks;
+  bool column_blocks = false;   // dim 1: blocks side by side
+  std::string note;             // a sentence instead of (or under) the blocks
+};
+
+/// The usual pictures, for the op table's `picture` entries. `members`: global ranks of the
+/// step, ascending.
+Picture whole_from(const Step& s, const std::vector<int>& members, int src, bool only_dst);  // broadcast, send_recv
+Picture scatter_picture(const Step& s, const std::vector<int>& members, bool reduced);       // scatter, reduce_scatter
+Picture gather_picture(const Step& s, const std::vector<int>& members, int only_dst);        // gather (-1: all_gather)
+Picture reduce_picture(const Step& s, const std::vector<int>& members, int only_dst);        // reduce (-1: all_reduce)
+Picture all_to_all_picture(const Step& s, const std::vector<int>& members);
+
+/// Writes the pictures of every step of `sc` for a world of `world_size` ranks; `colour`:
+/// ANSI colours by source rank.
+void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour);
+
+}  // namespace distrun::scenario

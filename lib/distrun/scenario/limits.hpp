@@ -1,0 +1,27 @@
+// What a scenario may ask of a host, checked before anything is allocated: element counts
+// and byte sizes that overflow int64, tensors that the ranks of one host cannot hold, and
+// numbers a dtype cannot represent (torch refuses those as well: torch.full(..., 1e30,
+// dtype=torch.int32) raises instead of wrapping).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "distrun/core/tensor.hpp"
+
+namespace distrun::scenario {
+
+/// Physical memory of this host, in bytes (DISTRUN_HOST_MEMORY overrides it, for tests).
+int64_t host_memory_bytes();
+
+/// numel(shape) * dtype_size(dtype), or nullopt when it overflows int64.
+std::optional<int64_t> checked_bytes(const Shape& shape, DType dtype);
+
+/// "1.5 GiB": a byte count for messages.
+std::string human_bytes(double bytes);
+
+/// Why `v` cannot be stored in `dtype` (NaN or inf in an integer type, out of an integer
+/// type's range, a finite number that overflows a floating type), or nullopt when it can.
+std::optional<std::string> unrepresentable(double v, DType dtype);
+
+}  // namespace distrun::scenario

@@ -1,0 +1,156 @@
+// The per-rank ops: map (an elementwise expression over a rank's tensors) and local_reduce
+// (torch.sum/mean/... along a dim): no communication, but the same description as any op.
+#include <cmath>
+
+#include "distrun/scenario/op_table.hpp"
+#include "distrun/scenario/step_runner.hpp"
+
+namespace distrun::scenario {
+
+namespace {
+
+bool floating(DType t) { return !is_integer(t); }
+
+double propagated_error(Reference& ref, Step& s, const std::map<std::string, Tensor>& inputs, const Shape& shape, int rank) {
+  // How far the map's result can move when each input moves within its own tolerance: the
+  // map evaluated (in float64) with one input shifted up and down by twice its allowed
+  // error, the others held. This follows steep functions (exp(s) amplifies an ulp of s by s)
+  // where a fixed number of ulps would not.
+  const Reference::State& st = ref.state(rank);
+  const Tensor base = apply_map(*s.expr, inputs, shape, DType::Float64, ref.env(rank));
+  std::vector<double> err(size_t(base.numel()), 0.0);
+  for (const auto& [name, t] : inputs) {
+    const RefTensor& tol = st.at(name);  // a tensor still as its spec made it is exact (ulps 0)
+    if (tol.spec || tol.ulps == 0 || is_integer(t.dtype())) continue;
+    const double eps = dtype_epsilon(t.dtype());
+    for (const double sign : {1.0, -1.0}) {
+      Tensor moved = Tensor::empty(t.shape(), DType::Float64);
+      for (int64_t e = 0; e < t.numel(); ++e) {
+        const double x = t.get(e);
+        moved.set(e, x + sign * 2 * tol.ulps * eps * std::max(std::fabs(x), tol.scale));
+      }
+      auto shifted = inputs;
+      shifted[name] = moved;
+      const Tensor y = apply_map(*s.expr, shifted, shape, DType::Float64, ref.env(rank));
+      for (int64_t e = 0; e < y.numel(); ++e) {
+        const double d = std::fabs(y.get(e) - base.get(e));
+        if (std::isfinite(d)) err[size_t(e)] += d / 2;  // the two directions, averaged
+      }
+    }
+  }
+  double worst = 0;
+  for (double e : err) worst = std::max(worst, e);
+  return worst;
+}
+
+void map_on_rank(Reference& ref, Step& s, int rank) {
+  const Reference::State& st = ref.state(rank);
+  std::map<std::string, Tensor> inputs;
+  std::optional<Shape> shape;
+  std::optional<DType> first_dtype;
+  double ulps = 0, scale = 0;
+  for (const auto& name : map_tensor_names(*s.expr)) {
+    auto it = st.find(name);
+    if (it == st.end()) {
+      std::vector<std::string> names = {"rank", "world_size", "local_rank", "local_world_size", "i", "j", "k", "idx"};
+      for (const auto& kv : st) names.push_back(kv.first);
+      ref.fail(s.expr_mark, ref.where(s) + ": '" + name + "' in expr is not a tensor defined on rank " + std::to_string(rank) +
+                            " nor a known name" + did_you_mean(name, names));
+    }
+    const RefTensor held = *ref.tensor(rank, name);
+    const Tensor& t = held.value;
+    inputs[name] = t;
+    ulps = std::max(ulps, held.ulps);
+    scale = std::max(scale, held.scale);
+    if (!first_dtype) first_dtype = t.dtype();
+    if (t.numel() != 1) {
+      if (shape && *shape != t.shape())
+        ref.fail(s.expr_mark, ref.where(s) + ": tensors in expr have different shapes on rank " + std::to_string(rank) + ": " +
+                              shape_str(*shape) + " and " + shape_str(t.shape()) + " ('" + name + "')");
+      shape = t.shape();
+    }
+  }
+  const std::optional<RefTensor> old_out = st.count(s.output) ? ref.tensor(rank, s.output) : std::nullopt;
+  if (!shape) {
+    if (!inputs.empty()) shape = inputs.begin()->second.shape();
+    else if (old_out) shape = old_out->value.shape();
+    else
+      ref.fail(s.expr_mark, ref.where(s) + ": expr names no tensor and output '" + s.output + "' does not exist on rank " +
+                            std::to_string(rank) + ", so its shape is unknown");
+  }
+  DType dtype = s.dtype ? *s.dtype : first_dtype ? *first_dtype : old_out ? old_out->value.dtype() : ref.scenario().dtype;
+  RefTensor out{apply_map(*s.expr, inputs, *shape, dtype, ref.env(rank))};
+  if (floating(dtype) && ulps > 0) {
+    // Inexact inputs: allow their error to grow through the expression (exp, log, division).
+    for (const auto& kv : inputs)
+      for (int64_t e = 0; e < kv.second.numel(); ++e) scale = std::max(scale, std::fabs(kv.second.get(e)));
+    for (int64_t e = 0; e < out.value.numel(); ++e) scale = std::max(scale, std::fabs(out.value.get(e)));
+    out.ulps = 4 * ulps + 8;
+    out.scale = std::max(scale, propagated_error(ref, s, inputs, *shape, rank) / (out.ulps * dtype_epsilon(dtype)));
+  }
+  ref.set_result(s, rank, out);
+}
+
+void simulate_map(Reference& ref, Step& s) {
+  const auto members = ref.participants(s);
+  std::vector<int> ranks = members;
+  if (s.ranks) {
+    ranks.clear();
+    for (int r : *s.ranks) {
+      if (r < 0 || r >= ref.world_size())
+        ref.fail(s.ranks_mark, ref.where(s) + ": rank " + std::to_string(r) + " in ranks is out of range for a world of " +
+                                   ranks_str(ref.world_size()));
+      if (std::find(members.begin(), members.end(), r) != members.end()) ranks.push_back(r);
+    }
+  }
+  for (int r : ranks) map_on_rank(ref, s, r);
+}
+
+StepOutput run_map(StepRunner& r, const Step& s, Backend&) {
+  if (s.ranks && std::find(s.ranks->begin(), s.ranks->end(), r.rank()) == s.ranks->end()) return {};
+  std::map<std::string, Tensor> inputs;
+  for (const auto& name : map_tensor_names(*s.expr)) inputs[name] = to_cpu(r.tensor(name));
+  const Tensor& shape_of = r.expected(s).tensor.value;
+  return {apply_map(*s.expr, inputs, shape_of.shape(), shape_of.dtype(), r.env()).to(r.settings().device), {}, {}};
+}
+
+void simulate_local_reduce(Reference& ref, Step& s) {
+  for (int r : ref.participants(s)) {
+    RefTensor in = ref.input(s, r);
+    if (s.local_dim && *s.local_dim >= in.value.dim())
+      ref.fail(s.dim_mark, ref.where(s) + ": dim " + std::to_string(*s.local_dim) + " is out of range for shape " +
+                               shape_str(in.value.shape()));
+    RefTensor out{local_reduce(in.value, s.reduce, s.local_dim, s.keepdim), in.ulps, in.scale};
+    if (floating(in.value.dtype()) && s.reduce != ReduceOp::Min && s.reduce != ReduceOp::Max) {
+      const int64_t count = s.local_dim ? in.value.shape()[size_t(*s.local_dim)] : in.value.numel();
+      double mag = 0;
+      for (int64_t e = 0; e < in.value.numel(); ++e) mag += std::fabs(in.value.get(e));
+      out.ulps += 2.0 * double(count) + 2;
+      out.scale = std::max(out.scale, s.reduce == ReduceOp::Prod ? 0.0 : mag);
+    }
+    ref.set_result(s, r, out);
+  }
+}
+
+StepOutput run_local_reduce(StepRunner& r, const Step& s, Backend&) {
+  return {local_reduce(to_cpu(r.input(s)), s.reduce, s.local_dim, s.keepdim).to(r.settings().device), {}, {}};
+}
+
+}  // namespace
+
+std::vector<OpSpec> local_ops() {
+  std::vector<OpSpec> ops;
+  ops.push_back({Op::Map, "map", {"expr", "output", "ranks", "dtype"}, {"expr", "output"}});
+  ops.back().simulate = simulate_map;
+  ops.back().run = run_map;
+
+  ops.push_back({Op::LocalReduce, "local_reduce", {"input", "output", "reduce", "dim", "keepdim"}, {"input"}});
+  ops.back().whole_tensor_dim = true;
+  ops.back().local_reduce_ops = true;
+  ops.back().simulate = simulate_local_reduce;
+  ops.back().run = run_local_reduce;
+  ops.back().header_detail = [](const Step& s) { return std::string(" (") + reduce_op_name(s.reduce) + ")"; };
+  return ops;
+}
+
+}  // namespace distrun::scenario

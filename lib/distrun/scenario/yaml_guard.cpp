@@ -1,0 +1,114 @@
+#include "distrun/scenario/yaml_guard.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <limits>
+#include <regex>
+#include <set>
+
+#include "distrun/scenario/source.hpp"
+
+namespace distrun::scenario {
+
+namespace {
+
+class Walker {
+ public:
+  Walker(const std::string& file, const YamlLimits& limits) : file_(file), limits_(limits) {}
+
+  void walk(const YAML::Node& n, int depth) {
+    if (++nodes_ > limits_.max_nodes)
+      throw error_at(file_, mark_of(n), "the document expands to more than " + std::to_string(limits_.max_nodes) +
+                                            " nodes (aliases count each time they are used)");
+    if (depth > limits_.max_depth)
+      throw error_at(file_, mark_of(n), "the document nests deeper than " + std::to_string(limits_.max_depth) +
+                                            " levels (aliases count each time they are used)");
+    if (n.IsSequence()) {
+      for (const auto& c : n) walk(c, depth + 1);
+    } else if (n.IsMap()) {
+      std::set<std::string> seen;
+      for (const auto& kv : n) {
+        if (!kv.first.IsScalar())
+          throw error_at(file_, mark_of(kv.first), "a mapping key must be a plain name, not a list or a mapping");
+        if (!seen.insert(kv.first.Scalar()).second)
+          throw error_at(file_, mark_of(kv.first), "duplicate key '" + kv.first.Scalar() + "'");
+        walk(kv.second, depth + 1);
+      }
+    }
+  }
+
+ private:
+  const std::string& file_;
+  const YamlLimits& limits_;
+  int64_t nodes_ = 0;
+};
+
+}  // namespace
+
+YAML::Node load_one_document(const std::string& file, const std::string& text, const YamlLimits& limits) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::Exception& e) {
+    Mark m = e.mark.is_null() ? Mark{} : Mark{e.mark.line + 1, e.mark.column + 1};
+    throw error_at(file, m, "YAML syntax error: " + e.msg);
+  }
+  if (docs.empty()) return YAML::Node();
+  if (docs.size() > 1)
+    throw error_at(file, mark_of(docs[1]), "a scenario file holds one YAML document; a second one starts here");
+  Walker(file, limits).walk(docs[0], 0);
+  return docs[0];
+}
+
+CoreScalar resolve_scalar(const YAML::Node& n) {
+  CoreScalar out;
+  if (n.IsNull()) {
+    out.kind = CoreScalar::Null;
+    return out;
+  }
+  if (!n.IsScalar() || n.Tag() == "!") return out;  // quoted: a string whatever it spells
+  const std::string& s = n.Scalar();
+  if (s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE") {
+    out.kind = CoreScalar::Bool;
+    out.boolean = s[0] == 't' || s[0] == 'T';
+    return out;
+  }
+  static const std::regex dec_int("[-+]?[0-9]+"), oct_int("0o[0-7]+"), hex_int("0x[0-9a-fA-F]+");
+  static const std::regex dec_float("[-+]?(\\.[0-9]+|[0-9]+(\\.[0-9]*)?)([eE][-+]?[0-9]+)?");
+  static const std::regex inf_float("[-+]?\\.(inf|Inf|INF)"), nan_float("\\.(nan|NaN|NAN)");
+  const int base = std::regex_match(s, dec_int) ? 10 : std::regex_match(s, oct_int) ? 8
+                                                     : std::regex_match(s, hex_int) ? 16 : 0;
+  if (base) {
+    const char* digits = base == 10 ? s.c_str() : s.c_str() + 2;
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(digits, &end, base);
+    if (errno == 0) {
+      out.kind = CoreScalar::Int;
+      out.integer = v;
+      out.real = double(v);
+      return out;
+    }
+    out.kind = CoreScalar::Float;  // beyond int64: keep its magnitude as a float
+    out.real = base == 10 ? std::strtod(s.c_str(), nullptr) : double(std::strtoull(digits, nullptr, base));
+    return out;
+  }
+  if (std::regex_match(s, dec_float)) {
+    out.kind = CoreScalar::Float;
+    out.real = std::strtod(s.c_str(), nullptr);
+    return out;
+  }
+  if (std::regex_match(s, inf_float)) {
+    out.kind = CoreScalar::Float;
+    out.real = s[0] == '-' ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    return out;
+  }
+  if (std::regex_match(s, nan_float)) {
+    out.kind = CoreScalar::Float;
+    out.real = std::numeric_limits<double>::quiet_NaN();
+    return out;
+  }
+  return out;
+}
+
+}  // namespace distrun::scenario

@@ -1,0 +1,40 @@
+// Reading a scenario's YAML safely and by one set of rules: exactly one document, bounded
+// alias expansion and nesting (a "billion laughs" file is refused in bounded time and memory
+// instead of growing until the allocator aborts), no duplicate keys, and plain scalars read
+// by the YAML 1.2 core schema (as PyYAML's users expect of `n`, `y`, `yes`: strings, not
+// booleans).
+#pragma once
+#include <yaml-cpp/yaml.h>
+
+#include <cstdint>
+#include <string>
+
+namespace distrun::scenario {
+
+/// How much a scenario's YAML may expand to, counting every node reached through an alias
+/// as often as it is reached.
+struct YamlLimits {
+  int64_t max_nodes = 1'000'000;
+  int max_depth = 64;
+};
+
+/// Parses `text` as exactly one YAML document and checks it against `limits` (every node
+/// visited once per path, so aliases count as often as they are used) and for duplicate
+/// mapping keys. ConfigError `file:line:col: message` otherwise. An empty text gives a null
+/// node.
+YAML::Node load_one_document(const std::string& file, const std::string& text, const YamlLimits& limits = {});
+
+/// What a scalar means under the YAML 1.2 core schema.
+struct CoreScalar {
+  enum Kind { Null, Bool, Int, Float, String } kind = String;
+  bool boolean = false;
+  int64_t integer = 0;   // Int
+  double real = 0;       // Int (as a double) and Float
+};
+
+/// Resolves `n` (a scalar, or null): quoted scalars are always strings; plain ones follow the
+/// core schema (null ~ Null NULL, true/false in three spellings, decimal/0o/0x integers,
+/// decimal floats, .inf -.inf .nan). An integer beyond int64 is read as a Float.
+CoreScalar resolve_scalar(const YAML::Node& n);
+
+}  // namespace distrun::scenario

@@ -1,0 +1,163 @@
+// Hostile or careless scenario files: each class is refused by the validation the launcher
+// runs before any worker starts, as a ConfigError "file:line:col: message" (exit 2), without
+// growing or crashing first.
+#include <unistd.h>
+
+#include <sstream>
+
+#include "distrun/scenario/api.hpp"
+#include "distrun/scenario/explain.hpp"
+#include "distrun/scenario/reference.hpp"
+#include "test_util.hpp"
+
+using namespace distrun;
+using namespace distrun::scenario;
+using distrun::scenario::testing::load_error;
+
+namespace {
+// The error of validating `text` for `world` ranks, all on one host ("" when it passes).
+std::string check_error(const std::string& text, int world) {
+  try {
+    Scenario sc = load_scenario_text("t.yaml", text);
+    Reference ref(sc, world, world);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// "a: &a [x]\nb: &b [*a, *a, ...]": every level doubles (or `width`-folds) the one before.
+std::string alias_bomb(int levels, int width) {
+  std::string s = "steps:\n  - op: all_gather_object\n    object:\n      l0: &l0 [\"lol\"]\n";
+  for (int l = 1; l <= levels; ++l) {
+    s += "      l" + std::to_string(l) + ": &l" + std::to_string(l) + " [";
+    for (int w = 0; w < width; ++w) s += (w ? ", *l" : "*l") + std::to_string(l - 1);
+    s += "]\n";
+  }
+  return s;
+}
+}  // namespace
+
+TEST_CASE("alias expansion is bounded in count and in depth", "[hostile]") {
+  CHECK_THAT(load_error(alias_bomb(9, 10)), Catch::StartsWith("t.yaml:") && Catch::Contains("expands to more than"));
+  // Plain nesting too: 100 levels of lists, far below yaml-cpp's own guard but above ours.
+  CHECK_THAT(load_error("description: " + std::string(100, '[') + std::string(100, ']') + "\nsteps: []\n"),
+             Catch::StartsWith("t.yaml:1:") && Catch::Contains("nests deeper than 64"));
+}
+
+TEST_CASE("duplicate keys and a second document are errors", "[hostile]") {
+  CHECK(load_error("steps: []\nsteps: []\n") == "t.yaml:2:1: duplicate key 'steps'");
+  CHECK_THAT(load_error("tensors:\n  x: {shape: [2], shape: [3]}\nsteps: []\n"),
+             Catch::StartsWith("t.yaml:2:19: duplicate key 'shape'"));
+  CHECK_THAT(load_error("steps: []\n---\nsteps: []\n"), Catch::StartsWith("t.yaml:3:") && Catch::Contains("one YAML document"));
+}
+
+TEST_CASE("scalars follow the YAML 1.2 core schema", "[hostile]") {
+  // y and n are strings (YAML 1.1's booleans): a flag given as `y` is refused, not read as true.
+  CHECK_THAT(load_error("steps:\n  - {op: barrier, print: y}\n"), Catch::Contains("print must be true or false"));
+  CHECK(load_error("steps:\n  - {op: barrier, print: False}\n") == "");
+  auto sc = load_scenario_text("t.yaml", "steps:\n  - op: all_gather_object\n    object: [n, y, yes, off, ~, 0x10, 1e3, .inf, \"1\"]\n");
+  const auto& o = sc.steps[0].object.value;
+  CHECK(o[0] == "n");
+  CHECK(o[1] == "y");
+  CHECK(o[2] == "yes");
+  CHECK(o[3] == "off");
+  CHECK(o[4].is_null());
+  CHECK(o[5] == 16);
+  CHECK(o[6] == 1000.0);
+  CHECK(std::isinf(o[7].get<double>()));
+  CHECK(o[8] == "1");
+}
+
+TEST_CASE("shapes that overflow int64 or no host could hold are refused before allocation", "[hostile]") {
+  CHECK_THAT(check_error("tensors:\n  x: {shape: [1000000000000, 1000000000000]}\nsteps: []\n", 2),
+             Catch::StartsWith("t.yaml:2:6: shape [1000000000000, 1000000000000]") && Catch::Contains("int64"));
+  CHECK_THAT(check_error("tensors:\n  x: {shape: [100000000, 100000000]}\nsteps: []\n", 2),
+             Catch::StartsWith("t.yaml:2:6: the tensors of rank 0 up to 'x' need 35.5 PiB per rank"));
+  // An inline input, and a result that only all_gather makes too large.
+  CHECK_THAT(check_error("steps:\n  - {op: all_reduce, input: {shape: [world_size, 1000000000000]}}\n", 2),
+             Catch::StartsWith("t.yaml:2:29: step 0 (all_reduce): the input needs"));
+  ::setenv("DISTRUN_HOST_MEMORY", "1M", 1);
+  CHECK_THAT(check_error("tensors:\n  x: {shape: [4, 16384]}\nsteps:\n  - {op: all_gather, input: x}\n", 4),
+             Catch::StartsWith("t.yaml:4:5: step 0 (all_gather): the result needs 1.0 MiB per rank; 4 ranks on this host"));
+  // The same world spread over 4 hosts fits.
+  {
+    Scenario sc = load_scenario_text("t.yaml", "tensors:\n  x: {shape: [4, 16384]}\nsteps:\n  - {op: all_gather, input: x}\n");
+    CHECK_NOTHROW(Reference(sc, 4, 1));
+    CHECK_THROWS_AS(Reference(sc, 4, 4), ConfigError);
+  }
+  ::unsetenv("DISTRUN_HOST_MEMORY");
+}
+
+TEST_CASE("bench sizes: bounded lists, sizes a host can hold", "[hostile]") {
+  CHECK_THAT(load_error("steps:\n  - {op: bench, collective: all_reduce, bytes: {min: 1K, max: 1G, factor: 1.0000000000000002}}\n"),
+             Catch::StartsWith("t.yaml:2:") && Catch::Contains("sizes; at most 64"));
+  CHECK_THAT(check_error("steps:\n  - {op: bench, collective: all_reduce, bytes: [64G]}\n", 4),
+             Catch::StartsWith("t.yaml:2:5: step 0 (bench): size 64.0 GiB") && Catch::Contains("more than its"));
+}
+
+TEST_CASE("fills and values a dtype cannot hold are refused, as torch refuses them", "[hostile]") {
+  CHECK(load_error("tensors:\n  x: {shape: [2], fill: 1e30, dtype: int32}\nsteps: []\n") ==
+        "t.yaml:2:25: 1e+30 is out of the range of int32");
+  CHECK(load_error("tensors:\n  x: {shape: [2], fill: .nan, dtype: int64}\nsteps: []\n") ==
+        "t.yaml:2:25: nan cannot be stored in int64");
+  CHECK(load_error("dtype: float16\ntensors:\n  x: {values: [1, 70000]}\nsteps: []\n") ==
+        "t.yaml:3:19: 70000 overflows float16");
+  CHECK(load_error("tensors:\n  x: {values: [1, 256], dtype: uint8}\nsteps: []\n") == "t.yaml:2:19: 256 is out of the range of uint8");
+  CHECK(load_error("tensors:\n  x: {shape: [2], fill: .inf, dtype: float32}\nsteps: []\n") == "");
+  CHECK_THAT(check_error("tensors:\n  x: {shape: [3], fill: \"i*100\", dtype: int8}\nsteps: []\n", 1),
+             Catch::StartsWith("t.yaml:2:25: fill 'i*100' gives 200 at index 2 on rank 0: 200 is out of the range of int8"));
+  CHECK_THAT(check_error("tensors:\n  x: {shape: [2], fill: \"1/i\", dtype: int32}\nsteps: []\n", 1),
+             Catch::Contains("inf cannot be stored in int32"));
+}
+
+TEST_CASE("an unwritable results path is refused before the run", "[hostile]") {
+  CHECK_THROWS_AS(check_results_path("/nonexistent-distrun-dir/r.jsonl"), ConfigError);
+  CHECK_NOTHROW(check_results_path("/tmp/distrun-results-probe-" + std::to_string(::getpid()) + ".jsonl"));
+  CHECK(::access(("/tmp/distrun-results-probe-" + std::to_string(::getpid()) + ".jsonl").c_str(), F_OK) != 0);
+}
+
+TEST_CASE("the tolerance follows values through map: exp(s) after a 1-ulp all_reduce difference", "[consistency]") {
+  Scenario sc = load_scenario_text("t.yaml", "tensors:\n  x: {shape: [3], fill: \"20 + 0.1*rank + i\"}\n"
+                                             "steps:\n  - {op: all_reduce, input: x, output: s}\n"
+                                             "  - {op: map, expr: \"exp(s)\", output: e}\n");
+  Reference ref(sc, 4, 4);
+  const RefTensor& s = ref.expected(0, 0).tensor;
+  const RefTensor& e = ref.expected(1, 0).tensor;
+  // What a backend that rounds one addition differently gives: s one float32 ulp off, and
+  // exp of that.
+  Tensor got_s = s.value.clone(), got_e = e.value.clone();
+  for (int64_t k = 0; k < got_s.numel(); ++k) {
+    const float moved = std::nextafter(float(s.value.get(k)), 1e30f);
+    got_s.set(k, moved);
+    got_e.set(k, std::exp(double(moved)));
+  }
+  CHECK(count_wrong(got_s, s) == 0);
+  CHECK(count_wrong(got_e, e) == 0);
+  // The check can still fail: a result 1% off is wrong (the bound is per tensor, so the
+  // largest element shows it).
+  Tensor off = e.value.clone();
+  off.set(2, e.value.get(2) * 1.01);
+  CHECK(count_wrong(off, e) == 1);
+}
+
+TEST_CASE("explain draws who sends what to whom, plain without a terminal", "[explain]") {
+  Scenario sc = load_scenario_text("t.yaml", "tensors:\n  x: {shape: [world_size, 2], fill: rank}\n"
+                                             "steps:\n  - {op: reduce_scatter, input: x, output: y}\n"
+                                             "  - {op: all_to_all, input: x, output: z, dim: 0}\n"
+                                             "  - {op: gather, input: x, output: g, dst: 1, dim: 1}\n");
+  std::ostringstream out;
+  explain(sc, 2, out, false);
+  const std::string text = out.str();
+  CHECK_THAT(text, Catch::Contains("step 0: reduce_scatter (sum)  x -> y  (row blocks, dim 0)\n"
+                                   "  rank 0:   | 0.0 |  ->  | \u03a3.0 |\n"
+                                   "            | 0.1 |\n"
+                                   "  rank 1:   | 1.0 |  ->  | \u03a3.1 |\n"
+                                   "            | 1.1 |\n"));
+  CHECK_THAT(text, Catch::Contains("  rank 1:   | 1.0 |  ->  | 0.1 |\n            | 1.1 |      | 1.1 |\n"));
+  CHECK_THAT(text, Catch::Contains("step 2: gather  x -> g  (column blocks, dim 1)\n  rank 0:   | 0 |  ->  (no result)\n  rank 1:   | 1 |  ->  | 0 | 1 |\n"));
+  CHECK(text.find('\033') == std::string::npos);
+  std::ostringstream coloured;
+  explain(sc, 2, coloured, true);
+  CHECK_THAT(coloured.str(), Catch::Contains("\033[30;41m 0.0 \033[0m"));  // rank 0's block, red
+}
