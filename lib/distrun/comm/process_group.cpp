@@ -13,6 +13,7 @@
 #include "distrun/env/netif.hpp"
 #include "distrun/gloo/gloo_backend.hpp"
 #include "distrun/store/hash_store.hpp"
+#include "distrun/store/listen_socket.hpp"
 #include "distrun/store/tcp_store.hpp"
 #if DISTRUN_HAVE_NCCL
 #include "distrun/nccl/nccl_backend.hpp"
@@ -108,7 +109,18 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
     TCPStoreOptions so;
     so.timeout = options.timeout;
     so.is_server = w.rank == 0;
-    if (so.is_server) so.bind_host = store_bind_address(w.master_addr);
+    if (so.is_server) {
+      // The launcher may have bound MASTER_PORT already and handed us the socket (c10d's
+      // masterListenFd): serve on it, so the port cannot be lost to a race in between.
+      ListeningSocket ls = listening_socket_from_env();
+      if (ls.fd >= 0 && w.master_port != 0 && ls.port != w.master_port)
+        throw ConfigError(std::string(kStoreListenFdEnv) + "=" + std::to_string(ls.fd) + ": the socket is bound to port " +
+                          std::to_string(ls.port) + ", but MASTER_PORT is " + std::to_string(w.master_port));
+      if (ls.fd >= 0)
+        so.listen_fd = ls.fd;
+      else
+        so.bind_host = store_bind_address(w.master_addr);
+    }
     auto tcp = std::make_shared<TCPStore>(w.master_addr, w.master_port, so);
     pg->store_ = tcp;
     if (options.heartbeats) {

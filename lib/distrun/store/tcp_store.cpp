@@ -54,10 +54,12 @@ TCPStore::TCPStore(const std::string& host, uint16_t port, const TCPStoreOptions
     so.host = options.bind_host.empty() ? "0.0.0.0" : options.bind_host;
     so.port = port;
     so.secret = secret;
+    so.listen_fd = options.listen_fd;
     server_ = std::make_unique<TCPStoreServer>(so);
     port_ = server_->port();
     // Talk to our own server over loopback unless it is bound to one address only.
-    if (so.host == "0.0.0.0") connect_host = "127.0.0.1";
+    const std::string& bound = server_->address();
+    connect_host = bound == "0.0.0.0" ? "127.0.0.1" : bound == "::" ? "::1" : bound;
   }
   conn_->where = host + ":" + std::to_string(port_);
 

@@ -20,6 +20,9 @@ struct TCPStoreServerOptions {
   uint32_t max_frame = wire::kDefaultMaxFrame;
   size_t max_connections = 4096;
   std::chrono::milliseconds auth_timeout = 10s;  // a silent connection is closed after this
+  /// A bound, listening TCP socket to serve on instead of binding host:port (c10d's
+  /// masterListenFd). Validated (ConfigError otherwise); the server then owns and closes it.
+  int listen_fd = -1;
 };
 
 /// A store server on its own thread. Serves until destroyed; one slow or malicious client
@@ -34,6 +37,8 @@ class TCPStoreServer {
 
   /// The port actually bound.
   uint16_t port() const;
+  /// The address actually bound (numeric; "0.0.0.0" or "::" for every interface).
+  const std::string& address() const;
   /// Connections currently open (for tests of limits and leaks).
   size_t connections() const;
 
@@ -49,6 +54,7 @@ struct TCPStoreOptions {
   std::chrono::milliseconds timeout = Store::kDefaultTimeout;  // connect + every wait
   std::string secret;      // defaults to $DISTRUN_STORE_SECRET
   std::string bind_host;   // server only: address to bind (default: derived from host)
+  int listen_fd = -1;      // server only: serve on this listening socket instead of binding
 };
 
 /// A store client (and, with is_server, the server too). Thread-safe: one request at a time.

@@ -2,6 +2,8 @@
 // client that stalls mid-frame or never authenticates holds only its own socket.
 #include "distrun/core/log.hpp"
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <asio.hpp>
 #include <list>
@@ -9,6 +11,7 @@
 
 #include "distrun/core/error.hpp"
 #include "distrun/store/hash_store.hpp"
+#include "distrun/store/listen_socket.hpp"
 #include "distrun/store/tcp_store.hpp"
 
 namespace distrun {
@@ -48,6 +51,7 @@ struct TCPStoreServer::Impl {
   std::list<std::shared_ptr<Session>> parked;  // sessions blocked in get/wait
   std::atomic<size_t> open{0};
   uint16_t port = 0;
+  std::string address;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -229,17 +233,27 @@ void TCPStoreServer::Impl::accept() {
 
 TCPStoreServer::TCPStoreServer(const TCPStoreServerOptions& options) : impl_(std::make_shared<Impl>(options)) {
   auto& a = impl_->acceptor;
-  try {
-    auto addr = asio::ip::make_address(options.host);
-    tcp::endpoint ep(addr, options.port);
-    a.open(ep.protocol());
-    a.set_option(tcp::acceptor::reuse_address(true));
-    a.bind(ep);
-    a.listen(asio::socket_base::max_listen_connections);
-  } catch (const std::system_error& e) {
-    std::string why = e.code() == asio::error::address_in_use ? "the port is already in use" : e.code().message();
-    throw StoreError("store server: cannot listen on " + options.host + ":" + std::to_string(options.port) +
-                     ": " + why);
+  if (options.listen_fd >= 0) {
+    // Adopted, not bound: the one who bound it already holds the port, so no race to lose.
+    auto ls = inspect_listening_socket(options.listen_fd, "store server: listening descriptor " +
+                                                              std::to_string(options.listen_fd));
+    fcntl(ls.fd, F_SETFD, fcntl(ls.fd, F_GETFD) | FD_CLOEXEC);  // not for the workers' own children
+    a.assign(ls.ipv6 ? tcp::v6() : tcp::v4(), ls.fd);
+    impl_->address = ls.address;
+  } else {
+    try {
+      auto addr = asio::ip::make_address(options.host);
+      tcp::endpoint ep(addr, options.port);
+      a.open(ep.protocol());
+      a.set_option(tcp::acceptor::reuse_address(true));
+      a.bind(ep);
+      a.listen(asio::socket_base::max_listen_connections);
+    } catch (const std::system_error& e) {
+      std::string why = e.code() == asio::error::address_in_use ? "the port is already in use" : e.code().message();
+      throw StoreError("store server: cannot listen on " + options.host + ":" + std::to_string(options.port) +
+                       ": " + why);
+    }
+    impl_->address = a.local_endpoint().address().to_string();
   }
   impl_->port = a.local_endpoint().port();
   impl_->accept();
@@ -260,6 +274,7 @@ TCPStoreServer::~TCPStoreServer() {
 }
 
 uint16_t TCPStoreServer::port() const { return impl_->port; }
+const std::string& TCPStoreServer::address() const { return impl_->address; }
 size_t TCPStoreServer::connections() const { return impl_->open; }
 
 }  // namespace distrun
