@@ -145,7 +145,10 @@ ProcessGroup::~ProcessGroup() {
   // does not make the others fail on their way out. On the way out of a failure, wait less
   // (a dead peer never checks out) but long enough for the survivors' heartbeat probes, which
   // need the store to name the lost peer.
-  if (world_.world_size > 1 && store_) {
+  // A store found dead or frozen (its host, rank 0, was lost) is not asked again: that would
+  // only hold this rank's error for the store's timeout.
+  const bool store_lost = liveness_ && liveness_->store_lost();
+  if (world_.world_size > 1 && store_ && !store_lost) {
     const bool failing = std::uncaught_exceptions() > 0;
     // Close our connections now, while the store still answers: peers blocked on us then fail
     // at once and can still ask the heartbeats who was lost, instead of blaming us.

@@ -18,8 +18,12 @@ struct TCPStoreServerOptions {
   uint16_t port = 0;             // 0 picks a free port (see TCPStoreServer::port())
   std::string secret;            // required in each client's first frame when non-empty
   uint32_t max_frame = wire::kDefaultMaxFrame;
-  size_t max_connections = 4096;
-  std::chrono::milliseconds auth_timeout = 10s;  // a silent connection is closed after this
+  size_t max_connections = 4096;  // authenticated connections (ranks, heartbeats, agents)
+  /// Connections that have not proved the secret yet have a pool of their own: when it is
+  /// full, the oldest (silent ones first) is closed for the newest, and a client whose
+  /// handshake was cut so tries again, so strangers cannot keep a rank out.
+  size_t max_unauthenticated = 256;
+  std::chrono::milliseconds auth_timeout = 5s;  // to prove the secret, from accept
   /// A bound, listening TCP socket to serve on instead of binding host:port (c10d's
   /// masterListenFd). Validated (ConfigError otherwise); the server then owns and closes it.
   int listen_fd = -1;
@@ -72,6 +76,10 @@ class TCPStore : public Store {
   bool remove(const std::string& key) override;
   using Store::wait;
 
+  /// Shuts the connection down now, from any thread: a request in flight fails at once (for a
+  /// heartbeat thread stuck on a frozen server). Every later request fails too.
+  void abort();
+
   /// The port of the server this client talks to (the bound one when hosting).
   uint16_t port() const { return port_; }
   const std::string& host() const { return host_; }
@@ -80,6 +88,8 @@ class TCPStore : public Store {
 
  private:
   std::string request(const wire::Request& r, std::chrono::milliseconds reply_timeout);
+  void authenticate(const std::string& secret, std::chrono::milliseconds timeout);
+  std::string handshake_step(const wire::Request& r, std::chrono::milliseconds timeout);
 
   std::string host_;
   uint16_t port_;
