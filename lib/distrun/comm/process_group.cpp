@@ -8,6 +8,7 @@
 #include <exception>
 #include <thread>
 
+#include "distrun/backend/recording_backend.hpp"
 #include "distrun/config.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/env/netif.hpp"
@@ -133,7 +134,13 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
   if (w.world_size > 1) wait_for_everyone(*pg->store_, w, options.timeout);
   if (options.heartbeats && w.world_size > 1)
     pg->liveness_ = std::make_shared<Liveness>(heartbeat_store, w.rank, w.world_size);
-  pg->backend_ = make_backend(options.backend, pg->store_, w, options.timeout, pg->liveness_);
+  // Every collective goes into this rank's flight recorder: in the launcher's shared file when
+  // it names one (so it can tell after a hang or a kill what each rank was doing), else in memory.
+  const std::string flight_path = env(kFlightRecorderEnv);
+  pg->recorder_ = flight_path.empty() ? FlightRecorder::in_memory(w.rank, w.world_size)
+                                      : FlightRecorder::attach(flight_path, w.local_rank, w.rank, w.world_size);
+  pg->backend_ = std::make_shared<RecordingBackend>(
+      make_backend(options.backend, pg->store_, w, options.timeout, pg->liveness_), pg->recorder_);
   // As torch's init_process_group ends with a barrier: a fast rank must not start (or finish
   // and close its connections) while a slow one is still connecting its mesh.
   if (w.world_size > 1) pg->backend_->barrier({});
