@@ -48,7 +48,8 @@ struct HandshakeCut : std::runtime_error {
 };
 
 // A get/wait is answered by the server itself when its time runs out; the client waits a
-// little longer, only to tell a server that stopped answering (frozen or gone).
+// little longer, only to tell a server that stopped answering (frozen or gone). Other requests
+// get the same slack, so a busy server (many ranks on few cores) is not taken for a dead one.
 std::chrono::milliseconds with_slack(std::chrono::milliseconds t) {
   return std::chrono::milliseconds(wire::clamp_timeout_ms(t.count())) + 2s;
 }
@@ -240,7 +241,7 @@ void TCPStore::set(const std::string& key, const std::string& value) {
   r.cmd = wire::Cmd::Set;
   r.keys = {key};
   r.value = value;
-  request(r, timeout_);
+  request(r, with_slack(timeout_));
 }
 
 std::string TCPStore::get(const std::string& key) {
@@ -256,7 +257,7 @@ int64_t TCPStore::add(const std::string& key, int64_t delta) {
   r.cmd = wire::Cmd::Add;
   r.keys = {key};
   r.number = delta;
-  std::string v = request(r, timeout_);
+  std::string v = request(r, with_slack(timeout_));
   if (v.size() != 8) throw StoreError("store: malformed add reply");
   uint64_t u = 0;
   for (int i = 7; i >= 0; --i) u = (u << 8) | uint8_t(v[size_t(i)]);
@@ -275,14 +276,14 @@ bool TCPStore::check(const std::vector<std::string>& keys) {
   wire::Request r;
   r.cmd = wire::Cmd::Check;
   r.keys = keys;
-  return request(r, timeout_) == std::string(1, '\1');
+  return request(r, with_slack(timeout_)) == std::string(1, '\1');
 }
 
 bool TCPStore::remove(const std::string& key) {
   wire::Request r;
   r.cmd = wire::Cmd::Remove;
   r.keys = {key};
-  return request(r, timeout_) == std::string(1, '\1');
+  return request(r, with_slack(timeout_)) == std::string(1, '\1');
 }
 
 }  // namespace distrun
