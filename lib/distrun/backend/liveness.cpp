@@ -57,17 +57,13 @@ void Liveness::run() {
 bool Liveness::store_answers(std::chrono::milliseconds within) {
   std::unique_lock<std::mutex> lock(mu_);
   if (store_failed_) return false;
-  // Two answers from now: the first may be for a heartbeat sent before the question.
-  const uint64_t want = answered_ + 2;
+  // Any answer from now on shows the store alive now (even one to a heartbeat sent before).
+  const uint64_t want = answered_ + 1;
   poke_ = true;
   cv_.notify_all();
   const auto deadline = std::chrono::steady_clock::now() + within;
   while (answered_ < want && !store_failed_) {
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
-    if (answered_ < want && !poke_) {
-      poke_ = true;  // the first answer came: ask again at once
-      cv_.notify_all();
-    }
   }
   return answered_ >= want;
 }
@@ -92,7 +88,7 @@ std::vector<int> Liveness::stalled(const std::vector<int>& candidates) {
 }
 
 std::string Liveness::describe_loss(const std::vector<int>& candidates, int store_host) {
-  const auto patience = std::max(interval_ * 5, std::chrono::milliseconds(1500));
+  const auto patience = std::max(interval_ * 3, std::chrono::milliseconds(1000));
   if (rank_ != store_host && !store_answers(patience)) {
     store_lost_ = true;
     last_lost_ = store_host;

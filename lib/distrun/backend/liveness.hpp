@@ -36,7 +36,7 @@ class Liveness {
 
   /// A sentence naming the lost peers for an error message, e.g. "lost peer rank 2 (no
   /// heartbeat for 0.9 s)", or "" when every candidate is alive. Never throws, and returns
-  /// within about max(5 intervals, 1.5 s) + 3 intervals: a dead or frozen store is reported as
+  /// within about max(3 intervals, 1 s) + 3 intervals: a dead or frozen store is reported as
   /// the loss of rank `store_host` that hosts it.
   std::string describe_loss(const std::vector<int>& candidates, int store_host = 0);
 
