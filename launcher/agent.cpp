@@ -114,6 +114,7 @@ int run_agent(const LaunchOptions& o) {
       id.max_restarts = o.max_restarts;
       id.run_id = plan.run_id;
       id.store_secret = a.secret;
+      id.flight_recorder = flight_file(plan.nproc_per_node).path();
       specs.push_back({id.rank, local, command, to_envp(worker_environment(base_env, id))});
     }
 

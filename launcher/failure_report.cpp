@@ -39,7 +39,13 @@ std::string format_failure(const WorkerFailure& f, const std::string& host, cons
     out += "  stderr (last " + std::to_string(f.stderr_tail.size()) + " lines):\n";
     for (auto& line : f.stderr_tail) out += "    " + line + "\n";
   }
+  if (auto flights = flight_file(0).read(); any_unfinished(flights)) out += describe_flights(flights);
   return out;
+}
+
+FlightFile& flight_file(int local_ranks) {
+  static FlightFile file(std::max(local_ranks, 1));
+  return file;
 }
 
 bool looks_like_port_taken(const WorkerFailure& f) {

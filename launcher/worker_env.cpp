@@ -23,6 +23,7 @@ EnvMap worker_environment(EnvMap env, const WorkerIdentity& id) {
   env["TORCHELASTIC_RUN_ID"] = id.run_id;
   if (id.local_world_size > 1 && env.find("OMP_NUM_THREADS") == env.end()) env["OMP_NUM_THREADS"] = "1";
   if (!id.store_secret.empty()) env["DISTRUN_STORE_SECRET"] = id.store_secret;
+  if (!id.flight_recorder.empty()) env["DISTRUN_FLIGHT_RECORDER"] = id.flight_recorder;
   return env;
 }
 

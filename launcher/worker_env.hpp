@@ -21,6 +21,7 @@ struct WorkerIdentity {
   int max_restarts = 0;
   std::string run_id = "none";
   std::string store_secret;  // DISTRUN_STORE_SECRET; empty: not set
+  std::string flight_recorder;  // DISTRUN_FLIGHT_RECORDER (the agent's flight file); empty: not set
 };
 
 using EnvMap = std::map<std::string, std::string>;

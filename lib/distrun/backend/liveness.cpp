@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "distrun/core/error.hpp"
+#include "distrun/store/tcp_store.hpp"
 
 namespace distrun {
 
@@ -23,21 +24,48 @@ Liveness::~Liveness() {
     stop_ = true;
   }
   cv_.notify_all();
+  // A heartbeat stuck on a frozen store would hold the join for the store's whole timeout.
+  if (store_lost_)
+    if (auto* tcp = dynamic_cast<TCPStore*>(store_.get())) tcp->abort();
   thread_.join();
 }
 
 void Liveness::run() {
   std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, interval_, [this] { return stop_; })) {
+  for (;;) {
+    cv_.wait_for(lock, interval_, [this] { return stop_ || poke_; });
+    if (stop_) return;
+    poke_ = false;
     lock.unlock();
+    bool ok = true;
     try {
       store_->add(key(rank_), 1);
     } catch (const std::exception&) {
-      // The store is gone (its host died): the collective that fails next reports it.
-      return;
+      ok = false;  // the store is gone (its host died): the collective that fails next reports it
     }
     lock.lock();
+    if (!ok) {
+      store_failed_ = true;
+      cv_.notify_all();
+      return;
+    }
+    ++answered_;
+    cv_.notify_all();
   }
+}
+
+bool Liveness::store_answers(std::chrono::milliseconds within) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (store_failed_) return false;
+  // Any answer from now on shows the store alive now (even one to a heartbeat sent before).
+  const uint64_t want = answered_ + 1;
+  poke_ = true;
+  cv_.notify_all();
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (answered_ < want && !store_failed_) {
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
+  }
+  return answered_ >= want;
 }
 
 void Liveness::mark_failed() {
@@ -60,11 +88,22 @@ std::vector<int> Liveness::stalled(const std::vector<int>& candidates) {
 }
 
 std::string Liveness::describe_loss(const std::vector<int>& candidates, int store_host) {
+  const auto patience = std::max(interval_ * 3, std::chrono::milliseconds(1000));
+  if (rank_ != store_host && !store_answers(patience)) {
+    store_lost_ = true;
+    last_lost_ = store_host;
+    std::ostringstream s;
+    s << "lost peer rank " << store_host << " (it hosts the store, which no longer answers";
+    if (!store_failed_) s << " heartbeats: none for " << double(patience.count()) / 1000.0 << " s";
+    s << "; dead or frozen)";
+    return s.str();
+  }
   std::vector<int> lost;
   mark_failed();
   try {
     lost = stalled(candidates);
   } catch (const std::exception&) {
+    store_lost_ = true;
     last_lost_ = store_host;
     return "lost peer rank " + std::to_string(store_host) + " (it hosts the store, which no longer answers)";
   }

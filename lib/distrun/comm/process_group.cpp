@@ -8,11 +8,13 @@
 #include <exception>
 #include <thread>
 
+#include "distrun/backend/recording_backend.hpp"
 #include "distrun/config.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/env/netif.hpp"
 #include "distrun/gloo/gloo_backend.hpp"
 #include "distrun/store/hash_store.hpp"
+#include "distrun/store/listen_socket.hpp"
 #include "distrun/store/tcp_store.hpp"
 #if DISTRUN_HAVE_NCCL
 #include "distrun/nccl/nccl_backend.hpp"
@@ -108,7 +110,18 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
     TCPStoreOptions so;
     so.timeout = options.timeout;
     so.is_server = w.rank == 0;
-    if (so.is_server) so.bind_host = store_bind_address(w.master_addr);
+    if (so.is_server) {
+      // The launcher may have bound MASTER_PORT already and handed us the socket (c10d's
+      // masterListenFd): serve on it, so the port cannot be lost to a race in between.
+      ListeningSocket ls = listening_socket_from_env();
+      if (ls.fd >= 0 && w.master_port != 0 && ls.port != w.master_port)
+        throw ConfigError(std::string(kStoreListenFdEnv) + "=" + std::to_string(ls.fd) + ": the socket is bound to port " +
+                          std::to_string(ls.port) + ", but MASTER_PORT is " + std::to_string(w.master_port));
+      if (ls.fd >= 0)
+        so.listen_fd = ls.fd;
+      else
+        so.bind_host = store_bind_address(w.master_addr);
+    }
     auto tcp = std::make_shared<TCPStore>(w.master_addr, w.master_port, so);
     pg->store_ = tcp;
     if (options.heartbeats) {
@@ -121,7 +134,13 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
   if (w.world_size > 1) wait_for_everyone(*pg->store_, w, options.timeout);
   if (options.heartbeats && w.world_size > 1)
     pg->liveness_ = std::make_shared<Liveness>(heartbeat_store, w.rank, w.world_size);
-  pg->backend_ = make_backend(options.backend, pg->store_, w, options.timeout, pg->liveness_);
+  // Every collective goes into this rank's flight recorder: in the launcher's shared file when
+  // it names one (so it can tell after a hang or a kill what each rank was doing), else in memory.
+  const std::string flight_path = env(kFlightRecorderEnv);
+  pg->recorder_ = flight_path.empty() ? FlightRecorder::in_memory(w.rank, w.world_size)
+                                      : FlightRecorder::attach(flight_path, w.local_rank, w.rank, w.world_size);
+  pg->backend_ = std::make_shared<RecordingBackend>(
+      make_backend(options.backend, pg->store_, w, options.timeout, pg->liveness_), pg->recorder_);
   // As torch's init_process_group ends with a barrier: a fast rank must not start (or finish
   // and close its connections) while a slow one is still connecting its mesh.
   if (w.world_size > 1) pg->backend_->barrier({});
@@ -133,7 +152,10 @@ ProcessGroup::~ProcessGroup() {
   // does not make the others fail on their way out. On the way out of a failure, wait less
   // (a dead peer never checks out) but long enough for the survivors' heartbeat probes, which
   // need the store to name the lost peer.
-  if (world_.world_size > 1 && store_) {
+  // A store found dead or frozen (its host, rank 0, was lost) is not asked again: that would
+  // only hold this rank's error for the store's timeout.
+  const bool store_lost = liveness_ && liveness_->store_lost();
+  if (world_.world_size > 1 && store_ && !store_lost) {
     const bool failing = std::uncaught_exceptions() > 0;
     // Close our connections now, while the store still answers: peers blocked on us then fail
     // at once and can still ask the heartbeats who was lost, instead of blaming us.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "distrun/backend/backend.hpp"
+#include "distrun/backend/flight_recorder.hpp"
 #include "distrun/backend/liveness.hpp"
 #include "distrun/env/world.hpp"
 #include "distrun/store/store.hpp"
@@ -37,6 +38,8 @@ class ProcessGroup {
   const std::shared_ptr<Backend>& backend_ptr() const { return backend_; }
   Store& store() { return *store_; }
   const std::shared_ptr<Store>& store_ptr() const { return store_; }
+  /// This rank's record of its last collectives (flight_recorder.hpp).
+  FlightRecorder& flight_recorder() { return *recorder_; }
 
   ~ProcessGroup();
 
@@ -45,6 +48,7 @@ class ProcessGroup {
   WorldInfo world_;
   std::shared_ptr<Store> store_;
   std::shared_ptr<Liveness> liveness_;
+  std::shared_ptr<FlightRecorder> recorder_;
   std::shared_ptr<Backend> backend_;
 };
 

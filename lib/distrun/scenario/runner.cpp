@@ -3,6 +3,7 @@
 #include <optional>
 #include <sstream>
 
+#include "distrun/backend/flight_recorder.hpp"
 #include "distrun/comm/collectives.hpp"
 #include "distrun/scenario/op_table.hpp"
 #include "distrun/scenario/step_runner.hpp"
@@ -56,6 +57,7 @@ class Runner final : public StepRunner {
     std::vector<std::string> lines;
     int64_t wrong_here = 0;
     for (auto& step : sc_.steps) {
+      FlightOrigin origin(sc_.file + ":" + std::to_string(step.mark.line));  // into the flight recorder
       StepReport report = run_step(step);
       wrong_here += report.wrong;
       collect(step, report, lines);

@@ -27,6 +27,8 @@ class HashStore : public Store {
 
 /// Parses the decimal integer stored by add(); a StoreError when `value` is not one.
 int64_t parse_counter(const std::string& key, const std::string& value);
+/// value + delta, or a StoreError naming `key` when the sum does not fit in an int64.
+int64_t checked_add(const std::string& key, int64_t value, int64_t delta);
 /// Names the keys of `keys` that `has` says are missing, for timeout messages.
 std::string missing_keys(const std::vector<std::string>& keys, const std::function<bool(const std::string&)>& has);
 

@@ -18,6 +18,8 @@ void put_str(std::string& out, std::string_view s) {
   out.append(s.data(), s.size());
 }
 
+int64_t clamp_timeout_ms(int64_t ms) { return ms < 0 ? 0 : ms > kMaxTimeoutMs ? kMaxTimeoutMs : ms; }
+
 uint32_t read_u32(const void* p) {
   const auto* b = static_cast<const uint8_t*>(p);
   return uint32_t(b[0]) | uint32_t(b[1]) << 8 | uint32_t(b[2]) << 16 | uint32_t(b[3]) << 24;
@@ -36,6 +38,7 @@ std::string encode(const Request& r) {
   out.push_back(char(r.cmd));
   switch (r.cmd) {
     case Cmd::Auth:
+    case Cmd::Hello:
     case Cmd::Remove: put_str(out, r.keys.at(0)); break;
     case Cmd::Set:
       put_str(out, r.keys.at(0));
@@ -94,11 +97,12 @@ Request decode_request(std::string_view payload) {
   Request q;
   uint8_t c = uint8_t(payload[0]);
   r.at = 1;
-  if (c < uint8_t(Cmd::Auth) || c > uint8_t(Cmd::Ping))
+  if (c < uint8_t(Cmd::Auth) || c > uint8_t(Cmd::Hello))
     throw StoreError("store protocol: unknown command " + std::to_string(c));
   q.cmd = Cmd(c);
   switch (q.cmd) {
     case Cmd::Auth:
+    case Cmd::Hello:
     case Cmd::Remove: q.keys.push_back(r.str(kMaxKey)); break;
     case Cmd::Set:
       q.keys.push_back(r.str(kMaxKey));

@@ -10,7 +10,8 @@
 
 namespace distrun::wire {
 
-enum class Cmd : uint8_t { Auth = 1, Set, Get, Add, Wait, Check, Remove, Ping };
+// Hello (client nonce) asks for the server's challenge; Auth answers it with a proof (auth.hpp).
+enum class Cmd : uint8_t { Auth = 1, Set, Get, Add, Wait, Check, Remove, Ping, Hello };
 enum class Status : uint8_t { Ok = 0, Timeout = 1, Error = 2 };
 
 /// Frames larger than this are refused (the connection is closed with a log line).
@@ -19,10 +20,21 @@ constexpr uint32_t kDefaultMaxFrame = 256u << 20;
 constexpr uint32_t kMaxKey = 64u << 10;
 /// Most keys in one wait/check.
 constexpr uint32_t kMaxKeys = 1u << 16;
+/// Frames before authentication: only Hello and Auth (a nonce or a proof) fit, so a stranger
+/// cannot make the server reserve memory.
+constexpr uint32_t kMaxUnauthenticatedFrame = 128;
+/// A reply larger than this is a broken or hostile server: the client refuses to allocate it.
+constexpr uint32_t kMaxReply = kDefaultMaxFrame + 64;
+/// The longest wait a request may ask for (7 days): larger values are clamped, so that no
+/// deadline arithmetic can overflow.
+constexpr int64_t kMaxTimeoutMs = 7LL * 24 * 3600 * 1000;
+
+/// `ms` clamped to [0, kMaxTimeoutMs].
+int64_t clamp_timeout_ms(int64_t ms);
 
 struct Request {
   Cmd cmd = Cmd::Ping;
-  std::vector<std::string> keys;  // Set/Get/Add/Remove: one; Wait/Check: many; Auth: the secret
+  std::vector<std::string> keys;  // Set/Get/Add/Remove: one; Wait/Check: many; Hello: nonce; Auth: proof
   std::string value;              // Set
   int64_t number = 0;             // Add: delta; Get/Wait: timeout in ms
 };

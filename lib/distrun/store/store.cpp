@@ -2,6 +2,7 @@
 
 #include "distrun/core/error.hpp"
 #include "distrun/store/hash_store.hpp"
+#include "distrun/store/protocol.hpp"
 
 namespace distrun {
 
@@ -40,6 +41,14 @@ int64_t parse_counter(const std::string& key, const std::string& value) {
   throw StoreError("store key '" + key + "' holds a non-integer value; add() needs a counter");
 }
 
+int64_t checked_add(const std::string& key, int64_t value, int64_t delta) {
+  int64_t sum;
+  if (__builtin_add_overflow(value, delta, &sum))
+    throw StoreError("store key '" + key + "': adding " + std::to_string(delta) + " to " + std::to_string(value) +
+                     " overflows a 64-bit counter");
+  return sum;
+}
+
 std::string missing_keys(const std::vector<std::string>& keys, const std::function<bool(const std::string&)>& has) {
   std::string s;
   for (const auto& key : keys)
@@ -66,7 +75,7 @@ int64_t HashStore::add(const std::string& key, int64_t delta) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = data_.find(key);
-    v = (it == data_.end() ? 0 : parse_counter(key, it->second)) + delta;
+    v = checked_add(key, it == data_.end() ? 0 : parse_counter(key, it->second), delta);
     data_[key] = std::to_string(v);
   }
   cv_.notify_all();
@@ -74,6 +83,7 @@ int64_t HashStore::add(const std::string& key, int64_t delta) {
 }
 
 void HashStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  timeout = std::min(timeout, std::chrono::milliseconds(wire::kMaxTimeoutMs));  // no deadline overflow
   std::unique_lock<std::mutex> lock(mu_);
   auto has = [&](const std::string& key) { return data_.count(key) > 0; };
   auto all = [&] {

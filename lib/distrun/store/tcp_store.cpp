@@ -2,11 +2,15 @@
 // operations on a private io_context until done or the deadline, then closes the socket.
 #include "distrun/store/tcp_store.hpp"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <asio.hpp>
 #include <cstdlib>
 #include <thread>
 
 #include "distrun/core/error.hpp"
+#include "distrun/store/auth.hpp"
 
 namespace distrun {
 
@@ -18,6 +22,7 @@ struct TCPStore::Conn {
   tcp::socket sock{io};
   bool broken = false;
   std::string where;
+  std::atomic<int> fd{-1};  // for abort() from another thread
 
   // Runs the queued async operations until `done` or `deadline`; false on timeout.
   bool run_until(Clock::time_point deadline, const bool& done) {
@@ -37,6 +42,18 @@ struct TCPStore::Conn {
 
 namespace {
 
+// The connection closed before the handshake was answered (not a refusal): worth a retry.
+struct HandshakeCut : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// A get/wait is answered by the server itself when its time runs out; the client waits a
+// little longer, only to tell a server that stopped answering (frozen or gone). Other requests
+// get the same slack, so a busy server (many ranks on few cores) is not taken for a dead one.
+std::chrono::milliseconds with_slack(std::chrono::milliseconds t) {
+  return std::chrono::milliseconds(wire::clamp_timeout_ms(t.count())) + 2s;
+}
+
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? v : fallback;
@@ -54,50 +71,120 @@ TCPStore::TCPStore(const std::string& host, uint16_t port, const TCPStoreOptions
     so.host = options.bind_host.empty() ? "0.0.0.0" : options.bind_host;
     so.port = port;
     so.secret = secret;
+    so.listen_fd = options.listen_fd;
     server_ = std::make_unique<TCPStoreServer>(so);
     port_ = server_->port();
     // Talk to our own server over loopback unless it is bound to one address only.
-    if (so.host == "0.0.0.0") connect_host = "127.0.0.1";
+    const std::string& bound = server_->address();
+    connect_host = bound == "0.0.0.0" ? "127.0.0.1" : bound == "::" ? "::1" : bound;
   }
   conn_->where = host + ":" + std::to_string(port_);
 
-  const auto deadline = Clock::now() + options.timeout;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(wire::clamp_timeout_ms(options.timeout.count()));
   std::string last_error = "no attempt";
   auto backoff = 10ms;
   for (;;) {
     asio::error_code ec;
+    bool cut = false;
     tcp::resolver resolver(conn_->io);
     auto endpoints = resolver.resolve(connect_host, std::to_string(port_), ec);
     if (!ec) {
-      bool done = false;
-      conn_->sock = tcp::socket(conn_->io);
-      asio::async_connect(conn_->sock, endpoints, [&](const asio::error_code& e, const tcp::endpoint&) {
-        ec = e;
-        done = true;
-      });
-      if (!conn_->run_until(std::min(deadline, Clock::now() + 5s), done)) ec = asio::error::timed_out;
-      conn_->broken = false;
-      if (!ec) break;
+      // One endpoint at a time, each socket opened close-on-exec (asio's own connect leaves it
+      // inheritable, and a rank's children must not hold the store's connection).
+      for (const auto& entry : endpoints) {
+        const tcp::endpoint ep = entry.endpoint();
+        conn_->sock = tcp::socket(conn_->io);
+        int fd = ::socket(ep.protocol().family(), SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+          ec = asio::error_code(errno, asio::system_category());
+          continue;
+        }
+        conn_->sock.assign(ep.protocol(), fd, ec);
+        if (ec) {
+          ::close(fd);
+          continue;
+        }
+        bool done = false;
+        conn_->sock.async_connect(ep, [&](const asio::error_code& e) {
+          ec = e;
+          done = true;
+        });
+        if (!conn_->run_until(std::min(deadline, Clock::now() + 5s), done)) ec = asio::error::timed_out;
+        conn_->broken = false;
+        if (!ec) break;
+      }
+      if (!ec) {
+        conn_->sock.set_option(tcp::no_delay(true), ec);
+        conn_->fd = conn_->sock.native_handle();
+        if (secret.empty()) break;
+        try {
+          authenticate(secret, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+          break;
+        } catch (const HandshakeCut& e) {
+          // Closed before it answered: a server evicting strangers under a flood looks like
+          // this, so try again (a refused secret is an answer, and is not retried).
+          cut = true;
+          last_error = std::string("closed during authentication: ") + e.what();
+        }
+      }
     }
-    last_error = ec.message();
+    if (!cut) last_error = ec.message();
     if (Clock::now() + backoff >= deadline)
       throw TimeoutError("store: could not connect to " + conn_->where + " within " +
                          std::to_string(options.timeout.count()) + " ms (" + last_error + ")");
     std::this_thread::sleep_for(backoff);
     backoff = std::min<std::chrono::milliseconds>(backoff * 2, 500ms);
   }
-  conn_->sock.set_option(tcp::no_delay(true));
-  if (!secret.empty()) {
-    wire::Request r;
-    r.cmd = wire::Cmd::Auth;
-    r.keys = {secret};
-    request(r, options.timeout);
+}
+
+// Challenge-response (auth.hpp): the secret never crosses the wire, and the server proves it
+// knows the secret too before this client writes anything to it.
+void TCPStore::authenticate(const std::string& secret, std::chrono::milliseconds timeout) {
+  wire::Request hello;
+  hello.cmd = wire::Cmd::Hello;
+  const std::string client_nonce = auth::random_bytes(auth::kNonceBytes);
+  hello.keys = {client_nonce};
+  const std::string server_nonce = handshake_step(hello, timeout);
+  if (server_nonce.empty())
+    throw StoreError("store: the server at " + conn_->where +
+                     " asks for no job secret, but this process has one (DISTRUN_STORE_SECRET): not this job's store");
+  if (server_nonce.size() != auth::kNonceBytes) throw StoreError("store: malformed challenge from " + conn_->where);
+  wire::Request proof;
+  proof.cmd = wire::Cmd::Auth;
+  proof.keys = {auth::proof(secret, auth::Side::Client, server_nonce, client_nonce)};
+  std::string theirs;
+  try {
+    theirs = handshake_step(proof, timeout);
+  } catch (const HandshakeCut&) {
+    throw;
+  } catch (const StoreError& e) {
+    throw StoreError("store: " + conn_->where + " refused this process's job secret (DISTRUN_STORE_SECRET differs "
+                     "from the store's?): " + e.what());
   }
+  if (!auth::equal_in_constant_time(theirs, auth::proof(secret, auth::Side::Server, server_nonce, client_nonce)))
+    throw StoreError("store: the server at " + conn_->where + " could not prove the job secret: not this job's store");
+}
+
+std::string TCPStore::handshake_step(const wire::Request& r, std::chrono::milliseconds timeout) {
+  try {
+    return request(r, timeout);
+  } catch (const TimeoutError& e) {
+    throw HandshakeCut(e.what());
+  } catch (const StoreError& e) {
+    if (conn_->broken) throw HandshakeCut(e.what());
+    throw;  // an answer: the server refused
+  }
+}
+
+void TCPStore::abort() {
+  const int fd = conn_->fd.load();
+  if (fd >= 0) ::shutdown(fd, SHUT_RDWR);  // the descriptor stays open (no reuse race) until ~TCPStore
 }
 
 TCPStore::~TCPStore() = default;
 
 std::string TCPStore::request(const wire::Request& r, std::chrono::milliseconds reply_timeout) {
+  reply_timeout = std::min(reply_timeout, std::chrono::milliseconds(wire::kMaxTimeoutMs) + 2s);  // no overflow
   std::lock_guard<std::mutex> lock(mu_);
   Conn& c = *conn_;
   if (c.broken) throw StoreError("store: connection to " + c.where + " was lost earlier");
@@ -118,20 +205,27 @@ std::string TCPStore::request(const wire::Request& r, std::chrono::milliseconds 
         done = true;
         return;
       }
-      body.resize(wire::read_u32(hdr.data()));
+      const uint32_t len = wire::read_u32(hdr.data());
+      if (len > wire::kMaxReply) {  // a broken or hostile server must not make us allocate 4 GiB
+        err = asio::error::message_size;
+        done = true;
+        return;
+      }
+      body.resize(len);
       asio::async_read(c.sock, asio::buffer(body), [&](const asio::error_code& ec3, size_t) {
         err = ec3;
         done = true;
       });
     });
   });
-  // The server answers a timed-out wait itself; the extra slack only covers a dead server.
-  if (!c.run_until(Clock::now() + reply_timeout + 5s, done))
+  if (!c.run_until(Clock::now() + reply_timeout, done))
     throw TimeoutError("store: no reply from " + c.where + " within " + std::to_string(reply_timeout.count()) +
                        " ms (server frozen?)");
   if (err) {
     c.broken = true;
-    std::string why = err == asio::error::eof ? "connection closed by the server" : err.message();
+    std::string why = err == asio::error::eof               ? "connection closed by the server"
+                      : err == asio::error::message_size ? "a reply over the bound of " + std::to_string(wire::kMaxReply) + " bytes"
+                                                         : err.message();
     throw StoreError("store: lost connection to " + c.where + ": " + why);
   }
   if (body.empty()) throw StoreError("store: empty reply from " + c.where);
@@ -147,15 +241,15 @@ void TCPStore::set(const std::string& key, const std::string& value) {
   r.cmd = wire::Cmd::Set;
   r.keys = {key};
   r.value = value;
-  request(r, timeout_);
+  request(r, with_slack(timeout_));
 }
 
 std::string TCPStore::get(const std::string& key) {
   wire::Request r;
   r.cmd = wire::Cmd::Get;
   r.keys = {key};
-  r.number = timeout_.count();
-  return request(r, timeout_);
+  r.number = wire::clamp_timeout_ms(timeout_.count());
+  return request(r, with_slack(timeout_));
 }
 
 int64_t TCPStore::add(const std::string& key, int64_t delta) {
@@ -163,7 +257,7 @@ int64_t TCPStore::add(const std::string& key, int64_t delta) {
   r.cmd = wire::Cmd::Add;
   r.keys = {key};
   r.number = delta;
-  std::string v = request(r, timeout_);
+  std::string v = request(r, with_slack(timeout_));
   if (v.size() != 8) throw StoreError("store: malformed add reply");
   uint64_t u = 0;
   for (int i = 7; i >= 0; --i) u = (u << 8) | uint8_t(v[size_t(i)]);
@@ -174,22 +268,22 @@ void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   wire::Request r;
   r.cmd = wire::Cmd::Wait;
   r.keys = keys;
-  r.number = timeout.count();
-  request(r, timeout);
+  r.number = wire::clamp_timeout_ms(timeout.count());
+  request(r, with_slack(timeout));
 }
 
 bool TCPStore::check(const std::vector<std::string>& keys) {
   wire::Request r;
   r.cmd = wire::Cmd::Check;
   r.keys = keys;
-  return request(r, timeout_) == std::string(1, '\1');
+  return request(r, with_slack(timeout_)) == std::string(1, '\1');
 }
 
 bool TCPStore::remove(const std::string& key) {
   wire::Request r;
   r.cmd = wire::Cmd::Remove;
   r.keys = {key};
-  return request(r, timeout_) == std::string(1, '\1');
+  return request(r, with_slack(timeout_)) == std::string(1, '\1');
 }
 
 }  // namespace distrun

@@ -18,8 +18,15 @@ struct TCPStoreServerOptions {
   uint16_t port = 0;             // 0 picks a free port (see TCPStoreServer::port())
   std::string secret;            // required in each client's first frame when non-empty
   uint32_t max_frame = wire::kDefaultMaxFrame;
-  size_t max_connections = 4096;
-  std::chrono::milliseconds auth_timeout = 10s;  // a silent connection is closed after this
+  size_t max_connections = 4096;  // authenticated connections (ranks, heartbeats, agents)
+  /// Connections that have not proved the secret yet have a pool of their own: when it is
+  /// full, the oldest (silent ones first) is closed for the newest, and a client whose
+  /// handshake was cut so tries again, so strangers cannot keep a rank out.
+  size_t max_unauthenticated = 256;
+  std::chrono::milliseconds auth_timeout = 5s;  // to prove the secret, from accept
+  /// A bound, listening TCP socket to serve on instead of binding host:port (c10d's
+  /// masterListenFd). Validated (ConfigError otherwise); the server then owns and closes it.
+  int listen_fd = -1;
 };
 
 /// A store server on its own thread. Serves until destroyed; one slow or malicious client
@@ -34,6 +41,8 @@ class TCPStoreServer {
 
   /// The port actually bound.
   uint16_t port() const;
+  /// The address actually bound (numeric; "0.0.0.0" or "::" for every interface).
+  const std::string& address() const;
   /// Connections currently open (for tests of limits and leaks).
   size_t connections() const;
 
@@ -49,6 +58,7 @@ struct TCPStoreOptions {
   std::chrono::milliseconds timeout = Store::kDefaultTimeout;  // connect + every wait
   std::string secret;      // defaults to $DISTRUN_STORE_SECRET
   std::string bind_host;   // server only: address to bind (default: derived from host)
+  int listen_fd = -1;      // server only: serve on this listening socket instead of binding
 };
 
 /// A store client (and, with is_server, the server too). Thread-safe: one request at a time.
@@ -66,6 +76,10 @@ class TCPStore : public Store {
   bool remove(const std::string& key) override;
   using Store::wait;
 
+  /// Shuts the connection down now, from any thread: a request in flight fails at once (for a
+  /// heartbeat thread stuck on a frozen server). Every later request fails too.
+  void abort();
+
   /// The port of the server this client talks to (the bound one when hosting).
   uint16_t port() const { return port_; }
   const std::string& host() const { return host_; }
@@ -74,6 +88,8 @@ class TCPStore : public Store {
 
  private:
   std::string request(const wire::Request& r, std::chrono::milliseconds reply_timeout);
+  void authenticate(const std::string& secret, std::chrono::milliseconds timeout);
+  std::string handshake_step(const wire::Request& r, std::chrono::milliseconds timeout);
 
   std::string host_;
   uint16_t port_;

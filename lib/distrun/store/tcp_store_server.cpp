@@ -1,89 +1,151 @@
 // The TCPStore server: one asio io_context on one thread, every connection asynchronous, so a
-// client that stalls mid-frame or never authenticates holds only its own socket.
-#include "distrun/core/log.hpp"
+// client that stalls mid-frame or never authenticates holds only its own socket. The protocol
+// itself (what a connection may do when) is ServerSession; this file is the sockets around it:
+// accepting (close-on-exec, backing off when descriptors run out), the strangers' own pool and
+// deadline, and log lines about strangers kept to a budget.
+#include <fcntl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <asio.hpp>
+#include <cerrno>
+#include <cstring>
 #include <list>
-#include <map>
 
 #include "distrun/core/error.hpp"
-#include "distrun/store/hash_store.hpp"
+#include "distrun/core/log.hpp"
+#include "distrun/store/listen_socket.hpp"
+#include "distrun/store/server_session.hpp"
 #include "distrun/store/tcp_store.hpp"
 
 namespace distrun {
 
 using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
 
 namespace {
 
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  // Runs over the whole expected secret whatever the input, so timing leaks no prefix.
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < b.size(); ++i) diff |= uint8_t(i < a.size() ? a[i] : 0) ^ uint8_t(b[i]);
-  return diff == 0;
-}
+// A flood of strangers must not write megabytes of log: a burst of lines, then one line a
+// minute saying how many were left out; a new burst only after a quiet minute.
+class LogBudget {
+ public:
+  static constexpr int kBurst = 10;
+  static constexpr auto kWindow = std::chrono::seconds(60);
 
-std::string reply_payload(wire::Status st, const std::string& body = {}) {
-  std::string p(1, char(st));
-  p += body;
-  return p;
-}
+  template <typename... Args>
+  void warn(spdlog::format_string_t<Args...> fmt, Args&&... args) {
+    roll();
+    if (used_ < kBurst) {
+      ++used_;
+      log().warn(fmt, std::forward<Args>(args)...);
+    } else {
+      ++suppressed_;
+    }
+  }
+  // Called on every event and by the server's periodic tick, so the summary is not lost when
+  // the flood stops.
+  void roll() {
+    auto now = Clock::now();
+    if (now - window_start_ < kWindow) return;
+    if (suppressed_ > 0)
+      log().warn("distrun store: {} more lines about unauthenticated connections left out in the last {} s",
+                 suppressed_, std::chrono::duration_cast<std::chrono::seconds>(now - window_start_).count());
+    else
+      used_ = 0;  // a quiet window: the next flood gets its burst again
+    window_start_ = now;
+    suppressed_ = 0;
+  }
+
+ private:
+  Clock::time_point window_start_ = Clock::now();
+  int used_ = 0;
+  size_t suppressed_ = 0;
+};
 
 }  // namespace
 
-class Session;
+class Connection;
 
 struct TCPStoreServer::Impl {
-  explicit Impl(const TCPStoreServerOptions& o) : opt(o), acceptor(io) {}
+  explicit Impl(const TCPStoreServerOptions& o) : opt(o), acceptor(io), backoff_timer(io), log_timer(io) {}
 
   void accept();
+  void accept_ready();
+  void adopt(int fd);
+  void back_off(int err);
+  void evict_oldest_stranger(const char* why);
   void wake_waiters();
-  bool has(const std::string& k) const { return data.count(k) > 0; }
+  void keep_log_summaries();
 
   TCPStoreServerOptions opt;
   asio::io_context io;
   tcp::acceptor acceptor;
-  std::map<std::string, std::string> data;
-  std::list<std::shared_ptr<Session>> parked;  // sessions blocked in get/wait
+  asio::steady_timer backoff_timer, log_timer;
+  std::chrono::milliseconds backoff{0};
+  bool exhausted_logged = false;
+  size_t refused_while_exhausted = 0;
+  StoreData data;
+  std::list<std::shared_ptr<Connection>> parked;     // blocked in get/wait
+  std::list<std::shared_ptr<Connection>> strangers;  // not authenticated yet, oldest first
+  size_t authenticated = 0;
   std::atomic<size_t> open{0};
+  LogBudget stranger_log;
   uint16_t port = 0;
+  std::string address;
 };
 
-class Session : public std::enable_shared_from_this<Session> {
+class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Session(tcp::socket s, TCPStoreServer::Impl& srv) : sock_(std::move(s)), srv_(srv), timer_(srv.io) {
+  Connection(tcp::socket s, TCPStoreServer::Impl& srv)
+      : sock_(std::move(s)), srv_(srv), timer_(srv.io), session_(srv.data, srv.opt.secret) {
     asio::error_code ec;
     auto ep = sock_.remote_endpoint(ec);
     peer_ = ec ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port());
-    authed_ = srv_.opt.secret.empty();
   }
+
+  bool is_open() const { return session_.open(); }
+  ServerSession::Phase phase() const { return session_.phase(); }
 
   void start() {
     ++srv_.open;
-    if (!authed_) {
+    if (session_.open()) {
+      ++srv_.authenticated;
+      counted_open_ = true;
+    } else {
+      srv_.strangers.push_back(shared_from_this());
       timer_.expires_after(srv_.opt.auth_timeout);
       timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
-        if (!ec && !self->authed_) {
-          log().warn("distrun store: closing {}: no authentication within {} ms", self->peer_,
-                       self->srv_.opt.auth_timeout.count());
-          self->close();
-        }
+        if (!ec && !self->session_.open())
+          self->close_stranger("no authentication within " + std::to_string(self->srv_.opt.auth_timeout.count()) + " ms");
       });
     }
     read_header();
   }
 
-  // Tries to answer a parked get/wait; true when it did.
+  // A parked get/wait: answers it when its keys are there; true when it did.
   bool try_finish() {
-    for (const auto& k : req_.keys)
-      if (!srv_.has(k)) return false;
+    auto done = session_.try_finish();
+    if (!done) return false;
     timer_.cancel();
-    if (req_.cmd == wire::Cmd::Get)
-      reply(wire::Status::Ok, srv_.data[req_.keys[0]]);
-    else
-      reply(wire::Status::Ok);
+    act(*done);
     return true;
+  }
+
+  void close_stranger(const std::string& why) {
+    srv_.stranger_log.warn("distrun store: closing unauthenticated connection from {}: {}", peer_, why);
+    close();
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    --srv_.open;
+    if (counted_open_) --srv_.authenticated;
+    timer_.cancel();
+    srv_.parked.remove(shared_from_this());
+    srv_.strangers.remove(shared_from_this());
+    asio::error_code ec;
+    sock_.close(ec);
   }
 
  private:
@@ -91,11 +153,13 @@ class Session : public std::enable_shared_from_this<Session> {
     asio::async_read(sock_, asio::buffer(hdr_), [self = shared_from_this()](const asio::error_code& ec, size_t) {
       if (ec) return self->close();
       uint32_t len = wire::read_u32(self->hdr_.data());
-      // Before authentication only a secret fits: a stranger must not make us allocate.
-      const uint32_t limit = self->authed_ ? self->srv_.opt.max_frame : std::min<uint32_t>(self->srv_.opt.max_frame, 4096);
+      const uint32_t limit = self->session_.frame_limit(self->srv_.opt.max_frame);
       if (len > limit) {
-        log().warn("distrun store: refused a frame of {} bytes from {} (limit {}); closing that connection",
-                     len, self->peer_, limit);
+        if (!self->session_.open())
+          return self->close_stranger("refused a frame of " + std::to_string(len) + " bytes (limit " +
+                                      std::to_string(limit) + " before authentication)");
+        log().warn("distrun store: refused a frame of {} bytes from {} (limit {}); closing that connection", len,
+                   self->peer_, limit);
         return self->close();
       }
       self->body_.resize(len);
@@ -107,97 +171,70 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void handle() {
-    try {
-      req_ = wire::decode_request(body_);
-    } catch (const StoreError& e) {
-      log().warn("distrun store: closing {}: {}", peer_, e.what());
-      return close();
-    }
+    const bool was_open = session_.open();
+    SessionAction a = session_.on_frame(body_);
     body_.clear();
     body_.shrink_to_fit();
-    if (!authed_) {
-      if (req_.cmd != wire::Cmd::Auth || !constant_time_equal(req_.keys[0], srv_.opt.secret)) {
-        log().warn("distrun store: refused {}: missing or wrong job secret", peer_);
-        return close();
-      }
-      authed_ = true;
-      timer_.cancel();
-      return reply(wire::Status::Ok);
-    }
-    auto& data = srv_.data;
-    switch (req_.cmd) {
-      case wire::Cmd::Auth:
-      case wire::Cmd::Ping: return reply(wire::Status::Ok);
-      case wire::Cmd::Set:
-        data[req_.keys[0]] = std::move(req_.value);
-        reply(wire::Status::Ok);
-        return srv_.wake_waiters();
-      case wire::Cmd::Add: {
-        auto it = data.find(req_.keys[0]);
-        int64_t v;
-        try {
-          v = (it == data.end() ? 0 : parse_counter(req_.keys[0], it->second)) + req_.number;
-        } catch (const StoreError& e) {
-          return reply(wire::Status::Error, e.what());
-        }
-        data[req_.keys[0]] = std::to_string(v);
-        std::string out;
-        wire::put_i64(out, v);
-        reply(wire::Status::Ok, out);
-        return srv_.wake_waiters();
-      }
-      case wire::Cmd::Check: {
-        bool all = true;
-        for (const auto& k : req_.keys) all = all && srv_.has(k);
-        return reply(wire::Status::Ok, std::string(1, char(all)));
-      }
-      case wire::Cmd::Remove: return reply(wire::Status::Ok, std::string(1, char(data.erase(req_.keys[0]) > 0)));
-      case wire::Cmd::Get:
-      case wire::Cmd::Wait: return park();
-    }
-  }
-
-  void park() {
-    if (try_finish()) return;
-    srv_.parked.push_back(shared_from_this());
-    timer_.expires_after(std::chrono::milliseconds(std::max<int64_t>(req_.number, 0)));
-    timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
-      if (ec) return;  // cancelled: answered
-      self->unpark();
-      std::string missing = missing_keys(self->req_.keys, [&](const std::string& k) { return self->srv_.has(k); });
-      self->reply(wire::Status::Timeout, "timed out after " + std::to_string(self->req_.number) +
-                                             " ms waiting for key(s) " + missing);
-    });
-  }
-
-  void unpark() { srv_.parked.remove(shared_from_this()); }
-
-  void reply(wire::Status st, const std::string& body = {}) {
-    out_ = wire::frame(reply_payload(st, body));
-    asio::async_write(sock_, asio::buffer(out_), [self = shared_from_this()](const asio::error_code& ec, size_t) {
-      if (ec) return self->close();
-      self->out_.clear();
-      self->read_header();
-    });
-  }
-
-  void close() {
+    if (!was_open && session_.open()) promote();
     if (closed_) return;
-    closed_ = true;
-    --srv_.open;
+    act(a);
+  }
+
+  // Out of the strangers' pool into the ranks' one (or refused when that one is full).
+  void promote() {
+    srv_.strangers.remove(shared_from_this());
     timer_.cancel();
-    unpark();
-    asio::error_code ec;
-    sock_.close(ec);
+    if (srv_.authenticated >= srv_.opt.max_connections) {
+      log().warn("distrun store: connection limit ({}) reached; refusing {}", srv_.opt.max_connections, peer_);
+      return close();
+    }
+    ++srv_.authenticated;
+    counted_open_ = true;
+  }
+
+  void act(SessionAction& a) {
+    switch (a.kind) {
+      case SessionAction::Close:
+        if (!session_.open()) return close_stranger(a.why);
+        log().warn("distrun store: closing {}: {}", peer_, a.why);
+        return close();
+      case SessionAction::Park:
+        srv_.parked.push_back(shared_from_this());
+        timer_.expires_after(a.park_for);
+        timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
+          if (ec || self->closed_) return;  // cancelled: answered
+          self->srv_.parked.remove(self);
+          auto t = self->session_.on_park_timeout();
+          self->act(t);
+        });
+        return;
+      case SessionAction::Reply:
+      case SessionAction::ReplyThenClose: {
+        const bool then_close = a.kind == SessionAction::ReplyThenClose;
+        if (then_close) srv_.stranger_log.warn("distrun store: refused {}: {}", peer_, a.why);
+        std::string payload(1, char(a.status));
+        payload += a.body;
+        out_ = wire::frame(payload);
+        asio::async_write(sock_, asio::buffer(out_),
+                          [self = shared_from_this(), then_close](const asio::error_code& ec, size_t) {
+                            if (ec || then_close) return self->close();
+                            self->out_.clear();
+                            self->read_header();
+                          });
+        if (a.wrote) srv_.wake_waiters();
+        return;
+      }
+    }
   }
 
   tcp::socket sock_;
   TCPStoreServer::Impl& srv_;
   asio::steady_timer timer_;
+  ServerSession session_;
   std::array<uint8_t, 4> hdr_{};
   std::string body_, out_, peer_;
-  wire::Request req_;
-  bool authed_ = false, closed_ = false;
+  bool closed_ = false;
+  bool counted_open_ = false;  // counted in srv_.authenticated
 };
 
 void TCPStoreServer::Impl::wake_waiters() {
@@ -210,39 +247,138 @@ void TCPStoreServer::Impl::wake_waiters() {
   }
 }
 
-void TCPStoreServer::Impl::accept() {
-  acceptor.async_accept([this](const asio::error_code& ec, tcp::socket sock) {
-    if (ec == asio::error::operation_aborted) return;
-    if (!ec) {
-      if (open >= opt.max_connections) {
-        log().warn("distrun store: connection limit ({}) reached; refusing a connection", opt.max_connections);
-        asio::error_code ignored;
-        sock.close(ignored);
-      } else {
-        sock.set_option(tcp::no_delay(true));
-        std::make_shared<Session>(std::move(sock), *this)->start();
-      }
+// The oldest stranger that has not even asked for a challenge gives way first: a rank asks at
+// once, so such a connection is the least likely to be one. Failing that, the oldest.
+void TCPStoreServer::Impl::evict_oldest_stranger(const char* why) {
+  if (strangers.empty()) return;
+  auto victim = strangers.front();
+  for (const auto& s : strangers)
+    if (s->phase() == ServerSession::Phase::Fresh) {
+      victim = s;
+      break;
     }
-    accept();
+  victim->close_stranger(why);  // close() removes it from the list
+}
+
+// Waits for the listening socket to be readable, then accepts with accept4(): close-on-exec
+// from the first instant (asio's accept leaves the descriptor inheritable), and the errno
+// itself in hand to tell "out of descriptors" from the rest.
+void TCPStoreServer::Impl::accept() {
+  acceptor.async_wait(tcp::acceptor::wait_read, [this](const asio::error_code& ec) {
+    if (ec == asio::error::operation_aborted) return;
+    if (ec) return back_off(ec.value());
+    accept_ready();
+  });
+}
+
+void TCPStoreServer::Impl::accept_ready() {
+  for (int batch = 0; batch < 64; ++batch) {
+    int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      adopt(fd);
+      continue;
+    }
+    const int err = errno;
+    if (err == EAGAIN || err == EWOULDBLOCK) {
+      // Every waiting connection was taken: the shortage, if there was one, is over.
+      if (exhausted_logged)
+        log().info("distrun store: accepting connections again ({} accept attempts failed for want of descriptors)",
+                   refused_while_exhausted);
+      exhausted_logged = false;
+      refused_while_exhausted = 0;
+      backoff = std::chrono::milliseconds(0);
+      break;
+    }
+    if (err == EINTR || err == ECONNABORTED || err == EPROTO) continue;
+    return back_off(err);
+  }
+  accept();
+}
+
+// accept() failed: never retry at once (the socket stays readable, so that would spin). Out
+// of descriptors, the oldest strangers give theirs up; the shortage is logged once, until
+// the waiting connections are all taken again.
+void TCPStoreServer::Impl::back_off(int err) {
+  const bool exhausted = err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+  if (exhausted) {
+    ++refused_while_exhausted;
+    if (!exhausted_logged)
+      log().warn("distrun store: cannot accept a connection: {} (out of file descriptors); backing off, and "
+                 "closing the oldest unauthenticated connection to make room (logged once until accepting works)",
+                 std::strerror(err));
+    exhausted_logged = true;
+    for (int i = 0; i < 8 && !strangers.empty(); ++i) evict_oldest_stranger("the store ran out of descriptors");
+  } else {
+    stranger_log.warn("distrun store: accept failed: {}; backing off", std::strerror(err));
+  }
+  backoff = std::clamp(backoff * 2, std::chrono::milliseconds(10), std::chrono::milliseconds(500));
+  backoff_timer.expires_after(backoff);
+  backoff_timer.async_wait([this](const asio::error_code& ec) {
+    if (ec == asio::error::operation_aborted) return;
+    accept_ready();
+  });
+}
+
+void TCPStoreServer::Impl::adopt(int fd) {
+  tcp::socket sock(io);
+  asio::error_code ec;
+  sock.assign(acceptor.local_endpoint(ec).protocol(), fd, ec);
+  if (ec) {
+    ::close(fd);
+    return;
+  }
+  sock.set_option(tcp::no_delay(true), ec);
+  auto c = std::make_shared<Connection>(std::move(sock), *this);
+  if (!c->is_open()) {
+    // The strangers' pool is full: the oldest gives way, so a flood cannot lock out a rank
+    // that proves the secret within one round trip.
+    if (strangers.size() >= opt.max_unauthenticated) evict_oldest_stranger("too many unauthenticated connections");
+  } else if (authenticated >= opt.max_connections) {
+    log().warn("distrun store: connection limit ({}) reached; refusing a connection", opt.max_connections);
+    return;  // the socket closes with `c`
+  }
+  c->start();
+}
+
+void TCPStoreServer::Impl::keep_log_summaries() {
+  log_timer.expires_after(LogBudget::kWindow);
+  log_timer.async_wait([this](const asio::error_code& ec) {
+    if (ec) return;
+    stranger_log.roll();
+    keep_log_summaries();
   });
 }
 
 TCPStoreServer::TCPStoreServer(const TCPStoreServerOptions& options) : impl_(std::make_shared<Impl>(options)) {
   auto& a = impl_->acceptor;
-  try {
-    auto addr = asio::ip::make_address(options.host);
-    tcp::endpoint ep(addr, options.port);
-    a.open(ep.protocol());
-    a.set_option(tcp::acceptor::reuse_address(true));
-    a.bind(ep);
-    a.listen(asio::socket_base::max_listen_connections);
-  } catch (const std::system_error& e) {
-    std::string why = e.code() == asio::error::address_in_use ? "the port is already in use" : e.code().message();
-    throw StoreError("store server: cannot listen on " + options.host + ":" + std::to_string(options.port) +
-                     ": " + why);
+  if (options.listen_fd >= 0) {
+    // Adopted, not bound: the one who bound it already holds the port, so no race to lose.
+    auto ls = inspect_listening_socket(options.listen_fd, "store server: listening descriptor " +
+                                                              std::to_string(options.listen_fd));
+    fcntl(ls.fd, F_SETFD, fcntl(ls.fd, F_GETFD) | FD_CLOEXEC);  // not for the workers' own children
+    a.assign(ls.ipv6 ? tcp::v6() : tcp::v4(), ls.fd);
+    impl_->address = ls.address;
+  } else {
+    try {
+      auto addr = asio::ip::make_address(options.host);
+      tcp::endpoint ep(addr, options.port);
+      int fd = ::socket(addr.is_v6() ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) throw std::system_error(errno, std::generic_category());
+      a.assign(ep.protocol(), fd);
+      a.set_option(tcp::acceptor::reuse_address(true));
+      a.bind(ep);
+      a.listen(asio::socket_base::max_listen_connections);
+    } catch (const std::system_error& e) {
+      std::string why = e.code() == asio::error::address_in_use ? "the port is already in use" : e.code().message();
+      throw StoreError("store server: cannot listen on " + options.host + ":" + std::to_string(options.port) +
+                       ": " + why);
+    }
+    impl_->address = a.local_endpoint().address().to_string();
   }
   impl_->port = a.local_endpoint().port();
+  a.native_non_blocking(true);  // accept4() in accept_ready() must never block the loop
   impl_->accept();
+  impl_->keep_log_summaries();
   thread_ = std::thread([impl = impl_] {
     try {
       impl->io.run();
@@ -257,9 +393,11 @@ TCPStoreServer::~TCPStoreServer() {
   impl_->io.stop();
   if (thread_.joinable()) thread_.join();
   impl_->parked.clear();
+  impl_->strangers.clear();
 }
 
 uint16_t TCPStoreServer::port() const { return impl_->port; }
+const std::string& TCPStoreServer::address() const { return impl_->address; }
 size_t TCPStoreServer::connections() const { return impl_->open; }
 
 }  // namespace distrun

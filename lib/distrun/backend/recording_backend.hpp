@@ -1,0 +1,54 @@
+// A Backend that records every operation of the Backend it wraps into the rank's flight
+// recorder (flight_recorder.hpp) and otherwise just forwards: one home for the recording,
+// whatever the backend (Gloo, NCCL). ProcessGroup::init wraps the world's backend; groups made
+// with new_group() are wrapped in turn, numbered in creation order ("g1", "g1.1", ...), which
+// every rank shares because every rank must create groups in the same order.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "distrun/backend/backend.hpp"
+#include "distrun/backend/flight_recorder.hpp"
+
+namespace distrun {
+
+class RecordingBackend : public Backend {
+ public:
+  RecordingBackend(std::shared_ptr<Backend> inner, std::shared_ptr<FlightRecorder> recorder,
+                   std::string group = "world");
+
+  /// The wrapped backend.
+  Backend& inner() { return *inner_; }
+  const std::shared_ptr<FlightRecorder>& recorder() const { return recorder_; }
+
+  std::string name() const override { return inner_->name(); }
+  Device tensor_device() const override { return inner_->tensor_device(); }
+  void broadcast(Tensor& tensor, const BroadcastOptions& opts) override;
+  void all_reduce(Tensor& tensor, const AllreduceOptions& opts) override;
+  void all_reduce_coalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts) override;
+  void reduce(Tensor& tensor, const ReduceOptions& opts) override;
+  void all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) override;
+  void gather(const Tensor& in, Tensor& out, const GatherOptions& opts) override;
+  void scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts) override;
+  void reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) override;
+  void all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) override;
+  void send(const Tensor& tensor, int dst, const SendOptions& opts) override;
+  void recv(Tensor& tensor, int src, const SendOptions& opts) override;
+  std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const SendOptions& opts) override;
+  std::shared_ptr<Work> irecv(Tensor& tensor, int src, const SendOptions& opts) override;
+  void barrier(const BarrierOptions& opts) override;
+  std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
+
+ private:
+  // Runs `f` as collective number ++seq_ (point to point: peer >= 0, not numbered).
+  template <typename F>
+  void record(const char* op, const Tensor* t, F&& f, int peer = -1);
+
+  std::shared_ptr<Backend> inner_;
+  std::shared_ptr<FlightRecorder> recorder_;
+  std::string group_;
+  uint64_t seq_ = 0;
+  int groups_made_ = 0;
+};
+
+}  // namespace distrun

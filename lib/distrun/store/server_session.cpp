@@ -1,0 +1,135 @@
+#include "distrun/store/server_session.hpp"
+
+#include "distrun/core/error.hpp"
+#include "distrun/store/auth.hpp"
+#include "distrun/store/hash_store.hpp"
+
+namespace distrun {
+
+namespace {
+
+SessionAction reply(wire::Status st, std::string body = {}) {
+  SessionAction a;
+  a.status = st;
+  a.body = std::move(body);
+  return a;
+}
+
+SessionAction close_because(std::string why) {
+  SessionAction a;
+  a.kind = SessionAction::Close;
+  a.why = std::move(why);
+  return a;
+}
+
+}  // namespace
+
+ServerSession::ServerSession(StoreData& data, std::string secret, NonceSource nonce)
+    : data_(data), secret_(std::move(secret)), nonce_(std::move(nonce)),
+      phase_(secret_.empty() ? Phase::Open : Phase::Fresh) {
+  if (!nonce_) nonce_ = auth::random_bytes;
+}
+
+uint32_t ServerSession::frame_limit(uint32_t max_frame) const {
+  return open() ? max_frame : std::min(max_frame, wire::kMaxUnauthenticatedFrame);
+}
+
+SessionAction ServerSession::on_frame(std::string_view payload) {
+  wire::Request r;
+  try {
+    r = wire::decode_request(payload);
+  } catch (const StoreError& e) {
+    return close_because(e.what());
+  }
+  if (!open()) return handle_unauthenticated(r);
+  return handle(std::move(r));
+}
+
+SessionAction ServerSession::handle_unauthenticated(const wire::Request& r) {
+  if (phase_ == Phase::Fresh && r.cmd == wire::Cmd::Hello) {
+    if (r.keys[0].size() != auth::kNonceBytes) return close_because("malformed challenge request");
+    server_nonce_ = nonce_(auth::kNonceBytes) + r.keys[0];  // ours, then theirs
+    phase_ = Phase::Challenged;
+    return reply(wire::Status::Ok, server_nonce_.substr(0, auth::kNonceBytes));
+  }
+  if (phase_ == Phase::Challenged && r.cmd == wire::Cmd::Auth) {
+    const std::string_view ours(server_nonce_.data(), auth::kNonceBytes);
+    const std::string_view theirs(server_nonce_.data() + auth::kNonceBytes, auth::kNonceBytes);
+    if (!auth::equal_in_constant_time(r.keys[0], auth::proof(secret_, auth::Side::Client, ours, theirs))) {
+      SessionAction a = reply(wire::Status::Error, "wrong job secret");
+      a.kind = SessionAction::ReplyThenClose;
+      a.why = "missing or wrong job secret (the proof does not match)";
+      return a;
+    }
+    phase_ = Phase::Open;
+    // Our own proof, so the client knows it talks to its job's store before it writes to it.
+    return reply(wire::Status::Ok, auth::proof(secret_, auth::Side::Server, ours, theirs));
+  }
+  return close_because("missing or wrong job secret (" + std::string(phase_ == Phase::Fresh ? "no challenge asked" : "no proof") +
+                       " before command " + std::to_string(int(r.cmd)) + ")");
+}
+
+SessionAction ServerSession::handle(wire::Request r) {
+  auto& kv = data_.kv;
+  switch (r.cmd) {
+    case wire::Cmd::Hello:
+      // With no secret there is no challenge: an empty nonce says so (a client that holds a
+      // secret then refuses this store: it cannot prove it belongs to the job).
+      return reply(wire::Status::Ok);
+    case wire::Cmd::Auth:
+    case wire::Cmd::Ping: return reply(wire::Status::Ok);
+    case wire::Cmd::Set: {
+      kv[r.keys[0]] = std::move(r.value);
+      auto a = reply(wire::Status::Ok);
+      a.wrote = true;
+      return a;
+    }
+    case wire::Cmd::Add: {
+      auto it = kv.find(r.keys[0]);
+      int64_t v;
+      try {
+        v = checked_add(r.keys[0], it == kv.end() ? 0 : parse_counter(r.keys[0], it->second), r.number);
+      } catch (const StoreError& e) {
+        return reply(wire::Status::Error, e.what());
+      }
+      kv[r.keys[0]] = std::to_string(v);
+      std::string out;
+      wire::put_i64(out, v);
+      auto a = reply(wire::Status::Ok, out);
+      a.wrote = true;
+      return a;
+    }
+    case wire::Cmd::Check: {
+      bool all = true;
+      for (const auto& k : r.keys) all = all && data_.has(k);
+      return reply(wire::Status::Ok, std::string(1, char(all)));
+    }
+    case wire::Cmd::Remove: return reply(wire::Status::Ok, std::string(1, char(kv.erase(r.keys[0]) > 0)));
+    case wire::Cmd::Get:
+    case wire::Cmd::Wait: {
+      r.number = wire::clamp_timeout_ms(r.number);
+      parked_ = std::move(r);
+      if (auto done = try_finish()) return *done;
+      SessionAction a;
+      a.kind = SessionAction::Park;
+      a.park_for = std::chrono::milliseconds(parked_.number);
+      return a;
+    }
+  }
+  return close_because("unknown command");
+}
+
+std::optional<SessionAction> ServerSession::try_finish() const {
+  for (const auto& k : parked_.keys)
+    if (!data_.has(k)) return std::nullopt;
+  if (parked_.cmd == wire::Cmd::Get) return reply(wire::Status::Ok, data_.kv.at(parked_.keys[0]));
+  return reply(wire::Status::Ok);
+}
+
+SessionAction ServerSession::on_park_timeout() const {
+  std::string missing = missing_keys(parked_.keys, [&](const std::string& k) { return data_.has(k); });
+  return reply(wire::Status::Timeout,
+               "timed out after " + std::to_string(parked_.number) + " ms waiting for key(s) " + missing);
+}
+
+}  // namespace distrun

@@ -1,0 +1,79 @@
+// What one connection to the store server may do, and what the server answers: the protocol's
+// state machine without sockets (tcp_store_server.cpp is its asio shell), so that it can be
+// unit-tested and fuzzed as it runs.
+//
+//   Fresh --Hello--> Challenged --Auth(valid proof)--> Open      (a job secret is set)
+//   Open from the start                                           (no secret)
+//
+// Before Open only Hello, then Auth, are accepted, each in one small frame; anything else, a
+// second Hello or a wrong proof closes the connection, so no key is read or written by a peer
+// that has not proved the secret.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "distrun/store/protocol.hpp"
+
+namespace distrun {
+
+/// The keys of one server, shared by its sessions (all on the server's one thread).
+struct StoreData {
+  std::map<std::string, std::string> kv;
+  bool has(const std::string& key) const { return kv.count(key) > 0; }
+};
+
+/// What the shell does after a frame.
+struct SessionAction {
+  enum Kind {
+    Reply,           // send `status` + `body`, then read the next frame
+    ReplyThenClose,  // send it, then close (a refused proof: the client learns why)
+    Park,            // a get/wait whose keys are missing: wait up to `park_for`, see try_finish()
+    Close,           // close at once; `why` says why (for the log)
+  };
+  Kind kind = Reply;
+  wire::Status status = wire::Status::Ok;
+  std::string body;
+  std::string why;
+  bool wrote = false;  // keys changed: parked sessions may now finish
+  std::chrono::milliseconds park_for{0};
+};
+
+class ServerSession {
+ public:
+  enum class Phase { Fresh, Challenged, Open };
+  using NonceSource = std::function<std::string(size_t)>;
+
+  /// A session of a server holding `data`; `secret` empty means no authentication. `nonce`
+  /// gives the server's challenge bytes (default: OpenSSL's CSPRNG; the fuzzer passes its own).
+  ServerSession(StoreData& data, std::string secret, NonceSource nonce = {});
+
+  Phase phase() const { return phase_; }
+  bool open() const { return phase_ == Phase::Open; }
+  /// The largest frame worth reading now: small until the peer proved the secret.
+  uint32_t frame_limit(uint32_t max_frame) const;
+
+  /// Decodes and handles one frame's payload.
+  SessionAction on_frame(std::string_view payload);
+  /// For a parked get/wait: its reply once every key exists, else nullopt.
+  std::optional<SessionAction> try_finish() const;
+  /// For a parked get/wait whose time ran out.
+  SessionAction on_park_timeout() const;
+
+ private:
+  SessionAction handle_unauthenticated(const wire::Request& r);
+  SessionAction handle(wire::Request r);
+
+  StoreData& data_;
+  std::string secret_;
+  NonceSource nonce_;
+  Phase phase_;
+  std::string server_nonce_;
+  wire::Request parked_;
+};
+
+}  // namespace distrun

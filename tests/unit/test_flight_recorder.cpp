@@ -1,0 +1,107 @@
+// The flight recorder: the ring, the shared file another process reads, and the analysis that
+// names the first rank out of step.
+#include <catch2/catch.hpp>
+
+#include "distrun/backend/flight_recorder.hpp"
+#include "distrun/backend/recording_backend.hpp"
+#include "distrun/core/error.hpp"
+#include "ranks.hpp"
+
+using namespace distrun;
+
+namespace {
+
+FlightEntry entry(uint64_t seq, const char* op, const char* group = "world",
+                  FlightState st = FlightState::Completed) {
+  FlightEntry e;
+  e.seq = seq;
+  e.op = op;
+  e.group = group;
+  e.state = st;
+  return e;
+}
+
+RankFlight rank_with(int r, std::vector<FlightEntry> es) {
+  RankFlight f;
+  f.rank = r;
+  f.entries = std::move(es);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("flight analysis: the rank in another collective is named") {
+  std::vector<RankFlight> ranks;
+  for (int r = 0; r < 4; ++r)
+    ranks.push_back(rank_with(r, {entry(16, "all_reduce"), entry(17, r == 3 ? "all_gather" : "all_reduce", "world",
+                                                                   FlightState::Started)}));
+  CHECK(first_mismatch(ranks) == "rank 3 in all_gather #17 while the others are in all_reduce #17");
+  CHECK(any_unfinished(ranks));
+  std::string table = describe_flights(ranks);
+  CHECK_THAT(table, Catch::Contains("rank 3: all_gather #17 (world"));
+  CHECK_THAT(table, Catch::Contains("never finished"));
+}
+
+TEST_CASE("flight analysis: a rank that never entered is named, rings that wrapped are not blamed") {
+  std::vector<RankFlight> ranks = {rank_with(0, {entry(8, "barrier"), entry(9, "all_reduce")}),
+                                   rank_with(1, {entry(9, "all_reduce")}),  // its ring lost #8: not a mismatch
+                                   rank_with(2, {entry(7, "broadcast"), entry(8, "barrier")}),
+                                   rank_with(3, {entry(8, "barrier"), entry(9, "all_reduce")})};
+  CHECK(first_mismatch(ranks) == "rank 2 never entered all_reduce #9 (ranks 0, 1, 3 did)");
+}
+
+TEST_CASE("flight analysis: subgroups are compared among their members; agreement is silent") {
+  std::vector<RankFlight> ranks = {rank_with(0, {entry(1, "barrier"), entry(1, "all_reduce", "g1")}),
+                                   rank_with(1, {entry(1, "barrier"), entry(1, "all_reduce", "g1")}),
+                                   rank_with(2, {entry(1, "barrier")})};
+  CHECK(first_mismatch(ranks).empty());
+  CHECK_FALSE(any_unfinished(ranks));
+  ranks[1].entries.push_back(entry(2, "broadcast", "g1", FlightState::Started));
+  ranks[0].entries.push_back(entry(2, "all_reduce", "g1", FlightState::Started));
+  ranks[2].entries.push_back(entry(2, "all_reduce", "g1"));
+  // Three members now: two in all_reduce, one in broadcast.
+  CHECK(first_mismatch(ranks) == "rank 1 in broadcast #2 of group g1 while the others are in all_reduce #2 of group g1");
+}
+
+TEST_CASE("flight recorder: a ring keeps the last N, and a file is read by another reader") {
+  FlightFile file(2, 4);
+  auto a = FlightRecorder::attach(file.path(), 1, 7, 8);
+  {
+    FlightOrigin where("job.yaml:12");
+    for (uint64_t s = 1; s <= 6; ++s) a->finish(a->start("all_reduce", "world", s, 64, "float32"), FlightState::Completed);
+  }
+  a->start("all_gather", "world", 7, 32, "int64");
+  auto seen = read_flight_file(file.path());
+  REQUIRE(seen.size() == 1);  // region 0 was never attached
+  CHECK(seen[0].rank == 7);
+  REQUIRE(seen[0].entries.size() == 4);
+  CHECK(seen[0].entries.front().seq == 4);
+  CHECK(seen[0].entries[1].origin == "job.yaml:12");
+  CHECK(seen[0].entries.back().op == "all_gather");
+  CHECK(seen[0].entries.back().state == FlightState::Started);
+  CHECK(seen[0].entries.back().origin.empty());
+  CHECK(file.read().size() == 1);
+  CHECK_THROWS_AS(FlightRecorder::attach(file.path(), 2, 0, 8), ConfigError);
+  CHECK_THROWS_AS(FlightRecorder::attach("/proc/self/cmdline", 0, 0, 8), ConfigError);
+}
+
+TEST_CASE("RecordingBackend: every rank numbers the same collectives alike, groups included") {
+  std::vector<std::shared_ptr<FlightRecorder>> recs(3);
+  testing::run_ranks(3, [&](ProcessGroup& pg) {
+    Tensor t = Tensor::empty({4}, DType::Float32);
+    pg.backend().all_reduce(t, {});
+    auto g = pg.backend().new_group({0, 2});
+    if (g) g->barrier({});
+    pg.backend().barrier({});
+    RankFlight f = pg.flight_recorder().read();
+    RANK_REQUIRE(f.rank == pg.rank());
+    // init's barrier #1, all_reduce #2, then the group's barrier #1 (members), the world's #3.
+    std::vector<std::string> got;
+    for (auto& e : f.entries) got.push_back(e.op + "#" + std::to_string(e.seq) + "@" + e.group);
+    std::vector<std::string> want = {"barrier#1@world", "all_reduce#2@world"};
+    if (pg.rank() != 1) want.push_back("barrier#1@g1");
+    want.push_back("barrier#3@world");
+    RANK_REQUIRE_CTX(got == want, got.size());
+    for (auto& e : f.entries) RANK_REQUIRE(e.state == FlightState::Completed);
+  });
+}
