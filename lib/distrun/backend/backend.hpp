@@ -28,6 +28,9 @@ class Backend {
 
   /// "gloo" or "nccl".
   virtual std::string name() const = 0;
+  /// The path this group's data takes (e.g. "shm", "tcp"), chosen once when the group was
+  /// made: for logs and benchmark provenance.
+  virtual std::string transport_name() const { return name(); }
   /// Where this backend's tensors live (the CPU for Gloo, the rank's GPU for NCCL): helpers
   /// that make their own buffers, such as the object collectives, allocate them there.
   virtual Device tensor_device() const { return Device::cpu(); }

@@ -7,6 +7,8 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -29,12 +31,11 @@ namespace distrun {
 struct CmaShared {
   alignas(64) std::atomic<uint32_t> arrived;
   alignas(64) std::atomic<uint32_t> generation;
-  alignas(64) uint64_t table[1];  // size rows of size+1 words (flexible)
+  alignas(64) uint64_t table[1];  // size rows of Intent::words(size) (flexible)
 };
 
 namespace {
 
-size_t shared_size(int n) { return sizeof(CmaShared) + sizeof(uint64_t) * size_t(n) * size_t(n + 1); }
 
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, value, timeout, nullptr, 0);
@@ -65,51 +66,87 @@ int read_remote(pid_t pid, uint64_t address, void* dst, size_t bytes) {
   return 0;
 }
 
+// A random number at a fixed place in this process, drawn once: a peer that reads this value
+// at the published address really reads our memory (a constant would also be found by ranks
+// in separate PID namespaces that each read themselves at the same ASLR-free address).
+const volatile uint64_t* process_nonce() {
+  static volatile uint64_t nonce = [] {
+    uint64_t v = 0;
+    while (getrandom(&v, sizeof v, 0) != ssize_t(sizeof v) || v == 0) {
+    }
+    return v;
+  }();
+  return &nonce;
+}
+
 }  // namespace
 
+size_t CmaTransport::segment_bytes(int n) {
+  return sizeof(CmaShared) + sizeof(uint64_t) * size_t(n) * Intent::words(n);
+}
+
+std::string CmaTransport::segment_problem(int fd, int n) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return std::string("fstat failed: ") + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (uint64_t(st.st_size) != segment_bytes(n))
+    return "holds " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(segment_bytes(n));
+  // Only a memfd has seals; without F_SEAL_SHRINK anyone holding it could truncate it under
+  // our mapping, and the next touch of a page past the end would kill us with SIGBUS.
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0) return "not a sealable memfd";
+  if (!(seals & F_SEAL_SHRINK)) return "not sealed against shrinking";
+  return "";
+}
+
 std::unique_ptr<CmaTransport> CmaTransport::create(std::shared_ptr<gloo::Context> context, Store& store, int rank,
-                                                   int size, std::function<uint32_t()> next_tag) {
-  const char* off = std::getenv("DISTRUN_CMA");
-  if (size < 2 || (off && std::string(off) == "0")) return nullptr;
-  // Every member publishes its host (boot id), pid and the address of a token it holds.
-  static const uint64_t token = 0x6469737472756e21ull;  // "distrun!"
+                                                   int size, std::function<uint32_t()> next_tag,
+                                                   std::vector<int> global_ranks) {
+  if (size < 2) return nullptr;
+  // Every member publishes its host (boot id), pid, and the address and value of its nonce.
+  const volatile uint64_t* nonce = process_nonce();
   std::ostringstream me;
-  me << boot_id() << " " << getpid() << " " << reinterpret_cast<uint64_t>(&token);
+  me << boot_id() << " " << getpid() << " " << reinterpret_cast<uint64_t>(nonce) << " " << *nonce;
   store.set("cma/" + std::to_string(rank), me.str());
   std::vector<pid_t> pids(static_cast<size_t>(size));
   bool ok = true;
   for (int r = 0; r < size; ++r) {
     std::istringstream in(store.get("cma/" + std::to_string(r)));
     std::string boot;
-    uint64_t pid = 0, address = 0;
-    in >> boot >> pid >> address;
+    uint64_t pid = 0, address = 0, value = 0, seen = 0;
+    in >> boot >> pid >> address >> value;
     pids[size_t(r)] = pid_t(pid);
-    uint64_t seen = 0;
-    ok = ok && boot == boot_id() && read_remote(pid_t(pid), address, &seen, sizeof seen) == 0 && seen == token;
+    ok = ok && in && value != 0 && boot == boot_id() && read_remote(pid_t(pid), address, &seen, sizeof seen) == 0 &&
+         seen == value;
   }
   // Only when every member can read every other: all or none take the CMA path.
   store.set("cma/ok/" + std::to_string(rank), ok ? "1" : "0");
   for (int r = 0; r < size; ++r) ok = store.get("cma/ok/" + std::to_string(r)) == "1" && ok;
   if (!ok) return nullptr;
-  std::unique_ptr<CmaTransport> t(new CmaTransport(std::move(context), rank, size, std::move(pids), std::move(next_tag)));
+  std::unique_ptr<CmaTransport> t(new CmaTransport(std::move(context), rank, size, std::move(pids), std::move(next_tag),
+                                                    std::move(global_ranks)));
   t->map_shared(store);
   return t;
 }
 
 bool CmaTransport::map_shared(Store& store) {
-  shared_bytes_ = shared_size(size_);
+  shared_bytes_ = segment_bytes(size_);
   bool ok = true;
   if (rank_ == 0) {
-    shared_fd_ = int(syscall(SYS_memfd_create, "distrun-cma", MFD_CLOEXEC));
-    ok = shared_fd_ >= 0 && ftruncate(shared_fd_, off_t(shared_bytes_)) == 0;  // zero-filled
-    store.set("cma/segment", std::to_string(getpid()) + " " + std::to_string(shared_fd_));
+    shared_fd_ = memfd_create("distrun-cma", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    ok = shared_fd_ >= 0 && ftruncate(shared_fd_, off_t(shared_bytes_)) == 0 &&  // zero-filled
+         fcntl(shared_fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0;
+    store.set("cma/segment", std::to_string(ok ? shared_fd_ : -1));
   } else {
-    std::istringstream in(store.get("cma/segment"));
-    long pid = 0, fd = -1;
-    in >> pid >> fd;
-    shared_fd_ = fd < 0 ? -1 : open(("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC);
+    // Only the descriptor number comes from the store; the process is rank 0's, whose memory
+    // the nonce proved we read, and the file is checked before it is mapped.
+    long fd = -1;
+    std::istringstream(store.get("cma/segment")) >> fd;
+    const std::string path = "/proc/" + std::to_string(pids_[0]) + "/fd/" + std::to_string(fd);
+    shared_fd_ = fd < 0 ? -1 : open(path.c_str(), O_RDWR | O_CLOEXEC);
     ok = shared_fd_ >= 0;
   }
+  ok = ok && segment_problem(shared_fd_, size_).empty();
   void* p = ok ? mmap(nullptr, shared_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, shared_fd_, 0) : MAP_FAILED;
   ok = ok && p != MAP_FAILED;
   store.set("cma/mapped/" + std::to_string(rank_), ok ? "1" : "0");
@@ -129,15 +166,16 @@ CmaTransport::~CmaTransport() {
 }
 
 CmaTransport::CmaTransport(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
-                           std::function<uint32_t()> next_tag)
-    : context_(std::move(context)), rank_(rank), size_(size), pids_(std::move(pids)), next_tag_(std::move(next_tag)) {}
+                           std::function<uint32_t()> next_tag, std::vector<int> global_ranks)
+    : context_(std::move(context)), rank_(rank), size_(size), pids_(std::move(pids)), next_tag_(std::move(next_tag)),
+      global_ranks_(std::move(global_ranks)) {}
 
-std::vector<std::vector<uint64_t>> CmaTransport::exchange(const void* base, const std::vector<uint64_t>& offsets,
-                                                          std::chrono::milliseconds timeout) {
-  const size_t words = 1 + size_t(size_);
+std::vector<Intent> CmaTransport::exchange(Intent intent, const void* base, std::chrono::milliseconds timeout) {
+  const size_t words = Intent::words(size_);
+  intent.address = reinterpret_cast<uint64_t>(base);
+  intent.extent = base ? readable_bytes(intent, rank_, size_) : 0;
   std::vector<uint64_t> mine(words, 0), all(words * size_t(size_));
-  mine[0] = reinterpret_cast<uint64_t>(base);
-  std::copy(offsets.begin(), offsets.end(), mine.begin() + 1);
+  intent.encode(mine.data(), size_);
   if (shared_) {
     // Safe to overwrite our row: every peer read the previous table before the barrier that
     // ended the previous collective.
@@ -152,15 +190,26 @@ std::vector<std::vector<uint64_t>> CmaTransport::exchange(const void* base, cons
     o.setTimeout(timeout);
     gloo::allgather(o);
   }
-  std::vector<std::vector<uint64_t>> table(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r)
-    table[size_t(r)].assign(all.begin() + long(words * size_t(r)), all.begin() + long(words * size_t(r + 1)));
+  std::vector<Intent> table;
+  for (int r = 0; r < size_; ++r) table.push_back(Intent::decode(all.data() + words * size_t(r), size_));
+  try {
+    check_agreement(table, true, global_ranks_);
+  } catch (const CollectiveMismatchError&) {
+    // Every rank saw the same table and throws the same error; the barrier keeps our row
+    // in place until every peer has copied it.
+    barrier(timeout);
+    throw;
+  }
   return table;
 }
 
-void CmaTransport::read(int peer, uint64_t address, void* dst, size_t bytes) {
+void CmaTransport::read(int peer, const Intent& of, uint64_t offset, void* dst, size_t bytes) {
   if (bytes == 0) return;
-  if (int err = read_remote(pids_[size_t(peer)], address, dst, bytes))
+  if (offset > of.extent || bytes > of.extent - offset)
+    throw CollectiveMismatchError("reading " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+                                  " of rank " + std::to_string(global_ranks_.empty() ? peer : global_ranks_[size_t(peer)]) +
+                                  "'s buffer, which holds " + std::to_string(of.extent));
+  if (int err = read_remote(pids_[size_t(peer)], of.address + offset, dst, bytes))
     throw BackendError("reading rank " + std::to_string(peer) + "'s buffer (process " + std::to_string(pids_[size_t(peer)]) +
                        ") failed: " + std::strerror(err));
 }
@@ -201,62 +250,66 @@ void CmaTransport::wait_generation(uint32_t seen, std::chrono::milliseconds time
   }
 }
 
-void CmaTransport::all_gather(const void* in, void* out, size_t bytes, std::chrono::milliseconds timeout) {
-  collect(exchange(in, {}, timeout), in, out, bytes);
+void CmaTransport::all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  collect(exchange(intent, in, timeout), in, out, intent.bytes);
   barrier(timeout);
 }
 
-void CmaTransport::gather(const void* in, void* out, size_t bytes, int root, std::chrono::milliseconds timeout) {
-  auto table = exchange(in, {}, timeout);
-  if (rank_ == root) collect(table, in, out, bytes);
+void CmaTransport::gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  auto table = exchange(intent, in, timeout);
+  if (rank_ == intent.root) collect(table, in, out, intent.bytes);
   barrier(timeout);
 }
 
-void CmaTransport::collect(const std::vector<std::vector<uint64_t>>& table, const void* in, void* out, size_t bytes) {
+void CmaTransport::collect(const std::vector<Intent>& table, const void* in, void* out, size_t bytes) {
   auto* o = static_cast<char*>(out);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_)
       std::memcpy(o + size_t(r) * bytes, in, bytes);
     else
-      read(r, table[size_t(r)][0], o + size_t(r) * bytes, bytes);
+      read(r, table[size_t(r)], 0, o + size_t(r) * bytes, bytes);
   }
 }
 
-void CmaTransport::scatter(const void* in, void* out, size_t bytes, int root, std::chrono::milliseconds timeout) {
-  auto table = exchange(in, {}, timeout);
+void CmaTransport::scatter(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  const size_t bytes = intent.bytes;
+  const int root = intent.root;
+  auto table = exchange(intent, rank_ == root ? in : nullptr, timeout);
   if (rank_ == root)
     std::memcpy(out, static_cast<const char*>(in) + size_t(rank_) * bytes, bytes);
   else
-    read(root, table[size_t(root)][0] + uint64_t(rank_) * bytes, out, bytes);
+    read(root, table[size_t(root)], uint64_t(rank_) * bytes, out, bytes);
   barrier(timeout);
 }
 
-void CmaTransport::broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) {
-  auto table = exchange(data, {}, timeout);
-  if (rank_ != root) read(root, table[size_t(root)][0], data, bytes);
+void CmaTransport::broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) {
+  auto table = exchange(intent, data, timeout);
+  if (rank_ != intent.root) read(intent.root, table[size_t(intent.root)], 0, data, intent.bytes);
   barrier(timeout);
 }
 
-void CmaTransport::reduce_scatter(const void* in, void* out, size_t bytes, size_t element_size, ReduceFn fn,
+void CmaTransport::reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
                                   std::chrono::milliseconds timeout) {
-  auto table = exchange(in, {}, timeout);
+  const size_t bytes = intent.bytes;
+  auto table = exchange(intent, in, timeout);
   const size_t at = size_t(rank_) * bytes;
   std::memcpy(out, static_cast<const char*>(in) + at, bytes);
   if (scratch_.size() < bytes) scratch_.resize(bytes);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    read(r, table[size_t(r)][0] + at, scratch_.data(), bytes);
+    read(r, table[size_t(r)], at, scratch_.data(), bytes);
     fn(out, out, scratch_.data(), bytes / element_size);
   }
   barrier(timeout);
 }
 
-void CmaTransport::all_reduce(void* data, size_t count, size_t element_size, ReduceFn fn,
+void CmaTransport::all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
                               std::chrono::milliseconds timeout) {
   // Block b = elements [b*chunk, ...). Phase 1: every rank reduces its own block in place from
   // the peers' copies of it (no peer writes that block of its own buffer in this phase).
   // Phase 2, after a barrier: every rank reads each peer's finished block.
-  auto table = exchange(data, {}, timeout);
+  const size_t count = intent.bytes / element_size;
+  auto table = exchange(intent, data, timeout);
   auto* base = static_cast<char*>(data);
   const size_t chunk = (count + size_t(size_) - 1) / size_t(size_);
   auto at = [&](int b) { return std::min(size_t(b) * chunk, count) * element_size; };
@@ -264,43 +317,41 @@ void CmaTransport::all_reduce(void* data, size_t count, size_t element_size, Red
   if (scratch_.size() < len(rank_)) scratch_.resize(len(rank_));
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || len(rank_) == 0) continue;
-    read(r, table[size_t(r)][0] + at(rank_), scratch_.data(), len(rank_));
+    read(r, table[size_t(r)], at(rank_), scratch_.data(), len(rank_));
     fn(base + at(rank_), base + at(rank_), scratch_.data(), len(rank_) / element_size);
   }
   barrier(timeout);
   for (int r = 0; r < size_; ++r)
-    if (r != rank_) read(r, table[size_t(r)][0] + at(r), base + at(r), len(r));
+    if (r != rank_) read(r, table[size_t(r)], at(r), base + at(r), len(r));
   barrier(timeout);
 }
 
-void CmaTransport::reduce(void* data, size_t count, size_t element_size, ReduceFn fn, int root,
+void CmaTransport::reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
                           std::chrono::milliseconds timeout) {
-  auto table = exchange(data, {}, timeout);
-  if (rank_ == root) {
-    const size_t bytes = count * element_size;
+  const size_t bytes = intent.bytes;
+  auto table = exchange(intent, data, timeout);
+  if (rank_ == intent.root) {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      read(r, table[size_t(r)][0], scratch_.data(), bytes);
-      fn(data, data, scratch_.data(), count);
+      read(r, table[size_t(r)], 0, scratch_.data(), bytes);
+      fn(data, data, scratch_.data(), bytes / element_size);
     }
   }
   barrier(timeout);
 }
 
-void CmaTransport::all_to_all(const void* in, void* out, const std::vector<size_t>& send_offset,
-                              const std::vector<size_t>& recv_bytes, std::chrono::milliseconds timeout) {
-  std::vector<uint64_t> offsets(send_offset.begin(), send_offset.end());
-  auto table = exchange(in, offsets, timeout);
+void CmaTransport::all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  auto table = exchange(intent, in, timeout);
   auto* o = static_cast<char*>(out);
   size_t at = 0;
   for (int r = 0; r < size_; ++r) {
-    const uint64_t src = table[size_t(r)][0] + table[size_t(r)][1 + size_t(rank_)];
+    const size_t bytes = intent.recv_bytes[size_t(r)];
     if (r == rank_)
-      std::memcpy(o + at, static_cast<const char*>(in) + send_offset[size_t(r)], recv_bytes[size_t(r)]);
+      std::memcpy(o + at, static_cast<const char*>(in) + intent.send_offset[size_t(r)], bytes);
     else
-      read(r, src, o + at, recv_bytes[size_t(r)]);
-    at += recv_bytes[size_t(r)];
+      read(r, table[size_t(r)], table[size_t(r)].send_offset[size_t(rank_)], o + at, bytes);
+    at += bytes;
   }
   barrier(timeout);
 }

@@ -9,6 +9,13 @@
 // Used by GlooBackend for CPU buffers when every member of the
 // group is on this host and the kernel lets them read each other (same user, no ptrace
 // restriction); otherwise, or with DISTRUN_CMA=0, Gloo's TCP path is used.
+//
+// It trusts no peer: "can read" is proven by reading a per-process random nonce (a constant
+// would be found in one's own memory by ranks in separate PID namespaces with ASLR off); the
+// segment is opened only when it is a sealed memfd of the expected size (no peer can truncate
+// it under us: no SIGBUS); and before every collective each rank publishes its Intent
+// (backend/intent.hpp: collective, sequence, dtype, op, root, sizes, buffer extent), every
+// rank checks all of them, and every read is bounded by the peer's published extent.
 #pragma once
 #include <sys/types.h>
 
@@ -17,6 +24,7 @@
 #include <memory>
 #include <vector>
 
+#include "distrun/backend/intent.hpp"
 #include "distrun/backend/reduce_kernels.hpp"
 #include "distrun/store/store.hpp"
 
@@ -35,48 +43,61 @@ class CmaTransport {
   /// can read every other's memory, and returns nullptr when not (another host, or refused).
   /// `next_tag` gives the Gloo tags of the small collectives it runs.
   static std::unique_ptr<CmaTransport> create(std::shared_ptr<gloo::Context> context, Store& store, int rank, int size,
-                                              std::function<uint32_t()> next_tag);
+                                              std::function<uint32_t()> next_tag, std::vector<int> global_ranks);
 
-  /// Each rank's `bytes` at `in`, in rank order, into `out` (size * bytes).
-  void all_gather(const void* in, void* out, size_t bytes, std::chrono::milliseconds timeout);
-  /// As all_gather, on `root` only.
-  void gather(const void* in, void* out, size_t bytes, int root, std::chrono::milliseconds timeout);
-  /// Block `rank` of root's `in` (size blocks of `bytes`) into `out`.
-  void scatter(const void* in, void* out, size_t bytes, int root, std::chrono::milliseconds timeout);
-  /// Root's `bytes` at `data` into every rank's `data`.
-  void broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout);
-  /// Elementwise reduction of every rank's `data` (count elements), in place on every rank.
-  void all_reduce(void* data, size_t count, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout);
+  /// True when the ranks meet in the shared segment (false: they meet over Gloo's pairs).
+  bool meets_in_shared_memory() const { return shared_ != nullptr; }
+
+  /// Why the shared segment behind `fd` must not be mapped for a group of `size` (wrong size,
+  /// not a memfd, or not sealed against shrinking), or "" when it may.
+  static std::string segment_problem(int fd, int size);
+  /// Bytes of the shared segment for a group of `size`.
+  static size_t segment_bytes(int size);
+
+  /// Every collective below first publishes `intent` (this rank's view: kind, seq, dtype, op,
+  /// root, bytes; the transport adds the buffer's address and extent) and checks everyone's
+  /// (CollectiveMismatchError on every rank when they disagree) before reading anything.
+
+  /// Each rank's intent.bytes at `in`, in rank order, into `out` (size * bytes).
+  void all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout);
+  /// As all_gather, on intent.root only.
+  void gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout);
+  /// Block `rank` of root's `in` (size blocks of intent.bytes) into `out`.
+  void scatter(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout);
+  /// Root's intent.bytes at `data` into every rank's `data`.
+  void broadcast(Intent intent, void* data, std::chrono::milliseconds timeout);
+  /// Elementwise reduction of every rank's `data` (intent.bytes), in place on every rank.
+  void all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout);
   /// As all_reduce, into root's `data` only (the others' are left as they were).
-  void reduce(void* data, size_t count, size_t element_size, ReduceFn fn, int root, std::chrono::milliseconds timeout);
-  /// Block `rank` of the reduction of every rank's `in` (size blocks of `bytes`) into `out`.
-  void reduce_scatter(const void* in, void* out, size_t bytes, size_t element_size, ReduceFn fn,
+  void reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout);
+  /// Block `rank` (intent.bytes) of the reduction of every rank's `in` (size blocks) into `out`.
+  void reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
                       std::chrono::milliseconds timeout);
-  /// Bytes send_bytes[j] at in + send_offset[j] go to rank j; received blocks land in rank
-  /// order in `out` (recv_bytes[j] from rank j).
-  void all_to_all(const void* in, void* out, const std::vector<size_t>& send_offset, const std::vector<size_t>& recv_bytes,
-                  std::chrono::milliseconds timeout);
+  /// intent.send_bytes[j] at in + intent.send_offset[j] go to rank j; received blocks land in
+  /// rank order in `out` (intent.recv_bytes[j] from rank j).
+  void all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout);
 
  private:
   CmaTransport(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
-               std::function<uint32_t()> next_tag);
+               std::function<uint32_t()> next_tag, std::vector<int> global_ranks);
   // Maps the segment rank 0 creates (a memfd, opened by the others through /proc/PID/fd/N:
   // no name to leave behind); false when some rank cannot, and then all use Gloo to meet.
   bool map_shared(Store& store);
   // Waits until generation moves past `seen`; checks that the peers are alive meanwhile.
   void wait_generation(uint32_t seen, std::chrono::milliseconds timeout);
-  // Every rank's base address and per-destination offsets (an all_gather of n+1 words).
-  std::vector<std::vector<uint64_t>> exchange(const void* base, const std::vector<uint64_t>& offsets,
-                                              std::chrono::milliseconds timeout);
-  void read(int peer, uint64_t address, void* dst, size_t bytes);
+  // Publishes `intent` with `base` and its extent, and returns every rank's once all agree.
+  std::vector<Intent> exchange(Intent intent, const void* base, std::chrono::milliseconds timeout);
+  // `bytes` at `offset` in `peer`'s buffer; never past the extent it published.
+  void read(int peer, const Intent& of, uint64_t offset, void* dst, size_t bytes);
   // Every rank's `bytes` (ours from `in`, the peers' from their buffers) into `out` in rank order.
-  void collect(const std::vector<std::vector<uint64_t>>& table, const void* in, void* out, size_t bytes);
+  void collect(const std::vector<Intent>& table, const void* in, void* out, size_t bytes);
   void barrier(std::chrono::milliseconds timeout);
 
   std::shared_ptr<gloo::Context> context_;
   int rank_, size_;
   std::vector<pid_t> pids_;
   std::function<uint32_t()> next_tag_;
+  std::vector<int> global_ranks_;
   std::vector<char> scratch_;
   CmaShared* shared_ = nullptr;  // mapped segment, or nullptr: meet over Gloo instead
   size_t shared_bytes_ = 0;

@@ -13,6 +13,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "distrun/backend/reduce_kernels.hpp"
@@ -103,19 +104,52 @@ GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const
   }
   context_ = ctx;
   try {
-    cma_ = CmaTransport::create(context_, *std::make_shared<PrefixStore>("cma", store_), rank_, size_,
-                                [this] { return next_tag_++; });
+    if (options_.transport != GlooTransport::Tcp)
+      cma_ = CmaTransport::create(context_, *std::make_shared<PrefixStore>("cma", store_), rank_, size_,
+                                  [this] { return next_tag_++; }, global_ranks_);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
     fail("rendezvous", e);
   }
+  // Every member reached the same verdict in create(), so all of them throw or none.
+  if (!cma_ && size_ > 1 && options_.transport == GlooTransport::SharedMemory)
+    throw BackendError("DISTRUN_TRANSPORT=shm: the members of this group cannot read each other's memory "
+                       "(other hosts, other PID namespaces, or ptrace restrictions)");
 }
 
 GlooBackend::~GlooBackend() = default;
 
+void GlooBackendOptions::read_env() {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  const std::string t = env("DISTRUN_TRANSPORT");
+  if (t == "shm")
+    transport = GlooTransport::SharedMemory;
+  else if (t == "tcp" || (t.empty() && env("DISTRUN_CMA") == "0"))
+    transport = GlooTransport::Tcp;
+  else if (t.empty() || t == "auto")
+    transport = GlooTransport::Auto;
+  else
+    throw ConfigError("DISTRUN_TRANSPORT='" + t + "': expected auto, shm or tcp");
+  const std::string a = env("DISTRUN_ALLREDUCE_ALGO");
+  if (a == "ring")
+    allreduce_algorithm = AllreduceAlgorithm::Ring;
+  else if (a.empty() || a == "gloo")
+    allreduce_algorithm = AllreduceAlgorithm::Gloo;
+  else
+    throw ConfigError("DISTRUN_ALLREDUCE_ALGO='" + a + "': expected ring or gloo");
+}
+
+std::string GlooBackend::transport_name() const {
+  if (!cma_) return size_ > 1 ? "tcp" : "local";
+  return cma_->meets_in_shared_memory() ? "shm" : "shm/tcp-sync";
+}
+
 void GlooBackend::fail(const char* op, const std::exception& e) {
-  if (dynamic_cast<const PeerError*>(&e)) throw;
+  if (dynamic_cast<const PeerError*>(&e) || dynamic_cast<const CollectiveMismatchError*>(&e)) throw;
   std::vector<int> members;
   for (int r = 0; r < size_; ++r) members.push_back(global_rank(r));
   std::string loss = liveness_ ? liveness_->describe_loss(members) : "";
@@ -125,6 +159,35 @@ void GlooBackend::fail(const char* op, const std::exception& e) {
   if (!loss.empty()) throw PeerError(liveness_->last_lost(), msg);
   if (dynamic_cast<const TimeoutError*>(&e) || std::strstr(e.what(), "imed out")) throw TimeoutError(msg);
   throw BackendError(msg);
+}
+
+Intent GlooBackend::intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root, std::optional<ReduceOp> op) {
+  Intent i;
+  i.kind = kind;
+  i.seq = ++seq_;
+  i.dtype = uint32_t(dtype);
+  i.op = op ? uint32_t(*op) : 0xff;
+  i.root = root;
+  i.bytes = bytes;
+  return i;
+}
+
+void GlooBackend::agree(const Intent& mine, std::chrono::milliseconds timeout) {
+  // Over TCP Gloo itself would notice a size disagreement only deep in a pair's receive
+  // (an abort, or a timeout on the other side); one small all_gather first makes it the same
+  // typed error everywhere.
+  const size_t words = Intent::words(size_);
+  std::vector<uint64_t> row(words, 0), all(words * size_t(size_));
+  mine.encode(row.data(), size_);
+  gloo::AllgatherOptions o(context_);
+  o.setInput(row.data(), words);
+  o.setOutput(all.data(), all.size());
+  o.setTag(next_tag_++);
+  o.setTimeout(timeout);
+  gloo::allgather(o);
+  std::vector<Intent> table;
+  for (int r = 0; r < size_; ++r) table.push_back(Intent::decode(all.data() + words * size_t(r), size_));
+  check_agreement(table, false, global_ranks_);
 }
 
 template <typename F>
@@ -140,8 +203,10 @@ void GlooBackend::guarded(const char* op, F&& f) {
 
 void GlooBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   Tensor h = host(tensor);
+  Intent want = intent(CollectiveKind::Broadcast, h.dtype(), h.nbytes(), opts.root);
   guarded("broadcast", [&] {
-    if (cma_) return cma_->broadcast(h.data(), h.nbytes(), opts.root, timeout_of(opts));
+    if (cma_) return cma_->broadcast(want, h.data(), timeout_of(opts));
+    agree(want, timeout_of(opts));
     gloo::BroadcastOptions o(context_);
     dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
     o.setRoot(opts.root);
@@ -155,9 +220,11 @@ void GlooBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
 void GlooBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
+  Intent want = intent(CollectiveKind::AllReduce, h.dtype(), h.nbytes(), -1, opts.op);
   guarded("all_reduce", [&] {
-    if (cma_) return cma_->all_reduce(h.data(), size_t(h.numel()), h.element_size(), fn, timeout_of(opts));
-    if (options_.allreduce_algorithm == "ring") return ring_all_reduce(ring_plan(fn, h.element_size(), opts), h.data(), size_t(h.numel()));
+    if (cma_) return cma_->all_reduce(want, h.data(), h.element_size(), fn, timeout_of(opts));
+    agree(want, timeout_of(opts));
+    if (options_.allreduce_algorithm == AllreduceAlgorithm::Ring) return ring_all_reduce(ring_plan(fn, h.element_size(), opts), h.data(), size_t(h.numel()));
     gloo::AllreduceOptions o(context_);
     dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
     o.setReduceFunction(fn);
@@ -176,8 +243,10 @@ RingPlan GlooBackend::ring_plan(ReduceFn fn, size_t element_size, const Collecti
 void GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
+  Intent want = intent(CollectiveKind::Reduce, h.dtype(), h.nbytes(), opts.root, opts.op);
   guarded("reduce", [&] {
-    if (cma_) return cma_->reduce(h.data(), size_t(h.numel()), h.element_size(), fn, opts.root, timeout_of(opts));
+    if (cma_) return cma_->reduce(want, h.data(), h.element_size(), fn, timeout_of(opts));
+    agree(want, timeout_of(opts));
     gloo::ReduceOptions o(context_);
     dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
     o.setRoot(opts.root);
@@ -193,8 +262,10 @@ void GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
 void GlooBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) {
   check_numel("all_gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = host(out);
+  Intent want = intent(CollectiveKind::AllGather, hi.dtype(), hi.nbytes());
   guarded("all_gather", [&] {
-    if (cma_) return cma_->all_gather(hi.data(), ho.data(), hi.nbytes(), timeout_of(opts));
+    if (cma_) return cma_->all_gather(want, hi.data(), ho.data(), timeout_of(opts));
+    agree(want, timeout_of(opts));
     gloo::AllgatherOptions o(context_);
     dispatch_storage(hi.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -212,8 +283,10 @@ void GlooBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   const bool root = rank_ == opts.root;
   if (root) check_numel("gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = root ? host(out) : Tensor();
+  Intent want = intent(CollectiveKind::Gather, hi.dtype(), hi.nbytes(), opts.root);
   guarded("gather", [&] {
-    if (cma_) return cma_->gather(hi.data(), root ? ho.data() : nullptr, hi.nbytes(), opts.root, timeout_of(opts));
+    if (cma_) return cma_->gather(want, hi.data(), root ? ho.data() : nullptr, timeout_of(opts));
+    agree(want, timeout_of(opts));
     gloo::GatherOptions o(context_);
     dispatch_storage(hi.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -232,8 +305,10 @@ void GlooBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   const bool root = rank_ == opts.root;
   if (root) check_numel("scatter", in, out.numel() * size_);
   Tensor hi = root ? host(in) : Tensor(), ho = host(out);
+  Intent want = intent(CollectiveKind::Scatter, ho.dtype(), ho.nbytes(), opts.root);
   guarded("scatter", [&] {
-    if (cma_) return cma_->scatter(root ? hi.data() : nullptr, ho.data(), ho.nbytes(), opts.root, timeout_of(opts));
+    if (cma_) return cma_->scatter(want, root ? hi.data() : nullptr, ho.data(), timeout_of(opts));
+    agree(want, timeout_of(opts));
     gloo::ScatterOptions o(context_);
     dispatch_storage(ho.dtype(), [&](auto tag) {
       using T = decltype(tag);
@@ -258,14 +333,17 @@ void GlooBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScat
   const Tensor hin = host(in);
   Tensor hout = host(out);
   const size_t block = hout.nbytes();
-  if (size_ == 1 || block == 0) {
+  if (size_ == 1) {
     std::memcpy(hout.data(), hin.data(), block);
   } else {
     // Kept across calls: fresh scratch would fault its pages in again every time.
     if (scratch_.nbytes() < 2 * block) scratch_ = Tensor::empty({int64_t(2 * block)}, DType::UInt8);
+    Intent want = intent(CollectiveKind::ReduceScatter, hout.dtype(), block, -1, opts.op);
     guarded("reduce_scatter", [&] {
-      if (cma_) return cma_->reduce_scatter(hin.data(), hout.data(), block, hout.element_size(), fn, timeout_of(opts));
-      ring_reduce_scatter(ring_plan(fn, hout.element_size(), opts), hin.data(), hout.data(), block, scratch_.data());
+      if (cma_) return cma_->reduce_scatter(want, hin.data(), hout.data(), hout.element_size(), fn, timeout_of(opts));
+      agree(want, timeout_of(opts));
+      if (block > 0)
+        ring_reduce_scatter(ring_plan(fn, hout.element_size(), opts), hin.data(), hout.data(), block, scratch_.data());
     });
   }
   if (opts.op == ReduceOp::Avg) divide_by(hout, size_);
@@ -288,19 +366,19 @@ void GlooBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
     check_numel("all_to_all (send counts)", in, s);
     check_numel("all_to_all (recv counts)", out, r);
   }
+  Intent want = intent(CollectiveKind::AllToAll, hi.dtype(), 0);
+  const size_t es = hi.element_size();
+  size_t at = 0;
+  for (int j = 0; j < size_; ++j) {
+    const size_t send = even ? hi.nbytes() / size_t(size_) : size_t(opts.send_counts[size_t(j)]) * es;
+    want.send_offset.push_back(at);
+    want.send_bytes.push_back(send);
+    at += send;
+    want.recv_bytes.push_back(even ? ho.nbytes() / size_t(size_) : size_t(opts.recv_counts[size_t(j)]) * es);
+  }
   guarded("all_to_all", [&] {
-    if (cma_) {
-      const size_t es = hi.element_size();
-      std::vector<size_t> send_offset, recv_bytes;
-      size_t at = 0;
-      for (int j = 0; j < size_; ++j) {
-        const size_t send = even ? hi.nbytes() / size_t(size_) : size_t(opts.send_counts[size_t(j)]) * es;
-        send_offset.push_back(at);
-        at += send;
-        recv_bytes.push_back(even ? ho.nbytes() / size_t(size_) : size_t(opts.recv_counts[size_t(j)]) * es);
-      }
-      return cma_->all_to_all(hi.data(), ho.data(), send_offset, recv_bytes, timeout_of(opts));
-    }
+    if (cma_) return cma_->all_to_all(want, hi.data(), ho.data(), timeout_of(opts));
+    agree(want, timeout_of(opts));
     dispatch_storage(hi.dtype(), [&](auto tag) {
       using T = decltype(tag);
       if (even) {
