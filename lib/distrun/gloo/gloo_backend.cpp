@@ -51,10 +51,16 @@ class GlooWork : public Work {
   void wait(std::chrono::milliseconds timeout) override {
     if (done_) return;
     auto t = timeout.count() > 0 ? timeout : timeout_;
+    const auto start = std::chrono::steady_clock::now();
+    const std::string late = std::string(op_) + ": timed out after " + std::to_string(t.count()) + " ms";
     try {
       bool ok = is_send_ ? buf_->waitSend(t) : buf_->waitRecv(nullptr, t);
-      if (!ok) throw TimeoutError(std::string(op_) + ": timed out after " + std::to_string(t.count()) + " ms");
+      if (!ok) throw TimeoutError(late);
+    } catch (const Error& e) {
+      backend_.fail(op_, e);
     } catch (const std::exception& e) {
+      // As GlooBackend::guarded: Gloo's exception does not say "timeout"; the clock does.
+      if (std::chrono::steady_clock::now() - start >= t) backend_.fail(op_, TimeoutError(late + " [" + e.what() + "]"));
       backend_.fail(op_, e);
     }
     if (target_.defined()) target_.copy_from(keep_);
@@ -77,8 +83,8 @@ class GlooWork : public Work {
 GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const GlooBackendOptions& options,
                          std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks,
                          std::shared_ptr<gloo::transport::Device> device)
-    : Backend(rank, size, std::move(global_ranks)), store_(std::move(store)), options_(options),
-      liveness_(std::move(liveness)), device_(std::move(device)) {
+    : Backend(rank, size, std::move(global_ranks), std::move(liveness), options.timeout), store_(std::move(store)),
+      options_(options), device_(std::move(device)) {
   if (!device_) {
     gloo::transport::tcp::attr attr;
     if (!options_.iface.empty())
@@ -148,18 +154,7 @@ std::string GlooBackend::transport_name() const {
   return cma_->meets_in_shared_memory() ? "shm" : "shm/tcp-sync";
 }
 
-void GlooBackend::fail(const char* op, const std::exception& e) {
-  if (dynamic_cast<const PeerError*>(&e) || dynamic_cast<const CollectiveMismatchError*>(&e)) throw;
-  std::vector<int> members;
-  for (int r = 0; r < size_; ++r) members.push_back(global_rank(r));
-  std::string loss = liveness_ ? liveness_->describe_loss(members) : "";
-  std::string msg = "rank " + std::to_string(global_rank(rank_)) + ": " + op + " failed";
-  msg += loss.empty() ? "" : ": " + loss;
-  msg += std::string(" [") + e.what() + "]";
-  if (!loss.empty()) throw PeerError(liveness_->last_lost(), msg);
-  if (dynamic_cast<const TimeoutError*>(&e) || std::strstr(e.what(), "imed out")) throw TimeoutError(msg);
-  throw BackendError(msg);
-}
+void GlooBackend::fail(const char* op, const std::exception& e) { raise_failure(op, e); }
 
 Intent GlooBackend::intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root, std::optional<ReduceOp> op) {
   Intent i;
@@ -191,12 +186,19 @@ void GlooBackend::agree(const Intent& mine, std::chrono::milliseconds timeout) {
 }
 
 template <typename F>
-void GlooBackend::guarded(const char* op, F&& f) {
+void GlooBackend::guarded(const char* op, std::chrono::milliseconds timeout, F&& f) {
+  const auto start = std::chrono::steady_clock::now();
   try {
     f();
   } catch (const ConfigError&) {
     throw;
+  } catch (const Error& e) {
+    fail(op, e);
   } catch (const std::exception& e) {
+    // Gloo throws one exception type for a timeout and a broken pair alike; the fact that
+    // tells them apart is whether the deadline has passed.
+    if (std::chrono::steady_clock::now() - start >= timeout)
+      fail(op, TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms [" + e.what() + "]"));
     fail(op, e);
   }
 }
@@ -204,7 +206,7 @@ void GlooBackend::guarded(const char* op, F&& f) {
 void GlooBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   Tensor h = host(tensor);
   Intent want = intent(CollectiveKind::Broadcast, h.dtype(), h.nbytes(), opts.root);
-  guarded("broadcast", [&] {
+  guarded("broadcast", timeout_of(opts), [&] {
     if (cma_) return cma_->broadcast(want, h.data(), timeout_of(opts));
     agree(want, timeout_of(opts));
     gloo::BroadcastOptions o(context_);
@@ -221,7 +223,7 @@ void GlooBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
   Intent want = intent(CollectiveKind::AllReduce, h.dtype(), h.nbytes(), -1, opts.op);
-  guarded("all_reduce", [&] {
+  guarded("all_reduce", timeout_of(opts), [&] {
     if (cma_) return cma_->all_reduce(want, h.data(), h.element_size(), fn, timeout_of(opts));
     agree(want, timeout_of(opts));
     if (options_.allreduce_algorithm == AllreduceAlgorithm::Ring) return ring_all_reduce(ring_plan(fn, h.element_size(), opts), h.data(), size_t(h.numel()));
@@ -244,7 +246,7 @@ void GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
   Intent want = intent(CollectiveKind::Reduce, h.dtype(), h.nbytes(), opts.root, opts.op);
-  guarded("reduce", [&] {
+  guarded("reduce", timeout_of(opts), [&] {
     if (cma_) return cma_->reduce(want, h.data(), h.element_size(), fn, timeout_of(opts));
     agree(want, timeout_of(opts));
     gloo::ReduceOptions o(context_);
@@ -263,7 +265,7 @@ void GlooBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptio
   check_numel("all_gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = host(out);
   Intent want = intent(CollectiveKind::AllGather, hi.dtype(), hi.nbytes());
-  guarded("all_gather", [&] {
+  guarded("all_gather", timeout_of(opts), [&] {
     if (cma_) return cma_->all_gather(want, hi.data(), ho.data(), timeout_of(opts));
     agree(want, timeout_of(opts));
     gloo::AllgatherOptions o(context_);
@@ -284,7 +286,7 @@ void GlooBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   if (root) check_numel("gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = root ? host(out) : Tensor();
   Intent want = intent(CollectiveKind::Gather, hi.dtype(), hi.nbytes(), opts.root);
-  guarded("gather", [&] {
+  guarded("gather", timeout_of(opts), [&] {
     if (cma_) return cma_->gather(want, hi.data(), root ? ho.data() : nullptr, timeout_of(opts));
     agree(want, timeout_of(opts));
     gloo::GatherOptions o(context_);
@@ -306,7 +308,7 @@ void GlooBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   if (root) check_numel("scatter", in, out.numel() * size_);
   Tensor hi = root ? host(in) : Tensor(), ho = host(out);
   Intent want = intent(CollectiveKind::Scatter, ho.dtype(), ho.nbytes(), opts.root);
-  guarded("scatter", [&] {
+  guarded("scatter", timeout_of(opts), [&] {
     if (cma_) return cma_->scatter(want, root ? hi.data() : nullptr, ho.data(), timeout_of(opts));
     agree(want, timeout_of(opts));
     gloo::ScatterOptions o(context_);
@@ -339,7 +341,7 @@ void GlooBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScat
     // Kept across calls: fresh scratch would fault its pages in again every time.
     if (scratch_.nbytes() < 2 * block) scratch_ = Tensor::empty({int64_t(2 * block)}, DType::UInt8);
     Intent want = intent(CollectiveKind::ReduceScatter, hout.dtype(), block, -1, opts.op);
-    guarded("reduce_scatter", [&] {
+    guarded("reduce_scatter", timeout_of(opts), [&] {
       if (cma_) return cma_->reduce_scatter(want, hin.data(), hout.data(), hout.element_size(), fn, timeout_of(opts));
       agree(want, timeout_of(opts));
       if (block > 0)
@@ -376,7 +378,7 @@ void GlooBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
     at += send;
     want.recv_bytes.push_back(even ? ho.nbytes() / size_t(size_) : size_t(opts.recv_counts[size_t(j)]) * es);
   }
-  guarded("all_to_all", [&] {
+  guarded("all_to_all", timeout_of(opts), [&] {
     if (cma_) return cma_->all_to_all(want, hi.data(), ho.data(), timeout_of(opts));
     agree(want, timeout_of(opts));
     dispatch_storage(hi.dtype(), [&](auto tag) {
@@ -409,7 +411,7 @@ std::shared_ptr<Work> GlooBackend::isend(const Tensor& tensor, int dst, const Se
   if (dst < 0 || dst >= size_ || dst == rank_) throw BackendError("send: bad destination rank " + std::to_string(dst));
   Tensor h = host(tensor);
   std::unique_ptr<gloo::transport::UnboundBuffer> buf;
-  guarded("send", [&] {
+  guarded("send", timeout_of(opts), [&] {
     buf = context_->createUnboundBuffer(h.data(), h.nbytes());
     buf->send(dst, kP2PSlot | uint32_t(opts.tag));
   });
@@ -420,7 +422,7 @@ std::shared_ptr<Work> GlooBackend::irecv(Tensor& tensor, int src, const SendOpti
   if (src < 0 || src >= size_ || src == rank_) throw BackendError("recv: bad source rank " + std::to_string(src));
   Tensor h = host(tensor);
   std::unique_ptr<gloo::transport::UnboundBuffer> buf;
-  guarded("recv", [&] {
+  guarded("recv", timeout_of(opts), [&] {
     buf = context_->createUnboundBuffer(h.data(), h.nbytes());
     buf->recv(src, kP2PSlot | uint32_t(opts.tag));
   });
@@ -429,7 +431,7 @@ std::shared_ptr<Work> GlooBackend::irecv(Tensor& tensor, int src, const SendOpti
 }
 
 void GlooBackend::barrier(const BarrierOptions& opts) {
-  guarded("barrier", [&] {
+  guarded("barrier", timeout_of(opts), [&] {
     gloo::BarrierOptions o(context_);
     o.setTag(next_tag_++);
     o.setTimeout(timeout_of(opts));
@@ -439,9 +441,7 @@ void GlooBackend::barrier(const BarrierOptions& opts) {
 
 std::shared_ptr<Backend> GlooBackend::new_group(const std::vector<int>& ranks) {
   const int id = groups_made_++;
-  for (size_t i = 0; i < ranks.size(); ++i)
-    if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1]))
-      throw BackendError("new_group: ranks must be ascending, unique and within 0.." + std::to_string(size_ - 1));
+  check_group_ranks(ranks);
   auto it = std::find(ranks.begin(), ranks.end(), rank_);
   if (it == ranks.end()) return nullptr;
   std::vector<int> globals;

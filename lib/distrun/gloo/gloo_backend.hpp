@@ -80,20 +80,18 @@ class GlooBackend : public Backend {
   [[noreturn]] void fail(const char* op, const std::exception& e);
 
  private:
+  // Runs f, turning what it throws into a distrun error (fail()); a Gloo error raised once
+  // `timeout` has run out is a TimeoutError (Gloo's types do not tell a timeout apart).
   template <typename F>
-  void guarded(const char* op, F&& f);
+  void guarded(const char* op, std::chrono::milliseconds timeout, F&& f);
   // This rank's statement of the collective about to run (the next sequence number).
   Intent intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root = -1, std::optional<ReduceOp> op = {});
   // TCP path: every rank's intent, checked before Gloo moves a byte (see backend/intent.hpp).
   void agree(const Intent& mine, std::chrono::milliseconds timeout);
   RingPlan ring_plan(ReduceFn fn, size_t element_size, const CollectiveOptions& opts);
-  std::chrono::milliseconds timeout_of(const CollectiveOptions& o) const {
-    return o.timeout.count() > 0 ? o.timeout : options_.timeout;
-  }
 
   std::shared_ptr<Store> store_;
   GlooBackendOptions options_;
-  std::shared_ptr<Liveness> liveness_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   std::unique_ptr<CmaTransport> cma_;  // single-copy path when every member is on this host

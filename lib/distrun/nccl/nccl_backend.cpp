@@ -31,8 +31,8 @@ const char* bytes(const Tensor& t) { return static_cast<const char*>(t.data()); 
 
 NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const NcclBackendOptions& options,
                          std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks)
-    : Backend(rank, size, std::move(global_ranks)), store_(std::move(store)), options_(options),
-      liveness_(std::move(liveness)) {
+    : Backend(rank, size, std::move(global_ranks), std::move(liveness), options.timeout), store_(std::move(store)),
+      options_(options) {
   // Before anything else: without a device, say so plainly.
   nccl::require_cuda_device(options_.device);
   nccl::check_runtime_version();
@@ -63,7 +63,7 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
 
 NcclBackend::NcclBackend(std::shared_ptr<nccl::NcclComm> comm, int rank, int size, const NcclBackendOptions& options,
                          std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks)
-    : Backend(rank, size, std::move(global_ranks)), options_(options), liveness_(std::move(liveness)),
+    : Backend(rank, size, std::move(global_ranks), std::move(liveness), options.timeout), options_(options),
       comm_(std::move(comm)) {
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));
   create_stream();
@@ -92,16 +92,7 @@ void NcclBackend::create_stream() {
 void NcclBackend::fail(const char* op, const std::exception& e) {
   // Abort first: the kernels of a collective whose peer is gone would otherwise spin forever.
   if (comm_) comm_->abort();
-  if (dynamic_cast<const PeerError*>(&e)) throw;
-  std::vector<int> members;
-  for (int r = 0; r < size_; ++r) members.push_back(global_rank(r));
-  std::string loss = liveness_ ? liveness_->describe_loss(members) : "";
-  std::string msg = "rank " + std::to_string(global_rank(rank_)) + ": nccl " + op + " failed";
-  msg += loss.empty() ? "" : ": " + loss;
-  msg += std::string(" [") + e.what() + "]";
-  if (!loss.empty()) throw PeerError(liveness_->last_lost(), msg);
-  if (dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(msg);
-  throw BackendError(msg);
+  raise_failure(std::string("nccl ") + op, e);
 }
 
 void NcclBackend::prepare(const char* op) {
@@ -328,9 +319,7 @@ void NcclBackend::barrier(const BarrierOptions& opts) {
 }
 
 std::shared_ptr<Backend> NcclBackend::new_group(const std::vector<int>& ranks) {
-  for (size_t i = 0; i < ranks.size(); ++i)
-    if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1]))
-      throw BackendError("new_group: ranks must be ascending, unique and within 0.." + std::to_string(size_ - 1));
+  check_group_ranks(ranks);
   launch_pending();
   prepare("new_group");
   auto it = std::find(ranks.begin(), ranks.end(), rank_);
