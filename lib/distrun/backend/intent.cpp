@@ -38,6 +38,7 @@ void Intent::encode(uint64_t* out, int n) const {
   out[5] = bytes;
   out[6] = address;
   out[7] = extent;
+  out[8] = flags;
   if (kind != CollectiveKind::AllToAll) return;
   for (size_t j = 0; j < size_t(n); ++j) {
     out[kHeaderWords + j] = j < send_offset.size() ? send_offset[j] : 0;
@@ -56,6 +57,7 @@ Intent Intent::decode(const uint64_t* in, int n) {
   i.bytes = in[5];
   i.address = in[6];
   i.extent = in[7];
+  i.flags = in[8];
   if (in[0] == uint64_t(CollectiveKind::AllToAll)) {
     i.send_offset.assign(in + kHeaderWords, in + kHeaderWords + n);
     i.send_bytes.assign(in + kHeaderWords + n, in + kHeaderWords + 2 * size_t(n));

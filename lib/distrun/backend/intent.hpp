@@ -36,6 +36,7 @@ struct Intent {
   uint64_t bytes = 0;   // per-rank block: what each rank contributes or receives (not all_to_all)
   uint64_t address = 0;  // single-copy path: where this rank's buffer starts ...
   uint64_t extent = 0;   // ... and how many bytes of it peers may read (0 on TCP)
+  uint64_t flags = 0;    // transport's own: kInline = the extent is also copied in the shared slot
   // all_to_all only: where the block for rank j starts in the buffer, its bytes, and the bytes
   // expected from rank j.
   std::vector<uint64_t> send_offset, send_bytes, recv_bytes;
@@ -46,7 +47,8 @@ struct Intent {
   void encode(uint64_t* out, int n) const;
   static Intent decode(const uint64_t* in, int n);
 
-  static constexpr size_t kHeaderWords = 8;
+  static constexpr size_t kHeaderWords = 9;
+  static constexpr uint64_t kInline = 1;
 };
 
 /// Checks every rank's intent against every other's (and, with `extents`, that each buffer

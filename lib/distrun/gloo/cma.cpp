@@ -27,11 +27,20 @@
 namespace distrun {
 
 // Lives in memory shared by the group's processes: lock-free atomics work across processes,
-// and the futex on `generation` is a shared (not process-private) one.
+// and the futexes on `generation` and `bell` are shared (not process-private) ones.
 struct CmaShared {
   alignas(64) std::atomic<uint32_t> arrived;
   alignas(64) std::atomic<uint32_t> generation;
-  alignas(64) uint64_t table[1];  // size rows of Intent::words(size) (flexible)
+  alignas(64) std::atomic<uint32_t> bell;  // bumped after every post and done: what sleepers wait on
+  std::atomic<uint32_t> sleepers;          // ranks in FUTEX_WAIT on `bell` (none: no wake syscall)
+};
+
+// One per rank, after the header: its flags on their own cache lines, then per parity of the
+// sequence number (so that a rank can post collective s+1 while a slow peer still reads s) an
+// intent row and an inline slot.
+struct CmaBox {
+  alignas(64) std::atomic<uint64_t> posted;  // the last collective whose intent (and slot) is out
+  alignas(64) std::atomic<uint64_t> done;    // the last collective this rank finished reading in
 };
 
 namespace {
@@ -81,8 +90,23 @@ const volatile uint64_t* process_nonce() {
 
 }  // namespace
 
-size_t CmaTransport::segment_bytes(int n) {
-  return sizeof(CmaShared) + sizeof(uint64_t) * size_t(n) * Intent::words(n);
+namespace {
+constexpr size_t round64(size_t b) { return (b + 63) / 64 * 64; }
+size_t header_bytes() { return round64(sizeof(CmaShared)); }
+size_t row_bytes(int n) { return round64(sizeof(uint64_t) * Intent::words(n)); }
+size_t box_bytes(int n) { return round64(sizeof(CmaBox)) + 2 * row_bytes(n) + 2 * CmaTransport::kInlineCapacity; }
+}  // namespace
+
+size_t CmaTransport::segment_bytes(int n) { return header_bytes() + size_t(n) * box_bytes(n); }
+
+CmaBox* CmaTransport::box(int r) const {
+  return reinterpret_cast<CmaBox*>(reinterpret_cast<char*>(shared_) + header_bytes() + size_t(r) * box_bytes(size_));
+}
+uint64_t* CmaTransport::row(int r, uint64_t seq) const {
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(box(r)) + round64(sizeof(CmaBox)) + (seq & 1) * row_bytes(size_));
+}
+char* CmaTransport::slot(int r, uint64_t seq) const {
+  return reinterpret_cast<char*>(box(r)) + round64(sizeof(CmaBox)) + 2 * row_bytes(size_) + (seq & 1) * kInlineCapacity;
 }
 
 std::string CmaTransport::segment_problem(int fd, int n) {
@@ -168,39 +192,114 @@ CmaTransport::~CmaTransport() {
 CmaTransport::CmaTransport(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
                            std::function<uint32_t()> next_tag, std::vector<int> global_ranks)
     : context_(std::move(context)), rank_(rank), size_(size), pids_(std::move(pids)), next_tag_(std::move(next_tag)),
-      global_ranks_(std::move(global_ranks)) {}
+      global_ranks_(std::move(global_ranks)) {
+  // Where copying through the slot stops paying and single-copy reads take over: measured
+  // (docs/performance.md); settable for that measurement. Each rank says in its intent which
+  // it did, so ranks with different settings still agree on where to read.
+  if (const char* v = std::getenv("DISTRUN_SHM_INLINE_BYTES")) inline_limit_ = std::min<size_t>(std::strtoull(v, nullptr, 10), kInlineCapacity);
+}
 
 std::vector<Intent> CmaTransport::exchange(Intent intent, const void* base, std::chrono::milliseconds timeout) {
   const size_t words = Intent::words(size_);
+  intent.seq = seq_ = seq_ + 1;
   intent.address = reinterpret_cast<uint64_t>(base);
   intent.extent = base ? readable_bytes(intent, rank_, size_) : 0;
-  std::vector<uint64_t> mine(words, 0), all(words * size_t(size_));
-  intent.encode(mine.data(), size_);
+  std::vector<Intent> table;
   if (shared_) {
-    // Safe to overwrite our row: every peer read the previous table before the barrier that
-    // ended the previous collective.
-    std::copy(mine.begin(), mine.end(), shared_->table + words * size_t(rank_));
-    barrier(timeout);
-    std::copy(shared_->table, shared_->table + all.size(), all.begin());
+    // Our row and slot of this parity were last read in collective seq-2; every peer that
+    // has posted seq-1 is past that.
+    wait_all([&](int r) { return box(r)->posted.load(std::memory_order_acquire) + 1 >= seq_; }, timeout, "posted");
+    if (intent.extent <= inline_limit_) {
+      intent.flags |= Intent::kInline;
+      if (intent.extent) std::memcpy(slot(rank_, seq_), base, intent.extent);
+    }
+    intent.encode(row(rank_, seq_), size_);
+    box(rank_)->posted.store(seq_, std::memory_order_release);
+    ring();
+    wait_all([&](int r) { return box(r)->posted.load(std::memory_order_acquire) >= seq_; }, timeout, "posted");
+    for (int r = 0; r < size_; ++r) table.push_back(Intent::decode(row(r, seq_), size_));
   } else {
+    std::vector<uint64_t> mine(words, 0), all(words * size_t(size_));
+    intent.encode(mine.data(), size_);
     gloo::AllgatherOptions o(context_);
     o.setInput(mine.data(), words);
     o.setOutput(all.data(), all.size());
     o.setTag(next_tag_());
     o.setTimeout(timeout);
     gloo::allgather(o);
+    for (int r = 0; r < size_; ++r) table.push_back(Intent::decode(all.data() + words * size_t(r), size_));
   }
-  std::vector<Intent> table;
-  for (int r = 0; r < size_; ++r) table.push_back(Intent::decode(all.data() + words * size_t(r), size_));
   try {
     check_agreement(table, true, global_ranks_);
   } catch (const CollectiveMismatchError&) {
-    // Every rank saw the same table and throws the same error; the barrier keeps our row
-    // in place until every peer has copied it.
-    barrier(timeout);
+    // Every rank saw the same table and throws the same error; nobody read a buffer.
+    finish(false, timeout);
     throw;
   }
   return table;
+}
+
+void CmaTransport::finish(bool buffer_read_in_place, std::chrono::milliseconds timeout) {
+  if (!shared_) return barrier(timeout);
+  box(rank_)->done.store(seq_, std::memory_order_release);
+  ring();
+  // Peers that read our buffer itself (not our slot) must be done before it may change.
+  if (buffer_read_in_place)
+    wait_all([&](int r) { return box(r)->done.load(std::memory_order_acquire) >= seq_; }, timeout, "done");
+}
+
+void CmaTransport::ring() {
+  shared_->bell.fetch_add(1, std::memory_order_seq_cst);
+  if (shared_->sleepers.load(std::memory_order_seq_cst) > 0) futex(&shared_->bell, FUTEX_WAKE, INT32_MAX, nullptr);
+}
+
+template <typename Ready>
+void CmaTransport::wait_all(Ready ready, std::chrono::milliseconds timeout, const char* what) {
+  auto all_ready = [&] {
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_ && !ready(r)) return false;
+    return true;
+  };
+  // A short spin (a peer on another core answers in well under a microsecond), then yields
+  // (on a loaded host the peer is often one time slice away), then sleep on the bell.
+  for (int i = 0; i < 64; ++i) {
+    if (all_ready()) return;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  for (int i = 0; i < 16; ++i) {
+    if (all_ready()) return;
+    sched_yield();
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const uint32_t bell = shared_->bell.load(std::memory_order_seq_cst);
+    if (all_ready()) return;
+    if (Clock::now() >= deadline) {
+      std::string late;
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_ && !ready(r))
+          late += (late.empty() ? "" : ", ") + std::to_string(global_ranks_.empty() ? r : global_ranks_[size_t(r)]);
+      throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms waiting for rank(s) " + late +
+                         " in collective #" + std::to_string(seq_) + " (" + what + ")");
+    }
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_ && kill(pids_[size_t(r)], 0) != 0 && errno == ESRCH)
+        throw BackendError("rank " + std::to_string(r) + " (process " + std::to_string(pids_[size_t(r)]) + ") is gone");
+    shared_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (!all_ready()) {
+      const timespec slice{0, 100 * 1000 * 1000};  // wake to check the peers every 100 ms
+      futex(&shared_->bell, FUTEX_WAIT, bell, &slice);
+    }
+    shared_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+const char* CmaTransport::view(int peer, const Intent& of, uint64_t offset, size_t bytes) const {
+  if (!(of.flags & Intent::kInline) || !shared_ || offset > of.extent || bytes > of.extent - offset) return nullptr;
+  return slot(peer, seq_) + offset;
 }
 
 void CmaTransport::read(int peer, const Intent& of, uint64_t offset, void* dst, size_t bytes) {
@@ -209,6 +308,10 @@ void CmaTransport::read(int peer, const Intent& of, uint64_t offset, void* dst, 
     throw CollectiveMismatchError("reading " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
                                   " of rank " + std::to_string(global_ranks_.empty() ? peer : global_ranks_[size_t(peer)]) +
                                   "'s buffer, which holds " + std::to_string(of.extent));
+  if (const char* v = view(peer, of, offset, bytes)) {
+    std::memcpy(dst, v, bytes);
+    return;
+  }
   if (int err = read_remote(pids_[size_t(peer)], of.address + offset, dst, bytes))
     throw BackendError("reading rank " + std::to_string(peer) + "'s buffer (process " + std::to_string(pids_[size_t(peer)]) +
                        ") failed: " + std::strerror(err));
@@ -250,15 +353,20 @@ void CmaTransport::wait_generation(uint32_t seen, std::chrono::milliseconds time
   }
 }
 
+namespace {
+bool inlined(const Intent& i) { return (i.flags & Intent::kInline) != 0; }
+}  // namespace
+
 void CmaTransport::all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  collect(exchange(intent, in, timeout), in, out, intent.bytes);
-  barrier(timeout);
+  auto table = exchange(intent, in, timeout);
+  collect(table, in, out, intent.bytes);
+  finish(!inlined(table[size_t(rank_)]), timeout);
 }
 
 void CmaTransport::gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
   auto table = exchange(intent, in, timeout);
   if (rank_ == intent.root) collect(table, in, out, intent.bytes);
-  barrier(timeout);
+  finish(rank_ != intent.root && !inlined(table[size_t(rank_)]), timeout);
 }
 
 void CmaTransport::collect(const std::vector<Intent>& table, const void* in, void* out, size_t bytes) {
@@ -279,13 +387,14 @@ void CmaTransport::scatter(Intent intent, const void* in, void* out, std::chrono
     std::memcpy(out, static_cast<const char*>(in) + size_t(rank_) * bytes, bytes);
   else
     read(root, table[size_t(root)], uint64_t(rank_) * bytes, out, bytes);
-  barrier(timeout);
+  finish(rank_ == root && !inlined(table[size_t(rank_)]), timeout);
 }
 
 void CmaTransport::broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) {
-  auto table = exchange(intent, data, timeout);
-  if (rank_ != intent.root) read(intent.root, table[size_t(intent.root)], 0, data, intent.bytes);
-  barrier(timeout);
+  const int root = intent.root;
+  auto table = exchange(intent, rank_ == root ? data : nullptr, timeout);
+  if (rank_ != root) read(root, table[size_t(root)], 0, data, intent.bytes);
+  finish(rank_ == root && !inlined(table[size_t(rank_)]), timeout);
 }
 
 void CmaTransport::reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
@@ -297,20 +406,35 @@ void CmaTransport::reduce_scatter(Intent intent, const void* in, void* out, size
   if (scratch_.size() < bytes) scratch_.resize(bytes);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    read(r, table[size_t(r)], at, scratch_.data(), bytes);
-    fn(out, out, scratch_.data(), bytes / element_size);
+    const char* src = view(r, table[size_t(r)], at, bytes);  // reduce straight from the slot
+    if (!src) {
+      read(r, table[size_t(r)], at, scratch_.data(), bytes);
+      src = scratch_.data();
+    }
+    fn(out, out, src, bytes / element_size);
   }
-  barrier(timeout);
+  finish(!inlined(table[size_t(rank_)]), timeout);
 }
 
 void CmaTransport::all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
                               std::chrono::milliseconds timeout) {
-  // Block b = elements [b*chunk, ...). Phase 1: every rank reduces its own block in place from
-  // the peers' copies of it (no peer writes that block of its own buffer in this phase).
-  // Phase 2, after a barrier: every rank reads each peer's finished block.
   const size_t count = intent.bytes / element_size;
   auto table = exchange(intent, data, timeout);
   auto* base = static_cast<char*>(data);
+  bool all_inline = shared_ != nullptr;
+  for (auto& row : table) all_inline = all_inline && inlined(row);
+  if (all_inline) {
+    // Small: every rank reduces all the slots, in rank order (so every rank gets the same
+    // bits), while they are hot in cache; nobody reads a live buffer, nobody waits at the end.
+    if (count > 0) {
+      std::memcpy(base, view(0, table[0], 0, intent.bytes), intent.bytes);
+      for (int r = 1; r < size_; ++r) fn(base, base, view(r, table[size_t(r)], 0, intent.bytes), count);
+    }
+    return finish(false, timeout);
+  }
+  // Large: block b = elements [b*chunk, ...). Phase 1: every rank reduces its own block in
+  // place from the peers' copies of it (no peer writes that block of its own buffer in this
+  // phase). Phase 2, after a barrier: every rank reads each peer's finished block.
   const size_t chunk = (count + size_t(size_) - 1) / size_t(size_);
   auto at = [&](int b) { return std::min(size_t(b) * chunk, count) * element_size; };
   auto len = [&](int b) { return std::min(size_t(b) * chunk + chunk, count) * element_size - at(b); };
@@ -322,8 +446,12 @@ void CmaTransport::all_reduce(Intent intent, void* data, size_t element_size, Re
   }
   barrier(timeout);
   for (int r = 0; r < size_; ++r)
-    if (r != rank_) read(r, table[size_t(r)], at(r), base + at(r), len(r));
-  barrier(timeout);
+    if (r != rank_ && len(r) > 0) {
+      Intent live = table[size_t(r)];
+      live.flags &= ~Intent::kInline;  // the finished block is in the buffer, not the slot
+      read(r, live, at(r), base + at(r), len(r));
+    }
+  finish(true, timeout);
 }
 
 void CmaTransport::reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
@@ -334,11 +462,15 @@ void CmaTransport::reduce(Intent intent, void* data, size_t element_size, Reduce
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      read(r, table[size_t(r)], 0, scratch_.data(), bytes);
-      fn(data, data, scratch_.data(), bytes / element_size);
+      const char* src = view(r, table[size_t(r)], 0, bytes);
+      if (!src) {
+        read(r, table[size_t(r)], 0, scratch_.data(), bytes);
+        src = scratch_.data();
+      }
+      fn(data, data, src, bytes / element_size);
     }
   }
-  barrier(timeout);
+  finish(rank_ != intent.root && !inlined(table[size_t(rank_)]), timeout);
 }
 
 void CmaTransport::all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
@@ -353,7 +485,7 @@ void CmaTransport::all_to_all(Intent intent, const void* in, void* out, std::chr
       read(r, table[size_t(r)], table[size_t(r)].send_offset[size_t(rank_)], o + at, bytes);
     at += bytes;
   }
-  barrier(timeout);
+  finish(!inlined(table[size_t(rank_)]), timeout);
 }
 
 }  // namespace distrun

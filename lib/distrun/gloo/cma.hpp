@@ -34,8 +34,10 @@ class Context;
 
 namespace distrun {
 
-// The shared segment: a futex barrier and the address table (see cma.cpp).
+// The shared segment: a futex barrier, a doorbell, and per rank its flags, intent rows and
+// inline slots (see cma.cpp).
 struct CmaShared;
+struct CmaBox;
 
 class CmaTransport {
  public:
@@ -53,6 +55,8 @@ class CmaTransport {
   static std::string segment_problem(int fd, int size);
   /// Bytes of the shared segment for a group of `size`.
   static size_t segment_bytes(int size);
+  /// Per rank and parity: what a rank may copy into its slot rather than expose its buffer.
+  static constexpr size_t kInlineCapacity = size_t(64) << 10;
 
   /// Every collective below first publishes `intent` (this rank's view: kind, seq, dtype, op,
   /// root, bytes; the transport adds the buffer's address and extent) and checks everyone's
@@ -89,6 +93,19 @@ class CmaTransport {
   std::vector<Intent> exchange(Intent intent, const void* base, std::chrono::milliseconds timeout);
   // `bytes` at `offset` in `peer`'s buffer; never past the extent it published.
   void read(int peer, const Intent& of, uint64_t offset, void* dst, size_t bytes);
+  // Where those bytes lie in the peer's slot of this collective, or nullptr when not inlined.
+  const char* view(int peer, const Intent& of, uint64_t offset, size_t bytes) const;
+  // Marks this collective done here; with `buffer_read_in_place`, waits until every peer is
+  // done too, since they read our buffer itself.
+  void finish(bool buffer_read_in_place, std::chrono::milliseconds timeout);
+  // Wakes sleepers after a post or done.
+  void ring();
+  // Until ready(r) for every peer r: a short spin, a few yields, then the futex on the bell.
+  template <typename Ready>
+  void wait_all(Ready ready, std::chrono::milliseconds timeout, const char* what);
+  CmaBox* box(int r) const;
+  uint64_t* row(int r, uint64_t seq) const;
+  char* slot(int r, uint64_t seq) const;
   // Every rank's `bytes` (ours from `in`, the peers' from their buffers) into `out` in rank order.
   void collect(const std::vector<Intent>& table, const void* in, void* out, size_t bytes);
   void barrier(std::chrono::milliseconds timeout);
@@ -99,6 +116,8 @@ class CmaTransport {
   std::function<uint32_t()> next_tag_;
   std::vector<int> global_ranks_;
   std::vector<char> scratch_;
+  uint64_t seq_ = 0;  // collectives run, the same count on every member
+  size_t inline_limit_ = kInlineCapacity;
   CmaShared* shared_ = nullptr;  // mapped segment, or nullptr: meet over Gloo instead
   size_t shared_bytes_ = 0;
   int shared_fd_ = -1;
