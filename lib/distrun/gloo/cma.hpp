@@ -24,8 +24,7 @@
 #include <memory>
 #include <vector>
 
-#include "distrun/backend/intent.hpp"
-#include "distrun/backend/reduce_kernels.hpp"
+#include "distrun/gloo/transport.hpp"
 #include "distrun/store/store.hpp"
 
 namespace gloo {
@@ -39,7 +38,7 @@ namespace distrun {
 struct CmaShared;
 struct CmaBox;
 
-class CmaTransport {
+class CmaTransport : public CollectiveTransport {
  public:
   /// Meets the other members through `store` (their pids and boot ids), checks that every one
   /// can read every other's memory, and returns nullptr when not (another host, or refused).
@@ -47,6 +46,7 @@ class CmaTransport {
   static std::unique_ptr<CmaTransport> create(std::shared_ptr<gloo::Context> context, Store& store, int rank, int size,
                                               std::function<uint32_t()> next_tag, std::vector<int> global_ranks);
 
+  std::string name() const override { return shared_ ? "shm" : "shm/tcp-sync"; }
   /// True when the ranks meet in the shared segment (false: they meet over Gloo's pairs).
   bool meets_in_shared_memory() const { return shared_ != nullptr; }
 
@@ -63,23 +63,23 @@ class CmaTransport {
   /// (CollectiveMismatchError on every rank when they disagree) before reading anything.
 
   /// Each rank's intent.bytes at `in`, in rank order, into `out` (size * bytes).
-  void all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout);
+  void all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) override;
   /// As all_gather, on intent.root only.
-  void gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout);
+  void gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) override;
   /// Block `rank` of root's `in` (size blocks of intent.bytes) into `out`.
-  void scatter(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout);
+  void scatter(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) override;
   /// Root's intent.bytes at `data` into every rank's `data`.
-  void broadcast(Intent intent, void* data, std::chrono::milliseconds timeout);
+  void broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) override;
   /// Elementwise reduction of every rank's `data` (intent.bytes), in place on every rank.
-  void all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout);
+  void all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout) override;
   /// As all_reduce, into root's `data` only (the others' are left as they were).
-  void reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout);
+  void reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout) override;
   /// Block `rank` (intent.bytes) of the reduction of every rank's `in` (size blocks) into `out`.
   void reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
-                      std::chrono::milliseconds timeout);
+                      std::chrono::milliseconds timeout) override;
   /// intent.send_bytes[j] at in + intent.send_offset[j] go to rank j; received blocks land in
   /// rank order in `out` (intent.recv_bytes[j] from rank j).
-  void all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout);
+  void all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) override;
 
  private:
   CmaTransport(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,

@@ -19,7 +19,8 @@
 #include "distrun/backend/reduce_kernels.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/gloo/gloo_store.hpp"
-#include "distrun/gloo/ring.hpp"
+#include "distrun/gloo/cma.hpp"
+#include "distrun/gloo/tcp_transport.hpp"
 
 namespace distrun {
 
@@ -27,7 +28,6 @@ namespace {
 
 // Slots for point-to-point traffic, apart from the tags the collectives use.
 constexpr uint64_t kP2PSlot = 0x5e0d000000000000ull;
-constexpr uint64_t kRingSlot = 0x4e5c000000000000ull;
 
 // Host copies of CUDA tensors: Gloo only moves host memory.
 Tensor host(const Tensor& t) { return t.device().is_cuda() ? t.to(Device::cpu()) : t; }
@@ -109,19 +109,25 @@ GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const
     fail("rendezvous", e);
   }
   context_ = ctx;
+  std::unique_ptr<CmaTransport> shm;
   try {
     if (options_.transport != GlooTransport::Tcp)
-      cma_ = CmaTransport::create(context_, *std::make_shared<PrefixStore>("cma", store_), rank_, size_,
-                                  [this] { return next_tag_++; }, global_ranks_);
+      shm = CmaTransport::create(context_, *std::make_shared<PrefixStore>("cma", store_), rank_, size_,
+                                 [this] { return next_tag_++; }, global_ranks_);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
     fail("rendezvous", e);
   }
   // Every member reached the same verdict in create(), so all of them throw or none.
-  if (!cma_ && size_ > 1 && options_.transport == GlooTransport::SharedMemory)
+  if (!shm && size_ > 1 && options_.transport == GlooTransport::SharedMemory)
     throw BackendError("DISTRUN_TRANSPORT=shm: the members of this group cannot read each other's memory "
                        "(other hosts, other PID namespaces, or ptrace restrictions)");
+  if (shm)
+    transport_ = std::move(shm);
+  else
+    transport_ = std::make_unique<TcpTransport>(context_, rank_, size_, global_ranks_, options_.allreduce_algorithm,
+                                                [this] { return next_tag_++; });
 }
 
 GlooBackend::~GlooBackend() = default;
@@ -149,40 +155,18 @@ void GlooBackendOptions::read_env() {
     throw ConfigError("DISTRUN_ALLREDUCE_ALGO='" + a + "': expected ring or gloo");
 }
 
-std::string GlooBackend::transport_name() const {
-  if (!cma_) return size_ > 1 ? "tcp" : "local";
-  return cma_->meets_in_shared_memory() ? "shm" : "shm/tcp-sync";
-}
+std::string GlooBackend::transport_name() const { return transport_->name(); }
 
 void GlooBackend::fail(const char* op, const std::exception& e) { raise_failure(op, e); }
 
 Intent GlooBackend::intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root, std::optional<ReduceOp> op) {
   Intent i;
   i.kind = kind;
-  i.seq = ++seq_;
   i.dtype = uint32_t(dtype);
   i.op = op ? uint32_t(*op) : 0xff;
   i.root = root;
   i.bytes = bytes;
   return i;
-}
-
-void GlooBackend::agree(const Intent& mine, std::chrono::milliseconds timeout) {
-  // Over TCP Gloo itself would notice a size disagreement only deep in a pair's receive
-  // (an abort, or a timeout on the other side); one small all_gather first makes it the same
-  // typed error everywhere.
-  const size_t words = Intent::words(size_);
-  std::vector<uint64_t> row(words, 0), all(words * size_t(size_));
-  mine.encode(row.data(), size_);
-  gloo::AllgatherOptions o(context_);
-  o.setInput(row.data(), words);
-  o.setOutput(all.data(), all.size());
-  o.setTag(next_tag_++);
-  o.setTimeout(timeout);
-  gloo::allgather(o);
-  std::vector<Intent> table;
-  for (int r = 0; r < size_; ++r) table.push_back(Intent::decode(all.data() + words * size_t(r), size_));
-  check_agreement(table, false, global_ranks_);
 }
 
 template <typename F>
@@ -206,16 +190,7 @@ void GlooBackend::guarded(const char* op, std::chrono::milliseconds timeout, F&&
 void GlooBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   Tensor h = host(tensor);
   Intent want = intent(CollectiveKind::Broadcast, h.dtype(), h.nbytes(), opts.root);
-  guarded("broadcast", timeout_of(opts), [&] {
-    if (cma_) return cma_->broadcast(want, h.data(), timeout_of(opts));
-    agree(want, timeout_of(opts));
-    gloo::BroadcastOptions o(context_);
-    dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
-    o.setRoot(opts.root);
-    o.setTag(next_tag_++);
-    o.setTimeout(timeout_of(opts));
-    gloo::broadcast(o);
-  });
+  guarded("broadcast", timeout_of(opts), [&] { transport_->broadcast(want, h.data(), timeout_of(opts)); });
   copy_back(tensor, h);
 }
 
@@ -224,39 +199,19 @@ void GlooBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
   Intent want = intent(CollectiveKind::AllReduce, h.dtype(), h.nbytes(), -1, opts.op);
   guarded("all_reduce", timeout_of(opts), [&] {
-    if (cma_) return cma_->all_reduce(want, h.data(), h.element_size(), fn, timeout_of(opts));
-    agree(want, timeout_of(opts));
-    if (options_.allreduce_algorithm == AllreduceAlgorithm::Ring) return ring_all_reduce(ring_plan(fn, h.element_size(), opts), h.data(), size_t(h.numel()));
-    gloo::AllreduceOptions o(context_);
-    dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
-    o.setReduceFunction(fn);
-    o.setTag(next_tag_++);
-    o.setTimeout(timeout_of(opts));
-    gloo::allreduce(o);
+    transport_->all_reduce(want, h.data(), h.element_size(), fn, timeout_of(opts));
   });
   if (opts.op == ReduceOp::Avg) divide_by(h, size_);
   copy_back(tensor, h);
 }
 
-RingPlan GlooBackend::ring_plan(ReduceFn fn, size_t element_size, const CollectiveOptions& opts) {
-  return RingPlan{context_.get(), rank_, size_, kRingSlot | next_tag_++, timeout_of(opts), fn, element_size};
-}
 
 void GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
   Intent want = intent(CollectiveKind::Reduce, h.dtype(), h.nbytes(), opts.root, opts.op);
-  guarded("reduce", timeout_of(opts), [&] {
-    if (cma_) return cma_->reduce(want, h.data(), h.element_size(), fn, timeout_of(opts));
-    agree(want, timeout_of(opts));
-    gloo::ReduceOptions o(context_);
-    dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
-    o.setRoot(opts.root);
-    o.setReduceFunction(fn);
-    o.setTag(next_tag_++);
-    o.setTimeout(timeout_of(opts));
-    gloo::reduce(o);
-  });
+  guarded("reduce", timeout_of(opts),
+          [&] { transport_->reduce(want, h.data(), h.element_size(), fn, timeout_of(opts)); });
   if (opts.op == ReduceOp::Avg && rank_ == opts.root) divide_by(h, size_);
   copy_back(tensor, h);
 }
@@ -265,19 +220,7 @@ void GlooBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptio
   check_numel("all_gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = host(out);
   Intent want = intent(CollectiveKind::AllGather, hi.dtype(), hi.nbytes());
-  guarded("all_gather", timeout_of(opts), [&] {
-    if (cma_) return cma_->all_gather(want, hi.data(), ho.data(), timeout_of(opts));
-    agree(want, timeout_of(opts));
-    gloo::AllgatherOptions o(context_);
-    dispatch_storage(hi.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      o.setInput(const_cast<T*>(hi.data_as<T>()), size_t(hi.numel()));
-      o.setOutput(ho.data_as<T>(), size_t(ho.numel()));
-    });
-    o.setTag(next_tag_++);
-    o.setTimeout(timeout_of(opts));
-    gloo::allgather(o);
-  });
+  guarded("all_gather", timeout_of(opts), [&] { transport_->all_gather(want, hi.data(), ho.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 
@@ -286,20 +229,8 @@ void GlooBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   if (root) check_numel("gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = root ? host(out) : Tensor();
   Intent want = intent(CollectiveKind::Gather, hi.dtype(), hi.nbytes(), opts.root);
-  guarded("gather", timeout_of(opts), [&] {
-    if (cma_) return cma_->gather(want, hi.data(), root ? ho.data() : nullptr, timeout_of(opts));
-    agree(want, timeout_of(opts));
-    gloo::GatherOptions o(context_);
-    dispatch_storage(hi.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      o.setInput(const_cast<T*>(hi.data_as<T>()), size_t(hi.numel()));
-      if (root) o.setOutput(ho.data_as<T>(), size_t(ho.numel()));
-    });
-    o.setRoot(opts.root);
-    o.setTag(next_tag_++);
-    o.setTimeout(timeout_of(opts));
-    gloo::gather(o);
-  });
+  guarded("gather", timeout_of(opts),
+          [&] { transport_->gather(want, hi.data(), root ? ho.data() : nullptr, timeout_of(opts)); });
   if (root) copy_back(out, ho);
 }
 
@@ -308,24 +239,8 @@ void GlooBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   if (root) check_numel("scatter", in, out.numel() * size_);
   Tensor hi = root ? host(in) : Tensor(), ho = host(out);
   Intent want = intent(CollectiveKind::Scatter, ho.dtype(), ho.nbytes(), opts.root);
-  guarded("scatter", timeout_of(opts), [&] {
-    if (cma_) return cma_->scatter(want, root ? hi.data() : nullptr, ho.data(), timeout_of(opts));
-    agree(want, timeout_of(opts));
-    gloo::ScatterOptions o(context_);
-    dispatch_storage(ho.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      if (root) {
-        std::vector<T*> blocks;
-        for (int r = 0; r < size_; ++r) blocks.push_back(const_cast<T*>(hi.data_as<T>()) + r * ho.numel());
-        o.setInputs(blocks, size_t(ho.numel()));
-      }
-      o.setOutput(ho.data_as<T>(), size_t(ho.numel()));
-    });
-    o.setRoot(opts.root);
-    o.setTag(next_tag_++);
-    o.setTimeout(timeout_of(opts));
-    gloo::scatter(o);
-  });
+  guarded("scatter", timeout_of(opts),
+          [&] { transport_->scatter(want, root ? hi.data() : nullptr, ho.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 
@@ -338,14 +253,9 @@ void GlooBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScat
   if (size_ == 1) {
     std::memcpy(hout.data(), hin.data(), block);
   } else {
-    // Kept across calls: fresh scratch would fault its pages in again every time.
-    if (scratch_.nbytes() < 2 * block) scratch_ = Tensor::empty({int64_t(2 * block)}, DType::UInt8);
     Intent want = intent(CollectiveKind::ReduceScatter, hout.dtype(), block, -1, opts.op);
     guarded("reduce_scatter", timeout_of(opts), [&] {
-      if (cma_) return cma_->reduce_scatter(want, hin.data(), hout.data(), hout.element_size(), fn, timeout_of(opts));
-      agree(want, timeout_of(opts));
-      if (block > 0)
-        ring_reduce_scatter(ring_plan(fn, hout.element_size(), opts), hin.data(), hout.data(), block, scratch_.data());
+      transport_->reduce_scatter(want, hin.data(), hout.data(), hout.element_size(), fn, timeout_of(opts));
     });
   }
   if (opts.op == ReduceOp::Avg) divide_by(hout, size_);
@@ -378,28 +288,7 @@ void GlooBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
     at += send;
     want.recv_bytes.push_back(even ? ho.nbytes() / size_t(size_) : size_t(opts.recv_counts[size_t(j)]) * es);
   }
-  guarded("all_to_all", timeout_of(opts), [&] {
-    if (cma_) return cma_->all_to_all(want, hi.data(), ho.data(), timeout_of(opts));
-    agree(want, timeout_of(opts));
-    dispatch_storage(hi.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      if (even) {
-        gloo::AlltoallOptions o(context_);
-        o.setInput(const_cast<T*>(hi.data_as<T>()), size_t(hi.numel()));
-        o.setOutput(ho.data_as<T>(), size_t(ho.numel()));
-        o.setTag(next_tag_++);
-        o.setTimeout(timeout_of(opts));
-        gloo::alltoall(o);
-      } else {
-        gloo::AlltoallvOptions o(context_);
-        o.setInput(const_cast<T*>(hi.data_as<T>()), opts.send_counts);
-        o.setOutput(ho.data_as<T>(), opts.recv_counts);
-        o.setTag(next_tag_++);
-        o.setTimeout(timeout_of(opts));
-        gloo::alltoallv(o);
-      }
-    });
-  });
+  guarded("all_to_all", timeout_of(opts), [&] { transport_->all_to_all(want, hi.data(), ho.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 

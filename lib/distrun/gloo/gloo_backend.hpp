@@ -9,8 +9,7 @@
 #include "distrun/backend/intent.hpp"
 #include "distrun/backend/liveness.hpp"
 #include "distrun/backend/reduce_kernels.hpp"
-#include "distrun/gloo/cma.hpp"
-#include "distrun/gloo/ring.hpp"
+#include "distrun/gloo/transport.hpp"
 #include "distrun/store/store.hpp"
 
 namespace gloo {
@@ -71,10 +70,6 @@ class GlooBackend : public Backend {
   void barrier(const BarrierOptions& opts) override;
   std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
 
-  /// True when collectives take the single-copy path between processes of this host
-  /// (cma.hpp) rather than Gloo's TCP pairs.
-  bool single_copy() const { return cma_ != nullptr; }
-
   /// Turns a failure inside a Gloo call into a distrun error naming the op, this rank and,
   /// when the heartbeats tell, the lost peer. Used by the Work objects too.
   [[noreturn]] void fail(const char* op, const std::exception& e);
@@ -84,20 +79,15 @@ class GlooBackend : public Backend {
   // `timeout` has run out is a TimeoutError (Gloo's types do not tell a timeout apart).
   template <typename F>
   void guarded(const char* op, std::chrono::milliseconds timeout, F&& f);
-  // This rank's statement of the collective about to run (the next sequence number).
-  Intent intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root = -1, std::optional<ReduceOp> op = {});
-  // TCP path: every rank's intent, checked before Gloo moves a byte (see backend/intent.hpp).
-  void agree(const Intent& mine, std::chrono::milliseconds timeout);
-  RingPlan ring_plan(ReduceFn fn, size_t element_size, const CollectiveOptions& opts);
+  // This rank's statement of the collective about to run (the transport numbers it).
+  static Intent intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root = -1, std::optional<ReduceOp> op = {});
 
   std::shared_ptr<Store> store_;
   GlooBackendOptions options_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
-  std::unique_ptr<CmaTransport> cma_;  // single-copy path when every member is on this host
-  Tensor scratch_;  // reduce_scatter's partial sums, grown on demand and kept across calls
+  std::unique_ptr<CollectiveTransport> transport_;  // chosen once, in the constructor
   uint32_t next_tag_ = 1;
-  uint64_t seq_ = 0;  // collectives run by this group, the same count on every member
   int groups_made_ = 0;
 };
 
