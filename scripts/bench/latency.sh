@@ -52,7 +52,7 @@ for ((rep = 1; rep <= reps; rep++)); do
     timeout -k 10 600 mpirun "${mpi_root[@]}" --oversubscribe --mca btl self,vader -np "$n" "$out/mpi_bench" \
       "$colls" "$sizes" 2000 200 | grep -o '{.*}' | sed 's/"system": "mpi", //' | tag "$rep" mpi
     if ((torch)); then
-      timeout -k 10 600 "$py" -m torch.distributed.run --standalone --nproc_per_node "$n" "$here/torch_sweep.py" \
+      timeout -k 10 600 "$py" -m torch.distributed.run --standalone --redirects 1 --tee 1 --nproc_per_node "$n" "$here/torch_sweep.py" \
         --collectives "$colls" --group "$sizes:200:20" 2>/dev/null | grep -o '{.*}' | sed 's/"system": "[a-z]*", //' |
         tag "$rep" torch
     fi
