@@ -13,6 +13,8 @@ def main(path):
     times = defaultdict(list)
     for line in open(path):
         r = json.loads(line)
+        if "time_us" not in r:  # e.g. torch's gloo has no reduce_scatter
+            continue
         times[(r["system"], r["collective"], int(r["bytes"]), int(r["world_size"]))].append(float(r["time_us"]))
     med = {k: statistics.median(v) for k, v in times.items()}
     systems = [s for s in ("distrun", "mpi", "distrun_single_copy", "torch") if any(k[0] == s for k in med)]
