@@ -1,14 +1,15 @@
-// Single-copy collectives between processes of one host, through cross-memory attach
-// (process_vm_readv): each rank reads what it needs straight out of its peers' buffers, after
-// one small all_gather of buffer addresses, and a barrier keeps every buffer alive until all
-// reads are done. Loopback TCP copies every byte twice through the kernel and wakes a thread
-// per segment; this copies once, which is how MPI's shared-memory transport beats Gloo on one
-// host (docs/performance.md). The ranks meet through a small shared-memory segment (an
-// address table and a futex barrier; Gloo's TCP pairs when it cannot be mapped), so a
-// collective costs microseconds of synchronisation, not thread wake-ups per TCP message.
+// Collectives between processes of one host through a shared segment. Every rank posts its
+// intent (and, when its payload is small, the payload itself: one copy into its slot) and
+// bumps its sequence flag; once every peer has posted, each rank takes what it needs from the
+// peers' slots, or for large payloads straight out of their buffers through cross-memory
+// attach (process_vm_readv: one copy, where loopback TCP copies twice through the kernel and
+// wakes a thread per segment). A rank whose buffer was read in place waits for its readers'
+// done flags before returning; one whose payload went through its slot does not (the slot of
+// that parity is reused two collectives later, when every peer has provably moved on). When
+// the segment cannot be mapped the ranks meet over Gloo's TCP pairs instead.
 // Used by GlooBackend for CPU buffers when every member of the
 // group is on this host and the kernel lets them read each other (same user, no ptrace
-// restriction); otherwise, or with DISTRUN_CMA=0, Gloo's TCP path is used.
+// restriction); otherwise, or with DISTRUN_TRANSPORT=tcp, Gloo's TCP path is used.
 //
 // It trusts no peer: "can read" is proven by reading a per-process random nonce (a constant
 // would be found in one's own memory by ranks in separate PID namespaces with ASLR off); the
