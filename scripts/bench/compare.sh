@@ -5,6 +5,8 @@
 #      on 2 and 4 ranks (busbw.yaml, torch_sweep.py over torch_bench.py, mpi_bench.c), target >= torch at every point
 #   3. peak RSS of the largest process of a 16 MiB all_reduce on 4 ranks (peak_rss.py), target
 #      <= 1/5 of torchrun's
+#   4. small-message latency, 16 B..256 KiB, 2 and 4 ranks, against Open MPI and torch
+#      (latency.sh; targets: geomean distrun/MPI <= 1.5, no point above 3), into OUT/latency.md
 # Every measurement is repeated (--reps) with the systems interleaved, and the median is reported.
 # Raw rows, the Markdown tables and the busbw PNG go to the output folder.
 #
@@ -30,7 +32,7 @@ while (($#)); do
     --quick) reps=1; shift ;;
     --docs) docs=1; shift ;;
     --strict) strict=(--strict); shift ;;
-    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -118,6 +120,11 @@ for ((rep = 1; rep <= reps; rep++)); do
     --collectives all_reduce --sizes 16M --iters 1 --warmup 0
   collect rss "$rep" torchrun
 done
+
+note "4/4 latency sweep, $reps repetitions (latency.sh)"
+"$here/latency.sh" --build "$build" --out "$out/latency" --reps "$reps" --torch >"$out/latency.md" 2>>"$log" ||
+  { echo "compare.sh: latency.sh failed" >&2; tail -20 "$log" >&2; exit 1; }
+cat "$out/latency.md" >&2
 
 note "done in $(($(date +%s) - start)) s; raw rows: $results, log: $log"
 echo

@@ -1,7 +1,7 @@
 // A rank of a multi-process test: joins the job from the environment (RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT) and runs all_reduce in a loop, checking every result.
 // Usage: distrun-test-allreduce-loop ITERATIONS ELEMENTS TIMEOUT_MS
-// Prints "rank R: ok" on success; on failure prints the error and exits 1.
+// Prints "rank R: transport T" once joined and "rank R: ok" on success; on failure prints the error and exits 1.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     o.timeout = std::chrono::milliseconds(std::atol(argv[3]));
     auto pg = ProcessGroup::init(o);
     const int n = pg->size();
+    std::printf("rank %d: transport %s\n", pg->rank(), pg->backend().transport_name().c_str());
     Tensor t = Tensor::empty({elements}, DType::Float32);
     for (long it = 0; it < iters; ++it) {
       float* p = t.data_as<float>();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "distrun/backend/intent.hpp"
 #include "distrun/core/error.hpp"
 
 namespace distrun {
@@ -38,6 +39,30 @@ int Backend::group_rank(int g) const {
   if (global_ranks_.empty()) return g >= 0 && g < size_ ? g : -1;
   auto it = std::find(global_ranks_.begin(), global_ranks_.end(), g);
   return it == global_ranks_.end() ? -1 : int(it - global_ranks_.begin());
+}
+
+void Backend::check_group_ranks(const std::vector<int>& ranks) const {
+  for (size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1]))
+      throw BackendError("new_group: ranks must be ascending, unique and within 0.." + std::to_string(size_ - 1));
+}
+
+void raise_collective_failure(const std::shared_ptr<Liveness>& liveness, const std::vector<int>& members,
+                              int global_rank, const std::string& op, const std::exception& e) {
+  if (dynamic_cast<const PeerError*>(&e) || dynamic_cast<const CollectiveMismatchError*>(&e)) throw;
+  const std::string loss = liveness ? liveness->describe_loss(members) : "";
+  std::string msg = "rank " + std::to_string(global_rank) + ": " + op + " failed";
+  msg += loss.empty() ? "" : ": " + loss;
+  msg += std::string(" [") + e.what() + "]";
+  if (!loss.empty()) throw PeerError(liveness->last_lost(), msg);
+  if (dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(msg);
+  throw BackendError(msg);
+}
+
+void Backend::raise_failure(const std::string& op, const std::exception& e) const {
+  std::vector<int> members;
+  for (int r = 0; r < size_; ++r) members.push_back(global_rank(r));
+  raise_collective_failure(liveness_, members, global_rank(rank_), op, e);
 }
 
 void Backend::unsupported(const char* op) const {

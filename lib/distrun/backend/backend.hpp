@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "distrun/backend/liveness.hpp"
 #include "distrun/backend/types.hpp"
 #include "distrun/core/tensor.hpp"
 
@@ -22,12 +23,23 @@ class Work {
   virtual bool is_completed() = 0;
 };
 
+/// Rethrows a failure of `op` by `global_rank` among `members` (global ranks) as a distrun error
+/// naming the op and the rank: a PeerError when `liveness` (may be null) names a lost member; a
+/// TimeoutError when `e` is one; PeerError and CollectiveMismatchError pass unchanged (they
+/// already say everything); anything else is a BackendError. Free, so that what outlives a
+/// backend (an NCCL Work) raises exactly what the backend would.
+[[noreturn]] void raise_collective_failure(const std::shared_ptr<Liveness>& liveness, const std::vector<int>& members,
+                                           int global_rank, const std::string& op, const std::exception& e);
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
   /// "gloo" or "nccl".
   virtual std::string name() const = 0;
+  /// The path this group's data takes (e.g. "shm", "tcp"), chosen once when the group was
+  /// made: for logs and benchmark provenance.
+  virtual std::string transport_name() const { return name(); }
   /// Where this backend's tensors live (the CPU for Gloo, the rank's GPU for NCCL): helpers
   /// that make their own buffers, such as the object collectives, allocate them there.
   virtual Device tensor_device() const { return Device::cpu(); }
@@ -71,13 +83,31 @@ class Backend {
   virtual std::shared_ptr<Backend> new_group(const std::vector<int>& ranks);
 
  protected:
-  Backend(int rank, int size, std::vector<int> global_ranks)
-      : rank_(rank), size_(size), global_ranks_(std::move(global_ranks)) {}
+  /// `liveness` (optional) names lost peers in errors; `default_timeout` is what a collective
+  /// whose options say 0 runs under.
+  Backend(int rank, int size, std::vector<int> global_ranks, std::shared_ptr<Liveness> liveness = nullptr,
+          std::chrono::milliseconds default_timeout = std::chrono::milliseconds(30000))
+      : rank_(rank), size_(size), global_ranks_(std::move(global_ranks)), liveness_(std::move(liveness)),
+        default_timeout_(default_timeout) {}
   [[noreturn]] void unsupported(const char* op) const;
+
+  /// The timeout a collective runs under: its own, or the backend's default.
+  std::chrono::milliseconds timeout_of(const CollectiveOptions& o) const {
+    return o.timeout.count() > 0 ? o.timeout : default_timeout_;
+  }
+  /// new_group's rule for `ranks`: ascending, unique, and ranks of this group (BackendError).
+  void check_group_ranks(const std::vector<int>& ranks) const;
+  /// Rethrows a failure of `op` (e.g. "all_reduce", "nccl broadcast") as a distrun error
+  /// naming the op and this rank: a PeerError when the heartbeats name a lost member; a
+  /// TimeoutError when `e` is one; PeerError and CollectiveMismatchError pass unchanged (they
+  /// already say everything); anything else is a BackendError.
+  [[noreturn]] void raise_failure(const std::string& op, const std::exception& e) const;
 
   int rank_;
   int size_;
   std::vector<int> global_ranks_;  // group rank -> global rank; empty for the world
+  std::shared_ptr<Liveness> liveness_;
+  std::chrono::milliseconds default_timeout_;
 };
 
 }  // namespace distrun

@@ -85,9 +85,7 @@ std::shared_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<Store> s
   GlooBackendOptions o;
   o.timeout = timeout;
   o.iface = env("DISTRUN_SOCKET_IFNAME").empty() ? env("GLOO_SOCKET_IFNAME") : env("DISTRUN_SOCKET_IFNAME");
-  if (!env("DISTRUN_ALLREDUCE_ALGO").empty()) o.allreduce_algorithm = env("DISTRUN_ALLREDUCE_ALGO");
-  if (o.allreduce_algorithm != "ring" && o.allreduce_algorithm != "gloo")
-    throw ConfigError("DISTRUN_ALLREDUCE_ALGO='" + o.allreduce_algorithm + "': expected ring or gloo");
+  o.read_env();
   if (o.iface.empty()) o.hostname = world.world_size == 1 ? "127.0.0.1" : local_address_towards(world.master_addr);
   return std::make_shared<GlooBackend>(std::move(store), world.rank, world.world_size, o, std::move(liveness));
 }

@@ -7,6 +7,8 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -25,16 +27,24 @@
 namespace distrun {
 
 // Lives in memory shared by the group's processes: lock-free atomics work across processes,
-// and the futex on `generation` is a shared (not process-private) one.
+// and the futexes on `generation` and `bell` are shared (not process-private) ones.
 struct CmaShared {
   alignas(64) std::atomic<uint32_t> arrived;
   alignas(64) std::atomic<uint32_t> generation;
-  alignas(64) uint64_t table[1];  // size rows of size+1 words (flexible)
+  alignas(64) std::atomic<uint32_t> bell;  // bumped after every post and done: what sleepers wait on
+  std::atomic<uint32_t> sleepers;          // ranks in FUTEX_WAIT on `bell` (none: no wake syscall)
+};
+
+// One per rank, after the header: its flags on their own cache lines, then per parity of the
+// sequence number (so that a rank can post collective s+1 while a slow peer still reads s) an
+// intent row and an inline slot.
+struct CmaBox {
+  alignas(64) std::atomic<uint64_t> posted;  // the last collective whose intent (and slot) is out
+  alignas(64) std::atomic<uint64_t> done;    // the last collective this rank finished reading in
 };
 
 namespace {
 
-size_t shared_size(int n) { return sizeof(CmaShared) + sizeof(uint64_t) * size_t(n) * size_t(n + 1); }
 
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, value, timeout, nullptr, 0);
@@ -65,51 +75,102 @@ int read_remote(pid_t pid, uint64_t address, void* dst, size_t bytes) {
   return 0;
 }
 
+// A random number at a fixed place in this process, drawn once: a peer that reads this value
+// at the published address really reads our memory (a constant would also be found by ranks
+// in separate PID namespaces that each read themselves at the same ASLR-free address).
+const volatile uint64_t* process_nonce() {
+  static volatile uint64_t nonce = [] {
+    uint64_t v = 0;
+    while (getrandom(&v, sizeof v, 0) != ssize_t(sizeof v) || v == 0) {
+    }
+    return v;
+  }();
+  return &nonce;
+}
+
 }  // namespace
 
+namespace {
+constexpr size_t round64(size_t b) { return (b + 63) / 64 * 64; }
+size_t header_bytes() { return round64(sizeof(CmaShared)); }
+size_t row_bytes(int n) { return round64(sizeof(uint64_t) * Intent::words(n)); }
+size_t box_bytes(int n) { return round64(sizeof(CmaBox)) + 2 * row_bytes(n) + 2 * CmaTransport::kInlineCapacity; }
+}  // namespace
+
+size_t CmaTransport::segment_bytes(int n) { return header_bytes() + size_t(n) * box_bytes(n); }
+
+CmaBox* CmaTransport::box(int r) const {
+  return reinterpret_cast<CmaBox*>(reinterpret_cast<char*>(shared_) + header_bytes() + size_t(r) * box_bytes(size_));
+}
+uint64_t* CmaTransport::row(int r, uint64_t seq) const {
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(box(r)) + round64(sizeof(CmaBox)) + (seq & 1) * row_bytes(size_));
+}
+char* CmaTransport::slot(int r, uint64_t seq) const {
+  return reinterpret_cast<char*>(box(r)) + round64(sizeof(CmaBox)) + 2 * row_bytes(size_) + (seq & 1) * kInlineCapacity;
+}
+
+std::string CmaTransport::segment_problem(int fd, int n) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return std::string("fstat failed: ") + std::strerror(errno);
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (uint64_t(st.st_size) != segment_bytes(n))
+    return "holds " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(segment_bytes(n));
+  // Only a memfd has seals; without F_SEAL_SHRINK anyone holding it could truncate it under
+  // our mapping, and the next touch of a page past the end would kill us with SIGBUS.
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0) return "not a sealable memfd";
+  if (!(seals & F_SEAL_SHRINK)) return "not sealed against shrinking";
+  return "";
+}
+
 std::unique_ptr<CmaTransport> CmaTransport::create(std::shared_ptr<gloo::Context> context, Store& store, int rank,
-                                                   int size, std::function<uint32_t()> next_tag) {
-  const char* off = std::getenv("DISTRUN_CMA");
-  if (size < 2 || (off && std::string(off) == "0")) return nullptr;
-  // Every member publishes its host (boot id), pid and the address of a token it holds.
-  static const uint64_t token = 0x6469737472756e21ull;  // "distrun!"
+                                                   int size, std::function<uint32_t()> next_tag,
+                                                   std::vector<int> global_ranks) {
+  if (size < 2) return nullptr;
+  // Every member publishes its host (boot id), pid, and the address and value of its nonce.
+  const volatile uint64_t* nonce = process_nonce();
   std::ostringstream me;
-  me << boot_id() << " " << getpid() << " " << reinterpret_cast<uint64_t>(&token);
+  me << boot_id() << " " << getpid() << " " << reinterpret_cast<uint64_t>(nonce) << " " << *nonce;
   store.set("cma/" + std::to_string(rank), me.str());
   std::vector<pid_t> pids(static_cast<size_t>(size));
   bool ok = true;
   for (int r = 0; r < size; ++r) {
     std::istringstream in(store.get("cma/" + std::to_string(r)));
     std::string boot;
-    uint64_t pid = 0, address = 0;
-    in >> boot >> pid >> address;
+    uint64_t pid = 0, address = 0, value = 0, seen = 0;
+    in >> boot >> pid >> address >> value;
     pids[size_t(r)] = pid_t(pid);
-    uint64_t seen = 0;
-    ok = ok && boot == boot_id() && read_remote(pid_t(pid), address, &seen, sizeof seen) == 0 && seen == token;
+    ok = ok && in && value != 0 && boot == boot_id() && read_remote(pid_t(pid), address, &seen, sizeof seen) == 0 &&
+         seen == value;
   }
   // Only when every member can read every other: all or none take the CMA path.
   store.set("cma/ok/" + std::to_string(rank), ok ? "1" : "0");
   for (int r = 0; r < size; ++r) ok = store.get("cma/ok/" + std::to_string(r)) == "1" && ok;
   if (!ok) return nullptr;
-  std::unique_ptr<CmaTransport> t(new CmaTransport(std::move(context), rank, size, std::move(pids), std::move(next_tag)));
+  std::unique_ptr<CmaTransport> t(new CmaTransport(std::move(context), rank, size, std::move(pids), std::move(next_tag),
+                                                    std::move(global_ranks)));
   t->map_shared(store);
   return t;
 }
 
 bool CmaTransport::map_shared(Store& store) {
-  shared_bytes_ = shared_size(size_);
+  shared_bytes_ = segment_bytes(size_);
   bool ok = true;
   if (rank_ == 0) {
-    shared_fd_ = int(syscall(SYS_memfd_create, "distrun-cma", MFD_CLOEXEC));
-    ok = shared_fd_ >= 0 && ftruncate(shared_fd_, off_t(shared_bytes_)) == 0;  // zero-filled
-    store.set("cma/segment", std::to_string(getpid()) + " " + std::to_string(shared_fd_));
+    shared_fd_ = memfd_create("distrun-cma", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    ok = shared_fd_ >= 0 && ftruncate(shared_fd_, off_t(shared_bytes_)) == 0 &&  // zero-filled
+         fcntl(shared_fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0;
+    store.set("cma/segment", std::to_string(ok ? shared_fd_ : -1));
   } else {
-    std::istringstream in(store.get("cma/segment"));
-    long pid = 0, fd = -1;
-    in >> pid >> fd;
-    shared_fd_ = fd < 0 ? -1 : open(("/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC);
+    // Only the descriptor number comes from the store; the process is rank 0's, whose memory
+    // the nonce proved we read, and the file is checked before it is mapped.
+    long fd = -1;
+    std::istringstream(store.get("cma/segment")) >> fd;
+    const std::string path = "/proc/" + std::to_string(pids_[0]) + "/fd/" + std::to_string(fd);
+    shared_fd_ = fd < 0 ? -1 : open(path.c_str(), O_RDWR | O_CLOEXEC);
     ok = shared_fd_ >= 0;
   }
+  ok = ok && segment_problem(shared_fd_, size_).empty();
   void* p = ok ? mmap(nullptr, shared_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, shared_fd_, 0) : MAP_FAILED;
   ok = ok && p != MAP_FAILED;
   store.set("cma/mapped/" + std::to_string(rank_), ok ? "1" : "0");
@@ -129,38 +190,129 @@ CmaTransport::~CmaTransport() {
 }
 
 CmaTransport::CmaTransport(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
-                           std::function<uint32_t()> next_tag)
-    : context_(std::move(context)), rank_(rank), size_(size), pids_(std::move(pids)), next_tag_(std::move(next_tag)) {}
+                           std::function<uint32_t()> next_tag, std::vector<int> global_ranks)
+    : context_(std::move(context)), rank_(rank), size_(size), pids_(std::move(pids)), next_tag_(std::move(next_tag)),
+      global_ranks_(std::move(global_ranks)) {
+  // Where copying through the slot stops paying and single-copy reads take over: measured
+  // (docs/performance.md); settable for that measurement. Each rank says in its intent which
+  // it did, so ranks with different settings still agree on where to read.
+  if (const char* v = std::getenv("DISTRUN_SHM_INLINE_BYTES")) inline_limit_ = std::min<size_t>(std::strtoull(v, nullptr, 10), kInlineCapacity);
+}
 
-std::vector<std::vector<uint64_t>> CmaTransport::exchange(const void* base, const std::vector<uint64_t>& offsets,
-                                                          std::chrono::milliseconds timeout) {
-  const size_t words = 1 + size_t(size_);
-  std::vector<uint64_t> mine(words, 0), all(words * size_t(size_));
-  mine[0] = reinterpret_cast<uint64_t>(base);
-  std::copy(offsets.begin(), offsets.end(), mine.begin() + 1);
+std::vector<Intent> CmaTransport::exchange(Intent intent, const void* base, std::chrono::milliseconds timeout) {
+  const size_t words = Intent::words(size_);
+  intent.seq = seq_ = seq_ + 1;
+  intent.address = reinterpret_cast<uint64_t>(base);
+  intent.extent = base ? readable_bytes(intent, rank_, size_) : 0;
+  std::vector<Intent> table;
   if (shared_) {
-    // Safe to overwrite our row: every peer read the previous table before the barrier that
-    // ended the previous collective.
-    std::copy(mine.begin(), mine.end(), shared_->table + words * size_t(rank_));
-    barrier(timeout);
-    std::copy(shared_->table, shared_->table + all.size(), all.begin());
+    // Our row and slot of this parity were last read in collective seq-2; every peer that
+    // has posted seq-1 is past that.
+    wait_all([&](int r) { return box(r)->posted.load(std::memory_order_acquire) + 1 >= seq_; }, timeout, "posted");
+    if (intent.extent <= inline_limit_) {
+      intent.flags |= Intent::kInline;
+      if (intent.extent) std::memcpy(slot(rank_, seq_), base, intent.extent);
+    }
+    intent.encode(row(rank_, seq_), size_);
+    box(rank_)->posted.store(seq_, std::memory_order_release);
+    ring();
+    wait_all([&](int r) { return box(r)->posted.load(std::memory_order_acquire) >= seq_; }, timeout, "posted");
+    for (int r = 0; r < size_; ++r) table.push_back(Intent::decode(row(r, seq_), size_));
   } else {
+    std::vector<uint64_t> mine(words, 0), all(words * size_t(size_));
+    intent.encode(mine.data(), size_);
     gloo::AllgatherOptions o(context_);
     o.setInput(mine.data(), words);
     o.setOutput(all.data(), all.size());
     o.setTag(next_tag_());
     o.setTimeout(timeout);
     gloo::allgather(o);
+    for (int r = 0; r < size_; ++r) table.push_back(Intent::decode(all.data() + words * size_t(r), size_));
   }
-  std::vector<std::vector<uint64_t>> table(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r)
-    table[size_t(r)].assign(all.begin() + long(words * size_t(r)), all.begin() + long(words * size_t(r + 1)));
+  try {
+    check_agreement(table, true, global_ranks_);
+  } catch (const CollectiveMismatchError&) {
+    // Every rank saw the same table and throws the same error; nobody read a buffer.
+    finish(false, timeout);
+    throw;
+  }
   return table;
 }
 
-void CmaTransport::read(int peer, uint64_t address, void* dst, size_t bytes) {
+void CmaTransport::finish(bool buffer_read_in_place, std::chrono::milliseconds timeout) {
+  if (!shared_) return barrier(timeout);
+  box(rank_)->done.store(seq_, std::memory_order_release);
+  ring();
+  // Peers that read our buffer itself (not our slot) must be done before it may change.
+  if (buffer_read_in_place)
+    wait_all([&](int r) { return box(r)->done.load(std::memory_order_acquire) >= seq_; }, timeout, "done");
+}
+
+void CmaTransport::ring() {
+  shared_->bell.fetch_add(1, std::memory_order_seq_cst);
+  if (shared_->sleepers.load(std::memory_order_seq_cst) > 0) futex(&shared_->bell, FUTEX_WAKE, INT32_MAX, nullptr);
+}
+
+template <typename Ready>
+void CmaTransport::wait_all(Ready ready, std::chrono::milliseconds timeout, const char* what) {
+  auto all_ready = [&] {
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_ && !ready(r)) return false;
+    return true;
+  };
+  // A short spin (a peer on another core answers in well under a microsecond), then yields
+  // (on a loaded host the peer is often one time slice away), then sleep on the bell.
+  for (int i = 0; i < 64; ++i) {
+    if (all_ready()) return;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  for (int i = 0; i < 16; ++i) {
+    if (all_ready()) return;
+    sched_yield();
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    const uint32_t bell = shared_->bell.load(std::memory_order_seq_cst);
+    if (all_ready()) return;
+    if (Clock::now() >= deadline) {
+      std::string late;
+      for (int r = 0; r < size_; ++r)
+        if (r != rank_ && !ready(r))
+          late += (late.empty() ? "" : ", ") + std::to_string(global_ranks_.empty() ? r : global_ranks_[size_t(r)]);
+      throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms waiting for rank(s) " + late +
+                         " in collective #" + std::to_string(seq_) + " (" + what + ")");
+    }
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_ && kill(pids_[size_t(r)], 0) != 0 && errno == ESRCH)
+        throw BackendError("rank " + std::to_string(r) + " (process " + std::to_string(pids_[size_t(r)]) + ") is gone");
+    shared_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    if (!all_ready()) {
+      const timespec slice{0, 100 * 1000 * 1000};  // wake to check the peers every 100 ms
+      futex(&shared_->bell, FUTEX_WAIT, bell, &slice);
+    }
+    shared_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+const char* CmaTransport::view(int peer, const Intent& of, uint64_t offset, size_t bytes) const {
+  if (!(of.flags & Intent::kInline) || !shared_ || offset > of.extent || bytes > of.extent - offset) return nullptr;
+  return slot(peer, seq_) + offset;
+}
+
+void CmaTransport::read(int peer, const Intent& of, uint64_t offset, void* dst, size_t bytes) {
   if (bytes == 0) return;
-  if (int err = read_remote(pids_[size_t(peer)], address, dst, bytes))
+  if (offset > of.extent || bytes > of.extent - offset)
+    throw CollectiveMismatchError("reading " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+                                  " of rank " + std::to_string(global_ranks_.empty() ? peer : global_ranks_[size_t(peer)]) +
+                                  "'s buffer, which holds " + std::to_string(of.extent));
+  if (const char* v = view(peer, of, offset, bytes)) {
+    std::memcpy(dst, v, bytes);
+    return;
+  }
+  if (int err = read_remote(pids_[size_t(peer)], of.address + offset, dst, bytes))
     throw BackendError("reading rank " + std::to_string(peer) + "'s buffer (process " + std::to_string(pids_[size_t(peer)]) +
                        ") failed: " + std::strerror(err));
 }
@@ -201,108 +353,139 @@ void CmaTransport::wait_generation(uint32_t seen, std::chrono::milliseconds time
   }
 }
 
-void CmaTransport::all_gather(const void* in, void* out, size_t bytes, std::chrono::milliseconds timeout) {
-  collect(exchange(in, {}, timeout), in, out, bytes);
-  barrier(timeout);
+namespace {
+bool inlined(const Intent& i) { return (i.flags & Intent::kInline) != 0; }
+}  // namespace
+
+void CmaTransport::all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  auto table = exchange(intent, in, timeout);
+  collect(table, in, out, intent.bytes);
+  finish(!inlined(table[size_t(rank_)]), timeout);
 }
 
-void CmaTransport::gather(const void* in, void* out, size_t bytes, int root, std::chrono::milliseconds timeout) {
-  auto table = exchange(in, {}, timeout);
-  if (rank_ == root) collect(table, in, out, bytes);
-  barrier(timeout);
+void CmaTransport::gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  auto table = exchange(intent, in, timeout);
+  if (rank_ == intent.root) collect(table, in, out, intent.bytes);
+  finish(rank_ != intent.root && !inlined(table[size_t(rank_)]), timeout);
 }
 
-void CmaTransport::collect(const std::vector<std::vector<uint64_t>>& table, const void* in, void* out, size_t bytes) {
+void CmaTransport::collect(const std::vector<Intent>& table, const void* in, void* out, size_t bytes) {
   auto* o = static_cast<char*>(out);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_)
       std::memcpy(o + size_t(r) * bytes, in, bytes);
     else
-      read(r, table[size_t(r)][0], o + size_t(r) * bytes, bytes);
+      read(r, table[size_t(r)], 0, o + size_t(r) * bytes, bytes);
   }
 }
 
-void CmaTransport::scatter(const void* in, void* out, size_t bytes, int root, std::chrono::milliseconds timeout) {
-  auto table = exchange(in, {}, timeout);
+void CmaTransport::scatter(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  const size_t bytes = intent.bytes;
+  const int root = intent.root;
+  auto table = exchange(intent, rank_ == root ? in : nullptr, timeout);
   if (rank_ == root)
     std::memcpy(out, static_cast<const char*>(in) + size_t(rank_) * bytes, bytes);
   else
-    read(root, table[size_t(root)][0] + uint64_t(rank_) * bytes, out, bytes);
-  barrier(timeout);
+    read(root, table[size_t(root)], uint64_t(rank_) * bytes, out, bytes);
+  finish(rank_ == root && !inlined(table[size_t(rank_)]), timeout);
 }
 
-void CmaTransport::broadcast(void* data, size_t bytes, int root, std::chrono::milliseconds timeout) {
-  auto table = exchange(data, {}, timeout);
-  if (rank_ != root) read(root, table[size_t(root)][0], data, bytes);
-  barrier(timeout);
+void CmaTransport::broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) {
+  const int root = intent.root;
+  auto table = exchange(intent, rank_ == root ? data : nullptr, timeout);
+  if (rank_ != root) read(root, table[size_t(root)], 0, data, intent.bytes);
+  finish(rank_ == root && !inlined(table[size_t(rank_)]), timeout);
 }
 
-void CmaTransport::reduce_scatter(const void* in, void* out, size_t bytes, size_t element_size, ReduceFn fn,
+void CmaTransport::reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
                                   std::chrono::milliseconds timeout) {
-  auto table = exchange(in, {}, timeout);
+  const size_t bytes = intent.bytes;
+  auto table = exchange(intent, in, timeout);
   const size_t at = size_t(rank_) * bytes;
   std::memcpy(out, static_cast<const char*>(in) + at, bytes);
   if (scratch_.size() < bytes) scratch_.resize(bytes);
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    read(r, table[size_t(r)][0] + at, scratch_.data(), bytes);
-    fn(out, out, scratch_.data(), bytes / element_size);
+    const char* src = view(r, table[size_t(r)], at, bytes);  // reduce straight from the slot
+    if (!src) {
+      read(r, table[size_t(r)], at, scratch_.data(), bytes);
+      src = scratch_.data();
+    }
+    fn(out, out, src, bytes / element_size);
   }
-  barrier(timeout);
+  finish(!inlined(table[size_t(rank_)]), timeout);
 }
 
-void CmaTransport::all_reduce(void* data, size_t count, size_t element_size, ReduceFn fn,
+void CmaTransport::all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
                               std::chrono::milliseconds timeout) {
-  // Block b = elements [b*chunk, ...). Phase 1: every rank reduces its own block in place from
-  // the peers' copies of it (no peer writes that block of its own buffer in this phase).
-  // Phase 2, after a barrier: every rank reads each peer's finished block.
-  auto table = exchange(data, {}, timeout);
+  const size_t count = intent.bytes / element_size;
+  auto table = exchange(intent, data, timeout);
   auto* base = static_cast<char*>(data);
+  bool all_inline = shared_ != nullptr;
+  for (auto& row : table) all_inline = all_inline && inlined(row);
+  if (all_inline) {
+    // Small: every rank reduces all the slots, in rank order (so every rank gets the same
+    // bits), while they are hot in cache; nobody reads a live buffer, nobody waits at the end.
+    if (count > 0) {
+      std::memcpy(base, view(0, table[0], 0, intent.bytes), intent.bytes);
+      for (int r = 1; r < size_; ++r) fn(base, base, view(r, table[size_t(r)], 0, intent.bytes), count);
+    }
+    return finish(false, timeout);
+  }
+  // Large: block b = elements [b*chunk, ...). Phase 1: every rank reduces its own block in
+  // place from the peers' copies of it (no peer writes that block of its own buffer in this
+  // phase). Phase 2, after a barrier: every rank reads each peer's finished block.
   const size_t chunk = (count + size_t(size_) - 1) / size_t(size_);
   auto at = [&](int b) { return std::min(size_t(b) * chunk, count) * element_size; };
   auto len = [&](int b) { return std::min(size_t(b) * chunk + chunk, count) * element_size - at(b); };
   if (scratch_.size() < len(rank_)) scratch_.resize(len(rank_));
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || len(rank_) == 0) continue;
-    read(r, table[size_t(r)][0] + at(rank_), scratch_.data(), len(rank_));
+    read(r, table[size_t(r)], at(rank_), scratch_.data(), len(rank_));
     fn(base + at(rank_), base + at(rank_), scratch_.data(), len(rank_) / element_size);
   }
   barrier(timeout);
   for (int r = 0; r < size_; ++r)
-    if (r != rank_) read(r, table[size_t(r)][0] + at(r), base + at(r), len(r));
-  barrier(timeout);
+    if (r != rank_ && len(r) > 0) {
+      Intent live = table[size_t(r)];
+      live.flags &= ~Intent::kInline;  // the finished block is in the buffer, not the slot
+      read(r, live, at(r), base + at(r), len(r));
+    }
+  finish(true, timeout);
 }
 
-void CmaTransport::reduce(void* data, size_t count, size_t element_size, ReduceFn fn, int root,
+void CmaTransport::reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
                           std::chrono::milliseconds timeout) {
-  auto table = exchange(data, {}, timeout);
-  if (rank_ == root) {
-    const size_t bytes = count * element_size;
+  const size_t bytes = intent.bytes;
+  auto table = exchange(intent, data, timeout);
+  if (rank_ == intent.root) {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      read(r, table[size_t(r)][0], scratch_.data(), bytes);
-      fn(data, data, scratch_.data(), count);
+      const char* src = view(r, table[size_t(r)], 0, bytes);
+      if (!src) {
+        read(r, table[size_t(r)], 0, scratch_.data(), bytes);
+        src = scratch_.data();
+      }
+      fn(data, data, src, bytes / element_size);
     }
   }
-  barrier(timeout);
+  finish(rank_ != intent.root && !inlined(table[size_t(rank_)]), timeout);
 }
 
-void CmaTransport::all_to_all(const void* in, void* out, const std::vector<size_t>& send_offset,
-                              const std::vector<size_t>& recv_bytes, std::chrono::milliseconds timeout) {
-  std::vector<uint64_t> offsets(send_offset.begin(), send_offset.end());
-  auto table = exchange(in, offsets, timeout);
+void CmaTransport::all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  auto table = exchange(intent, in, timeout);
   auto* o = static_cast<char*>(out);
   size_t at = 0;
   for (int r = 0; r < size_; ++r) {
-    const uint64_t src = table[size_t(r)][0] + table[size_t(r)][1 + size_t(rank_)];
+    const size_t bytes = intent.recv_bytes[size_t(r)];
     if (r == rank_)
-      std::memcpy(o + at, static_cast<const char*>(in) + send_offset[size_t(r)], recv_bytes[size_t(r)]);
+      std::memcpy(o + at, static_cast<const char*>(in) + intent.send_offset[size_t(r)], bytes);
     else
-      read(r, src, o + at, recv_bytes[size_t(r)]);
-    at += recv_bytes[size_t(r)];
+      read(r, table[size_t(r)], table[size_t(r)].send_offset[size_t(rank_)], o + at, bytes);
+    at += bytes;
   }
-  barrier(timeout);
+  finish(!inlined(table[size_t(rank_)]), timeout);
 }
 
 }  // namespace distrun

@@ -13,12 +13,14 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "distrun/backend/reduce_kernels.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/gloo/gloo_store.hpp"
-#include "distrun/gloo/ring.hpp"
+#include "distrun/gloo/cma.hpp"
+#include "distrun/gloo/tcp_transport.hpp"
 
 namespace distrun {
 
@@ -26,7 +28,6 @@ namespace {
 
 // Slots for point-to-point traffic, apart from the tags the collectives use.
 constexpr uint64_t kP2PSlot = 0x5e0d000000000000ull;
-constexpr uint64_t kRingSlot = 0x4e5c000000000000ull;
 
 // Host copies of CUDA tensors: Gloo only moves host memory.
 Tensor host(const Tensor& t) { return t.device().is_cuda() ? t.to(Device::cpu()) : t; }
@@ -50,10 +51,16 @@ class GlooWork : public Work {
   void wait(std::chrono::milliseconds timeout) override {
     if (done_) return;
     auto t = timeout.count() > 0 ? timeout : timeout_;
+    const auto start = std::chrono::steady_clock::now();
+    const std::string late = std::string(op_) + ": timed out after " + std::to_string(t.count()) + " ms";
     try {
       bool ok = is_send_ ? buf_->waitSend(t) : buf_->waitRecv(nullptr, t);
-      if (!ok) throw TimeoutError(std::string(op_) + ": timed out after " + std::to_string(t.count()) + " ms");
+      if (!ok) throw TimeoutError(late);
+    } catch (const Error& e) {
+      backend_.fail(op_, e);
     } catch (const std::exception& e) {
+      // As GlooBackend::guarded: Gloo's exception does not say "timeout"; the clock does.
+      if (std::chrono::steady_clock::now() - start >= t) backend_.fail(op_, TimeoutError(late + " [" + e.what() + "]"));
       backend_.fail(op_, e);
     }
     if (target_.defined()) target_.copy_from(keep_);
@@ -76,8 +83,8 @@ class GlooWork : public Work {
 GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const GlooBackendOptions& options,
                          std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks,
                          std::shared_ptr<gloo::transport::Device> device)
-    : Backend(rank, size, std::move(global_ranks)), store_(std::move(store)), options_(options),
-      liveness_(std::move(liveness)), device_(std::move(device)) {
+    : Backend(rank, size, std::move(global_ranks), std::move(liveness), options.timeout), store_(std::move(store)),
+      options_(options), device_(std::move(device)) {
   if (!device_) {
     gloo::transport::tcp::attr attr;
     if (!options_.iface.empty())
@@ -102,90 +109,109 @@ GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const
     fail("rendezvous", e);
   }
   context_ = ctx;
+  std::unique_ptr<CmaTransport> shm;
   try {
-    cma_ = CmaTransport::create(context_, *std::make_shared<PrefixStore>("cma", store_), rank_, size_,
-                                [this] { return next_tag_++; });
+    if (options_.transport != GlooTransport::Tcp)
+      shm = CmaTransport::create(context_, *std::make_shared<PrefixStore>("cma", store_), rank_, size_,
+                                 [this] { return next_tag_++; }, global_ranks_);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
     fail("rendezvous", e);
   }
+  // Every member reached the same verdict in create(), so all of them throw or none.
+  if (!shm && size_ > 1 && options_.transport == GlooTransport::SharedMemory)
+    throw BackendError("DISTRUN_TRANSPORT=shm: the members of this group cannot read each other's memory "
+                       "(other hosts, other PID namespaces, or ptrace restrictions)");
+  if (shm)
+    transport_ = std::move(shm);
+  else
+    transport_ = std::make_unique<TcpTransport>(context_, rank_, size_, global_ranks_, options_.allreduce_algorithm,
+                                                [this] { return next_tag_++; });
 }
 
 GlooBackend::~GlooBackend() = default;
 
-void GlooBackend::fail(const char* op, const std::exception& e) {
-  if (dynamic_cast<const PeerError*>(&e)) throw;
-  std::vector<int> members;
-  for (int r = 0; r < size_; ++r) members.push_back(global_rank(r));
-  std::string loss = liveness_ ? liveness_->describe_loss(members) : "";
-  std::string msg = "rank " + std::to_string(global_rank(rank_)) + ": " + op + " failed";
-  msg += loss.empty() ? "" : ": " + loss;
-  msg += std::string(" [") + e.what() + "]";
-  if (!loss.empty()) throw PeerError(liveness_->last_lost(), msg);
-  if (dynamic_cast<const TimeoutError*>(&e) || std::strstr(e.what(), "imed out")) throw TimeoutError(msg);
-  throw BackendError(msg);
+void GlooBackendOptions::read_env() {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  const std::string t = env("DISTRUN_TRANSPORT");
+  if (t == "shm")
+    transport = GlooTransport::SharedMemory;
+  else if (t == "tcp" || (t.empty() && env("DISTRUN_CMA") == "0"))
+    transport = GlooTransport::Tcp;
+  else if (t.empty() || t == "auto")
+    transport = GlooTransport::Auto;
+  else
+    throw ConfigError("DISTRUN_TRANSPORT='" + t + "': expected auto, shm or tcp");
+  const std::string a = env("DISTRUN_ALLREDUCE_ALGO");
+  if (a == "ring")
+    allreduce_algorithm = AllreduceAlgorithm::Ring;
+  else if (a.empty() || a == "gloo")
+    allreduce_algorithm = AllreduceAlgorithm::Gloo;
+  else
+    throw ConfigError("DISTRUN_ALLREDUCE_ALGO='" + a + "': expected ring or gloo");
+}
+
+std::string GlooBackend::transport_name() const { return transport_->name(); }
+
+void GlooBackend::fail(const char* op, const std::exception& e) { raise_failure(op, e); }
+
+Intent GlooBackend::intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root, std::optional<ReduceOp> op) {
+  Intent i;
+  i.kind = kind;
+  i.dtype = uint32_t(dtype);
+  i.op = op ? uint32_t(*op) : 0xff;
+  i.root = root;
+  i.bytes = bytes;
+  return i;
 }
 
 template <typename F>
-void GlooBackend::guarded(const char* op, F&& f) {
+void GlooBackend::guarded(const char* op, std::chrono::milliseconds timeout, F&& f) {
+  const auto start = std::chrono::steady_clock::now();
   try {
     f();
   } catch (const ConfigError&) {
     throw;
+  } catch (const Error& e) {
+    fail(op, e);
   } catch (const std::exception& e) {
+    // Gloo throws one exception type for a timeout and a broken pair alike; the fact that
+    // tells them apart is whether the deadline has passed.
+    if (std::chrono::steady_clock::now() - start >= timeout)
+      fail(op, TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms [" + e.what() + "]"));
     fail(op, e);
   }
 }
 
 void GlooBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   Tensor h = host(tensor);
-  guarded("broadcast", [&] {
-    if (cma_) return cma_->broadcast(h.data(), h.nbytes(), opts.root, timeout_of(opts));
-    gloo::BroadcastOptions o(context_);
-    dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
-    o.setRoot(opts.root);
-    o.setTag(next_tag_++);
-    o.setTimeout(timeout_of(opts));
-    gloo::broadcast(o);
-  });
+  Intent want = intent(CollectiveKind::Broadcast, h.dtype(), h.nbytes(), opts.root);
+  guarded("broadcast", timeout_of(opts), [&] { transport_->broadcast(want, h.data(), timeout_of(opts)); });
   copy_back(tensor, h);
 }
 
 void GlooBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
-  guarded("all_reduce", [&] {
-    if (cma_) return cma_->all_reduce(h.data(), size_t(h.numel()), h.element_size(), fn, timeout_of(opts));
-    if (options_.allreduce_algorithm == "ring") return ring_all_reduce(ring_plan(fn, h.element_size(), opts), h.data(), size_t(h.numel()));
-    gloo::AllreduceOptions o(context_);
-    dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
-    o.setReduceFunction(fn);
-    o.setTag(next_tag_++);
-    o.setTimeout(timeout_of(opts));
-    gloo::allreduce(o);
+  Intent want = intent(CollectiveKind::AllReduce, h.dtype(), h.nbytes(), -1, opts.op);
+  guarded("all_reduce", timeout_of(opts), [&] {
+    transport_->all_reduce(want, h.data(), h.element_size(), fn, timeout_of(opts));
   });
   if (opts.op == ReduceOp::Avg) divide_by(h, size_);
   copy_back(tensor, h);
 }
 
-RingPlan GlooBackend::ring_plan(ReduceFn fn, size_t element_size, const CollectiveOptions& opts) {
-  return RingPlan{context_.get(), rank_, size_, kRingSlot | next_tag_++, timeout_of(opts), fn, element_size};
-}
 
 void GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
-  guarded("reduce", [&] {
-    if (cma_) return cma_->reduce(h.data(), size_t(h.numel()), h.element_size(), fn, opts.root, timeout_of(opts));
-    gloo::ReduceOptions o(context_);
-    dispatch_storage(h.dtype(), [&](auto tag) { o.setOutput(h.data_as<decltype(tag)>(), size_t(h.numel())); });
-    o.setRoot(opts.root);
-    o.setReduceFunction(fn);
-    o.setTag(next_tag_++);
-    o.setTimeout(timeout_of(opts));
-    gloo::reduce(o);
-  });
+  Intent want = intent(CollectiveKind::Reduce, h.dtype(), h.nbytes(), opts.root, opts.op);
+  guarded("reduce", timeout_of(opts),
+          [&] { transport_->reduce(want, h.data(), h.element_size(), fn, timeout_of(opts)); });
   if (opts.op == ReduceOp::Avg && rank_ == opts.root) divide_by(h, size_);
   copy_back(tensor, h);
 }
@@ -193,18 +219,8 @@ void GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
 void GlooBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) {
   check_numel("all_gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = host(out);
-  guarded("all_gather", [&] {
-    if (cma_) return cma_->all_gather(hi.data(), ho.data(), hi.nbytes(), timeout_of(opts));
-    gloo::AllgatherOptions o(context_);
-    dispatch_storage(hi.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      o.setInput(const_cast<T*>(hi.data_as<T>()), size_t(hi.numel()));
-      o.setOutput(ho.data_as<T>(), size_t(ho.numel()));
-    });
-    o.setTag(next_tag_++);
-    o.setTimeout(timeout_of(opts));
-    gloo::allgather(o);
-  });
+  Intent want = intent(CollectiveKind::AllGather, hi.dtype(), hi.nbytes());
+  guarded("all_gather", timeout_of(opts), [&] { transport_->all_gather(want, hi.data(), ho.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 
@@ -212,19 +228,9 @@ void GlooBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   const bool root = rank_ == opts.root;
   if (root) check_numel("gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = root ? host(out) : Tensor();
-  guarded("gather", [&] {
-    if (cma_) return cma_->gather(hi.data(), root ? ho.data() : nullptr, hi.nbytes(), opts.root, timeout_of(opts));
-    gloo::GatherOptions o(context_);
-    dispatch_storage(hi.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      o.setInput(const_cast<T*>(hi.data_as<T>()), size_t(hi.numel()));
-      if (root) o.setOutput(ho.data_as<T>(), size_t(ho.numel()));
-    });
-    o.setRoot(opts.root);
-    o.setTag(next_tag_++);
-    o.setTimeout(timeout_of(opts));
-    gloo::gather(o);
-  });
+  Intent want = intent(CollectiveKind::Gather, hi.dtype(), hi.nbytes(), opts.root);
+  guarded("gather", timeout_of(opts),
+          [&] { transport_->gather(want, hi.data(), root ? ho.data() : nullptr, timeout_of(opts)); });
   if (root) copy_back(out, ho);
 }
 
@@ -232,23 +238,9 @@ void GlooBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   const bool root = rank_ == opts.root;
   if (root) check_numel("scatter", in, out.numel() * size_);
   Tensor hi = root ? host(in) : Tensor(), ho = host(out);
-  guarded("scatter", [&] {
-    if (cma_) return cma_->scatter(root ? hi.data() : nullptr, ho.data(), ho.nbytes(), opts.root, timeout_of(opts));
-    gloo::ScatterOptions o(context_);
-    dispatch_storage(ho.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      if (root) {
-        std::vector<T*> blocks;
-        for (int r = 0; r < size_; ++r) blocks.push_back(const_cast<T*>(hi.data_as<T>()) + r * ho.numel());
-        o.setInputs(blocks, size_t(ho.numel()));
-      }
-      o.setOutput(ho.data_as<T>(), size_t(ho.numel()));
-    });
-    o.setRoot(opts.root);
-    o.setTag(next_tag_++);
-    o.setTimeout(timeout_of(opts));
-    gloo::scatter(o);
-  });
+  Intent want = intent(CollectiveKind::Scatter, ho.dtype(), ho.nbytes(), opts.root);
+  guarded("scatter", timeout_of(opts),
+          [&] { transport_->scatter(want, root ? hi.data() : nullptr, ho.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 
@@ -258,14 +250,12 @@ void GlooBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScat
   const Tensor hin = host(in);
   Tensor hout = host(out);
   const size_t block = hout.nbytes();
-  if (size_ == 1 || block == 0) {
+  if (size_ == 1) {
     std::memcpy(hout.data(), hin.data(), block);
   } else {
-    // Kept across calls: fresh scratch would fault its pages in again every time.
-    if (scratch_.nbytes() < 2 * block) scratch_ = Tensor::empty({int64_t(2 * block)}, DType::UInt8);
-    guarded("reduce_scatter", [&] {
-      if (cma_) return cma_->reduce_scatter(hin.data(), hout.data(), block, hout.element_size(), fn, timeout_of(opts));
-      ring_reduce_scatter(ring_plan(fn, hout.element_size(), opts), hin.data(), hout.data(), block, scratch_.data());
+    Intent want = intent(CollectiveKind::ReduceScatter, hout.dtype(), block, -1, opts.op);
+    guarded("reduce_scatter", timeout_of(opts), [&] {
+      transport_->reduce_scatter(want, hin.data(), hout.data(), hout.element_size(), fn, timeout_of(opts));
     });
   }
   if (opts.op == ReduceOp::Avg) divide_by(hout, size_);
@@ -288,38 +278,17 @@ void GlooBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
     check_numel("all_to_all (send counts)", in, s);
     check_numel("all_to_all (recv counts)", out, r);
   }
-  guarded("all_to_all", [&] {
-    if (cma_) {
-      const size_t es = hi.element_size();
-      std::vector<size_t> send_offset, recv_bytes;
-      size_t at = 0;
-      for (int j = 0; j < size_; ++j) {
-        const size_t send = even ? hi.nbytes() / size_t(size_) : size_t(opts.send_counts[size_t(j)]) * es;
-        send_offset.push_back(at);
-        at += send;
-        recv_bytes.push_back(even ? ho.nbytes() / size_t(size_) : size_t(opts.recv_counts[size_t(j)]) * es);
-      }
-      return cma_->all_to_all(hi.data(), ho.data(), send_offset, recv_bytes, timeout_of(opts));
-    }
-    dispatch_storage(hi.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      if (even) {
-        gloo::AlltoallOptions o(context_);
-        o.setInput(const_cast<T*>(hi.data_as<T>()), size_t(hi.numel()));
-        o.setOutput(ho.data_as<T>(), size_t(ho.numel()));
-        o.setTag(next_tag_++);
-        o.setTimeout(timeout_of(opts));
-        gloo::alltoall(o);
-      } else {
-        gloo::AlltoallvOptions o(context_);
-        o.setInput(const_cast<T*>(hi.data_as<T>()), opts.send_counts);
-        o.setOutput(ho.data_as<T>(), opts.recv_counts);
-        o.setTag(next_tag_++);
-        o.setTimeout(timeout_of(opts));
-        gloo::alltoallv(o);
-      }
-    });
-  });
+  Intent want = intent(CollectiveKind::AllToAll, hi.dtype(), 0);
+  const size_t es = hi.element_size();
+  size_t at = 0;
+  for (int j = 0; j < size_; ++j) {
+    const size_t send = even ? hi.nbytes() / size_t(size_) : size_t(opts.send_counts[size_t(j)]) * es;
+    want.send_offset.push_back(at);
+    want.send_bytes.push_back(send);
+    at += send;
+    want.recv_bytes.push_back(even ? ho.nbytes() / size_t(size_) : size_t(opts.recv_counts[size_t(j)]) * es);
+  }
+  guarded("all_to_all", timeout_of(opts), [&] { transport_->all_to_all(want, hi.data(), ho.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 
@@ -331,7 +300,7 @@ std::shared_ptr<Work> GlooBackend::isend(const Tensor& tensor, int dst, const Se
   if (dst < 0 || dst >= size_ || dst == rank_) throw BackendError("send: bad destination rank " + std::to_string(dst));
   Tensor h = host(tensor);
   std::unique_ptr<gloo::transport::UnboundBuffer> buf;
-  guarded("send", [&] {
+  guarded("send", timeout_of(opts), [&] {
     buf = context_->createUnboundBuffer(h.data(), h.nbytes());
     buf->send(dst, kP2PSlot | uint32_t(opts.tag));
   });
@@ -342,7 +311,7 @@ std::shared_ptr<Work> GlooBackend::irecv(Tensor& tensor, int src, const SendOpti
   if (src < 0 || src >= size_ || src == rank_) throw BackendError("recv: bad source rank " + std::to_string(src));
   Tensor h = host(tensor);
   std::unique_ptr<gloo::transport::UnboundBuffer> buf;
-  guarded("recv", [&] {
+  guarded("recv", timeout_of(opts), [&] {
     buf = context_->createUnboundBuffer(h.data(), h.nbytes());
     buf->recv(src, kP2PSlot | uint32_t(opts.tag));
   });
@@ -351,7 +320,7 @@ std::shared_ptr<Work> GlooBackend::irecv(Tensor& tensor, int src, const SendOpti
 }
 
 void GlooBackend::barrier(const BarrierOptions& opts) {
-  guarded("barrier", [&] {
+  guarded("barrier", timeout_of(opts), [&] {
     gloo::BarrierOptions o(context_);
     o.setTag(next_tag_++);
     o.setTimeout(timeout_of(opts));
@@ -361,9 +330,7 @@ void GlooBackend::barrier(const BarrierOptions& opts) {
 
 std::shared_ptr<Backend> GlooBackend::new_group(const std::vector<int>& ranks) {
   const int id = groups_made_++;
-  for (size_t i = 0; i < ranks.size(); ++i)
-    if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1]))
-      throw BackendError("new_group: ranks must be ascending, unique and within 0.." + std::to_string(size_ - 1));
+  check_group_ranks(ranks);
   auto it = std::find(ranks.begin(), ranks.end(), rank_);
   if (it == ranks.end()) return nullptr;
   std::vector<int> globals;

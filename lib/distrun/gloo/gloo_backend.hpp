@@ -3,12 +3,13 @@
 // names the lost peer when the heartbeats tell one (see backend/liveness.hpp).
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "distrun/backend/backend.hpp"
+#include "distrun/backend/intent.hpp"
 #include "distrun/backend/liveness.hpp"
 #include "distrun/backend/reduce_kernels.hpp"
-#include "distrun/gloo/cma.hpp"
-#include "distrun/gloo/ring.hpp"
+#include "distrun/gloo/transport.hpp"
 #include "distrun/store/store.hpp"
 
 namespace gloo {
@@ -20,13 +21,25 @@ class Device;
 
 namespace distrun {
 
+/// How the members of a group move data: chosen once per group (see GlooBackend).
+enum class GlooTransport {
+  Auto,          // shared memory (cma.hpp) when every member is on this host and readable, else TCP
+  SharedMemory,  // shared memory or an error: for tests and benchmarks that must not fall back
+  Tcp,           // Gloo's TCP pairs, even on one host
+};
+/// The TCP path's all_reduce: Gloo's (as torch) or our segmented ring (ring.hpp).
+enum class AllreduceAlgorithm { Gloo, Ring };
+
 struct GlooBackendOptions {
   std::chrono::milliseconds timeout{30000};  // default for every collective and the rendezvous
   std::string hostname;                       // local address to bind (see local_address_towards)
   std::string iface;                          // or an interface name (GLOO_SOCKET_IFNAME)
-  // all_reduce algorithm: "gloo" (gloo::allreduce, as torch) or "ring" (ours, ring.hpp);
-  // set from DISTRUN_ALLREDUCE_ALGO.
-  std::string allreduce_algorithm = "gloo";
+  GlooTransport transport = GlooTransport::Auto;
+  AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::Gloo;
+
+  /// Sets transport from DISTRUN_TRANSPORT (auto|shm|tcp; the older DISTRUN_CMA=0 means tcp)
+  /// and allreduce_algorithm from DISTRUN_ALLREDUCE_ALGO (gloo|ring); ConfigError otherwise.
+  void read_env();
 };
 
 class GlooBackend : public Backend {
@@ -39,6 +52,9 @@ class GlooBackend : public Backend {
   ~GlooBackend() override;
 
   std::string name() const override { return "gloo"; }
+  /// "shm" (single-copy reads, meeting in a shared segment), "shm/tcp-sync" (single-copy
+  /// reads, meeting over TCP when no segment could be mapped) or "tcp".
+  std::string transport_name() const override;
   void broadcast(Tensor& tensor, const BroadcastOptions& opts) override;
   void all_reduce(Tensor& tensor, const AllreduceOptions& opts) override;
   void reduce(Tensor& tensor, const ReduceOptions& opts) override;
@@ -54,29 +70,23 @@ class GlooBackend : public Backend {
   void barrier(const BarrierOptions& opts) override;
   std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
 
-  /// True when collectives take the single-copy path between processes of this host
-  /// (cma.hpp) rather than Gloo's TCP pairs.
-  bool single_copy() const { return cma_ != nullptr; }
-
   /// Turns a failure inside a Gloo call into a distrun error naming the op, this rank and,
   /// when the heartbeats tell, the lost peer. Used by the Work objects too.
   [[noreturn]] void fail(const char* op, const std::exception& e);
 
  private:
+  // Runs f, turning what it throws into a distrun error (fail()); a Gloo error raised once
+  // `timeout` has run out is a TimeoutError (Gloo's types do not tell a timeout apart).
   template <typename F>
-  void guarded(const char* op, F&& f);
-  RingPlan ring_plan(ReduceFn fn, size_t element_size, const CollectiveOptions& opts);
-  std::chrono::milliseconds timeout_of(const CollectiveOptions& o) const {
-    return o.timeout.count() > 0 ? o.timeout : options_.timeout;
-  }
+  void guarded(const char* op, std::chrono::milliseconds timeout, F&& f);
+  // This rank's statement of the collective about to run (the transport numbers it).
+  static Intent intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root = -1, std::optional<ReduceOp> op = {});
 
   std::shared_ptr<Store> store_;
   GlooBackendOptions options_;
-  std::shared_ptr<Liveness> liveness_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
-  std::unique_ptr<CmaTransport> cma_;  // single-copy path when every member is on this host
-  Tensor scratch_;  // reduce_scatter's partial sums, grown on demand and kept across calls
+  std::unique_ptr<CollectiveTransport> transport_;  // chosen once, in the constructor
   uint32_t next_tag_ = 1;
   int groups_made_ = 0;
 };

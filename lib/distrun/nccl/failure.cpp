@@ -2,19 +2,13 @@
 
 #include <string>
 
+#include "distrun/backend/backend.hpp"
 #include "distrun/core/error.hpp"
 
 namespace distrun::nccl {
 
 void FailureNamer::raise(const char* op, const std::exception& e) const {
-  if (dynamic_cast<const PeerError*>(&e)) throw;
-  std::string loss = liveness ? liveness->describe_loss(members) : "";
-  std::string msg = "rank " + std::to_string(global_rank) + ": nccl " + op + " failed";
-  msg += loss.empty() ? "" : ": " + loss;
-  msg += std::string(" [") + e.what() + "]";
-  if (!loss.empty()) throw PeerError(liveness->last_lost(), msg);
-  if (dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(msg);
-  throw BackendError(msg);
+  raise_collective_failure(liveness, members, global_rank, std::string("nccl ") + op, e);
 }
 
 }  // namespace distrun::nccl

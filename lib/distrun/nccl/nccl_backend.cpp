@@ -43,8 +43,8 @@ int NcclBackend::device_for_local_rank(int local_rank, int local_world_size) {
 
 NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const NcclBackendOptions& options,
                          std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks)
-    : Backend(rank, size, std::move(global_ranks)), store_(std::move(store)), options_(options),
-      liveness_(std::move(liveness)) {
+    : Backend(rank, size, std::move(global_ranks), std::move(liveness), options.timeout), store_(std::move(store)),
+      options_(options) {
   // Before anything else: without a device, say so plainly.
   nccl::require_cuda_device(options_.device);
   nccl::check_runtime_version();
@@ -79,8 +79,8 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
 NcclBackend::NcclBackend(std::shared_ptr<Store> store, std::string tag, std::shared_ptr<nccl::NcclComm> comm, int rank,
                          int size, const NcclBackendOptions& options, std::shared_ptr<Liveness> liveness,
                          std::vector<int> global_ranks)
-    : Backend(rank, size, std::move(global_ranks)), store_(std::move(store)), options_(options),
-      liveness_(std::move(liveness)), comm_(std::move(comm)), tag_(std::move(tag)) {
+    : Backend(rank, size, std::move(global_ranks), std::move(liveness), options.timeout), store_(std::move(store)),
+      options_(options), comm_(std::move(comm)), tag_(std::move(tag)) {
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));
   create_stream();
   try {
@@ -439,9 +439,7 @@ void NcclBackend::barrier(const BarrierOptions& opts) {
 }
 
 std::shared_ptr<Backend> NcclBackend::new_group(const std::vector<int>& ranks) {
-  for (size_t i = 0; i < ranks.size(); ++i)
-    if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1]))
-      throw BackendError("new_group: ranks must be ascending, unique and within 0.." + std::to_string(size_ - 1));
+  check_group_ranks(ranks);
   prepare("new_group");
   // Counted on every rank, members or not: the child's tag is the same on all its members.
   const std::string child_tag = tag_ + ".g" + std::to_string(groups_made_++);

@@ -88,13 +88,9 @@ class NcclBackend : public Backend {
   // Runs `enqueue` (NCCL calls on the stream), then blocks until the device has finished.
   template <typename F>
   void run(const char* op, std::chrono::milliseconds timeout, F&& enqueue);
-  std::chrono::milliseconds timeout_of(const CollectiveOptions& o) const {
-    return o.timeout.count() > 0 ? o.timeout : options_.timeout;
-  }
 
   std::shared_ptr<Store> store_;
   NcclBackendOptions options_;
-  std::shared_ptr<Liveness> liveness_;
   std::shared_ptr<nccl::NcclComm> comm_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;      // recorded after each blocking collective

@@ -1,0 +1,63 @@
+// What a rank is about to do in a collective, published before any byte moves, so that no
+// rank ever trusts a peer's buffer on the strength of its own arguments. Each rank states
+// which collective (and its sequence number), the dtype, the reduction, the root, the bytes it
+// contributes (and, for the single-copy path, where its buffer is and how far it extends);
+// every rank then checks every rank's statement against every other's, so a disagreement
+// is the same typed error on every rank, naming the ranks and the sizes, instead of a read
+// past a peer's buffer (shared memory) or an abort deep inside Gloo (TCP).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "distrun/backend/types.hpp"
+#include "distrun/core/error.hpp"
+
+namespace distrun {
+
+enum class CollectiveKind : uint32_t {
+  Broadcast = 1, AllReduce, Reduce, AllGather, Gather, Scatter, ReduceScatter, AllToAll
+};
+const char* collective_name(CollectiveKind kind);
+
+/// The ranks disagree on a collective (its kind, sequence, dtype, op, root or sizes). Raised
+/// on every rank with the same message, before any rank reads a peer's data.
+class CollectiveMismatchError : public BackendError {
+ public:
+  using BackendError::BackendError;
+};
+
+struct Intent {
+  CollectiveKind kind{};
+  uint64_t seq = 0;
+  uint32_t dtype = 0;
+  uint32_t op = 0xff;  // ReduceOp, or 0xff for collectives that do not reduce
+  int32_t root = -1;    // -1 for rootless collectives
+  uint64_t bytes = 0;   // per-rank block: what each rank contributes or receives (not all_to_all)
+  uint64_t address = 0;  // single-copy path: where this rank's buffer starts ...
+  uint64_t extent = 0;   // ... and how many bytes of it peers may read (0 on TCP)
+  uint64_t flags = 0;    // transport's own: kInline = the extent is also copied in the shared slot
+  // all_to_all only: where the block for rank j starts in the buffer, its bytes, and the bytes
+  // expected from rank j.
+  std::vector<uint64_t> send_offset, send_bytes, recv_bytes;
+
+  /// Words in the wire form of one rank's intent in a group of n.
+  static size_t words(int n) { return kHeaderWords + 3 * size_t(n); }
+  /// Into `out` (words(n) of them); the per-rank vectors are written for all_to_all only.
+  void encode(uint64_t* out, int n) const;
+  static Intent decode(const uint64_t* in, int n);
+
+  static constexpr size_t kHeaderWords = 9;
+  static constexpr uint64_t kInline = 1;
+};
+
+/// Checks every rank's intent against every other's (and, with `extents`, that each buffer
+/// covers what peers will read of it); throws CollectiveMismatchError naming the global ranks
+/// (`global_rank(r)` for group rank r) and the sizes. Every rank runs it over the same table,
+/// so every rank reaches the same verdict.
+void check_agreement(const std::vector<Intent>& all, bool extents, const std::vector<int>& global_ranks);
+
+/// The bytes of rank r's buffer that peers read in this collective (its extent must cover it).
+uint64_t readable_bytes(const Intent& intent, int r, int n);
+
+}  // namespace distrun

@@ -1,0 +1,183 @@
+// The paths trust no peer: ranks that disagree on a collective get the same typed error on
+// every rank (naming the ranks and the sizes) on both paths, and the shared segment is used
+// only when it is a sealed memfd of the right size.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "distrun/backend/intent.hpp"
+#include "distrun/gloo/cma.hpp"
+#include "distrun/gloo/gloo_backend.hpp"
+#include "distrun/store/hash_store.hpp"
+
+using namespace distrun;
+
+namespace {
+
+Tensor full(int64_t n, double v, DType dt) {
+  Tensor t = Tensor::zeros({n}, dt);
+  for (int64_t e = 0; e < n; ++e) t.set(e, v);
+  return t;
+}
+
+// Runs fn(backend) on `n` thread ranks over `transport`; returns each rank's error ("" when
+// it returned normally).
+std::vector<std::string> on_ranks(int n, GlooTransport transport, const std::function<void(GlooBackend&)>& fn) {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        GlooBackendOptions o;
+        o.timeout = std::chrono::seconds(20);
+        o.transport = transport;
+        GlooBackend b(store, r, n, o);
+        const std::string want = transport == GlooTransport::Tcp ? "tcp" : "shm";
+        if (b.transport_name() != want) throw std::runtime_error("path is " + b.transport_name() + ", not " + want);
+        fn(b);
+      } catch (const CollectiveMismatchError& e) {
+        errors[size_t(r)] = std::string("mismatch: ") + e.what();
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = std::string("other: ") + e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+const GlooTransport kPaths[] = {GlooTransport::SharedMemory, GlooTransport::Tcp};
+const char* path_name(GlooTransport t) { return t == GlooTransport::Tcp ? "tcp" : "shm"; }
+
+}  // namespace
+
+TEST_CASE("a peer passing fewer bytes to all_gather is a typed error on every rank, not a read of its heap",
+          "[trust]") {
+  for (auto path : kPaths) {
+    INFO("path " << path_name(path));
+    std::vector<float> out0(2048, -1.0f);
+    auto errors = on_ranks(2, path, [&](GlooBackend& b) {
+      // Rank 0 expects 1024 floats from each rank; rank 1 passes 4.
+      const int64_t mine = b.rank() == 0 ? 1024 : 4;
+      Tensor in = full(mine, 1.0, DType::Float32);
+      Tensor out = Tensor::zeros({mine * 2}, DType::Float32);
+      try {
+        b.all_gather(in, out, {});
+      } catch (...) {
+        if (b.rank() == 0) std::memcpy(out0.data(), out.data(), out.nbytes());
+        throw;
+      }
+    });
+    for (auto& e : errors) {
+      CHECK_THAT(e, Catch::StartsWith("mismatch: all_gather #1: the ranks disagree on the bytes per rank"));
+      CHECK_THAT(e, Catch::Contains("rank 0 has 4096 bytes, rank 1 has 16 bytes"));
+    }
+    // Nothing of the peer landed in rank 0's output.
+    CHECK(out0[1024] == 0.0f);
+  }
+}
+
+TEST_CASE("disagreeing on the collective, dtype, op, root or all_to_all counts: same typed error everywhere, "
+          "and the group still works after it",
+          "[trust]") {
+  for (auto path : kPaths) {
+    INFO("path " << path_name(path));
+    auto errors = on_ranks(3, path, [&](GlooBackend& b) {
+      const int r = b.rank();
+      int mismatches = 0;
+      auto expect_mismatch = [&](const std::function<void()>& f) {
+        try {
+          f();
+        } catch (const CollectiveMismatchError&) {
+          ++mismatches;
+        }
+      };
+      Tensor f = full(8, 1.0, DType::Float32), i = full(8, 1.0, DType::Int32);
+      // Which collective runs.
+      expect_mismatch([&] { r == 2 ? b.broadcast(f, {}) : b.all_reduce(f, {}); });
+      // The dtype.
+      expect_mismatch([&] { b.all_reduce(r == 1 ? i : f, {}); });
+      // The reduction.
+      AllreduceOptions mx;
+      mx.op = r == 0 ? ReduceOp::Max : ReduceOp::Sum;
+      expect_mismatch([&] { b.all_reduce(f, mx); });
+      // The root.
+      BroadcastOptions bo;
+      bo.root = r == 2 ? 1 : 0;
+      expect_mismatch([&] { b.broadcast(f, bo); });
+      // all_to_all counts: rank 0 sends 2 to rank 1, which expects 1 from it.
+      AllToAllOptions ao;
+      ao.send_counts = {1, r == 0 ? 2 : 1, 1};
+      ao.recv_counts = {1, 1, 1};
+      Tensor ai = Tensor::zeros({r == 0 ? 4 : 3}, DType::Float32), aout = Tensor::zeros({3}, DType::Float32);
+      expect_mismatch([&] { b.all_to_all(ai, aout, ao); });
+      if (mismatches != 5) throw std::runtime_error("only " + std::to_string(mismatches) + " of 5 mismatches raised");
+      // Every rank stopped at the same collectives, so the next one still meets.
+      Tensor ok = full(5, double(r + 1), DType::Float32);
+      b.all_reduce(ok, {});
+      if (ok.get(4) != 6.0) throw std::runtime_error("all_reduce after the mismatches gave " + std::to_string(ok.get(4)));
+    });
+    for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
+  }
+}
+
+TEST_CASE("mismatch messages name the ranks and the sizes", "[trust]") {
+  auto intent = [](uint64_t bytes) {
+    Intent i;
+    i.kind = CollectiveKind::ReduceScatter;
+    i.seq = 7;
+    i.dtype = uint32_t(DType::Float32);
+    i.op = uint32_t(ReduceOp::Sum);
+    i.bytes = bytes;
+    i.extent = bytes * 3;
+    return i;
+  };
+  std::vector<Intent> all{intent(64), intent(64), intent(32)};
+  // Global ranks of a subgroup: messages name those.
+  CHECK_THROWS_WITH(check_agreement(all, true, {4, 5, 6}),
+                    "reduce_scatter #7: the ranks disagree on the bytes per rank: rank 4 has 64 bytes, rank 6 has 32 bytes");
+  all[2] = intent(64);
+  all[1].extent = 100;  // its buffer is shorter than the 192 bytes its peers will read
+  CHECK_THROWS_WITH(check_agreement(all, true, {}),
+                    "reduce_scatter #7: rank 1's buffer holds 100 bytes, but its peers would read 192");
+  CHECK_NOTHROW(check_agreement(all, false, {}));  // TCP: no extents
+  all[1].extent = 192;
+  all[0].root = 3;
+  all[1].root = all[2].root = 3;
+  CHECK_THROWS_WITH(check_agreement(all, true, {}), "reduce_scatter #7: root 3 is not a rank of this group of 3");
+}
+
+TEST_CASE("the shared segment is mapped only when it is a sealed memfd of the expected size", "[trust]") {
+  const int n = 4;
+  const off_t want = off_t(CmaTransport::segment_bytes(n));
+  auto memfd = [&](off_t size, unsigned seals) {
+    int fd = memfd_create("distrun-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    REQUIRE(fd >= 0);
+    REQUIRE(ftruncate(fd, size) == 0);
+    if (seals) REQUIRE(fcntl(fd, F_ADD_SEALS, seals) == 0);
+    return fd;
+  };
+  int good = memfd(want, F_SEAL_SHRINK | F_SEAL_GROW);
+  CHECK(CmaTransport::segment_problem(good, n) == "");
+  // Sealed: nobody can truncate it under a mapping (the SIGBUS a truncated segment caused).
+  CHECK(ftruncate(good, 0) != 0);
+  CHECK(errno == EPERM);
+  CHECK(CmaTransport::segment_problem(good, n) == "");
+  int truncated = memfd(want / 2, F_SEAL_SHRINK);
+  CHECK_THAT(CmaTransport::segment_problem(truncated, n),
+             Catch::Equals("holds " + std::to_string(want / 2) + " bytes, expected " + std::to_string(want)));
+  int unsealed = memfd(want, 0);
+  CHECK(CmaTransport::segment_problem(unsealed, n) == "not sealed against shrinking");
+  char name[] = "/tmp/distrun-segment-XXXXXX";
+  int file = mkstemp(name);
+  REQUIRE(file >= 0);
+  unlink(name);
+  REQUIRE(ftruncate(file, want) == 0);
+  CHECK(CmaTransport::segment_problem(file, n) == "not a sealable memfd");
+  for (int fd : {good, truncated, unsealed, file}) close(fd);
+}
