@@ -51,8 +51,8 @@ struct Judgement {
   std::vector<std::pair<int, int>> suspect_links; // node index pairs whose ends are both fine
 };
 
-/// Marks each pair slow when below min_fraction of its baseline (or, without one, of the
-/// median of every pair's bandwidth), then blames: a node whose every pair is slow is a
+/// Marks each pair slow when below min_fraction of its baseline (capped at the baseline's
+/// median) or, without one, of the median of every pair's bandwidth, then blames: a node whose every pair is slow is a
 /// suspect; a slow pair between two nodes that are not suspects is a suspect link.
 Judgement judge(const std::vector<NodeId>& nodes, std::vector<PairResult>& pairs, double min_fraction,
                 const std::optional<Baseline>& baseline);
