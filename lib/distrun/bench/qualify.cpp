@@ -255,7 +255,6 @@ nlohmann::ordered_json qualify_json(const QualifyResult& r, const QualifyConfig&
 
 nlohmann::ordered_json baseline_json(const QualifyResult& r) {
   nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
-  std::vector<double> bws;
   for (const auto& p : r.pairs) {
     const auto& a = r.nodes[size_t(p.a)];
     const auto& b = r.nodes[size_t(p.b)];
@@ -263,9 +262,12 @@ nlohmann::ordered_json baseline_json(const QualifyResult& r) {
                      {"b", {{"host", b.host}, {"address", b.address}}},
                      {"bw_gbps", p.bw_gbps},
                      {"lat_us", p.lat_us}});
-    bws.push_back(p.bw_gbps);
   }
-  return {{"kind", "qualify_baseline"}, {"median_bw_gbps", median(bws)}, {"pairs", pairs}};
+  // The same reference judge() takes without a baseline: the median node's median pair.
+  std::vector<double> node_medians;
+  for (const auto& v : r.judgement.nodes)
+    if (v.pairs > 0) node_medians.push_back(v.median_bw_gbps);
+  return {{"kind", "qualify_baseline"}, {"median_bw_gbps", median(node_medians)}, {"pairs", pairs}};
 }
 
 Baseline parse_baseline(const nlohmann::json& j, const std::string& file) {

@@ -52,7 +52,7 @@ struct Judgement {
 };
 
 /// Marks each pair slow when below min_fraction of its baseline (capped at the baseline's
-/// median) or, without one, of the median of every pair's bandwidth, then blames: a node whose every pair is slow is a
+/// median) or, without one, of the median over the nodes of each node's median pair, then blames: a node whose every pair is slow is a
 /// suspect; a slow pair between two nodes that are not suspects is a suspect link.
 Judgement judge(const std::vector<NodeId>& nodes, std::vector<PairResult>& pairs, double min_fraction,
                 const std::optional<Baseline>& baseline);

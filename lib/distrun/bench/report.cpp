@@ -40,7 +40,9 @@ int root_of(const BenchConfig& cfg) { return cfg.collective->rooted ? cfg.root :
 std::string placement_columns(const PlacementResult& p) {
   if (!p.measured) return format("  %8s  %7s  %7s  %6s", "N/A", "N/A", "N/A", "N/A");
   const std::string wrong = p.checked ? std::to_string(p.wrong) : "N/A";
-  return format("  %8.2f  %7.2f  %7.2f  %6s", p.time_us, p.algbw_gbps, p.busbw_gbps, wrong.c_str());
+  // Fewer decimals as the time grows, so the columns stay aligned.
+  const int decimals = p.time_us < 1e4 ? 2 : p.time_us < 1e6 ? 1 : 0;
+  return format("  %8.*f  %7.2f  %7.2f  %6s", decimals, p.time_us, p.algbw_gbps, p.busbw_gbps, wrong.c_str());
 }
 
 }  // namespace
