@@ -1,7 +1,8 @@
 """distrun-bench as real processes: each flag changes what it should, #wrong catches a
 collective broken on purpose (DISTRUN_BENCH_TEST_CORRUPT), the -J document validates against
 the schema in the repository, the CSV matches it, bad input exits 2 before any rank starts,
-and the same program runs under distrun, mpirun and a one-node SLURM."""
+the same program runs under distrun, mpirun and a one-node SLURM, and plot.py draws what it
+writes."""
 import csv
 import json
 import os
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_harness import BENCH, DISTRUN, check, main, run, skip, validate
+from bench_harness import BENCH, DISTRUN, PYTHON, ROOT, check, main, run, skip, validate
 
 TMP = tempfile.mkdtemp(prefix="distrun-bench-test-")
 SMALL = ["-n", "3", "-w", "1"]
@@ -135,6 +136,29 @@ def test_mpirun():
     check(len(table_lines(r.stdout)) == 1, "one table, from rank 0 only", r.stdout)
 
 
+def test_plot():
+    """plot.py draws a bench document and a qualify document as PNG files."""
+    if subprocess.run([PYTHON, "-c", "import matplotlib"], capture_output=True).returncode != 0:
+        skip("python3-matplotlib is not installed (scripts/deps.sh bench)")
+    plot = os.path.join(ROOT, "scripts", "bench", "plot.py")
+    rc, out, err, doc = bench(["all_gather", "-b", "1K", "-e", "16K", "-f", "4", *SMALL])
+    check(rc == 0, f"bench: rc {rc}", out + err)
+    qpath = os.path.join(TMP, "q.json")
+    r = run([DISTRUN, "--nproc-per-node", "3", "--", BENCH, "qualify", "--per-device", "-b", "64K", "-n", "2",
+             "--min-fraction", "0.01", "-J", qpath], timeout=90, env={"DISTRUN_CMA": "0"})
+    check(r.returncode == 0 and "# verdict: OK" in r.stdout, f"qualify --per-device: rc {r.returncode}",
+          r.stdout + r.stderr)
+    validate(json.load(open(qpath)), "qualify --per-device -J")
+    for name, d in (("bench", doc), ("qualify", json.load(open(qpath)))):
+        src, png = os.path.join(TMP, f"{name}.json"), os.path.join(TMP, f"{name}.png")
+        with open(src, "w") as f:
+            json.dump(d, f)
+        p = run([PYTHON, plot, src, png], timeout=120)
+        check(p.returncode == 0, f"plot.py {name}: rc {p.returncode}", p.stdout + p.stderr)
+        with open(png, "rb") as f:
+            check(f.read(8) == b"\x89PNG\r\n\x1a\n", f"plot.py {name}: a PNG file")
+
+
 def test_slurm():
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
     from slurm_cluster import one_node_cluster  # noqa: E402
@@ -161,6 +185,6 @@ def test_slurm():
 if __name__ == "__main__":
     try:
         main({"flags": test_flags, "wrong": test_wrong, "bad_input": test_bad_input, "mpirun": test_mpirun,
-              "slurm": test_slurm})
+              "plot": test_plot, "slurm": test_slurm})
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
