@@ -16,7 +16,8 @@ using Clock = std::chrono::steady_clock;
 // Both directions at once between this rank and `peer` (group ranks): the p50 time of `iters`
 // exchanges of `bytes`, after `warmup` untimed ones.
 double exchange_p50_us(Backend& g, int peer, int64_t bytes, const QualifyConfig& cfg, int tag) {
-  Tensor out = Tensor::zeros({bytes}, DType::UInt8), in = Tensor::zeros({bytes}, DType::UInt8);
+  Tensor out = Tensor::zeros({bytes}, DType::UInt8, g.tensor_device());
+  Tensor in = Tensor::zeros({bytes}, DType::UInt8, g.tensor_device());
   SendOptions o;
   o.tag = tag;
   o.timeout = cfg.timeout;
@@ -143,7 +144,6 @@ QualifyResult qualify(Backend& world, const std::vector<RankInfo>& ranks, const 
     rc.average = Average::Max;
     rc.placements[int(Placement::InPlace)] = false;
     rc.timeout = cfg.timeout;
-    rc.device = Device::cpu();
     ring[0] = run_size(*g, rc, cfg.bw_bytes).placement[0].busbw_gbps;
     ring[1] = run_size(*g, rc, cfg.lat_bytes).placement[0].stats.p50;
 
