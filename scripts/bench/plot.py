@@ -1,10 +1,15 @@
 #!/usr/bin/python3
-"""busbw against message size for distrun, torch.distributed (gloo) and Open MPI, from
-compare.sh's results (JSON Lines rows with "kind": "busbw"; the median over repetitions is
-plotted): one panel per collective, one colour per system, solid lines for 2 ranks and dashed
-for 4. Uses Debian's python3-matplotlib (run with /usr/bin/python3).
+"""Pictures of benchmark results, as PNG. Uses Debian's python3-matplotlib (run with
+/usr/bin/python3). The input decides the picture:
 
-Usage: plot.py RESULTS.jsonl OUT.png [--title TEXT]
+- a `distrun-bench -J` document of kind "bench": busbw, and p50 and p99 time per run, against
+  the size, one line per collective (and placement, dtype, op);
+- a `distrun-bench qualify -J` document: the pair bandwidth matrix as a heatmap, suspects marked;
+- compare.sh's results (JSON Lines rows with "kind": "busbw"; the median over repetitions is
+  plotted): busbw for distrun, torch.distributed (gloo) and Open MPI, one panel per
+  collective, one colour per system, solid lines for 2 ranks and dashed for 4.
+
+Usage: plot.py RESULTS OUT.png [--title TEXT]
 """
 import argparse
 import json
@@ -23,12 +28,89 @@ STYLES = {2: "-", 4: "--"}
 MIB = 1024 * 1024
 
 
+def load_document(path):
+    """The distrun-bench -J document in `path`, or None for JSON Lines (compare.sh's rows)."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) and doc.get("kind") in ("bench", "qualify") else None
+
+
+def where(doc):
+    p = doc["provenance"]
+    hosts = len(p["hosts"])
+    return "%d ranks on %d host%s, %s over %s, distrun %s, %s" % (
+        p["world_size"], hosts, "" if hosts == 1 else "s", p["backend"], p["transport"], p["distrun_version"],
+        p["date"][:10])
+
+
+def plot_bench(doc, png, title):
+    lines = defaultdict(list)
+    for r in doc["results"]:
+        key = (r["collective"], r["placement"].replace("_", "-"), r["dtype"], r["redop"])
+        lines[key].append(r)
+    several_types = len({k[2:] for k in lines}) > 1
+    fig, (bw, lat) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for i, (key, rows) in enumerate(sorted(lines.items())):
+        rows.sort(key=lambda r: r["bytes"])
+        label = "%s %s" % key[:2] + (" %s %s" % key[2:] if several_types else "")
+        colour = "C%d" % (i % 10)
+        xs = [r["bytes"] for r in rows]
+        bw.plot(xs, [r["busbw_gbps"] for r in rows], marker="o", color=colour, label=label)
+        lat.plot(xs, [r["p50_us"] for r in rows], marker="o", color=colour, label=label + " p50")
+        lat.plot(xs, [r["p99_us"] for r in rows], linestyle="--", color=colour, label=label + " p99")
+    for ax, ylabel in ((bw, "busbw (GB/s)"), (lat, "time per run (us), p50 solid, p99 dashed")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("size (bytes)")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+    lat.set_yscale("log")
+    bw.legend(fontsize="small")
+    fig.suptitle((title or "distrun-bench") + "\n" + where(doc), fontsize="medium")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+
+
+def plot_qualify(doc, png, title):
+    q = doc["qualify"]
+    nodes = q["nodes"]
+    n = len(nodes)
+    matrix = [[float("nan")] * n for _ in range(n)]
+    for p in q["pairs"]:
+        matrix[p["a"]][p["b"]] = matrix[p["b"]][p["a"]] = p["bw_gbps"]
+    names = ["%d %s\n%s" % (k["node"], k["host"], k["address"]) for k in nodes]
+    fig, ax = plt.subplots(figsize=(2.2 + 1.1 * n, 1.6 + 1.0 * n))
+    im = ax.imshow(matrix, cmap="viridis")
+    fig.colorbar(im, ax=ax, label="pair bandwidth, each way (GB/s)")
+    ax.set_xticks(range(n))
+    ax.set_yticks(range(n))
+    ax.set_xticklabels(names, fontsize="small")
+    ax.set_yticklabels(names, fontsize="small")
+    for p in q["pairs"]:
+        for a, b in ((p["a"], p["b"]), (p["b"], p["a"])):
+            ax.text(b, a, "%.3g%s" % (p["bw_gbps"], "\nslow" if p["slow"] else ""), ha="center", va="center",
+                    color="white" if p["slow"] else "black", fontsize="small")
+    suspects = ", ".join("%s (%s)" % (s["host"], s["address"]) for s in q["suspect_nodes"]) or "none"
+    ax.set_title("%s\nsuspect nodes: %s; suspect links: %d\n%s" % (
+        title or "distrun-bench qualify", suspects, len(q["suspect_links"]), where(doc)), fontsize="small")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("results")
     ap.add_argument("png")
-    ap.add_argument("--title", default="busbw against message size (median of repetitions)")
+    ap.add_argument("--title", default=None)
     args = ap.parse_args()
+    doc = load_document(args.results)
+    if doc is not None:
+        (plot_bench if doc["kind"] == "bench" else plot_qualify)(doc, args.png, args.title)
+        print("wrote", args.png)
+        return
+    args.title = args.title or "busbw against message size (median of repetitions)"
     points = defaultdict(list)
     with open(args.results) as f:
         for line in f:

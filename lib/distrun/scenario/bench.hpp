@@ -1,4 +1,5 @@
-// The bench step: nccl-tests-style timing of one collective over a range of sizes.
+// The bench step: nccl-tests-style timing of one collective over a range of sizes, a thin use
+// of distrun-bench's engine (distrun/bench/): the same measurement, the same table and records.
 #pragma once
 #include <memory>
 #include <string>
@@ -24,7 +25,7 @@ BenchSize bench_size(Op op, int64_t bytes, size_t element_size, int n);
 /// run the bench configs quickly. ConfigError when it is not a size.
 int64_t bench_max_bytes();
 
-/// The header line of the table.
+/// The column-title lines of the table, one string.
 std::string bench_header();
 
 struct BenchContext {
@@ -43,7 +44,9 @@ struct BenchResult {
   int64_t wrong = 0;              // wrong elements over all sizes and ranks
 };
 
-/// Runs the bench on `b` (every member calls it); every member gets the same result.
+/// Runs the bench on `b` (every member calls it); every member gets the same result. The step
+/// measures the collective's native placement (in place for all_reduce, broadcast and reduce,
+/// whose backend calls are in place; out of place for the others), the slowest rank's mean.
 BenchResult run_bench(Backend& b, const BenchSpec& spec, const BenchContext& ctx);
 
 }  // namespace distrun::scenario

@@ -1,0 +1,277 @@
+// distrun-bench: nccl-tests' habits (flags, table) over distrun's backends, one rank per
+// process, started by distrun, srun or mpirun (the world comes from the environment, as for
+// distrun-worker). `distrun-bench qualify` finds a bad node or link. The measuring, the
+// statistics and the reports live in the library (distrun/bench/); this file reads options.
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <fstream>
+#include <iostream>
+
+#include "distrun/bench/qualify.hpp"
+#include "distrun/bench/report.hpp"
+#include "distrun/bench/sweep.hpp"
+#include "distrun/bench/vocabulary.hpp"
+#include "distrun/comm/process_group.hpp"
+#include "distrun/core/error.hpp"
+#include "distrun/scenario/loader.hpp"
+#include "distrun/scenario/results_file.hpp"
+
+namespace {
+
+using distrun::ConfigError;
+namespace bench = distrun::bench;
+
+int64_t bytes_of(const std::string& flag, const std::string& text) {
+  auto v = distrun::scenario::parse_byte_size(text);
+  if (!v || *v < 0) throw ConfigError(flag + ": bad size '" + text + "' (e.g. 8, 64K, 128M, 1G)");
+  return *v;
+}
+
+struct Common {
+  std::string backend = "auto", device = "cpu", json_path, log_level = "warn";
+  double timeout_s = 300;
+};
+
+void add_common(CLI::App& app, Common& c) {
+  app.add_option("--backend", c.backend, "gloo, nccl or auto (nccl with --device cuda)")
+      ->check(CLI::IsMember({"gloo", "nccl", "auto"}));
+  app.add_option("--device", c.device, "Where the buffers live: cpu or cuda (the rank's LOCAL_RANK GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("-T,--timeout", c.timeout_s, "Seconds any one collective may take before the run fails (default 300)");
+  app.add_option("-J,--output_file", c.json_path, "Write the results as JSON to FILE (rank 0)");
+  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off");
+}
+
+std::shared_ptr<distrun::ProcessGroup> join(const Common& c) {
+  const auto level = spdlog::level::from_str(c.log_level);
+  if (level == spdlog::level::off && c.log_level != "off") throw ConfigError("--log-level: unknown level '" + c.log_level + "'");
+  spdlog::set_level(level);
+  if (!(c.timeout_s > 0)) throw ConfigError("-T: the timeout must be more than 0 seconds");
+  distrun::InitOptions init;
+  init.backend = distrun::parse_backend(c.backend == "auto" ? (c.device == "cuda" ? "nccl" : "gloo") : c.backend);
+  init.timeout = std::chrono::milliseconds(int64_t(std::ceil(c.timeout_s * 1000)));
+  return distrun::ProcessGroup::init(init);
+}
+
+// Written by rank 0 only; the file is created before the run so a bad path fails first.
+std::unique_ptr<distrun::scenario::ResultsFile> open_output(const std::string& path, bool rank0) {
+  if (path.empty() || !rank0) return nullptr;
+  return std::make_unique<distrun::scenario::ResultsFile>(path);
+}
+
+int run_bench(int argc, char** argv) {
+  CLI::App app{"Times a collective over a range of sizes, as nccl-tests' *_perf programs do, on every rank of a "
+               "distrun, srun or mpirun job.",
+               "distrun-bench"};
+  Common common;
+  std::string collective, minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum", csv_path;
+  double factor = 1;
+  int iters = 20, warmup = 5, agg = 1, check = 1, root = 0, average = 1, blocking = 0;
+  bool verbose = false;
+  app.add_option("collective", collective, "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, "
+                                           "gather, scatter, send_recv, or all (each in turn); `qualify` finds a bad node")
+      ->required();
+  app.add_option("-b,--minbytes", minb, "Smallest size in bytes (K, M, G: powers of 1024; default 32M)");
+  app.add_option("-e,--maxbytes", maxb, "Largest size in bytes (default 32M)");
+  app.add_option("-i,--stepbytes", stepb, "Step between sizes when -f is 1 (default 1M)");
+  app.add_option("-f,--stepfactor", factor, "Multiply each size by this to get the next (default 1: use -i)");
+  app.add_option("-n,--iters", iters, "Timed iterations per size (default 20)");
+  app.add_option("-w,--warmup_iters", warmup, "Untimed iterations before them (default 5)");
+  app.add_option("-m,--agg_iters", agg, "Collectives per timed iteration, the time divided among them (default 1)");
+  app.add_option("-c,--check", check, "1: check one run's result per size and count #wrong elements; 0: do not")
+      ->check(CLI::IsMember({0, 1}));
+  app.add_option("-d,--datatype", dtype, "float, half, bfloat16, double, int8, uint8, int32, int64, or all");
+  app.add_option("-o,--op", op, "Reduce op: sum, prod, min, max, avg, band, bor, bxor, or all (sum..avg)");
+  app.add_option("-r,--root", root, "Root rank of broadcast, reduce, gather and scatter (default 0)");
+  app.add_option("-a,--average", average, "Time reported from the ranks' means: 0 rank 0, 1 average, 2 min, 3 max")
+      ->check(CLI::IsMember({0, 1, 2, 3}));
+  app.add_option("-z,--blocking", blocking, "1: blocking collectives; distrun's backend calls always complete "
+                                            "before returning, so 0 and 1 time the same (recorded)")
+      ->check(CLI::IsMember({0, 1}));
+  app.add_option("--csv", csv_path, "Write one line per size and placement as CSV to FILE (rank 0)");
+  app.add_flag("-v,--verbose", verbose, "Print the statistics of every size under its row: min, p50, p90, p99, max, "
+                                        "mean, cv, the first run and the slowest rank with its host");
+  add_common(app, common);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  // Everything the command line says is checked before joining the job.
+  std::vector<const bench::Collective*> colls;
+  if (collective == "all") {
+    for (const auto& c : bench::collectives()) colls.push_back(&c);
+  } else if (auto* c = bench::find_collective(collective)) {
+    colls.push_back(c);
+  } else {
+    throw ConfigError("unknown collective '" + collective + "' (" + bench::collective_names() + ", all or qualify)");
+  }
+  std::vector<distrun::DType> types;
+  if (dtype == "all") types = bench::all_types();
+  else if (auto t = bench::parse_type(dtype)) types.push_back(*t);
+  else throw ConfigError("-d: unknown type '" + dtype + "' (float, half, bfloat16, double, int8, uint8, int32, int64)");
+  std::vector<distrun::ReduceOp> ops;
+  if (op == "all") ops = bench::all_reduce_ops();
+  else if (auto o = distrun::parse_reduce_op(op)) ops.push_back(*o);
+  else throw ConfigError("-o: unknown op '" + op + "' (sum, prod, min, max, avg, band, bor, bxor, all)");
+  const bool reduces = std::any_of(colls.begin(), colls.end(), [](auto* c) { return c->reduces; });
+  if (reduces && ops.size() == 1 && types.size() == 1 && !distrun::reduce_op_valid_for(ops[0], types[0]))
+    throw ConfigError("-o " + op + " needs an integer type (-d int8, uint8, int32 or int64), not " + dtype);
+  const auto sizes = bench::size_sweep(bytes_of("-b", minb), bytes_of("-e", maxb), factor, bytes_of("-i", stepb));
+  if (iters < 0 || warmup < 0 || agg < 1) throw ConfigError("need -n >= 0, -w >= 0 and -m >= 1");
+
+  auto pg = join(common);
+  distrun::Backend& b = pg->backend();
+  const bool rank0 = pg->rank() == 0;
+  if (root < 0 || root >= b.size())
+    throw ConfigError("-r: root " + std::to_string(root) + " is not a rank of this world of " + std::to_string(b.size()));
+  auto json_file = open_output(common.json_path, rank0);
+  auto csv_file = open_output(csv_path, rank0);
+  const auto ranks = bench::gather_ranks(b, pg->world().master_addr);
+  std::ostream* out = rank0 ? &std::cout : nullptr;
+  const int64_t step_bytes = bytes_of("-i", stepb);
+  char step[64];
+  if (factor > 1) std::snprintf(step, sizeof step, "%g(factor)", factor);
+  else std::snprintf(step, sizeof step, "%lld(bytes)", static_cast<long long>(step_bytes));
+  char settings[400];
+  std::snprintf(settings, sizeof settings,
+                "distrun-bench %s  minBytes %lld maxBytes %lld step: %s warmup iters: %d iters: %d agg iters: %d "
+                "validation: %d blocking: %d average: %d",
+                collective.c_str(), static_cast<long long>(bytes_of("-b", minb)),
+                static_cast<long long>(bytes_of("-e", maxb)), step, warmup, iters, agg, check, blocking, average);
+  if (out) {
+    for (const auto& l : bench::header_block(settings, ranks)) *out << l << "\n";
+    *out << "# backend " << b.name() << ", transport " << bench::transport_of(b) << ", " << b.size() << " ranks\n";
+  }
+  bench::SweepTotals totals;
+  bench::SweepOutput output;
+  output.out = out;
+  output.verbose = verbose;
+  const bench::Collective* last = nullptr;
+  for (const auto* c : colls)
+    for (auto t : types)
+      for (auto o : (c->reduces ? ops : std::vector<distrun::ReduceOp>{ops.front()})) {
+        if (c->reduces && !distrun::reduce_op_valid_for(o, t)) {
+          if (out) *out << "# " << c->name << " " << bench::type_name(t) << " " << distrun::reduce_op_name(o)
+                        << ": skipped, the op needs an integer type\n";
+          continue;
+        }
+        bench::BenchConfig cfg;
+        cfg.collective = c;
+        cfg.dtype = t;
+        cfg.op = o;
+        cfg.root = root;
+        cfg.iters = iters;
+        cfg.warmup = warmup;
+        cfg.agg = agg;
+        cfg.check = check == 1;
+        cfg.blocking = blocking == 1;
+        cfg.average = bench::Average(average);
+        cfg.device = common.device == "cuda" ? distrun::Device::cuda(pg->world().local_rank) : distrun::Device::cpu();
+        output.column_header = c != last;
+        if (out && colls.size() > 1 && c != last) *out << "# " << c->name << "\n";
+        last = c;
+        bench::run_sweep(b, cfg, sizes, ranks, output, totals);
+      }
+  if (out)
+    for (const auto& l : bench::footer(totals.avg_busbw(), totals.wrong)) *out << l << std::endl;
+  if (json_file) {
+    nlohmann::ordered_json doc;
+    doc["kind"] = "bench";
+    doc["provenance"] = bench::provenance(b, ranks);
+    doc["config"] = {{"collective", collective}, {"datatype", dtype}, {"op", op}, {"root", root},
+                     {"minbytes", bytes_of("-b", minb)}, {"maxbytes", bytes_of("-e", maxb)}, {"stepfactor", factor},
+                     {"stepbytes", step_bytes}, {"iters", iters}, {"warmup_iters", warmup},
+                     {"agg_iters", agg}, {"check", check}, {"average", average}, {"blocking", blocking},
+                     {"device", common.device}};
+    doc["results"] = totals.records;
+    doc["avg_busbw_gbps"] = totals.avg_busbw();
+    doc["wrong"] = totals.wrong;
+    json_file->commit({doc.dump(2)});
+  }
+  if (csv_file) csv_file->commit(bench::csv_lines(totals.records));
+  return totals.wrong > 0 ? 1 : 0;
+}
+
+int run_qualify(int argc, char** argv) {
+  CLI::App app{"Finds the bad node or link: a ring test of the whole world, then every pair of nodes (rounds of "
+               "disjoint pairs in large worlds), then the ends of each slow pair against healthy nodes. Exit 1 when "
+               "any node or link is a suspect.",
+               "distrun-bench qualify"};
+  Common common;
+  bench::QualifyConfig cfg;
+  std::string bw = "4M", lat = "8", baseline_path, save_path;
+  app.add_option("-b,--bytes", bw, "Bytes each way per exchange, for bandwidth (default 4M)");
+  app.add_option("--latency-bytes", lat, "Bytes each way per exchange, for latency (default 8)");
+  app.add_option("-n,--iters", cfg.iters, "Timed exchanges per pair and size (default 5)");
+  app.add_option("-w,--warmup_iters", cfg.warmup, "Untimed exchanges before them (default 1)");
+  app.add_flag("--per-device", cfg.per_device, "Every rank is a node (e.g. one rank per GPU); default: one rank per host");
+  app.add_option("--min-fraction", cfg.min_fraction,
+                 "A pair is slow below this fraction of the median pair (or of its baseline) bandwidth (default 0.5)");
+  app.add_option("--baseline", baseline_path, "Judge against the pairs of an earlier --save-baseline FILE");
+  app.add_option("--save-baseline", save_path, "Write this run's pairs as a baseline to FILE (rank 0)");
+  app.add_option("--all-pairs-max", cfg.all_pairs_max,
+                 "Up to this many nodes every pair is measured alone; above, rounds of disjoint pairs (default 16)");
+  app.add_option("--rounds", cfg.max_rounds, "Above --all-pairs-max: at most this many rounds (default 0: all)");
+  add_common(app, common);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  cfg.bw_bytes = bytes_of("-b", bw);
+  cfg.lat_bytes = bytes_of("--latency-bytes", lat);
+  if (cfg.bw_bytes < 1 || cfg.lat_bytes < 1) throw ConfigError("qualify: sizes must be at least 1 byte");
+  if (cfg.iters < 1 || cfg.warmup < 0) throw ConfigError("qualify: need -n >= 1 and -w >= 0");
+  if (!(cfg.min_fraction > 0 && cfg.min_fraction <= 1)) throw ConfigError("--min-fraction: must be in (0, 1]");
+  if (!baseline_path.empty()) {
+    std::ifstream f(baseline_path);
+    if (!f) throw ConfigError(baseline_path + ": cannot read the baseline");
+    nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+    if (j.is_discarded()) throw ConfigError(baseline_path + ": not JSON");
+    cfg.baseline = bench::parse_baseline(j, baseline_path);
+  }
+  auto pg = join(common);
+  cfg.timeout = std::chrono::milliseconds(int64_t(std::ceil(common.timeout_s * 1000)));
+  distrun::Backend& b = pg->backend();
+  const bool rank0 = pg->rank() == 0;
+  auto json_file = open_output(common.json_path, rank0);
+  auto save_file = open_output(save_path, rank0);
+  const auto ranks = bench::gather_ranks(b, pg->world().master_addr);
+  const auto result = bench::qualify(b, ranks, cfg);
+  if (rank0) {
+    for (const auto& l : bench::qualify_report(result)) std::cout << l << "\n";
+    std::cout << std::flush;
+  }
+  if (json_file) {
+    nlohmann::ordered_json doc;
+    doc["kind"] = "qualify";
+    doc["provenance"] = bench::provenance(b, ranks);
+    doc["qualify"] = bench::qualify_json(result, cfg);
+    json_file->commit({doc.dump(2)});
+  }
+  if (save_file) save_file->commit({bench::baseline_json(result).dump(2)});
+  return result.any_suspect() ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A peer that died must give EPIPE (an error naming it), not a silent SIGPIPE death.
+  std::signal(SIGPIPE, SIG_IGN);
+  spdlog::set_default_logger(spdlog::stderr_color_mt("distrun-bench"));
+  try {
+    if (argc > 1 && std::string(argv[1]) == "qualify") return run_qualify(argc - 1, argv + 1);
+    return run_bench(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "distrun-bench: error: " << e.what() << std::endl;
+    return distrun::exit_code(e);
+  }
+}

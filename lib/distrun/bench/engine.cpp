@@ -1,0 +1,216 @@
+#include "distrun/bench/engine.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+
+#include "distrun/comm/collectives.hpp"
+#include "distrun/core/error.hpp"
+#include "distrun/env/netif.hpp"
+
+namespace distrun::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double micros_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+Tensor to_cpu(const Tensor& t) { return t.device().is_cuda() ? t.to(Device::cpu()) : t; }
+
+// Avg divides in the dtype (16-bit floats round twice, through float32); every other result
+// of the fill pattern is a small integer, exact in every dtype.
+double tolerance(ReduceOp op, DType t) {
+  if (op != ReduceOp::Avg) return 0;
+  return t == DType::Float16 || t == DType::BFloat16 ? 1e-2 : 1e-6;
+}
+
+struct Buffers {
+  Tensor in, out;
+};
+
+Buffers make_buffers(const Collective& c, Placement p, int64_t count, int64_t block, int me, DType dtype,
+                     Device device) {
+  Buffers b;
+  if (p == Placement::OutOfPlace) {
+    b.in = Tensor::zeros({c.layout == Layout::Gathers ? block : count}, dtype, device);
+    b.out = Tensor::zeros({c.layout == Layout::Splits ? block : count}, dtype, device);
+    return b;
+  }
+  switch (c.in_place) {
+    case InPlace::Same: b.in = b.out = Tensor::zeros({count}, dtype, device); break;
+    case InPlace::InIsOwnSlot:
+      b.out = Tensor::zeros({count}, dtype, device);
+      b.in = b.out.slice(0, me * block, block);
+      break;
+    case InPlace::OutIsOwnSlot:
+      b.in = Tensor::zeros({count}, dtype, device);
+      b.out = b.in.slice(0, me * block, block);
+      break;
+    case InPlace::None: break;
+  }
+  return b;
+}
+
+bool supported(const Collective& c, Placement p) { return p == Placement::OutOfPlace || c.in_place != InPlace::None; }
+
+// Wrong elements of this rank's result of the checked run.
+int64_t count_wrong(const Collective& c, const Tensor& out, const RunArgs& a, DType dtype, bool corrupt) {
+  if (!c.has_result(a)) return 0;
+  Tensor got = to_cpu(out).clone();
+  if (corrupt && got.numel() > 0) got.set(0, got.get(0) + 1);
+  const bool integer = is_integer(dtype);
+  const double tol = tolerance(a.op, dtype);
+  Tensor want = Tensor::empty({got.numel()}, dtype);
+  for (int64_t e = 0; e < got.numel(); ++e) want.set(e, c.expected(a, e, integer));
+  int64_t wrong = 0;
+  for (int64_t e = 0; e < got.numel(); ++e) {
+    const double g = got.get(e), x = want.get(e);
+    if (!(std::fabs(g - x) <= tol * std::fabs(x))) ++wrong;
+  }
+  return wrong;
+}
+
+double combine(const std::vector<double>& per_rank, Average how) {
+  switch (how) {
+    case Average::RankZero: return per_rank.front();
+    case Average::Min: return *std::min_element(per_rank.begin(), per_rank.end());
+    case Average::Max: return *std::max_element(per_rank.begin(), per_rank.end());
+    case Average::Mean: break;
+  }
+  double s = 0;
+  for (double x : per_rank) s += x;
+  return s / double(per_rank.size());
+}
+
+// Times of this rank for one placement: the first (cold, checked) run and each iteration's
+// time per run; wrong elements of the checked run.
+struct LocalTimes {
+  std::vector<double> samples;  // [first, iteration 1, ..., iteration iters]
+  int64_t wrong = 0;
+};
+
+LocalTimes measure(Backend& b, const BenchConfig& cfg, Placement p, int64_t count, int64_t block) {
+  const Collective& c = *cfg.collective;
+  const int me = b.rank();
+  RunArgs a{cfg.op, cfg.root, me, b.size(), block, cfg.timeout};
+  Buffers buf = make_buffers(c, p, count, block, me, cfg.dtype, cfg.device.value_or(b.tensor_device()));
+  LocalTimes t;
+  if (cfg.check) {
+    Tensor fill = Tensor::empty({buf.in.numel()}, cfg.dtype);
+    for (int64_t e = 0; e < fill.numel(); ++e) fill.set(e, fill_value(cfg.op, b.size(), me, e));
+    buf.in.copy_from(fill);
+  }
+  auto t0 = Clock::now();
+  c.run(b, buf.in, buf.out, a);
+  t.samples.push_back(micros_since(t0));
+  if (cfg.check) t.wrong = count_wrong(c, buf.out, a, cfg.dtype, corrupt_rank_from_env() == b.global_rank(me));
+  for (int i = 0; i < cfg.warmup; ++i) c.run(b, buf.in, buf.out, a);
+  for (int i = 0; i < cfg.iters; ++i) {
+    t0 = Clock::now();
+    for (int k = 0; k < cfg.agg; ++k) c.run(b, buf.in, buf.out, a);
+    t.samples.push_back(micros_since(t0) / cfg.agg);
+  }
+  return t;
+}
+
+PlacementResult summarize_ranks(Backend& b, const BenchConfig& cfg, const LocalTimes& mine, int64_t bytes) {
+  const int n = b.size();
+  const size_t per = mine.samples.size();
+  // Every rank's samples, and the wrong elements summed, on every rank.
+  Tensor local = Tensor::empty({int64_t(per)}, DType::Float64);
+  std::copy(mine.samples.begin(), mine.samples.end(), local.data_as<double>());
+  Tensor all = Tensor::empty({int64_t(per) * n}, DType::Float64, b.tensor_device());
+  AllgatherOptions go;
+  go.timeout = cfg.timeout;
+  b.all_gather(local.to(b.tensor_device()), all, go);
+  const Tensor all_cpu = to_cpu(all);
+  Tensor wrong = Tensor::empty({1}, DType::Int64);
+  wrong.data_as<int64_t>()[0] = mine.wrong;
+  Tensor wrong_dev = wrong.to(b.tensor_device());
+  AllreduceOptions ro;
+  ro.timeout = cfg.timeout;
+  b.all_reduce(wrong_dev, ro);
+
+  PlacementResult r;
+  r.measured = true;
+  r.checked = cfg.check;
+  r.wrong = to_cpu(wrong_dev).data_as<int64_t>()[0];
+  const double* v = all_cpu.data_as<double>();
+  std::vector<double> every, means;
+  r.slowest_p50_us = -1;
+  for (int k = 0; k < n; ++k) {
+    const double* row = v + size_t(k) * per;
+    r.first_us = std::max(r.first_us, row[0]);
+    std::vector<double> own(row + 1, row + per);
+    if (own.empty()) own.push_back(row[0]);  // -n 0: the first run is all there is
+    every.insert(every.end(), own.begin(), own.end());
+    const Summary s = summarize(own);
+    means.push_back(s.mean);
+    if (s.p50 > r.slowest_p50_us) {
+      r.slowest_p50_us = s.p50;
+      r.slowest_rank = k;
+    }
+  }
+  r.stats = summarize(every);
+  r.time_us = combine(means, cfg.average);
+  r.algbw_gbps = r.time_us > 0 ? double(bytes) / 1e3 / r.time_us : 0;  // bytes/us/1e3 = GB/s
+  r.busbw_gbps = r.algbw_gbps * cfg.collective->bus_factor(n);
+  return r;
+}
+
+}  // namespace
+
+const char* placement_name(Placement p) { return p == Placement::InPlace ? "in_place" : "out_of_place"; }
+
+int corrupt_rank_from_env() {
+  const char* v = std::getenv("DISTRUN_BENCH_TEST_CORRUPT");
+  if (!v || !*v) return -1;
+  char* end = nullptr;
+  const long r = std::strtol(v, &end, 10);
+  return *end ? -1 : int(r);
+}
+
+std::vector<RankInfo> gather_ranks(Backend& b, const std::string& master_addr) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string address;
+  try {
+    address = b.size() > 1 ? local_address_towards(master_addr) : "127.0.0.1";
+  } catch (const Error&) {
+    address = "";  // not routable: the host name alone names this rank
+  }
+  nlohmann::ordered_json me{{"host", host}, {"address", address}, {"pid", int(getpid())},
+                            {"device", b.tensor_device().str()}};
+  std::vector<RankInfo> ranks;
+  int k = 0;
+  for (const auto& j : all_gather_object(b, me))
+    ranks.push_back({k++, j.at("host").get<std::string>(), j.at("address").get<std::string>(), j.at("pid").get<int>(),
+                     j.at("device").get<std::string>()});
+  return ranks;
+}
+
+SizeResult run_size(Backend& b, const BenchConfig& cfg, int64_t bytes) {
+  if (!cfg.collective) throw ConfigError("bench: no collective");
+  if (cfg.iters < 0 || cfg.warmup < 0 || cfg.agg < 1) throw ConfigError("bench: need -n >= 0, -w >= 0 and -m >= 1");
+  const Collective& c = *cfg.collective;
+  const int n = b.size();
+  const SizeCount sc = size_count(c, bytes, dtype_size(cfg.dtype), n);
+  const int64_t block = c.layout == Layout::Whole ? sc.count : sc.count / n;
+  SizeResult res;
+  res.bytes = sc.bytes;
+  res.count = sc.count;
+  for (Placement p : {Placement::OutOfPlace, Placement::InPlace}) {
+    if (!cfg.placements[int(p)] || !supported(c, p)) continue;
+    const LocalTimes mine = measure(b, cfg, p, sc.count, block);
+    res.placement[int(p)] = summarize_ranks(b, cfg, mine, sc.bytes);
+  }
+  return res;
+}
+
+}  // namespace distrun::bench

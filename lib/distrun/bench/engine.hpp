@@ -1,0 +1,77 @@
+// The measuring engine of distrun-bench and of the scenario `bench` step: for one collective
+// and one size, a checked run (#wrong), warm-up, then timed iterations of `agg` runs each,
+// out of place and in place; every rank's per-iteration times are gathered so the statistics
+// cover all ranks and name the slowest one.
+#pragma once
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distrun/backend/backend.hpp"
+#include "distrun/bench/collectives.hpp"
+#include "distrun/bench/statistics.hpp"
+
+namespace distrun::bench {
+
+/// How one time per size is made from the ranks' mean times (nccl-tests' -a).
+enum class Average { RankZero = 0, Mean = 1, Min = 2, Max = 3 };
+
+enum class Placement { OutOfPlace = 0, InPlace = 1 };
+const char* placement_name(Placement p);  // "out_of_place", "in_place"
+
+/// Who each rank is, gathered once and used to name the slowest rank.
+struct RankInfo {
+  int rank = 0;
+  std::string host;     // hostname
+  std::string address;  // the address this rank reaches the others from
+  int pid = 0;
+  std::string device;   // "cpu" or "cuda:N"
+};
+/// Every member's RankInfo, in group-rank order (every member calls it).
+std::vector<RankInfo> gather_ranks(Backend& b, const std::string& master_addr);
+
+struct BenchConfig {
+  const Collective* collective = nullptr;
+  DType dtype = DType::Float32;
+  ReduceOp op = ReduceOp::Sum;
+  int root = 0;               // a rank of the backend's group
+  int iters = 20;             // -n
+  int warmup = 5;             // -w
+  int agg = 1;                // -m: runs per timed iteration
+  bool check = true;          // -c
+  bool blocking = false;      // -z (recorded; every distrun backend call already completes)
+  Average average = Average::Mean;  // -a
+  bool placements[2] = {true, true};  // out of place, in place
+  std::chrono::milliseconds timeout{0};  // per run; 0: the backend's
+  std::optional<Device> device;          // where the buffers live; default: the backend's
+};
+
+/// One placement's measurements for one size; every rank holds the same values.
+struct PlacementResult {
+  bool measured = false;
+  double time_us = 0;       // per run, combined across ranks as BenchConfig::average says
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  bool checked = false;
+  int64_t wrong = 0;        // wrong elements over all ranks
+  Summary stats;            // per-run time of every timed iteration on every rank
+  double first_us = 0;      // the very first run of this size (the slowest rank's), cold
+  int slowest_rank = 0;     // by its own p50
+  double slowest_p50_us = 0;
+};
+
+struct SizeResult {
+  int64_t bytes = 0;
+  int64_t count = 0;
+  PlacementResult placement[2];
+};
+
+/// Measures `config` at `bytes` (rounded as size_count() says) on `b`; every member calls it.
+SizeResult run_size(Backend& b, const BenchConfig& config, int64_t bytes);
+
+/// The test-only corruption hook: when DISTRUN_BENCH_TEST_CORRUPT names this rank, its
+/// checked result gets one element changed, so tests can see #wrong catch a broken collective.
+int corrupt_rank_from_env();
+
+}  // namespace distrun::bench

@@ -1,0 +1,43 @@
+// What distrun-bench prints and writes: nccl-tests' table (header block, one line per size
+// with the out-of-place and in-place columns, the average bus bandwidth), the compact
+// statistics lines of -v, and the same results as JSON records and CSV rows.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "distrun/bench/engine.hpp"
+
+namespace distrun::bench {
+
+/// Where the bytes travel: "shared memory (single copy)", "tcp" or "nccl".
+std::string transport_of(Backend& b);
+
+/// The provenance block of the JSON: distrun version, backend, transport, hosts, ranks per
+/// host, the UTC date.
+nlohmann::ordered_json provenance(Backend& b, const std::vector<RankInfo>& ranks);
+
+/// "host (address)" of rank `r`.
+std::string rank_place(const std::vector<RankInfo>& ranks, int r);
+
+/// nccl-tests' opening block: the settings line and each rank's host, pid and device.
+std::vector<std::string> header_block(const std::string& settings, const std::vector<RankInfo>& ranks);
+/// The three column-title lines.
+std::vector<std::string> column_header();
+/// One table line for `size`.
+std::string table_row(const SizeResult& size, const BenchConfig& cfg);
+/// The -v lines under a row: percentiles, spread, first run and the slowest rank.
+std::vector<std::string> stats_lines(const SizeResult& size, const std::vector<RankInfo>& ranks);
+/// The closing lines: the wrong-element total and nccl-tests' "# Avg bus bandwidth".
+std::vector<std::string> footer(double avg_busbw_gbps, int64_t wrong);
+
+/// One JSON record per measured placement of `size` (keys: collective, placement, bytes, ...,
+/// p50_us, p99_us, slowest_rank, slowest_host, algbw_gbps, busbw_gbps).
+std::vector<nlohmann::ordered_json> size_records(const SizeResult& size, const BenchConfig& cfg,
+                                                 const std::vector<RankInfo>& ranks);
+
+/// The records as CSV: a header line with the keys of the first, then one line per record.
+std::vector<std::string> csv_lines(const std::vector<nlohmann::ordered_json>& records);
+
+}  // namespace distrun::bench

@@ -1,0 +1,190 @@
+"""distrun-bench as real processes: each flag changes what it should, #wrong catches a
+collective broken on purpose (DISTRUN_BENCH_TEST_CORRUPT), the -J document validates against
+the schema in the repository, the CSV matches it, bad input exits 2 before any rank starts,
+the same program runs under distrun, mpirun and a one-node SLURM, and plot.py draws what it
+writes."""
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from bench_harness import BENCH, DISTRUN, PYTHON, ROOT, check, main, run, skip, validate
+
+TMP = tempfile.mkdtemp(prefix="distrun-bench-test-")
+SMALL = ["-n", "3", "-w", "1"]
+
+
+def bench(args, n=2, env=None, timeout=90):
+    """distrun --nproc-per-node n distrun-bench ARGS -J FILE; returns (rc, stdout, stderr, doc)."""
+    path = os.path.join(TMP, f"out{len(os.listdir(TMP))}.json")
+    r = run([DISTRUN, "--nproc-per-node", str(n), "--", BENCH, *args, "-J", path], timeout=timeout, env=env)
+    doc = json.load(open(path)) if os.path.exists(path) else None
+    return r.returncode, r.stdout, r.stderr, doc
+
+
+def rows(doc, placement="out_of_place"):
+    return [r for r in doc["results"] if r["placement"] == placement]
+
+
+def table_lines(out):
+    return [l for l in out.splitlines() if l and not l.startswith("#")]
+
+
+def test_flags():
+    # -b -e -f: the sizes; the table has one line per size, both placements on it.
+    rc, out, err, doc = bench(["all_reduce", "-b", "1K", "-e", "16K", "-f", "4", *SMALL])
+    check(rc == 0, f"rc {rc}", out + err)
+    validate(doc, "all_reduce -J")
+    check([r["bytes"] for r in rows(doc)] == [1024, 4096, 16384], "-b 1K -e 16K -f 4 sizes", out)
+    check([r["bytes"] for r in rows(doc, "in_place")] == [1024, 4096, 16384], "in-place measured too", out)
+    lines = table_lines(out)
+    check(len(lines) == 3 and lines[0].split()[:5] == ["1024", "256", "float", "sum", "-1"], "table rows", out)
+    check(len(lines[0].split()) == 13, "out-of-place and in-place columns on one line", out)
+    check("# Avg bus bandwidth" in out and "#  Rank  1" in out, "nccl-tests' header and footer", out)
+    check(all(r["wrong"] == 0 and r["samples"] == 3 * 2 for r in doc["results"]), "-n 3 on 2 ranks: 6 samples", out)
+    check(doc["provenance"]["world_size"] == 2 and doc["provenance"]["transport"], "provenance", out)
+    check("slowest rank" not in out, "no statistics lines without -v", out)
+    # -i with -f 1: linear steps.
+    rc, out, err, doc = bench(["all_gather", "-b", "1000", "-e", "3000", "-i", "1000", *SMALL])
+    check(rc == 0 and [r["bytes"] for r in rows(doc)] == [1000, 2000, 3000], "-i 1000 steps", out + err)
+    # -n, -w, -m, -z: recorded; -m divides each iteration's time among its runs.
+    rc, out, err, doc = bench(["broadcast", "-b", "64", "-e", "64", "-n", "4", "-w", "2", "-m", "3", "-z", "1",
+                               "-r", "1", "-v"])
+    check(rc == 0, f"rc {rc}", out + err)
+    r0 = rows(doc)[0]
+    check(r0["iters"] == 4 and r0["agg"] == 3 and r0["samples"] == 8 and r0["root"] == 1, "-n -m -r in records", out)
+    check(doc["config"]["warmup_iters"] == 2 and doc["config"]["blocking"] == 1, "-w -z in config", out)
+    check(table_lines(out)[0].split()[4] == "1", "-r 1 in the root column", out)
+    check("slowest rank" in out and "p99" in out, "-v prints the statistics", out)
+    # -d and -o.
+    rc, out, err, doc = bench(["reduce_scatter", "-b", "256", "-e", "256", "-d", "int32", "-o", "max", *SMALL], n=3)
+    check(rc == 0 and all(r["dtype"] == "int32" and r["redop"] == "max" for r in doc["results"]), "-d int32 -o max",
+          out + err)
+    check(table_lines(out)[0].split()[2:4] == ["int32", "max"], "type and redop columns", out)
+    rc, out, err, doc = bench(["all_reduce", "-b", "64", "-e", "64", "-d", "half", "-o", "all", *SMALL])
+    check(rc == 0 and sorted(r["redop"] for r in rows(doc)) == ["avg", "max", "min", "prod", "sum"], "-o all", out + err)
+    # -c 0: nothing checked.
+    rc, out, err, doc = bench(["all_to_all", "-b", "1K", "-e", "1K", "-c", "0", *SMALL])
+    check(rc == 0 and all(r["wrong"] is None for r in doc["results"]), "-c 0: wrong is null", out + err)
+    check(table_lines(out)[0].split()[8] == "N/A", "-c 0: #wrong N/A", out)
+    check(rows(doc, "in_place") == [] and table_lines(out)[0].split()[9] == "N/A", "all_to_all has no in-place", out)
+    # -a: the reported time is rank 0's, the mean, the min or the max of the ranks' means.
+    for a, relation in ((2, lambda t, m: t <= m * 1.000001), (3, lambda t, m: t >= m * 0.999999),
+                        (1, lambda t, m: abs(t - m) <= 1e-6 * m)):
+        rc, out, err, doc = bench(["send_recv", "-b", "4K", "-e", "4K", "-a", str(a), *SMALL], n=3)
+        r0 = rows(doc)[0]
+        check(rc == 0 and relation(r0["time_us"], r0["mean_us"]), f"-a {a}: time {r0['time_us']} vs mean "
+              f"{r0['mean_us']}", out + err)
+    # all: each collective in turn; --csv: the same records as CSV.
+    csv_path = os.path.join(TMP, "all.csv")
+    rc, out, err, doc = bench(["all", "-b", "1K", "-e", "1K", *SMALL, "--csv", csv_path, "-r", "1"], n=3)
+    check(rc == 0, f"all: rc {rc}", out + err)
+    validate(doc, "all -J")
+    colls = [r["collective"] for r in rows(doc)]
+    check(colls == ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "gather",
+                    "scatter", "send_recv"], f"all: every collective in turn: {colls}", out)
+    with open(csv_path) as f:
+        table = list(csv.DictReader(f))
+    check(len(table) == len(doc["results"]), "one CSV line per record", str(table[:2]))
+    check([float(t["p50_us"]) for t in table] == [r["p50_us"] for r in doc["results"]], "CSV p50 = JSON p50")
+
+
+def test_wrong():
+    # Rank 1 corrupts one element of each checked result: every collective and placement
+    # shows it (rank 1 is the root, so rooted ones check it too), the run fails.
+    env = {"DISTRUN_BENCH_TEST_CORRUPT": "1"}
+    rc, out, err, doc = bench(["all", "-b", "1K", "-e", "1K", *SMALL, "-r", "1"], n=3, env=env)
+    check(rc == 1, f"exit 1 when #wrong > 0, got {rc}", out + err)
+    check(doc is not None and all(r["wrong"] == 1 for r in doc["results"]), "#wrong = 1 everywhere",
+          json.dumps(doc and doc["results"])[:2000])
+    check(all(l.split()[8] == "1" for l in table_lines(out)), "#wrong column", out)
+    check("FAILED" in out, "footer says FAILED", out)
+    # The schema catches a record that lost a key (the validation can fail).
+    broken = json.loads(json.dumps(doc))
+    del broken["results"][0]["p50_us"]
+    try:
+        validate(broken, "broken")
+    except Exception:
+        pass
+    else:
+        check(False, "a record without p50_us must not validate")
+
+
+def test_bad_input():
+    for args, words in ((["all_reducee"], "unknown collective 'all_reducee'"), (["all_reduce", "-d", "quad"], "-d"),
+                        (["all_reduce", "-b", "1Q"], "-b: bad size"), (["all_reduce", "-b", "2K", "-e", "1K"], "-b"),
+                        (["all_reduce", "-o", "nope"], "-o"), (["reduce", "-o", "bxor", "-d", "float"], "needs an integer type"), (["qualify", "--min-fraction", "2"], "--min-fraction")):
+        r = run([BENCH, *args], timeout=30)
+        check(r.returncode == 2 and words in r.stderr, f"{args}: exit 2 naming the problem", r.stdout + r.stderr)
+    r = run([BENCH, "--help"], timeout=30)
+    check(r.returncode == 0 and "-b,--minbytes" in r.stdout and "--csv" in r.stdout, "--help", r.stdout)
+
+
+def test_mpirun():
+    if not shutil.which("mpirun"):
+        skip("mpirun not found (openmpi-bin; scripts/deps.sh test)")
+    path = os.path.join(TMP, "mpi.json")
+    r = run(["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", BENCH, "all_gather", "-b", "3K", "-e", "3K",
+             *SMALL, "-J", path], timeout=120, env={"OMPI_MCA_plm_rsh_agent": "false"})
+    check(r.returncode == 0, f"mpirun: rc {r.returncode}", r.stdout + r.stderr)
+    doc = json.load(open(path))
+    validate(doc, "mpirun -J")
+    check(doc["provenance"]["world_size"] == 3 and rows(doc)[0]["wrong"] == 0, "3 ranks from Open MPI", r.stdout)
+    check(len(table_lines(r.stdout)) == 1, "one table, from rank 0 only", r.stdout)
+
+
+def test_plot():
+    """plot.py draws a bench document and a qualify document as PNG files."""
+    if subprocess.run([PYTHON, "-c", "import matplotlib"], capture_output=True).returncode != 0:
+        skip("python3-matplotlib is not installed (scripts/deps.sh bench)")
+    plot = os.path.join(ROOT, "scripts", "bench", "plot.py")
+    rc, out, err, doc = bench(["all_gather", "-b", "1K", "-e", "16K", "-f", "4", *SMALL])
+    check(rc == 0, f"bench: rc {rc}", out + err)
+    qpath = os.path.join(TMP, "q.json")
+    r = run([DISTRUN, "--nproc-per-node", "3", "--", BENCH, "qualify", "--per-device", "-b", "64K", "-n", "2",
+             "--min-fraction", "0.01", "-J", qpath], timeout=90, env={"DISTRUN_CMA": "0"})
+    check(r.returncode == 0 and "# verdict: OK" in r.stdout, f"qualify --per-device: rc {r.returncode}",
+          r.stdout + r.stderr)
+    validate(json.load(open(qpath)), "qualify --per-device -J")
+    for name, d in (("bench", doc), ("qualify", json.load(open(qpath)))):
+        src, png = os.path.join(TMP, f"{name}.json"), os.path.join(TMP, f"{name}.png")
+        with open(src, "w") as f:
+            json.dump(d, f)
+        p = run([PYTHON, plot, src, png], timeout=120)
+        check(p.returncode == 0, f"plot.py {name}: rc {p.returncode}", p.stdout + p.stderr)
+        with open(png, "rb") as f:
+            check(f.read(8) == b"\x89PNG\r\n\x1a\n", f"plot.py {name}: a PNG file")
+
+
+def test_slurm():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "launcher"))
+    from slurm_cluster import one_node_cluster  # noqa: E402
+
+    with one_node_cluster() as (env, d):
+        path = os.path.join(d, "slurm.json")
+        out = os.path.join(d, "bench.out")
+        cmd = f"srun --ntasks-per-node=3 --overcommit {BENCH} reduce -b 1K -e 4K -f 4 -n 3 -w 1 -r 2 -J {path}"
+        try:
+            r = subprocess.run(["sbatch", "--parsable", "--wait", "-N1", "-n3", "--overcommit", "-o", out, "--wrap", cmd],
+                               env=env, capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            subprocess.run(["scancel", "-u", "root"], env=env, capture_output=True, timeout=10)
+            check(False, "sbatch: no result in 120 s")
+        text = open(out).read() if os.path.exists(out) else ""
+        check(r.returncode == 0, f"sbatch: rc {r.returncode}", r.stderr + text)
+        doc = json.load(open(path))
+        validate(doc, "srun -J")
+        check(doc["provenance"]["world_size"] == 3 and [x["bytes"] for x in rows(doc)] == [1024, 4096],
+              "3 ranks from SLURM, both sizes", text)
+        check(all(x["root"] == 2 and x["wrong"] == 0 for x in doc["results"]), "root 2, right results", text)
+
+
+if __name__ == "__main__":
+    try:
+        main({"flags": test_flags, "wrong": test_wrong, "bad_input": test_bad_input, "mpirun": test_mpirun,
+              "plot": test_plot, "slurm": test_slurm})
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)

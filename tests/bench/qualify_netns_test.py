@@ -1,0 +1,169 @@
+"""`distrun-bench qualify` on four hosts made of network namespaces on a bridge (the bridge in
+a fifth namespace, names unique per run), one distrun-bench rank per host started with
+torchrun's variables. Healthy: exit 0. One host's link throttled with `tc tbf rate 100mbit`:
+that host is named (by its address; the hosts share a hostname), no other, exit 1, with
+every pair measured and again with one round of disjoint pairs plus bisection. One pair
+throttled (an htb class and a u32 filter on one veth): named as a link. Needs root, ip, tc."""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from bench_harness import BENCH, SCHEMA, check, main, skip, validate
+
+TAG = f"dq{os.getpid() % 100000}{random.randint(0, 9)}"
+HOSTS = 4
+NS = [f"{TAG}h{i}" for i in range(HOSTS)]
+SW = f"{TAG}sw"
+BR = f"{TAG}br"
+HOST_IF = [f"{TAG}e{i}" for i in range(HOSTS)]   # inside host i
+PORT_IF = [f"{TAG}p{i}" for i in range(HOSTS)]   # its other end, on the bridge
+ADDR = [f"192.0.2.{10 + i}" for i in range(HOSTS)]
+# Small and few, so a throttled run stays within seconds. On a shared, loaded machine healthy
+# veth pairs differ by several times between themselves (less in the best of 5 exchanges that
+# qualify keeps), so the threshold is a quarter of the reference (not the default half); a
+# 100 Mbit/s link is 10x or more below it even here.
+QUALIFY = ["-b", "1M", "-n", "5", "-w", "1", "-T", "60", "--min-fraction", "0.25"]
+
+
+def sh(*args):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=20)
+    if r.returncode != 0:
+        raise subprocess.CalledProcessError(r.returncode, args, r.stdout, r.stderr)
+
+
+def setup():
+    sh("ip", "netns", "add", SW)
+    sh("ip", "-n", SW, "link", "add", BR, "type", "bridge")
+    sh("ip", "-n", SW, "link", "set", BR, "up")
+    for i in range(HOSTS):
+        sh("ip", "netns", "add", NS[i])
+        sh("ip", "link", "add", HOST_IF[i], "netns", NS[i], "type", "veth", "peer", "name", PORT_IF[i], "netns", SW)
+        sh("ip", "-n", SW, "link", "set", PORT_IF[i], "master", BR, "up")
+        sh("ip", "-n", NS[i], "addr", "add", ADDR[i] + "/24", "dev", HOST_IF[i])
+        sh("ip", "-n", NS[i], "link", "set", HOST_IF[i], "up")
+        sh("ip", "-n", NS[i], "link", "set", "lo", "up")
+
+
+def teardown():
+    for ns in NS + [SW]:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
+
+
+def throttle_host(i):
+    sh("ip", "netns", "exec", NS[i], "tc", "qdisc", "add", "dev", HOST_IF[i], "root", "tbf", "rate", "100mbit",
+       "burst", "64kb", "latency", "100ms")
+
+
+def throttle_pair(i, j):
+    """Only what host i sends to host j goes through a 100 Mbit/s class (an htb whose
+    unclassified traffic passes unshaped, a u32 filter on the destination)."""
+    ns = ["ip", "netns", "exec", NS[i], "tc"]
+    sh(*ns, "qdisc", "add", "dev", HOST_IF[i], "root", "handle", "1:", "htb")
+    sh(*ns, "class", "add", "dev", HOST_IF[i], "parent", "1:", "classid", "1:20", "htb", "rate", "100mbit")
+    sh(*ns, "filter", "add", "dev", HOST_IF[i], "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip",
+       "dst", ADDR[j] + "/32", "flowid", "1:20")
+
+
+def unthrottle(i):
+    subprocess.run(["ip", "netns", "exec", NS[i], "tc", "qdisc", "del", "dev", HOST_IF[i], "root"], capture_output=True,
+                   timeout=20)
+
+
+def qualify(out_dir, name, extra=()):
+    """Runs one rank per host; returns (exit codes, rank 0's stdout, the -J document)."""
+    json_path = os.path.join(out_dir, f"{name}.json")
+    procs = []
+    for i in range(HOSTS):
+        env = dict(os.environ, RANK=str(i), WORLD_SIZE=str(HOSTS), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+                   GROUP_RANK=str(i), NODE_RANK=str(i), MASTER_ADDR=ADDR[0], MASTER_PORT="29517",
+                   # The namespaces share one kernel: keep the single-copy path off so the
+                   # bytes cross the veths.
+                   DISTRUN_CMA="0")
+        cmd = ["ip", "netns", "exec", NS[i], BENCH, "qualify", *QUALIFY, *extra]
+        if i == 0:
+            cmd += ["-J", json_path]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=120))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+    codes = [p.returncode for p in procs]
+    doc = json.load(open(json_path)) if os.path.exists(json_path) else None
+    return codes, outs[0][0], doc, "".join(o[1] for o in outs)
+
+
+def suspects(doc):
+    return sorted(s["address"] for s in doc["qualify"]["suspect_nodes"])
+
+
+def links(doc):
+    nodes = doc["qualify"]["nodes"]
+    return sorted(tuple(sorted((nodes[a]["address"], nodes[b]["address"]))) for a, b in doc["qualify"]["suspect_links"])
+
+
+def test():
+    if os.geteuid() != 0:
+        skip("needs root to create network namespaces")
+    for prog in ("ip", "tc"):
+        if not shutil.which(prog):
+            skip(f"`{prog}` not found (iproute2; scripts/deps.sh test)")
+    d = tempfile.mkdtemp(prefix="distrun-qualify-")
+    try:
+        try:
+            setup()
+        except subprocess.CalledProcessError as e:
+            skip(f"cannot create namespaces, veths or a bridge here: {e.stderr.strip()}")
+        # Healthy: nobody is named; the baseline of this run is saved for the last case.
+        codes, out, doc, err = qualify(d, "healthy", ["--save-baseline", os.path.join(d, "base.json")])
+        check(codes == [0] * HOSTS, f"healthy: every rank exits 0, got {codes}", out + err)
+        validate(doc, "healthy qualify -J")
+        check(suspects(doc) == [] and links(doc) == [], "healthy: no suspect", out)
+        check(len(doc["qualify"]["pairs"]) == 6, "healthy: every pair of 4 measured", out)
+        check("# verdict: OK" in out, "healthy: verdict OK", out)
+
+        # Host 2's link at 100 Mbit/s: host 2 is the suspect, by its address, and no other.
+        throttle_host(2)
+        try:
+            codes, out, doc, err = qualify(d, "host")
+            check(codes == [1] * HOSTS, f"throttled host: every rank exits 1, got {codes}", out + err)
+            validate(doc, "throttled qualify -J")
+            check(suspects(doc) == [ADDR[2]], f"throttled host named alone: {suspects(doc)}", out)
+            check(links(doc) == [], f"no suspect link besides: {links(doc)}", out)
+            check(f"({ADDR[2]})" in out.split("# suspect nodes:")[1].splitlines()[0], "the suspect line names it", out)
+            check("# exclude: " in out and "# verdict: FAILED" in out, "exclude line and verdict", out)
+            # One round of disjoint pairs, then bisection against healthy nodes.
+            codes, out, doc, err = qualify(d, "rounds", ["--all-pairs-max", "2", "--rounds", "1"])
+            check(codes == [1] * HOSTS, f"rounds: every rank exits 1, got {codes}", out + err)
+            check(suspects(doc) == [ADDR[2]], f"rounds + bisection name the host: {suspects(doc)}", out)
+            check(any(p["phase"] == "bisect" for p in doc["qualify"]["pairs"]), "bisection pairs measured", out)
+        finally:
+            unthrottle(2)
+
+        # Only host 1 -> host 3 slowed: a suspect link between two healthy hosts, judged
+        # against the healthy run's baseline.
+        throttle_pair(1, 3)
+        try:
+            codes, out, doc, err = qualify(d, "link", ["--baseline", os.path.join(d, "base.json")])
+            check(codes == [1] * HOSTS, f"throttled pair: every rank exits 1, got {codes}", out + err)
+            check(links(doc) == [tuple(sorted((ADDR[1], ADDR[3])))], f"the pair named as a link: {links(doc)}", out)
+            check(suspects(doc) == [], f"no suspect node: {suspects(doc)}", out)
+            check(doc["qualify"]["config"]["baseline"] is True, "judged against the baseline", out)
+        finally:
+            unthrottle(1)
+    finally:
+        teardown()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.argv[1:] = ["qualify_netns"]
+    main({"qualify_netns": test})
