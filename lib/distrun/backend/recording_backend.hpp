@@ -23,6 +23,7 @@ class RecordingBackend : public Backend {
 
   std::string name() const override { return inner_->name(); }
   Device tensor_device() const override { return inner_->tensor_device(); }
+  std::string transport_name() const override { return inner_->transport_name(); }
   void broadcast(Tensor& tensor, const BroadcastOptions& opts) override;
   void all_reduce(Tensor& tensor, const AllreduceOptions& opts) override;
   void all_reduce_coalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts) override;

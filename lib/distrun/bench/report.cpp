@@ -7,7 +7,6 @@
 
 #include "distrun/bench/vocabulary.hpp"
 #include "distrun/config.hpp"
-#include "distrun/gloo/gloo_backend.hpp"
 
 namespace distrun::bench {
 
@@ -48,9 +47,8 @@ std::string placement_columns(const PlacementResult& p) {
 }  // namespace
 
 std::string transport_of(Backend& b) {
-  if (b.name() == "nccl") return "nccl";
-  if (auto* g = dynamic_cast<GlooBackend*>(&b); g && g->single_copy()) return "shared memory (single copy)";
-  return b.size() > 1 ? "tcp" : "none (one rank)";
+  if (b.size() == 1) return "none (one rank)";
+  return b.transport_name();
 }
 
 std::string rank_place(const std::vector<RankInfo>& ranks, int r) {

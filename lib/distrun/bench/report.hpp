@@ -11,7 +11,7 @@
 
 namespace distrun::bench {
 
-/// Where the bytes travel: "shared memory (single copy)", "tcp" or "nccl".
+/// Where the bytes travel: the backend's transport ("shm", "tcp", "nccl"), or none for one rank.
 std::string transport_of(Backend& b);
 
 /// The provenance block of the JSON: distrun version, backend, transport, hosts, ranks per
