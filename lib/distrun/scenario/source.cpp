@@ -41,6 +41,11 @@ size_t utf8_sequence_length(const std::string& s, size_t i) {
   return 0;
 }
 
+std::string hex_byte(unsigned c) {
+  const char* hex = "0123456789abcdef";
+  return std::string{hex[(c >> 4) & 15], hex[c & 15]};
+}
+
 }  // namespace
 
 std::string read_scenario_text(const std::string& path) {
@@ -54,11 +59,13 @@ std::string read_scenario_text(const std::string& path) {
     const size_t n = utf8_sequence_length(text, i);
     if (n == 0)
       throw error_at(path, {line, col}, "the file is not valid UTF-8 (bad byte 0x" +
-                                            [&] {
-                                              const char* hex = "0123456789abcdef";
-                                              unsigned c = static_cast<unsigned char>(text[i]);
-                                              return std::string{hex[c >> 4], hex[c & 15]};
-                                            }() + ")");
+                                            hex_byte(static_cast<unsigned char>(text[i])) + ")");
+    // YAML allows no control characters but tab, line feed and carriage return; yaml-cpp does
+    // not refuse them itself, and a NUL byte can make its scanner loop while its memory grows.
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
+      throw error_at(path, {line, col}, "control character 0x" +
+                                            hex_byte(c) + " is not allowed in a YAML file");
     if (text[i] == '\n') {
       ++line;
       col = 1;

@@ -3,6 +3,9 @@
 #include <cerrno>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <tuple>
+#include <algorithm>
 #include <regex>
 #include <set>
 
@@ -12,37 +15,74 @@ namespace distrun::scenario {
 
 namespace {
 
+// Counts the document as if every alias were expanded, without expanding it: an alias is the
+// same node as its anchor (yaml-cpp shares it), so each distinct node is walked once and its
+// expanded size and height are remembered and added again at every use. Walking a bomb of
+// 10^9 virtual nodes thus costs its few dozen real ones.
 class Walker {
  public:
   Walker(const std::string& file, const YamlLimits& limits) : file_(file), limits_(limits) {}
 
-  void walk(const YAML::Node& n, int depth) {
-    if (++nodes_ > limits_.max_nodes)
-      throw error_at(file_, mark_of(n), "the document expands to more than " + std::to_string(limits_.max_nodes) +
-                                            " nodes (aliases count each time they are used)");
-    if (depth > limits_.max_depth)
-      throw error_at(file_, mark_of(n), "the document nests deeper than " + std::to_string(limits_.max_depth) +
-                                            " levels (aliases count each time they are used)");
+  void walk_document(const YAML::Node& n) { walk(n, 0); }
+
+ private:
+  struct Extent {
+    int64_t nodes = 0;  // this node and everything below it, aliases expanded
+    int height = 0;     // levels below it
+  };
+
+  Extent walk(const YAML::Node& n, int depth) {
+    if (depth > limits_.max_depth) too_deep(n);
+    // Identity of the underlying node: where it starts in the text and what it is (an alias
+    // reports its anchor's position, so every use of one anchor meets the same entry).
+    const YAML::Mark m = n.Mark();
+    const auto key = std::make_tuple(m.pos, m.line, m.column, int(n.Type()), n.size());
+    if (auto it = seen_.find(key); it != seen_.end()) {
+      count(n, it->second.nodes);
+      if (depth + it->second.height > limits_.max_depth) too_deep(n);
+      return it->second;
+    }
+    Extent e;
+    e.nodes = 1;
+    count(n, 1);
+    auto child = [&](const YAML::Node& c) {
+      const Extent ce = walk(c, depth + 1);
+      e.nodes += ce.nodes;
+      e.height = std::max(e.height, ce.height + 1);
+    };
     if (n.IsSequence()) {
-      for (const auto& c : n) walk(c, depth + 1);
+      for (const auto& c : n) child(c);
     } else if (n.IsMap()) {
-      std::set<std::string> seen;
+      std::set<std::string> keys;
       for (const auto& kv : n) {
         if (!kv.first.IsScalar())
           throw error_at(file_, mark_of(kv.first), "a mapping key must be a plain name, not a list or a mapping");
-        if (!seen.insert(kv.first.Scalar()).second)
+        if (!keys.insert(kv.first.Scalar()).second)
           throw error_at(file_, mark_of(kv.first), "duplicate key '" + kv.first.Scalar() + "'");
-        walk(kv.second, depth + 1);
+        child(kv.second);
       }
     }
+    if (!m.is_null()) seen_.emplace(key, e);
+    return e;
   }
 
- private:
+  void count(const YAML::Node& n, int64_t more) {
+    nodes_ += more;
+    if (nodes_ > limits_.max_nodes)
+      throw error_at(file_, mark_of(n), "the document expands to more than " + std::to_string(limits_.max_nodes) +
+                                            " nodes (aliases count each time they are used)");
+  }
+
+  [[noreturn]] void too_deep(const YAML::Node& n) const {
+    throw error_at(file_, mark_of(n), "the document nests deeper than " + std::to_string(limits_.max_depth) +
+                                          " levels (aliases count each time they are used)");
+  }
+
   const std::string& file_;
   const YamlLimits& limits_;
   int64_t nodes_ = 0;
+  std::map<std::tuple<int, int, int, int, std::size_t>, Extent> seen_;
 };
-
 }  // namespace
 
 YAML::Node load_one_document(const std::string& file, const std::string& text, const YamlLimits& limits) {
@@ -56,7 +96,7 @@ YAML::Node load_one_document(const std::string& file, const std::string& text, c
   if (docs.empty()) return YAML::Node();
   if (docs.size() > 1)
     throw error_at(file, mark_of(docs[1]), "a scenario file holds one YAML document; a second one starts here");
-  Walker(file, limits).walk(docs[0], 0);
+  Walker(file, limits).walk_document(docs[0]);
   return docs[0];
 }
 
