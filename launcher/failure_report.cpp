@@ -20,11 +20,6 @@ std::string iso_time(std::chrono::system_clock::time_point t) {
   return std::string(buf) + frac;
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return s;
-}
-
 }  // namespace
 
 std::string format_failure(const WorkerFailure& f, const std::string& host, const std::string& what) {
@@ -40,16 +35,6 @@ std::string format_failure(const WorkerFailure& f, const std::string& host, cons
     for (auto& line : f.stderr_tail) out += "    " + line + "\n";
   }
   return out;
-}
-
-bool looks_like_port_taken(const WorkerFailure& f) {
-  for (auto& line : f.stderr_tail) {
-    std::string l = lower(line);
-    if (l.find("address already in use") != std::string::npos || l.find("eaddrinuse") != std::string::npos ||
-        l.find("port is already in use") != std::string::npos)
-      return true;
-  }
-  return false;
 }
 
 }  // namespace distrun::launcher

@@ -11,8 +11,4 @@ namespace distrun::launcher {
 /// lines of the worker's stderr. `what` is the program or scenario that ran.
 std::string format_failure(const WorkerFailure& failure, const std::string& host, const std::string& what);
 
-/// True when the failure looks like the workers' store could not bind MASTER_PORT (lost the
-/// race for a port picked free a moment before).
-bool looks_like_port_taken(const WorkerFailure& failure);
-
 }  // namespace distrun::launcher

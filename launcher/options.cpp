@@ -44,6 +44,13 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   app.add_option(both_spellings("--master-port"), o.master_port, "port of node 0's rendezvous")->check(CLI::Range(1, 65535));
   app.add_option(both_spellings("--rdzv-endpoint"), o.rdzv_endpoint, "HOST[:PORT] of node 0, instead of --master-addr/--master-port");
   app.add_option(both_spellings("--rdzv-timeout"), o.rdzv_timeout, "seconds the nodes wait for each other (default 300)")->check(CLI::PositiveNumber);
+  app.add_option(both_spellings("--rdzv-secret-file"), o.rdzv_secret_file,
+                 "file (mode 0600) holding the job secret, instead of $DISTRUN_STORE_SECRET");
+  app.add_flag(both_spellings("--rdzv-bind-all"), o.rdzv_bind_all,
+               "node 0 listens on every interface, not only the one of --master-addr");
+  app.add_option(both_spellings("--workers-port"), o.workers_port,
+                 "several nodes: the port of the workers' store on node 0 (default: a free one, kept across restarts)")
+      ->check(CLI::Range(1, 65535));
   app.add_flag(both_spellings("--standalone"), o.standalone, "one node; pick a free port");
   app.add_option(both_spellings("--max-restarts"), o.max_restarts, "restart the whole group up to N times on failure")->check(CLI::NonNegativeNumber);
   app.add_option(both_spellings("--run-id", "--rdzv-id,--rdzv_id"), o.run_id, "job id (TORCHELASTIC_RUN_ID, log folder)");

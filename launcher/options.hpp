@@ -27,6 +27,9 @@ struct LaunchOptions {
   std::string local_ranks_filter;    // "0,2": only these local ranks' output on the console
   std::string launcher = "auto";     // auto | pytorch | slurm | mpi
   double rdzv_timeout = 300;         // seconds the agents wait for each other
+  std::string rdzv_secret_file;      // job secret (else $DISTRUN_STORE_SECRET); mode 0600 checked
+  bool rdzv_bind_all = false;        // node 0's rendezvous on 0.0.0.0, not the master's interface
+  std::optional<int> workers_port;   // several nodes: the workers' store port on node 0 (else free)
   double stop_grace = 1.0;           // seconds between SIGTERM and SIGKILL when stopping workers
   // Scenario options, passed on to distrun-worker.
   std::optional<std::string> backend;

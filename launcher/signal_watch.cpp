@@ -34,6 +34,12 @@ int SignalWatch::next() {
   return n == ssize_t(sizeof info) ? int(info.ssi_signo) : 0;
 }
 
+int SignalWatch::next_stop() {
+  while (int sig = next())
+    if (sig != SIGCHLD) return sig;
+  return 0;
+}
+
 void restore_child_signals(const sigset_t& mask) {
   // Dispositions set to SIG_IGN survive exec; reset the one the launcher changed.
   signal(SIGPIPE, SIG_DFL);

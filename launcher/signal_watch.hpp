@@ -4,7 +4,23 @@
 #pragma once
 #include <signal.h>
 
+#include <exception>
+#include <string>
+
 namespace distrun::launcher {
+
+/// The agent was stopped by SIGINT/SIGTERM/SIGHUP outside the workers' run (while the nodes
+/// meet or wait for each other); main exits 128+signal.
+class Interrupted : public std::exception {
+ public:
+  explicit Interrupted(int signal) : signal_(signal), text_("stopped by signal " + std::to_string(signal)) {}
+  int signal() const { return signal_; }
+  const char* what() const noexcept override { return text_.c_str(); }
+
+ private:
+  int signal_;
+  std::string text_;
+};
 
 class SignalWatch {
  public:
@@ -19,6 +35,8 @@ class SignalWatch {
   int fd() const { return fd_; }
   /// Reads one pending signal number, or 0 when none is pending.
   int next();
+  /// The first pending SIGINT/SIGTERM/SIGHUP (SIGCHLD skipped), or 0; for waits without workers.
+  int next_stop();
   /// The mask and dispositions the launcher started with, for children to restore.
   const sigset_t& original_mask() const { return original_mask_; }
 

@@ -145,7 +145,8 @@ bool WorkerGroup::any_stream_open() const {
   return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.out.fd >= 0 || w.err.fd >= 0; });
 }
 
-GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseconds poll_interval) {
+GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseconds poll_interval,
+                             const std::function<void(const GroupResult&)>& on_first_failure) {
   GroupResult result;
   auto next_poll = Clock::now() + poll_interval;
   std::optional<Clock::time_point> drain_until;  // set once every worker has ended
@@ -169,11 +170,13 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
     if (n > 0 && (fds[0].revents & POLLIN)) {
       while (int sig = signals_.next()) {
         if (sig == SIGCHLD) continue;  // reaped below, every round
-        if (!result.signal) {
+        bool first = !result.signal;
+        if (first) {
           result.signal = sig;
           result.outcome = GroupOutcome::interrupted;
         }
         begin_stop(sig);  // forward the signal itself, as torchrun does
+        if (first && on_first_failure) on_first_failure(result);
       }
     }
     bool had_failure = result.failure.has_value();
@@ -181,6 +184,7 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
     if (result.failure && !had_failure && result.outcome == GroupOutcome::succeeded) {
       result.outcome = GroupOutcome::failed;
       begin_stop(SIGTERM);
+      if (on_first_failure) on_first_failure(result);
     }
     now = Clock::now();
     if (stopping_ && !killed && now >= kill_at_ && any_running()) {

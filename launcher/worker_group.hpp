@@ -51,9 +51,12 @@ class WorkerGroup {
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
   /// Supervises until every worker has ended. `peer_failed`, when given, is polled every
-  /// `poll_interval`; when it returns true the local workers are stopped.
+  /// `poll_interval`; when it returns true the local workers are stopped. `on_first_failure`,
+  /// when given, hears of a local failure or a signal the moment it is seen (so the other
+  /// nodes can be told while the local workers are still being stopped).
   GroupResult run(const std::function<bool()>& peer_failed = {},
-                  std::chrono::milliseconds poll_interval = std::chrono::milliseconds(200));
+                  std::chrono::milliseconds poll_interval = std::chrono::milliseconds(200),
+                  const std::function<void(const GroupResult&)>& on_first_failure = {});
 
  private:
   struct Stream {

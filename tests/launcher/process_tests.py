@@ -17,6 +17,8 @@ TORCH_VARS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RAN
               "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS",
               "DISTRUN_STORE_SECRET"]
 DUMP_ENV = "import json,os; print('ENV ' + json.dumps({k: os.environ.get(k) for k in %r}))" % TORCH_VARS
+# Several nodes need a job secret (the agents' rendezvous refuses to start without one).
+SECRET = {"DISTRUN_STORE_SECRET": "process-tests-" + uuid.uuid4().hex}
 
 
 def marker():
@@ -163,13 +165,13 @@ def case_master_port_taken():
         r = distrun("--nproc", "2", "--master-port", str(port), "--", "true", timeout=20)
         check(r.returncode == 2 and "already in use" in r.stderr, f"one node: rc {r.returncode}", r.stderr)
         r = distrun("--nnodes", "2", "--node-rank", "0", "--master-port", str(port), "--rdzv-timeout", "5", "--", "true",
-                    timeout=20)
+                    timeout=20, env=SECRET)
         check(r.returncode != 0 and "already in use" in r.stderr, f"node 0: rc {r.returncode}", r.stderr)
 
 
 def case_missing_node_named():
     r = distrun("--nnodes", "3", "--node-rank", "0", "--master-port", str(free_port()), "--rdzv-timeout", "1",
-                "--", "true", timeout=30)
+                "--", "true", timeout=30, env=SECRET)
     check(r.returncode == 1 and "node(s) 1, 2 of 3 never joined" in r.stderr, f"rc {r.returncode}", r.stderr)
 
 
@@ -178,8 +180,8 @@ def case_two_agents_one_host():
     port = str(free_port())
     common = ["--nnodes", "2", "--nproc", "2", "--master-addr", "127.0.0.1", "--master-port", port, "--rdzv-timeout", "20"]
     p1 = subprocess.Popen([DISTRUN, *common, "--node-rank", "1", "--", PYTHON, "-c", DUMP_ENV], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
-    r0 = distrun(*common, "--node-rank", "0", "--", PYTHON, "-c", DUMP_ENV, timeout=40)
+                          stderr=subprocess.PIPE, text=True, env=dict(os.environ, **SECRET))
+    r0 = distrun(*common, "--node-rank", "0", "--", PYTHON, "-c", DUMP_ENV, timeout=40, env=SECRET)
     out1, err1 = p1.communicate(timeout=40)
     check(r0.returncode == 0 and p1.returncode == 0, f"rc {r0.returncode}/{p1.returncode}", r0.stderr + err1)
     envs = envs_from(r0.stdout + out1)
