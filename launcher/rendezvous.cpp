@@ -267,7 +267,8 @@ Assignment Rendezvous::join(int attempt) {
         std::string nproc, results, host;
         node >> nproc >> results >> host;
         out << nproc << " " << host << "\n";
-        (results == "1" ? with : without) += (n ? " " : "") + std::to_string(n);
+        std::string& list = results == "1" ? with : without;
+        list += (list.empty() ? "" : ", ") + std::to_string(n);
       }
       std::string plan_text = out.str();
       plan_text.pop_back();
@@ -316,6 +317,8 @@ Assignment Rendezvous::join(int attempt) {
 FailureRecord Rendezvous::report_failure(int attempt, const FailureRecord& mine) {
   if (!store_ || !store_alive_) return mine;
   try {
+    // The reporter has seen the failure: node 0 need not wait for it to say so.
+    store_->set(key(attempt, "seen/" + std::to_string(plan_.node_rank)), "1");
     if (store_->add(key(attempt, "failclaim"), 1) == 1) {
       store_->set(key(attempt, "failed"), mine.encode());
       return mine;
@@ -408,8 +411,10 @@ void Rendezvous::acknowledge(int attempt) {
       return;
     }
     std::vector<std::string> seen;
+    // Only nodes that joined this attempt and did not vanish can read it.
     for (int n = 1; n < plan_.nnodes; ++n)
-      if (!vanished_.count(n)) seen.push_back(key(attempt, "seen/" + std::to_string(n)));
+      if (!vanished_.count(n) && store_->check({key(attempt, "node/" + std::to_string(n))}))
+        seen.push_back(key(attempt, "seen/" + std::to_string(n)));
     if (!seen.empty()) store_->wait(seen, kLinger);
   } catch (const Error&) {
     // Bounded on purpose: a node that never reads it has lost the store and says so itself.
