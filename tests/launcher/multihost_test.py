@@ -214,6 +214,26 @@ def case_agent_killed_node1():
     agent_killed(1)
 
 
+def case_host_vanishes():
+    """Node 1's link goes down mid-job: node 0 names the silent agent (no heartbeat), node 1
+    loses the store; both stop their workers and exit 1."""
+    mark = f"{TAG}-gone"
+    with Hosts(2) as h:
+        procs = [h.agent(k, 2, workers(mark)) for k in (0, 1)]
+        wait_for_processes(mark, 8)
+        t0 = time.time()
+        ip("-n", h.hub, "link", "set", "p1", "down")
+        end = stopped_at(mark)
+        res = finish(procs)
+        measure("node 1's network cut", end - t0)
+        check([r[0] for r in res] == [1, 1], f"rc {[r[0] for r in res]}", str(res))
+        check("node rank 1: its distrun agent stopped answering" in (first_failure(res[0][2]) or ""),
+              "node 0 names node 1", res[0][2])
+        check("node rank 0: the rendezvous store on node 0 stopped answering" in (first_failure(res[1][2]) or ""),
+              "node 1 names the lost store", res[1][2])
+    stopped_at(mark, within=3)
+
+
 def case_signal_during_rendezvous():
     """Three nodes, one never comes: SIGTERM to node 1 while it waits ends it at once (143),
     and node 0, told, ends too (1) instead of waiting for the rendezvous timeout."""
