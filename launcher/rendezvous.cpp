@@ -33,7 +33,9 @@ std::string hostname() {
 std::string secs(milliseconds t) { return std::to_string(t.count() / 1000) + " s"; }
 
 int to_int(const std::string& s, int lo, int hi) {
-  if (s.empty() || s.size() > 9 || s.find_first_not_of("-0123456789") != std::string::npos) throw StoreError("bad number");
+  size_t digits = s.size() - (!s.empty() && s[0] == '-' ? 1 : 0);
+  if (digits == 0 || s.size() > 9 || s.find_first_not_of("0123456789", s.size() - digits) != std::string::npos)
+    throw StoreError("bad number");
   int v = std::stoi(s);
   if (v < lo || v > hi) throw StoreError("number out of range");
   return v;
