@@ -284,13 +284,18 @@ def case_secret_file_and_wrong_secret():
         res = finish(procs)
         check([r[0] for r in res] == [0, 0], f"same secret file: rc {[r[0] for r in res]}", str(res))
 
-        p0 = h.agent(0, 2, ["--", PYTHON, "-c", "print('ran')", mark], rdzv_timeout=5)
-        time.sleep(1.0)
-        ss = subprocess.run(["ip", "netns", "exec", h.ns[0], "ss", "-ltnH"], capture_output=True, text=True, timeout=10)
+        p0 = h.agent(0, 2, ["--", PYTHON, "-c", "print('ran')", mark], rdzv_timeout=8)
+        deadline = time.time() + 15  # node 0 starts listening (slowly under sanitizers)
+        while True:
+            ss = subprocess.run(["ip", "netns", "exec", h.ns[0], "ss", "-ltnH"], capture_output=True, text=True,
+                                timeout=10)
+            if f":{PORT} " in ss.stdout or time.time() > deadline or p0.poll() is not None:
+                break
+            time.sleep(0.1)
         check(f"{ADDR[0]}:{PORT}" in ss.stdout and f"0.0.0.0:{PORT}" not in ss.stdout and f"*:{PORT}" not in ss.stdout,
               "the rendezvous listens on the master's address only", ss.stdout)
         p1 = h.agent(1, 2, ["--", PYTHON, "-c", "print('ran')", mark], secret="not-" + SECRET,
-                     rdzv_timeout=5)
+                     rdzv_timeout=8)
         res = finish([p0, p1])
         check(res[1][0] != 0 and "secret" in res[1][2], f"wrong secret refused: rc {res[1][0]}", res[1][2])
         check(res[0][0] == 1 and "node(s) 1 of 2 never joined" in res[0][2], "node 0 never saw it join", res[0][2])
