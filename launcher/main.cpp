@@ -3,6 +3,7 @@
 
 #include "agent.hpp"
 #include "distrun/core/error.hpp"
+#include "failure_report.hpp"
 #include "options.hpp"
 
 int main(int argc, char** argv) {
@@ -12,6 +13,9 @@ int main(int argc, char** argv) {
     return distrun::launcher::run_agent(parsed.options);
   } catch (const std::exception& e) {
     std::cerr << "distrun: error: " << e.what() << std::endl;
+    // torchrun's main is @record'ed: its own TORCHELASTIC_ERROR_FILE gets the error too.
+    distrun::launcher::write_agent_error_file(std::string("distrun: ") + e.what(), "", std::nullopt,
+                                              distrun::exit_code(e));
     return distrun::exit_code(e);
   }
 }

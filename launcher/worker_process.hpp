@@ -1,5 +1,6 @@
 // One worker process: started in its own process group, tied to the launcher's life
-// (PR_SET_PDEATHSIG), with stdout and stderr on pipes.
+// (PR_SET_PDEATHSIG), with stdout and stderr on pipes, and stdin either a pipe the launcher
+// fills (the rank chosen to read the console) or /dev/null (EOF at once, never SIGTTIN).
 #pragma once
 #include <signal.h>
 #include <sys/types.h>
@@ -14,12 +15,17 @@ struct WorkerSpec {
   int local_rank = 0;
   std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
   std::vector<std::string> envp;  // "KEY=VALUE"
+  bool stdin_pipe = false;        // stdin from the launcher (SpawnedWorker::in_fd), else /dev/null
+  std::vector<int> cpus;          // CPUs to bind to (--numa-binding); empty: no binding
+  std::string shown_name;         // what the summary calls the program (the script, not python)
+  std::string error_file;         // its TORCHELASTIC_ERROR_FILE (torch's @record error.json)
 };
 
 struct SpawnedWorker {
   pid_t pid = -1;  // also its process group id
   int out_fd = -1;
   int err_fd = -1;
+  int in_fd = -1;  // write end of the worker's stdin pipe (non-blocking), when stdin_pipe
 };
 
 /// Forks and execs `spec`. Throws ConfigError when the program cannot be executed (not found,
