@@ -69,9 +69,7 @@ void WorkerGroup::read_stream(Worker& w, bool is_err) {
       close_stream(w, is_err);
       return;
     }
-    // Passed on at once, newline or not (a progress bar, a prompt); lines are kept only
-    // for the summary's stderr tail.
-    output_.write(w.spec.local_rank, is_err, std::string_view(buf, size_t(n)));
+    pass_on(w, is_err, std::string_view(buf, size_t(n)));
     if (!is_err) continue;
     s.partial.append(buf, size_t(n));
     size_t start = 0, nl;
@@ -87,8 +85,48 @@ void WorkerGroup::read_stream(Worker& w, bool is_err) {
   }
 }
 
+// Whole lines (ended by '\n' or '\r': a progress bar's update counts) go out at once; the
+// unended rest waits at most kHoldPartial (a prompt without newline still shows promptly).
+void WorkerGroup::pass_on(Worker& w, bool is_err, std::string_view bytes) {
+  Stream& s = is_err ? w.err : w.out;
+  size_t end = bytes.find_last_of("\n\r");
+  if (end == std::string_view::npos) {
+    if (s.held.empty()) s.held_since = Clock::now();
+    s.held.append(bytes);
+    if (s.held.size() > 1 << 16) flush_held(w, is_err);
+    return;
+  }
+  s.held.append(bytes.substr(0, end + 1));
+  flush_held(w, is_err);
+  if (end + 1 < bytes.size()) {
+    s.held.assign(bytes.substr(end + 1));
+    s.held_since = Clock::now();
+  }
+}
+
+void WorkerGroup::flush_held(Worker& w, bool is_err) {
+  Stream& s = is_err ? w.err : w.out;
+  if (s.held.empty()) return;
+  output_.write(w.spec.local_rank, is_err, s.held);
+  s.held.clear();
+}
+
+std::optional<Clock::time_point> WorkerGroup::flush_old_held() {
+  std::optional<Clock::time_point> next;
+  auto now = Clock::now();
+  for (auto& w : workers_)
+    for (bool is_err : {false, true}) {
+      Stream& s = is_err ? w.err : w.out;
+      if (s.held.empty()) continue;
+      if (now - s.held_since >= kHoldPartial) flush_held(w, is_err);
+      else if (!next || s.held_since + kHoldPartial < *next) next = s.held_since + kHoldPartial;
+    }
+  return next;
+}
+
 void WorkerGroup::close_stream(Worker& w, bool is_err) {
   Stream& s = is_err ? w.err : w.out;
+  flush_held(w, is_err);
   if (!s.partial.empty()) {
     add_tail_line(w, s.partial);
     s.partial.clear();
@@ -166,6 +204,7 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
     auto wake = drain_until ? *drain_until : next_poll;
     if (stopping_ && !killed) wake = std::min(wake, kill_at_);
     if (!drain_until && !peer_failed && !stopping_) wake = now + milliseconds(1000);
+    if (auto held = flush_old_held()) wake = std::min(wake, *held);
     int timeout_ms = int(std::max<int64_t>(0, std::chrono::duration_cast<milliseconds>(wake - now).count()));
     int n = poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) break;

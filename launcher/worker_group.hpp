@@ -69,7 +69,12 @@ class WorkerGroup {
   struct Stream {
     int fd = -1;
     std::string partial;  // bytes after the last newline (for the stderr tail only)
+    // Bytes after the last '\n' or '\r', held back a moment so a line written in pieces
+    // (Python's unbuffered print writes text and newline apart) is not cut by another rank's.
+    std::string held;
+    std::chrono::steady_clock::time_point held_since;
   };
+  static constexpr std::chrono::milliseconds kHoldPartial{50};
   struct Worker {
     WorkerSpec spec;
     pid_t pid = -1;
@@ -81,6 +86,10 @@ class WorkerGroup {
 
   void read_stream(Worker& w, bool is_err);
   void add_tail_line(Worker& w, std::string_view line);
+  void pass_on(Worker& w, bool is_err, std::string_view bytes);
+  void flush_held(Worker& w, bool is_err);
+  // Flushes what was held longer than kHoldPartial; returns the next time one is due.
+  std::optional<std::chrono::steady_clock::time_point> flush_old_held();
   void close_stream(Worker& w, bool is_err);
   // Reaps ended workers; returns the first failure among them (not counting those we stopped).
   void reap(GroupResult& result);
