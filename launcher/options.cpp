@@ -144,7 +144,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
       "rdzv_endpoint");
   env(app.add_option(both_spellings("--rdzv-conf"), o.rdzv_conf,
                      "KEY=VALUE,...: timeout/join_timeout (seconds the nodes wait for each other), stop_grace; "
-                     "read_timeout, last_call_timeout, close_timeout, ... accepted (see docs/launcher.md)"),
+                     "read_timeout, last_call_timeout, close_timeout, ... accepted without effect"),
       "rdzv_conf");
   auto* rdzv_timeout = app.add_option(both_spellings("--rdzv-timeout"), o.rdzv_timeout,
                                       "seconds the nodes wait for each other (default 300)")->check(CLI::PositiveNumber);
@@ -173,7 +173,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                    "run the PROGRAM script with python (torchrun: runpy.run_path); wins over --no-python"),
       "run_path");
   env(app.add_option(both_spellings("--log-dir"), o.log_dir,
-                     "write LOG_DIR/RUN_ID_XXXXXX/attempt_K/LOCAL_RANK/{stdout,stderr}.log, error.json (a new folder per run)"),
+                     "write LOG_DIR/RUN_ID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout,stderr}.log, error.json (a new folder per run)"),
       "log_dir");
   env(app.add_option(both_spellings("--redirects", "-r"), o.redirects, "streams sent only to the log files: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:2"), "redirects");
   env(app.add_option(both_spellings("--tee", "-t"), o.tee, "streams sent to the log files and the console, same values as --redirects"), "tee");
