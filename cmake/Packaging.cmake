@@ -7,12 +7,14 @@ if(DISTRUN_SANITIZE)
   message(STATUS "sanitized build: no man pages")
 elseif(DISTRUN_HELP2MAN)
   set(man_pages)
+  set(summary_distrun "start and supervise the ranks of a distributed job, torchrun-style")
+  set(summary_distrun-worker "run one rank of a distrun scenario")
   foreach(prog distrun distrun-worker)
     set(page ${CMAKE_BINARY_DIR}/man/${prog}.1.gz)
     add_custom_command(OUTPUT ${page}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man
       COMMAND ${DISTRUN_HELP2MAN} --no-info --no-discard-stderr --version-string=${PROJECT_VERSION}
-              --name=${prog} --output=${CMAKE_BINARY_DIR}/man/${prog}.1 $<TARGET_FILE:${prog}>
+              "--name=${summary_${prog}}" --output=${CMAKE_BINARY_DIR}/man/${prog}.1 $<TARGET_FILE:${prog}>
       COMMAND gzip -9nf ${CMAKE_BINARY_DIR}/man/${prog}.1
       DEPENDS ${prog}
       COMMENT "man page of ${prog} from its --help")
