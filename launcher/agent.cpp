@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <memory>
 
 #include "distrun/core/error.hpp"
 #include "distrun/scenario/api.hpp"
