@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "distrun/core/error.hpp"
@@ -11,6 +13,8 @@
 #include "failure_report.hpp"
 #include "job_plan.hpp"
 #include "job_secret.hpp"
+#include "log_dir.hpp"
+#include "numa_binding.hpp"
 #include "rendezvous.hpp"
 #include "signal_names.hpp"
 #include "signal_watch.hpp"
@@ -33,7 +37,7 @@ std::string worker_path() {
 }
 
 std::vector<std::string> worker_command(const LaunchOptions& o) {
-  if (o.mode == RunMode::program) return o.command;
+  if (o.mode == RunMode::program) return program_argv(o);
   std::vector<std::string> argv{worker_path(), o.command.front()};
   if (o.results) argv.insert(argv.end(), {"--results", *o.results});
   if (o.backend) argv.insert(argv.end(), {"--backend", *o.backend});
@@ -53,7 +57,7 @@ void print_job_failure(const FailureRecord& first) {
 
 int run_agent(const LaunchOptions& o) {
   // Blocks the signals before any thread exists (the rendezvous store runs one).
-  SignalWatch signals;
+  SignalWatch signals(parse_signal_list(o.signals_to_handle));
 
   std::optional<int> declared_world;
   if (o.mode == RunMode::scenario) declared_world = scenario_world_size(o.command.front());
@@ -72,16 +76,18 @@ int run_agent(const LaunchOptions& o) {
   output.redirects = StdSpec::parse(o.redirects, "--redirects");
   output.tee = StdSpec::parse(o.tee, "--tee");
   output.console_ranks = parse_local_ranks_filter(o.local_ranks_filter);
-  std::string log_dir = o.log_dir;
-  if (log_dir.empty() && (output.redirects.any() || output.tee.any())) {
-    // torchrun also writes redirected streams to a temporary folder when none is given.
-    char tmpl[] = "/tmp/distrun_logs_XXXXXX";
-    if (!mkdtemp(tmpl)) throw Error("cannot create a temporary log folder in /tmp");
-    log_dir = tmpl;
-    note("worker logs in " + log_dir);
-  }
+  // Logs and each worker's TORCHELASTIC_ERROR_FILE live in a fresh folder per run: under
+  // --log-dir (kept), else a private temporary one (kept only when it holds redirected logs,
+  // as torchrun also writes those to a temporary folder when none is given).
+  const bool redirected = output.redirects.any() || output.tee.any();
+  const char* tmp = std::getenv("TMPDIR");
+  RunLogDir logs(o.log_dir.empty() ? (tmp && *tmp ? tmp : "/tmp") : o.log_dir,
+                 o.log_dir.empty() ? "distrun_" + plan.run_id : plan.run_id, o.log_dir.empty() && !redirected);
+  if (o.log_dir.empty() && redirected) note("worker logs in " + logs.path());
   const std::vector<std::string> command = worker_command(o);
-  const std::string what = o.command.front();
+  const std::string what = o.mode == RunMode::program ? program_name(command) : o.command.front();
+  const auto cpus = numa_cpu_sets(o.numa_binding, plan.nproc_per_node);
+  std::string log_error;
 
   RendezvousOptions ro;
   ro.timeout = std::chrono::milliseconds(int64_t(o.rdzv_timeout * 1000));
@@ -95,6 +101,11 @@ int run_agent(const LaunchOptions& o) {
   Rendezvous rendezvous(plan, ro, signals);
   const std::string host = rendezvous.host();
   const EnvMap base_env = current_environment();
+  // --monitor-interval paces the watch of the other nodes; it also carries this agent's
+  // heartbeat, so it is kept well inside the heartbeat timeout.
+  const auto watch_interval = std::clamp<std::chrono::milliseconds>(
+      std::chrono::milliseconds(int64_t(o.monitor_interval * 1000)), std::chrono::milliseconds(1),
+      ro.heartbeat_timeout / 4);
   int restart = 0;
   for (int attempt = 0;; ++attempt) {
     Assignment a;
@@ -103,10 +114,11 @@ int run_agent(const LaunchOptions& o) {
     } catch (const JobFailed& e) {
       rendezvous.acknowledge(attempt);
       print_job_failure(e.record());
+      write_agent_error_file("job failed; first failure: " + e.record().summary(), "", std::nullopt, 1);
       return 1;
     }
-    output.attempt_dir = log_dir.empty() ? "" : log_dir + "/" + plan.run_id + "/attempt_" + std::to_string(restart);
-    OutputRouter router(output, plan.nproc_per_node, a.rank_offset);
+    OutputRouter router(output, plan.nproc_per_node, a.rank_offset, redirected || !o.log_dir.empty() ? &logs : nullptr, restart);
+    const std::string ifname = socket_interface(a.master_addr, o.local_addr);
 
     std::vector<WorkerSpec> specs;
     for (int local = 0; local < plan.nproc_per_node; ++local) {
@@ -124,14 +136,25 @@ int run_agent(const LaunchOptions& o) {
       id.max_restarts = o.max_restarts;
       id.run_id = plan.run_id;
       id.store_secret = a.secret;
+      id.error_file = logs.make_rank_dir(restart, local) + "/error.json";
+      id.socket_ifname = ifname;
+      // A restart after another node's failure keeps the restart count, so the folder is reused.
+      unlink(id.error_file.c_str());
       EnvMap env = worker_environment(base_env, id);
-      WorkerSpec spec{id.rank, local, command, {}, -1};
+      WorkerSpec spec;
+      spec.rank = id.rank;
+      spec.local_rank = local;
+      spec.argv = command;
       // Global rank 0 serves the workers' store on the socket this agent bound.
       if (id.rank == 0 && a.listen_fd >= 0) {
         spec.listen_fd = a.listen_fd;
         env["DISTRUN_STORE_LISTEN_FD"] = std::to_string(kShimListenFd);
       }
       spec.envp = to_envp(env);
+      spec.stdin_pipe = o.stdin_rank == local;
+      spec.cpus = cpus.empty() ? std::vector<int>{} : cpus[size_t(local)];
+      spec.shown_name = what;
+      spec.error_file = id.error_file;
       specs.push_back(std::move(spec));
     }
 
@@ -162,25 +185,46 @@ int run_agent(const LaunchOptions& o) {
           first = rendezvous.report_failure(attempt, mine);
         };
       }
-      result = group.run(peer_poll, std::chrono::milliseconds(200), on_failure);
+      result = group.run(peer_poll, watch_interval, on_failure);
     }
+    if (log_error.empty()) log_error = router.log_error();
+
     if (result.outcome == GroupOutcome::succeeded) {
       first = rendezvous.finish(attempt);
-      if (!first) return 0;
+      if (!first) {
+        if (log_error.empty()) return 0;
+        note("error: the workers succeeded but a log could not be written: " + log_error);
+        write_agent_error_file("distrun: " + log_error, "", std::nullopt, 1);
+        return 1;
+      }
     }
-    if (result.outcome == GroupOutcome::failed)
-      std::cerr << "distrun: error: " << format_failure(*result.failure, host, what) << std::flush;
+    std::string summary;  // this node's own failure, for the console and TORCHELASTIC_ERROR_FILE
+    if (result.outcome == GroupOutcome::failed) {
+      summary = format_failure(*result.failure, host);
+      std::cerr << "distrun: error: " << summary << std::flush;
+    }
     if (rendezvous.multi_node() && first) {
       rendezvous.acknowledge(attempt);
       print_job_failure(*first);
     }
     if (result.outcome == GroupOutcome::interrupted) {
-      note(std::string("stopped by signal ") + std::to_string(result.signal) + ", workers stopped");
+      summary = format_interrupted(result.signal, result.ends, host, what);
+      std::cerr << "distrun: " << summary << std::flush;
+      write_agent_error_file("distrun stopped by " + signal_abbrev(result.signal), summary, std::nullopt,
+                             128 + result.signal);
       return 128 + result.signal;
     }
     if ((first && first->final) || restart >= o.max_restarts) {
       if (result.outcome != GroupOutcome::failed || o.max_restarts > 0)
         note("error: giving up after " + std::to_string(restart) + " restart(s)");
+      if (result.outcome == GroupOutcome::failed) {
+        const WorkerFailure& f = *result.failure;
+        write_agent_error_file("worker rank " + std::to_string(f.rank) + " failed: " + what, summary,
+                               read_error_file(f.error_file), 1);
+      } else {
+        write_agent_error_file("job failed; first failure: " + (first ? first->summary() : std::string("unknown")),
+                               "", std::nullopt, 1);
+      }
       return 1;
     }
     note((result.outcome == GroupOutcome::failed ? "rank " + std::to_string(result.failure->rank) + " failed"

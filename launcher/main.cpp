@@ -4,6 +4,7 @@
 
 #include "agent.hpp"
 #include "distrun/core/error.hpp"
+#include "failure_report.hpp"
 #include "options.hpp"
 #include "signal_watch.hpp"
 #include "worker_shim.hpp"
@@ -21,6 +22,9 @@ int main(int argc, char** argv) {
     return 128 + e.signal();
   } catch (const std::exception& e) {
     std::cerr << "distrun: error: " << e.what() << std::endl;
+    // torchrun's main is @record'ed: its own TORCHELASTIC_ERROR_FILE gets the error too.
+    distrun::launcher::write_agent_error_file(std::string("distrun: ") + e.what(), "", std::nullopt,
+                                              distrun::exit_code(e));
     return distrun::exit_code(e);
   }
 }

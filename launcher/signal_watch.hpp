@@ -1,11 +1,13 @@
-// Signals the launcher handles in its poll loop: SIGCHLD (a worker ended) and SIGINT/SIGTERM/
-// SIGHUP (forwarded to the workers). They are blocked and read from a signalfd, so no handler
+// Signals the launcher handles in its poll loop: SIGCHLD (a worker ended) and those of
+// --signals-to-handle (torchrun's default SIGTERM,SIGINT,SIGHUP,SIGQUIT: forwarded to the
+// workers, which are then stopped, with the summary). They are blocked and read from a signalfd, so no handler
 // runs at an awkward moment; workers get the original mask back before exec.
 #pragma once
 #include <signal.h>
 
 #include <exception>
 #include <string>
+#include <vector>
 
 namespace distrun::launcher {
 
@@ -25,8 +27,9 @@ class Interrupted : public std::exception {
 class SignalWatch {
  public:
   /// Blocks the watched signals in this thread (call before starting any thread) and opens
-  /// the signalfd. SIGPIPE is ignored so a closed console never kills the launcher.
-  SignalWatch();
+  /// the signalfd. SIGPIPE is ignored so a closed console never kills the launcher; SIGTTIN so
+  /// a launcher moved to the background gets EIO from the terminal instead of stopping.
+  explicit SignalWatch(const std::vector<int>& handled = {SIGINT, SIGTERM, SIGHUP, SIGQUIT});
   ~SignalWatch();
   SignalWatch(const SignalWatch&) = delete;
   SignalWatch& operator=(const SignalWatch&) = delete;
@@ -43,7 +46,7 @@ class SignalWatch {
  private:
   int fd_ = -1;
   sigset_t original_mask_;
-  struct sigaction original_pipe_;
+  struct sigaction original_pipe_, original_ttin_, original_xfsz_;
 };
 
 /// Restores default dispositions and the original mask; call in a forked child before exec.

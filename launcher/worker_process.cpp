@@ -1,6 +1,7 @@
 #include "worker_process.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,18 +42,32 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
   std::string packed;  // the worker's argv for the shim, NUL-separated
   for (auto& a : spec.argv) packed += a + '\0';
 
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int c : spec.cpus)
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpus);
+
+  // stdin: a pipe from the launcher, or /dev/null; opened before fork like everything else.
+  // The shim passes it on to the worker unchanged.
+  int in[2] = {-1, -1};
+  if (spec.stdin_pipe) {
+    if (pipe2(in, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + strerror(errno));
+  } else {
+    in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (in[0] < 0) throw Error(std::string("cannot open /dev/null: ") + strerror(errno));
+  }
   int out[2] = {-1, -1}, err[2] = {-1, -1}, status[2] = {-1, -1}, args[2] = {-1, -1};
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0 ||
       pipe2(args, O_CLOEXEC) != 0) {
     int e = errno;
-    close_all({out[0], out[1], err[0], err[1], status[0], status[1], args[0], args[1]});
+    close_all({in[0], in[1], out[0], out[1], err[0], err[1], status[0], status[1], args[0], args[1]});
     throw Error(std::string("pipe: ") + strerror(e));
   }
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     int e = errno;
-    close_all({out[0], out[1], err[0], err[1], status[0], status[1], args[0], args[1]});
+    close_all({in[0], in[1], out[0], out[1], err[0], err[1], status[0], status[1], args[0], args[1]});
     throw Error(std::string("fork: ") + strerror(e));
   }
   if (pid == 0) {
@@ -65,12 +80,15 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
     int st = fcntl(status[1], F_DUPFD_CLOEXEC, 10);
     int av = fcntl(args[0], F_DUPFD_CLOEXEC, 10);
     int ls = spec.listen_fd >= 0 ? fcntl(spec.listen_fd, F_DUPFD_CLOEXEC, 10) : -1;
+    dup2(in[0], STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     dup2(st, kShimStatusFd);  // dup2 clears close-on-exec on the copy
     dup2(av, kShimArgvFd);
     if (ls >= 0) dup2(ls, kShimListenFd);
     restore_child_signals(child_mask);
+    // The binding is inherited by the worker the shim starts.
+    if (!spec.cpus.empty()) sched_setaffinity(0, sizeof cpus, &cpus);
     execve(argv[0], argv.data(), envp.data());
     int e = errno;
     ssize_t ignored = write(status[1], &e, sizeof e);
@@ -79,7 +97,7 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
   }
   // Also set from the parent, so kill(-pid) works even before the child ran setpgid.
   setpgid(pid, pid);
-  close_all({out[1], err[1], status[1], args[0]});
+  close_all({in[0], out[1], err[1], status[1], args[0]});
   for (size_t at = 0; at < packed.size();) {
     ssize_t n = write(args[1], packed.data() + at, packed.size() - at);
     if (n < 0 && errno == EINTR) continue;
@@ -93,6 +111,7 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
   while (n < 0 && errno == EINTR);
   close(status[0]);
   if (n == ssize_t(sizeof exec_errno)) {
+    if (in[1] >= 0) close(in[1]);
     close(out[0]);
     close(err[0]);
     int ignored;
@@ -101,7 +120,8 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
   }
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
-  return {pid, out[0], err[0]};
+  if (in[1] >= 0) fcntl(in[1], F_SETFL, O_NONBLOCK);
+  return {pid, out[0], err[0], in[1]};
 }
 
 }  // namespace distrun::launcher

@@ -100,9 +100,12 @@ int run_reaper_shim(int argc, char** argv) {
   // Asked before any descriptor of ours can take the number.
   const bool has_listen_fd = fcntl(kShimListenFd, F_GETFD) >= 0;
 
+  // Every signal that can reach us is read from the signalfd: distrun sends the signals of
+  // --signals-to-handle (SIGQUIT, SIGUSR2, ...) to the whole process group, shim included,
+  // and none of them may end the shim before its worker. Faults stay unblocked.
   sigset_t watched, original;
-  sigemptyset(&watched);
-  for (int s : {SIGCHLD, SIGUSR1, SIGINT, SIGTERM, SIGHUP}) sigaddset(&watched, s);
+  sigfillset(&watched);
+  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) sigdelset(&watched, s);
   sigprocmask(SIG_BLOCK, &watched, &original);
   int sfd = signalfd(-1, &watched, SFD_CLOEXEC);
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -139,7 +142,9 @@ int run_reaper_shim(int argc, char** argv) {
       if (n < 0 && errno == EINTR) continue;
       break;
     }
-    if (info.ssi_signo == SIGUSR1) {
+    // SIGUSR1 is also the parent-death signal; forwarded by distrun (which is alive) it is
+    // the worker's business only: the parent check tells the two apart.
+    if (info.ssi_signo == SIGUSR1 && getppid() != launcher) {
       // distrun is gone: nobody will stop the worker or its children but us.
       kill(worker, SIGKILL);
       kill_descendants();

@@ -196,8 +196,10 @@ def case_log_dir():
         script = 'echo "out of $RANK"; echo "err of $RANK" >&2'
         r = distrun("--nproc", "2", "--log-dir", d, "--run-id", "r9", "--redirects", "3", *sh(script, marker()))
         check(r.returncode == 0, f"rc {r.returncode}", r.stderr)
+        runs = [x for x in os.listdir(d) if x.startswith("r9_")]  # a fresh RUN_ID_XXXXXXXX per run
+        check(len(runs) == 1, f"one run folder: {os.listdir(d)}")
         for rank in (0, 1):
-            base = os.path.join(d, "r9", "attempt_0", str(rank))
+            base = os.path.join(d, runs[0], "attempt_0", str(rank))
             with open(os.path.join(base, "stdout.log")) as f:
                 check(f.read() == f"out of {rank}\n", "stdout.log content")
             with open(os.path.join(base, "stderr.log")) as f:
@@ -207,7 +209,9 @@ def case_log_dir():
         r = distrun("--nproc", "2", "--log-dir", d, "--run-id", "t", "--redirects", "3", "--tee", "0:1", *sh(script, marker()))
         check(r.stdout.strip() == "out of 0" and "err of" not in r.stderr, "tee of rank 0's stdout only",
               r.stdout + r.stderr)
-        check(os.path.exists(os.path.join(d, "t", "attempt_0", "1", "stderr.log")), "files still written")
+        runs = [x for x in os.listdir(d) if x.startswith("t_")]
+        check(len(runs) == 1 and os.path.exists(os.path.join(d, runs[0], "attempt_0", "1", "stderr.log")),
+              "files still written")
 
 
 def case_local_ranks_filter():
