@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,21 +12,18 @@
 #include "distrun/scenario/api.hpp"
 #include "failure_report.hpp"
 #include "job_plan.hpp"
+#include "job_secret.hpp"
+#include "log_dir.hpp"
+#include "numa_binding.hpp"
 #include "rendezvous.hpp"
+#include "signal_names.hpp"
 #include "signal_watch.hpp"
 #include "worker_env.hpp"
 #include "worker_group.hpp"
+#include "worker_shim.hpp"
 
 namespace distrun::launcher {
 namespace {
-
-constexpr int kPortRetries = 3;  // lost races for a picked port, not counted as restarts
-
-std::string this_host() {
-  char buf[256] = {};
-  gethostname(buf, sizeof buf - 1);
-  return buf;
-}
 
 // distrun-worker lives next to distrun (build/bin, or the install's bin).
 std::string worker_path() {
@@ -39,7 +37,7 @@ std::string worker_path() {
 }
 
 std::vector<std::string> worker_command(const LaunchOptions& o) {
-  if (o.mode == RunMode::program) return o.command;
+  if (o.mode == RunMode::program) return program_argv(o);
   std::vector<std::string> argv{worker_path(), o.command.front()};
   if (o.results) argv.insert(argv.end(), {"--results", *o.results});
   if (o.backend) argv.insert(argv.end(), {"--backend", *o.backend});
@@ -51,15 +49,22 @@ std::vector<std::string> worker_command(const LaunchOptions& o) {
 
 void note(const std::string& text) { std::cerr << "distrun: " << text << std::endl; }
 
+// The same line on every node: where the job failed first.
+void print_job_failure(const FailureRecord& first) {
+  std::cerr << "distrun: error: job failed; first failure: " << first.summary() << std::endl;
+}
+
 }  // namespace
 
 int run_agent(const LaunchOptions& o) {
   // Blocks the signals before any thread exists (the rendezvous store runs one).
-  SignalWatch signals;
+  SignalWatch signals(parse_signal_list(o.signals_to_handle));
 
   std::optional<int> declared_world;
   if (o.mode == RunMode::scenario) declared_world = scenario_world_size(o.command.front());
   JobPlan plan = plan_job(o, process_env(), declared_world);
+  std::optional<std::string> secret = load_job_secret(o.rdzv_secret_file, process_env());
+  if (!plan.single_node() && !secret && !o.check_only) throw ConfigError(missing_secret_message());
   if (o.mode == RunMode::scenario) {
     int world = plan.nproc_per_node * plan.nnodes;  // static rendezvous: equal nodes assumed here
     check_scenario_file(o.command.front(), world, plan.nproc_per_node);
@@ -77,26 +82,49 @@ int run_agent(const LaunchOptions& o) {
   output.redirects = StdSpec::parse(o.redirects, "--redirects");
   output.tee = StdSpec::parse(o.tee, "--tee");
   output.console_ranks = parse_local_ranks_filter(o.local_ranks_filter);
-  std::string log_dir = o.log_dir;
-  if (log_dir.empty() && (output.redirects.any() || output.tee.any())) {
-    // torchrun also writes redirected streams to a temporary folder when none is given.
-    char tmpl[] = "/tmp/distrun_logs_XXXXXX";
-    if (!mkdtemp(tmpl)) throw Error("cannot create a temporary log folder in /tmp");
-    log_dir = tmpl;
-    note("worker logs in " + log_dir);
-  }
+  // Logs and each worker's TORCHELASTIC_ERROR_FILE live in a fresh folder per run: under
+  // --log-dir (kept), else a private temporary one (kept only when it holds redirected logs,
+  // as torchrun also writes those to a temporary folder when none is given).
+  const bool redirected = output.redirects.any() || output.tee.any();
+  const char* tmp = std::getenv("TMPDIR");
+  RunLogDir logs(o.log_dir.empty() ? (tmp && *tmp ? tmp : "/tmp") : o.log_dir,
+                 o.log_dir.empty() ? "distrun_" + plan.run_id : plan.run_id, o.log_dir.empty() && !redirected);
+  if (o.log_dir.empty() && redirected) note("worker logs in " + logs.path());
   const std::vector<std::string> command = worker_command(o);
-  const std::string what = o.command.front();
-  const std::string host = this_host();
+  const std::string what = o.mode == RunMode::program ? program_name(command) : o.command.front();
+  const auto cpus = numa_cpu_sets(o.numa_binding, plan.nproc_per_node);
+  std::string log_error;
 
-  Rendezvous rendezvous(plan, std::chrono::milliseconds(int64_t(o.rdzv_timeout * 1000)));
+  RendezvousOptions ro;
+  ro.timeout = std::chrono::milliseconds(int64_t(o.rdzv_timeout * 1000));
+  ro.secret = secret.value_or("");
+  ro.bind_all = o.rdzv_bind_all;
+  if (o.workers_port) ro.workers_port = uint16_t(*o.workers_port);
+  // distrun-worker takes the bound socket; any other program binds MASTER_PORT itself.
+  ro.hand_socket = o.mode == RunMode::scenario;
+  ro.scenario = o.mode == RunMode::scenario;
+  ro.results_given = o.results.has_value();
+  Rendezvous rendezvous(plan, ro, signals);
+  const std::string host = rendezvous.host();
   const EnvMap base_env = current_environment();
-  int port_retries = 0;
+  // --monitor-interval paces the watch of the other nodes; it also carries this agent's
+  // heartbeat, so it is kept well inside the heartbeat timeout.
+  const auto watch_interval = std::clamp<std::chrono::milliseconds>(
+      std::chrono::milliseconds(int64_t(o.monitor_interval * 1000)), std::chrono::milliseconds(1),
+      ro.heartbeat_timeout / 4);
   int restart = 0;
   for (int attempt = 0;; ++attempt) {
-    Assignment a = rendezvous.join(attempt);
-    output.attempt_dir = log_dir.empty() ? "" : log_dir + "/" + plan.run_id + "/attempt_" + std::to_string(restart);
-    OutputRouter router(output, plan.nproc_per_node, a.rank_offset);
+    Assignment a;
+    try {
+      a = rendezvous.join(attempt);
+    } catch (const JobFailed& e) {
+      rendezvous.acknowledge(attempt);
+      print_job_failure(e.record());
+      write_agent_error_file("job failed; first failure: " + e.record().summary(), "", std::nullopt, 1);
+      return 1;
+    }
+    OutputRouter router(output, plan.nproc_per_node, a.rank_offset, redirected || !o.log_dir.empty() ? &logs : nullptr, restart);
+    const std::string ifname = socket_interface(a.master_addr, o.local_addr);
 
     std::vector<WorkerSpec> specs;
     for (int local = 0; local < plan.nproc_per_node; ++local) {
@@ -114,52 +142,101 @@ int run_agent(const LaunchOptions& o) {
       id.max_restarts = o.max_restarts;
       id.run_id = plan.run_id;
       id.store_secret = a.secret;
+      id.error_file = logs.make_rank_dir(restart, local) + "/error.json";
+      id.socket_ifname = ifname;
+      // A restart after another node's failure keeps the restart count, so the folder is reused.
+      unlink(id.error_file.c_str());
       id.flight_recorder = flight_file(plan.nproc_per_node).path();
-      specs.push_back({id.rank, local, command, to_envp(worker_environment(base_env, id))});
+      EnvMap env = worker_environment(base_env, id);
+      WorkerSpec spec;
+      spec.rank = id.rank;
+      spec.local_rank = local;
+      spec.argv = command;
+      // Global rank 0 serves the workers' store on the socket this agent bound.
+      if (id.rank == 0 && a.listen_fd >= 0) {
+        spec.listen_fd = a.listen_fd;
+        env["DISTRUN_STORE_LISTEN_FD"] = std::to_string(kShimListenFd);
+      }
+      spec.envp = to_envp(env);
+      spec.stdin_pipe = o.stdin_rank == local;
+      spec.cpus = cpus.empty() ? std::vector<int>{} : cpus[size_t(local)];
+      spec.shown_name = what;
+      spec.error_file = id.error_file;
+      specs.push_back(std::move(spec));
     }
 
     GroupResult result;
+    std::optional<FailureRecord> first;  // the job's first failure, once known
     {
       WorkerGroup group(specs, router, signals, std::chrono::milliseconds(int64_t(o.stop_grace * 1000)));
       std::function<bool()> peer_poll;
-      if (!plan.single_node()) peer_poll = [&] { return rendezvous.peer_failed(attempt); };
-      result = group.run(peer_poll);
+      std::function<void(const GroupResult&)> on_failure;
+      if (rendezvous.multi_node()) {
+        peer_poll = [&] {
+          first = rendezvous.watch(attempt);
+          return first.has_value();
+        };
+        // Told to the other nodes the moment it is seen, while ours are still being stopped.
+        on_failure = [&](const GroupResult& r) {
+          FailureRecord mine;
+          mine.host = host;
+          mine.node_rank = plan.node_rank;
+          if (r.outcome == GroupOutcome::interrupted) {
+            mine.final = true;
+            mine.cause = "distrun stopped by " + signal_abbrev(r.signal);
+          } else {
+            mine.rank = r.failure->rank;
+            mine.cause = "worker (local rank " + std::to_string(r.failure->local_rank) + ") ended with " +
+                         describe_wait_status(r.failure->wait_status);
+          }
+          first = rendezvous.report_failure(attempt, mine);
+        };
+      }
+      result = group.run(peer_poll, watch_interval, on_failure);
     }
+    if (log_error.empty()) log_error = router.log_error();
 
-    switch (result.outcome) {
-      case GroupOutcome::succeeded:
-        if (rendezvous.finish(attempt)) return 0;
-        note("another node failed in attempt " + std::to_string(restart));
-        break;
-      case GroupOutcome::interrupted:
-        note(std::string("stopped by signal ") + std::to_string(result.signal) + ", workers stopped");
-        return 128 + result.signal;
-      case GroupOutcome::peer_failed:
-        note("another node reported a failure; local workers stopped");
-        break;
-      case GroupOutcome::failed: {
-        const WorkerFailure& f = *result.failure;
-        rendezvous.report_failure(attempt, "rank " + std::to_string(f.rank));
-        if (a.port_was_picked && plan.single_node() && f.rank == 0 && port_retries < kPortRetries &&
-            looks_like_port_taken(f)) {
-          ++port_retries;
-          note("port " + std::to_string(a.master_port) + " was taken before rank 0 bound it; retrying with another");
-          continue;
-        }
-        if (restart >= o.max_restarts) {
-          std::cerr << "distrun: error: " << format_failure(f, host, what) << std::flush;
-          return 1;
-        }
-        note("rank " + std::to_string(f.rank) + " failed; restarting all workers (restart " +
-             std::to_string(restart + 1) + " of " + std::to_string(o.max_restarts) + ")");
-        ++restart;
-        continue;
+    if (result.outcome == GroupOutcome::succeeded) {
+      first = rendezvous.finish(attempt);
+      if (!first) {
+        if (log_error.empty()) return 0;
+        note("error: the workers succeeded but a log could not be written: " + log_error);
+        write_agent_error_file("distrun: " + log_error, "", std::nullopt, 1);
+        return 1;
       }
     }
-    if (restart >= o.max_restarts) {
-      note("error: giving up after " + std::to_string(restart) + " restart(s)");
+    std::string summary;  // this node's own failure, for the console and TORCHELASTIC_ERROR_FILE
+    if (result.outcome == GroupOutcome::failed) {
+      summary = format_failure(*result.failure, host);
+      std::cerr << "distrun: error: " << summary << std::flush;
+    }
+    if (rendezvous.multi_node() && first) {
+      rendezvous.acknowledge(attempt);
+      print_job_failure(*first);
+    }
+    if (result.outcome == GroupOutcome::interrupted) {
+      summary = format_interrupted(result.signal, result.ends, host, what);
+      std::cerr << "distrun: " << summary << std::flush;
+      write_agent_error_file("distrun stopped by " + signal_abbrev(result.signal), summary, std::nullopt,
+                             128 + result.signal);
+      return 128 + result.signal;
+    }
+    if ((first && first->final) || restart >= o.max_restarts) {
+      if (result.outcome != GroupOutcome::failed || o.max_restarts > 0)
+        note("error: giving up after " + std::to_string(restart) + " restart(s)");
+      if (result.outcome == GroupOutcome::failed) {
+        const WorkerFailure& f = *result.failure;
+        write_agent_error_file("worker rank " + std::to_string(f.rank) + " failed: " + what, summary,
+                               read_error_file(f.error_file), 1);
+      } else {
+        write_agent_error_file("job failed; first failure: " + (first ? first->summary() : std::string("unknown")),
+                               "", std::nullopt, 1);
+      }
       return 1;
     }
+    note((result.outcome == GroupOutcome::failed ? "rank " + std::to_string(result.failure->rank) + " failed"
+                                                 : std::string("another node failed")) +
+         "; restarting all workers (restart " + std::to_string(restart + 1) + " of " + std::to_string(o.max_restarts) + ")");
     ++restart;
   }
 }

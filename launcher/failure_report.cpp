@@ -2,11 +2,17 @@
 
 #include <algorithm>
 #include <ctime>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "signal_names.hpp"
 
 namespace distrun::launcher {
 namespace {
+
+constexpr size_t kMaxErrorFile = 1 << 20;  // torch's error files are a few KiB
+constexpr size_t kMaxTracebackLines = 40;
 
 std::string iso_time(std::chrono::system_clock::time_point t) {
   std::time_t secs = std::chrono::system_clock::to_time_t(t);
@@ -20,20 +26,94 @@ std::string iso_time(std::chrono::system_clock::time_point t) {
   return std::string(buf) + frac;
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return s;
+std::string base_name(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+std::string as_text(const nlohmann::json& j) {
+  if (j.is_string()) return j.get<std::string>();
+  if (j.is_number()) return j.dump();
+  return "";
+}
+
+std::string indent(const std::string& text, size_t max_lines) {
+  std::vector<std::string> lines;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    lines.push_back(text.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  std::string out;
+  size_t skip = lines.size() > max_lines ? lines.size() - max_lines : 0;
+  if (skip) out += "    ... (" + std::to_string(skip) + " lines)\n";
+  for (size_t i = skip; i < lines.size(); ++i) out += "    " + lines[i] + "\n";
+  return out;
 }
 
 }  // namespace
 
-std::string format_failure(const WorkerFailure& f, const std::string& host, const std::string& what) {
-  std::string out = "worker failed: " + what + "\n";
+std::optional<RecordedError> read_error_file(const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text(kMaxErrorFile + 1, '\0');
+  in.read(text.data(), std::streamsize(text.size()));
+  text.resize(size_t(in.gcount()));
+  if (text.size() > kMaxErrorFile) return std::nullopt;
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("message")) return std::nullopt;
+  RecordedError e;
+  const auto& m = j["message"];
+  if (m.is_object()) {
+    // @record: {"message": {"message": "Type: text", "extraInfo": {"py_callstack": ..., "timestamp": ...}}}
+    e.message = m.contains("message") ? as_text(m["message"]) : "";
+    if (m.contains("extraInfo") && m["extraInfo"].is_object()) {
+      const auto& x = m["extraInfo"];
+      if (x.contains("py_callstack")) e.traceback = as_text(x["py_callstack"]);
+      if (x.contains("timestamp")) e.timestamp = as_text(x["timestamp"]);
+    }
+  } else {
+    e.message = as_text(m);  // c10's plain form
+  }
+  if (e.message.empty() && e.traceback.empty()) return std::nullopt;
+  return e;
+}
+
+std::string program_name(const std::vector<std::string>& argv) {
+  if (argv.empty()) return "";
+  if (base_name(argv[0]).rfind("python", 0) != 0) return argv[0];
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "-m" && i + 1 < argv.size()) return "-m " + argv[i + 1];
+    if (a == "-c") return argv[0] + " -c ...";
+    if (a == "-W" || a == "-X" || a == "--check-hash-based-pycs") {
+      ++i;  // options that take a value
+      continue;
+    }
+    if (!a.empty() && a[0] != '-') return a;
+  }
+  return argv[0];
+}
+
+std::string format_failure(const WorkerFailure& f, const std::string& host) {
+  std::string out = "worker failed: " + f.program + "\n";
   out += "  host       : " + host + "\n";
   out += "  rank       : " + std::to_string(f.rank) + " (local_rank " + std::to_string(f.local_rank) + ")\n";
   out += "  ended with : " + describe_wait_status(f.wait_status) + "\n";
   out += "  time       : " + iso_time(f.when) + "\n";
-  if (f.stderr_tail.empty()) {
+  if (auto e = read_error_file(f.error_file)) {
+    // The root cause the worker recorded itself: it stays here whatever it printed afterwards.
+    out += "  error      : " + e->message + "\n";
+    if (!e->timestamp.empty()) {
+      char* end = nullptr;
+      long long secs = std::strtoll(e->timestamp.c_str(), &end, 10);
+      out += "  raised at  : " +
+             (end && *end == '\0' ? iso_time(std::chrono::system_clock::time_point(std::chrono::seconds(secs)))
+                                  : e->timestamp) +
+             "\n";
+    }
+    if (!e->traceback.empty()) out += "  traceback (as the worker recorded it):\n" + indent(e->traceback, kMaxTracebackLines);
+  } else if (f.stderr_tail.empty()) {
     out += "  stderr     : (empty)\n";
   } else {
     out += "  stderr (last " + std::to_string(f.stderr_tail.size()) + " lines):\n";
@@ -48,14 +128,31 @@ FlightFile& flight_file(int local_ranks) {
   return file;
 }
 
-bool looks_like_port_taken(const WorkerFailure& f) {
-  for (auto& line : f.stderr_tail) {
-    std::string l = lower(line);
-    if (l.find("address already in use") != std::string::npos || l.find("eaddrinuse") != std::string::npos ||
-        l.find("port is already in use") != std::string::npos)
-      return true;
+std::string format_interrupted(int signal, const std::vector<WorkerEnd>& ends, const std::string& host,
+                               const std::string& program) {
+  std::string out = "stopped by " + signal_abbrev(signal) + " (forwarded to the workers): " + program + "\n";
+  out += "  host       : " + host + "\n";
+  for (const auto& e : ends) out += "  rank " + std::to_string(e.rank) + "     : " + describe_wait_status(e.wait_status) + "\n";
+  return out;
+}
+
+void write_agent_error_file(const std::string& message, const std::string& details,
+                            const std::optional<RecordedError>& worker_error, int exit_code) {
+  const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
+  if (!path || !*path) return;
+  nlohmann::json info;
+  if (worker_error) {
+    info["message"] = worker_error->message;
+    info["extraInfo"] = {{"py_callstack", worker_error->traceback}, {"timestamp", worker_error->timestamp}};
+  } else {
+    info["message"] = message;
+    info["extraInfo"] = {{"py_callstack", details}, {"timestamp", std::to_string(std::time(nullptr))}};
   }
-  return false;
+  info["errorCode"] = exit_code;
+  std::ofstream out(path, std::ios::trunc);
+  out << nlohmann::json{{"message", info}}.dump() << "\n";
+  out.flush();
+  if (!out) std::cerr << "distrun: error: cannot write TORCHELASTIC_ERROR_FILE " << path << std::endl;
 }
 
 }  // namespace distrun::launcher

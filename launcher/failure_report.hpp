@@ -1,25 +1,50 @@
 // The summary printed when a worker fails: what torchrun's ChildFailedError says, without
-// its noise.
+// its noise, and with the root cause torch's @record wrote (error.json) when there is one.
 #pragma once
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "distrun/backend/flight_recorder.hpp"
 #include "worker_group.hpp"
 
 namespace distrun::launcher {
 
-/// Multi-line summary naming host, rank, local rank, exit code or signal, time, and the last
-/// lines of the worker's stderr. `what` is the program or scenario that ran. When a collective
-/// was left unfinished, the flight recorder's last collective of each local rank follows, with
-/// the first rank out of step.
-std::string format_failure(const WorkerFailure& failure, const std::string& host, const std::string& what);
+/// What torch's @record (torch.distributed.elastic.multiprocessing.errors) left in a worker's
+/// TORCHELASTIC_ERROR_FILE.
+struct RecordedError {
+  std::string message;    // "ValueError: ..."
+  std::string traceback;  // the Python traceback, as printed
+  std::string timestamp;  // seconds since the epoch, as torch writes it
+};
+
+/// Reads `path` when it exists and holds torch's error JSON (either the {"message": {...}}
+/// form of @record or a plain {"message": "..."}); nullopt otherwise. Bounded: a huge file is
+/// not read whole.
+std::optional<RecordedError> read_error_file(const std::string& path);
+
+/// The program as a user would name it: the script of `python [-u] script.py ...`, the module
+/// of `python -m mod`, else argv[0].
+std::string program_name(const std::vector<std::string>& argv);
+
+/// Multi-line summary naming the program, host, rank, local rank, exit code or signal, time,
+/// and the root cause: the recorded error when the worker wrote one, else its stderr's tail.
+/// When a collective was left unfinished, the flight recorder's last collective of each local
+/// rank follows, with the first rank out of step.
+std::string format_failure(const WorkerFailure& failure, const std::string& host);
+
+/// Summary after distrun itself was stopped by `signal`: how each worker ended.
+std::string format_interrupted(int signal, const std::vector<WorkerEnd>& ends, const std::string& host,
+                               const std::string& program);
+
+/// Writes the agent-level error file when distrun's own TORCHELASTIC_ERROR_FILE is set (torch's
+/// format; the failed worker's recorded error when it has one, as torchrun copies it); never
+/// throws: a write failure is reported on stderr.
+void write_agent_error_file(const std::string& message, const std::string& details,
+                            const std::optional<RecordedError>& worker_error, int exit_code);
 
 /// This agent's flight recorder file (made on first use, for `local_ranks` workers), which
 /// every worker writes its collectives to (DISTRUN_FLIGHT_RECORDER).
 FlightFile& flight_file(int local_ranks);
-
-/// True when the failure looks like the workers' store could not bind MASTER_PORT (lost the
-/// race for a port picked free a moment before).
-bool looks_like_port_taken(const WorkerFailure& failure);
 
 }  // namespace distrun::launcher

@@ -25,7 +25,8 @@ int parse_nnodes(const std::string& text) {
   if (colon == std::string::npos) return parse_positive(text, "--nnodes");
   int lo = parse_positive(text.substr(0, colon), "--nnodes");
   int hi = parse_positive(text.substr(colon + 1), "--nnodes");
-  if (lo != hi) throw ConfigError("--nnodes " + text + ": elastic ranges are not supported; give N or N:N");
+  if (lo != hi)
+    throw ConfigError("--nnodes " + text + ": elastic ranges (MIN < MAX) are not yet supported; give N or N:N");
   return lo;
 }
 
@@ -119,7 +120,13 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
     }
     if (host.empty()) throw ConfigError("--rdzv-endpoint " + ep + ": no host");
     plan.master_addr = host;
-    if (!port.empty()) {
+    if (port == "0") {
+      // torchrun's "pick a free port" (its --standalone uses localhost:0): one node only, as
+      // other nodes could not know the port.
+      if (plan.nnodes != 1) throw ConfigError("--rdzv-endpoint " + ep + ": port 0 works on one node only");
+      plan.master_port.reset();
+      plan.port_from_user = false;
+    } else if (!port.empty()) {
       int p = parse_positive(port, "--rdzv-endpoint port");
       if (p > 65535) throw ConfigError("--rdzv-endpoint " + ep + ": port out of range");
       plan.master_port = uint16_t(p);

@@ -1,8 +1,12 @@
 #include "options.hpp"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 
 #include "distrun/core/error.hpp"
 
@@ -21,11 +25,89 @@ std::string both_spellings(const std::string& dashed, const std::string& extra =
   return names;
 }
 
+// torchrun reads every option's default from PET_<DEST> (e.g. PET_NPROC_PER_NODE).
+std::string pet(const std::string& dest) {
+  std::string name = "PET_";
+  for (char c : dest) name += char(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+double positive_seconds(const std::string& key, const std::string& value) {
+  char* end = nullptr;
+  double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !(v > 0) || v > 1e7)
+    throw ConfigError("--rdzv-conf " + key + "=" + value + ": expected a positive number of seconds");
+  return v;
+}
+
+// torch's rendezvous keys and distrun's own; what each does here is in docs/launcher.md.
+void apply_rdzv_conf(LaunchOptions& o) {
+  if (o.rdzv_conf.empty()) return;
+  size_t at = 0;
+  while (at <= o.rdzv_conf.size()) {
+    size_t comma = o.rdzv_conf.find(',', at);
+    std::string item = o.rdzv_conf.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    at = comma == std::string::npos ? o.rdzv_conf.size() + 1 : comma + 1;
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError("--rdzv-conf " + o.rdzv_conf + ": '" + item + "' is not KEY=VALUE");
+    std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "timeout" || key == "join_timeout") {
+      double v = positive_seconds(key, value);
+      if (!o.rdzv_timeout_given) o.rdzv_timeout = v;
+    } else if (key == "read_timeout" || key == "last_call_timeout" || key == "close_timeout" ||
+               key == "heartbeat_timeout" || key == "keep_alive_interval") {
+      positive_seconds(key, value);  // checked; no effect on a static rendezvous (docs/launcher.md)
+    } else if (key == "keep_alive_max_attempt" || key == "is_host" || key == "use_libuv" || key == "store_type") {
+      // accepted for compatibility; distrun's node 0 always hosts the rendezvous
+    } else if (key == "stop_grace") {
+      o.stop_grace = positive_seconds(key, value);
+    } else {
+      throw ConfigError("--rdzv-conf: unknown key '" + key +
+                        "' (known: timeout, join_timeout, read_timeout, last_call_timeout, close_timeout, "
+                        "heartbeat_timeout, keep_alive_interval, keep_alive_max_attempt, is_host, use_libuv, "
+                        "store_type, stop_grace)");
+    }
+  }
+}
+
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+bool on_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t at = 0;
+  while (at <= dirs.size()) {
+    size_t colon = dirs.find(':', at);
+    std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
+    if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  return false;
+}
+
 }  // namespace
+
+std::string python_interpreter() {
+  for (const char* var : {"PYTHON_EXEC", "PYTHON"})
+    if (const char* v = std::getenv(var); v && *v) return v;
+  if (!on_path("python3"))
+    throw ConfigError("no python3 on PATH to run the program (set PYTHON to an interpreter, or use --no-python)");
+  return "python3";
+}
+
+std::vector<std::string> program_argv(const LaunchOptions& o) {
+  if (o.program_kind == ProgramKind::as_is) return o.command;
+  // torchrun runs `python -u [-m] SCRIPT ARGS...`: unbuffered, so no line is lost on a stop.
+  std::vector<std::string> argv{python_interpreter(), "-u"};
+  if (o.program_kind == ProgramKind::python_module) argv.push_back("-m");
+  argv.insert(argv.end(), o.command.begin(), o.command.end());
+  return argv;
+}
 
 ParseResult parse_launch_options(int argc, const char* const* argv) {
   ParseResult result;
@@ -36,22 +118,85 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   // training_script and its args); "--" ends the options explicitly.
   app.prefix_command();
 
-  app.add_option(both_spellings("--nproc-per-node", "--nproc"), o.nproc_per_node,
-                 "workers per node: N, auto, cpu or gpu (default: the scenario's world_size / nnodes, else 1)");
-  app.add_option(both_spellings("--nnodes"), o.nnodes, "number of nodes: N (or N:N)");
-  app.add_option(both_spellings("--node-rank"), o.node_rank, "rank of this node, 0..nnodes-1")->check(CLI::NonNegativeNumber);
-  app.add_option(both_spellings("--master-addr"), o.master_addr, "address of node 0 (default 127.0.0.1)");
-  app.add_option(both_spellings("--master-port"), o.master_port, "port of node 0's rendezvous")->check(CLI::Range(1, 65535));
-  app.add_option(both_spellings("--rdzv-endpoint"), o.rdzv_endpoint, "HOST[:PORT] of node 0, instead of --master-addr/--master-port");
-  app.add_option(both_spellings("--rdzv-timeout"), o.rdzv_timeout, "seconds the nodes wait for each other (default 300)")->check(CLI::PositiveNumber);
-  app.add_flag(both_spellings("--standalone"), o.standalone, "one node; pick a free port");
-  app.add_option(both_spellings("--max-restarts"), o.max_restarts, "restart the whole group up to N times on failure")->check(CLI::NonNegativeNumber);
-  app.add_option(both_spellings("--run-id", "--rdzv-id,--rdzv_id"), o.run_id, "job id (TORCHELASTIC_RUN_ID, log folder)");
-  app.add_option(both_spellings("--role"), o.role, "ROLE_NAME given to the workers (default: default)");
-  app.add_option(both_spellings("--log-dir"), o.log_dir, "write LOG_DIR/RUN_ID/attempt_K/LOCAL_RANK/{stdout,stderr}.log");
-  app.add_option(both_spellings("--redirects", "-r"), o.redirects, "streams sent only to the log files: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:2");
-  app.add_option(both_spellings("--tee", "-t"), o.tee, "streams sent to the log files and the console, same values as --redirects");
-  app.add_option(both_spellings("--local-ranks-filter"), o.local_ranks_filter, "only these local ranks' output on the console, e.g. 0,2");
+  const std::string numa_modes = "node, socket, exclusive";
+  std::string numa, stdin_rank = "0";
+  app.footer(
+      "A PROGRAM ending in .py runs as `python -u PROGRAM ARGS...` with the interpreter named by $PYTHON_EXEC "
+      "or $PYTHON, else python3 on PATH (as torchrun, which uses its own interpreter); -m runs `python -u -m "
+      "MODULE`; --no-python runs PROGRAM itself. Any other PROGRAM runs as given. A lone SCENARIO.yaml runs "
+      "distrun-worker. Every torchrun option also takes its default from PET_<NAME> (e.g. PET_NPROC_PER_NODE).");
+  auto env = [](CLI::Option* opt, const std::string& dest) { return opt->envname(pet(dest)); };
+
+  env(app.add_option(both_spellings("--nproc-per-node", "--nproc"), o.nproc_per_node,
+                     "workers per node: N, auto, cpu or gpu (default: the scenario's world_size / nnodes, else 1)"),
+      "nproc_per_node");
+  env(app.add_option(both_spellings("--nnodes"), o.nnodes,
+                     "number of nodes: N (or N:N; elastic MIN:MAX is not yet supported)"), "nnodes");
+  env(app.add_option(both_spellings("--node-rank"), o.node_rank, "rank of this node, 0..nnodes-1")->check(CLI::NonNegativeNumber), "node_rank");
+  env(app.add_option(both_spellings("--master-addr"), o.master_addr, "address of node 0 (default 127.0.0.1)"), "master_addr");
+  env(app.add_option(both_spellings("--master-port"), o.master_port, "port of node 0's rendezvous")->check(CLI::Range(1, 65535)), "master_port");
+  env(app.add_option(both_spellings("--rdzv-backend"), o.rdzv_backend,
+                     "static or c10d: both use distrun's rendezvous (node 0 hosts it); etcd is not supported")
+          ->check(CLI::IsMember({"static", "c10d"})),
+      "rdzv_backend");
+  env(app.add_option(both_spellings("--rdzv-endpoint"), o.rdzv_endpoint,
+                     "HOST[:PORT] of node 0, instead of --master-addr/--master-port (port 0: a free one, one node only)"),
+      "rdzv_endpoint");
+  env(app.add_option(both_spellings("--rdzv-conf"), o.rdzv_conf,
+                     "KEY=VALUE,...: timeout/join_timeout (seconds the nodes wait for each other), stop_grace; "
+                     "read_timeout, last_call_timeout, close_timeout, ... accepted without effect"),
+      "rdzv_conf");
+  auto* rdzv_timeout = app.add_option(both_spellings("--rdzv-timeout"), o.rdzv_timeout,
+                                      "seconds the nodes wait for each other (default 300)")->check(CLI::PositiveNumber);
+  app.add_option(both_spellings("--rdzv-secret-file"), o.rdzv_secret_file,
+                 "file (mode 0600) holding the job secret, instead of $DISTRUN_STORE_SECRET");
+  app.add_flag(both_spellings("--rdzv-bind-all"), o.rdzv_bind_all,
+               "node 0 listens on every interface, not only the one of --master-addr");
+  app.add_option(both_spellings("--workers-port"), o.workers_port,
+                 "several nodes: the port of the workers' store on node 0 (default: a free one, kept across restarts)")
+      ->check(CLI::Range(1, 65535));
+  env(app.add_flag(both_spellings("--standalone"), o.standalone, "one node; pick a free port"), "standalone");
+  env(app.add_option(both_spellings("--max-restarts"), o.max_restarts, "restart the whole group up to N times on failure")->check(CLI::NonNegativeNumber), "max_restarts");
+  env(app.add_option(both_spellings("--monitor-interval"), o.monitor_interval,
+                     "seconds between checks of the other nodes (workers' ends are seen at once; default 0.1)")
+          ->check(CLI::PositiveNumber),
+      "monitor_interval");
+  env(app.add_option(both_spellings("--start-method"), o.start_method,
+                      "spawn, fork or forkserver: accepted; distrun always starts each worker as a fresh process (fork+exec)")
+          ->check(CLI::IsMember({"spawn", "fork", "forkserver"})),
+      "start_method");
+  std::string event_log_handler = "null";
+  env(app.add_option(both_spellings("--event-log-handler"), event_log_handler,
+                     "torchelastic event handler: only 'null' (distrun emits no torchelastic events)")
+          ->check(CLI::IsMember({"null"})),
+      "event_log_handler");
+  std::optional<std::string> logs_specs;
+  app.add_option(both_spellings("--logs-specs"), logs_specs, "torchrun's logs_specs plugin: not supported (exit 2)");
+  env(app.add_option(both_spellings("--run-id", "--rdzv-id,--rdzv_id"), o.run_id, "job id (TORCHELASTIC_RUN_ID, log folder)"), "rdzv_id");
+  env(app.add_option(both_spellings("--role"), o.role, "ROLE_NAME given to the workers (default: default)"), "role");
+  env(app.add_flag("-m," + both_spellings("--module"), o.module, "run PROGRAM as a Python module: python -u -m PROGRAM"), "module");
+  env(app.add_flag(both_spellings("--no-python"), o.no_python, "run PROGRAM itself, never through python"), "no_python");
+  env(app.add_flag(both_spellings("--run-path"), o.run_path,
+                   "run the PROGRAM script with python (torchrun: runpy.run_path); wins over --no-python"),
+      "run_path");
+  env(app.add_option(both_spellings("--log-dir"), o.log_dir,
+                     "write LOG_DIR/RUN_ID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout,stderr}.log, error.json (a new folder per run)"),
+      "log_dir");
+  env(app.add_option(both_spellings("--redirects", "-r"), o.redirects, "streams sent only to the log files: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:2"), "redirects");
+  env(app.add_option(both_spellings("--tee", "-t"), o.tee, "streams sent to the log files and the console, same values as --redirects"), "tee");
+  env(app.add_option(both_spellings("--local-ranks-filter"), o.local_ranks_filter, "only these local ranks' output on the console, e.g. 0,2"), "local_ranks_filter");
+  env(app.add_option(both_spellings("--local-addr"), o.local_addr,
+                     "this node's address: its interface becomes GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME (unless set)"),
+      "local_addr");
+  app.add_option(both_spellings("--numa-binding"), numa,
+                 "bind each worker's CPUs: node, socket or exclusive (needs NUMA information in /sys)")
+      ->check(CLI::IsMember({"node", "socket", "exclusive", "core-complex"}));
+  env(app.add_option(both_spellings("--signals-to-handle"), o.signals_to_handle,
+                     "signals forwarded to the workers before stopping them, with the summary "
+                     "(default SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1,SIGUSR2 as SLURM jobs do)"),
+      "signals_to_handle");
+  app.add_option(both_spellings("--stdin-rank"), stdin_rank,
+                 "local rank that reads distrun's standard input (default 0), or none; the others read EOF");
   app.add_option(both_spellings("--launcher"), o.launcher, "where nodes and ranks come from: auto, pytorch, slurm or mpi")
       ->check(CLI::IsMember({"auto", "pytorch", "slurm", "mpi"}));
   app.add_option(both_spellings("--stop-grace"), o.stop_grace, "seconds from SIGTERM to SIGKILL when stopping workers (default 1)")->check(CLI::NonNegativeNumber);
@@ -76,6 +221,23 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
     throw ConfigError(std::string(e.what()) + " (see distrun --help)");
   }
 
+  o.rdzv_timeout_given = rdzv_timeout->count() > 0;
+  apply_rdzv_conf(o);
+  if (logs_specs) throw ConfigError("--logs-specs " + *logs_specs + ": distrun has no logs_specs plugins");
+  if (numa == "node") o.numa_binding = NumaBinding::node;
+  else if (numa == "socket") o.numa_binding = NumaBinding::socket;
+  else if (numa == "exclusive") o.numa_binding = NumaBinding::exclusive;
+  else if (numa == "core-complex") throw ConfigError("--numa-binding core-complex: not yet supported (use node, socket or exclusive)");
+  if (stdin_rank == "none") {
+    o.stdin_rank.reset();
+  } else {
+    if (stdin_rank.empty() || stdin_rank.size() > 6 || stdin_rank.find_first_not_of("0123456789") != std::string::npos)
+      throw ConfigError("--stdin-rank " + stdin_rank + ": expected a local rank or none");
+    o.stdin_rank = std::stoi(stdin_rank);
+  }
+  if (o.module && o.no_python && !o.run_path)
+    throw ConfigError("--no-python and -m/--module cannot be used together (as torchrun)");
+
   o.command = app.remaining();
   // With "--" the command is a program, whatever its name; otherwise a lone *.yaml/*.yml
   // names a scenario for distrun-worker.
@@ -92,12 +254,22 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   if (!dashdash && o.command.front().size() > 1 && o.command.front()[0] == '-')
     throw ConfigError("unknown option " + o.command.front() + " (see distrun --help)");
   const std::string& first = o.command.front();
-  o.mode = (!dashdash && (ends_with(first, ".yaml") || ends_with(first, ".yml"))) ? RunMode::scenario : RunMode::program;
+  const bool program_flag = o.module || o.run_path || o.no_python;
+  o.mode = (!dashdash && !program_flag && (ends_with(first, ".yaml") || ends_with(first, ".yml"))) ? RunMode::scenario
+                                                                                                  : RunMode::program;
   if (o.mode == RunMode::scenario && o.command.size() > 1)
     throw ConfigError("unexpected argument '" + o.command[1] + "' after the scenario " + first +
                       " (use -- PROGRAM ARGS... to run a program)");
   if (o.check_only && o.mode != RunMode::scenario) throw ConfigError("--check needs a SCENARIO.yaml");
   if (o.explain && o.mode != RunMode::scenario) throw ConfigError("--explain needs a SCENARIO.yaml");
+  if (o.mode == RunMode::program) {
+    // torchrun runs every script through python; distrun also runs plain programs (sh, a
+    // binary) as given, so only a *.py file, -m or --run-path goes through python.
+    if (o.run_path) o.program_kind = ProgramKind::python_script;
+    else if (o.no_python) o.program_kind = ProgramKind::as_is;
+    else if (o.module) o.program_kind = ProgramKind::python_module;
+    else if (ends_with(first, ".py")) o.program_kind = ProgramKind::python_script;
+  }
   return result;
 }
 

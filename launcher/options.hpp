@@ -10,6 +10,13 @@ namespace distrun::launcher {
 /// What to run on every rank.
 enum class RunMode { scenario, program };
 
+/// How a program is started, as torchrun decides it: `python -u SCRIPT`, `python -u -m MODULE`,
+/// or the command itself (--no-python, or a program that is not a *.py file).
+enum class ProgramKind { python_script, python_module, as_is };
+
+/// --numa-binding (torchrun 2.x's affinity modes).
+enum class NumaBinding { none, node, socket, exclusive, core_complex };
+
 struct LaunchOptions {
   std::string nproc_per_node;        // N, auto, cpu or gpu; empty: not given
   std::string nnodes = "1";          // N or MIN:MAX with MIN == MAX (static)
@@ -27,6 +34,9 @@ struct LaunchOptions {
   std::string local_ranks_filter;    // "0,2": only these local ranks' output on the console
   std::string launcher = "auto";     // auto | pytorch | slurm | mpi
   double rdzv_timeout = 300;         // seconds the agents wait for each other
+  std::string rdzv_secret_file;      // job secret (else $DISTRUN_STORE_SECRET); mode 0600 checked
+  bool rdzv_bind_all = false;        // node 0's rendezvous on 0.0.0.0, not the master's interface
+  std::optional<int> workers_port;   // several nodes: the workers' store port on node 0 (else free)
   double stop_grace = 1.0;           // seconds between SIGTERM and SIGKILL when stopping workers
   // Scenario options, passed on to distrun-worker.
   std::optional<std::string> backend;
@@ -36,6 +46,20 @@ struct LaunchOptions {
   std::optional<std::string> log_level;
   bool check_only = false;
   bool explain = false;   // draw who sends what to whom per step, and exit
+  // torchrun 2.x options (see docs/launcher.md for what each does here).
+  std::string rdzv_backend = "static";  // static | c10d: both are distrun's rendezvous
+  std::string rdzv_conf;                 // key=value,...; parsed into rdzv_timeout/stop_grace
+  bool rdzv_timeout_given = false;       // --rdzv-timeout wins over --rdzv-conf timeouts
+  double monitor_interval = 0.1;         // seconds between polls of the other nodes
+  std::string start_method = "spawn";    // accepted; distrun always fork+execs a fresh process
+  std::string local_addr;                // picks the interface for GLOO/NCCL_SOCKET_IFNAME
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  NumaBinding numa_binding = NumaBinding::none;
+  bool module = false;                   // -m: run the program as `python -u -m MODULE`
+  bool no_python = false;                // run the program itself, never through python
+  bool run_path = false;                 // python -u SCRIPT (torchrun: runpy.run_path); beats --no-python
+  std::optional<int> stdin_rank = 0;     // local rank that reads distrun's stdin; nullopt: none
+  ProgramKind program_kind = ProgramKind::as_is;
 
   RunMode mode = RunMode::program;
   std::vector<std::string> command;  // scenario mode: {SCENARIO}; program mode: {PROGRAM, ARGS...}
@@ -47,6 +71,13 @@ struct ParseResult {
   LaunchOptions options;
   std::optional<int> exit_now;
 };
+
+/// The Python interpreter for *.py programs and -m: $PYTHON_EXEC (torchrun's variable), else
+/// $PYTHON, else python3 as found on PATH.
+std::string python_interpreter();
+
+/// The argv a worker runs for program mode: {python, -u, [-m], PROGRAM, ARGS...} or the command.
+std::vector<std::string> program_argv(const LaunchOptions& options);
 
 /// Parses argv. ConfigError (exit 2) for a bad command line; the message names the option.
 ParseResult parse_launch_options(int argc, const char* const* argv);

@@ -1,7 +1,6 @@
 // Where worker output goes: the console (with torchrun's "[rankN]:" prefixes, --redirects,
-// --tee and --local-ranks-filter applied) and per-rank log files under --log-dir.
+// --tee and --local-ranks-filter applied) and per-rank log files in the run's log folder.
 #pragma once
-#include <cstdio>
 #include <set>
 #include <string>
 #include <string_view>
@@ -11,39 +10,44 @@
 
 namespace distrun::launcher {
 
+class RunLogDir;
+
 struct OutputConfig {
   StdSpec redirects;              // streams that go to the files only
   StdSpec tee;                    // streams that go to the files and the console
   std::set<int> console_ranks;    // local ranks shown on the console; empty: all
-  std::string attempt_dir;        // LOG_DIR/RUN_ID/attempt_K, empty: no files
 };
 
 /// Parses --local-ranks-filter ("0,2"); ConfigError when malformed.
 std::set<int> parse_local_ranks_filter(const std::string& text);
 
-/// Routes whole lines from workers. Console writes are single write(2) calls per line, so lines
-/// of different workers never interleave mid-line.
+/// Routes worker output as it arrives, without waiting for a newline: a prefix is written at
+/// the start of every line, a line being ended by '\n' or by '\r' (a progress bar's update
+/// appears at once, after its prefix, instead of overwriting it). Each piece is one write(2).
 class OutputRouter {
  public:
-  /// Opens LOCAL_RANK/{stdout,stderr}.log under config.attempt_dir for `nproc` local ranks
-  /// whose global ranks start at `rank_offset`. Error when the folder cannot be made.
-  OutputRouter(OutputConfig config, int nproc, int rank_offset);
+  /// With `logs` (may be null: no files), opens attempt_K/LOCAL_RANK/{stdout,stderr}.log for
+  /// `nproc` local ranks whose global ranks start at `rank_offset`.
+  OutputRouter(OutputConfig config, int nproc, int rank_offset, RunLogDir* logs, int attempt);
   ~OutputRouter();
   OutputRouter(const OutputRouter&) = delete;
   OutputRouter& operator=(const OutputRouter&) = delete;
 
-  /// One line (ending in '\n') of `local_rank`'s stdout, or its stderr when `is_err`.
-  void line(int local_rank, bool is_err, std::string_view text);
+  /// Bytes of `local_rank`'s stdout, or its stderr when `is_err`.
+  void write(int local_rank, bool is_err, std::string_view bytes);
+  /// The first failed write to a log file ("" when none): reported once, and the run fails.
+  const std::string& log_error() const { return log_error_; }
 
  private:
   bool on_console(int local_rank, bool is_err) const;
+  void to_log(int fd, const std::string& name, std::string_view bytes);
 
   OutputConfig config_;
   int rank_offset_;
-  std::vector<FILE*> out_files_, err_files_;
+  std::vector<int> out_files_, err_files_;
+  std::vector<std::string> out_names_, err_names_;
+  std::vector<char> out_at_start_, err_at_start_;  // the next byte begins a line
+  std::string log_error_;
 };
-
-/// Creates `path` and its parents (mkdir -p); Error naming the path on failure.
-void make_directories(const std::string& path);
 
 }  // namespace distrun::launcher

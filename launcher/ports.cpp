@@ -1,5 +1,6 @@
 #include "ports.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -7,42 +8,92 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "distrun/core/error.hpp"
 
 namespace distrun::launcher {
 namespace {
 
-// Binds an IPv4 TCP socket on all interfaces; returns the bound port or 0 on failure.
-uint16_t try_bind(uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// An IPv4 or IPv6 socket address for the literal `address`.
+sockaddr_storage socket_address(const std::string& address, uint16_t port, socklen_t& len) {
+  sockaddr_storage ss{};
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (inet_pton(AF_INET, address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    len = sizeof *v4;
+  } else if (inet_pton(AF_INET6, address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    len = sizeof *v6;
+  } else {
+    throw ConfigError("'" + address + "' is not an IP address to bind");
+  }
+  return ss;
+}
+
+// Binds (SO_REUSEADDR as the store servers do: a previous job's connections in TIME_WAIT do
+// not block the port, a live listener does); returns the fd, or -1 with errno set.
+int bind_socket(const std::string& address, uint16_t port, uint16_t& bound) {
+  socklen_t len = 0;
+  sockaddr_storage ss = socket_address(address, port, len);
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw Error(std::string("socket: ") + strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(port);
-  uint16_t bound = 0;
-  // SO_REUSEADDR as the store servers bind: connections of a previous job in TIME_WAIT do not
-  // block them, a live listener does.
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    socklen_t len = sizeof addr;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) bound = ntohs(addr.sin_port);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
   }
-  close(fd);
-  return bound;
+  len = sizeof ss;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  bound = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                        : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return fd;
 }
 
 }  // namespace
 
-uint16_t pick_free_port() {
-  uint16_t port = try_bind(0);
-  if (port == 0) throw Error("cannot find a free TCP port: " + std::string(strerror(errno)));
-  return port;
+BoundPort::BoundPort(const std::string& address, uint16_t port) {
+  fd_ = bind_socket(address, port, port_);
+  if (fd_ < 0 && errno == EADDRINUSE)
+    throw ConfigError("port " + std::to_string(port) + " on " + address +
+                      " is already in use on this host (pick another, or drop the option to use a free one)");
+  if (fd_ < 0) throw Error("cannot bind " + address + ":" + std::to_string(port) + ": " + strerror(errno));
+  if (listen(fd_, SOMAXCONN) != 0) {
+    int e = errno;
+    close(fd_);
+    fd_ = -1;
+    throw Error("cannot listen on " + address + ":" + std::to_string(port) + ": " + strerror(e));
+  }
 }
 
-bool port_is_free(uint16_t port) { return try_bind(port) != 0; }
+BoundPort::~BoundPort() {
+  if (fd_ >= 0) close(fd_);
+}
+
+BoundPort::BoundPort(BoundPort&& o) noexcept : fd_(std::exchange(o.fd_, -1)), port_(o.port_) {}
+
+BoundPort& BoundPort::operator=(BoundPort&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(o.fd_, -1);
+    port_ = o.port_;
+  }
+  return *this;
+}
+
+uint16_t pick_free_port(const std::string& address) {
+  uint16_t port = 0;
+  int fd = bind_socket(address, 0, port);
+  if (fd < 0) throw Error("cannot find a free TCP port on " + address + ": " + strerror(errno));
+  close(fd);
+  return port;
+}
 
 std::string random_hex(size_t bytes) {
   int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);

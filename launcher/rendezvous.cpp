@@ -5,12 +5,22 @@
 #include <sstream>
 #include <thread>
 
-#include "distrun/core/error.hpp"
+#include "distrun/env/netif.hpp"
 #include "distrun/store/tcp_store.hpp"
-#include "ports.hpp"
+#include "signal_names.hpp"
 
 namespace distrun::launcher {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Short, so a frozen or unreachable node 0 is noticed within seconds during the run (the
+// store client adds its own 5 s of slack to a request).
+constexpr milliseconds kRequestTimeout{1000};
+constexpr milliseconds kSlice{200};         // waits are cut into slices to see signals at once
+constexpr milliseconds kLinger{3000};       // node 0 waits this long for the others to read
+constexpr int kMaxNodes = 1 << 16;
 
 std::string where(const JobPlan& plan) { return plan.master_addr + ":" + std::to_string(*plan.master_port); }
 
@@ -20,22 +30,142 @@ std::string hostname() {
   return buf;
 }
 
+std::string secs(milliseconds t) { return std::to_string(t.count() / 1000) + " s"; }
+
+int to_int(const std::string& s, int lo, int hi) {
+  size_t digits = s.size() - (!s.empty() && s[0] == '-' ? 1 : 0);
+  if (digits == 0 || s.size() > 9 || s.find_first_not_of("0123456789", s.size() - digits) != std::string::npos)
+    throw StoreError("bad number");
+  int v = std::stoi(s);
+  if (v < lo || v > hi) throw StoreError("number out of range");
+  return v;
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
 }  // namespace
 
-Rendezvous::Rendezvous(const JobPlan& plan, std::chrono::milliseconds timeout) : plan_(plan), timeout_(timeout) {
-  if (plan_.single_node()) return;
-  TCPStoreOptions opts;
-  opts.is_server = plan_.node_rank == 0;
-  opts.timeout = timeout_;
+std::string FailureRecord::summary() const {
+  std::string s = "host " + host + ", node rank " + std::to_string(node_rank);
+  if (rank >= 0) s += ", rank " + std::to_string(rank);
+  return s + ": " + cause;
+}
+
+std::string FailureRecord::encode() const {
+  return std::string(final ? "1" : "0") + "\n" + host + "\n" + std::to_string(node_rank) + "\n" + std::to_string(rank) +
+         "\n" + cause;
+}
+
+FailureRecord FailureRecord::decode(const std::string& text) {
+  auto lines = split_lines(text);
+  if (lines.size() < 5 || (lines[0] != "0" && lines[0] != "1")) throw StoreError("rendezvous: malformed failure record");
+  FailureRecord r;
   try {
-    store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, opts);
-  } catch (const StoreError& e) {
-    if (opts.is_server) throw StoreError("rendezvous: node 0 cannot host it on --master-port " + where(plan_) + ": " + e.what());
-    throw StoreError("rendezvous: cannot reach node 0 at " + where(plan_) + ": " + e.what());
-  } catch (const TimeoutError& e) {
-    throw TimeoutError("rendezvous: node 0 at " + where(plan_) + " did not answer within " +
-                       std::to_string(timeout_.count() / 1000) + " s (is node 0 started?): " + e.what());
+    r.final = lines[0] == "1";
+    r.host = lines[1];
+    r.node_rank = to_int(lines[2], 0, kMaxNodes);
+    r.rank = to_int(lines[3], -1, 1 << 30);
+  } catch (const StoreError&) {
+    throw StoreError("rendezvous: malformed failure record");
   }
+  size_t at = 0;
+  for (int i = 0; i < 4; ++i) at = text.find('\n', at) + 1;
+  r.cause = text.substr(at);
+  return r;
+}
+
+PlanText parse_plan(const std::string& text, int nnodes) {
+  PlanText p;
+  auto lines = split_lines(text);
+  if (!lines.empty() && lines[0] == "refused") {
+    p.refused = true;
+    p.message = text.size() > 8 ? text.substr(8) : "node 0 refused the job";
+    return p;
+  }
+  if (lines.size() != size_t(3 + nnodes) || lines[0] != "ok") throw StoreError("rendezvous: malformed plan from node 0");
+  try {
+    p.port = uint16_t(to_int(lines[1], 1, 65535));
+    p.secret = lines[2];
+    if (p.secret.empty() || p.secret.size() > 256) throw StoreError("bad secret");
+    for (int n = 0; n < nnodes; ++n) {
+      const std::string& l = lines[size_t(3 + n)];
+      size_t sp = l.find(' ');
+      if (sp == std::string::npos) throw StoreError("bad node line");
+      p.nproc.push_back(to_int(l.substr(0, sp), 1, 1 << 20));
+      p.hosts.push_back(l.substr(sp + 1));
+    }
+  } catch (const StoreError&) {
+    throw StoreError("rendezvous: malformed plan from node 0");
+  }
+  return p;
+}
+
+Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals)
+    : plan_(plan), opt_(options), signals_(signals), host_(hostname()) {
+  // Where node 0 listens: the address of --master-addr on this host, so the store is not
+  // offered on every interface (the user may ask for that with --rdzv-bind-all).
+  std::string master_ip = resolve_host(plan_.master_addr.empty() ? "127.0.0.1" : plan_.master_addr);
+  bool master_is_here = is_local_address(master_ip);
+  if (plan_.single_node()) {
+    bind_ip_ = master_is_here ? master_ip : "0.0.0.0";
+    return;
+  }
+  if (plan_.node_rank == 0) {
+    if (!master_is_here && !opt_.bind_all)
+      throw ConfigError("--master-addr " + plan_.master_addr + " (" + master_ip +
+                        ") is not an address of this host, but node 0 hosts the rendezvous there: give node 0's "
+                        "own address, or --rdzv-bind-all to listen on every interface");
+    bind_ip_ = opt_.bind_all ? "0.0.0.0" : master_ip;
+  }
+  hosts_.assign(size_t(plan_.nnodes), "");
+  hosts_[0] = plan_.master_addr;
+  TCPStoreOptions so;
+  so.secret = opt_.secret;
+  const auto deadline = Clock::now() + opt_.timeout;
+  if (plan_.node_rank == 0) {
+    so.is_server = true;
+    so.bind_host = bind_ip_;
+    so.timeout = opt_.timeout;
+    try {
+      store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+    } catch (const StoreError& e) {
+      throw StoreError("rendezvous: node 0 cannot host it on --master-port " + where(plan_) + ": " + e.what());
+    }
+    // The workers' store port: bound now and held, or (for programs that bind it themselves)
+    // chosen now; the same for every attempt.
+    if (opt_.hand_socket) {
+      workers_socket_ = BoundPort(bind_ip_, opt_.workers_port.value_or(0));
+      workers_port_ = workers_socket_.port();
+    } else if (opt_.workers_port) {
+      BoundPort probe(bind_ip_, *opt_.workers_port);  // ConfigError now when taken
+      workers_port_ = *opt_.workers_port;
+    } else {
+      workers_port_ = pick_free_port(bind_ip_);
+    }
+  } else {
+    // Connects in short tries, so a signal stops the wait at once.
+    so.timeout = milliseconds(1000);
+    for (;;) {
+      try {
+        store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+        break;
+      } catch (const TimeoutError& e) {
+        if (int sig = signals_.next_stop()) throw Interrupted(sig);
+        if (Clock::now() >= deadline)
+          throw TimeoutError("rendezvous: node 0 at " + where(plan_) + " did not answer within " + secs(opt_.timeout) +
+                             " (is node 0 started?): " + e.what());
+      } catch (const StoreError& e) {
+        throw StoreError("rendezvous: node 0 at " + where(plan_) + " dropped this agent (" + e.what() +
+                         "); is the job secret (DISTRUN_STORE_SECRET or --rdzv-secret-file) the same on every node?");
+      }
+    }
+  }
+  store_->set_timeout(kRequestTimeout);
 }
 
 Rendezvous::~Rendezvous() = default;
@@ -44,104 +174,252 @@ std::string Rendezvous::key(int attempt, const std::string& name) const {
   return "distrun/rdzv/" + plan_.run_id + "/" + std::to_string(attempt) + "/" + name;
 }
 
-Assignment Rendezvous::join(int attempt) {
-  Assignment a;
-  a.master_addr = plan_.master_addr;
-  if (!store_) {
-    a.world_size = plan_.nproc_per_node;
-    a.master_addr = plan_.master_addr.empty() ? "127.0.0.1" : plan_.master_addr;
-    // The user's port is used once (and checked); a picked one is picked afresh each attempt.
-    if (plan_.master_port && attempt == 0) {
-      if (!port_is_free(*plan_.master_port))
-        throw ConfigError("--master-port " + std::to_string(*plan_.master_port) +
-                          ": the port is already in use on this host (pick another, or drop it to use a free one)");
-      a.master_port = *plan_.master_port;
-    } else {
-      a.master_port = pick_free_port();
-      a.port_was_picked = true;
-    }
-    a.secret = random_hex(16);
-    return a;
-  }
+std::string Rendezvous::key(const std::string& name) const { return "distrun/rdzv/" + plan_.run_id + "/" + name; }
 
-  const int k = plan_.node_rank;
-  if (attempt == 0 && store_->add(key(0, "claim/" + std::to_string(k)), 1) > 1)
-    throw ConfigError("rendezvous: two agents claim --node-rank " + std::to_string(k));
-  store_->set(key(attempt, "node/" + std::to_string(k)), std::to_string(plan_.nproc_per_node) + " " + hostname());
+FailureRecord Rendezvous::store_lost(const std::exception& e) const {
+  FailureRecord r;
+  r.final = true;
+  r.host = hosts_.empty() ? plan_.master_addr : hosts_[0];
+  r.node_rank = 0;
+  r.cause = std::string("the rendezvous store on node 0 stopped answering (its agent was killed or its host is "
+                        "unreachable): ") + e.what();
+  return r;
+}
 
-  if (k == 0) {
-    std::vector<std::string> keys;
-    for (int n = 0; n < plan_.nnodes; ++n) keys.push_back(key(attempt, "node/" + std::to_string(n)));
+void Rendezvous::check_signal(int attempt, const std::string& during) {
+  int sig = signals_.next_stop();
+  if (!sig) return;
+  FailureRecord mine;
+  mine.final = true;
+  mine.host = host_;
+  mine.node_rank = plan_.node_rank;
+  mine.cause = "distrun stopped by " + signal_abbrev(sig) + " " + during;
+  report_failure(attempt, mine);
+  throw Interrupted(sig);
+}
+
+void Rendezvous::wait_keys(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline) {
+  for (;;) {
+    check_signal(attempt, "while the nodes met");
     try {
-      store_->wait(keys, timeout_);
+      store_->wait(keys, kSlice);
+      return;
     } catch (const TimeoutError&) {
-      std::string missing;
-      for (int n = 0; n < plan_.nnodes; ++n)
-        if (!store_->check({keys[n]})) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
-      throw TimeoutError("rendezvous: node(s) " + missing + " of " + std::to_string(plan_.nnodes) +
-                         " never joined at " + where(plan_) + " within " + std::to_string(timeout_.count() / 1000) + " s");
     }
-    std::ostringstream out;
-    out << pick_free_port() << " " << random_hex(16);
-    for (auto& kk : keys) out << " " << std::stoi(store_->get(kk));
-    store_->set(key(attempt, "plan"), out.str());
+    if (store_->check({key(attempt, "failed")})) throw JobFailed(FailureRecord::decode(store_->get(key(attempt, "failed"))));
+    if (Clock::now() >= deadline) throw TimeoutError("rendezvous: deadline");
   }
-  std::string text;
-  try {
-    store_->wait({key(attempt, "plan")}, timeout_);
-    text = store_->get(key(attempt, "plan"));
-  } catch (const TimeoutError&) {
-    throw TimeoutError("rendezvous: no plan from node 0 at " + where(plan_) + " within " +
-                       std::to_string(timeout_.count() / 1000) + " s (some node never joined)");
+}
+
+Assignment Rendezvous::single_node(int attempt) {
+  Assignment a;
+  a.world_size = plan_.nproc_per_node;
+  a.master_addr = plan_.master_addr.empty() ? "127.0.0.1" : plan_.master_addr;
+  // Chosen once: an explicit port, or a free one, stays the same across restarts.
+  if (attempt == 0) {
+    if (opt_.hand_socket) {
+      workers_socket_ = BoundPort(bind_ip_, plan_.master_port.value_or(0));
+      workers_port_ = workers_socket_.port();
+    } else if (plan_.master_port) {
+      BoundPort probe(bind_ip_, *plan_.master_port);  // ConfigError now when taken
+      workers_port_ = *plan_.master_port;
+    } else {
+      workers_port_ = pick_free_port(bind_ip_);
+    }
   }
-  std::istringstream in(text);
-  int port = 0;
-  in >> port >> a.secret;
-  a.master_port = uint16_t(port);
-  a.port_was_picked = true;
-  a.world_size = 0;
-  for (int n = 0, nproc; n < plan_.nnodes && in >> nproc; ++n) {
-    if (n < k) a.rank_offset += nproc;
-    a.world_size += nproc;
-  }
+  a.master_port = workers_port_;
+  a.listen_fd = workers_socket_.fd();
+  a.secret = random_hex(16);
   return a;
 }
 
-void Rendezvous::report_failure(int attempt, const std::string& what) {
-  if (!store_ || !store_alive_) return;
+Assignment Rendezvous::join(int attempt) {
+  if (!store_) return single_node(attempt);
+  const int k = plan_.node_rank;
+  const auto deadline = Clock::now() + opt_.timeout;
+  Assignment a;
+  a.master_addr = plan_.master_addr;
+  PlanText p;
   try {
-    store_->set(key(attempt, "failed"), "node " + std::to_string(plan_.node_rank) + ": " + what);
+    if (attempt == 0 && store_->add(key("claim/" + std::to_string(k)), 1) > 1)
+      throw ConfigError("rendezvous: two agents claim --node-rank " + std::to_string(k));
+    store_->set(key(attempt, "node/" + std::to_string(k)),
+                std::to_string(plan_.nproc_per_node) + " " + (opt_.results_given ? "1" : "0") + " " + host_);
+
+    if (k == 0) {
+      std::vector<std::string> keys;
+      for (int n = 0; n < plan_.nnodes; ++n) keys.push_back(key(attempt, "node/" + std::to_string(n)));
+      try {
+        wait_keys(attempt, keys, deadline);
+      } catch (const TimeoutError&) {
+        std::string missing;
+        for (int n = 0; n < plan_.nnodes; ++n)
+          if (!store_->check({keys[n]})) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+        std::string why = "node(s) " + missing + " of " + std::to_string(plan_.nnodes) + " never joined at " +
+                          where(plan_) + " within " + secs(opt_.timeout);
+        FailureRecord r{true, host_, 0, -1, "rendezvous: " + why};
+        report_failure(attempt, r);
+        throw TimeoutError("rendezvous: " + why);
+      }
+      std::ostringstream out;
+      std::string with, without;
+      out << "ok\n" << workers_port_ << "\n" << random_hex(16) << "\n";
+      for (int n = 0; n < plan_.nnodes; ++n) {
+        std::istringstream node(store_->get(keys[size_t(n)]));
+        std::string nproc, results, host;
+        node >> nproc >> results >> host;
+        out << nproc << " " << host << "\n";
+        std::string& list = results == "1" ? with : without;
+        list += (list.empty() ? "" : ", ") + std::to_string(n);
+      }
+      std::string plan_text = out.str();
+      plan_text.pop_back();
+      // Only rank 0 (node 0) writes --results, and only ranks that were given it send their
+      // records: refuse a job that would silently lose some.
+      if (opt_.scenario && !with.empty() && !without.empty())
+        plan_text = "refused\n--results was given on node(s) " + with + " but not on node(s) " + without +
+                    ": give it on every node (rank 0 on node 0 writes every rank's records) or on none";
+      store_->set(key(attempt, "plan"), plan_text);
+    }
+    try {
+      wait_keys(attempt, {key(attempt, "plan")}, deadline);
+    } catch (const TimeoutError&) {
+      throw TimeoutError("rendezvous: no plan from node 0 at " + where(plan_) + " within " + secs(opt_.timeout) +
+                         " (some node never joined)");
+    }
+    p = parse_plan(store_->get(key(attempt, "plan")), plan_.nnodes);
+    if (k != 0) store_->set(key(attempt, "got/" + std::to_string(k)), "1");
+    if (p.refused && k == 0) {
+      std::vector<std::string> got;
+      for (int n = 1; n < plan_.nnodes; ++n) got.push_back(key(attempt, "got/" + std::to_string(n)));
+      try {
+        store_->wait(got, kLinger);
+      } catch (const TimeoutError&) {
+      }
+    }
+  } catch (const StoreError& e) {
+    if (k == 0) throw;
+    throw JobFailed(store_lost(e));
+  }
+  if (p.refused) throw ConfigError("rendezvous: " + p.message);
+  a.master_port = p.port;
+  a.secret = p.secret;
+  a.listen_fd = k == 0 ? workers_socket_.fd() : -1;
+  a.world_size = 0;
+  for (int n = 0; n < plan_.nnodes; ++n) {
+    if (n < k) a.rank_offset += p.nproc[size_t(n)];
+    a.world_size += p.nproc[size_t(n)];
+  }
+  hosts_ = p.hosts;
+  beats_.assign(size_t(plan_.nnodes), -1);
+  beat_seen_.assign(size_t(plan_.nnodes), Clock::now());
+  return a;
+}
+
+FailureRecord Rendezvous::report_failure(int attempt, const FailureRecord& mine) {
+  if (!store_ || !store_alive_) return mine;
+  try {
+    // The reporter has seen the failure: node 0 need not wait for it to say so.
+    store_->set(key(attempt, "seen/" + std::to_string(plan_.node_rank)), "1");
+    if (store_->add(key(attempt, "failclaim"), 1) == 1) {
+      store_->set(key(attempt, "failed"), mine.encode());
+      return mine;
+    }
+    // Another node claimed first; its record follows at once.
+    store_->wait({key(attempt, "failed")}, kLinger);
+    return FailureRecord::decode(store_->get(key(attempt, "failed")));
   } catch (const Error&) {
     store_alive_ = false;
+    return mine;
   }
 }
 
-bool Rendezvous::peer_failed(int attempt) {
-  if (!store_ || !store_alive_) return false;
+std::optional<FailureRecord> Rendezvous::watch(int attempt) {
+  if (!store_) return std::nullopt;
+  if (!store_alive_) return std::nullopt;
+  const int k = plan_.node_rank;
   try {
-    return store_->check({key(attempt, "failed")});
-  } catch (const Error&) {
-    store_alive_ = false;  // node 0's agent is gone; its workers went with it, ours will notice
-    return false;
+    if (k != 0) store_->add(key("beat/" + std::to_string(k)), 1);
+    if (store_->check({key(attempt, "failed")})) return FailureRecord::decode(store_->get(key(attempt, "failed")));
+    if (k == 0) {
+      auto now = Clock::now();
+      for (int n = 1; n < plan_.nnodes; ++n) {
+        int64_t b = store_->add(key("beat/" + std::to_string(n)), 0);
+        if (b != beats_[size_t(n)]) {
+          beats_[size_t(n)] = b;
+          beat_seen_[size_t(n)] = now;
+        } else if (now - beat_seen_[size_t(n)] > opt_.heartbeat_timeout) {
+          vanished_.insert(n);
+          FailureRecord r{true, hosts_[size_t(n)], n, -1,
+                          "its distrun agent stopped answering (no heartbeat for " +
+                              std::to_string(opt_.heartbeat_timeout.count() / 1000) +
+                              " s): killed, frozen, or the host is unreachable"};
+          return report_failure(attempt, r);
+        }
+      }
+    }
+  } catch (const Error& e) {
+    if (k == 0) throw;  // our own store, in this process: cannot be lost
+    store_alive_ = false;
+    return store_lost(e);
   }
+  return std::nullopt;
 }
 
-bool Rendezvous::finish(int attempt) {
-  if (!store_ || !store_alive_) return true;
+std::optional<FailureRecord> Rendezvous::finish(int attempt) {
+  if (!store_) return std::nullopt;
+  const int k = plan_.node_rank;
+  const auto deadline = Clock::now() + opt_.timeout;
   try {
     store_->add(key(attempt, "done"), 1);
-    auto deadline = std::chrono::steady_clock::now() + timeout_;
-    // Node 0 hosts the store: it stays until the others have read what they need.
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (store_->check({key(attempt, "failed")})) return false;
-      if (store_->add(key(attempt, "done"), 0) >= plan_.nnodes) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } catch (const Error& e) {
+    store_alive_ = false;
+    return store_lost(e);
+  }
+  while (Clock::now() < deadline) {
+    check_signal(attempt, "while waiting for the other nodes to finish");
+    if (auto r = watch(attempt)) return r;
+    try {
+      if (store_->add(key(attempt, "done"), 0) >= plan_.nnodes) {
+        if (k != 0) {
+          store_->set(key(attempt, "ack/" + std::to_string(k)), "1");
+          return std::nullopt;
+        }
+        // Node 0 hosts the store: it stays until the others have read that all is done.
+        std::vector<std::string> acks;
+        for (int n = 1; n < plan_.nnodes; ++n) acks.push_back(key(attempt, "ack/" + std::to_string(n)));
+        try {
+          store_->wait(acks, kLinger);
+        } catch (const TimeoutError&) {
+        }
+        return std::nullopt;
+      }
+    } catch (const StoreError& e) {
+      if (k == 0) throw;
+      store_alive_ = false;
+      return store_lost(e);
     }
-    throw TimeoutError("rendezvous: not every node finished attempt " + std::to_string(attempt) + " within " +
-                       std::to_string(timeout_.count() / 1000) + " s");
-  } catch (const StoreError&) {
-    store_alive_ = false;  // node 0 left after everyone finished
-    return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  FailureRecord r{true, host_, k, -1, "not every node finished attempt " + std::to_string(attempt) + " within " + secs(opt_.timeout)};
+  return report_failure(attempt, r);
+}
+
+void Rendezvous::acknowledge(int attempt) {
+  if (!store_ || !store_alive_) return;
+  try {
+    if (plan_.node_rank != 0) {
+      store_->set(key(attempt, "seen/" + std::to_string(plan_.node_rank)), "1");
+      return;
+    }
+    std::vector<std::string> seen;
+    // Only nodes that joined this attempt and did not vanish can read it.
+    for (int n = 1; n < plan_.nnodes; ++n)
+      if (!vanished_.count(n) && store_->check({key(attempt, "node/" + std::to_string(n))}))
+        seen.push_back(key(attempt, "seen/" + std::to_string(n)));
+    if (!seen.empty()) store_->wait(seen, kLinger);
+  } catch (const Error&) {
+    // Bounded on purpose: a node that never reads it has lost the store and says so itself.
   }
 }
 

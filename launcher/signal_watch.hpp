@@ -1,16 +1,35 @@
-// Signals the launcher handles in its poll loop: SIGCHLD (a worker ended) and SIGINT/SIGTERM/
-// SIGHUP (forwarded to the workers). They are blocked and read from a signalfd, so no handler
+// Signals the launcher handles in its poll loop: SIGCHLD (a worker ended) and those of
+// --signals-to-handle (torchrun's default SIGTERM,SIGINT,SIGHUP,SIGQUIT: forwarded to the
+// workers, which are then stopped, with the summary). They are blocked and read from a signalfd, so no handler
 // runs at an awkward moment; workers get the original mask back before exec.
 #pragma once
 #include <signal.h>
 
+#include <exception>
+#include <string>
+#include <vector>
+
 namespace distrun::launcher {
+
+/// The agent was stopped by SIGINT/SIGTERM/SIGHUP outside the workers' run (while the nodes
+/// meet or wait for each other); main exits 128+signal.
+class Interrupted : public std::exception {
+ public:
+  explicit Interrupted(int signal) : signal_(signal), text_("stopped by signal " + std::to_string(signal)) {}
+  int signal() const { return signal_; }
+  const char* what() const noexcept override { return text_.c_str(); }
+
+ private:
+  int signal_;
+  std::string text_;
+};
 
 class SignalWatch {
  public:
   /// Blocks the watched signals in this thread (call before starting any thread) and opens
-  /// the signalfd. SIGPIPE is ignored so a closed console never kills the launcher.
-  SignalWatch();
+  /// the signalfd. SIGPIPE is ignored so a closed console never kills the launcher; SIGTTIN so
+  /// a launcher moved to the background gets EIO from the terminal instead of stopping.
+  explicit SignalWatch(const std::vector<int>& handled = {SIGINT, SIGTERM, SIGHUP, SIGQUIT});
   ~SignalWatch();
   SignalWatch(const SignalWatch&) = delete;
   SignalWatch& operator=(const SignalWatch&) = delete;
@@ -19,13 +38,15 @@ class SignalWatch {
   int fd() const { return fd_; }
   /// Reads one pending signal number, or 0 when none is pending.
   int next();
+  /// The first pending SIGINT/SIGTERM/SIGHUP (SIGCHLD skipped), or 0; for waits without workers.
+  int next_stop();
   /// The mask and dispositions the launcher started with, for children to restore.
   const sigset_t& original_mask() const { return original_mask_; }
 
  private:
   int fd_ = -1;
   sigset_t original_mask_;
-  struct sigaction original_pipe_;
+  struct sigaction original_pipe_, original_ttin_, original_xfsz_;
 };
 
 /// Restores default dispositions and the original mask; call in a forked child before exec.

@@ -1,5 +1,8 @@
 #include "worker_env.hpp"
 
+#include "distrun/core/error.hpp"
+#include "distrun/env/netif.hpp"
+
 extern char** environ;
 
 namespace distrun::launcher {
@@ -24,7 +27,28 @@ EnvMap worker_environment(EnvMap env, const WorkerIdentity& id) {
   if (id.local_world_size > 1 && env.find("OMP_NUM_THREADS") == env.end()) env["OMP_NUM_THREADS"] = "1";
   if (!id.store_secret.empty()) env["DISTRUN_STORE_SECRET"] = id.store_secret;
   if (!id.flight_recorder.empty()) env["DISTRUN_FLIGHT_RECORDER"] = id.flight_recorder;
+  // The launcher's own TORCHELASTIC_ERROR_FILE is its agent-level file; each worker gets its own.
+  if (!id.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = id.error_file;
+  else env.erase("TORCHELASTIC_ERROR_FILE");
+  // What torch's agent sets unless the user did (1.13 reads NCCL_..., 2.x TORCH_NCCL_...);
+  // PYTHONUNBUFFERED also reaches Python started by a wrapper script, not only `python -u`.
+  env.emplace("PYTHONUNBUFFERED", "1");
+  env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
+  if (!id.socket_ifname.empty()) {
+    env.emplace("GLOO_SOCKET_IFNAME", id.socket_ifname);
+    env.emplace("NCCL_SOCKET_IFNAME", id.socket_ifname);
+  }
   return env;
+}
+
+std::string socket_interface(const std::string& master_addr, const std::string& local_addr) {
+  try {
+    std::string addr = local_addr.empty() ? local_address_towards(master_addr) : resolve_host(local_addr);
+    return interface_with_address(addr);
+  } catch (const ConfigError&) {
+    return "";  // no route yet (the master may come up later): leave the choice to the worker
+  }
 }
 
 EnvMap current_environment() {

@@ -22,13 +22,21 @@ struct WorkerIdentity {
   std::string run_id = "none";
   std::string store_secret;  // DISTRUN_STORE_SECRET; empty: not set
   std::string flight_recorder;  // DISTRUN_FLIGHT_RECORDER (the agent's flight file); empty: not set
+  std::string error_file;    // TORCHELASTIC_ERROR_FILE: where torch's @record writes error.json
+  std::string socket_ifname; // the interface that routes to the master; empty: unknown
 };
 
 using EnvMap = std::map<std::string, std::string>;
 
 /// Adds torchrun's variables for `id` to `base` (the launcher's environment) and returns it.
-/// OMP_NUM_THREADS=1 is set when unset in `base` and more than one worker runs on the node.
+/// OMP_NUM_THREADS=1 is set when unset in `base` and more than one worker runs on the node;
+/// PYTHONUNBUFFERED=1, TORCH_NCCL_ASYNC_ERROR_HANDLING=1, NCCL_ASYNC_ERROR_HANDLING=1 and the
+/// GLOO/NCCL_SOCKET_IFNAME interface likewise only when `base` does not set them.
 EnvMap worker_environment(EnvMap base, const WorkerIdentity& id);
+
+/// The interface for GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME: the one holding `local_addr` when
+/// given, else the one the kernel routes to `master_addr` through; empty when unknown.
+std::string socket_interface(const std::string& master_addr, const std::string& local_addr);
 
 /// The current process environment as a map.
 EnvMap current_environment();

@@ -30,6 +30,7 @@ WorkerGroup::WorkerGroup(const std::vector<WorkerSpec>& specs, OutputRouter& out
     w.running = true;
     w.out.fd = s.out_fd;
     w.err.fd = s.err_fd;
+    if (s.in_fd >= 0) stdin_ = StdinRelay(s.in_fd);
     workers_.push_back(std::move(w));
   }
 }
@@ -52,13 +53,9 @@ void WorkerGroup::kill_and_reap_all() {
   }
 }
 
-void WorkerGroup::emit(Worker& w, bool is_err, std::string_view line) {
-  output_.line(w.spec.local_rank, is_err, line);
-  if (is_err) {
-    std::string_view body = line.substr(0, line.size() - (line.empty() || line.back() != '\n' ? 0 : 1));
-    w.err_tail.emplace_back(body);
-    if (w.err_tail.size() > kTailLines) w.err_tail.pop_front();
-  }
+void WorkerGroup::add_tail_line(Worker& w, std::string_view line) {
+  w.err_tail.emplace_back(line);
+  if (w.err_tail.size() > kTailLines) w.err_tail.pop_front();
 }
 
 void WorkerGroup::read_stream(Worker& w, bool is_err) {
@@ -72,27 +69,66 @@ void WorkerGroup::read_stream(Worker& w, bool is_err) {
       close_stream(w, is_err);
       return;
     }
+    pass_on(w, is_err, std::string_view(buf, size_t(n)));
+    if (!is_err) continue;
     s.partial.append(buf, size_t(n));
     size_t start = 0, nl;
     while ((nl = s.partial.find('\n', start)) != std::string::npos) {
-      emit(w, is_err, std::string_view(s.partial).substr(start, nl + 1 - start));
+      add_tail_line(w, std::string_view(s.partial).substr(start, nl - start));
       start = nl + 1;
     }
     s.partial.erase(0, start);
-    // A very long line without newline is passed on in pieces rather than held forever.
-    if (s.partial.size() > 1 << 20) {
-      s.partial += '\n';
-      emit(w, is_err, s.partial);
+    if (s.partial.size() > 1 << 16) {  // a very long line: keep its start, not all of it
+      add_tail_line(w, s.partial);
       s.partial.clear();
     }
   }
 }
 
+// Whole lines (ended by '\n' or '\r': a progress bar's update counts) go out at once; the
+// unended rest waits at most kHoldPartial (a prompt without newline still shows promptly).
+void WorkerGroup::pass_on(Worker& w, bool is_err, std::string_view bytes) {
+  Stream& s = is_err ? w.err : w.out;
+  size_t end = bytes.find_last_of("\n\r");
+  if (end == std::string_view::npos) {
+    if (s.held.empty()) s.held_since = Clock::now();
+    s.held.append(bytes);
+    if (s.held.size() > 1 << 16) flush_held(w, is_err);
+    return;
+  }
+  s.held.append(bytes.substr(0, end + 1));
+  flush_held(w, is_err);
+  if (end + 1 < bytes.size()) {
+    s.held.assign(bytes.substr(end + 1));
+    s.held_since = Clock::now();
+  }
+}
+
+void WorkerGroup::flush_held(Worker& w, bool is_err) {
+  Stream& s = is_err ? w.err : w.out;
+  if (s.held.empty()) return;
+  output_.write(w.spec.local_rank, is_err, s.held);
+  s.held.clear();
+}
+
+std::optional<Clock::time_point> WorkerGroup::flush_old_held() {
+  std::optional<Clock::time_point> next;
+  auto now = Clock::now();
+  for (auto& w : workers_)
+    for (bool is_err : {false, true}) {
+      Stream& s = is_err ? w.err : w.out;
+      if (s.held.empty()) continue;
+      if (now - s.held_since >= kHoldPartial) flush_held(w, is_err);
+      else if (!next || s.held_since + kHoldPartial < *next) next = s.held_since + kHoldPartial;
+    }
+  return next;
+}
+
 void WorkerGroup::close_stream(Worker& w, bool is_err) {
   Stream& s = is_err ? w.err : w.out;
+  flush_held(w, is_err);
   if (!s.partial.empty()) {
-    s.partial += '\n';
-    emit(w, is_err, s.partial);
+    add_tail_line(w, s.partial);
     s.partial.clear();
   }
   close(s.fd);
@@ -106,6 +142,7 @@ void WorkerGroup::reap(GroupResult& result) {
     pid_t got = waitpid(w.pid, &status, WNOHANG);
     if (got != w.pid) continue;
     w.running = false;
+    w.wait_status = status;
     // Whatever the worker left in its process group goes with it: no orphan survives.
     kill(-w.pid, SIGKILL);
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -118,6 +155,9 @@ void WorkerGroup::reap(GroupResult& result) {
     f.wait_status = status;
     f.when = std::chrono::system_clock::now();
     f.stderr_tail.assign(w.err_tail.begin(), w.err_tail.end());
+    if (!w.err.partial.empty()) f.stderr_tail.push_back(w.err.partial);  // its last words, unended
+    f.error_file = w.spec.error_file;
+    f.program = w.spec.shown_name;
     result.failure = f;
   }
 }
@@ -145,7 +185,8 @@ bool WorkerGroup::any_stream_open() const {
   return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.out.fd >= 0 || w.err.fd >= 0; });
 }
 
-GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseconds poll_interval) {
+GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseconds poll_interval,
+                             const std::function<void(const GroupResult&)>& on_first_failure) {
   GroupResult result;
   auto next_poll = Clock::now() + poll_interval;
   std::optional<Clock::time_point> drain_until;  // set once every worker has ended
@@ -157,23 +198,31 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
       if (w.out.fd >= 0) fds.push_back({w.out.fd, POLLIN, 0}), owners.emplace_back(&w, false);
       if (w.err.fd >= 0) fds.push_back({w.err.fd, POLLIN, 0}), owners.emplace_back(&w, true);
     }
+    const size_t relay_at = fds.size();
+    fds.push_back({stdin_.read_fd(), POLLIN, 0});  // a negative fd is skipped by poll
+    fds.push_back({stdin_.write_fd(), POLLOUT, 0});
     auto now = Clock::now();
     auto wake = drain_until ? *drain_until : next_poll;
     if (stopping_ && !killed) wake = std::min(wake, kill_at_);
     if (!drain_until && !peer_failed && !stopping_) wake = now + milliseconds(1000);
+    if (auto held = flush_old_held()) wake = std::min(wake, *held);
     int timeout_ms = int(std::max<int64_t>(0, std::chrono::duration_cast<milliseconds>(wake - now).count()));
     int n = poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) break;
-    for (size_t i = 1; n > 0 && i < fds.size(); ++i)
+    for (size_t i = 1; n > 0 && i < relay_at; ++i)
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_stream(*owners[i].first, owners[i].second);
+    if (n > 0 && fds[relay_at].fd >= 0 && fds[relay_at].revents) stdin_.on_readable();
+    if (n > 0 && fds[relay_at + 1].fd >= 0 && fds[relay_at + 1].revents) stdin_.on_writable();
     if (n > 0 && (fds[0].revents & POLLIN)) {
       while (int sig = signals_.next()) {
         if (sig == SIGCHLD) continue;  // reaped below, every round
-        if (!result.signal) {
+        bool first = !result.signal;
+        if (first) {
           result.signal = sig;
           result.outcome = GroupOutcome::interrupted;
         }
         begin_stop(sig);  // forward the signal itself, as torchrun does
+        if (first && on_first_failure) on_first_failure(result);
       }
     }
     bool had_failure = result.failure.has_value();
@@ -181,6 +230,7 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
     if (result.failure && !had_failure && result.outcome == GroupOutcome::succeeded) {
       result.outcome = GroupOutcome::failed;
       begin_stop(SIGTERM);
+      if (on_first_failure) on_first_failure(result);
     }
     now = Clock::now();
     if (stopping_ && !killed && now >= kill_at_ && any_running()) {
@@ -200,6 +250,7 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
   for (auto& w : workers_) {
     if (w.out.fd >= 0) close_stream(w, false);
     if (w.err.fd >= 0) close_stream(w, true);
+    result.ends.push_back({w.spec.rank, w.wait_status});
   }
   return result;
 }

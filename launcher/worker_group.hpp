@@ -11,6 +11,7 @@
 
 #include "output_router.hpp"
 #include "signal_watch.hpp"
+#include "stdin_relay.hpp"
 #include "worker_process.hpp"
 
 namespace distrun::launcher {
@@ -22,6 +23,14 @@ struct WorkerFailure {
   int wait_status = 0;                       // from waitpid
   std::chrono::system_clock::time_point when;
   std::vector<std::string> stderr_tail;      // last lines of its stderr, newest last
+  std::string error_file;                    // where torch's @record may have written error.json
+  std::string program;                       // the script or program, as the summary names it
+};
+
+/// How each worker ended, for the summary after a signal stopped the group.
+struct WorkerEnd {
+  int rank = 0;
+  int wait_status = 0;
 };
 
 enum class GroupOutcome {
@@ -35,6 +44,7 @@ struct GroupResult {
   GroupOutcome outcome = GroupOutcome::succeeded;
   std::optional<WorkerFailure> failure;
   int signal = 0;
+  std::vector<WorkerEnd> ends;  // every worker, in rank order
 };
 
 class WorkerGroup {
@@ -51,25 +61,38 @@ class WorkerGroup {
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
   /// Supervises until every worker has ended. `peer_failed`, when given, is polled every
-  /// `poll_interval`; when it returns true the local workers are stopped.
+  /// `poll_interval`; when it returns true the local workers are stopped. `on_first_failure`,
+  /// when given, hears of a local failure or a signal the moment it is seen (so the other
+  /// nodes can be told while the local workers are still being stopped).
   GroupResult run(const std::function<bool()>& peer_failed = {},
-                  std::chrono::milliseconds poll_interval = std::chrono::milliseconds(200));
+                  std::chrono::milliseconds poll_interval = std::chrono::milliseconds(200),
+                  const std::function<void(const GroupResult&)>& on_first_failure = {});
 
  private:
   struct Stream {
     int fd = -1;
-    std::string partial;  // bytes after the last newline
+    std::string partial;  // bytes after the last newline (for the stderr tail only)
+    // Bytes after the last '\n' or '\r', held back a moment so a line written in pieces
+    // (Python's unbuffered print writes text and newline apart) is not cut by another rank's.
+    std::string held;
+    std::chrono::steady_clock::time_point held_since;
   };
+  static constexpr std::chrono::milliseconds kHoldPartial{50};
   struct Worker {
     WorkerSpec spec;
     pid_t pid = -1;
     bool running = false;
+    int wait_status = 0;
     Stream out, err;
     std::deque<std::string> err_tail;
   };
 
   void read_stream(Worker& w, bool is_err);
-  void emit(Worker& w, bool is_err, std::string_view line);
+  void add_tail_line(Worker& w, std::string_view line);
+  void pass_on(Worker& w, bool is_err, std::string_view bytes);
+  void flush_held(Worker& w, bool is_err);
+  // Flushes what was held longer than kHoldPartial; returns the next time one is due.
+  std::optional<std::chrono::steady_clock::time_point> flush_old_held();
   void close_stream(Worker& w, bool is_err);
   // Reaps ended workers; returns the first failure among them (not counting those we stopped).
   void reap(GroupResult& result);
@@ -80,6 +103,7 @@ class WorkerGroup {
   bool any_stream_open() const;
 
   std::vector<Worker> workers_;
+  StdinRelay stdin_;
   OutputRouter& output_;
   SignalWatch& signals_;
   std::chrono::milliseconds stop_grace_;

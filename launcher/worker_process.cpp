@@ -1,6 +1,7 @@
 #include "worker_process.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,43 +11,85 @@
 
 #include "distrun/core/error.hpp"
 #include "signal_watch.hpp"
+#include "worker_shim.hpp"
 
 namespace distrun::launcher {
+namespace {
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) throw Error("cannot read /proc/self/exe to start the reaper shim");
+  return std::string(buf, size_t(n));
+}
+
+void close_all(std::initializer_list<int> fds) {
+  for (int fd : fds)
+    if (fd >= 0) close(fd);
+}
+
+}  // namespace
 
 SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
   // Everything the child needs is prepared before fork: after fork only async-signal-safe calls.
-  std::vector<char*> argv, envp;
-  for (auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
+  const std::string exe = self_exe();
+  const std::string parent_pid = std::to_string(getpid());
+  std::vector<char*> argv{const_cast<char*>(exe.c_str()), const_cast<char*>(kShimFlag),
+                          const_cast<char*>(parent_pid.c_str()), nullptr};
+  std::vector<char*> envp;
   for (auto& e : spec.envp) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
+  std::string packed;  // the worker's argv for the shim, NUL-separated
+  for (auto& a : spec.argv) packed += a + '\0';
 
-  int out[2], err[2], status[2];
-  if (pipe2(out, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + strerror(errno));
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(out[0]), close(out[1]);
-    throw Error(std::string("pipe: ") + strerror(errno));
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int c : spec.cpus)
+    if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpus);
+
+  // stdin: a pipe from the launcher, or /dev/null; opened before fork like everything else.
+  // The shim passes it on to the worker unchanged.
+  int in[2] = {-1, -1};
+  if (spec.stdin_pipe) {
+    if (pipe2(in, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + strerror(errno));
+  } else {
+    in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (in[0] < 0) throw Error(std::string("cannot open /dev/null: ") + strerror(errno));
   }
-  if (pipe2(status, O_CLOEXEC) != 0) {
-    close(out[0]), close(out[1]), close(err[0]), close(err[1]);
-    throw Error(std::string("pipe: ") + strerror(errno));
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, status[2] = {-1, -1}, args[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0 ||
+      pipe2(args, O_CLOEXEC) != 0) {
+    int e = errno;
+    close_all({in[0], in[1], out[0], out[1], err[0], err[1], status[0], status[1], args[0], args[1]});
+    throw Error(std::string("pipe: ") + strerror(e));
   }
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
-    for (int fd : {out[0], out[1], err[0], err[1], status[0], status[1]}) close(fd);
-    throw Error(std::string("fork: ") + strerror(errno));
+    int e = errno;
+    close_all({in[0], in[1], out[0], out[1], err[0], err[1], status[0], status[1], args[0], args[1]});
+    throw Error(std::string("fork: ") + strerror(e));
   }
   if (pid == 0) {
     setpgid(0, 0);
-    // Dies with the launcher, even on SIGKILL; the getppid check closes the race with a
-    // launcher that died before prctl ran.
+    // Dies with the launcher, even on SIGKILL (the shim turns this into its own clean-up);
+    // the getppid check closes the race with a launcher that died before prctl ran.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    // The shim's descriptors at fixed numbers; first lifted above them so none is clobbered.
+    int st = fcntl(status[1], F_DUPFD_CLOEXEC, 10);
+    int av = fcntl(args[0], F_DUPFD_CLOEXEC, 10);
+    int ls = spec.listen_fd >= 0 ? fcntl(spec.listen_fd, F_DUPFD_CLOEXEC, 10) : -1;
+    dup2(in[0], STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
+    dup2(st, kShimStatusFd);  // dup2 clears close-on-exec on the copy
+    dup2(av, kShimArgvFd);
+    if (ls >= 0) dup2(ls, kShimListenFd);
     restore_child_signals(child_mask);
-    execvpe(argv[0], argv.data(), envp.data());
+    // The binding is inherited by the worker the shim starts.
+    if (!spec.cpus.empty()) sched_setaffinity(0, sizeof cpus, &cpus);
+    execve(argv[0], argv.data(), envp.data());
     int e = errno;
     ssize_t ignored = write(status[1], &e, sizeof e);
     (void)ignored;
@@ -54,24 +97,31 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
   }
   // Also set from the parent, so kill(-pid) works even before the child ran setpgid.
   setpgid(pid, pid);
-  close(out[1]);
-  close(err[1]);
-  close(status[1]);
+  close_all({in[0], out[1], err[1], status[1], args[0]});
+  for (size_t at = 0; at < packed.size();) {
+    ssize_t n = write(args[1], packed.data() + at, packed.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the shim is gone: its status says why
+    at += size_t(n);
+  }
+  close(args[1]);
   int exec_errno = 0;
   ssize_t n;
   do n = read(status[0], &exec_errno, sizeof exec_errno);
   while (n < 0 && errno == EINTR);
   close(status[0]);
   if (n == ssize_t(sizeof exec_errno)) {
+    if (in[1] >= 0) close(in[1]);
     close(out[0]);
     close(err[0]);
     int ignored;
-    waitpid(pid, &ignored, 0);  // it has already _exit'ed: no wait without bound
+    waitpid(pid, &ignored, 0);  // it has already _exit'ed (or will at once): no wait without bound
     throw ConfigError("cannot run '" + spec.argv[0] + "': " + strerror(exec_errno));
   }
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
-  return {pid, out[0], err[0]};
+  if (in[1] >= 0) fcntl(in[1], F_SETFL, O_NONBLOCK);
+  return {pid, out[0], err[0], in[1]};
 }
 
 }  // namespace distrun::launcher

@@ -1,5 +1,7 @@
-// One worker process: started in its own process group, tied to the launcher's life
-// (PR_SET_PDEATHSIG), with stdout and stderr on pipes.
+// One worker process: started through the reaper shim (worker_shim.hpp) in its own process
+// group, tied to the launcher's life (PR_SET_PDEATHSIG), with stdout and stderr on pipes, and
+// stdin either a pipe the launcher fills (the rank chosen to read the console) or /dev/null
+// (EOF at once, never SIGTTIN). Shim and worker share stdin, the pipes and the CPU binding.
 #pragma once
 #include <signal.h>
 #include <sys/types.h>
@@ -14,16 +16,22 @@ struct WorkerSpec {
   int local_rank = 0;
   std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
   std::vector<std::string> envp;  // "KEY=VALUE"
+  int listen_fd = -1;             // a listening socket handed to this worker as descriptor 3
+  bool stdin_pipe = false;        // stdin from the launcher (SpawnedWorker::in_fd), else /dev/null
+  std::vector<int> cpus;          // CPUs to bind to (--numa-binding); empty: no binding
+  std::string shown_name;         // what the summary calls the program (the script, not python)
+  std::string error_file;         // its TORCHELASTIC_ERROR_FILE (torch's @record error.json)
 };
 
 struct SpawnedWorker {
-  pid_t pid = -1;  // also its process group id
+  pid_t pid = -1;  // the shim's pid, also the process group id of shim and worker
   int out_fd = -1;
   int err_fd = -1;
+  int in_fd = -1;  // write end of the worker's stdin pipe (non-blocking), when stdin_pipe
 };
 
-/// Forks and execs `spec`. Throws ConfigError when the program cannot be executed (not found,
-/// not executable): exec's errno comes back through a close-on-exec pipe.
+/// Forks and execs `spec` under the shim. Throws ConfigError when the program cannot be
+/// executed (not found, not executable): exec's errno comes back through a close-on-exec pipe.
 SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask);
 
 }  // namespace distrun::launcher

@@ -129,7 +129,8 @@ def case_missing_node():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     job = Job(["--nnodes", "2", "--node-rank", "0", "--nproc", "2", "--master-addr", "127.0.0.1", "--master-port",
-               str(port), "--rdzv-timeout", "2", os.path.join(DATA, "loop_all_reduce.yaml")], mark)
+               str(port), "--rdzv-timeout", "2", os.path.join(DATA, "loop_all_reduce.yaml")], mark,
+              env={"DISTRUN_STORE_SECRET": os.urandom(16).hex()})
     rc = job.wait(30)
     out = job.output()
     check(rc == 1, f"distrun exit {rc}, want 1", out)

@@ -13,7 +13,8 @@ DUMP = "import os; print('ENV', os.environ['RANK'], os.environ['WORLD_SIZE'], os
 def test():
     if not shutil.which("mpirun"):
         skip("mpirun not found (openmpi-bin; scripts/deps.sh test)")
-    env = {"OMPI_MCA_plm_rsh_agent": "false"}  # one host: never try ssh
+    # One host: never try ssh. Several agents need a job secret; mpirun hands our environment on.
+    env = {"OMPI_MCA_plm_rsh_agent": "false", "DISTRUN_STORE_SECRET": os.urandom(16).hex()}
     # One agent per MPI rank ("node"), two workers each.
     r = run([*MPIRUN, "-np", "2", DISTRUN, "--launcher", "mpi", "--nproc-per-node", "2", "--rdzv-timeout", "30",
              "--", PYTHON, "-c", DUMP], timeout=120, env=env)

@@ -12,6 +12,7 @@ TAG = f"drt{os.getpid() % 100000}"
 NS = [f"{TAG}a", f"{TAG}b"]
 ADDR = ["192.0.2.1", "192.0.2.2"]
 VETH = [f"{TAG}v0", f"{TAG}v1"]
+SECRET = {"DISTRUN_STORE_SECRET": os.urandom(16).hex()}
 DUMP = "import os; print('ENV', os.environ['RANK'], os.environ['WORLD_SIZE'], os.environ['GROUP_RANK'], os.environ['MASTER_ADDR'], flush=True)"
 
 
@@ -43,7 +44,7 @@ def two_nodes(cmd, extra_env=None, timeout=90):
     for k in (1, 0):  # node 1 first: it must wait for node 0, not fail
         # The two namespaces share one kernel, so the single-copy path between processes of one
         # host would carry the data past the veth pair: turn it off to test the network path.
-        env = dict(os.environ, DISTRUN_CMA="0", **(extra_env(k) if extra_env else {}))
+        env = dict(os.environ, DISTRUN_CMA="0", **SECRET, **(extra_env(k) if extra_env else {}))
         procs.append(subprocess.Popen(["ip", "netns", "exec", NS[k], DISTRUN, *common, "--node-rank", str(k), *cmd],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
     results = [p.communicate(timeout=timeout) for p in procs]
@@ -81,7 +82,7 @@ def test():
         # A node that never comes is named by node 0.
         r = subprocess.run(["ip", "netns", "exec", NS[0], DISTRUN, "--nnodes", "2", "--node-rank", "0", "--master-addr",
                             ADDR[0], "--master-port", "29401", "--rdzv-timeout", "1", "--", "true"],
-                           capture_output=True, text=True, timeout=30)
+                           capture_output=True, text=True, timeout=30, env=dict(os.environ, **SECRET))
         check(r.returncode == 1 and "node(s) 1 of 2 never joined" in r.stderr, "missing node named", r.stderr)
     finally:
         teardown()

@@ -17,6 +17,8 @@ TORCH_VARS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RAN
               "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS",
               "DISTRUN_STORE_SECRET"]
 DUMP_ENV = "import json,os; print('ENV ' + json.dumps({k: os.environ.get(k) for k in %r}))" % TORCH_VARS
+# Several nodes need a job secret (the agents' rendezvous refuses to start without one).
+SECRET = {"DISTRUN_STORE_SECRET": "process-tests-" + uuid.uuid4().hex}
 
 
 def marker():
@@ -163,13 +165,13 @@ def case_master_port_taken():
         r = distrun("--nproc", "2", "--master-port", str(port), "--", "true", timeout=20)
         check(r.returncode == 2 and "already in use" in r.stderr, f"one node: rc {r.returncode}", r.stderr)
         r = distrun("--nnodes", "2", "--node-rank", "0", "--master-port", str(port), "--rdzv-timeout", "5", "--", "true",
-                    timeout=20)
+                    timeout=20, env=SECRET)
         check(r.returncode != 0 and "already in use" in r.stderr, f"node 0: rc {r.returncode}", r.stderr)
 
 
 def case_missing_node_named():
     r = distrun("--nnodes", "3", "--node-rank", "0", "--master-port", str(free_port()), "--rdzv-timeout", "1",
-                "--", "true", timeout=30)
+                "--", "true", timeout=30, env=SECRET)
     check(r.returncode == 1 and "node(s) 1, 2 of 3 never joined" in r.stderr, f"rc {r.returncode}", r.stderr)
 
 
@@ -178,8 +180,8 @@ def case_two_agents_one_host():
     port = str(free_port())
     common = ["--nnodes", "2", "--nproc", "2", "--master-addr", "127.0.0.1", "--master-port", port, "--rdzv-timeout", "20"]
     p1 = subprocess.Popen([DISTRUN, *common, "--node-rank", "1", "--", PYTHON, "-c", DUMP_ENV], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
-    r0 = distrun(*common, "--node-rank", "0", "--", PYTHON, "-c", DUMP_ENV, timeout=40)
+                          stderr=subprocess.PIPE, text=True, env=dict(os.environ, **SECRET))
+    r0 = distrun(*common, "--node-rank", "0", "--", PYTHON, "-c", DUMP_ENV, timeout=40, env=SECRET)
     out1, err1 = p1.communicate(timeout=40)
     check(r0.returncode == 0 and p1.returncode == 0, f"rc {r0.returncode}/{p1.returncode}", r0.stderr + err1)
     envs = envs_from(r0.stdout + out1)
@@ -194,8 +196,10 @@ def case_log_dir():
         script = 'echo "out of $RANK"; echo "err of $RANK" >&2'
         r = distrun("--nproc", "2", "--log-dir", d, "--run-id", "r9", "--redirects", "3", *sh(script, marker()))
         check(r.returncode == 0, f"rc {r.returncode}", r.stderr)
+        runs = [x for x in os.listdir(d) if x.startswith("r9_")]  # a fresh RUN_ID_XXXXXXXX per run
+        check(len(runs) == 1, f"one run folder: {os.listdir(d)}")
         for rank in (0, 1):
-            base = os.path.join(d, "r9", "attempt_0", str(rank))
+            base = os.path.join(d, runs[0], "attempt_0", str(rank))
             with open(os.path.join(base, "stdout.log")) as f:
                 check(f.read() == f"out of {rank}\n", "stdout.log content")
             with open(os.path.join(base, "stderr.log")) as f:
@@ -205,7 +209,9 @@ def case_log_dir():
         r = distrun("--nproc", "2", "--log-dir", d, "--run-id", "t", "--redirects", "3", "--tee", "0:1", *sh(script, marker()))
         check(r.stdout.strip() == "out of 0" and "err of" not in r.stderr, "tee of rank 0's stdout only",
               r.stdout + r.stderr)
-        check(os.path.exists(os.path.join(d, "t", "attempt_0", "1", "stderr.log")), "files still written")
+        runs = [x for x in os.listdir(d) if x.startswith("t_")]
+        check(len(runs) == 1 and os.path.exists(os.path.join(d, runs[0], "attempt_0", "1", "stderr.log")),
+              "files still written")
 
 
 def case_local_ranks_filter():

@@ -141,8 +141,21 @@ TEST_CASE("worker environment is torchrun's", "[launcher][env]") {
       {"GROUP_RANK", "1"}, {"GROUP_WORLD_SIZE", "2"}, {"ROLE_RANK", "5"}, {"ROLE_WORLD_SIZE", "8"},
       {"ROLE_NAME", "default"}, {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "4321"},
       {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_MAX_RESTARTS", "3"}, {"TORCHELASTIC_RUN_ID", "r1"},
-      {"OMP_NUM_THREADS", "1"}, {"DISTRUN_STORE_SECRET", "abc"}};
+      {"OMP_NUM_THREADS", "1"}, {"DISTRUN_STORE_SECRET", "abc"}, {"PYTHONUNBUFFERED", "1"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}, {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
   CHECK(env == want);
+  // Per-worker error file and the master's interface; the user's own settings win.
+  id.error_file = "/logs/r_1/attempt_0/1/error.json";
+  id.socket_ifname = "eth7";
+  auto more = worker_environment({{"TORCHELASTIC_ERROR_FILE", "/agent.json"}, {"NCCL_SOCKET_IFNAME", "ib0"},
+                                  {"PYTHONUNBUFFERED", "0"}, {"NCCL_ASYNC_ERROR_HANDLING", "3"}},
+                                 id);
+  CHECK(more["TORCHELASTIC_ERROR_FILE"] == id.error_file);
+  CHECK(more["GLOO_SOCKET_IFNAME"] == "eth7");
+  CHECK(more["NCCL_SOCKET_IFNAME"] == "ib0");
+  CHECK(more["PYTHONUNBUFFERED"] == "0");
+  CHECK(more["NCCL_ASYNC_ERROR_HANDLING"] == "3");
+  CHECK(socket_interface("127.0.0.1", "") == "lo");
   CHECK(worker_environment({{"OMP_NUM_THREADS", "8"}}, id)["OMP_NUM_THREADS"] == "8");
   id.local_world_size = 1;
   CHECK(worker_environment({}, id).count("OMP_NUM_THREADS") == 0);

@@ -82,4 +82,16 @@ bool is_local_address(const std::string& addr) {
   return found;
 }
 
+std::string interface_with_address(const std::string& addr) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (auto* p = list; p && name.empty(); p = p->ifa_next)
+    if (p->ifa_addr && (p->ifa_addr->sa_family == AF_INET || p->ifa_addr->sa_family == AF_INET6) &&
+        to_string(p->ifa_addr) == addr)
+      name = p->ifa_name;
+  freeifaddrs(list);
+  return name;
+}
+
 }  // namespace distrun

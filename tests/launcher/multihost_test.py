@@ -1,0 +1,366 @@
+"""Several hosts that share one fate, as network namespaces: two (or three) "hosts" joined by a
+bridge, one distrun agent per host, real workers (with children of their own) and real
+signals. Each case makes its own namespaces (names carry this process's pid), checks the exit
+statuses and the summary every agent prints, and checks the process table afterwards. Cases
+that measure how long a failure takes to stop every node print `MEASURE` lines (reported,
+not asserted: timing targets belong to benchmarks). Needs root and `ip netns`."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from launcher_harness import DATA, DISTRUN, PYTHON, WORKER, Failed, check, main, need_worker, processes_with, skip
+
+TAG = f"dmh{os.getpid() % 100000}"
+ADDR = ["192.0.2.1", "192.0.2.2", "192.0.2.3"]
+PORT = "29400"  # inside namespaces made for this run only: no other test can hold it
+SECRET = os.urandom(16).hex()
+
+# A worker: starts a grandchild in a session of its own (out of reach of process-group
+# kills), says ready, then either fails (RANK == FAIL_RANK, after FAIL_AFTER s, writing the
+# time it fails to FAIL_FILE) or sleeps far longer than any case runs.
+WORKER_PY = r"""
+import os, subprocess, sys, time
+mark = sys.argv[1]
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", mark], start_new_session=True)
+print("ready", os.environ["RANK"], flush=True)
+if os.environ["RANK"] == os.environ.get("FAIL_RANK"):
+    time.sleep(float(os.environ.get("FAIL_AFTER", "1")))
+    with open(os.environ["FAIL_FILE"], "w") as f:
+        f.write(repr(time.time()))
+    sys.exit(3)
+time.sleep(120)
+"""
+
+
+def ip(*args):
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
+
+
+class Hosts:
+    """`n` namespaces on one bridge (in a namespace of its own, so nothing touches the host)."""
+
+    def __init__(self, n):
+        self.ns = [f"{TAG}h{k}" for k in range(n)]
+        self.hub = f"{TAG}hub"
+
+    def __enter__(self):
+        if os.geteuid() != 0:
+            skip("needs root to create network namespaces")
+        if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+            skip("`ip netns` is not available here")
+        try:
+            ip("netns", "add", self.hub)
+            ip("-n", self.hub, "link", "add", "br0", "type", "bridge")
+            ip("-n", self.hub, "link", "set", "br0", "up")
+            for k, ns in enumerate(self.ns):
+                ip("netns", "add", ns)
+                ip("-n", self.hub, "link", "add", f"p{k}", "type", "veth", "peer", "name", "eth0", "netns", ns)
+                ip("-n", self.hub, "link", "set", f"p{k}", "master", "br0", "up")
+                ip("-n", ns, "addr", "add", ADDR[k] + "/24", "dev", "eth0")
+                ip("-n", ns, "link", "set", "eth0", "up")
+                ip("-n", ns, "link", "set", "lo", "up")
+        except subprocess.CalledProcessError as e:
+            self.__exit__()
+            skip(f"cannot create namespaces/veth/bridge here: {e.stderr.decode().strip()}")
+        return self
+
+    def __exit__(self, *exc):
+        for ns in [*self.ns, self.hub]:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+
+    def agent(self, k, nnodes, args, env=None, secret=SECRET, extra=(), rdzv_timeout=20):
+        """Starts distrun as node `k` on host `k` (ip netns exec execs it: the pid is distrun's)."""
+        full = dict(os.environ, DISTRUN_CMA="0", **(env or {}))
+        full.pop("DISTRUN_STORE_SECRET", None)
+        if secret is not None:
+            full["DISTRUN_STORE_SECRET"] = secret
+        cmd = ["ip", "netns", "exec", self.ns[k], DISTRUN, "--nnodes", str(nnodes), "--node-rank", str(k),
+               "--nproc-per-node", "2", "--master-addr", ADDR[0], "--master-port", PORT, "--rdzv-timeout", str(rdzv_timeout),
+               "--stop-grace", "1", *extra, *args]
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
+
+
+def finish(procs, timeout=40):
+    """[(rc, out, err)] of every agent, in node order."""
+    out = []
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            o, e = p.communicate()
+            raise Failed(f"an agent did not end within {timeout} s\n{o}\n{e}")
+        out.append((p.returncode, o, e))
+    return out
+
+
+def wait_for_processes(mark, count, within=30):
+    deadline = time.time() + within
+    while len(processes_with(mark)) < count:
+        if time.time() > deadline:
+            raise Failed(f"only {processes_with(mark)} of {count} processes started")
+        time.sleep(0.05)
+
+
+def stopped_at(mark, within=30):
+    """The time at which no process carrying `mark` is left (fails after `within` s)."""
+    deadline = time.time() + within
+    while processes_with(mark):
+        if time.time() > deadline:
+            left = processes_with(mark)
+            for pid, _ in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            raise Failed(f"processes left behind: {left}")
+        time.sleep(0.02)
+    return time.time()
+
+
+def first_failure(err):
+    lines = [l for l in err.splitlines() if "first failure:" in l]
+    return lines[0] if lines else None
+
+
+def workers(mark, env=None):
+    return ["--", PYTHON, "-c", WORKER_PY, mark]
+
+
+def measure(name, seconds):
+    print(f"MEASURE {name}: {seconds:.2f} s from the failure to no worker (or worker's child) left on any node",
+          flush=True)
+
+
+def worker_fails(failing_node):
+    """A worker on `failing_node` exits 3: every node stops, both agents exit 1, one summary."""
+    mark = f"{TAG}-wf{failing_node}"
+    rank = 2 * failing_node + 1
+    with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
+        fail_file = os.path.join(d, "failed_at")
+        env = {"FAIL_RANK": str(rank), "FAIL_FILE": fail_file, "FAIL_AFTER": "2"}
+        procs = [h.agent(k, 2, workers(mark), env=env) for k in (0, 1)]
+        wait_for_processes(mark, 8)
+        end = stopped_at(mark)
+        res = finish(procs)
+        with open(fail_file) as f:
+            failed = float(f.read())
+        measure(f"worker exit on node {failing_node}", end - failed)
+        check([r[0] for r in res] == [1, 1], f"both agents exit 1: {[r[0] for r in res]}", str(res))
+        lines = [first_failure(r[2]) for r in res]
+        check(lines[0] is not None and lines[0] == lines[1], "the same summary on every node", str(lines))
+        check(f"node rank {failing_node}, rank {rank}:" in lines[0] and "exit code 3" in lines[0],
+              "the summary names node, rank and cause", lines[0])
+    stopped_at(mark, within=3)
+
+
+def case_worker_fails_on_node0():
+    worker_fails(0)
+
+
+def case_worker_fails_on_node1():
+    worker_fails(1)
+
+
+def case_agent_sigterm():
+    """SIGTERM to node 1's agent: it stops its workers and exits 143; node 0 stops too, exit 1."""
+    mark = f"{TAG}-term"
+    with Hosts(2) as h:
+        procs = [h.agent(k, 2, workers(mark)) for k in (0, 1)]
+        wait_for_processes(mark, 8)
+        t0 = time.time()
+        procs[1].send_signal(signal.SIGTERM)
+        end = stopped_at(mark)
+        res = finish(procs)
+        measure("SIGTERM to node 1's agent", end - t0)
+        check([r[0] for r in res] == [1, 128 + signal.SIGTERM], f"rc {[r[0] for r in res]}", str(res))
+        lines = [first_failure(r[2]) for r in res]
+        check(lines[0] is not None and lines[0] == lines[1], "the same summary on every node", str(lines))
+        check("node rank 1: distrun stopped by SIGTERM" in lines[0], "names the stopped agent", lines[0])
+    stopped_at(mark, within=3)
+
+
+def agent_killed(node):
+    mark = f"{TAG}-kill{node}"
+    with Hosts(2) as h:
+        procs = [h.agent(k, 2, workers(mark)) for k in (0, 1)]
+        wait_for_processes(mark, 8)
+        t0 = time.time()
+        procs[node].kill()
+        end = stopped_at(mark)
+        res = finish(procs)
+        measure(f"kill -9 of node {node}'s agent", end - t0)
+        other = res[1 - node]
+        check(other[0] == 1, f"the surviving agent exits 1, rc {other[0]}", other[2])
+        line = first_failure(other[2])
+        if node == 0:
+            check(line and "node rank 0: the rendezvous store on node 0 stopped answering" in line, "store loss named",
+                  other[2])
+        else:
+            check(line and "node rank 1: its distrun agent stopped answering" in line, "silent agent named", other[2])
+    stopped_at(mark, within=3)
+
+
+def case_agent_killed_node0():
+    agent_killed(0)
+
+
+def case_agent_killed_node1():
+    agent_killed(1)
+
+
+def case_host_vanishes():
+    """Node 1's link goes down mid-job: node 0 names the silent agent (no heartbeat), node 1
+    loses the store; both stop their workers and exit 1."""
+    mark = f"{TAG}-gone"
+    with Hosts(2) as h:
+        procs = [h.agent(k, 2, workers(mark)) for k in (0, 1)]
+        wait_for_processes(mark, 8)
+        t0 = time.time()
+        ip("-n", h.hub, "link", "set", "p1", "down")
+        end = stopped_at(mark)
+        res = finish(procs)
+        measure("node 1's network cut", end - t0)
+        check([r[0] for r in res] == [1, 1], f"rc {[r[0] for r in res]}", str(res))
+        check("node rank 1: its distrun agent stopped answering" in (first_failure(res[0][2]) or ""),
+              "node 0 names node 1", res[0][2])
+        check("node rank 0: the rendezvous store on node 0 stopped answering" in (first_failure(res[1][2]) or ""),
+              "node 1 names the lost store", res[1][2])
+    stopped_at(mark, within=3)
+
+
+def case_signal_during_rendezvous():
+    """Three nodes, one never comes: SIGTERM to node 1 while it waits ends it at once (143),
+    and node 0, told, ends too (1) instead of waiting for the rendezvous timeout."""
+    with Hosts(3) as h:
+        procs = [h.agent(k, 3, ["--", "true"]) for k in (0, 1)]
+        time.sleep(1.5)  # both are now waiting for node 2
+        t0 = time.time()
+        procs[1].send_signal(signal.SIGTERM)
+        res = finish(procs, timeout=15)
+        took = time.time() - t0
+        print(f"MEASURE SIGTERM during the rendezvous: {took:.2f} s until both agents ended", flush=True)
+        check([r[0] for r in res] == [1, 128 + signal.SIGTERM], f"rc {[r[0] for r in res]}", str(res))
+        check("distrun stopped by SIGTERM while the nodes met" in res[0][2], "node 0 names node 1's signal", res[0][2])
+        check(took < 15, "well before the 20 s rendezvous timeout")
+
+
+def case_no_secret():
+    """Several nodes and no secret: exit 2 at once, saying what to set and how; a secret file
+    must be private (0600)."""
+    env = dict(os.environ)
+    env.pop("DISTRUN_STORE_SECRET", None)
+    base = [DISTRUN, "--nnodes", "2", "--node-rank", "1", "--master-port", PORT, "--rdzv-timeout", "30", "--", "true"]
+    t0 = time.time()
+    r = subprocess.run(base, capture_output=True, text=True, timeout=20, env=env)
+    check(r.returncode == 2, f"rc {r.returncode}", r.stderr)
+    check("DISTRUN_STORE_SECRET" in r.stderr and "head -c 32 /dev/urandom" in r.stderr, "how to set one", r.stderr)
+    check(time.time() - t0 < 10, "at once, not after the rendezvous timeout")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "secret")
+        with open(path, "w") as f:
+            f.write(SECRET + "\n")
+        os.chmod(path, 0o644)
+        r = subprocess.run([*base[:1], "--rdzv-secret-file", path, *base[1:]], capture_output=True, text=True,
+                           timeout=20, env=env)
+        check(r.returncode == 2 and "chmod 600" in r.stderr, f"0644 refused: rc {r.returncode}", r.stderr)
+
+
+def case_secret_file_and_wrong_secret():
+    """Two nodes with one secret file (0600) meet; an agent with another secret is refused,
+    and node 0 listens on its own address only."""
+    mark = f"{TAG}-sec"
+    with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "secret")
+        with open(path, "w") as f:
+            f.write(SECRET)
+        os.chmod(path, 0o600)
+        procs = [h.agent(k, 2, ["--", "true"], secret=None, extra=["--rdzv-secret-file", path]) for k in (0, 1)]
+        res = finish(procs)
+        check([r[0] for r in res] == [0, 0], f"same secret file: rc {[r[0] for r in res]}", str(res))
+
+        p0 = h.agent(0, 2, ["--", PYTHON, "-c", "print('ran')", mark], rdzv_timeout=8)
+        deadline = time.time() + 15  # node 0 starts listening (slowly under sanitizers)
+        while True:
+            ss = subprocess.run(["ip", "netns", "exec", h.ns[0], "ss", "-ltnH"], capture_output=True, text=True,
+                                timeout=10)
+            if f":{PORT} " in ss.stdout or time.time() > deadline or p0.poll() is not None:
+                break
+            time.sleep(0.1)
+        check(f"{ADDR[0]}:{PORT}" in ss.stdout and f"0.0.0.0:{PORT}" not in ss.stdout and f"*:{PORT}" not in ss.stdout,
+              "the rendezvous listens on the master's address only", ss.stdout)
+        p1 = h.agent(1, 2, ["--", PYTHON, "-c", "print('ran')", mark], secret="not-" + SECRET,
+                     rdzv_timeout=8)
+        res = finish([p0, p1])
+        check(res[1][0] != 0 and "secret" in res[1][2], f"wrong secret refused: rc {res[1][0]}", res[1][2])
+        check(res[0][0] == 1 and "node(s) 1 of 2 never joined" in res[0][2], "node 0 never saw it join", res[0][2])
+        check("ran" not in res[0][1] + res[1][1], "no worker ran")
+    stopped_at(mark, within=3)
+
+
+def case_restart_keeps_port():
+    """An explicit workers' port stays across restarts (two nodes, --workers-port; one node,
+    --master-port); distrun-worker serves on the agent's bound socket."""
+    script = ('echo "PORT $TORCHELASTIC_RESTART_COUNT $MASTER_PORT"; '
+              'if [ "$TORCHELASTIC_RESTART_COUNT" = 0 ] && [ "$RANK" = 3 ]; then exit 4; fi')
+    with Hosts(2) as h:
+        procs = [h.agent(k, 2, ["--", "sh", "-c", script], extra=["--workers-port", "29555", "--max-restarts", "1"])
+                 for k in (0, 1)]
+        res = finish(procs)
+        check([r[0] for r in res] == [0, 0], f"recovers: rc {[r[0] for r in res]}", str(res))
+        ports = sorted(l for r in res for l in r[1].splitlines() if "PORT " in l)
+        check(len(ports) == 8 and all(l.endswith(" 29555") for l in ports), f"one port in both attempts: {ports}")
+        if os.access(WORKER, os.X_OK):
+            procs = [h.agent(k, 2, [os.path.join(DATA, "all_reduce_4.yaml")], extra=["--workers-port", "29556"])
+                     for k in (0, 1)]
+            res = finish(procs)
+            check([r[0] for r in res] == [0, 0], f"scenario on the handed socket: rc {[r[0] for r in res]}", str(res))
+        r = subprocess.run(["ip", "netns", "exec", h.ns[0], DISTRUN, "--nproc-per-node", "2", "--master-port", "29557",
+                            "--max-restarts", "1", "--", "sh", "-c", script.replace('"$RANK" = 3', '"$RANK" = 1')],
+                           capture_output=True, text=True, timeout=40)
+        ports = sorted(l for l in r.stdout.splitlines() if "PORT " in l)
+        check(r.returncode == 0 and len(ports) == 4 and all(l.endswith(" 29557") for l in ports),
+              f"one node: rc {r.returncode}, {ports}", r.stderr)
+
+
+def case_results_from_all_nodes():
+    """--results on every node: node 0's file holds every rank's records; on some nodes only:
+    refused at the rendezvous (exit 2 everywhere), naming the nodes."""
+    need_worker()
+    scen = os.path.join(DATA, "all_reduce_4.yaml")
+    with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
+        files = [os.path.join(d, f"r{k}.jsonl") for k in (0, 1)]
+        procs = [h.agent(k, 2, ["--results", files[k], scen]) for k in (0, 1)]
+        res = finish(procs)
+        check([r[0] for r in res] == [0, 0], f"rc {[r[0] for r in res]}", str(res))
+        with open(files[0]) as f:
+            ranks = sorted(json.loads(l)["rank"] for l in f if l.strip())
+        check(ranks == [0, 1, 2, 3], f"every rank's record in node 0's file: {ranks}")
+        procs = [h.agent(0, 2, ["--results", files[0], scen]), h.agent(1, 2, [scen])]
+        res = finish(procs)
+        check([r[0] for r in res] == [2, 2], f"mismatch refused: rc {[r[0] for r in res]}", str(res))
+        check(all("--results was given on node(s) 0 but not on node(s) 1" in r[2] for r in res), "names the nodes",
+              str(res))
+
+
+def case_killed_launcher_leaves_no_grandchild():
+    """kill -9 of distrun (one host): the workers and the children they started in sessions of
+    their own are all gone (the reaper shim)."""
+    mark = f"{TAG}-gc"
+    p = subprocess.Popen([DISTRUN, "--nproc-per-node", "2", "--", PYTHON, "-c", WORKER_PY, mark],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_processes(mark, 4)
+    t0 = time.time()
+    p.kill()
+    p.communicate(timeout=10)
+    end = stopped_at(mark, within=5)
+    print(f"MEASURE kill -9 of distrun: {end - t0:.2f} s until no worker or grandchild is left", flush=True)
+
+
+if __name__ == "__main__":
+    main({name[5:]: fn for name, fn in globals().items() if name.startswith("case_")})

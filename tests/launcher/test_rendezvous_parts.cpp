@@ -1,0 +1,100 @@
+// The rendezvous' pieces that need no network: the failure record and plan texts agents
+// exchange (malformed ones are StoreError, never a crash), the job secret's checks, and the
+// bound workers' port.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "distrun/core/error.hpp"
+#include "job_secret.hpp"
+#include "ports.hpp"
+#include "rendezvous.hpp"
+
+using namespace distrun;
+using namespace distrun::launcher;
+
+namespace {
+
+EnvLookup env_with(std::optional<std::string> secret) {
+  return [secret](const std::string& name) -> std::optional<std::string> {
+    if (name == "DISTRUN_STORE_SECRET") return secret;
+    return std::nullopt;
+  };
+}
+
+std::string temp_file(const std::string& content, mode_t mode) {
+  char path[] = "/tmp/distrun_secret_test_XXXXXX";
+  int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, content.data(), content.size()) == ssize_t(content.size()));
+  close(fd);
+  chmod(path, mode);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("a failure record survives the store, causes with newlines included", "[launcher][rendezvous]") {
+  FailureRecord r{true, "n1", 1, 3, "worker ended with exit code 3\nsecond line"};
+  FailureRecord back = FailureRecord::decode(r.encode());
+  CHECK(back.final);
+  CHECK(back.host == "n1");
+  CHECK(back.node_rank == 1);
+  CHECK(back.rank == 3);
+  CHECK(back.cause == r.cause);
+  CHECK(back.summary() == "host n1, node rank 1, rank 3: " + r.cause);
+  FailureRecord agent{false, "n0", 0, -1, "distrun stopped by SIGTERM"};
+  CHECK(FailureRecord::decode(agent.encode()).summary() == "host n0, node rank 0: distrun stopped by SIGTERM");
+}
+
+TEST_CASE("malformed failure records are StoreError", "[launcher][rendezvous]") {
+  for (const char* bad : {"", "1", "2\nh\n0\n0\nx", "1\nh\nzero\n0\nx", "1\nh\n0\n-5\nx", "1\nh\n99999999999\n0\nx", "1\nh\n1-2\n0\nx", "1\nh\n-\n0\nx"})
+    CHECK_THROWS_AS(FailureRecord::decode(bad), StoreError);
+}
+
+TEST_CASE("the plan node 0 publishes is parsed strictly", "[launcher][rendezvous]") {
+  PlanText p = parse_plan("ok\n29500\nabc123\n2 n0\n4 n1", 2);
+  CHECK_FALSE(p.refused);
+  CHECK(p.port == 29500);
+  CHECK(p.secret == "abc123");
+  CHECK(p.nproc == std::vector<int>{2, 4});
+  CHECK(p.hosts == std::vector<std::string>{"n0", "n1"});
+  PlanText r = parse_plan("refused\n--results was given on node(s) 0 but not on node(s) 1", 2);
+  CHECK(r.refused);
+  CHECK(r.message.find("--results") == 0);
+  for (const char* bad : {"", "ok", "ok\n29500\nabc\n2 n0", "ok\n70000\nabc\n2 n0\n2 n1", "ok\n29500\n\n2 n0\n2 n1",
+                          "ok\n29500\nabc\n0 n0\n2 n1", "ok\n29500\nabc\n2\n2 n1", "ko\n29500\nabc\n2 n0\n2 n1"})
+    CHECK_THROWS_AS(parse_plan(bad, 2), StoreError);
+}
+
+TEST_CASE("the job secret: the environment, or a private file", "[launcher][secret]") {
+  CHECK_FALSE(load_job_secret("", env_with(std::nullopt)));
+  CHECK_FALSE(load_job_secret("", env_with("")));
+  CHECK(*load_job_secret("", env_with("s3")) == "s3");
+  std::string good = temp_file("from-file\n", 0600);
+  CHECK(*load_job_secret(good, env_with("env")) == "from-file");  // the file wins, newline dropped
+  std::string loose = temp_file("x", 0644);
+  CHECK_THROWS_WITH(load_job_secret(loose, env_with(std::nullopt)), Catch::Contains("chmod 600"));
+  std::string empty = temp_file("\n", 0600);
+  CHECK_THROWS_AS(load_job_secret(empty, env_with(std::nullopt)), ConfigError);
+  std::string link = good + ".link";
+  REQUIRE(symlink(good.c_str(), link.c_str()) == 0);
+  CHECK_THROWS_AS(load_job_secret(link, env_with(std::nullopt)), ConfigError);  // never followed
+  CHECK_THROWS_AS(load_job_secret("/nonexistent/secret", env_with(std::nullopt)), ConfigError);
+  CHECK(missing_secret_message().find("DISTRUN_STORE_SECRET") != std::string::npos);
+  for (auto& p : {good, loose, empty, link}) unlink(p.c_str());
+}
+
+TEST_CASE("a bound workers' port is held: binding it again is a clear ConfigError", "[launcher][ports]") {
+  BoundPort held("127.0.0.1", 0);
+  REQUIRE(held.fd() >= 0);
+  REQUIRE(held.port() != 0);
+  CHECK_THROWS_WITH(BoundPort("127.0.0.1", held.port()), Catch::Contains("already in use"));
+  BoundPort moved = std::move(held);
+  CHECK(moved.fd() >= 0);
+  CHECK(held.fd() == -1);
+  CHECK_THROWS_AS(BoundPort("not-an-ip", 0), ConfigError);
+}

@@ -1,0 +1,315 @@
+"""distrun as a drop-in for torchrun: the same command lines against /usr/bin/torchrun (Debian's
+torch 1.13), Python programs, @record error files, streaming output, stdin under a pty, signals,
+torchrun's options and the log folder. Real processes; the process table is checked.
+Usage: DISTRUN=build/bin/distrun torchrun_tests.py CASE"""
+import errno
+import glob
+import json
+import os
+import pty
+import re
+import resource
+import select
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+
+from launcher_harness import (DATA, DISTRUN, PYTHON, Failed, check, distrun, expect_no_leftovers, free_port, main,
+                              need_torch, run, skip)
+
+TORCHRUN = "/usr/bin/torchrun"
+# Debian's python3 for every *.py program distrun starts (a python3 earlier on PATH may lack torch).
+PY_ENV = {"PYTHON": PYTHON, "PYTHON_EXEC": None}
+
+
+def marker():
+    return "distrun-tr-" + uuid.uuid4().hex[:12]
+
+
+def need_torchrun():
+    need_torch()
+    if not os.access(TORCHRUN, os.X_OK):
+        skip(f"{TORCHRUN} is not installed (python3-torch)")
+
+
+def torchrun_args(port, log_dir):
+    # torch 1.13 spells options with underscores only, and under Python 3.11 its launcher
+    # fails unless both streams are redirected and tee'd (-r 1 -t 1 is what runs here).
+    return ["--nproc_per_node", "2", "-r", "1", "-t", "1", "--master_port", str(port), "--log_dir", log_dir]
+
+
+def read_envs(folder):
+    envs = {}
+    for path in glob.glob(os.path.join(folder, "env_*.json")):
+        with open(path) as f:
+            e = json.load(f)
+        envs[int(e["RANK"])] = e
+    return envs
+
+
+# What distrun's workers get that torchrun 1.13's do not, and the reverse (docs/launcher.md).
+ONLY_DISTRUN = {"DISTRUN_STORE_SECRET", "PYTHONUNBUFFERED", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "GLOO_SOCKET_IFNAME",
+                "NCCL_SOCKET_IFNAME"}
+ONLY_TORCHRUN = {"TORCHELASTIC_USE_AGENT_STORE"}  # torchrun's workers use its agent's store; distrun's rank 0 hosts one
+ERROR_FILE = re.compile(r"/none_[0-9a-z_]+/attempt_0/(\d)/error.json$")
+
+
+def case_env_vs_torchrun():
+    """The same command line under torchrun and distrun: the same worker environment."""
+    need_torchrun()
+    with tempfile.TemporaryDirectory() as d:
+        got = {}
+        port = free_port()  # the same command line, one run after the other
+        for tool in ("torchrun", "distrun"):
+            out, logs = os.path.join(d, tool), os.path.join(d, tool + "_logs")
+            os.mkdir(out)
+            exe = TORCHRUN if tool == "torchrun" else DISTRUN
+            r = run([exe, *torchrun_args(port, logs), os.path.join(DATA, "dump_env.py"), out], timeout=120,
+                    env={**PY_ENV, "OMP_NUM_THREADS": None, "PYTHONUNBUFFERED": None, "GLOO_SOCKET_IFNAME": None,
+                         "NCCL_SOCKET_IFNAME": None, "TORCHELASTIC_ERROR_FILE": None})
+            check(r.returncode == 0, f"{tool}: rc {r.returncode}", r.stdout + r.stderr)
+            got[tool] = read_envs(out)
+            check(sorted(got[tool]) == [0, 1], f"{tool}: two workers wrote their environment", r.stdout + r.stderr)
+        for rank in (0, 1):
+            t, dr = got["torchrun"][rank], got["distrun"][rank]
+            check(set(dr) - set(t) == ONLY_DISTRUN, f"rank {rank}: only in distrun: {sorted(set(dr) - set(t))}")
+            check(set(t) - set(dr) == ONLY_TORCHRUN, f"rank {rank}: only in torchrun: {sorted(set(t) - set(dr))}")
+            differ = sorted(k for k in set(t) & set(dr) if t[k] != dr[k] and k not in ("_", "TORCHELASTIC_ERROR_FILE"))
+            check(differ == [], f"rank {rank}: values differ: " + ", ".join(f"{k}: {t[k]!r} vs {dr[k]!r}" for k in differ))
+            for tool, e in (("torchrun", t), ("distrun", dr)):
+                m = ERROR_FILE.search(e["TORCHELASTIC_ERROR_FILE"])
+                check(m and m.group(1) == str(rank) and e["TORCHELASTIC_ERROR_FILE"].startswith(d),
+                      f"{tool}: error file LOG_DIR/none_XXXX/attempt_0/{rank}/error.json: {e['TORCHELASTIC_ERROR_FILE']}")
+            check(dr["GLOO_SOCKET_IFNAME"] == "lo" and dr["PYTHONUNBUFFERED"] == "1", "lo routes to 127.0.0.1")
+
+
+def case_ddp_same_params():
+    """A 2-rank DDP job for a few steps: the same parameters under torchrun and distrun."""
+    need_torchrun()
+    with tempfile.TemporaryDirectory() as d:
+        for tool, exe in (("torchrun", TORCHRUN), ("distrun", DISTRUN)):
+            r = run([exe, *torchrun_args(free_port(), os.path.join(d, tool + "_logs")),
+                     os.path.join(DATA, "ddp_train.py"), os.path.join(d, tool + ".pt")], timeout=180, env=PY_ENV)
+            check(r.returncode == 0, f"{tool}: rc {r.returncode}", r.stdout + r.stderr)
+        cmp = run([PYTHON, "-c", "import sys, torch; a, b = (torch.load(p) for p in sys.argv[1:]); "
+                   "print(len(a), all(torch.equal(x, y) for x, y in zip(a, b)), float(a[0].abs().sum()))",
+                   os.path.join(d, "torchrun.pt"), os.path.join(d, "distrun.pt")])
+        check(cmp.returncode == 0 and cmp.stdout.split()[:2] == ["4", "True"], "equal parameters", cmp.stdout + cmp.stderr)
+
+
+def case_record_failure():
+    """@record's error.json gives the summary its root cause, though 25 noise lines follow it."""
+    need_torch()
+    with tempfile.TemporaryDirectory() as d:
+        agent_file = os.path.join(d, "agent.json")
+        prog = os.path.join(DATA, "record_fail.py")
+        r = distrun("--nproc-per-node", "2", prog, timeout=120, env={**PY_ENV, "TORCHELASTIC_ERROR_FILE": agent_file})
+        check(r.returncode == 1, f"rc {r.returncode}", r.stderr)
+        summary = r.stderr[r.stderr.find("distrun: error: worker failed:"):]
+        check(summary.startswith(f"distrun: error: worker failed: {prog}\n"), "names the script, not python", summary)
+        for want in ["rank       : 1 (local_rank 1)", "error      : ValueError: the root cause: bad shard 17",
+                     'raise ValueError("the root cause: bad shard 17")']:
+            check(want in summary, f"summary lacks {want!r}", r.stderr)
+        check(r.stderr.count("teardown noise") == 25 and "teardown noise" not in summary,
+              "the noise is on the console but not in the summary", r.stderr)
+        with open(agent_file) as f:
+            agent = json.load(f)["message"]
+        check(agent["message"] == "ValueError: the root cause: bad shard 17" and agent["errorCode"] == 1
+              and "record_fail.py" in agent["extraInfo"]["py_callstack"], "agent-level error file", json.dumps(agent))
+        # Without an error file (a plain program), the stderr tail is the fallback.
+        r = distrun("--nproc", "2", "--", "sh", "-c", 'if [ "$RANK" = 1 ]; then echo "tail words" >&2; exit 3; fi')
+        check(r.returncode == 1 and "stderr (last 1 lines):\n    tail words" in r.stderr, "stderr fallback", r.stderr)
+
+
+def read_until(fd, want, timeout, sofar=b""):
+    """Reads `fd` until `want` (bytes) appears; returns everything read. Fails on timeout."""
+    deadline = time.time() + timeout
+    data = sofar
+    while want not in data:
+        left = deadline - time.time()
+        check(left > 0, f"timed out waiting for {want!r}", data.decode(errors="replace"))
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError as e:  # a pty's master reads EIO once the other side is gone
+                if e.errno != errno.EIO:
+                    raise
+                chunk = b""
+            check(chunk, f"end of output before {want!r}", data.decode(errors="replace"))
+            data += chunk
+    return data
+
+
+def case_unbuffered_survive_stop():
+    """Python workers' lines arrive as printed (python -u), a \\r update at once after its prefix,
+    and nothing printed before a stop is lost."""
+    m = marker()
+    p = subprocess.Popen([DISTRUN, "--nproc", "2", os.path.join(DATA, "progress.py"), m], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env={**os.environ, "PYTHON": PYTHON})
+    try:
+        out = read_until(p.stdout.fileno(), b"[rank1]:progress 1 50%\r", 60)
+        out = read_until(p.stdout.fileno(), b"progress 0 50%\r", 30, out)
+        p.send_signal(signal.SIGTERM)
+        rest, err = p.communicate(timeout=20)
+    finally:
+        p.kill()
+    out += rest
+    text = out.decode()
+    for rank in (0, 1):
+        for i in range(3):
+            line = f"line {i} of rank {rank}\n"
+            check((line if rank == 0 else f"[rank1]:{line}") in text, f"kept {line!r}", text)
+    check(p.returncode == 128 + signal.SIGTERM, f"rc {p.returncode}", err.decode())
+    check("stopped by SIGTERM" in err.decode(), "summary after the stop", err.decode())
+    expect_no_leftovers(m)
+
+
+def case_pty_stdin():
+    """Under a terminal, local rank 0 reads a typed line; rank 1 reads EOF; nobody gets SIGTTIN."""
+    m = marker()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: distrun as the session leader of a fresh terminal
+        os.execve(DISTRUN, [DISTRUN, "--nproc", "2", os.path.join(DATA, "read_stdin.py"), m],
+                  {**os.environ, "PYTHON": PYTHON})
+    try:
+        out = read_until(fd, b"prompt>", 60)
+        out = read_until(fd, b"eof: ''", 30, out)
+        os.write(fd, b"hello distrun\n")
+        out = read_until(fd, b"got: hello distrun", 30, out)
+        deadline = time.time() + 20
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            check(time.time() < deadline, "distrun ended", out.decode(errors="replace"))
+            try:
+                out += os.read(fd, 65536) if select.select([fd], [], [], 0.1)[0] else b""
+            except OSError:
+                pass
+        check(os.waitstatus_to_exitcode(status) == 0, f"status {status}", out.decode(errors="replace"))
+        check(b"[rank1]:eof: ''" in out, "rank 1 read EOF", out.decode(errors="replace"))
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+        os.close(fd)
+    expect_no_leftovers(m)
+
+
+def stop_with(sig, extra=(), want_rc=None):
+    m = marker()
+    with tempfile.TemporaryDirectory() as d:
+        script = f'trap "echo got > {d}/$RANK; exit 5" {sig.name[3:]}; echo ready; while true; do sleep 0.1; done'
+        p = subprocess.Popen([DISTRUN, *extra, "--nproc", "2", "--", "sh", "-c", script + " # " + m],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            seen, deadline = 0, time.time() + 20
+            while seen < 2 and time.time() < deadline:
+                seen += "ready" in p.stdout.readline()
+            check(seen == 2, "workers started")
+            p.send_signal(sig)
+            out, err = p.communicate(timeout=20)
+        finally:
+            p.kill()
+        check(p.returncode == want_rc, f"{sig.name}: rc {p.returncode}, want {want_rc}", err)
+        if want_rc > 0:
+            check(sorted(os.listdir(d)) == ["0", "1"], f"every worker got {sig.name}: {os.listdir(d)}", err)
+            check(f"stopped by {sig.name}" in err and "rank 1     : exit code 5" in err, "summary", err)
+    expect_no_leftovers(m)
+
+
+def case_signals():
+    """torchrun's --signals-to-handle: SIGQUIT and SIGHUP by default, SIGUSR1 when listed; a signal
+    not handled kills distrun as it would torchrun, and its workers still go with it."""
+    stop_with(signal.SIGQUIT, want_rc=128 + signal.SIGQUIT)
+    stop_with(signal.SIGHUP, want_rc=128 + signal.SIGHUP)
+    stop_with(signal.SIGUSR1, ["--signals-to-handle", "SIGTERM,SIGUSR1"], want_rc=128 + signal.SIGUSR1)
+    stop_with(signal.SIGUSR2, want_rc=-signal.SIGUSR2)
+
+
+def lines_with(text, word):
+    return sorted(l for l in text.splitlines() if word in l)
+
+
+def case_torchrun_options():
+    """torchrun's options with their meaning, PET_* defaults, and clear refusals."""
+    dump = [PYTHON, "-c", "import os; print('ID', os.environ['RANK'], os.environ['WORLD_SIZE'], "
+            "os.environ['ROLE_NAME'], os.environ['TORCHELASTIC_RUN_ID'])"]
+    r = distrun("--", *dump, env={"PET_NPROC_PER_NODE": "3", "PET_ROLE": "pet_role"})
+    check(r.returncode == 0 and len(lines_with(r.stdout, "ID ")) == 3 and "pet_role" in r.stdout,
+          "PET_NPROC_PER_NODE and PET_ROLE", r.stdout + r.stderr)
+    r = distrun("--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "localhost:0", "--rdzv-id", "job9",
+                "--rdzv-conf", "join_timeout=5,read_timeout=60,last_call_timeout=2", "--monitor-interval", "0.5",
+                "--start-method", "fork", "--role", "trainer", "--local-addr", "127.0.0.1", "--", *dump)
+    check(r.returncode == 0 and lines_with(r.stdout, "ID ") == ["ID 0 2 trainer job9", "[rank1]:ID 1 2 trainer job9"],
+          f"c10d endpoint port 0, rdzv conf: rc {r.returncode}", r.stdout + r.stderr)
+    # *.py through $PYTHON with -u, -m MODULE, --run-path, --no-python.
+    hello = os.path.join(DATA, "pkg_mod", "hello.py")
+    for args, cwd, want in [([hello], None, "module rank 0 name __main__ unbuffered 1"),
+                            (["-m", "pkg_mod.hello"], DATA, "module rank 0 name __main__"),
+                            (["--run-path", hello], None, "module rank 0 name __main__"),
+                            (["--no-python", "/bin/echo", "plain"], None, "plain")]:
+        r = run([DISTRUN, *args], env=PY_ENV, cwd=cwd, timeout=60)
+        check(r.returncode == 0 and want in r.stdout, f"{args}: rc {r.returncode}", r.stdout + r.stderr)
+    r = distrun(hello, env={"PYTHON": "/nonexistent/python"})
+    check(r.returncode == 2 and "cannot run '/nonexistent/python'" in r.stderr, "a missing $PYTHON is named", r.stderr)
+    for args, want in [(["--rdzv-backend", "etcd"], "--rdzv-backend"), (["--nnodes", "1:2"], "not yet supported"),
+                       (["--logs-specs", "x"], "no logs_specs plugins"), (["--signals-to-handle", "SIGFOO"], "SIGFOO"),
+                       (["--rdzv-conf", "bogus=1"], "unknown key 'bogus'"), (["--no-python", "-m"], "cannot be used together"),
+                       (["--numa-binding", "core-complex"], "not yet supported"), (["--event-log-handler", "x"], "event-log-handler")]:
+        r = distrun(*args, "--", "true")
+        check(r.returncode == 2 and want in r.stderr, f"{args}: rc {r.returncode}", r.stderr)
+    # --numa-binding: bound to the node's CPUs where the host describes its NUMA nodes.
+    r = distrun("--numa-binding", "node", "--", PYTHON, "-c", "import os; print('CPUS', sorted(os.sched_getaffinity(0)))")
+    nodes = sorted(glob.glob("/sys/devices/system/node/node[0-9]*/cpulist"))
+    if nodes:
+        with open(nodes[0]) as f:
+            want = []
+            for part in f.read().strip().split(","):
+                lo, _, hi = part.partition("-")
+                want += list(range(int(lo), int(hi or lo) + 1))
+        check(r.returncode == 0 and f"CPUS {want}" in r.stdout, f"bound to node 0's CPUs {want}", r.stdout + r.stderr)
+    else:
+        check(r.returncode == 2 and "no NUMA information" in r.stderr, "a clear refusal", r.stderr)
+
+
+def case_log_dir_runs():
+    """Two runs into one log folder keep both; a symlinked folder is refused; a log that cannot be
+    written is reported and fails the run."""
+    with tempfile.TemporaryDirectory() as d:
+        logs = os.path.join(d, "logs")
+        for n in (1, 2):
+            r = distrun("--nproc", "2", "--log-dir", logs, "--run-id", "same", "-r", "3", "--",
+                        "sh", "-c", f'echo "run {n} rank $RANK"')
+            check(r.returncode == 0, f"run {n}: rc {r.returncode}", r.stderr)
+        runs = sorted(os.listdir(logs))
+        check(len(runs) == 2 and all(re.fullmatch(r"same_[0-9a-f]{8}", x) for x in runs), f"two run folders: {runs}")
+        contents = set()
+        for run_dir in runs:
+            check(os.stat(os.path.join(logs, run_dir)).st_mode & 0o077 == 0, "private run folder")
+            with open(os.path.join(logs, run_dir, "attempt_0", "1", "stdout.log")) as f:
+                contents.add(f.read())
+        check(contents == {"run 1 rank 1\n", "run 2 rank 1\n"}, f"neither run overwrote the other: {contents}")
+        target = os.path.join(d, "elsewhere")
+        os.mkdir(target)
+        os.symlink(target, os.path.join(d, "link"))
+        r = distrun("--log-dir", os.path.join(d, "link"), "--", "true")
+        check(r.returncode == 2 and "is a symlink" in r.stderr and os.listdir(target) == [], "symlink refused", r.stderr)
+
+        def small_files():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+        r = subprocess.run([DISTRUN, "--nproc", "1", "--log-dir", logs, "-r", "1", "--", "sh", "-c",
+                            "head -c 20000 /dev/zero | tr '\\0' x"], capture_output=True, text=True, timeout=60,
+                           preexec_fn=small_files)
+        check(r.returncode == 1 and "cannot write" in r.stderr and "File too large" in r.stderr,
+              f"write error: rc {r.returncode}", r.stderr)
+
+
+if __name__ == "__main__":
+    main({k[5:]: v for k, v in globals().items() if k.startswith("case_")})
