@@ -1,6 +1,7 @@
 #include "failure_report.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -119,14 +120,25 @@ std::string format_failure(const WorkerFailure& f, const std::string& host) {
     out += "  stderr (last " + std::to_string(f.stderr_tail.size()) + " lines):\n";
     for (auto& line : f.stderr_tail) out += "    " + line + "\n";
   }
-  if (auto flights = flight_file(0).read(); any_unfinished(flights)) out += describe_flights(flights);
+  if (const FlightFile* file = made_flight_file())
+    if (auto flights = file->read(); any_unfinished(flights)) out += describe_flights(flights);
   return out;
 }
 
-FlightFile& flight_file(int local_ranks) {
-  static FlightFile file(std::max(local_ranks, 1));
+namespace {
+std::unique_ptr<FlightFile>& the_flight_file() {
+  static std::unique_ptr<FlightFile> file;
   return file;
 }
+}  // namespace
+
+FlightFile& flight_file(int local_ranks) {
+  auto& file = the_flight_file();
+  if (!file) file = std::make_unique<FlightFile>(std::max(local_ranks, 1));
+  return *file;
+}
+
+const FlightFile* made_flight_file() { return the_flight_file().get(); }
 
 std::string format_interrupted(int signal, const std::vector<WorkerEnd>& ends, const std::string& host,
                                const std::string& program) {

@@ -47,4 +47,8 @@ void write_agent_error_file(const std::string& message, const std::string& detai
 /// every worker writes its collectives to (DISTRUN_FLIGHT_RECORDER).
 FlightFile& flight_file(int local_ranks);
 
+/// The flight file if a scenario's workers were given one, else null (programs get none: only
+/// distrun-worker writes it).
+const FlightFile* made_flight_file();
+
 }  // namespace distrun::launcher

@@ -7,7 +7,7 @@
 set -euo pipefail
 level=${1:-build}
 
-build_pkgs=(build-essential cmake pkg-config libcli11-dev libgloo-dev libspdlog-dev libyaml-cpp-dev help2man
+build_pkgs=(build-essential cmake pkg-config libcli11-dev libgloo-dev libspdlog-dev libyaml-cpp-dev libyaml-dev help2man
   catch2 libmuparser-dev nlohmann-json3-dev libasio-dev libssl-dev)
 test_pkgs=(slurm-wlm munge openmpi-bin libopenmpi-dev python3 python3-yaml python3-jsonschema python3-torch iproute2 procps psmisc
   clang libclang-rt-14-dev)

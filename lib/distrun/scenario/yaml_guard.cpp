@@ -9,6 +9,8 @@
 #include <regex>
 #include <set>
 
+#include <yaml.h>
+
 #include "distrun/scenario/source.hpp"
 
 namespace distrun::scenario {
@@ -83,9 +85,34 @@ class Walker {
   int64_t nodes_ = 0;
   std::map<std::tuple<int, int, int, int, std::size_t>, Extent> seen_;
 };
+// Parses `text` with libyaml, events only (aliases are not expanded, so this is linear), and
+// throws the first syntax error with its position. yaml-cpp 0.7 can loop forever on some
+// malformed flow collections (found by fuzz_scenario), so it only sees text libyaml accepted.
+void check_syntax(const std::string& file, const std::string& text) {
+  yaml_parser_t parser;
+  if (!yaml_parser_initialize(&parser)) throw ConfigError(file + ":0:0: cannot start the YAML parser");
+  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
+  std::string problem;
+  Mark where;
+  for (bool done = false; !done;) {
+    yaml_event_t event;
+    if (!yaml_parser_parse(&parser, &event)) {
+      problem = parser.problem ? parser.problem : "malformed YAML";
+      if (parser.context) problem = std::string(parser.context) + ": " + problem;
+      where = Mark{int(parser.problem_mark.line) + 1, int(parser.problem_mark.column) + 1};
+      break;
+    }
+    done = event.type == YAML_STREAM_END_EVENT;
+    yaml_event_delete(&event);
+  }
+  yaml_parser_delete(&parser);
+  if (!problem.empty()) throw error_at(file, where, "YAML syntax error: " + problem);
+}
+
 }  // namespace
 
 YAML::Node load_one_document(const std::string& file, const std::string& text, const YamlLimits& limits) {
+  check_syntax(file, text);
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(text);
