@@ -146,7 +146,7 @@ int run_agent(const LaunchOptions& o) {
       id.socket_ifname = ifname;
       // A restart after another node's failure keeps the restart count, so the folder is reused.
       unlink(id.error_file.c_str());
-      if (o.mode == RunMode::scenario) id.flight_recorder = flight_file(plan.nproc_per_node).path();
+      id.flight_recorder = flight_recorder_path(plan.nproc_per_node);
       EnvMap env = worker_environment(base_env, id);
       WorkerSpec spec;
       spec.rank = id.rank;

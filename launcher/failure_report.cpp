@@ -1,5 +1,7 @@
 #include "failure_report.hpp"
 
+#include "distrun/core/error.hpp"
+
 #include <algorithm>
 #include <memory>
 #include <ctime>
@@ -139,6 +141,17 @@ FlightFile& flight_file(int local_ranks) {
 }
 
 const FlightFile* made_flight_file() { return the_flight_file().get(); }
+
+std::string flight_recorder_path(int local_ranks) {
+  static bool warned = false;
+  try {
+    return flight_file(local_ranks).path();
+  } catch (const Error& e) {
+    if (!warned) std::cerr << "distrun: warning: no flight recorder for this job: " << e.what() << std::endl;
+    warned = true;
+    return "";
+  }
+}
 
 std::string format_interrupted(int signal, const std::vector<WorkerEnd>& ends, const std::string& host,
                                const std::string& program) {

@@ -47,8 +47,12 @@ void write_agent_error_file(const std::string& message, const std::string& detai
 /// every worker writes its collectives to (DISTRUN_FLIGHT_RECORDER).
 FlightFile& flight_file(int local_ranks);
 
-/// The flight file if a scenario's workers were given one, else null (programs get none: only
-/// distrun-worker writes it).
+/// The path workers get as DISTRUN_FLIGHT_RECORDER: flight_file(local_ranks)'s, or empty when
+/// it cannot be made (the recorder only explains failures, so a job never fails for want of
+/// it: the reason is printed once).
+std::string flight_recorder_path(int local_ranks);
+
+/// The flight file if the workers were given one, else null.
 const FlightFile* made_flight_file();
 
 }  // namespace distrun::launcher

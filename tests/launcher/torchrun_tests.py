@@ -51,7 +51,7 @@ def read_envs(folder):
 
 # What distrun's workers get that torchrun 1.13's do not, and the reverse (docs/launcher.md).
 ONLY_DISTRUN = {"DISTRUN_STORE_SECRET", "PYTHONUNBUFFERED", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "GLOO_SOCKET_IFNAME",
-                "NCCL_SOCKET_IFNAME"}
+                "NCCL_SOCKET_IFNAME", "DISTRUN_FLIGHT_RECORDER"}
 ONLY_TORCHRUN = {"TORCHELASTIC_USE_AGENT_STORE"}  # torchrun's workers use its agent's store; distrun's rank 0 hosts one
 ERROR_FILE = re.compile(r"/none_[0-9a-z_]+/attempt_0/(\d)/error.json$")
 
