@@ -264,9 +264,13 @@ def case_frozen_scenario_rank():
     need_worker()
     scen = os.path.join(DATA, "slow_all_reduce_2.yaml")
     p = subprocess.Popen([DISTRUN, "--timeout", "2", scen], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(0.5)
-    kids = [pid for pid, cmd in __import__("launcher_harness").processes_with("slow_all_reduce_2.yaml")
-            if "distrun-worker" in cmd]
+    # The workers start through the reaper shim, later under a sanitizer or load: wait for them.
+    deadline = time.monotonic() + 30
+    kids = []
+    while not kids and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.1)
+        kids = [pid for pid, cmd in __import__("launcher_harness").processes_with("slow_all_reduce_2.yaml")
+                if "distrun-worker" in cmd]
     check(len(kids) >= 1, "workers running")
     os.kill(max(kids), signal.SIGSTOP)
     out, err = p.communicate(timeout=60)
