@@ -138,15 +138,7 @@ Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, Si
     }
     // The workers' store port: bound now and held, or (for programs that bind it themselves)
     // chosen now; the same for every attempt.
-    if (opt_.hand_socket) {
-      workers_socket_ = BoundPort(bind_ip_, opt_.workers_port.value_or(0));
-      workers_port_ = workers_socket_.port();
-    } else if (opt_.workers_port) {
-      BoundPort probe(bind_ip_, *opt_.workers_port);  // ConfigError now when taken
-      workers_port_ = *opt_.workers_port;
-    } else {
-      workers_port_ = pick_free_port(bind_ip_);
-    }
+    choose_workers_port(opt_.workers_port);
   } else {
     // Connects in short tries, so a signal stops the wait at once.
     so.timeout = milliseconds(1000);
@@ -217,15 +209,7 @@ Assignment Rendezvous::single_node(int attempt) {
   a.master_addr = plan_.master_addr.empty() ? "127.0.0.1" : plan_.master_addr;
   // Chosen once: an explicit port, or a free one, stays the same across restarts.
   if (attempt == 0) {
-    if (opt_.hand_socket) {
-      workers_socket_ = BoundPort(bind_ip_, plan_.master_port.value_or(0));
-      workers_port_ = workers_socket_.port();
-    } else if (plan_.master_port) {
-      BoundPort probe(bind_ip_, *plan_.master_port);  // ConfigError now when taken
-      workers_port_ = *plan_.master_port;
-    } else {
-      workers_port_ = pick_free_port(bind_ip_);
-    }
+    choose_workers_port(plan_.master_port);
   }
   a.master_port = workers_port_;
   a.listen_fd = workers_socket_.fd();
@@ -420,6 +404,18 @@ void Rendezvous::acknowledge(int attempt) {
     if (!seen.empty()) store_->wait(seen, kLinger);
   } catch (const Error&) {
     // Bounded on purpose: a node that never reads it has lost the store and says so itself.
+  }
+}
+
+void Rendezvous::choose_workers_port(std::optional<uint16_t> requested) {
+  if (opt_.hand_socket) {
+    workers_socket_ = BoundPort(bind_ip_, requested.value_or(0));
+    workers_port_ = workers_socket_.port();
+  } else if (requested) {
+    BoundPort probe(bind_ip_, *requested);  // ConfigError now when taken
+    workers_port_ = *requested;
+  } else {
+    workers_port_ = pick_free_port(bind_ip_);
   }
 }
 

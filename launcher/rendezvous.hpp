@@ -124,6 +124,9 @@ class Rendezvous {
   std::unique_ptr<TCPStore> store_;  // null on one node
   bool store_alive_ = true;
   std::string bind_ip_;
+  /// Binds and holds the workers' port (when the socket is handed to rank 0), or checks that
+  /// `requested` is free, or picks a free one: once per job, so restarts keep it.
+  void choose_workers_port(std::optional<uint16_t> requested);
   BoundPort workers_socket_;  // held for the whole job: the port stays across restarts
   uint16_t workers_port_ = 0;
   std::vector<std::string> hosts_;  // per node, from the plan
