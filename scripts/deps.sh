@@ -10,7 +10,7 @@ level=${1:-build}
 build_pkgs=(build-essential cmake pkg-config libcli11-dev libgloo-dev libspdlog-dev libyaml-cpp-dev libyaml-dev help2man
   catch2 libmuparser-dev nlohmann-json3-dev libasio-dev libssl-dev)
 test_pkgs=(slurm-wlm munge openmpi-bin libopenmpi-dev python3 python3-yaml python3-jsonschema python3-torch iproute2 procps psmisc
-  clang libclang-rt-14-dev)
+  clang libclang-rt-14-dev file dpkg-dev)
 bench_pkgs=(python3-matplotlib hyperfine valgrind)
 
 pkgs=("${build_pkgs[@]}")

@@ -315,8 +315,10 @@ def temp_entries():
 
 
 def case_back_to_back():
-    """50 runs back to back (4 ranks, --results): each exits 0 with complete results, and after
-    them no process, listening port or temporary file of theirs is left."""
+    """Runs back to back (4 ranks, --results; 50, or BACK_TO_BACK_RUNS): each exits 0 with
+    complete results, and after them no process, listening port or temporary file of theirs is
+    left."""
+    runs = int(os.environ.get("BACK_TO_BACK_RUNS", "50"))
     mark = new_mark()
     ports_before = listening_ports()
     temps_before = temp_entries()
@@ -325,7 +327,7 @@ def case_back_to_back():
         os.mkdir(private_tmp)
         results = os.path.join(tmp, "out", "results.jsonl")
         os.mkdir(os.path.dirname(results))
-        for i in range(50):
+        for i in range(runs):
             job = Job(["--nproc", "4", "--results", results, os.path.join(DATA, "small.yaml")], mark,
                       env={"TMPDIR": private_tmp})
             rc = job.wait(60)
@@ -350,7 +352,7 @@ def case_back_to_back():
         still = listening_ports()
         bad = {p: o for p, o in bad.items() if p in still}
     check(not bad, f"listening ports left by the runs: {bad}")
-    print(f"50 runs: no process, port or temporary file left "
+    print(f"{runs} runs: no process, port or temporary file left "
           f"({len(new_ports)} new listening port(s) belong to other processes)")
 
 
