@@ -258,7 +258,7 @@ def case_torchrun_options():
         check(r.returncode == 0 and want in r.stdout, f"{args}: rc {r.returncode}", r.stdout + r.stderr)
     r = distrun(hello, env={"PYTHON": "/nonexistent/python"})
     check(r.returncode == 2 and "cannot run '/nonexistent/python'" in r.stderr, "a missing $PYTHON is named", r.stderr)
-    for args, want in [(["--rdzv-backend", "etcd"], "--rdzv-backend"), (["--nnodes", "1:2"], "not yet supported"),
+    for args, want in [(["--rdzv-backend", "etcd"], "--rdzv-backend"), (["--nnodes", "3:2"], "MIN is larger than MAX"),
                        (["--logs-specs", "x"], "no logs_specs plugins"), (["--signals-to-handle", "SIGFOO"], "SIGFOO"),
                        (["--rdzv-conf", "bogus=1"], "unknown key 'bogus'"), (["--no-python", "-m"], "cannot be used together"),
                        (["--numa-binding", "core-complex"], "not yet supported"), (["--event-log-handler", "x"], "event-log-handler")]:
