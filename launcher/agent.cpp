@@ -138,7 +138,11 @@ int run_agent(const LaunchOptions& o) {
         note("elastic round " + std::to_string(a.round) + ": node rank " + std::to_string(a.node_rank) + " of " +
              std::to_string(a.nnodes) + " nodes, world size " + std::to_string(a.world_size));
     }
-    OutputRouter router(output, plan.nproc_per_node, a.rank_offset, redirected || !o.log_dir.empty() ? &logs : nullptr, restart);
+    // The logs' attempt_K folder: the restart count, as torchrun; elastic: the round, so that a
+    // restart for a node that joined (same count) does not overwrite the earlier round's logs.
+    const int log_attempt = plan.elastic() ? a.round : restart;
+    OutputRouter router(output, plan.nproc_per_node, a.rank_offset, redirected || !o.log_dir.empty() ? &logs : nullptr,
+                        log_attempt);
     const std::string ifname = socket_interface(a.master_addr, o.local_addr);
 
     std::vector<WorkerSpec> specs;
@@ -157,7 +161,7 @@ int run_agent(const LaunchOptions& o) {
       id.max_restarts = o.max_restarts;
       id.run_id = plan.run_id;
       id.store_secret = a.secret;
-      id.error_file = logs.make_rank_dir(restart, local) + "/error.json";
+      id.error_file = logs.make_rank_dir(log_attempt, local) + "/error.json";
       id.socket_ifname = ifname;
       // A restart after another node's failure keeps the restart count, so the folder is reused.
       unlink(id.error_file.c_str());
