@@ -180,7 +180,7 @@ void Rendezvous::check_signal(int attempt, const std::string& during) {
     // An elastic node may leave: it is left out of the rounds still to close, and only a
     // round it is a member of ends (restartable when MIN nodes remain).
     try {
-      store_->set(key("left/" + std::to_string(id_)), "1");
+      if (id_ > 0) store_->set(key("left/" + std::to_string(id_)), "1");
     } catch (const Error&) {
     }
     if (members_attempt_ != attempt) throw Interrupted(sig);

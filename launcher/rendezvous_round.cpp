@@ -95,6 +95,7 @@ void Rendezvous::open_elastic_store(const std::string& master_ip, Clock::time_po
       return;
     }
   }
+  id_ = -1;  // no ticket yet: nothing to leave if a signal comes first
   connect_to_store(deadline);
   store_->set_timeout(kRequestTimeout);
   try {
