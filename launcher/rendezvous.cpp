@@ -358,6 +358,8 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
                           "its distrun agent stopped answering (no heartbeat for " +
                               std::to_string(opt_.heartbeat_timeout.count() / 1000) +
                               " s): killed, frozen, or the host is unreachable"};
+          if (plan_.elastic() && final)
+            r.cause += "; fewer than " + std::to_string(plan_.min_nodes) + " nodes (--nnodes MIN) remain";
           return report_failure(attempt, r);
         }
       }

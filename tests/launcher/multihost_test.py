@@ -365,10 +365,10 @@ if not done:
 """
 
 
-def elastic_agent(h, k, mark, mode, log, want_world="4", extra=()):
+def elastic_agent(h, k, mark, mode, log, want_world="4", extra=(), nnodes="1:2"):
     """distrun as torchrun's elastic c10d user types it: --nnodes 1:2, the endpoint, no node rank."""
     full = dict(os.environ, DISTRUN_CMA="0", DISTRUN_STORE_SECRET=SECRET, ELASTIC_LOG=log)
-    cmd = ["ip", "netns", "exec", h.ns[k], DISTRUN, "--nnodes", "1:2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+    cmd = ["ip", "netns", "exec", h.ns[k], DISTRUN, "--nnodes", nnodes, "--nproc-per-node", "2", "--rdzv-backend", "c10d",
            "--rdzv-endpoint", f"{ADDR[0]}:{PORT}", "--rdzv-conf", "last_call_timeout=1,join_timeout=20",
            "--monitor-interval", "0.2", "--stop-grace", "1", *extra, "--", PYTHON, "-c", ELASTIC_PY, mark, mode,
            want_world]
@@ -392,7 +392,8 @@ def elastic_lines(out):
 def case_elastic_node_dies():
     """--nnodes 1:2 on two hosts; kill -9 of node 1's agent mid-run: node 0 stops its workers,
     meets alone in a new round (last call), and restarts them with WORLD_SIZE halved and the
-    restart counted; it finishes, exit 0, and nothing is left on either host."""
+    restart counted; it finishes, exit 0, and nothing is left on either host. With --nnodes 2:3
+    a node that leaves leaves fewer than MIN: node 0 fails (exit 1) instead."""
     mark = f"{TAG}-edie"
     with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
         log = os.path.join(d, "log")
@@ -413,6 +414,18 @@ def case_elastic_node_dies():
               f"node 0: world 4 with node 1, then 2 with TORCHELASTIC_RESTART_COUNT 1: {sorted(got)}", res[0][1])
         check("node rank 1: its distrun agent stopped answering" in res[0][2] and "restart 1 of 1" in res[0][2],
               "node 0 names the lost node and counts the restart", res[0][2])
+        # With --nnodes 2:3 a node that leaves (SIGTERM here, at once) leaves fewer than MIN:
+        # the job ends on both nodes, restarts or not.
+        p0 = elastic_agent(h, 0, mark, "dies", log + "2", extra=["--max-restarts", "1"], nnodes="2:3")
+        p1 = elastic_agent(h, 1, mark, "dies", log + "2", extra=["--max-restarts", "1"], nnodes="2:3")
+        wait_for_lines(log + "2", round0)
+        p1.send_signal(signal.SIGTERM)
+        res = finish([p0, p1])
+        stopped_at(mark)
+        check([r[0] for r in res] == [1, 128 + signal.SIGTERM] and
+              "node rank 1: distrun stopped by SIGTERM" in (first_failure(res[0][2]) or ""),
+              f"2:3 with one node left fails: rc {[r[0] for r in res]}", str(res))
+        check(all(l[4] == 0 for l in elastic_lines(res[0][1])), "and is not restarted", res[0][1])
 
 
 def case_elastic_node_joins():
