@@ -365,17 +365,13 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
       }
       // torchrun's agents ask num_nodes_waiting() at each monitor interval: a node that
       // joined the next round restarts this one with it.
-      if (plan_.elastic() && admit && store_->add(key(attempt + 1, "count"), 0) > 0) {
-        FailureRecord r{false, "(a new node)", -1, -1,
-                        "asked to join: the nodes restart with it (membership change, not counted as a restart)"};
-        r.joining = true;
-        if (store_->check({key(attempt + 1, "slot/1")})) {
-          std::string id = store_->get(key(attempt + 1, "slot/1"));
-          std::istringstream node(store_->get(key("node/" + id)));
-          int nproc = 0;
-          node >> nproc >> r.host;
+      if (plan_.elastic() && admit) {
+        if (auto newcomer = waiting_node(attempt + 1)) {
+          FailureRecord r{false, *newcomer, -1, -1,
+                          "asked to join: the nodes restart with it (membership change, not counted as a restart)"};
+          r.joining = true;
+          return report_failure(attempt, r);
         }
-        return report_failure(attempt, r);
       }
     }
   } catch (const Error& e) {

@@ -164,6 +164,8 @@ class Rendezvous {
   void open_elastic_store(const std::string& master_ip, std::chrono::steady_clock::time_point deadline);
   Assignment join_round(int round);
   RoundPlan close_round(int round, std::chrono::steady_clock::time_point deadline);
+  // The host of a node waiting in `round` that has not left since (nullopt: none waits).
+  std::optional<std::string> waiting_node(int round);
   // The job was closed (a record, or "ok"): throws what join must throw.
   void check_closed();
   bool hosts_store() const { return plan_.elastic() ? elastic_host_ : plan_.node_rank == 0; }

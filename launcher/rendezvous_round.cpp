@@ -169,6 +169,21 @@ Assignment Rendezvous::join_round(int round) {
   }
 }
 
+std::optional<std::string> Rendezvous::waiting_node(int round) {
+  const int64_t joined = store_->add(key(round, "count"), 0);
+  for (int64_t i = 1; i <= joined; ++i) {
+    const std::string slot = key(round, "slot/" + std::to_string(i));
+    if (!store_->check({slot})) return std::string("(a new node)");  // its id follows at once
+    const std::string id = store_->get(slot);
+    if (store_->check({key("left/" + id)})) continue;  // came and went: no reason to restart
+    std::istringstream node(store_->get(key("node/" + id)));
+    std::string nproc, host;
+    node >> nproc >> host;
+    return host;
+  }
+  return std::nullopt;
+}
+
 RoundPlan Rendezvous::close_round(int round, Clock::time_point deadline) {
   // Open until MAX joined, or until last_call_timeout after the MIN-th joined (torchrun's
   // last call); fewer than MIN by the rendezvous timeout ends the job.
