@@ -63,6 +63,9 @@ int run_agent(const LaunchOptions& o) {
   std::optional<int> declared_world;
   if (o.mode == RunMode::scenario) declared_world = scenario_world_size(o.command.front());
   JobPlan plan = plan_job(o, process_env(), declared_world);
+  if (plan.elastic() && o.mode == RunMode::scenario)
+    throw ConfigError("--nnodes " + o.nnodes + ": an elastic range runs programs only (a scenario is checked for one "
+                      "world size before it starts); give N nodes");
   std::optional<std::string> secret = load_job_secret(o.rdzv_secret_file, process_env());
   if (!plan.single_node() && !secret && !o.check_only) throw ConfigError(missing_secret_message());
   if (o.mode == RunMode::scenario) {
@@ -104,6 +107,7 @@ int run_agent(const LaunchOptions& o) {
   ro.hand_socket = o.mode == RunMode::scenario;
   ro.scenario = o.mode == RunMode::scenario;
   ro.results_given = o.results.has_value();
+  ro.last_call = std::chrono::milliseconds(int64_t(o.last_call_timeout * 1000));
   Rendezvous rendezvous(plan, ro, signals);
   const std::string host = rendezvous.host();
   const EnvMap base_env = current_environment();
@@ -122,8 +126,23 @@ int run_agent(const LaunchOptions& o) {
       print_job_failure(e.record());
       write_agent_error_file("job failed; first failure: " + e.record().summary(), "", std::nullopt, 1);
       return 1;
+    } catch (const JobEndedWithoutUs& e) {
+      note(e.what());  // nothing ran here and nothing failed: as for a job that needed no more nodes
+      return 0;
     }
-    OutputRouter router(output, plan.nproc_per_node, a.rank_offset, redirected || !o.log_dir.empty() ? &logs : nullptr, restart);
+    if (plan.elastic()) {
+      // Elastic: the round decides the attempt, this node's rank and the job's restart count.
+      attempt = a.round;
+      restart = a.restart_count;
+      if (rendezvous.multi_node())
+        note("elastic round " + std::to_string(a.round) + ": node rank " + std::to_string(a.node_rank) + " of " +
+             std::to_string(a.nnodes) + " nodes, world size " + std::to_string(a.world_size));
+    }
+    // The logs' attempt_K folder: the restart count, as torchrun; elastic: the round, so that a
+    // restart for a node that joined (same count) does not overwrite the earlier round's logs.
+    const int log_attempt = plan.elastic() ? a.round : restart;
+    OutputRouter router(output, plan.nproc_per_node, a.rank_offset, redirected || !o.log_dir.empty() ? &logs : nullptr,
+                        log_attempt);
     const std::string ifname = socket_interface(a.master_addr, o.local_addr);
 
     std::vector<WorkerSpec> specs;
@@ -133,8 +152,8 @@ int run_agent(const LaunchOptions& o) {
       id.local_rank = local;
       id.world_size = a.world_size;
       id.local_world_size = plan.nproc_per_node;
-      id.group_rank = plan.node_rank;
-      id.group_world_size = plan.nnodes;
+      id.group_rank = a.node_rank;
+      id.group_world_size = a.nnodes;
       id.role_name = o.role;
       id.master_addr = a.master_addr;
       id.master_port = a.master_port;
@@ -142,7 +161,7 @@ int run_agent(const LaunchOptions& o) {
       id.max_restarts = o.max_restarts;
       id.run_id = plan.run_id;
       id.store_secret = a.secret;
-      id.error_file = logs.make_rank_dir(restart, local) + "/error.json";
+      id.error_file = logs.make_rank_dir(log_attempt, local) + "/error.json";
       id.socket_ifname = ifname;
       // A restart after another node's failure keeps the restart count, so the folder is reused.
       unlink(id.error_file.c_str());
@@ -180,10 +199,12 @@ int run_agent(const LaunchOptions& o) {
         on_failure = [&](const GroupResult& r) {
           FailureRecord mine;
           mine.host = host;
-          mine.node_rank = plan.node_rank;
+          mine.node_rank = a.node_rank;
           if (r.outcome == GroupOutcome::interrupted) {
-            mine.final = true;
-            mine.cause = "distrun stopped by " + signal_abbrev(r.signal);
+            // Elastic: a node that leaves is a membership change while MIN remain, unless it
+            // hosts the rendezvous (its store goes with it).
+            mine.final = !plan.elastic() || a.node_rank == 0 || a.nnodes - 1 < plan.min_nodes;
+            mine.cause = "distrun stopped by " + signal_abbrev(r.signal) + (mine.final ? "" : " (the node left)");
           } else {
             mine.rank = r.failure->rank;
             mine.cause = "worker (local rank " + std::to_string(r.failure->local_rank) + ") ended with " +
@@ -212,7 +233,7 @@ int run_agent(const LaunchOptions& o) {
     }
     if (rendezvous.multi_node() && first) {
       rendezvous.acknowledge(attempt);
-      print_job_failure(*first);
+      if (!first->joining) print_job_failure(*first);
     }
     if (result.outcome == GroupOutcome::interrupted) {
       summary = format_interrupted(result.signal, result.ends, host, what);
@@ -221,7 +242,10 @@ int run_agent(const LaunchOptions& o) {
                              128 + result.signal);
       return 128 + result.signal;
     }
-    if ((first && first->final) || restart >= o.max_restarts) {
+    // A node joining an elastic job restarts the others without using up a restart (torchrun).
+    const bool joining = plan.elastic() && first && first->joining;
+    if ((first && first->final) || (!joining && restart >= o.max_restarts)) {
+      if (plan.elastic() && first) rendezvous.close(first);
       if (result.outcome != GroupOutcome::failed || o.max_restarts > 0)
         note("error: giving up after " + std::to_string(restart) + " restart(s)");
       if (result.outcome == GroupOutcome::failed) {
@@ -234,7 +258,13 @@ int run_agent(const LaunchOptions& o) {
       }
       return 1;
     }
+    if (joining) {
+      note("a node asks to join (" + first->host + "); restarting all workers in a new round with it (not counted "
+           "against --max-restarts)");
+      continue;
+    }
     note((result.outcome == GroupOutcome::failed ? "rank " + std::to_string(result.failure->rank) + " failed"
+          : plan.elastic()                       ? "node " + first->host + " failed or left"
                                                  : std::string("another node failed")) +
          "; restarting all workers (restart " + std::to_string(restart + 1) + " of " + std::to_string(o.max_restarts) + ")");
     ++restart;

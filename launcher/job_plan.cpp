@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "distrun/core/error.hpp"
 
@@ -19,15 +21,17 @@ int parse_positive(const std::string& text, const std::string& option) {
   return std::stoi(text);
 }
 
-// torchrun takes --nnodes N or MIN:MAX; distrun's rendezvous is static, so MIN must equal MAX.
-int parse_nnodes(const std::string& text) {
+// torchrun takes --nnodes N or MIN:MAX; {MIN, MAX}.
+std::pair<int, int> parse_nnodes(const std::string& text) {
   size_t colon = text.find(':');
-  if (colon == std::string::npos) return parse_positive(text, "--nnodes");
+  if (colon == std::string::npos) {
+    int n = parse_positive(text, "--nnodes");
+    return {n, n};
+  }
   int lo = parse_positive(text.substr(0, colon), "--nnodes");
   int hi = parse_positive(text.substr(colon + 1), "--nnodes");
-  if (lo != hi)
-    throw ConfigError("--nnodes " + text + ": elastic ranges (MIN < MAX) are not yet supported; give N or N:N");
-  return lo;
+  if (lo > hi) throw ConfigError("--nnodes " + text + ": MIN is larger than MAX");
+  return {lo, hi};
 }
 
 // An env lookup that hides some variables, so world_from_env reads one convention only.
@@ -79,13 +83,17 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
   JobPlan plan;
   plan.run_id = o.run_id;
   plan.source = o.launcher == "auto" ? detect_launcher(env) : o.launcher;
-  plan.nnodes = parse_nnodes(o.nnodes);
-  plan.node_rank = o.node_rank;
+  std::tie(plan.min_nodes, plan.nnodes) = parse_nnodes(o.nnodes);
+  // Elastic ranks come from the rounds (arrival order), as with torchrun's c10d rendezvous.
+  plan.node_rank = plan.elastic() ? 0 : o.node_rank;
   if (!o.master_addr.empty()) plan.master_addr = o.master_addr;
   if (o.master_port) plan.master_port = uint16_t(*o.master_port);
   plan.port_from_user = o.master_port.has_value();
 
   if (plan.source == "slurm" || plan.source == "mpi") {
+    if (plan.elastic())
+      throw ConfigError("--nnodes " + o.nnodes + ": an elastic range needs --launcher pytorch (under " + plan.source +
+                        " the job's own variables fix the nodes)");
     // One agent per node, started by srun or mpirun: the job's own variables say who we are.
     std::set<std::string> hidden = {"RANK", "WORLD_SIZE"};
     if (plan.source == "mpi") hidden.insert({"SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_NODELIST"});
@@ -95,10 +103,10 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
                         (plan.source == "slurm" ? " (SLURM_PROCID/SLURM_NTASKS unset; start distrun with srun)"
                                                 : " (OMPI_COMM_WORLD_RANK/PMI_RANK unset; start distrun with mpirun)"));
     if (plan.source == "slurm") {
-      plan.nnodes = w.nnodes;
+      plan.nnodes = plan.min_nodes = w.nnodes;
       plan.node_rank = w.node_rank;
     } else {
-      plan.nnodes = w.world_size;  // one agent per node
+      plan.nnodes = plan.min_nodes = w.world_size;  // one agent per node
       plan.node_rank = w.rank;
     }
     if (o.master_addr.empty() && o.rdzv_endpoint.empty()) plan.master_addr = w.master_addr;

@@ -11,8 +11,9 @@
 namespace distrun::launcher {
 
 struct JobPlan {
-  int nnodes = 1;
-  int node_rank = 0;
+  int nnodes = 1;     // elastic: MAX, the most nodes a round admits
+  int min_nodes = 1;  // elastic: MIN, the fewest a round starts with (== nnodes when static)
+  int node_rank = 0;  // elastic: unknown until a round assigns it (kept 0 here)
   int nproc_per_node = 1;
   std::string master_addr = "127.0.0.1";
   // Multi-node: the port of the agents' rendezvous on node 0. One node: the workers' port
@@ -22,6 +23,8 @@ struct JobPlan {
   std::string source = "pytorch";  // where nnodes/node rank came from: pytorch | slurm | mpi
   std::string run_id = "none";
 
+  /// --nnodes MIN:MAX with MIN < MAX: nodes meet in rounds (see rendezvous.hpp).
+  bool elastic() const { return min_nodes < nnodes; }
   bool single_node() const { return nnodes == 1; }
 };
 

@@ -56,9 +56,11 @@ void apply_rdzv_conf(LaunchOptions& o) {
     if (key == "timeout" || key == "join_timeout") {
       double v = positive_seconds(key, value);
       if (!o.rdzv_timeout_given) o.rdzv_timeout = v;
-    } else if (key == "read_timeout" || key == "last_call_timeout" || key == "close_timeout" ||
+    } else if (key == "last_call_timeout") {
+      o.last_call_timeout = positive_seconds(key, value);
+    } else if (key == "read_timeout" || key == "close_timeout" ||
                key == "heartbeat_timeout" || key == "keep_alive_interval") {
-      positive_seconds(key, value);  // checked; no effect on a static rendezvous (docs/launcher.md)
+      positive_seconds(key, value);  // checked; without effect here (docs/launcher.md says why)
     } else if (key == "keep_alive_max_attempt" || key == "is_host" || key == "use_libuv" || key == "store_type") {
       // accepted for compatibility; distrun's node 0 always hosts the rendezvous
     } else if (key == "stop_grace") {
@@ -131,8 +133,10 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                      "workers per node: N, auto, cpu or gpu (default: the scenario's world_size / nnodes, else 1)"),
       "nproc_per_node");
   env(app.add_option(both_spellings("--nnodes"), o.nnodes,
-                     "number of nodes: N (or N:N; elastic MIN:MAX is not yet supported)"), "nnodes");
-  env(app.add_option(both_spellings("--node-rank"), o.node_rank, "rank of this node, 0..nnodes-1")->check(CLI::NonNegativeNumber), "node_rank");
+                     "number of nodes: N, or MIN:MAX for an elastic job (a round starts once MIN nodes joined "
+                     "and last_call_timeout passed, or at once with MAX; a node that leaves or arrives restarts the "
+                     "others with the new world)"), "nnodes");
+  env(app.add_option(both_spellings("--node-rank"), o.node_rank, "rank of this node, 0..nnodes-1 (elastic MIN:MAX: ignored, ranks follow arrival)")->check(CLI::NonNegativeNumber), "node_rank");
   env(app.add_option(both_spellings("--master-addr"), o.master_addr, "address of node 0 (default 127.0.0.1)"), "master_addr");
   env(app.add_option(both_spellings("--master-port"), o.master_port, "port of node 0's rendezvous")->check(CLI::Range(1, 65535)), "master_port");
   env(app.add_option(both_spellings("--rdzv-backend"), o.rdzv_backend,
@@ -143,8 +147,9 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                      "HOST[:PORT] of node 0, instead of --master-addr/--master-port (port 0: a free one, one node only)"),
       "rdzv_endpoint");
   env(app.add_option(both_spellings("--rdzv-conf"), o.rdzv_conf,
-                     "KEY=VALUE,...: timeout/join_timeout (seconds the nodes wait for each other), stop_grace; "
-                     "read_timeout, last_call_timeout, close_timeout, ... accepted without effect"),
+                     "KEY=VALUE,...: timeout/join_timeout (seconds the nodes wait for each other), "
+                     "last_call_timeout (elastic: seconds a round waits for more nodes once MIN joined, default 30), "
+                     "stop_grace; read_timeout, close_timeout, ... accepted without effect"),
       "rdzv_conf");
   auto* rdzv_timeout = app.add_option(both_spellings("--rdzv-timeout"), o.rdzv_timeout,
                                       "seconds the nodes wait for each other (default 300)")->check(CLI::PositiveNumber);

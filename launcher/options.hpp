@@ -19,7 +19,7 @@ enum class NumaBinding { none, node, socket, exclusive, core_complex };
 
 struct LaunchOptions {
   std::string nproc_per_node;        // N, auto, cpu or gpu; empty: not given
-  std::string nnodes = "1";          // N or MIN:MAX with MIN == MAX (static)
+  std::string nnodes = "1";          // N (static) or MIN:MAX (elastic when MIN < MAX)
   int node_rank = 0;
   std::string master_addr;           // empty: not given (127.0.0.1 on one node)
   std::optional<int> master_port;    // not given: a free port on one node, 29500 across nodes
@@ -34,6 +34,7 @@ struct LaunchOptions {
   std::string local_ranks_filter;    // "0,2": only these local ranks' output on the console
   std::string launcher = "auto";     // auto | pytorch | slurm | mpi
   double rdzv_timeout = 300;         // seconds the agents wait for each other
+  double last_call_timeout = 30;     // elastic: seconds a round stays open once MIN nodes joined
   std::string rdzv_secret_file;      // job secret (else $DISTRUN_STORE_SECRET); mode 0600 checked
   bool rdzv_bind_all = false;        // node 0's rendezvous on 0.0.0.0, not the master's interface
   std::optional<int> workers_port;   // several nodes: the workers' store port on node 0 (else free)

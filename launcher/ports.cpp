@@ -61,7 +61,7 @@ int bind_socket(const std::string& address, uint16_t port, uint16_t& bound) {
 BoundPort::BoundPort(const std::string& address, uint16_t port) {
   fd_ = bind_socket(address, port, port_);
   if (fd_ < 0 && errno == EADDRINUSE)
-    throw ConfigError("port " + std::to_string(port) + " on " + address +
+    throw PortInUse("port " + std::to_string(port) + " on " + address +
                       " is already in use on this host (pick another, or drop the option to use a free one)");
   if (fd_ < 0) throw Error("cannot bind " + address + ":" + std::to_string(port) + ": " + strerror(errno));
   if (listen(fd_, SOMAXCONN) != 0) {

@@ -3,7 +3,16 @@
 #include <cstdint>
 #include <string>
 
+#include "distrun/core/error.hpp"
+
 namespace distrun::launcher {
+
+/// The port asked for is bound already on that address (EADDRINUSE), said as a fact so that
+/// a caller that may share it (elastic agents on one host) can act on it.
+class PortInUse : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
 
 /// A TCP socket the agent bound and listens on, held for the whole job so that its port
 /// cannot be taken between attempts (c10d's masterListenFd): local rank 0 serves its store on
@@ -12,7 +21,7 @@ class BoundPort {
  public:
   BoundPort() = default;
   /// Binds `address` (an IP literal; "0.0.0.0" for all) on `port` (0: any free port) and
-  /// listens. ConfigError naming the port when it is already in use; Error otherwise.
+  /// listens. PortInUse (a ConfigError) naming the port when it is already in use; Error otherwise.
   BoundPort(const std::string& address, uint16_t port);
   ~BoundPort();
   BoundPort(BoundPort&& other) noexcept;
@@ -21,6 +30,12 @@ class BoundPort {
   BoundPort& operator=(const BoundPort&) = delete;
 
   int fd() const { return fd_; }
+  /// Gives the socket away (to a store server that then owns it); this object holds nothing.
+  int release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
   uint16_t port() const { return port_; }
 
  private:

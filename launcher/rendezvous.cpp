@@ -2,27 +2,20 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <sstream>
 #include <thread>
 
 #include "distrun/env/netif.hpp"
 #include "distrun/store/tcp_store.hpp"
+#include "rendezvous_detail.hpp"
 #include "signal_names.hpp"
 
 namespace distrun::launcher {
+
+using namespace rendezvous_detail;
+
 namespace {
-
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
-// Short, so a frozen or unreachable node 0 is noticed within seconds during the run (the
-// store client adds its own 5 s of slack to a request).
-constexpr milliseconds kRequestTimeout{1000};
-constexpr milliseconds kSlice{200};         // waits are cut into slices to see signals at once
-constexpr milliseconds kLinger{3000};       // node 0 waits this long for the others to read
-constexpr int kMaxNodes = 1 << 16;
-
-std::string where(const JobPlan& plan) { return plan.master_addr + ":" + std::to_string(*plan.master_port); }
 
 std::string hostname() {
   char buf[256] = {};
@@ -30,45 +23,30 @@ std::string hostname() {
   return buf;
 }
 
-std::string secs(milliseconds t) { return std::to_string(t.count() / 1000) + " s"; }
-
-int to_int(const std::string& s, int lo, int hi) {
-  size_t digits = s.size() - (!s.empty() && s[0] == '-' ? 1 : 0);
-  if (digits == 0 || s.size() > 9 || s.find_first_not_of("0123456789", s.size() - digits) != std::string::npos)
-    throw StoreError("bad number");
-  int v = std::stoi(s);
-  if (v < lo || v > hi) throw StoreError("number out of range");
-  return v;
-}
-
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) lines.push_back(l);
-  return lines;
-}
-
 }  // namespace
 
 std::string FailureRecord::summary() const {
-  std::string s = "host " + host + ", node rank " + std::to_string(node_rank);
+  std::string s = "host " + host;
+  if (node_rank >= 0) s += ", node rank " + std::to_string(node_rank);
   if (rank >= 0) s += ", rank " + std::to_string(rank);
   return s + ": " + cause;
 }
 
 std::string FailureRecord::encode() const {
-  return std::string(final ? "1" : "0") + "\n" + host + "\n" + std::to_string(node_rank) + "\n" + std::to_string(rank) +
+  return std::string(joining ? "2" : final ? "1" : "0") + "\n" + host + "\n" + std::to_string(node_rank) + "\n" + std::to_string(rank) +
          "\n" + cause;
 }
 
 FailureRecord FailureRecord::decode(const std::string& text) {
   auto lines = split_lines(text);
-  if (lines.size() < 5 || (lines[0] != "0" && lines[0] != "1")) throw StoreError("rendezvous: malformed failure record");
+  if (lines.size() < 5 || (lines[0] != "0" && lines[0] != "1" && lines[0] != "2"))
+    throw StoreError("rendezvous: malformed failure record");
   FailureRecord r;
   try {
     r.final = lines[0] == "1";
+    r.joining = lines[0] == "2";
     r.host = lines[1];
-    r.node_rank = to_int(lines[2], 0, kMaxNodes);
+    r.node_rank = to_int(lines[2], -1, kMaxNodes);
     r.rank = to_int(lines[3], -1, 1 << 30);
   } catch (const StoreError&) {
     throw StoreError("rendezvous: malformed failure record");
@@ -106,13 +84,19 @@ PlanText parse_plan(const std::string& text, int nnodes) {
 }
 
 Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals)
-    : plan_(plan), opt_(options), signals_(signals), host_(hostname()) {
+    : plan_(plan), opt_(options), signals_(signals), host_(hostname()), node_rank_(plan.node_rank) {
   // Where node 0 listens: the address of --master-addr on this host, so the store is not
   // offered on every interface (the user may ask for that with --rdzv-bind-all).
   std::string master_ip = resolve_host(plan_.master_addr.empty() ? "127.0.0.1" : plan_.master_addr);
   bool master_is_here = is_local_address(master_ip);
   if (plan_.single_node()) {
     bind_ip_ = master_is_here ? master_ip : "0.0.0.0";
+    return;
+  }
+  id_ = plan_.node_rank;
+  if (plan_.elastic()) {
+    open_elastic_store(master_ip, Clock::now() + opt_.timeout);
+    store_->set_timeout(kRequestTimeout);
     return;
   }
   if (plan_.node_rank == 0) {
@@ -140,24 +124,30 @@ Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, Si
     // chosen now; the same for every attempt.
     choose_workers_port(opt_.workers_port);
   } else {
-    // Connects in short tries, so a signal stops the wait at once.
-    so.timeout = milliseconds(1000);
-    for (;;) {
-      try {
-        store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
-        break;
-      } catch (const TimeoutError& e) {
-        if (int sig = signals_.next_stop()) throw Interrupted(sig);
-        if (Clock::now() >= deadline)
-          throw TimeoutError("rendezvous: node 0 at " + where(plan_) + " did not answer within " + secs(opt_.timeout) +
-                             " (is node 0 started?): " + e.what());
-      } catch (const StoreError& e) {
-        throw StoreError("rendezvous: node 0 at " + where(plan_) + " dropped this agent (" + e.what() +
-                         "); is the job secret (DISTRUN_STORE_SECRET or --rdzv-secret-file) the same on every node?");
-      }
-    }
+    connect_to_store(deadline);
   }
   store_->set_timeout(kRequestTimeout);
+}
+
+void Rendezvous::connect_to_store(Clock::time_point deadline) {
+  TCPStoreOptions so;
+  so.secret = opt_.secret;
+  // Connects in short tries, so a signal stops the wait at once.
+  so.timeout = milliseconds(1000);
+  for (;;) {
+    try {
+      store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+      return;
+    } catch (const TimeoutError& e) {
+      if (int sig = signals_.next_stop()) throw Interrupted(sig);
+      if (Clock::now() >= deadline)
+        throw TimeoutError("rendezvous: node 0 at " + where(plan_) + " did not answer within " + secs(opt_.timeout) +
+                           " (is node 0 started?): " + e.what());
+    } catch (const StoreError& e) {
+      throw StoreError("rendezvous: node 0 at " + where(plan_) + " dropped this agent (" + e.what() +
+                       "); is the job secret (DISTRUN_STORE_SECRET or --rdzv-secret-file) the same on every node?");
+    }
+  }
 }
 
 Rendezvous::~Rendezvous() = default;
@@ -184,8 +174,18 @@ void Rendezvous::check_signal(int attempt, const std::string& during) {
   FailureRecord mine;
   mine.final = true;
   mine.host = host_;
-  mine.node_rank = plan_.node_rank;
+  mine.node_rank = node_rank_;
   mine.cause = "distrun stopped by " + signal_abbrev(sig) + " " + during;
+  if (plan_.elastic() && !elastic_host_) {
+    // An elastic node may leave: it is left out of the rounds still to close, and only a
+    // round it is a member of ends (restartable when MIN nodes remain).
+    try {
+      if (id_ > 0) store_->set(key("left/" + std::to_string(id_)), "1");
+    } catch (const Error&) {
+    }
+    if (members_attempt_ != attempt) throw Interrupted(sig);
+    mine.final = int(members_.size()) - 1 < plan_.min_nodes;
+  }
   report_failure(attempt, mine);
   throw Interrupted(sig);
 }
@@ -198,6 +198,7 @@ void Rendezvous::wait_keys(int attempt, const std::vector<std::string>& keys, Cl
       return;
     } catch (const TimeoutError&) {
     }
+    if (plan_.elastic()) check_closed();
     if (store_->check({key(attempt, "failed")})) throw JobFailed(FailureRecord::decode(store_->get(key(attempt, "failed"))));
     if (Clock::now() >= deadline) throw TimeoutError("rendezvous: deadline");
   }
@@ -205,6 +206,7 @@ void Rendezvous::wait_keys(int attempt, const std::vector<std::string>& keys, Cl
 
 Assignment Rendezvous::single_node(int attempt) {
   Assignment a;
+  a.round = attempt;
   a.world_size = plan_.nproc_per_node;
   a.master_addr = plan_.master_addr.empty() ? "127.0.0.1" : plan_.master_addr;
   // Chosen once: an explicit port, or a free one, stays the same across restarts.
@@ -219,9 +221,13 @@ Assignment Rendezvous::single_node(int attempt) {
 
 Assignment Rendezvous::join(int attempt) {
   if (!store_) return single_node(attempt);
+  if (plan_.elastic()) return join_round(attempt);
   const int k = plan_.node_rank;
   const auto deadline = Clock::now() + opt_.timeout;
   Assignment a;
+  a.round = attempt;
+  a.node_rank = k;
+  a.nnodes = plan_.nnodes;
   a.master_addr = plan_.master_addr;
   PlanText p;
   try {
@@ -294,56 +300,82 @@ Assignment Rendezvous::join(int attempt) {
     if (n < k) a.rank_offset += p.nproc[size_t(n)];
     a.world_size += p.nproc[size_t(n)];
   }
-  hosts_ = p.hosts;
-  beats_.assign(size_t(plan_.nnodes), -1);
-  beat_seen_.assign(size_t(plan_.nnodes), Clock::now());
+  std::vector<int> ids;
+  for (int n = 0; n < plan_.nnodes; ++n) ids.push_back(n);
+  set_members(attempt, ids, p.hosts);
   return a;
+}
+
+void Rendezvous::set_members(int attempt, std::vector<int> ids, std::vector<std::string> hosts) {
+  members_ = std::move(ids);
+  hosts_ = std::move(hosts);
+  members_attempt_ = attempt;
+  beats_.assign(members_.size(), -1);
+  beat_seen_.assign(members_.size(), Clock::now());
 }
 
 FailureRecord Rendezvous::report_failure(int attempt, const FailureRecord& mine) {
   if (!store_ || !store_alive_) return mine;
   try {
     // The reporter has seen the failure: node 0 need not wait for it to say so.
-    store_->set(key(attempt, "seen/" + std::to_string(plan_.node_rank)), "1");
+    store_->set(key(attempt, "seen/" + std::to_string(id_)), "1");
+    FailureRecord first = mine;
     if (store_->add(key(attempt, "failclaim"), 1) == 1) {
       store_->set(key(attempt, "failed"), mine.encode());
-      return mine;
+    } else {
+      // Another node claimed first; its record follows at once.
+      store_->wait({key(attempt, "failed")}, kLinger);
+      first = FailureRecord::decode(store_->get(key(attempt, "failed")));
     }
-    // Another node claimed first; its record follows at once.
-    store_->wait({key(attempt, "failed")}, kLinger);
-    return FailureRecord::decode(store_->get(key(attempt, "failed")));
+    // A final failure also ends what nodes still waiting for a later round wait for.
+    if (plan_.elastic() && first.final) store_->set(key("closed"), first.encode());
+    return first;
   } catch (const Error&) {
     store_alive_ = false;
     return mine;
   }
 }
 
-std::optional<FailureRecord> Rendezvous::watch(int attempt) {
+std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
   if (!store_) return std::nullopt;
   if (!store_alive_) return std::nullopt;
-  const int k = plan_.node_rank;
+  const bool host = hosts_store();
   try {
-    if (k != 0) store_->add(key("beat/" + std::to_string(k)), 1);
+    if (!host) store_->add(key("beat/" + std::to_string(id_)), 1);
     if (store_->check({key(attempt, "failed")})) return FailureRecord::decode(store_->get(key(attempt, "failed")));
-    if (k == 0) {
+    if (host) {
       auto now = Clock::now();
-      for (int n = 1; n < plan_.nnodes; ++n) {
-        int64_t b = store_->add(key("beat/" + std::to_string(n)), 0);
-        if (b != beats_[size_t(n)]) {
-          beats_[size_t(n)] = b;
-          beat_seen_[size_t(n)] = now;
-        } else if (now - beat_seen_[size_t(n)] > opt_.heartbeat_timeout) {
-          vanished_.insert(n);
-          FailureRecord r{true, hosts_[size_t(n)], n, -1,
+      for (size_t m = 1; m < members_.size(); ++m) {
+        int64_t b = store_->add(key("beat/" + std::to_string(members_[m])), 0);
+        if (b != beats_[m]) {
+          beats_[m] = b;
+          beat_seen_[m] = now;
+        } else if (now - beat_seen_[m] > opt_.heartbeat_timeout) {
+          vanished_.insert(members_[m]);
+          // Elastic: a membership change; the others go on in a new round while MIN remain.
+          bool final = !plan_.elastic() || int(members_.size()) - 1 < plan_.min_nodes;
+          FailureRecord r{final, hosts_[m], int(m), -1,
                           "its distrun agent stopped answering (no heartbeat for " +
                               std::to_string(opt_.heartbeat_timeout.count() / 1000) +
                               " s): killed, frozen, or the host is unreachable"};
+          if (plan_.elastic() && final)
+            r.cause += "; fewer than " + std::to_string(plan_.min_nodes) + " nodes (--nnodes MIN) remain";
+          return report_failure(attempt, r);
+        }
+      }
+      // torchrun's agents ask num_nodes_waiting() at each monitor interval: a node that
+      // joined the next round restarts this one with it.
+      if (plan_.elastic() && admit) {
+        if (auto newcomer = waiting_node(attempt + 1)) {
+          FailureRecord r{false, *newcomer, -1, -1,
+                          "asked to join: the nodes restart with it (membership change, not counted as a restart)"};
+          r.joining = true;
           return report_failure(attempt, r);
         }
       }
     }
   } catch (const Error& e) {
-    if (k == 0) throw;  // our own store, in this process: cannot be lost
+    if (host) throw;  // our own store, in this process: cannot be lost
     store_alive_ = false;
     return store_lost(e);
   }
@@ -352,7 +384,7 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt) {
 
 std::optional<FailureRecord> Rendezvous::finish(int attempt) {
   if (!store_) return std::nullopt;
-  const int k = plan_.node_rank;
+  const int k = node_rank_;
   const auto deadline = Clock::now() + opt_.timeout;
   try {
     store_->add(key(attempt, "done"), 1);
@@ -362,16 +394,17 @@ std::optional<FailureRecord> Rendezvous::finish(int attempt) {
   }
   while (Clock::now() < deadline) {
     check_signal(attempt, "while waiting for the other nodes to finish");
-    if (auto r = watch(attempt)) return r;
+    if (auto r = watch(attempt, false)) return r;
     try {
-      if (store_->add(key(attempt, "done"), 0) >= plan_.nnodes) {
-        if (k != 0) {
-          store_->set(key(attempt, "ack/" + std::to_string(k)), "1");
+      if (store_->add(key(attempt, "done"), 0) >= int64_t(members_.size())) {
+        if (!hosts_store()) {
+          store_->set(key(attempt, "ack/" + std::to_string(id_)), "1");
           return std::nullopt;
         }
+        if (plan_.elastic()) store_->set(key("closed"), "ok");
         // Node 0 hosts the store: it stays until the others have read that all is done.
         std::vector<std::string> acks;
-        for (int n = 1; n < plan_.nnodes; ++n) acks.push_back(key(attempt, "ack/" + std::to_string(n)));
+        for (size_t m = 1; m < members_.size(); ++m) acks.push_back(key(attempt, "ack/" + std::to_string(members_[m])));
         try {
           store_->wait(acks, kLinger);
         } catch (const TimeoutError&) {
@@ -379,7 +412,7 @@ std::optional<FailureRecord> Rendezvous::finish(int attempt) {
         return std::nullopt;
       }
     } catch (const StoreError& e) {
-      if (k == 0) throw;
+      if (hosts_store()) throw;
       store_alive_ = false;
       return store_lost(e);
     }
@@ -392,18 +425,33 @@ std::optional<FailureRecord> Rendezvous::finish(int attempt) {
 void Rendezvous::acknowledge(int attempt) {
   if (!store_ || !store_alive_) return;
   try {
-    if (plan_.node_rank != 0) {
-      store_->set(key(attempt, "seen/" + std::to_string(plan_.node_rank)), "1");
+    if (!hosts_store()) {
+      store_->set(key(attempt, "seen/" + std::to_string(id_)), "1");
       return;
     }
     std::vector<std::string> seen;
     // Only nodes that joined this attempt and did not vanish can read it.
-    for (int n = 1; n < plan_.nnodes; ++n)
-      if (!vanished_.count(n) && store_->check({key(attempt, "node/" + std::to_string(n))}))
-        seen.push_back(key(attempt, "seen/" + std::to_string(n)));
+    if (plan_.elastic()) {
+      if (members_attempt_ == attempt)
+        for (size_t m = 1; m < members_.size(); ++m)
+          if (!vanished_.count(members_[m])) seen.push_back(key(attempt, "seen/" + std::to_string(members_[m])));
+    } else {
+      for (int n = 1; n < plan_.nnodes; ++n)
+        if (!vanished_.count(n) && store_->check({key(attempt, "node/" + std::to_string(n))}))
+          seen.push_back(key(attempt, "seen/" + std::to_string(n)));
+    }
     if (!seen.empty()) store_->wait(seen, kLinger);
   } catch (const Error&) {
     // Bounded on purpose: a node that never reads it has lost the store and says so itself.
+  }
+}
+
+void Rendezvous::close(const std::optional<FailureRecord>& failure) {
+  if (!store_ || !store_alive_ || !plan_.elastic()) return;
+  try {
+    store_->set(key("closed"), failure ? failure->encode() : "ok");
+  } catch (const Error&) {
+    // The store is gone: a waiting node then loses it and says so itself.
   }
 }
 

@@ -4,6 +4,12 @@
 // rendezvous does. During the run every agent polls it: the other agents send heartbeats,
 // node 0 names an agent whose heartbeat stopped, and the first failure anywhere is written
 // once and read by all. With one node there is nothing to agree on.
+//
+// Elastic jobs (--nnodes MIN:MAX, rendezvous_round.cpp) meet in numbered rounds, as torch's
+// c10d dynamic rendezvous does: the agent on the host of --master-addr/--rdzv-endpoint hosts
+// the store and closes each round (once MIN joined and last_call_timeout passed, or at MAX);
+// each round has its own members, plan and failure record, so a node that leaves or arrives
+// ends the round and the survivors meet again in the next one.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -28,9 +34,12 @@ namespace distrun::launcher {
 struct FailureRecord {
   bool final = false;  // ends the job even with restarts left (an agent is gone or was stopped)
   std::string host;
-  int node_rank = 0;
+  int node_rank = 0;   // -1: a node that has no rank yet (elastic: one asking to join)
   int rank = -1;  // global rank of the failed worker; -1 when the agent itself failed
   std::string cause;
+  // Elastic: a node asks to join the running round; everyone restarts with it, and (as with
+  // torchrun) that restart is not counted against --max-restarts.
+  bool joining = false;
 
   /// "host H, node rank K, rank R: CAUSE" (rank omitted for an agent).
   std::string summary() const;
@@ -49,8 +58,19 @@ class JobFailed : public Error {
   FailureRecord record_;
 };
 
+/// An elastic job ended (succeeded, or failed and was closed) before this node was admitted to
+/// a round: it ran nothing, and there is nothing left to join.
+class JobEndedWithoutUs : public Error {
+ public:
+  using Error::Error;
+};
+
 /// What one attempt gives this node's workers.
 struct Assignment {
+  int round = 0;          // the attempt (elastic: the round this node was admitted to)
+  int node_rank = 0;      // GROUP_RANK (elastic: from the round, by order of first arrival)
+  int nnodes = 1;         // GROUP_WORLD_SIZE (elastic: the round's members)
+  int restart_count = 0;  // elastic: the job's, from the round's plan (static: the agent counts)
   int world_size = 1;
   int rank_offset = 0;  // global rank of local rank 0
   std::string master_addr;
@@ -68,6 +88,7 @@ struct RendezvousOptions {
   bool scenario = false;                        // distrun-worker runs: --results must agree
   bool results_given = false;                   // this node got --results
   std::chrono::milliseconds heartbeat_timeout{3000};  // an agent silent this long is gone
+  std::chrono::milliseconds last_call{30000};  // elastic: a round waits this long for more than MIN
 };
 
 /// The multi-node plan node 0 publishes; parse_plan() reads it (StoreError when malformed).
@@ -81,6 +102,19 @@ struct PlanText {
 };
 PlanText parse_plan(const std::string& text, int nnodes);
 
+/// The plan of one elastic round, as its host publishes it; parse_round_plan() reads it
+/// (StoreError when malformed).
+struct RoundPlan {
+  uint16_t port = 0;
+  std::string secret;
+  int restart_count = 0;
+  std::vector<int> ids;  // the members' agent ids (first-arrival tickets), ascending: node ranks
+  std::vector<int> nproc;
+  std::vector<std::string> hosts;
+  std::string encode() const;
+};
+RoundPlan parse_round_plan(const std::string& text);
+
 class Rendezvous {
  public:
   /// Multi-node: node 0 binds plan.master_port (StoreError "already in use" when taken),
@@ -89,13 +123,16 @@ class Rendezvous {
   Rendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals);
   ~Rendezvous();
 
-  /// Meets the other nodes for `attempt` and returns this node's share. TimeoutError naming
+  /// Meets the other nodes for `attempt` and returns this node's share (elastic: in round
+  /// `attempt` or a later one, see Assignment::round). TimeoutError naming
   /// the nodes that never came; JobFailed when a node failed meanwhile; ConfigError when node
   /// 0 refused the job (mismatched options); Interrupted on a signal (the others are told).
   Assignment join(int attempt);
   /// During the run (every few hundred ms): sends this agent's heartbeat and returns the job's
   /// first failure once there is one (another node's, a silent agent's, or the lost store).
-  std::optional<FailureRecord> watch(int attempt);
+  /// Elastic, on the round's host: a node waiting for the next round ends this one (a
+  /// `joining` record) unless `admit` is false (this node's workers already finished).
+  std::optional<FailureRecord> watch(int attempt, bool admit = true);
   /// Records `mine` as the job's failure unless another came first; returns the first.
   FailureRecord report_failure(int attempt, const FailureRecord& mine);
   /// After local success: waits until every node finished `attempt` (nullopt) or one failed.
@@ -103,8 +140,12 @@ class Rendezvous {
   /// After a failure: others say they have read it; node 0 waits (bounded) for that before
   /// leaving, since its exit takes the store away.
   void acknowledge(int attempt);
+  /// Elastic: the job is over (`failure`, or success when nullopt); a node still waiting to
+  /// join reads it and ends (JobEndedWithoutUs or JobFailed) instead of waiting for a round.
+  void close(const std::optional<FailureRecord>& failure);
 
   bool multi_node() const { return store_ != nullptr; }
+  bool elastic() const { return plan_.elastic(); }
   /// This node's host name.
   const std::string& host() const { return host_; }
 
@@ -116,6 +157,20 @@ class Rendezvous {
   void check_signal(int attempt, const std::string& during);
   FailureRecord store_lost(const std::exception& e) const;
   Assignment single_node(int attempt);
+  // Connects to node 0's store in short tries until `deadline` (a signal ends the wait).
+  void connect_to_store(std::chrono::steady_clock::time_point deadline);
+  // Elastic (rendezvous_round.cpp): connects to, or hosts, the store; joins rounds from
+  // `round` on until one admits this node; the host closes each round and writes its plan.
+  void open_elastic_store(const std::string& master_ip, std::chrono::steady_clock::time_point deadline);
+  Assignment join_round(int round);
+  RoundPlan close_round(int round, std::chrono::steady_clock::time_point deadline);
+  // The host of a node waiting in `round` that has not left since (nullopt: none waits).
+  std::optional<std::string> waiting_node(int round);
+  // The job was closed (a record, or "ok"): throws what join must throw.
+  void check_closed();
+  bool hosts_store() const { return plan_.elastic() ? elastic_host_ : plan_.node_rank == 0; }
+  // The round's members, for heartbeats, finish and acknowledgements.
+  void set_members(int attempt, std::vector<int> ids, std::vector<std::string> hosts);
 
   JobPlan plan_;
   RendezvousOptions opt_;
@@ -129,8 +184,15 @@ class Rendezvous {
   void choose_workers_port(std::optional<uint16_t> requested);
   BoundPort workers_socket_;  // held for the whole job: the port stays across restarts
   uint16_t workers_port_ = 0;
-  std::vector<std::string> hosts_;  // per node, from the plan
-  // Node 0: each agent's last heartbeat count and when it last changed.
+  std::vector<std::string> hosts_;  // per member, from the plan
+  // The current attempt's members: node ranks (static), agent ids (elastic); keys say ids.
+  std::vector<int> members_;
+  int members_attempt_ = -1;   // the attempt members_ belongs to
+  int node_rank_ = 0;          // this node's rank in the current attempt
+  int id_ = 0;                 // this agent's id: its node rank (static) or ticket (elastic)
+  bool elastic_host_ = false;  // elastic: this agent hosts the store and closes the rounds
+  bool first_join_ = true;     // elastic: a newcomer starts from the round being run
+  // The round's host: each member's last heartbeat count and when it last changed.
   std::vector<int64_t> beats_;
   std::vector<std::chrono::steady_clock::time_point> beat_seen_;
   std::set<int> vanished_;

@@ -348,6 +348,110 @@ def case_results_from_all_nodes():
               str(res))
 
 
+# An elastic worker: prints its place (WORLD_SIZE RANK GROUP_RANK GROUP_WORLD_SIZE restart
+# count), then ends at once in the world the case waits for and sleeps in any other (until
+# its agent stops it).
+ELASTIC_PY = r"""
+import os, sys, time
+e = os.environ
+line = " ".join(["ELASTIC", e["WORLD_SIZE"], e["RANK"], e["GROUP_RANK"], e["GROUP_WORLD_SIZE"],
+                 e["TORCHELASTIC_RESTART_COUNT"]])
+print(line, flush=True)
+with open(e["ELASTIC_LOG"], "a") as f:  # also where the case can wait for it
+    f.write(line + "\n")
+done = e["TORCHELASTIC_RESTART_COUNT"] != "0" if sys.argv[2] == "dies" else e["WORLD_SIZE"] == sys.argv[3]
+if not done:
+    time.sleep(60)
+"""
+
+
+def elastic_agent(h, k, mark, mode, log, want_world="4", extra=(), nnodes="1:2"):
+    """distrun as torchrun's elastic c10d user types it: --nnodes 1:2, the endpoint, no node rank."""
+    full = dict(os.environ, DISTRUN_CMA="0", DISTRUN_STORE_SECRET=SECRET, ELASTIC_LOG=log)
+    cmd = ["ip", "netns", "exec", h.ns[k], DISTRUN, "--nnodes", nnodes, "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+           "--rdzv-endpoint", f"{ADDR[0]}:{PORT}", "--rdzv-conf", "last_call_timeout=1,join_timeout=20",
+           "--monitor-interval", "0.2", "--stop-grace", "1", *extra, "--", PYTHON, "-c", ELASTIC_PY, mark, mode,
+           want_world]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
+
+
+def wait_for_lines(path, want, within=30):
+    """Until the workers wrote every line of `want` (see elastic_lines) to `path`."""
+    deadline = time.time() + within
+    while not os.path.exists(path) or not want <= elastic_lines(open(path).read()):
+        if time.time() > deadline:
+            raise Failed(f"the workers never wrote {sorted(want)} to {path} within {within} s")
+        time.sleep(0.05)
+
+
+def elastic_lines(out):
+    """{(world, rank, group_rank, group_world, restart)} the workers printed."""
+    return {tuple(int(x) for x in m) for m in re.findall(r"ELASTIC (\d+) (\d+) (\d+) (\d+) (\d+)", out)}
+
+
+def case_elastic_node_dies():
+    """--nnodes 1:2 on two hosts; kill -9 of node 1's agent mid-run: node 0 stops its workers,
+    meets alone in a new round (last call), and restarts them with WORLD_SIZE halved and the
+    restart counted; it finishes, exit 0, and nothing is left on either host. With --nnodes 2:3
+    a node that leaves leaves fewer than MIN: node 0 fails (exit 1) instead."""
+    mark = f"{TAG}-edie"
+    with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
+        log = os.path.join(d, "log")
+        p0 = elastic_agent(h, 0, mark, "dies", log, extra=["--max-restarts", "1"])
+        p1 = elastic_agent(h, 1, mark, "dies", log, extra=["--max-restarts", "1"])
+        round0 = {(4, 0, 0, 2, 0), (4, 1, 0, 2, 0), (4, 2, 1, 2, 0), (4, 3, 1, 2, 0)}
+        wait_for_lines(log, round0)
+        p1.kill()
+        res = finish([p0, p1])
+        stopped_at(mark)
+        check(res[0][0] == 0, f"node 0 finishes alone: rc {res[0][0]}", res[0][2])
+        got = elastic_lines(res[0][1])
+        # Under load node 1 may come after node 0's last call: node 0 then ran alone first
+        # (world 2, restart count 0) until node 1 joined, a restart that is not counted.
+        late = {(2, 0, 0, 1, 0), (2, 1, 0, 1, 0)}
+        after = {(2, 0, 0, 1, 1), (2, 1, 0, 1, 1)}
+        check(round0 | after <= elastic_lines(open(log).read()) | got and got - late == {(4, 0, 0, 2, 0), (4, 1, 0, 2, 0)} | after,
+              f"node 0: world 4 with node 1, then 2 with TORCHELASTIC_RESTART_COUNT 1: {sorted(got)}", res[0][1])
+        check("node rank 1: its distrun agent stopped answering" in res[0][2] and "restart 1 of 1" in res[0][2],
+              "node 0 names the lost node and counts the restart", res[0][2])
+        # With --nnodes 2:3 a node that leaves (SIGTERM here, at once) leaves fewer than MIN:
+        # the job ends on both nodes, restarts or not.
+        p0 = elastic_agent(h, 0, mark, "dies", log + "2", extra=["--max-restarts", "1"], nnodes="2:3")
+        p1 = elastic_agent(h, 1, mark, "dies", log + "2", extra=["--max-restarts", "1"], nnodes="2:3")
+        wait_for_lines(log + "2", round0)
+        p1.send_signal(signal.SIGTERM)
+        res = finish([p0, p1])
+        stopped_at(mark)
+        check([r[0] for r in res] == [1, 128 + signal.SIGTERM] and
+              "node rank 1: distrun stopped by SIGTERM" in (first_failure(res[0][2]) or ""),
+              f"2:3 with one node left fails: rc {[r[0] for r in res]}", str(res))
+        check(all(l[4] == 0 for l in elastic_lines(res[0][1])), "and is not restarted", res[0][1])
+
+
+def case_elastic_node_joins():
+    """--nnodes 1:2: one node alone runs its job to the end after the last call (world 2);
+    then one node starts alone and a second joins later: the running group restarts with it
+    (not counted), ranks dense by arrival, and both finish with world 4."""
+    mark = f"{TAG}-ejoin"
+    with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
+        log = os.path.join(d, "log")
+        alone = finish([elastic_agent(h, 0, mark, "joins", log + "0", want_world="2")])[0]
+        check(alone[0] == 0 and elastic_lines(alone[1]) == {(2, 0, 0, 1, 0), (2, 1, 0, 1, 0)},
+              f"one node of 1:2 runs alone: rc {alone[0]}", alone[1] + alone[2])
+        p0 = elastic_agent(h, 0, mark, "joins", log)
+        wait_for_lines(log, {(2, 0, 0, 1, 0), (2, 1, 0, 1, 0)})  # node 0's round 0 runs, alone
+        p1 = elastic_agent(h, 1, mark, "joins", log)
+        res = finish([p0, p1])
+        stopped_at(mark)
+        check([r[0] for r in res] == [0, 0], f"both finish: rc {[r[0] for r in res]}", str(res))
+        got = elastic_lines(res[0][1])
+        check(got == {(2, 0, 0, 1, 0), (2, 1, 0, 1, 0), (4, 0, 0, 2, 0), (4, 1, 0, 2, 0)},
+              f"node 0: world 2 alone, then 4 with the newcomer, restart count still 0: {sorted(got)}", res[0][1])
+        check(elastic_lines(res[1][1]) == {(4, 2, 1, 2, 0), (4, 3, 1, 2, 0)}, "the newcomer is node rank 1 (ranks 2, 3)",
+              res[1][1])
+        check("asks to join" in res[0][2], "node 0 says why it restarted", res[0][2])
+
+
 def case_killed_launcher_leaves_no_grandchild():
     """kill -9 of distrun (one host): the workers and the children they started in sessions of
     their own are all gone (the reaper shim)."""

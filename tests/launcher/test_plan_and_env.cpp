@@ -55,8 +55,22 @@ TEST_CASE("plan: nnodes, node rank and endpoints", "[launcher][plan]") {
   o.rdzv_endpoint = "[::1]:7001";
   CHECK(plan_job(o, env_of({}), std::nullopt).master_addr == "::1");
   o.rdzv_endpoint = "";
+  CHECK_FALSE(p.elastic());
+  // Elastic: MIN:MAX with MIN < MAX; the node rank comes from the rounds, not the option.
   o.nnodes = "1:3";
+  o.node_rank = 5;
+  auto e = plan_job(o, env_of({}), std::nullopt);
+  CHECK(e.elastic());
+  CHECK(e.min_nodes == 1);
+  CHECK(e.nnodes == 3);
+  CHECK(e.node_rank == 0);
+  CHECK(e.master_port == 29500);
+  o.nnodes = "3:1";
   CHECK_THROWS_AS(plan_job(o, env_of({}), std::nullopt), ConfigError);
+  o.nnodes = "1:2";
+  o.launcher = "slurm";
+  CHECK_THROWS_WITH(plan_job(o, env_of({}), std::nullopt), Catch::Contains("needs --launcher pytorch"));
+  o.launcher = "auto";
   o.nnodes = "2";
   o.node_rank = 2;
   CHECK_THROWS_AS(plan_job(o, env_of({}), std::nullopt), ConfigError);

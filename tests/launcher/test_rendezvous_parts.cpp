@@ -48,10 +48,18 @@ TEST_CASE("a failure record survives the store, causes with newlines included", 
   CHECK(back.summary() == "host n1, node rank 1, rank 3: " + r.cause);
   FailureRecord agent{false, "n0", 0, -1, "distrun stopped by SIGTERM"};
   CHECK(FailureRecord::decode(agent.encode()).summary() == "host n0, node rank 0: distrun stopped by SIGTERM");
+  // Elastic: a node asking to join has no rank yet, and its record says it joins.
+  FailureRecord join{false, "n2", -1, -1, "asked to join"};
+  join.joining = true;
+  FailureRecord j = FailureRecord::decode(join.encode());
+  CHECK(j.joining);
+  CHECK_FALSE(j.final);
+  CHECK(j.summary() == "host n2: asked to join");
+  CHECK_FALSE(FailureRecord::decode(r.encode()).joining);
 }
 
 TEST_CASE("malformed failure records are StoreError", "[launcher][rendezvous]") {
-  for (const char* bad : {"", "1", "2\nh\n0\n0\nx", "1\nh\nzero\n0\nx", "1\nh\n0\n-5\nx", "1\nh\n99999999999\n0\nx", "1\nh\n1-2\n0\nx", "1\nh\n-\n0\nx"})
+  for (const char* bad : {"", "1", "3\nh\n0\n0\nx", "1\nh\n-2\n0\nx", "1\nh\nzero\n0\nx", "1\nh\n0\n-5\nx", "1\nh\n99999999999\n0\nx", "1\nh\n1-2\n0\nx", "1\nh\n-\n0\nx"})
     CHECK_THROWS_AS(FailureRecord::decode(bad), StoreError);
 }
 
@@ -68,6 +76,27 @@ TEST_CASE("the plan node 0 publishes is parsed strictly", "[launcher][rendezvous
   for (const char* bad : {"", "ok", "ok\n29500\nabc\n2 n0", "ok\n70000\nabc\n2 n0\n2 n1", "ok\n29500\n\n2 n0\n2 n1",
                           "ok\n29500\nabc\n0 n0\n2 n1", "ok\n29500\nabc\n2\n2 n1", "ko\n29500\nabc\n2 n0\n2 n1"})
     CHECK_THROWS_AS(parse_plan(bad, 2), StoreError);
+}
+
+TEST_CASE("an elastic round's plan is parsed strictly", "[launcher][rendezvous]") {
+  RoundPlan p;
+  p.port = 29501;
+  p.secret = "abc";
+  p.restart_count = 2;
+  p.ids = {0, 3};
+  p.nproc = {2, 4};
+  p.hosts = {"n0", "n3"};
+  RoundPlan back = parse_round_plan(p.encode());
+  CHECK(back.port == 29501);
+  CHECK(back.secret == "abc");
+  CHECK(back.restart_count == 2);
+  CHECK(back.ids == p.ids);
+  CHECK(back.nproc == p.nproc);
+  CHECK(back.hosts == p.hosts);
+  for (const char* bad : {"", "round\n1\nabc\n0", "ok\n1\nabc\n0\n0 2 n0", "round\n1\nabc\n-1\n0 2 n0",
+                          "round\n1\nabc\n0\n3 2 n3\n0 2 n0", "round\n1\nabc\n0\n0 0 n0", "round\n1\n\n0\n0 2 n0",
+                          "round\n1\nabc\n0\n0 2"})
+    CHECK_THROWS_AS(parse_round_plan(bad), StoreError);
 }
 
 TEST_CASE("the job secret: the environment, or a private file", "[launcher][secret]") {

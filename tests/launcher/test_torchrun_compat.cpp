@@ -46,6 +46,9 @@ TEST_CASE("rendezvous conf keys (--rdzv-conf)", "[launcher][torchrun]") {
   auto o = parse({"--rdzv-conf", "join_timeout=12,read_timeout=60,last_call_timeout=3,stop_grace=2.5,is_host=1", "p"}).options;
   CHECK(o.rdzv_timeout == Approx(12));
   CHECK(o.stop_grace == Approx(2.5));
+  CHECK(o.last_call_timeout == Approx(3));  // elastic rounds' last call
+  CHECK(parse({"p"}).options.last_call_timeout == Approx(30));  // torchrun's default
+  CHECK_THROWS_AS(parse({"--rdzv-conf", "last_call_timeout=0", "p"}), ConfigError);
   CHECK(parse({"--rdzv-timeout", "7", "--rdzv-conf", "timeout=12", "p"}).options.rdzv_timeout == Approx(7));
   CHECK_THROWS_AS(parse({"--rdzv-conf", "join_timeout=-1", "p"}), ConfigError);
   CHECK_THROWS_AS(parse({"--rdzv-conf", "nokey", "p"}), ConfigError);

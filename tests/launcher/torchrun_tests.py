@@ -258,12 +258,16 @@ def case_torchrun_options():
         check(r.returncode == 0 and want in r.stdout, f"{args}: rc {r.returncode}", r.stdout + r.stderr)
     r = distrun(hello, env={"PYTHON": "/nonexistent/python"})
     check(r.returncode == 2 and "cannot run '/nonexistent/python'" in r.stderr, "a missing $PYTHON is named", r.stderr)
-    for args, want in [(["--rdzv-backend", "etcd"], "--rdzv-backend"), (["--nnodes", "1:2"], "not yet supported"),
+    for args, want in [(["--rdzv-backend", "etcd"], "--rdzv-backend"), (["--nnodes", "3:2"], "MIN is larger than MAX"),
                        (["--logs-specs", "x"], "no logs_specs plugins"), (["--signals-to-handle", "SIGFOO"], "SIGFOO"),
                        (["--rdzv-conf", "bogus=1"], "unknown key 'bogus'"), (["--no-python", "-m"], "cannot be used together"),
                        (["--numa-binding", "core-complex"], "not yet supported"), (["--event-log-handler", "x"], "event-log-handler")]:
         r = distrun(*args, "--", "true")
         check(r.returncode == 2 and want in r.stderr, f"{args}: rc {r.returncode}", r.stderr)
+    # Elastic ranges run programs; a scenario is checked for one world size, so it is refused.
+    r = distrun("--nnodes", "1:2", os.path.join(DATA, "all_reduce_4.yaml"), env={"DISTRUN_STORE_SECRET": "x"})
+    check(r.returncode == 2 and "an elastic range runs programs only" in r.stderr, f"1:2 scenario: rc {r.returncode}",
+          r.stderr)
     # --numa-binding: bound to the node's CPUs where the host describes its NUMA nodes.
     r = distrun("--numa-binding", "node", "--", PYTHON, "-c", "import os; print('CPUS', sorted(os.sched_getaffinity(0)))")
     nodes = sorted(glob.glob("/sys/devices/system/node/node[0-9]*/cpulist"))

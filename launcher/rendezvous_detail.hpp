@@ -1,0 +1,45 @@
+// What rendezvous.cpp and rendezvous_round.cpp share: the store's pacing and the strict
+// readers of the texts the agents exchange. Internal to the rendezvous.
+#pragma once
+#include <chrono>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "distrun/core/error.hpp"
+#include "job_plan.hpp"
+
+namespace distrun::launcher::rendezvous_detail {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Short, so a frozen or unreachable node 0 is noticed within seconds during the run (the
+// store client adds its own 5 s of slack to a request).
+constexpr milliseconds kRequestTimeout{1000};
+constexpr milliseconds kSlice{200};         // waits are cut into slices to see signals at once
+constexpr milliseconds kLinger{3000};       // node 0 waits this long for the others to read
+constexpr int kMaxNodes = 1 << 16;
+
+inline std::string where(const JobPlan& plan) { return plan.master_addr + ":" + std::to_string(*plan.master_port); }
+
+inline std::string secs(milliseconds t) { return std::to_string(t.count() / 1000) + " s"; }
+
+/// A decimal in [lo, hi]; StoreError otherwise (the text came over the network).
+inline int to_int(const std::string& s, int lo, int hi) {
+  size_t digits = s.size() - (!s.empty() && s[0] == '-' ? 1 : 0);
+  if (digits == 0 || s.size() > 9 || s.find_first_not_of("0123456789", s.size() - digits) != std::string::npos)
+    throw StoreError("bad number");
+  int v = std::stoi(s);
+  if (v < lo || v > hi) throw StoreError("number out of range");
+  return v;
+}
+
+inline std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+}  // namespace distrun::launcher::rendezvous_detail
