@@ -27,8 +27,9 @@ void every_collective(Backend& b) {
   const int n = b.size(), r = b.rank();
   const std::string ctx = "group of " + std::to_string(n) + " on " + b.transport_name() + ", rank " + std::to_string(r);
   // all_reduce: sizes below, at and past the ranks per host, uneven ones, and one beyond the
-  // inline slots (single-copy reads within a host).
-  for (int64_t count : {1, 3, 4, 1001, 40000}) {
+  // inline slots (single-copy reads within a host), and one the hierarchical path cuts into
+  // pieces it pipelines.
+  for (int64_t count : {1, 3, 4, 1001, 40000, 1100003}) {
     Tensor t = filled(count, DType::Float32, [&](int64_t e) { return (r + 1) * (e % 5 + 1); });
     b.all_reduce(t, {});
     for (int64_t e = 0; e < count; e += 1 + count / 50)

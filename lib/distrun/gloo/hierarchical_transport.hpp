@@ -7,7 +7,8 @@
 // k finished slices. Every rank sends 2(h-1)/h * S/k bytes between hosts, k ranks per host:
 // 2(h-1)/h * S per host, where the flat ring over all h*k ranks sends 2(hk-1)/(hk) * S across
 // each host boundary it crosses (for 2 hosts x 2 ranks: S against 1.5 S, the 1.5x of
-// docs/performance.md). The whole group first agrees on the intent over TCP, so a mismatch is
+// docs/performance.md). Large buffers go in pieces, the TCP step of one piece (on a thread of
+// its own) overlapping the shared-memory steps of the next and the previous. The whole group first agrees on the intent over TCP, so a mismatch is
 // the same CollectiveMismatchError on every rank whichever host it comes from.
 #pragma once
 #include <memory>
