@@ -16,15 +16,15 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "distrun/backend/reduce_kernels.hpp"
 #include "distrun/core/error.hpp"
+#include "distrun/core/log.hpp"
 #include "distrun/gloo/gloo_store.hpp"
 #include "distrun/gloo/cma.hpp"
 #include "distrun/gloo/hierarchical_transport.hpp"
 #include "distrun/gloo/tcp_transport.hpp"
-#include "distrun/core/log.hpp"
-#include <fstream>
 
 namespace distrun {
 

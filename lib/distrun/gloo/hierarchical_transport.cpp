@@ -119,13 +119,18 @@ void HierarchicalTransport::all_reduce(Intent intent, void* data, size_t es, Red
     else
       local_->transport().all_gather(step, mine, piece, timeout);
   };
-  {
-    Intent cross_step = intent;
-    cross_step.bytes = block_bytes;
-    cross_step.kind = CollectiveKind::AllReduce;
-    CrossSteps cross(pieces, [&](size_t c) {
-      cross_->transport().all_reduce(cross_step, slice_.data() + c * block_bytes, es, fn, timeout);
-    });
+  Intent cross_step = intent;
+  cross_step.bytes = block_bytes;
+  cross_step.kind = CollectiveKind::AllReduce;
+  auto cross_piece = [&](size_t c) {
+    cross_->transport().all_reduce(cross_step, slice_.data() + c * block_bytes, es, fn, timeout);
+  };
+  if (pieces == 1) {  // nothing to overlap: no thread
+    local_step(CollectiveKind::ReduceScatter, 0);
+    cross_piece(0);
+    local_step(CollectiveKind::AllGather, 0);
+  } else {
+    CrossSteps cross(pieces, cross_piece);
     for (size_t c = 0; c < pieces; ++c) {
       local_step(CollectiveKind::ReduceScatter, c);
       cross.reduced(c);
