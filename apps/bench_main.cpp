@@ -95,7 +95,7 @@ int run_bench(int argc, char** argv) {
       ->check(CLI::IsMember({0, 1}));
   app.add_option("--csv", csv_path, "Write one line per size and placement as CSV to FILE (rank 0)");
   app.add_flag("-v,--verbose", verbose, "Print the statistics of every size under its row: min, p50, p90, p99, max, "
-                                        "mean, cv, the first run and the slowest rank with its host");
+                                        "mean, cv, the first run and the slowest rank with its host; and the path each group takes");
   add_common(app, common);
   try {
     app.parse(argc, argv);
@@ -125,6 +125,8 @@ int run_bench(int argc, char** argv) {
     throw ConfigError("-o " + op + " needs an integer type (-d int8, uint8, int32 or int64), not " + dtype);
   const auto sizes = bench::size_sweep(bytes_of("-b", minb), bytes_of("-e", maxb), factor, bytes_of("-i", stepb));
   if (iters < 0 || warmup < 0 || agg < 1) throw ConfigError("need -n >= 0, -w >= 0 and -m >= 1");
+  // -v also shows the path each group takes (logged once per group, at info level).
+  if (verbose && common.log_level == "warn") common.log_level = "info";
 
   auto pg = join(common);
   distrun::Backend& b = pg->backend();

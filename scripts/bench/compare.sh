@@ -7,6 +7,9 @@
 #      <= 1/5 of torchrun's
 #   4. small-message latency, 16 B..256 KiB, 2 and 4 ranks, against Open MPI and torch
 #      (latency.sh; targets: geomean distrun/MPI <= 1.5, no point above 3), into OUT/latency.md
+#   5. hierarchical against flat all_reduce between two network-namespace hosts of 2 ranks, the
+#      link limited to 1 Gbit/s by tc (hierarchical.py; target >= 1.4x), into OUT/hierarchical.md
+#      (as root only: skipped, and said so, otherwise)
 # Every measurement is repeated (--reps) with the systems interleaved, and the median is reported.
 # Raw rows, the Markdown tables and the busbw PNG go to the output folder.
 #
@@ -81,7 +84,7 @@ collect() {
 }
 : >"$out/job.out"
 
-note "1/3 launch-to-exit, $reps repetitions (launch.sh)"
+note "1/5 launch-to-exit, $reps repetitions (launch.sh)"
 for ((rep = 1; rep <= reps; rep++)); do
   TORCHRUN_RUNS=1 timeout -k 10 "$limit" "$here/launch.sh" "$build" 5 >"$out/launch.out" 2>>"$log" ||
     { echo "compare.sh: launch.sh failed" >&2; tail -20 "$log" >&2; exit 1; }
@@ -93,7 +96,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   done
 done
 
-note "2/3 busbw on 2 and 4 ranks, $reps repetitions (distrun, torch, Open MPI interleaved)"
+note "2/5 busbw on 2 and 4 ranks, $reps repetitions (distrun, torch, Open MPI interleaved)"
 for ((rep = 1; rep <= reps; rep++)); do
   for n in 2 4; do
     note "  rep $rep, $n ranks"
@@ -110,7 +113,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   done
 done
 
-note "3/3 peak RSS, 16 MiB all_reduce on 4 ranks, $reps repetitions"
+note "3/5 peak RSS, 16 MiB all_reduce on 4 ranks, $reps repetitions"
 for ((rep = 1; rep <= reps; rep++)); do
   job "distrun rss (bench step)" "$py" "$here/peak_rss.py" distrun "$build/bin/distrun" --nproc-per-node 4 "$here/rss_bench.yaml"
   collect rss "$rep" distrun
@@ -121,10 +124,21 @@ for ((rep = 1; rep <= reps; rep++)); do
   collect rss "$rep" torchrun
 done
 
-note "4/4 latency sweep, $reps repetitions (latency.sh)"
+note "4/5 latency sweep, $reps repetitions (latency.sh)"
 "$here/latency.sh" --build "$build" --out "$out/latency" --reps "$reps" --torch >"$out/latency.md" 2>>"$log" ||
   { echo "compare.sh: latency.sh failed" >&2; tail -20 "$log" >&2; exit 1; }
 cat "$out/latency.md" >&2
+
+note "5/5 hierarchical all_reduce between namespace hosts, $reps repetitions (hierarchical.py)"
+hier_rc=0
+"$py" "$here/hierarchical.py" --build "$build" --reps "$reps" >"$out/hierarchical.md" 2>>"$log" || hier_rc=$?
+if ((hier_rc == 77)); then
+  echo "compare.sh: step 5 skipped (needs root, ip netns and tc)" >&2
+elif ((hier_rc != 0)); then
+  echo "compare.sh: hierarchical.py failed" >&2; tail -20 "$log" >&2; exit 1
+else
+  cat "$out/hierarchical.md" >&2
+fi
 
 note "done in $(($(date +%s) - start)) s; raw rows: $results, log: $log"
 echo

@@ -181,3 +181,42 @@ TEST_CASE("the shared segment is mapped only when it is a sealed memfd of the ex
   CHECK(CmaTransport::segment_problem(file, n) == "not a sealable memfd");
   for (int fd : {good, truncated, unsealed, file}) close(fd);
 }
+
+TEST_CASE("send/recv that disagree on size or dtype: the same typed error on both ranks and the pair still works",
+          "[trust]") {
+  // Point-to-point runs over Gloo's pairs whatever the collectives' path; both paths anyway.
+  for (auto path : kPaths) {
+    INFO("path " << path_name(path));
+    auto errors = on_ranks(2, path, [&](GlooBackend& b) {
+      const bool sender = b.rank() == 0;
+      std::vector<std::string> seen;
+      auto exchange = [&](int64_t sent, DType sent_type, int64_t expected, DType expected_type) {
+        try {
+          if (sender) {
+            b.send(full(sent, 3.0, sent_type), 1, {});
+          } else {
+            Tensor t = full(expected, -1.0, expected_type);
+            b.recv(t, 0, {});
+            if (t.get(expected - 1) != 3.0) throw std::runtime_error("received " + std::to_string(t.get(expected - 1)));
+          }
+        } catch (const CollectiveMismatchError& e) {
+          seen.push_back(e.what());
+        }
+      };
+      exchange(16, DType::Float32, 4, DType::Float32);   // longer than the receive: was an abort in Gloo
+      exchange(4, DType::Float32, 16, DType::Float32);   // shorter: was a silently short receive
+      exchange(4, DType::Int32, 4, DType::Float32);      // same bytes, another dtype
+      exchange(8, DType::Float64, 8, DType::Float64);    // agreeing: still delivered afterwards
+      const std::vector<std::string> want = {
+          "send/recv from rank 0 to rank 1 (tag 0): rank 0 sends 64 bytes of float32, rank 1 expects 16 bytes of float32",
+          "send/recv from rank 0 to rank 1 (tag 0): rank 0 sends 16 bytes of float32, rank 1 expects 64 bytes of float32",
+          "send/recv from rank 0 to rank 1 (tag 0): rank 0 sends 16 bytes of int32, rank 1 expects 16 bytes of float32"};
+      if (seen != want) {
+        std::string got;
+        for (auto& s : seen) got += "\n  " + s;
+        throw std::runtime_error("rank " + std::to_string(b.rank()) + " saw:" + got);
+      }
+    });
+    for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  }
+}

@@ -13,7 +13,7 @@ trap cleanup EXIT
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 for r in 0 1; do
   DISTRUN_TRANSPORT=shm RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-    timeout -k 5 60 "$bin" 20000 16 5000 >"$tmp/out$r" 2>"$tmp/err$r" &
+    timeout -k 5 60 "$bin" 200000 16 5000 >"$tmp/out$r" 2>"$tmp/err$r" &
   pids+=($!)
 done
 for _ in $(seq 200); do
@@ -22,6 +22,7 @@ for _ in $(seq 200); do
 done
 fail=0
 # timeout runs the rank as its child: find the rank's process and its memfd.
+# (200000 iterations: with 20000 the ranks could finish before the segment was found.)
 rank0=$(pgrep -P "${pids[0]}" | head -n 1)
 segment=""
 for fd in /proc/"$rank0"/fd/*; do

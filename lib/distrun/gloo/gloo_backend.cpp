@@ -13,13 +13,17 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "distrun/backend/reduce_kernels.hpp"
 #include "distrun/core/error.hpp"
+#include "distrun/core/log.hpp"
 #include "distrun/gloo/gloo_store.hpp"
 #include "distrun/gloo/cma.hpp"
+#include "distrun/gloo/hierarchical_transport.hpp"
 #include "distrun/gloo/tcp_transport.hpp"
 
 namespace distrun {
@@ -28,6 +32,13 @@ namespace {
 
 // Slots for point-to-point traffic, apart from the tags the collectives use.
 constexpr uint64_t kP2PSlot = 0x5e0d000000000000ull;
+
+std::string boot_id() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(f, id);
+  return id;
+}
 
 // Host copies of CUDA tensors: Gloo only moves host memory.
 Tensor host(const Tensor& t) { return t.device().is_cuda() ? t.to(Device::cpu()) : t; }
@@ -41,27 +52,62 @@ void check_numel(const char* op, const Tensor& t, int64_t expected) {
                        std::to_string(expected));
 }
 
-class GlooWork : public Work {
+// A point-to-point message. Before the payload moves, sender and receiver each state what
+// they pass (dtype, bytes, tag) and each checks the other's statement, so a disagreement is
+// the same CollectiveMismatchError on both ranks instead of an abort inside Gloo (a payload
+// longer than the posted receive) or a silently short receive. Both statements and the
+// receive are posted at once; the sender posts its payload in wait(), once it has read the
+// receiver's statement. Nothing waits on the peer's wait(), so isend/irecv pairs posted
+// before either wait (exchanges) still meet; what an isend no longer does is move its
+// payload before its own wait().
+class P2PWork : public Work {
  public:
-  GlooWork(GlooBackend& backend, const char* op, std::unique_ptr<gloo::transport::UnboundBuffer> buf, Tensor keep,
-           Tensor device_target, bool is_send, std::chrono::milliseconds timeout)
-      : backend_(backend), op_(op), buf_(std::move(buf)), keep_(std::move(keep)),
-        target_(std::move(device_target)), is_send_(is_send), timeout_(timeout) {}
+  struct Side {
+    int peer;           // group rank
+    int sender_global, receiver_global;
+    uint64_t slot;      // the message's slots: | 0 payload, | 1 sender's statement, | 2 receiver's
+  };
+  P2PWork(GlooBackend& backend, gloo::Context& context, bool is_send, Side side, Tensor host_buffer, Tensor device_target,
+          uint32_t tag, std::chrono::milliseconds timeout)
+      : backend_(backend), is_send_(is_send), side_(side), keep_(std::move(host_buffer)), target_(std::move(device_target)),
+        timeout_(timeout) {
+    mine_ = {kMagic, uint64_t(keep_.dtype()), uint64_t(keep_.nbytes()), tag};
+    mine_buf_ = context.createUnboundBuffer(mine_.data(), sizeof mine_);
+    theirs_buf_ = context.createUnboundBuffer(theirs_.data(), sizeof theirs_);
+    payload_ = context.createUnboundBuffer(keep_.data(), keep_.nbytes());
+    mine_buf_->send(side_.peer, side_.slot | (is_send_ ? 1 : 2));
+    theirs_buf_->recv(side_.peer, side_.slot | (is_send_ ? 2 : 1));
+    // Safe to post now: the sender sends only after it has read this side's statement.
+    if (!is_send_) payload_->recv(side_.peer, side_.slot);
+  }
 
   void wait(std::chrono::milliseconds timeout) override {
     if (done_) return;
+    const char* op = is_send_ ? "send" : "recv";
     auto t = timeout.count() > 0 ? timeout : timeout_;
     const auto start = std::chrono::steady_clock::now();
-    const std::string late = std::string(op_) + ": timed out after " + std::to_string(t.count()) + " ms";
-    try {
-      bool ok = is_send_ ? buf_->waitSend(t) : buf_->waitRecv(nullptr, t);
+    const std::string late = std::string(op) + ": timed out after " + std::to_string(t.count()) + " ms";
+    auto require = [&](bool ok) {
       if (!ok) throw TimeoutError(late);
+    };
+    try {
+      // Our statement must have left before its buffer may go: Gloo's pair would stall on a
+      // queued send whose buffer is gone.
+      require(mine_buf_->waitSend(nullptr, t));
+      require(theirs_buf_->waitRecv(nullptr, t));
+      check();
+      if (is_send_) {
+        payload_->send(side_.peer, side_.slot);
+        require(payload_->waitSend(nullptr, t));
+      } else {
+        require(payload_->waitRecv(nullptr, t));
+      }
     } catch (const Error& e) {
-      backend_.fail(op_, e);
+      backend_.fail(op, e);
     } catch (const std::exception& e) {
       // As GlooBackend::guarded: Gloo's exception does not say "timeout"; the clock does.
-      if (std::chrono::steady_clock::now() - start >= t) backend_.fail(op_, TimeoutError(late + " [" + e.what() + "]"));
-      backend_.fail(op_, e);
+      if (std::chrono::steady_clock::now() - start >= t) backend_.fail(op, TimeoutError(late + " [" + e.what() + "]"));
+      backend_.fail(op, e);
     }
     if (target_.defined()) target_.copy_from(keep_);
     done_ = true;
@@ -69,12 +115,32 @@ class GlooWork : public Work {
   bool is_completed() override { return done_; }
 
  private:
+  static constexpr uint64_t kMagic = 0x64697374702f7032ull;  // "distp/p2"
+  // Both ranks compare the same two statements, so both raise the same message.
+  void check() const {
+    const auto& sent = is_send_ ? mine_ : theirs_;
+    const auto& expected = is_send_ ? theirs_ : mine_;
+    auto what = [](const std::array<uint64_t, 4>& s) {
+      return std::to_string(s[2]) + " bytes of " + (s[1] < 64 ? dtype_name(DType(s[1])) : std::string("?"));
+    };
+    const std::string who = "send/recv from rank " + std::to_string(side_.sender_global) + " to rank " +
+                            std::to_string(side_.receiver_global) + " (tag " + std::to_string(mine_[3]) + "): ";
+    if (theirs_[0] != kMagic) throw CollectiveMismatchError(who + "the peer's statement is not one of distrun's");
+    if (sent[3] != expected[3])
+      throw CollectiveMismatchError(who + "the ranks disagree on the tag: " + std::to_string(sent[3]) + " sent, " +
+                                    std::to_string(expected[3]) + " expected");
+    if (sent[1] != expected[1] || sent[2] != expected[2])
+      throw CollectiveMismatchError(who + "rank " + std::to_string(side_.sender_global) + " sends " + what(sent) +
+                                    ", rank " + std::to_string(side_.receiver_global) + " expects " + what(expected));
+  }
+
   GlooBackend& backend_;
-  const char* op_;
-  std::unique_ptr<gloo::transport::UnboundBuffer> buf_;
-  Tensor keep_, target_;
   bool is_send_;
+  Side side_;
+  Tensor keep_, target_;
   std::chrono::milliseconds timeout_;
+  std::array<uint64_t, 4> mine_{}, theirs_{};
+  std::unique_ptr<gloo::transport::UnboundBuffer> mine_buf_, theirs_buf_, payload_;
   bool done_ = false;
 };
 
@@ -109,25 +175,67 @@ GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const
     fail("rendezvous", e);
   }
   context_ = ctx;
-  std::unique_ptr<CmaTransport> shm;
-  try {
-    if (options_.transport != GlooTransport::Tcp)
+  transport_ = choose_transport();
+  if (options_.log_choice && rank_ == 0 && size_ > 1) {
+    std::string members;
+    for (int r = 0; r < size_; ++r) members += (r ? "," : "") + std::to_string(global_rank(r));
+    log().info("gloo group of {} ranks [{}]: {} path", size_, members, transport_->name());
+  }
+}
+
+std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
+  auto tcp = [this] {
+    return std::make_unique<TcpTransport>(context_, rank_, size_, global_ranks_, options_.allreduce_algorithm,
+                                          [this] { return next_tag_++; });
+  };
+  if (size_ < 2 || options_.transport == GlooTransport::Tcp) return tcp();
+  // Every member's host, in group rank order: the same table, hence the same verdict, on all.
+  const std::string me = options_.host_id.empty() ? boot_id() : options_.host_id;
+  store_->set("hosts/" + std::to_string(rank_), me);
+  std::vector<std::string> hosts;     // distinct, in order of their first rank
+  std::vector<std::vector<int>> on;   // group ranks per host
+  std::vector<int> host_of;
+  for (int r = 0; r < size_; ++r) {
+    const std::string h = store_->get("hosts/" + std::to_string(r));
+    const size_t at = size_t(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
+    if (at == hosts.size()) hosts.push_back(h), on.emplace_back();
+    on[at].push_back(r);
+    host_of.push_back(int(at));
+  }
+  if (hosts.size() == 1) {
+    std::unique_ptr<CmaTransport> shm;
+    try {
       shm = CmaTransport::create(context_, *std::make_shared<PrefixStore>("cma", store_), rank_, size_,
                                  [this] { return next_tag_++; }, global_ranks_);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    fail("rendezvous", e);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail("rendezvous", e);
+    }
+    if (shm) return shm;
   }
-  // Every member reached the same verdict in create(), so all of them throw or none.
-  if (!shm && size_ > 1 && options_.transport == GlooTransport::SharedMemory)
+  // Every member reached the same verdict above, so all of them throw or none.
+  if (options_.transport == GlooTransport::SharedMemory)
     throw BackendError("DISTRUN_TRANSPORT=shm: the members of this group cannot read each other's memory "
                        "(other hosts, other PID namespaces, or ptrace restrictions)");
-  if (shm)
-    transport_ = std::move(shm);
-  else
-    transport_ = std::make_unique<TcpTransport>(context_, rank_, size_, global_ranks_, options_.allreduce_algorithm,
-                                                [this] { return next_tag_++; });
+  const size_t k = on[0].size();
+  const bool even = std::all_of(on.begin(), on.end(), [&](const std::vector<int>& v) { return v.size() == k; });
+  if (hosts.size() == 1 || k < 2 || !even || options_.hierarchy == Hierarchy::Flat) return tcp();
+  // One group per host (its ranks meet through shared memory when they can) and one per slice
+  // (the ranks at the same place on each host, over TCP); each made by its members only.
+  const int host = host_of[size_t(rank_)];
+  const int slice = int(std::find(on[size_t(host)].begin(), on[size_t(host)].end(), rank_) - on[size_t(host)].begin());
+  GlooBackendOptions inner = options_;
+  inner.log_choice = false;
+  std::vector<int> local_globals, cross_globals;
+  for (int r : on[size_t(host)]) local_globals.push_back(global_rank(r));
+  for (auto& v : on) cross_globals.push_back(global_rank(v[size_t(slice)]));
+  auto local = std::make_shared<GlooBackend>(std::make_shared<PrefixStore>("hier/host" + std::to_string(host), store_),
+                                             slice, int(k), inner, liveness_, local_globals, device_);
+  inner.transport = GlooTransport::Tcp;
+  auto cross = std::make_shared<GlooBackend>(std::make_shared<PrefixStore>("hier/slice" + std::to_string(slice), store_),
+                                             host, int(hosts.size()), inner, liveness_, cross_globals, device_);
+  return std::make_unique<HierarchicalTransport>(tcp(), std::move(local), std::move(cross));
 }
 
 GlooBackend::~GlooBackend() = default;
@@ -153,6 +261,14 @@ void GlooBackendOptions::read_env() {
     allreduce_algorithm = AllreduceAlgorithm::Gloo;
   else
     throw ConfigError("DISTRUN_ALLREDUCE_ALGO='" + a + "': expected ring or gloo");
+  const std::string h = env("DISTRUN_HIERARCHY");
+  if (h == "flat")
+    hierarchy = Hierarchy::Flat;
+  else if (h.empty() || h == "auto")
+    hierarchy = Hierarchy::Auto;
+  else
+    throw ConfigError("DISTRUN_HIERARCHY='" + h + "': expected auto or flat");
+  if (!env("DISTRUN_HOST_ID").empty()) host_id = env("DISTRUN_HOST_ID");
 }
 
 std::string GlooBackend::transport_name() const { return transport_->name(); }
@@ -296,27 +412,34 @@ void GlooBackend::send(const Tensor& tensor, int dst, const SendOptions& opts) {
 
 void GlooBackend::recv(Tensor& tensor, int src, const SendOptions& opts) { irecv(tensor, src, opts)->wait(); }
 
+uint64_t GlooBackend::p2p_slot(int peer, uint32_t tag, bool sending) {
+  auto& count = (sending ? sent_ : received_)[{peer, tag}];
+  // kP2PSlot | tag | the message's number with this peer and tag (14 bits: wrapping is
+  // harmless unless a message 16384 back was abandoned) | two bits for the part.
+  return kP2PSlot | uint64_t(tag) << 16 | uint64_t(count++ & 0x3fff) << 2;
+}
+
 std::shared_ptr<Work> GlooBackend::isend(const Tensor& tensor, int dst, const SendOptions& opts) {
   if (dst < 0 || dst >= size_ || dst == rank_) throw BackendError("send: bad destination rank " + std::to_string(dst));
   Tensor h = host(tensor);
-  std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+  std::shared_ptr<Work> work;
   guarded("send", timeout_of(opts), [&] {
-    buf = context_->createUnboundBuffer(h.data(), h.nbytes());
-    buf->send(dst, kP2PSlot | uint32_t(opts.tag));
+    P2PWork::Side side{dst, global_rank(rank_), global_rank(dst), p2p_slot(dst, uint32_t(opts.tag), true)};
+    work = std::make_shared<P2PWork>(*this, *context_, true, side, h, Tensor(), uint32_t(opts.tag), timeout_of(opts));
   });
-  return std::make_shared<GlooWork>(*this, "send", std::move(buf), h, Tensor(), true, timeout_of(opts));
+  return work;
 }
 
 std::shared_ptr<Work> GlooBackend::irecv(Tensor& tensor, int src, const SendOptions& opts) {
   if (src < 0 || src >= size_ || src == rank_) throw BackendError("recv: bad source rank " + std::to_string(src));
   Tensor h = host(tensor);
-  std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+  std::shared_ptr<Work> work;
   guarded("recv", timeout_of(opts), [&] {
-    buf = context_->createUnboundBuffer(h.data(), h.nbytes());
-    buf->recv(src, kP2PSlot | uint32_t(opts.tag));
+    P2PWork::Side side{src, global_rank(src), global_rank(rank_), p2p_slot(src, uint32_t(opts.tag), false)};
+    work = std::make_shared<P2PWork>(*this, *context_, false, side, h, tensor.device().is_cuda() ? tensor : Tensor(),
+                                     uint32_t(opts.tag), timeout_of(opts));
   });
-  return std::make_shared<GlooWork>(*this, "recv", std::move(buf), h, tensor.device().is_cuda() ? tensor : Tensor(),
-                                    false, timeout_of(opts));
+  return work;
 }
 
 void GlooBackend::barrier(const BarrierOptions& opts) {

@@ -2,6 +2,7 @@
 // tensors are staged through host memory. A failure is translated into a distrun error that
 // names the lost peer when the heartbeats tell one (see backend/liveness.hpp).
 #pragma once
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -29,6 +30,9 @@ enum class GlooTransport {
 };
 /// The TCP path's all_reduce: Gloo's (as torch) or our segmented ring (ring.hpp).
 enum class AllreduceAlgorithm { Gloo, Ring };
+/// A group over several hosts with k > 1 ranks on each: all_reduce through the hosts'
+/// shared memory and one TCP ring per slice (hierarchical_transport.hpp), or flat over TCP.
+enum class Hierarchy { Auto, Flat };
 
 struct GlooBackendOptions {
   std::chrono::milliseconds timeout{30000};  // default for every collective and the rendezvous
@@ -36,9 +40,18 @@ struct GlooBackendOptions {
   std::string iface;                          // or an interface name (GLOO_SOCKET_IFNAME)
   GlooTransport transport = GlooTransport::Auto;
   AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::Gloo;
+  Hierarchy hierarchy = Hierarchy::Auto;
+  /// Which host this rank is on, as the group compares them: empty means this kernel's boot
+  /// id. Ranks with different ids never share memory. Set (DISTRUN_HOST_ID) to make network
+  /// namespaces, or threads of a test, behave as separate hosts.
+  std::string host_id;
+  /// Log the path chosen (info level, by the group's rank 0); off for the hierarchical path's
+  /// own inner groups, which its line describes.
+  bool log_choice = true;
 
-  /// Sets transport from DISTRUN_TRANSPORT (auto|shm|tcp; the older DISTRUN_CMA=0 means tcp)
-  /// and allreduce_algorithm from DISTRUN_ALLREDUCE_ALGO (gloo|ring); ConfigError otherwise.
+  /// Sets transport from DISTRUN_TRANSPORT (auto|shm|tcp; the older DISTRUN_CMA=0 means tcp),
+  /// allreduce_algorithm from DISTRUN_ALLREDUCE_ALGO (gloo|ring), hierarchy from
+  /// DISTRUN_HIERARCHY (auto|flat) and host_id from DISTRUN_HOST_ID; ConfigError otherwise.
   void read_env();
 };
 
@@ -70,6 +83,9 @@ class GlooBackend : public Backend {
   void barrier(const BarrierOptions& opts) override;
   std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
 
+  /// The path chosen for this group (the hierarchical path runs its inner groups' directly).
+  CollectiveTransport& transport() { return *transport_; }
+
   /// Turns a failure inside a Gloo call into a distrun error naming the op, this rank and,
   /// when the heartbeats tell, the lost peer. Used by the Work objects too.
   [[noreturn]] void fail(const char* op, const std::exception& e);
@@ -81,6 +97,11 @@ class GlooBackend : public Backend {
   void guarded(const char* op, std::chrono::milliseconds timeout, F&& f);
   // This rank's statement of the collective about to run (the transport numbers it).
   static Intent intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root = -1, std::optional<ReduceOp> op = {});
+  // The path for this group, decided from every member's host (the same verdict on all).
+  std::unique_ptr<CollectiveTransport> choose_transport();
+  // The Gloo slots of the next point-to-point message with `peer` under `tag` (low two bits
+  // free for its parts).
+  uint64_t p2p_slot(int peer, uint32_t tag, bool sending);
 
   std::shared_ptr<Store> store_;
   GlooBackendOptions options_;
@@ -89,6 +110,9 @@ class GlooBackend : public Backend {
   std::unique_ptr<CollectiveTransport> transport_;  // chosen once, in the constructor
   uint32_t next_tag_ = 1;
   int groups_made_ = 0;
+  // Point-to-point messages so far per (peer, tag), each way: part of every message's slot,
+  // so that one abandoned after a mismatch never pairs with a later one.
+  std::map<std::pair<int, uint32_t>, uint32_t> sent_, received_;
 };
 
 }  // namespace distrun

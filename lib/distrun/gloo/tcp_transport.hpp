@@ -34,10 +34,12 @@ class TcpTransport : public CollectiveTransport {
                       std::chrono::milliseconds timeout) override;
   void all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) override;
 
- private:
-  // Every rank's intent, checked before Gloo moves a byte: Gloo itself would notice a size
-  // disagreement only deep in a pair's receive (an abort, or a timeout on the other side).
+  /// Every rank's intent, checked before Gloo moves a byte: Gloo itself would notice a size
+  /// disagreement only deep in a pair's receive (an abort, or a timeout on the other side).
+  /// Public for the hierarchical path, which checks the whole group once before its steps.
   void agree(const Intent& mine, std::chrono::milliseconds timeout);
+
+ private:
 
   std::shared_ptr<gloo::Context> context_;
   int rank_, size_;
