@@ -220,3 +220,25 @@ TEST_CASE("send/recv that disagree on size or dtype: the same typed error on bot
     for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
   }
 }
+
+TEST_CASE("an exchange (isend; blocking recv; wait on both ranks) meets: the payload moves before the sender's wait",
+          "[trust]") {
+  // Ring and pipeline code posts its send, receives the peer's block, then waits on the send.
+  // Were a payload held back until its sender's wait(), both ranks would sit in recv.
+  for (auto path : kPaths) {
+    INFO("path " << path_name(path));
+    auto errors = on_ranks(2, path, [&](GlooBackend& b) {
+      const int peer = 1 - b.rank();
+      for (int round = 0; round < 3; ++round) {
+        auto work = b.isend(full(1000, 10.0 * b.rank() + round, DType::Float32), peer, {});
+        Tensor got = full(1000, -1.0, DType::Float32);
+        b.recv(got, peer, {});
+        work->wait();
+        const double want = 10.0 * peer + round;
+        if (got.get(0) != want || got.get(999) != want)
+          throw std::runtime_error("round " + std::to_string(round) + ": got " + std::to_string(got.get(999)));
+      }
+    });
+    for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  }
+}

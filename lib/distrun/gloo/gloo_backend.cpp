@@ -56,10 +56,12 @@ void check_numel(const char* op, const Tensor& t, int64_t expected) {
 // they pass (dtype, bytes, tag) and each checks the other's statement, so a disagreement is
 // the same CollectiveMismatchError on both ranks instead of an abort inside Gloo (a payload
 // longer than the posted receive) or a silently short receive. Both statements and the
-// receive are posted at once; the sender posts its payload in wait(), once it has read the
-// receiver's statement. Nothing waits on the peer's wait(), so isend/irecv pairs posted
-// before either wait (exchanges) still meet; what an isend no longer does is move its
-// payload before its own wait().
+// sender's payload are posted at once: a Gloo pair transmits an unbound send only after the
+// peer has posted the matching receive, and the receiver posts it only once the statements
+// agree. So the payload moves as soon as the receiver has checked, whether or not the sender
+// is in wait(): `isend; recv; wait` on both ranks of an exchange meets, as in torch. After a
+// mismatch the queued send is never asked for; Gloo holds it by a weak pointer, so this
+// Work may go.
 class P2PWork : public Work {
  public:
   struct Side {
@@ -77,8 +79,7 @@ class P2PWork : public Work {
     payload_ = context.createUnboundBuffer(keep_.data(), keep_.nbytes());
     mine_buf_->send(side_.peer, side_.slot | (is_send_ ? 1 : 2));
     theirs_buf_->recv(side_.peer, side_.slot | (is_send_ ? 2 : 1));
-    // Safe to post now: the sender sends only after it has read this side's statement.
-    if (!is_send_) payload_->recv(side_.peer, side_.slot);
+    if (is_send_) payload_->send(side_.peer, side_.slot);
   }
 
   void wait(std::chrono::milliseconds timeout) override {
@@ -97,9 +98,9 @@ class P2PWork : public Work {
       require(theirs_buf_->waitRecv(nullptr, t));
       check();
       if (is_send_) {
-        payload_->send(side_.peer, side_.slot);
         require(payload_->waitSend(nullptr, t));
       } else {
+        payload_->recv(side_.peer, side_.slot);
         require(payload_->waitRecv(nullptr, t));
       }
     } catch (const Error& e) {
