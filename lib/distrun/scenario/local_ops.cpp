@@ -41,6 +41,35 @@ std::string format_number(double v) {
   ss << v;
   return ss.str();
 }
+// Evaluates the fill expression of `spec` at every index of `shape`, hands each value to
+// `put`, and refuses one the dtype cannot hold (torch refuses such a fill; so does the
+// validation, before any worker). One scratch element tells whether a floating value overflows.
+template <class Put>
+void fill_values(const TensorSpec& spec, DType dtype, const Shape& shape, const RankEnv& env, const std::string& file,
+                 Put put) {
+  Expression& ex = *spec.fill.expr;
+  bind_env(ex, env);
+  IndexSlots idx(ex);
+  const bool integer = is_integer(dtype);
+  Tensor scratch = Tensor::empty({1}, dtype);
+  const int64_t numel = numel_of(shape);
+  for (int64_t e = 0; e < numel; ++e) {
+    idx.set(shape, e);
+    const double v = ex.eval();
+    bool bad;
+    if (integer) {
+      bad = unrepresentable(v, dtype).has_value();
+    } else {
+      scratch.set(0, v);
+      bad = std::isinf(scratch.get(0)) && std::isfinite(v);
+    }
+    if (bad)
+      throw error_at(file, spec.fill.mark, "fill '" + ex.text() + "' gives " + format_number(v) + " at index " +
+                                               std::to_string(e) + " on rank " + std::to_string(env.rank) + ": " +
+                                               unrepresentable(v, dtype).value_or("out of range"));
+    put(e, v);
+  }
+}
 }  // namespace
 
 void bind_env(Expression& e, const RankEnv& env) {
@@ -93,21 +122,16 @@ Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& e
     for (int64_t e = 0; e < t.numel(); ++e) t.set(e, spec.fill.value);
     return t;
   }
-  Expression& ex = *spec.fill.expr;
-  bind_env(ex, env);
-  IndexSlots idx(ex);
-  const bool integer = is_integer(dtype);
-  for (int64_t e = 0; e < t.numel(); ++e) {
-    idx.set(shape, e);
-    const double v = ex.eval();
-    t.set(e, v);
-    // torch refuses a fill its dtype cannot hold; so does the reference, before any worker.
-    if (integer ? unrepresentable(v, dtype).has_value() : std::isinf(t.get(e)) && std::isfinite(v))
-      throw error_at(file, spec.fill.mark, "fill '" + ex.text() + "' gives " + format_number(v) + " at index " +
-                                               std::to_string(e) + " on rank " + std::to_string(env.rank) + ": " +
-                                               unrepresentable(v, dtype).value_or("out of range"));
-  }
+  fill_values(spec, dtype, shape, env, file, [&](int64_t e, double v) { t.set(e, v); });
   return t;
+}
+
+int64_t check_fill(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
+  if (spec.has_values || !spec.fill.expr) return 0;  // literals were checked by the loader
+  const Shape shape = spec_shape(spec, default_dtype, env, file);
+  int64_t n = 0;
+  fill_values(spec, spec.dtype.value_or(default_dtype), shape, env, file, [&](int64_t, double) { ++n; });
+  return n;
 }
 
 std::vector<std::string> map_tensor_names(const Expression& e) {

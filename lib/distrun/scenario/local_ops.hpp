@@ -31,6 +31,10 @@ Shape spec_shape(const TensorSpec& spec, DType default_dtype, const RankEnv& env
 /// `file`) for a negative or fractional shape entry or values that do not fit the shape.
 Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file);
 
+/// Evaluates every value the fill of `spec` gives on `env` and refuses one its dtype cannot
+/// hold, as make_tensor does, without creating the tensor. Returns how many were evaluated.
+int64_t check_fill(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file);
+
 /// The tensors named in a map expression: its variables other than the rank and index names.
 std::vector<std::string> map_tensor_names(const Expression& e);
 
