@@ -15,12 +15,12 @@ bool is_rank_or_index_var(const std::string& n) {
 }
 
 // Binds i, j, k and idx for flat index `flat` of `shape`.
-struct IndexSlots {
-  double *i, *j, *k, *idx;
-  explicit IndexSlots(Expression& e) : i(e.slot("i")), j(e.slot("j")), k(e.slot("k")), idx(e.slot("idx")) {}
-  void set(const Shape& shape, int64_t flat) const {
-    if (idx) *idx = double(flat);
-    if (!i && !j && !k) return;
+struct IndexVars {
+  int i, j, k, idx;
+  explicit IndexVars(const Expression& e) : i(e.index("i")), j(e.index("j")), k(e.index("k")), idx(e.index("idx")) {}
+  void set(Bindings& b, const Shape& shape, int64_t flat) const {
+    if (idx >= 0) b[size_t(idx)] = double(flat);
+    if (i < 0 && j < 0 && k < 0) return;
     int64_t rest = flat;
     int64_t coords[3] = {0, 0, 0};
     for (int d = int(shape.size()) - 1; d >= 0; --d) {
@@ -28,9 +28,9 @@ struct IndexSlots {
       rest = shape[size_t(d)] ? rest / shape[size_t(d)] : 0;
       if (d < 3) coords[d] = c;
     }
-    if (i) *i = double(coords[0]);
-    if (j) *j = double(coords[1]);
-    if (k) *k = double(coords[2]);
+    if (i >= 0) b[size_t(i)] = double(coords[0]);
+    if (j >= 0) b[size_t(j)] = double(coords[1]);
+    if (k >= 0) b[size_t(k)] = double(coords[2]);
   }
 };
 
@@ -47,15 +47,15 @@ std::string format_number(double v) {
 template <class Put>
 void fill_values(const TensorSpec& spec, DType dtype, const Shape& shape, const RankEnv& env, const std::string& file,
                  Put put) {
-  Expression& ex = *spec.fill.expr;
-  bind_env(ex, env);
-  IndexSlots idx(ex);
+  const Expression& ex = *spec.fill.expr;
+  Bindings b = bind_env(ex, env);
+  const IndexVars idx(ex);
   const bool integer = is_integer(dtype);
   Tensor scratch = Tensor::empty({1}, dtype);
   const int64_t numel = numel_of(shape);
   for (int64_t e = 0; e < numel; ++e) {
-    idx.set(shape, e);
-    const double v = ex.eval();
+    idx.set(b, shape, e);
+    const double v = ex.eval(b);
     bool bad;
     if (integer) {
       bad = unrepresentable(v, dtype).has_value();
@@ -72,17 +72,18 @@ void fill_values(const TensorSpec& spec, DType dtype, const Shape& shape, const 
 }
 }  // namespace
 
-void bind_env(Expression& e, const RankEnv& env) {
-  e.set("rank", env.rank);
-  e.set("world_size", env.world_size);
-  e.set("local_rank", env.local_rank);
-  e.set("local_world_size", env.local_world_size);
+Bindings bind_env(const Expression& e, const RankEnv& env) {
+  Bindings b = e.bindings();
+  e.bind(b, "rank", env.rank);
+  e.bind(b, "world_size", env.world_size);
+  e.bind(b, "local_rank", env.local_rank);
+  e.bind(b, "local_world_size", env.local_world_size);
+  return b;
 }
 
 double eval_number(const Number& n, const RankEnv& env) {
   if (!n.expr) return n.value;
-  bind_env(*n.expr, env);
-  return n.expr->eval();
+  return n.expr->eval(bind_env(*n.expr, env));
 }
 
 Shape spec_shape(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
@@ -141,23 +142,23 @@ std::vector<std::string> map_tensor_names(const Expression& e) {
   return out;
 }
 
-Tensor apply_map(Expression& e, const std::map<std::string, Tensor>& inputs, const Shape& shape, DType dtype,
+Tensor apply_map(const Expression& e, const std::map<std::string, Tensor>& inputs, const Shape& shape, DType dtype,
                  const RankEnv& env) {
-  bind_env(e, env);
-  IndexSlots idx(e);
+  Bindings values = bind_env(e, env);
+  const IndexVars idx(e);
   struct Bound {
-    double* slot;
+    int index;
     const Tensor* t;
     bool broadcast;
   };
   std::vector<Bound> bound;
-  for (const auto& [name, t] : inputs) bound.push_back({e.slot(name), &t, t.numel() == 1});
+  for (const auto& [name, t] : inputs) bound.push_back({e.index(name), &t, t.numel() == 1});
   Tensor out = Tensor::empty(shape, dtype);
   for (int64_t el = 0; el < out.numel(); ++el) {
-    idx.set(shape, el);
+    idx.set(values, shape, el);
     for (const auto& b : bound)
-      if (b.slot) *b.slot = b.t->get(b.broadcast ? 0 : el);
-    out.set(el, e.eval());
+      if (b.index >= 0) values[size_t(b.index)] = b.t->get(b.broadcast ? 0 : el);
+    out.set(el, e.eval(values));
   }
   return out;
 }
@@ -215,10 +216,7 @@ nlohmann::ordered_json substitute(const nlohmann::ordered_json& v, const ObjectT
   const std::string s = v.get<std::string>();
   auto value_of = [&](const std::string& text) {
     for (auto& [src, e] : t.exprs)
-      if (src == text) {
-        bind_env(*e, env);
-        return e->eval();
-      }
+      if (src == text) return e->eval(bind_env(*e, env));
     return 0.0;  // unreachable: the loader compiled every ${...}
   };
   if (s.size() > 3 && s.rfind("${", 0) == 0 && s.back() == '}' && s.find('}') == s.size() - 1) {

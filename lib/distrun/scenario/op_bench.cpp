@@ -65,7 +65,7 @@ std::vector<OpSpec> bench_ops() {
                  {"collective", "bytes"}});
   ops.back().result_at = ResultAt::None;
   ops.back().validate = validate_bench;
-  ops.back().simulate = [](Reference&, Step&) {};  // run_bench checks its own results
+  ops.back().simulate = [](Reference&, const Step&) {};  // run_bench checks its own results
   ops.back().run = run_bench_step;
   return ops;
 }

@@ -16,7 +16,7 @@ namespace {
 std::string reduce_detail(const Step& s) { return std::string(" (") + reduce_op_name(s.reduce) + ")"; }
 std::string from_detail(const Step& s) { return " (from rank " + std::to_string(s.src) + ")"; }
 
-std::vector<RefTensor> member_inputs(Reference& ref, Step& s, const std::vector<int>& members) {
+std::vector<RefTensor> member_inputs(Reference& ref, const Step& s, const std::vector<int>& members) {
   std::vector<RefTensor> in;
   for (int r : members) in.push_back(ref.input(s, r));
   return in;
@@ -49,7 +49,7 @@ void validate_broadcast(Validation& v, const Step& s) {
   for (int r : members) v.set_result(s, r, src);
 }
 
-void simulate_broadcast(Reference& ref, Step& s) {
+void simulate_broadcast(Reference& ref, const Step& s) {
   const RefTensor src = ref.input(s, s.src);
   for (int r : ref.participants(s)) ref.set_result(s, r, src);
 }
@@ -70,7 +70,7 @@ void validate_scatter(Validation& v, const Step& s) {
   validate_scatter_chunks(v, s, members, v.input(s, s.src));
 }
 
-void simulate_scatter(Reference& ref, Step& s) { scatter_chunks(ref, s, ref.participants(s), ref.input(s, s.src)); }
+void simulate_scatter(Reference& ref, const Step& s) { scatter_chunks(ref, s, ref.participants(s), ref.input(s, s.src)); }
 
 StepOutput run_scatter(StepRunner& r, const Step& s, Backend& b) {
   Tensor in;
@@ -105,7 +105,7 @@ void validate_gather_any(Validation& v, const Step& s, bool to_one) {
     for (int r : members) v.set_result(s, r, {out, in[0].dtype});
 }
 
-void simulate_gather_any(Reference& ref, Step& s, bool to_one) {
+void simulate_gather_any(Reference& ref, const Step& s, bool to_one) {
   const auto members = ref.participants(s);
   auto in = member_inputs(ref, s, members);
   std::vector<Tensor> parts;
@@ -142,7 +142,7 @@ void validate_reduction(Validation& v, const Step& s, bool to_one, bool scattere
     for (int r : members) v.set_result(s, r, first);
 }
 
-void simulate_reduce(Reference& ref, Step& s) { ref.set_result(s, s.dst, ref.reduce_members(s, ref.participants(s))); }
+void simulate_reduce(Reference& ref, const Step& s) { ref.set_result(s, s.dst, ref.reduce_members(s, ref.participants(s))); }
 
 StepOutput run_reduce(StepRunner& r, const Step& s, Backend& b) {
   Tensor t = r.input(s).clone();
@@ -154,7 +154,7 @@ StepOutput run_reduce(StepRunner& r, const Step& s, Backend& b) {
   return {};
 }
 
-void simulate_all_reduce(Reference& ref, Step& s) {
+void simulate_all_reduce(Reference& ref, const Step& s) {
   const auto members = ref.participants(s);
   const RefTensor red = ref.reduce_members(s, members);
   for (int r : members) ref.set_result(s, r, red);
@@ -168,7 +168,7 @@ StepOutput run_all_reduce(StepRunner& r, const Step& s, Backend& b) {
   return {t, {}, {}};
 }
 
-void simulate_reduce_scatter(Reference& ref, Step& s) {
+void simulate_reduce_scatter(Reference& ref, const Step& s) {
   const auto members = ref.participants(s);
   scatter_chunks(ref, s, members, ref.reduce_members(s, members));
 }
@@ -225,7 +225,7 @@ void validate_all_to_all(Validation& v, const Step& s) {
   }
 }
 
-void simulate_all_to_all(Reference& ref, Step& s) {
+void simulate_all_to_all(Reference& ref, const Step& s) {
   const auto members = ref.participants(s);
   const int n = int(members.size());
   // One sender at a time: its block for each wanted receiver (a worker wants one).
@@ -267,7 +267,7 @@ void validate_send_recv(Validation& v, const Step& s) {
   v.set_result(s, s.dst, v.input(s, s.src));
 }
 
-void simulate_send_recv(Reference& ref, Step& s) { ref.set_result(s, s.dst, ref.input(s, s.src)); }
+void simulate_send_recv(Reference& ref, const Step& s) { ref.set_result(s, s.dst, ref.input(s, s.src)); }
 
 StepOutput run_send_recv(StepRunner& r, const Step& s, Backend& b) {
   SendOptions o;
@@ -312,14 +312,14 @@ std::vector<OpSpec> collective_ops() {
   ops.back().result_at = ResultAt::Dst;
   ops.back().reads = Reads::EveryMember;
   ops.back().validate = [](Validation& v, const Step& s) { validate_gather_any(v, s, true); };
-  ops.back().simulate = [](Reference& ref, Step& s) { simulate_gather_any(ref, s, true); };
+  ops.back().simulate = [](Reference& ref, const Step& s) { simulate_gather_any(ref, s, true); };
   ops.back().run = run_gather;
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, s.dst); };
 
   ops.push_back({Op::AllGather, "all_gather", keys({"dim"}), {"input"}});
   ops.back().reads = Reads::EveryMember;
   ops.back().validate = [](Validation& v, const Step& s) { validate_gather_any(v, s, false); };
-  ops.back().simulate = [](Reference& ref, Step& s) { simulate_gather_any(ref, s, false); };
+  ops.back().simulate = [](Reference& ref, const Step& s) { simulate_gather_any(ref, s, false); };
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) { return StepOutput{all_gather(b, r.input(s), s.dim), {}, {}}; };
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, -1); };
 
@@ -369,7 +369,7 @@ std::vector<OpSpec> collective_ops() {
   ops.push_back({Op::Barrier, "barrier", {}, {}});
   ops.back().result_at = ResultAt::None;
   ops.back().validate = [](Validation&, const Step&) {};
-  ops.back().simulate = [](Reference&, Step&) {};
+  ops.back().simulate = [](Reference&, const Step&) {};
   ops.back().run = [](StepRunner&, const Step&, Backend& b) {
     b.barrier(BarrierOptions{});
     return StepOutput{};

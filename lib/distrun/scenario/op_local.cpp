@@ -12,7 +12,7 @@ namespace {
 
 bool floating(DType t) { return !is_integer(t); }
 
-double propagated_error(Reference& ref, Step& s, const std::map<std::string, Tensor>& inputs, const Shape& shape, int rank) {
+double propagated_error(Reference& ref, const Step& s, const std::map<std::string, Tensor>& inputs, const Shape& shape, int rank) {
   // How far the map's result can move when each input moves within its own tolerance: the
   // map evaluated (in float64) with one input shifted up and down by twice its allowed
   // error, the others held. This follows steep functions (exp(s) amplifies an ulp of s by s)
@@ -77,7 +77,7 @@ void validate_map_on_rank(Validation& v, const Step& s, int rank) {
   v.set_result(s, rank, {*shape, dtype});
 }
 
-void map_on_rank(Reference& ref, Step& s, int rank) {
+void map_on_rank(Reference& ref, const Step& s, int rank) {
   std::map<std::string, Tensor> inputs;
   std::optional<Shape> shape;
   std::optional<DType> first_dtype;
@@ -115,7 +115,7 @@ void validate_map(Validation& v, const Step& s) {
   for (int r : v.result_ranks(s)) validate_map_on_rank(v, s, r);
 }
 
-void simulate_map(Reference& ref, Step& s) {
+void simulate_map(Reference& ref, const Step& s) {
   for (int r : ref.result_ranks(s))
     if (ref.wanted(s, r)) map_on_rank(ref, s, r);
 }
@@ -138,7 +138,7 @@ void validate_local_reduce(Validation& v, const Step& s) {
   }
 }
 
-void simulate_local_reduce(Reference& ref, Step& s) {
+void simulate_local_reduce(Reference& ref, const Step& s) {
   for (int r : ref.participants(s)) {
     if (!ref.wanted(s, r)) continue;
     RefTensor in = ref.input(s, r);

@@ -32,7 +32,7 @@ std::vector<OpSpec> object_ops() {
   std::vector<OpSpec> ops;
   ops.push_back({Op::AllGatherObject, "all_gather_object", {"object"}, {"object"}, true});
   ops.back().validate = [](Validation&, const Step&) {};
-  ops.back().simulate = [](Reference& ref, Step& s) {
+  ops.back().simulate = [](Reference& ref, const Step& s) {
     const auto members = ref.participants(s);
     const auto list = simulated_list(ref, s, members);
     for (int r : members) ref.set_object(s, r, list);
@@ -45,7 +45,7 @@ std::vector<OpSpec> object_ops() {
   ops.push_back({Op::GatherObject, "gather_object", {"object", "dst"}, {"object"}, true});
   ops.back().result_at = ResultAt::Dst;
   ops.back().validate = [](Validation& v, const Step& s) { v.member_index(s, v.participants(s), s.dst, s.dst_mark, "dst"); };
-  ops.back().simulate = [](Reference& ref, Step& s) { ref.set_object(s, s.dst, simulated_list(ref, s, ref.participants(s))); };
+  ops.back().simulate = [](Reference& ref, const Step& s) { ref.set_object(s, s.dst, simulated_list(ref, s, ref.participants(s))); };
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) {
     auto got = gather_object(b, mine(r, s), b.group_rank(s.dst));
     if (r.rank() != s.dst) return StepOutput{};
@@ -55,7 +55,7 @@ std::vector<OpSpec> object_ops() {
 
   ops.push_back({Op::BroadcastObject, "broadcast_object", {"object", "src"}, {"object"}, true});
   ops.back().validate = [](Validation& v, const Step& s) { v.member_index(s, v.participants(s), s.src, s.src_mark, "src"); };
-  ops.back().simulate = [](Reference& ref, Step& s) {
+  ops.back().simulate = [](Reference& ref, const Step& s) {
     const auto members = ref.participants(s);
     const nlohmann::ordered_json obj = substitute_object(s.object, ref.env(s.src));
     for (int r : members) ref.set_object(s, r, obj);

@@ -63,7 +63,7 @@ struct OpSpec {
   /// The values of the results of `s` the reference wants (ref.set_result / ref.set_object;
   /// ref.wanted(s, rank) says which: a worker wants its own and what they depend on). Runs on
   /// a validated scenario: it checks nothing.
-  void (*simulate)(Reference& ref, Step& s) = nullptr;
+  void (*simulate)(Reference& ref, const Step& s) = nullptr;
   /// This rank's run of `s` on `b` (a member of the step's group).
   StepOutput (*run)(StepRunner& r, const Step& s, Backend& b) = nullptr;
   /// What the printed header adds after the op's name (" (sum)"), or "".

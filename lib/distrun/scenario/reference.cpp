@@ -79,7 +79,7 @@ int64_t count_wrong(const Tensor& got, const RefTensor& want, int64_t* first) {
   return wrong;
 }
 
-Reference::Reference(Scenario& sc, int world_size, int local_world_size, std::optional<int> own_rank)
+Reference::Reference(const Scenario& sc, int world_size, int local_world_size, std::optional<int> own_rank)
     : WorldView(sc, world_size, local_world_size) {
   Validation(sc, world_size, local_world_size, own_rank);  // every check; from here on, values only
   state_.resize(size_t(world_size));
@@ -150,7 +150,7 @@ void Reference::plan(std::optional<int> own) {
   }
 }
 
-RefTensor Reference::input(Step& s, int rank) {
+RefTensor Reference::input(const Step& s, int rank) {
   if (s.input.spec) return RefTensor{make_tensor(*s.input.spec, sc_.dtype, env(rank), sc_.file)};
   return *tensor(rank, s.input.name);
 }
@@ -165,7 +165,7 @@ std::optional<RefTensor> Reference::tensor(int rank, const std::string& name) co
   return RefTensor{make_tensor(*it->second.spec, sc_.dtype, env(rank), sc_.file)};
 }
 
-RefTensor Reference::reduce_members(Step& s, const std::vector<int>& members) {
+RefTensor Reference::reduce_members(const Step& s, const std::vector<int>& members) {
   // Streaming: one member's input at a time, summed in double (or the dtype's integers) in
   // member order, the backends' tolerance allowed for.
   const RefTensor first = input(s, members[0]);

@@ -43,7 +43,7 @@ class Reference : public WorldView {
   /// local rank r % local_world_size), then computes the expected results of every rank, or
   /// with `own_rank` only those of that rank. Throws ConfigError "file:line:col: ..." for
   /// anything that cannot run.
-  Reference(Scenario& scenario, int world_size, int local_world_size, std::optional<int> own_rank = std::nullopt);
+  Reference(const Scenario& scenario, int world_size, int local_world_size, std::optional<int> own_rank = std::nullopt);
 
   /// The result of step `step` on global rank `rank` (empty for a rank not computed).
   const Expected& expected(int step, int rank) const { return results_.at(size_t(step)).at(size_t(rank)); }
@@ -54,12 +54,12 @@ class Reference : public WorldView {
   bool wanted(const Step& s, int rank) const { return wanted_[size_t(s.index)][size_t(rank)] != 0; }
   const State& state(int rank) const { return state_[size_t(rank)]; }
   /// The step's input on `rank` (a named tensor of that rank, or the inline spec made there).
-  RefTensor input(Step& s, int rank);
+  RefTensor input(const Step& s, int rank);
   /// Tensor `name` of `rank`, made from its spec if still untouched (nullopt: none).
   std::optional<RefTensor> tensor(int rank, const std::string& name) const;
   /// The elementwise reduction of every member's input, reading one input at a time, with
   /// the tolerance the backends' orderings need.
-  RefTensor reduce_members(Step& s, const std::vector<int>& members);
+  RefTensor reduce_members(const Step& s, const std::vector<int>& members);
   void set_result(const Step& s, int rank, const RefTensor& t);
   void set_object(const Step& s, int rank, nlohmann::ordered_json obj);
 
