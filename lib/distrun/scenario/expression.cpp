@@ -40,20 +40,21 @@ struct Discovery {
   }
 };
 
+// Few expressions are live at once (a fill, a map, a shape): a short list, the most recently
+// used first, bounded so a long run that makes many expressions does not grow it. Entries are
+// shared with the Evaluators that use them, so an eviction never pulls one from under a loop.
+constexpr size_t kCacheSize = 32;
+thread_local std::vector<std::shared_ptr<Expression::Compiled>> t_cache;
+
+std::atomic<uint64_t> g_next_id{1};
+}  // namespace
+
 // One thread's compiled copy of an expression: a parser whose variables live in `slots`.
-struct Compiled {
+struct Expression::Compiled {
   uint64_t id = 0;
   std::unique_ptr<mu::Parser> parser;
   std::vector<double> slots;  // sized once, before the parser takes their addresses
 };
-
-// Few expressions are live at once (a fill, a map, a shape): a short list, the most recently
-// used first, bounded so a long run that makes many expressions does not grow it.
-constexpr size_t kCacheSize = 32;
-thread_local std::vector<std::unique_ptr<Compiled>> t_cache;
-
-std::atomic<uint64_t> g_next_id{1};
-}  // namespace
 
 Expression::Expression(const std::string& text) : text_(text), id_(g_next_id++) {
   Discovery found;
@@ -74,26 +75,43 @@ int Expression::index(const std::string& name) const {
   return it != variables_.end() && *it == name ? int(it - variables_.begin()) : -1;
 }
 
-double Expression::eval(const Bindings& values) const {
-  Compiled* c = nullptr;
+Expression::Evaluator Expression::evaluator() const {
   auto it = std::find_if(t_cache.begin(), t_cache.end(), [&](const auto& e) { return e->id == id_; });
+  if (it != t_cache.end()) {
+    if (it != t_cache.begin()) std::rotate(t_cache.begin(), it, it + 1);
+    return Evaluator(t_cache.front());
+  }
+  auto fresh = std::make_shared<Compiled>();
+  fresh->id = id_;
+  fresh->slots.assign(variables_.size(), 0.0);
+  fresh->parser = std::make_unique<mu::Parser>();
   try {
-    if (it != t_cache.end()) {
-      if (it != t_cache.begin()) std::rotate(t_cache.begin(), it, it + 1);
-    } else {
-      auto fresh = std::make_unique<Compiled>();
-      fresh->id = id_;
-      fresh->slots.assign(variables_.size(), 0.0);
-      fresh->parser = std::make_unique<mu::Parser>();
-      define_functions(*fresh->parser);
-      for (size_t k = 0; k < variables_.size(); ++k) fresh->parser->DefineVar(variables_[k], &fresh->slots[k]);
-      fresh->parser->SetExpr(text_);
-      if (t_cache.size() >= kCacheSize) t_cache.pop_back();
-      t_cache.insert(t_cache.begin(), std::move(fresh));
-    }
-    c = t_cache.front().get();
-    std::copy(values.begin(), values.begin() + std::min(values.size(), c->slots.size()), c->slots.begin());
-    return c->parser->Eval();
+    define_functions(*fresh->parser);
+    for (size_t k = 0; k < variables_.size(); ++k) fresh->parser->DefineVar(variables_[k], &fresh->slots[k]);
+    fresh->parser->SetExpr(text_);
+  } catch (const mu::Parser::exception_type& e) {
+    throw error_of(e);
+  }
+  if (t_cache.size() >= kCacheSize) t_cache.pop_back();
+  t_cache.insert(t_cache.begin(), fresh);
+  return Evaluator(fresh);
+}
+
+double Expression::eval(const Bindings& values) const {
+  Evaluator ev = evaluator();
+  ev.set(values);
+  return ev.eval();
+}
+
+Expression::Evaluator::Evaluator(std::shared_ptr<Compiled> c) : compiled_(std::move(c)), slots_(compiled_->slots.data()) {}
+
+void Expression::Evaluator::set(const Bindings& values) {
+  std::copy(values.begin(), values.begin() + std::min(values.size(), compiled_->slots.size()), slots_);
+}
+
+double Expression::Evaluator::eval() const {
+  try {
+    return compiled_->parser->Eval();
   } catch (const mu::Parser::exception_type& e) {
     throw error_of(e);
   }

@@ -8,6 +8,7 @@
 // stack), so each thread evaluates on its own compiled copy, kept in a small per-thread cache.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,24 @@ class Expression {
   }
   /// Evaluates with `values` (one per variable). Const and thread-safe.
   double eval(const Bindings& values) const;
+
+  struct Compiled;
+  /// This thread's compiled copy, for a loop of evaluations (a fill, a map) without a lookup
+  /// per element: set values by index, then eval(). Use it on the thread that made it.
+  class Evaluator {
+   public:
+    explicit Evaluator(std::shared_ptr<Compiled> c);
+    void set(int index, double value) {
+      if (index >= 0) slots_[index] = value;
+    }
+    void set(const Bindings& values);
+    double eval() const;
+
+   private:
+    std::shared_ptr<Compiled> compiled_;
+    double* slots_;
+  };
+  Evaluator evaluator() const;
 
  private:
   std::string text_;

@@ -18,8 +18,8 @@ bool is_rank_or_index_var(const std::string& n) {
 struct IndexVars {
   int i, j, k, idx;
   explicit IndexVars(const Expression& e) : i(e.index("i")), j(e.index("j")), k(e.index("k")), idx(e.index("idx")) {}
-  void set(Bindings& b, const Shape& shape, int64_t flat) const {
-    if (idx >= 0) b[size_t(idx)] = double(flat);
+  void set(Expression::Evaluator& b, const Shape& shape, int64_t flat) const {
+    b.set(idx, double(flat));
     if (i < 0 && j < 0 && k < 0) return;
     int64_t rest = flat;
     int64_t coords[3] = {0, 0, 0};
@@ -28,9 +28,9 @@ struct IndexVars {
       rest = shape[size_t(d)] ? rest / shape[size_t(d)] : 0;
       if (d < 3) coords[d] = c;
     }
-    if (i >= 0) b[size_t(i)] = double(coords[0]);
-    if (j >= 0) b[size_t(j)] = double(coords[1]);
-    if (k >= 0) b[size_t(k)] = double(coords[2]);
+    b.set(i, double(coords[0]));
+    b.set(j, double(coords[1]));
+    b.set(k, double(coords[2]));
   }
 };
 
@@ -48,14 +48,15 @@ template <class Put>
 void fill_values(const TensorSpec& spec, DType dtype, const Shape& shape, const RankEnv& env, const std::string& file,
                  Put put) {
   const Expression& ex = *spec.fill.expr;
-  Bindings b = bind_env(ex, env);
+  Expression::Evaluator b = ex.evaluator();
+  b.set(bind_env(ex, env));
   const IndexVars idx(ex);
   const bool integer = is_integer(dtype);
   Tensor scratch = Tensor::empty({1}, dtype);
   const int64_t numel = numel_of(shape);
   for (int64_t e = 0; e < numel; ++e) {
     idx.set(b, shape, e);
-    const double v = ex.eval(b);
+    const double v = b.eval();
     bool bad;
     if (integer) {
       bad = unrepresentable(v, dtype).has_value();
@@ -144,7 +145,8 @@ std::vector<std::string> map_tensor_names(const Expression& e) {
 
 Tensor apply_map(const Expression& e, const std::map<std::string, Tensor>& inputs, const Shape& shape, DType dtype,
                  const RankEnv& env) {
-  Bindings values = bind_env(e, env);
+  Expression::Evaluator values = e.evaluator();
+  values.set(bind_env(e, env));
   const IndexVars idx(e);
   struct Bound {
     int index;
@@ -157,8 +159,8 @@ Tensor apply_map(const Expression& e, const std::map<std::string, Tensor>& input
   for (int64_t el = 0; el < out.numel(); ++el) {
     idx.set(values, shape, el);
     for (const auto& b : bound)
-      if (b.index >= 0) values[size_t(b.index)] = b.t->get(b.broadcast ? 0 : el);
-    out.set(el, e.eval(values));
+      values.set(b.index, b.t->get(b.broadcast ? 0 : el));
+    out.set(el, values.eval());
   }
   return out;
 }
