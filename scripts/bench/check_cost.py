@@ -1,17 +1,22 @@
 #!/usr/bin/python3
-"""What checking a scenario costs as the world grows (issue 13's figures), for one build:
+"""What checking a scenario costs as the world grows (issue 13's figures), this build next to the old:
 
   1. `distrun --check` of a 1 MiB all_reduce + reduce_scatter + all_to_all at N ranks
-     (default 4096): wall time and peak RSS of the launcher's validation.
+     (default 1024 and 4096): wall time, CPU time and peak RSS of the launcher's validation.
      Target: <= 2 s and <= 200 MB at 4096 ranks.
   2. A checked 4 MiB all_reduce run at M ranks (default 32) on this host: the largest peak RSS
      of one distrun-worker (peak_rss.py reads every worker's VmHWM). Target: <= 64 MB.
 
-Usage: check_cost.py [--build DIR] [--ranks N] [--worker-ranks M] [--label TEXT]
-Prints one JSON object: {"label", "build", "check": {"ranks", "seconds", "cpu_seconds", "peak_mb", "rc"},
-"worker": {"ranks", "largest_worker_mb", "rc"}}. Compare two builds by running it on each
-(e.g. a checkout of main and this branch): the scenario files are written here, so both
-builds read the same input.
+The old figures are measured with --baseline BUILD (a build of the code before the change, e.g.
+main at 0c88d07) up to --baseline-max-ranks (the old check needs about 2 GB at 1024 ranks and
+8 GB at 4096), and are otherwise the ones recorded below (RECORDED_OLD).
+
+Usage: check_cost.py [--build DIR] [--baseline DIR] [--ranks N ...] [--worker-ranks M] [--label TEXT] [--table]
+Prints one JSON object: {"label", "build", "baseline", "check": [{"ranks", "new": {"seconds",
+"cpu_seconds", "peak_mb", "rc"}, "old": {...}}], "worker": {"ranks", "new": {"largest_worker_mb",
+"rc"}, "old": {...}}}; --table prints a Markdown table as well. Every measurement runs in a
+process of its own, so one run's peak never hides another's. The scenario files are written
+here, so both builds read the same input.
 """
 import argparse
 import json
@@ -48,21 +53,39 @@ steps:
 """
 
 
-def run_check(distrun, path, ranks):
+# The old check (every rank simulated with values in the launcher), for runs without --baseline
+# or beyond --baseline-max-ranks: main at 0c88d07 measured with --baseline on the 2-core
+# development host (loaded by other builds: compare CPU seconds). Issue 13 gave 125 s and 8.4 GB
+# at 4096 ranks on a quieter host.
+RECORDED_OLD = {
+    1024: {"seconds": 54.3, "cpu_seconds": 28.4, "peak_mb": 2073.4, "source": "main 0c88d07, loaded 2-core host"},
+    4096: {"seconds": 238.33, "cpu_seconds": 151.69, "peak_mb": 8343.2, "source": "main 0c88d07, loaded 2-core host"},
+}
+RECORDED_OLD_WORKER = {32: {"largest_worker_mb": 63.1, "source": "main 0c88d07"}}
+
+
+def measure_check(distrun, path, ranks):
+    """Runs in a fresh process (see --one-check): ru_maxrss of children is that process's only child."""
     t0 = time.monotonic()
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    before = r0.ru_maxrss
     p = subprocess.run([distrun, "--check", "--nproc-per-node", str(ranks), path], capture_output=True, text=True)
     seconds = time.monotonic() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    peak_kb = r1.ru_maxrss
     # CPU time as well as wall time: on a loaded host the wall clock mostly measures the others.
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
     if p.returncode != 0:
         print(p.stderr[-2000:], file=sys.stderr)
-    # ru_maxrss of children is the largest child so far: this is the first child, so it is ours
-    # unless an earlier one was larger (none ran before).
-    return {"ranks": ranks, "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2), "peak_mb": round(max(peak_kb, before) / 1024, 1), "rc": p.returncode}
+    return {"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2), "peak_mb": round(r1.ru_maxrss / 1024, 1),
+            "rc": p.returncode}
+
+
+def run_check(distrun, path, ranks):
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--one-check", distrun, path, str(ranks)],
+                       capture_output=True, text=True)
+    if p.returncode != 0 or not p.stdout.strip():
+        print(p.stderr[-2000:], file=sys.stderr)
+        return {"rc": p.returncode}
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def run_worker(distrun, path, ranks):
@@ -70,34 +93,71 @@ def run_worker(distrun, path, ranks):
                         str(ranks), path], capture_output=True, text=True)
     if p.returncode != 0 or not p.stdout.strip():
         print(p.stderr[-2000:], file=sys.stderr)
-        return {"ranks": ranks, "largest_worker_mb": None, "rc": p.returncode}
+        return {"largest_worker_mb": None, "rc": p.returncode}
     report = json.loads(p.stdout.strip().splitlines()[-1])
     workers = [q["hwm_kb"] for q in report["processes"] if "distrun-worker" in q["cmd"]]
-    return {"ranks": ranks, "largest_worker_mb": round(max(workers) / 1024, 1) if workers else None,
-            "workers_seen": len(workers), "rc": report["rc"]}
+    return {"largest_worker_mb": round(max(workers) / 1024, 1) if workers else None, "workers_seen": len(workers),
+            "rc": report["rc"]}
+
+
+def table(out):
+    rows = ["| measure | ranks | old | new | target |", "|---|---:|---:|---:|---|"]
+
+    def fig(d, key, unit):
+        v = d.get(key) if d else None
+        return "n/a" if v is None else f"{v} {unit}"
+
+    for c in out["check"]:
+        for key, unit, target in (("cpu_seconds", "s CPU", "<= 2 s at 4096"), ("seconds", "s wall", "<= 2 s at 4096"),
+                                  ("peak_mb", "MB", "<= 200 MB at 4096")):
+            rows.append(f"| `--check` {key} | {c['ranks']} | {fig(c['old'], key, unit)} | {fig(c['new'], key, unit)} | {target} |")
+    if "worker" in out:
+        w = out["worker"]
+        rows.append(f"| largest worker, checked 4 MiB all_reduce | {w['ranks']} | {fig(w['old'], 'largest_worker_mb', 'MB')} | "
+                    f"{fig(w['new'], 'largest_worker_mb', 'MB')} | <= 64 MB |")
+    return "\n".join(rows)
 
 
 def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--one-check":
+        print(json.dumps(measure_check(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
-    ap.add_argument("--ranks", type=int, default=4096)
+    ap.add_argument("--baseline", help="a build of the code before the change (its bin/distrun)")
+    ap.add_argument("--baseline-max-ranks", type=int, default=1024)
+    ap.add_argument("--ranks", type=int, nargs="+", default=[1024, 4096])
     ap.add_argument("--worker-ranks", type=int, default=32)
     ap.add_argument("--label", default="")
     ap.add_argument("--skip-worker", action="store_true")
+    ap.add_argument("--table", action="store_true", help="print a Markdown table after the JSON")
     a = ap.parse_args()
     distrun = os.path.join(a.build, "bin", "distrun")
-    out = {"label": a.label, "build": os.path.abspath(a.build)}
+    old_distrun = os.path.join(a.baseline, "bin", "distrun") if a.baseline else None
+    out = {"label": a.label, "build": os.path.abspath(a.build), "baseline": a.baseline and os.path.abspath(a.baseline),
+           "check": []}
     with tempfile.TemporaryDirectory() as d:
-        check_path = os.path.join(d, f"check_cost_{a.ranks}.yaml")
-        with open(check_path, "w") as f:
-            f.write(check_scenario(a.ranks))
-        worker_path = os.path.join(d, "check_cost_worker.yaml")
-        with open(worker_path, "w") as f:
-            f.write(WORKER_SCENARIO)
-        out["check"] = run_check(distrun, check_path, a.ranks)
+        for ranks in a.ranks:
+            path = os.path.join(d, f"check_cost_{ranks}.yaml")
+            with open(path, "w") as f:
+                f.write(check_scenario(ranks))
+            row = {"ranks": ranks, "new": run_check(distrun, path, ranks)}
+            if old_distrun and ranks <= a.baseline_max_ranks:
+                row["old"] = dict(run_check(old_distrun, path, ranks), source="measured (--baseline)")
+            else:
+                row["old"] = RECORDED_OLD.get(ranks)
+            out["check"].append(row)
         if not a.skip_worker:
-            out["worker"] = run_worker(distrun, worker_path, a.worker_ranks)
+            worker_path = os.path.join(d, "check_cost_worker.yaml")
+            with open(worker_path, "w") as f:
+                f.write(WORKER_SCENARIO)
+            w = {"ranks": a.worker_ranks, "new": run_worker(distrun, worker_path, a.worker_ranks)}
+            w["old"] = (dict(run_worker(old_distrun, worker_path, a.worker_ranks), source="measured (--baseline)")
+                        if old_distrun else RECORDED_OLD_WORKER.get(a.worker_ranks))
+            out["worker"] = w
     print(json.dumps(out))
+    if a.table:
+        print(table(out))
     return 0
 
 

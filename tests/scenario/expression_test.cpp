@@ -2,13 +2,18 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <thread>
+#include <vector>
 
 #include "distrun/scenario/expression.hpp"
 #include "distrun/scenario/local_ops.hpp"
 
 using namespace distrun::scenario;
 
-static double eval(const std::string& text) { return Expression(text).eval(); }
+static double eval(const std::string& text) {
+  const Expression e(text);
+  return e.eval(e.bindings());
+}
 
 TEST_CASE("operators and functions of the spec", "[expression]") {
   CHECK(eval("1 + 2 * 3 - 4 / 2") == 5);
@@ -26,12 +31,31 @@ TEST_CASE("variables are discovered and bound", "[expression]") {
   Expression e("rank * 10 + i + x");
   CHECK(e.variables() == std::vector<std::string>{"i", "rank", "x"});
   CHECK(map_tensor_names(e) == std::vector<std::string>{"x"});
-  e.set("rank", 2);
-  e.set("i", 3);
-  e.set("x", 0.5);
-  e.set("unused", 100);
-  CHECK(e.eval() == 23.5);
-  CHECK(e.slot("unused") == nullptr);
+  Bindings b = e.bindings();
+  e.bind(b, "rank", 2);
+  e.bind(b, "i", 3);
+  e.bind(b, "x", 0.5);
+  e.bind(b, "unused", 100);
+  CHECK(e.eval(b) == 23.5);
+  CHECK(e.index("unused") == -1);
+  CHECK(e.index("x") == 2);
+}
+
+TEST_CASE("one expression evaluates from several threads at once, each with its own values", "[expression]") {
+  const Expression e("rank * 1000 + i");
+  std::vector<std::thread> threads;
+  std::vector<int> wrong(8, 0);
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      Bindings b = e.bindings();
+      e.bind(b, "rank", t);
+      for (int i = 0; i < 20000; ++i) {
+        e.bind(b, "i", i);
+        if (e.eval(b) != t * 1000.0 + i) ++wrong[size_t(t)];
+      }
+    });
+  for (auto& th : threads) th.join();
+  CHECK(wrong == std::vector<int>(8, 0));
 }
 
 TEST_CASE("parse errors give a position", "[expression]") {

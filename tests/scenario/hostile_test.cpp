@@ -8,6 +8,7 @@
 #include "distrun/scenario/api.hpp"
 #include "distrun/scenario/explain.hpp"
 #include "distrun/scenario/reference.hpp"
+#include "distrun/scenario/validation.hpp"
 #include "test_util.hpp"
 
 using namespace distrun;
@@ -109,6 +110,29 @@ TEST_CASE("fills and values a dtype cannot hold are refused, as torch refuses th
              Catch::StartsWith("t.yaml:2:25: fill 'i*100' gives 200 at index 2 on rank 0: 200 is out of the range of int8"));
   CHECK_THAT(check_error("tensors:\n  x: {shape: [2], fill: \"1/i\", dtype: int32}\nsteps: []\n", 1),
              Catch::Contains("inf cannot be stored in int32"));
+}
+
+TEST_CASE("fill values: every rank's within the budget, beyond it the ends and a worker's own", "[hostile]") {
+  // int8 holds 127: the fill is bad on rank 200 only.
+  const std::string text = "tensors:\n  x: {shape: [SIZE], fill: \"rank == 200 ? 1000 : 1\", dtype: int8}\nsteps: []\n";
+  auto with_size = [&](int64_t n) {
+    std::string t = text;
+    return load_scenario_text("t.yaml", t.replace(t.find("SIZE"), 4, std::to_string(n)));
+  };
+  {
+    // 256 ranks of 16 values: within the budget, so the launcher sees rank 200's.
+    Scenario sc = with_size(16);
+    CHECK_THROWS_WITH(Validation(sc, 256, 1), Catch::Contains("gives 1000 at index 0 on rank 200"));
+  }
+  {
+    // 256 ranks of 64K values: beyond it. The launcher samples (ranks 0 and 255 and what
+    // the budget covers), and rank 200's own worker refuses it before joining.
+    Scenario sc = with_size(int64_t(1) << 16);
+    CHECK_NOTHROW(Validation(sc, 256, 1));
+    CHECK_THROWS_WITH(Validation(sc, 256, 1, 200), Catch::Contains("on rank 200"));
+    CHECK_THROWS_AS(Reference(sc, 256, 1, 200), ConfigError);
+    CHECK_NOTHROW(Reference(sc, 256, 1, 3));
+  }
 }
 
 TEST_CASE("an unwritable results path is refused before the run", "[hostile]") {

@@ -1,6 +1,12 @@
 // Reference semantics: what every op should produce on every rank, and the tolerance rules.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 
+#include "distrun/scenario/json_values.hpp"
+#include "distrun/scenario/loader.hpp"
+#include "distrun/scenario/op_table.hpp"
 #include "distrun/scenario/reference.hpp"
 #include "test_util.hpp"
 
@@ -104,4 +110,74 @@ TEST_CASE("count_wrong: exact for integers, ULP tolerance for inexact floats", "
   CHECK(count_wrong(got, want, &first) == 1);
   CHECK(first == 2);
   CHECK(count_wrong(Tensor::zeros({2}, DType::Float32), want) == 3);  // wrong shape: all wrong
+}
+
+namespace {
+// The world sizes a scenario file runs at in the suite: its declared one, else 2 and 8.
+std::vector<int> worlds_of(const Scenario& sc) {
+  if (sc.world_size) return {*sc.world_size};
+  return {2, 8};
+}
+
+// Every expected result of `own` (a worker's Reference) is the one the whole world's gives.
+void require_same_expected(const Reference& whole, const Reference& own, const Scenario& sc, int rank) {
+  for (const auto& s : sc.steps) {
+    INFO("step " << s.index << " (" << op_name(s.op) << ") on rank " << rank);
+    const Expected& a = whole.expected(s.index, rank);
+    const Expected& b = own.expected(s.index, rank);
+    REQUIRE(a.has_result == b.has_result);
+    REQUIRE(a.object.has_value() == b.object.has_value());
+    if (a.object) CHECK(same_json(*a.object, *b.object));  // nan == nan here
+    if (!a.tensor.value.defined()) {
+      CHECK(!b.tensor.value.defined());
+      continue;
+    }
+    REQUIRE(b.tensor.value.defined());
+    CHECK(a.name == b.name);
+    CHECK(a.tensor.value.shape() == b.tensor.value.shape());
+    CHECK(a.tensor.value.dtype() == b.tensor.value.dtype());
+    CHECK(a.tensor.ulps == b.tensor.ulps);
+    CHECK(a.tensor.scale == b.tensor.scale);
+    CHECK(std::memcmp(a.tensor.value.data(), b.tensor.value.data(), a.tensor.value.nbytes()) == 0);
+  }
+}
+}  // namespace
+
+TEST_CASE("a worker's own reference gives the whole world's values, for every scenario file", "[reference]") {
+  std::vector<std::filesystem::path> files;
+  for (const char* dir : {DISTRUN_CONFIGS_DIR, DISTRUN_SCENARIO_DATA})
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir))
+      if (e.path().extension() == ".yaml") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() > 20);
+  for (const auto& f : files) {
+    for (int world : worlds_of(load_scenario(f.string()))) {
+      INFO(f.string() << " at " << world << " ranks");
+      Scenario whole_sc = load_scenario(f.string());
+      const Reference whole(whole_sc, world, world);
+      for (int rank = 0; rank < world; ++rank) {
+        Scenario sc = load_scenario(f.string());
+        const Reference own(sc, world, world, rank);
+        require_same_expected(whole, own, sc, rank);
+      }
+    }
+  }
+}
+
+TEST_CASE("a worker's reference computes only what its results depend on", "[reference]") {
+  // Rank 1 wants y (broadcast from rank 0's x) and z (its own map): rank 2's map result and
+  // rank 0's reduce are not computed, and rank 3's x, which nothing it wants reads, is never made.
+  const std::string text =
+      "tensors:\n  x: {shape: [2], fill: \"rank\"}\n"
+      "steps:\n  - {op: reduce, input: x, output: r, dst: 0}\n  - {op: broadcast, input: x, output: y, src: 0}\n"
+      "  - {op: map, expr: \"y + rank\", output: z}\n";
+  Scenario sc = load_scenario_text("t.yaml", text);
+  const Reference own(sc, 4, 4, 1);
+  CHECK(!own.expected(0, 0).has_result);
+  CHECK(own.expected(1, 1).tensor.value.get(1) == 0);
+  CHECK(own.expected(2, 1).tensor.value.get(0) == 1);
+  CHECK(!own.expected(2, 2).has_result);
+  CHECK(!own.wanted(sc.steps[0], 0));
+  CHECK(own.wanted(sc.steps[1], 1));
+  CHECK(!own.wanted(sc.steps[1], 2));
 }

@@ -48,10 +48,11 @@ RunResult run_threads(const std::string& text, int world, int bad_rank = -1, con
   res.codes.assign(size_t(world), -1);
   std::ostringstream out, err;
   std::vector<std::thread> threads;
+  // One loaded scenario for every rank: it is const and its expressions evaluate from any thread.
+  const Scenario sc = load_scenario_text("t.yaml", text);
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
-      auto sc = load_scenario_text("t.yaml", text);  // one per thread: parsers are not shared
-      Reference ref(sc, world, world);
+      Reference ref(sc, world, world, r);
       GlooBackendOptions go;
       go.timeout = std::chrono::seconds(30);
       std::shared_ptr<Backend> b = std::make_shared<GlooBackend>(store, r, world, go);

@@ -10,12 +10,15 @@
 #include "distrun/scenario/reference.hpp"
 #include "distrun/scenario/results_file.hpp"
 #include "distrun/scenario/runner.hpp"
+#include "distrun/scenario/validation.hpp"
 
 namespace distrun {
 
 void check_scenario_file(const std::string& path, std::optional<int> world_size, std::optional<int> local_world_size) {
   scenario::Scenario sc = scenario::load_scenario(path);
-  if (world_size) scenario::Reference(sc, *world_size, local_world_size.value_or(*world_size));
+  // Shapes, groups, dtypes and sizes only: no rank's values, so the cost does not grow with
+  // the tensors (the workers compute the values of their own results).
+  if (world_size) scenario::Validation(sc, *world_size, local_world_size.value_or(*world_size));
 }
 
 void check_results_path(const std::string& path) {
@@ -25,7 +28,7 @@ void check_results_path(const std::string& path) {
 void explain_scenario_file(const std::string& path, std::optional<int> world_size, std::ostream& out, bool colour) {
   scenario::Scenario sc = scenario::load_scenario(path);
   const int world = world_size.value_or(sc.world_size.value_or(4));
-  scenario::Reference(sc, world, world);  // the same checks as a run: a picture of a valid scenario only
+  scenario::Validation(sc, world, world);  // the same checks as a run: a picture of a valid scenario only
   scenario::explain(sc, world, out, colour);
 }
 
@@ -34,9 +37,10 @@ std::optional<int> scenario_world_size(const std::string& path) { return scenari
 int run_scenario_file(const std::string& path, const ScenarioRunOptions& options) {
   scenario::Scenario sc = scenario::load_scenario(path);
   const WorldInfo world = world_from_env();
-  // The whole scenario is simulated for this world before joining it, so a scenario that
-  // cannot run fails on every rank at once, before any collective.
-  scenario::Reference reference(sc, world.world_size, world.local_world_size);
+  // The whole scenario is validated for this world before joining it, so a scenario that
+  // cannot run fails on every rank at once, before any collective; then this rank computes
+  // the expected values of its own results (and only what they depend on).
+  scenario::Reference reference(sc, world.world_size, world.local_world_size, world.rank);
 
   const std::string device = options.device.value_or(sc.device);
   if (device != "cpu" && device != "cuda") throw ConfigError("--device: unknown device '" + device + "'; known: cpu, cuda");

@@ -15,12 +15,12 @@ bool is_rank_or_index_var(const std::string& n) {
 }
 
 // Binds i, j, k and idx for flat index `flat` of `shape`.
-struct IndexSlots {
-  double *i, *j, *k, *idx;
-  explicit IndexSlots(Expression& e) : i(e.slot("i")), j(e.slot("j")), k(e.slot("k")), idx(e.slot("idx")) {}
-  void set(const Shape& shape, int64_t flat) const {
-    if (idx) *idx = double(flat);
-    if (!i && !j && !k) return;
+struct IndexVars {
+  int i, j, k, idx;
+  explicit IndexVars(const Expression& e) : i(e.index("i")), j(e.index("j")), k(e.index("k")), idx(e.index("idx")) {}
+  void set(Expression::Evaluator& b, const Shape& shape, int64_t flat) const {
+    b.set(idx, double(flat));
+    if (i < 0 && j < 0 && k < 0) return;
     int64_t rest = flat;
     int64_t coords[3] = {0, 0, 0};
     for (int d = int(shape.size()) - 1; d >= 0; --d) {
@@ -28,9 +28,9 @@ struct IndexSlots {
       rest = shape[size_t(d)] ? rest / shape[size_t(d)] : 0;
       if (d < 3) coords[d] = c;
     }
-    if (i) *i = double(coords[0]);
-    if (j) *j = double(coords[1]);
-    if (k) *k = double(coords[2]);
+    b.set(i, double(coords[0]));
+    b.set(j, double(coords[1]));
+    b.set(k, double(coords[2]));
   }
 };
 
@@ -41,19 +41,50 @@ std::string format_number(double v) {
   ss << v;
   return ss.str();
 }
+// Evaluates the fill expression of `spec` at every index of `shape`, hands each value to
+// `put`, and refuses one the dtype cannot hold (torch refuses such a fill; so does the
+// validation, before any worker). One scratch element tells whether a floating value overflows.
+template <class Put>
+void fill_values(const TensorSpec& spec, DType dtype, const Shape& shape, const RankEnv& env, const std::string& file,
+                 Put put) {
+  const Expression& ex = *spec.fill.expr;
+  Expression::Evaluator b = ex.evaluator();
+  b.set(bind_env(ex, env));
+  const IndexVars idx(ex);
+  const bool integer = is_integer(dtype);
+  Tensor scratch = Tensor::empty({1}, dtype);
+  const int64_t numel = numel_of(shape);
+  for (int64_t e = 0; e < numel; ++e) {
+    idx.set(b, shape, e);
+    const double v = b.eval();
+    bool bad;
+    if (integer) {
+      bad = unrepresentable(v, dtype).has_value();
+    } else {
+      scratch.set(0, v);
+      bad = std::isinf(scratch.get(0)) && std::isfinite(v);
+    }
+    if (bad)
+      throw error_at(file, spec.fill.mark, "fill '" + ex.text() + "' gives " + format_number(v) + " at index " +
+                                               std::to_string(e) + " on rank " + std::to_string(env.rank) + ": " +
+                                               unrepresentable(v, dtype).value_or("out of range"));
+    put(e, v);
+  }
+}
 }  // namespace
 
-void bind_env(Expression& e, const RankEnv& env) {
-  e.set("rank", env.rank);
-  e.set("world_size", env.world_size);
-  e.set("local_rank", env.local_rank);
-  e.set("local_world_size", env.local_world_size);
+Bindings bind_env(const Expression& e, const RankEnv& env) {
+  Bindings b = e.bindings();
+  e.bind(b, "rank", env.rank);
+  e.bind(b, "world_size", env.world_size);
+  e.bind(b, "local_rank", env.local_rank);
+  e.bind(b, "local_world_size", env.local_world_size);
+  return b;
 }
 
 double eval_number(const Number& n, const RankEnv& env) {
   if (!n.expr) return n.value;
-  bind_env(*n.expr, env);
-  return n.expr->eval();
+  return n.expr->eval(bind_env(*n.expr, env));
 }
 
 Shape spec_shape(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
@@ -93,21 +124,16 @@ Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& e
     for (int64_t e = 0; e < t.numel(); ++e) t.set(e, spec.fill.value);
     return t;
   }
-  Expression& ex = *spec.fill.expr;
-  bind_env(ex, env);
-  IndexSlots idx(ex);
-  const bool integer = is_integer(dtype);
-  for (int64_t e = 0; e < t.numel(); ++e) {
-    idx.set(shape, e);
-    const double v = ex.eval();
-    t.set(e, v);
-    // torch refuses a fill its dtype cannot hold; so does the reference, before any worker.
-    if (integer ? unrepresentable(v, dtype).has_value() : std::isinf(t.get(e)) && std::isfinite(v))
-      throw error_at(file, spec.fill.mark, "fill '" + ex.text() + "' gives " + format_number(v) + " at index " +
-                                               std::to_string(e) + " on rank " + std::to_string(env.rank) + ": " +
-                                               unrepresentable(v, dtype).value_or("out of range"));
-  }
+  fill_values(spec, dtype, shape, env, file, [&](int64_t e, double v) { t.set(e, v); });
   return t;
+}
+
+int64_t check_fill(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
+  if (spec.has_values || !spec.fill.expr) return 0;  // literals were checked by the loader
+  const Shape shape = spec_shape(spec, default_dtype, env, file);
+  int64_t n = 0;
+  fill_values(spec, spec.dtype.value_or(default_dtype), shape, env, file, [&](int64_t, double) { ++n; });
+  return n;
 }
 
 std::vector<std::string> map_tensor_names(const Expression& e) {
@@ -117,23 +143,24 @@ std::vector<std::string> map_tensor_names(const Expression& e) {
   return out;
 }
 
-Tensor apply_map(Expression& e, const std::map<std::string, Tensor>& inputs, const Shape& shape, DType dtype,
+Tensor apply_map(const Expression& e, const std::map<std::string, Tensor>& inputs, const Shape& shape, DType dtype,
                  const RankEnv& env) {
-  bind_env(e, env);
-  IndexSlots idx(e);
+  Expression::Evaluator values = e.evaluator();
+  values.set(bind_env(e, env));
+  const IndexVars idx(e);
   struct Bound {
-    double* slot;
+    int index;
     const Tensor* t;
     bool broadcast;
   };
   std::vector<Bound> bound;
-  for (const auto& [name, t] : inputs) bound.push_back({e.slot(name), &t, t.numel() == 1});
+  for (const auto& [name, t] : inputs) bound.push_back({e.index(name), &t, t.numel() == 1});
   Tensor out = Tensor::empty(shape, dtype);
   for (int64_t el = 0; el < out.numel(); ++el) {
-    idx.set(shape, el);
+    idx.set(values, shape, el);
     for (const auto& b : bound)
-      if (b.slot) *b.slot = b.t->get(b.broadcast ? 0 : el);
-    out.set(el, e.eval());
+      values.set(b.index, b.t->get(b.broadcast ? 0 : el));
+    out.set(el, values.eval());
   }
   return out;
 }
@@ -191,10 +218,7 @@ nlohmann::ordered_json substitute(const nlohmann::ordered_json& v, const ObjectT
   const std::string s = v.get<std::string>();
   auto value_of = [&](const std::string& text) {
     for (auto& [src, e] : t.exprs)
-      if (src == text) {
-        bind_env(*e, env);
-        return e->eval();
-      }
+      if (src == text) return e->eval(bind_env(*e, env));
     return 0.0;  // unreachable: the loader compiled every ${...}
   };
   if (s.size() > 3 && s.rfind("${", 0) == 0 && s.back() == '}' && s.find('}') == s.size() - 1) {

@@ -18,8 +18,8 @@ struct RankEnv {
   int local_world_size = 1;
 };
 
-/// Binds rank, world_size, local_rank, local_world_size in `e`.
-void bind_env(Expression& e, const RankEnv& env);
+/// Values for `e` with rank, world_size, local_rank and local_world_size bound (the rest 0).
+Bindings bind_env(const Expression& e, const RankEnv& env);
 /// The value of `n` on the rank described by `env`.
 double eval_number(const Number& n, const RankEnv& env);
 
@@ -31,12 +31,16 @@ Shape spec_shape(const TensorSpec& spec, DType default_dtype, const RankEnv& env
 /// `file`) for a negative or fractional shape entry or values that do not fit the shape.
 Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file);
 
+/// Evaluates every value the fill of `spec` gives on `env` and refuses one its dtype cannot
+/// hold, as make_tensor does, without creating the tensor. Returns how many were evaluated.
+int64_t check_fill(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file);
+
 /// The tensors named in a map expression: its variables other than the rank and index names.
 std::vector<std::string> map_tensor_names(const Expression& e);
 
 /// Evaluates `e` elementwise into a new tensor of `shape` and `dtype`; `inputs` maps each
 /// name of map_tensor_names() to a CPU tensor of `shape` or of one element (broadcast).
-Tensor apply_map(Expression& e, const std::map<std::string, Tensor>& inputs, const Shape& shape, DType dtype,
+Tensor apply_map(const Expression& e, const std::map<std::string, Tensor>& inputs, const Shape& shape, DType dtype,
                  const RankEnv& env);
 
 /// The shape local_reduce produces from `in` (dim absent: over all elements).

@@ -31,7 +31,7 @@ bool is_object_op(Op op);
 /// A number written either as a literal or as an expression string.
 struct Number {
   double value = 0;
-  std::shared_ptr<Expression> expr;  // set when written as an expression
+  std::shared_ptr<const Expression> expr;  // set when written as an expression
   Mark mark;
 };
 
@@ -57,7 +57,7 @@ struct TensorRef {
 /// An object step's value, with `${expr}` strings compiled at load time.
 struct ObjectTemplate {
   nlohmann::ordered_json value;
-  std::vector<std::pair<std::string, std::shared_ptr<Expression>>> exprs;  // by source text
+  std::vector<std::pair<std::string, std::shared_ptr<const Expression>>> exprs;  // by source text
   Mark mark;
 };
 
@@ -97,7 +97,7 @@ struct Step {
   std::vector<Number> split_sizes;
   Mark split_mark;
   bool async = false;
-  std::shared_ptr<Expression> expr;   // map
+  std::shared_ptr<const Expression> expr;   // map
   Mark expr_mark;
   std::optional<std::vector<int>> ranks;
   Mark ranks_mark;

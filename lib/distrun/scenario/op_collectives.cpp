@@ -1,8 +1,13 @@
-// The tensor collectives and barrier: each op's keys, its simulation (every member's result
-// from every member's input, with the checks that need the world) and its run on a Backend.
+// The tensor collectives and barrier: each op's keys, its validation (the checks that need the
+// world, on shapes), its simulation (the wanted members' results from the members' inputs) and
+// its run on a Backend.
+#include <cmath>
+
 #include "distrun/comm/collectives.hpp"
+#include "distrun/scenario/limits.hpp"
 #include "distrun/scenario/op_table.hpp"
 #include "distrun/scenario/step_runner.hpp"
+#include "distrun/scenario/validation.hpp"
 
 namespace distrun::scenario {
 
@@ -11,35 +16,42 @@ namespace {
 std::string reduce_detail(const Step& s) { return std::string(" (") + reduce_op_name(s.reduce) + ")"; }
 std::string from_detail(const Step& s) { return " (from rank " + std::to_string(s.src) + ")"; }
 
-std::vector<RefTensor> member_inputs(Reference& ref, Step& s, const std::vector<int>& members) {
+std::vector<RefTensor> member_inputs(Reference& ref, const Step& s, const std::vector<int>& members) {
   std::vector<RefTensor> in;
   for (int r : members) in.push_back(ref.input(s, r));
   return in;
 }
 
-void require_even_split(Reference& ref, const Step& s, const Tensor& v, int dim, int n, const Shape& shown) {
-  if (v.shape()[size_t(dim)] % n != 0)
-    ref.fail(s.input.mark, ref.where(s) + ": size " + std::to_string(v.shape()[size_t(dim)]) + " of dim " +
-                               std::to_string(dim) + " of " + shape_str(shown) + " does not split into " + std::to_string(n) +
-                               " equal chunks");
+void validate_scatter_chunks(Validation& v, const Step& s, const std::vector<int>& members, const TensorMeta& t) {
+  const int n = int(members.size());
+  Shape chunk = as_vector_shape(t.shape);
+  const int dim = v.check_dim(s, chunk);
+  v.require_even_split(s, chunk, dim, n, t.shape);
+  chunk[size_t(dim)] /= n;
+  for (int r : members) v.set_result(s, r, {chunk, t.dtype});
 }
 
-// Chunk g of `t` along dim for each member g, each with t's tolerance.
+// Chunk g of `t` along dim for each wanted member g, each with t's tolerance.
 void scatter_chunks(Reference& ref, const Step& s, const std::vector<int>& members, const RefTensor& t) {
   const int n = int(members.size());
   Tensor v = as_vector(t.value);
-  const int dim = ref.check_dim(s, v);
-  require_even_split(ref, s, v, dim, n, t.value.shape());
-  for (int g = 0; g < n; ++g) ref.set_result(s, members[size_t(g)], RefTensor{v.chunk(dim, g, n).clone(), t.ulps, t.scale});
+  for (int g = 0; g < n; ++g)
+    if (ref.wanted(s, members[size_t(g)]))
+      ref.set_result(s, members[size_t(g)], RefTensor{v.chunk(s.dim, g, n).clone(), t.ulps, t.scale});
 }
 
 // ---- broadcast
 
-void simulate_broadcast(Reference& ref, Step& s) {
-  const auto members = ref.participants(s);
-  ref.member_index(s, members, s.src, s.src_mark, "src");
+void validate_broadcast(Validation& v, const Step& s) {
+  const auto members = v.participants(s);
+  v.member_index(s, members, s.src, s.src_mark, "src");
+  const TensorMeta src = v.input(s, s.src);
+  for (int r : members) v.set_result(s, r, src);
+}
+
+void simulate_broadcast(Reference& ref, const Step& s) {
   const RefTensor src = ref.input(s, s.src);
-  for (int r : members) ref.set_result(s, r, src);
+  for (int r : ref.participants(s)) ref.set_result(s, r, src);
 }
 
 StepOutput run_broadcast(StepRunner& r, const Step& s, Backend& b) {
@@ -52,11 +64,13 @@ StepOutput run_broadcast(StepRunner& r, const Step& s, Backend& b) {
 
 // ---- scatter
 
-void simulate_scatter(Reference& ref, Step& s) {
-  const auto members = ref.participants(s);
-  ref.member_index(s, members, s.src, s.src_mark, "src");
-  scatter_chunks(ref, s, members, ref.input(s, s.src));
+void validate_scatter(Validation& v, const Step& s) {
+  const auto members = v.participants(s);
+  v.member_index(s, members, s.src, s.src_mark, "src");
+  validate_scatter_chunks(v, s, members, v.input(s, s.src));
 }
+
+void simulate_scatter(Reference& ref, const Step& s) { scatter_chunks(ref, s, ref.participants(s), ref.input(s, s.src)); }
 
 StepOutput run_scatter(StepRunner& r, const Step& s, Backend& b) {
   Tensor in;
@@ -74,16 +88,26 @@ StepOutput run_scatter(StepRunner& r, const Step& s, Backend& b) {
 
 // ---- gather, all_gather
 
-void simulate_gather_any(Reference& ref, Step& s, bool to_one) {
-  const auto members = ref.participants(s);
-  if (to_one) ref.member_index(s, members, s.dst, s.dst_mark, "dst");
-  auto in = member_inputs(ref, s, members);
-  const int dim = ref.check_dim(s, as_vector(in[0].value));
-  ref.require_same_shapes(s, in, members, -1);
+void validate_gather_any(Validation& v, const Step& s, bool to_one) {
+  const auto members = v.participants(s);
+  if (to_one) v.member_index(s, members, s.dst, s.dst_mark, "dst");
+  const auto in = v.inputs(s, members);
+  Shape out = as_vector_shape(in[0].shape);
+  const int dim = v.check_dim(s, out);
+  v.require_same_shapes(s, in, members, -1);
   int64_t out_bytes = 0;
-  for (auto& t : in)
-    if (__builtin_add_overflow(out_bytes, int64_t(t.value.nbytes()), &out_bytes)) out_bytes = INT64_MAX;
-  ref.check_fits(out_bytes, s.mark, ref.where(s) + ": the result");
+  for (const auto& t : in)
+    if (__builtin_add_overflow(out_bytes, *checked_bytes(t.shape, t.dtype), &out_bytes)) out_bytes = INT64_MAX;
+  v.check_fits(out_bytes, s.mark, v.where(s) + ": the result");
+  out[size_t(dim)] *= int64_t(members.size());
+  if (to_one) v.set_result(s, s.dst, {out, in[0].dtype});
+  else
+    for (int r : members) v.set_result(s, r, {out, in[0].dtype});
+}
+
+void simulate_gather_any(Reference& ref, const Step& s, bool to_one) {
+  const auto members = ref.participants(s);
+  auto in = member_inputs(ref, s, members);
   std::vector<Tensor> parts;
   RefTensor out;
   for (auto& t : in) {
@@ -91,7 +115,7 @@ void simulate_gather_any(Reference& ref, Step& s, bool to_one) {
     out.ulps = std::max(out.ulps, t.ulps);
     out.scale = std::max(out.scale, t.scale);
   }
-  out.value = Tensor::cat(parts, dim);
+  out.value = Tensor::cat(parts, s.dim);
   if (to_one) ref.set_result(s, s.dst, out);
   else
     for (int r : members) ref.set_result(s, r, out);
@@ -105,15 +129,20 @@ StepOutput run_gather(StepRunner& r, const Step& s, Backend& b) {
 
 // ---- reduce, all_reduce, reduce_scatter
 
-RefTensor simulate_reduction(Reference& ref, Step& s, const std::vector<int>& members) {
-  return ref.reduce_members(s, members);
+void validate_reduction(Validation& v, const Step& s, bool to_one, bool scattered) {
+  const auto members = v.participants(s);
+  if (to_one) v.member_index(s, members, s.dst, s.dst_mark, "dst");
+  const TensorMeta first = v.input(s, members[0]);
+  v.check_reduce(s, first.dtype);
+  for (size_t k = 1; k < members.size(); ++k)
+    v.require_same_shapes(s, {first, v.input(s, members[k])}, {members[0], members[k]}, -1);
+  if (scattered) validate_scatter_chunks(v, s, members, first);
+  else if (to_one) v.set_result(s, s.dst, first);
+  else
+    for (int r : members) v.set_result(s, r, first);
 }
 
-void simulate_reduce(Reference& ref, Step& s) {
-  const auto members = ref.participants(s);
-  ref.member_index(s, members, s.dst, s.dst_mark, "dst");
-  ref.set_result(s, s.dst, simulate_reduction(ref, s, members));
-}
+void simulate_reduce(Reference& ref, const Step& s) { ref.set_result(s, s.dst, ref.reduce_members(s, ref.participants(s))); }
 
 StepOutput run_reduce(StepRunner& r, const Step& s, Backend& b) {
   Tensor t = r.input(s).clone();
@@ -125,9 +154,9 @@ StepOutput run_reduce(StepRunner& r, const Step& s, Backend& b) {
   return {};
 }
 
-void simulate_all_reduce(Reference& ref, Step& s) {
+void simulate_all_reduce(Reference& ref, const Step& s) {
   const auto members = ref.participants(s);
-  const RefTensor red = simulate_reduction(ref, s, members);
+  const RefTensor red = ref.reduce_members(s, members);
   for (int r : members) ref.set_result(s, r, red);
 }
 
@@ -139,61 +168,88 @@ StepOutput run_all_reduce(StepRunner& r, const Step& s, Backend& b) {
   return {t, {}, {}};
 }
 
-void simulate_reduce_scatter(Reference& ref, Step& s) {
+void simulate_reduce_scatter(Reference& ref, const Step& s) {
   const auto members = ref.participants(s);
-  scatter_chunks(ref, s, members, simulate_reduction(ref, s, members));
+  scatter_chunks(ref, s, members, ref.reduce_members(s, members));
 }
 
 // ---- all_to_all
 
-void simulate_all_to_all(Reference& ref, Step& s) {
-  const auto members = ref.participants(s);
+// How much of member r's input (along dim) goes to each member: split_sizes on r, else even.
+std::vector<int64_t> splits_of(const Step& s, const RankEnv& env, int64_t extent, int n) {
+  if (!s.has_split_sizes) return std::vector<int64_t>(size_t(n), extent / n);
+  std::vector<int64_t> out;
+  for (const auto& num : s.split_sizes) out.push_back(int64_t(eval_number(num, env)));
+  return out;
+}
+
+void validate_all_to_all(Validation& v, const Step& s) {
+  const auto members = v.participants(s);
   const int n = int(members.size());
-  auto in = member_inputs(ref, s, members);
-  const int dim = ref.check_dim(s, as_vector(in[0].value));
-  ref.require_same_shapes(s, in, members, dim);
-  // splits[r][j]: how much of rank r's input (along dim) goes to group rank j.
-  std::vector<std::vector<int64_t>> splits(static_cast<size_t>(n));
+  const auto in = v.inputs(s, members);
+  const int dim = v.check_dim(s, as_vector_shape(in[0].shape));
+  v.require_same_shapes(s, in, members, dim);
+  // What each member receives along dim: the sum over senders of their split for it.
+  std::vector<int64_t> received(static_cast<size_t>(n), 0);
   for (int r = 0; r < n; ++r) {
-    const int64_t extent = as_vector(in[size_t(r)].value).shape()[size_t(dim)];
+    const int64_t extent = as_vector_shape(in[size_t(r)].shape)[size_t(dim)];
     const std::string on_rank = " on rank " + std::to_string(members[size_t(r)]);
     if (!s.has_split_sizes) {
       if (extent % n != 0)
-        ref.fail(s.input.mark, ref.where(s) + ": size " + std::to_string(extent) + " of dim " + std::to_string(dim) +
-                                   on_rank + " does not split into " + std::to_string(n) +
-                                   " equal chunks (give split_sizes for uneven splits)");
-      splits[size_t(r)].assign(size_t(n), extent / n);
+        v.fail(s.input.mark, v.where(s) + ": size " + std::to_string(extent) + " of dim " + std::to_string(dim) + on_rank +
+                                 " does not split into " + std::to_string(n) +
+                                 " equal chunks (give split_sizes for uneven splits)");
+      for (auto& x : received) x += extent / n;
       continue;
     }
     if (int(s.split_sizes.size()) != n)
-      ref.fail(s.split_mark, ref.where(s) + ": split_sizes has " + std::to_string(s.split_sizes.size()) + " entries for " +
-                                 std::to_string(n) + " ranks");
+      v.fail(s.split_mark, v.where(s) + ": split_sizes has " + std::to_string(s.split_sizes.size()) + " entries for " +
+                               std::to_string(n) + " ranks");
     int64_t total = 0;
-    for (const auto& num : s.split_sizes) {
-      const double v = eval_number(num, ref.env(members[size_t(r)]));
-      if (!(v >= 0) || v != std::floor(v) || v > 1e15)
-        ref.fail(num.mark, ref.where(s) + ": a split size must be a whole number of 0 or more, got " + std::to_string(v) +
-                               on_rank);
-      splits[size_t(r)].push_back(int64_t(v));
-      total += int64_t(v);
+    for (size_t j = 0; j < s.split_sizes.size(); ++j) {
+      const Number& num = s.split_sizes[j];
+      const double x = eval_number(num, v.env(members[size_t(r)]));
+      if (!(x >= 0) || x != std::floor(x) || x > 1e15)
+        v.fail(num.mark, v.where(s) + ": a split size must be a whole number of 0 or more, got " + std::to_string(x) + on_rank);
+      total += int64_t(x);
+      received[j] += int64_t(x);
     }
     if (total != extent)
-      ref.fail(s.split_mark, ref.where(s) + ": split_sizes add up to " + std::to_string(total) + on_rank + " but dim " +
-                                 std::to_string(dim) + " has " + std::to_string(extent));
+      v.fail(s.split_mark, v.where(s) + ": split_sizes add up to " + std::to_string(total) + on_rank + " but dim " +
+                               std::to_string(dim) + " has " + std::to_string(extent));
   }
   for (int j = 0; j < n; ++j) {
-    std::vector<Tensor> parts;
-    RefTensor out;
-    for (int r = 0; r < n; ++r) {
-      int64_t start = 0;
-      for (int q = 0; q < j; ++q) start += splits[size_t(r)][size_t(q)];
-      parts.push_back(as_vector(in[size_t(r)].value).slice(dim, start, splits[size_t(r)][size_t(j)]).clone());
-      out.ulps = std::max(out.ulps, in[size_t(r)].ulps);
-      out.scale = std::max(out.scale, in[size_t(r)].scale);
-    }
-    out.value = Tensor::cat(parts, dim);
-    ref.set_result(s, members[size_t(j)], out);
+    Shape out = as_vector_shape(in[0].shape);
+    out[size_t(dim)] = received[size_t(j)];
+    v.set_result(s, members[size_t(j)], {out, in[0].dtype});
   }
+}
+
+void simulate_all_to_all(Reference& ref, const Step& s) {
+  const auto members = ref.participants(s);
+  const int n = int(members.size());
+  // One sender at a time: its block for each wanted receiver (a worker wants one).
+  std::vector<std::vector<Tensor>> parts(static_cast<size_t>(n));
+  std::vector<RefTensor> out(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    const RefTensor t = ref.input(s, members[size_t(r)]);
+    const Tensor v = as_vector(t.value);
+    const auto splits = splits_of(s, ref.env(members[size_t(r)]), v.shape()[size_t(s.dim)], n);
+    int64_t start = 0;
+    for (int j = 0; j < n; ++j) {
+      if (ref.wanted(s, members[size_t(j)])) {
+        parts[size_t(j)].push_back(v.slice(s.dim, start, splits[size_t(j)]).clone());
+        out[size_t(j)].ulps = std::max(out[size_t(j)].ulps, t.ulps);
+        out[size_t(j)].scale = std::max(out[size_t(j)].scale, t.scale);
+      }
+      start += splits[size_t(j)];
+    }
+  }
+  for (int j = 0; j < n; ++j)
+    if (ref.wanted(s, members[size_t(j)])) {
+      out[size_t(j)].value = Tensor::cat(parts[size_t(j)], s.dim);
+      ref.set_result(s, members[size_t(j)], out[size_t(j)]);
+    }
 }
 
 StepOutput run_all_to_all(StepRunner& r, const Step& s, Backend& b) {
@@ -204,12 +260,14 @@ StepOutput run_all_to_all(StepRunner& r, const Step& s, Backend& b) {
 
 // ---- send_recv
 
-void simulate_send_recv(Reference& ref, Step& s) {
-  const auto members = ref.participants(s);
-  ref.member_index(s, members, s.src, s.src_mark, "src");
-  ref.member_index(s, members, s.dst, s.dst_mark, "dst");
-  ref.set_result(s, s.dst, ref.input(s, s.src));
+void validate_send_recv(Validation& v, const Step& s) {
+  const auto members = v.participants(s);
+  v.member_index(s, members, s.src, s.src_mark, "src");
+  v.member_index(s, members, s.dst, s.dst_mark, "dst");
+  v.set_result(s, s.dst, v.input(s, s.src));
 }
+
+void simulate_send_recv(Reference& ref, const Step& s) { ref.set_result(s, s.dst, ref.input(s, s.src)); }
 
 StepOutput run_send_recv(StepRunner& r, const Step& s, Backend& b) {
   SendOptions o;
@@ -237,38 +295,54 @@ std::vector<OpSpec> collective_ops() {
   };
   std::vector<OpSpec> ops;
   ops.push_back({Op::Broadcast, "broadcast", keys({"src"}), {"input"}});
+  ops.back().validate = validate_broadcast;
+  ops.back().reads = Reads::Src;
   ops.back().simulate = simulate_broadcast;
   ops.back().run = run_broadcast;
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return whole_from(s, m, s.src, false); };
 
   ops.push_back({Op::Scatter, "scatter", keys({"src", "dim"}), {"input"}});
+  ops.back().validate = validate_scatter;
+  ops.back().reads = Reads::Src;
   ops.back().simulate = simulate_scatter;
   ops.back().run = run_scatter;
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return scatter_picture(s, m, false); };
 
   ops.push_back({Op::Gather, "gather", keys({"dst", "dim"}), {"input"}});
-  ops.back().simulate = [](Reference& ref, Step& s) { simulate_gather_any(ref, s, true); };
+  ops.back().result_at = ResultAt::Dst;
+  ops.back().reads = Reads::EveryMember;
+  ops.back().validate = [](Validation& v, const Step& s) { validate_gather_any(v, s, true); };
+  ops.back().simulate = [](Reference& ref, const Step& s) { simulate_gather_any(ref, s, true); };
   ops.back().run = run_gather;
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, s.dst); };
 
   ops.push_back({Op::AllGather, "all_gather", keys({"dim"}), {"input"}});
-  ops.back().simulate = [](Reference& ref, Step& s) { simulate_gather_any(ref, s, false); };
+  ops.back().reads = Reads::EveryMember;
+  ops.back().validate = [](Validation& v, const Step& s) { validate_gather_any(v, s, false); };
+  ops.back().simulate = [](Reference& ref, const Step& s) { simulate_gather_any(ref, s, false); };
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) { return StepOutput{all_gather(b, r.input(s), s.dim), {}, {}}; };
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, -1); };
 
   ops.push_back({Op::Reduce, "reduce", keys({"dst", "reduce"}), {"input"}});
+  ops.back().result_at = ResultAt::Dst;
+  ops.back().reads = Reads::EveryMember;
+  ops.back().validate = [](Validation& v, const Step& s) { validate_reduction(v, s, true, false); };
   ops.back().simulate = simulate_reduce;
   ops.back().run = run_reduce;
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return reduce_picture(s, m, s.dst); };
   ops.back().header_detail = reduce_detail;
 
   ops.push_back({Op::AllReduce, "all_reduce", keys({"reduce"}), {"input"}});
+  ops.back().reads = Reads::EveryMember;
+  ops.back().validate = [](Validation& v, const Step& s) { validate_reduction(v, s, false, false); };
   ops.back().simulate = simulate_all_reduce;
   ops.back().run = run_all_reduce;
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return reduce_picture(s, m, -1); };
   ops.back().header_detail = reduce_detail;
 
   ops.push_back({Op::ReduceScatter, "reduce_scatter", keys({"dim", "reduce"}), {"input"}});
+  ops.back().reads = Reads::EveryMember;
+  ops.back().validate = [](Validation& v, const Step& s) { validate_reduction(v, s, false, true); };
   ops.back().simulate = simulate_reduce_scatter;
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) {
     return StepOutput{reduce_scatter(b, r.input(s), s.dim, s.reduce), {}, {}};
@@ -277,18 +351,25 @@ std::vector<OpSpec> collective_ops() {
   ops.back().header_detail = reduce_detail;
 
   ops.push_back({Op::AllToAll, "all_to_all", keys({"dim", "split_sizes"}), {"input"}});
+  ops.back().reads = Reads::EveryMember;
+  ops.back().validate = validate_all_to_all;
   ops.back().simulate = simulate_all_to_all;
   ops.back().run = run_all_to_all;
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return all_to_all_picture(s, m); };
 
   ops.push_back({Op::SendRecv, "send_recv", keys({"src", "dst", "async"}), {"input", "src", "dst"}});
+  ops.back().result_at = ResultAt::Dst;
+  ops.back().reads = Reads::Src;
+  ops.back().validate = validate_send_recv;
   ops.back().simulate = simulate_send_recv;
   ops.back().run = run_send_recv;
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return whole_from(s, m, s.src, true); };
   ops.back().header_detail = from_detail;
 
   ops.push_back({Op::Barrier, "barrier", {}, {}});
-  ops.back().simulate = [](Reference&, Step&) {};
+  ops.back().result_at = ResultAt::None;
+  ops.back().validate = [](Validation&, const Step&) {};
+  ops.back().simulate = [](Reference&, const Step&) {};
   ops.back().run = [](StepRunner&, const Step&, Backend& b) {
     b.barrier(BarrierOptions{});
     return StepOutput{};

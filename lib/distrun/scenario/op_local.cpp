@@ -4,6 +4,7 @@
 
 #include "distrun/scenario/op_table.hpp"
 #include "distrun/scenario/step_runner.hpp"
+#include "distrun/scenario/validation.hpp"
 
 namespace distrun::scenario {
 
@@ -11,7 +12,7 @@ namespace {
 
 bool floating(DType t) { return !is_integer(t); }
 
-double propagated_error(Reference& ref, Step& s, const std::map<std::string, Tensor>& inputs, const Shape& shape, int rank) {
+double propagated_error(Reference& ref, const Step& s, const std::map<std::string, Tensor>& inputs, const Shape& shape, int rank) {
   // How far the map's result can move when each input moves within its own tolerance: the
   // map evaluated (in float64) with one input shifted up and down by twice its allowed
   // error, the others held. This follows steep functions (exp(s) amplifies an ulp of s by s)
@@ -43,41 +44,55 @@ double propagated_error(Reference& ref, Step& s, const std::map<std::string, Ten
   return worst;
 }
 
-void map_on_rank(Reference& ref, Step& s, int rank) {
-  const Reference::State& st = ref.state(rank);
+// The shape and dtype a map gives on `rank`, with every check: names it reads are tensors of
+// the rank, of one shape (or one element), or the output already exists to take its shape.
+void validate_map_on_rank(Validation& v, const Step& s, int rank) {
+  std::optional<Shape> shape;
+  std::optional<TensorMeta> first;
+  for (const auto& name : map_tensor_names(*s.expr)) {
+    const TensorMeta* t = v.tensor(rank, name);
+    if (!t) {
+      std::vector<std::string> names = {"rank", "world_size", "local_rank", "local_world_size", "i", "j", "k", "idx"};
+      for (const auto& n : v.names(rank)) names.push_back(n);
+      v.fail(s.expr_mark, v.where(s) + ": '" + name + "' in expr is not a tensor defined on rank " + std::to_string(rank) +
+                              " nor a known name" + did_you_mean(name, names));
+    }
+    if (!first) first = *t;
+    if (numel_of(t->shape) != 1) {
+      if (shape && *shape != t->shape)
+        v.fail(s.expr_mark, v.where(s) + ": tensors in expr have different shapes on rank " + std::to_string(rank) + ": " +
+                                shape_str(*shape) + " and " + shape_str(t->shape) + " ('" + name + "')");
+      shape = t->shape;
+    }
+  }
+  const TensorMeta* old_out = v.tensor(rank, s.output);
+  if (!shape) {
+    if (first) shape = first->shape;
+    else if (old_out) shape = old_out->shape;
+    else
+      v.fail(s.expr_mark, v.where(s) + ": expr names no tensor and output '" + s.output + "' does not exist on rank " +
+                              std::to_string(rank) + ", so its shape is unknown");
+  }
+  const DType dtype = s.dtype ? *s.dtype : first ? first->dtype : old_out ? old_out->dtype : v.scenario().dtype;
+  v.set_result(s, rank, {*shape, dtype});
+}
+
+void map_on_rank(Reference& ref, const Step& s, int rank) {
   std::map<std::string, Tensor> inputs;
   std::optional<Shape> shape;
   std::optional<DType> first_dtype;
   double ulps = 0, scale = 0;
   for (const auto& name : map_tensor_names(*s.expr)) {
-    auto it = st.find(name);
-    if (it == st.end()) {
-      std::vector<std::string> names = {"rank", "world_size", "local_rank", "local_world_size", "i", "j", "k", "idx"};
-      for (const auto& kv : st) names.push_back(kv.first);
-      ref.fail(s.expr_mark, ref.where(s) + ": '" + name + "' in expr is not a tensor defined on rank " + std::to_string(rank) +
-                            " nor a known name" + did_you_mean(name, names));
-    }
     const RefTensor held = *ref.tensor(rank, name);
     const Tensor& t = held.value;
     inputs[name] = t;
     ulps = std::max(ulps, held.ulps);
     scale = std::max(scale, held.scale);
     if (!first_dtype) first_dtype = t.dtype();
-    if (t.numel() != 1) {
-      if (shape && *shape != t.shape())
-        ref.fail(s.expr_mark, ref.where(s) + ": tensors in expr have different shapes on rank " + std::to_string(rank) + ": " +
-                              shape_str(*shape) + " and " + shape_str(t.shape()) + " ('" + name + "')");
-      shape = t.shape();
-    }
+    if (t.numel() != 1) shape = t.shape();
   }
-  const std::optional<RefTensor> old_out = st.count(s.output) ? ref.tensor(rank, s.output) : std::nullopt;
-  if (!shape) {
-    if (!inputs.empty()) shape = inputs.begin()->second.shape();
-    else if (old_out) shape = old_out->value.shape();
-    else
-      ref.fail(s.expr_mark, ref.where(s) + ": expr names no tensor and output '" + s.output + "' does not exist on rank " +
-                            std::to_string(rank) + ", so its shape is unknown");
-  }
+  const std::optional<RefTensor> old_out = ref.tensor(rank, s.output);
+  if (!shape) shape = !inputs.empty() ? inputs.begin()->second.shape() : old_out->value.shape();
   DType dtype = s.dtype ? *s.dtype : first_dtype ? *first_dtype : old_out ? old_out->value.dtype() : ref.scenario().dtype;
   RefTensor out{apply_map(*s.expr, inputs, *shape, dtype, ref.env(rank))};
   if (floating(dtype) && ulps > 0) {
@@ -91,19 +106,18 @@ void map_on_rank(Reference& ref, Step& s, int rank) {
   ref.set_result(s, rank, out);
 }
 
-void simulate_map(Reference& ref, Step& s) {
-  const auto members = ref.participants(s);
-  std::vector<int> ranks = members;
-  if (s.ranks) {
-    ranks.clear();
-    for (int r : *s.ranks) {
-      if (r < 0 || r >= ref.world_size())
-        ref.fail(s.ranks_mark, ref.where(s) + ": rank " + std::to_string(r) + " in ranks is out of range for a world of " +
-                                   ranks_str(ref.world_size()));
-      if (std::find(members.begin(), members.end(), r) != members.end()) ranks.push_back(r);
-    }
-  }
-  for (int r : ranks) map_on_rank(ref, s, r);
+void validate_map(Validation& v, const Step& s) {
+  if (s.ranks)
+    for (int r : *s.ranks)
+      if (r < 0 || r >= v.world_size())
+        v.fail(s.ranks_mark, v.where(s) + ": rank " + std::to_string(r) + " in ranks is out of range for a world of " +
+                                 ranks_str(v.world_size()));
+  for (int r : v.result_ranks(s)) validate_map_on_rank(v, s, r);
+}
+
+void simulate_map(Reference& ref, const Step& s) {
+  for (int r : ref.result_ranks(s))
+    if (ref.wanted(s, r)) map_on_rank(ref, s, r);
 }
 
 StepOutput run_map(StepRunner& r, const Step& s, Backend&) {
@@ -114,12 +128,20 @@ StepOutput run_map(StepRunner& r, const Step& s, Backend&) {
   return {apply_map(*s.expr, inputs, shape_of.shape(), shape_of.dtype(), r.env()).to(r.settings().device), {}, {}};
 }
 
-void simulate_local_reduce(Reference& ref, Step& s) {
+void validate_local_reduce(Validation& v, const Step& s) {
+  for (int r : v.participants(s)) {
+    const TensorMeta in = v.input(s, r);
+    if (s.local_dim && *s.local_dim >= int(in.shape.size()))
+      v.fail(s.dim_mark, v.where(s) + ": dim " + std::to_string(*s.local_dim) + " is out of range for shape " +
+                             shape_str(in.shape));
+    v.set_result(s, r, {local_reduce_shape(in.shape, s.local_dim, s.keepdim), in.dtype});
+  }
+}
+
+void simulate_local_reduce(Reference& ref, const Step& s) {
   for (int r : ref.participants(s)) {
+    if (!ref.wanted(s, r)) continue;
     RefTensor in = ref.input(s, r);
-    if (s.local_dim && *s.local_dim >= in.value.dim())
-      ref.fail(s.dim_mark, ref.where(s) + ": dim " + std::to_string(*s.local_dim) + " is out of range for shape " +
-                               shape_str(in.value.shape()));
     RefTensor out{local_reduce(in.value, s.reduce, s.local_dim, s.keepdim), in.ulps, in.scale};
     if (floating(in.value.dtype()) && s.reduce != ReduceOp::Min && s.reduce != ReduceOp::Max) {
       const int64_t count = s.local_dim ? in.value.shape()[size_t(*s.local_dim)] : in.value.numel();
@@ -141,12 +163,16 @@ StepOutput run_local_reduce(StepRunner& r, const Step& s, Backend&) {
 std::vector<OpSpec> local_ops() {
   std::vector<OpSpec> ops;
   ops.push_back({Op::Map, "map", {"expr", "output", "ranks", "dtype"}, {"expr", "output"}});
+  ops.back().reads = Reads::Own;
+  ops.back().validate = validate_map;
   ops.back().simulate = simulate_map;
   ops.back().run = run_map;
 
   ops.push_back({Op::LocalReduce, "local_reduce", {"input", "output", "reduce", "dim", "keepdim"}, {"input"}});
   ops.back().whole_tensor_dim = true;
   ops.back().local_reduce_ops = true;
+  ops.back().reads = Reads::Own;
+  ops.back().validate = validate_local_reduce;
   ops.back().simulate = simulate_local_reduce;
   ops.back().run = run_local_reduce;
   ops.back().header_detail = [](const Step& s) { return std::string(" (") + reduce_op_name(s.reduce) + ")"; };

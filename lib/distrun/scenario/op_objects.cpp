@@ -5,6 +5,7 @@
 #include "distrun/scenario/json_values.hpp"
 #include "distrun/scenario/op_table.hpp"
 #include "distrun/scenario/step_runner.hpp"
+#include "distrun/scenario/validation.hpp"
 
 namespace distrun::scenario {
 
@@ -30,7 +31,8 @@ nlohmann::ordered_json simulated_list(Reference& ref, const Step& s, const std::
 std::vector<OpSpec> object_ops() {
   std::vector<OpSpec> ops;
   ops.push_back({Op::AllGatherObject, "all_gather_object", {"object"}, {"object"}, true});
-  ops.back().simulate = [](Reference& ref, Step& s) {
+  ops.back().validate = [](Validation&, const Step&) {};
+  ops.back().simulate = [](Reference& ref, const Step& s) {
     const auto members = ref.participants(s);
     const auto list = simulated_list(ref, s, members);
     for (int r : members) ref.set_object(s, r, list);
@@ -41,11 +43,9 @@ std::vector<OpSpec> object_ops() {
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, -1); };
 
   ops.push_back({Op::GatherObject, "gather_object", {"object", "dst"}, {"object"}, true});
-  ops.back().simulate = [](Reference& ref, Step& s) {
-    const auto members = ref.participants(s);
-    ref.member_index(s, members, s.dst, s.dst_mark, "dst");
-    ref.set_object(s, s.dst, simulated_list(ref, s, members));
-  };
+  ops.back().result_at = ResultAt::Dst;
+  ops.back().validate = [](Validation& v, const Step& s) { v.member_index(s, v.participants(s), s.dst, s.dst_mark, "dst"); };
+  ops.back().simulate = [](Reference& ref, const Step& s) { ref.set_object(s, s.dst, simulated_list(ref, s, ref.participants(s))); };
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) {
     auto got = gather_object(b, mine(r, s), b.group_rank(s.dst));
     if (r.rank() != s.dst) return StepOutput{};
@@ -54,9 +54,9 @@ std::vector<OpSpec> object_ops() {
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, s.dst); };
 
   ops.push_back({Op::BroadcastObject, "broadcast_object", {"object", "src"}, {"object"}, true});
-  ops.back().simulate = [](Reference& ref, Step& s) {
+  ops.back().validate = [](Validation& v, const Step& s) { v.member_index(s, v.participants(s), s.src, s.src_mark, "src"); };
+  ops.back().simulate = [](Reference& ref, const Step& s) {
     const auto members = ref.participants(s);
-    ref.member_index(s, members, s.src, s.src_mark, "src");
     const nlohmann::ordered_json obj = substitute_object(s.object, ref.env(s.src));
     for (int r : members) ref.set_object(s, r, obj);
   };

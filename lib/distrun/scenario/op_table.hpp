@@ -1,6 +1,8 @@
 // The one place an op is described. Each OpSpec owns an op's name, the keys a step of it
-// accepts (and which of them it must give), its simulation for the reference (every rank's
-// result, and every check that needs the world) and its run on one rank over a Backend.
+// accepts (and which of them it must give), its validation (every check that needs the world,
+// on shapes and dtypes only), what its results are made from (so a worker computes only what
+// its own results need), its simulation for the reference (the values) and its run on one
+// rank over a Backend.
 // The loader, the reference and the runner hold no per-op switch: they look the op up here.
 //
 // Adding an op: a value in `enum class Op` (model.hpp), then one OpSpec in the op_*.cpp file
@@ -20,6 +22,13 @@ namespace distrun::scenario {
 
 class Reference;
 class StepRunner;
+class Validation;
+
+/// Which members of a step get its result.
+enum class ResultAt { Members, Dst, None };
+/// What a member's result is made from: nothing (objects, bench), src's input, every member's
+/// input, or the tensors of the rank itself (map, local_reduce).
+enum class Reads { Nothing, Src, EveryMember, Own };
 
 /// One rank's share of one step: what it prints, its results records and its check failures.
 struct StepReport {
@@ -46,9 +55,15 @@ struct OpSpec {
   bool object_result = false;         // the result is a JSON object, not a tensor
   bool whole_tensor_dim = false;      // `dim` absent means over all elements (local_reduce)
   bool local_reduce_ops = false;      // `reduce` limited to sum, avg, prod, min, max
-  /// Every member's result of step `s` (ref.set_result / ref.set_object), and every check
-  /// that needs the world (ConfigError at the step's marks).
-  void (*simulate)(Reference& ref, Step& s) = nullptr;
+  ResultAt result_at = ResultAt::Members;
+  Reads reads = Reads::Nothing;
+  /// Every check of `s` that needs the world (ConfigError at the step's marks), on shapes and
+  /// dtypes only; records each member's result shape (v.set_result).
+  void (*validate)(Validation& v, const Step& s) = nullptr;
+  /// The values of the results of `s` the reference wants (ref.set_result / ref.set_object;
+  /// ref.wanted(s, rank) says which: a worker wants its own and what they depend on). Runs on
+  /// a validated scenario: it checks nothing.
+  void (*simulate)(Reference& ref, const Step& s) = nullptr;
   /// This rank's run of `s` on `b` (a member of the step's group).
   StepOutput (*run)(StepRunner& r, const Step& s, Backend& b) = nullptr;
   /// What the printed header adds after the op's name (" (sum)"), or "".

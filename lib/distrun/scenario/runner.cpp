@@ -39,7 +39,7 @@ std::string number_str(double v) {
 
 class Runner final : public StepRunner {
  public:
-  Runner(Scenario& sc, const Reference& ref, std::shared_ptr<Backend> world, const RunSettings& settings)
+  Runner(const Scenario& sc, const Reference& ref, std::shared_ptr<Backend> world, const RunSettings& settings)
       : sc_(sc), ref_(ref), world_(std::move(world)), settings_(settings) {
     env_ = ref.env(world_->rank());
     env_.local_rank = settings.local_rank;
@@ -113,7 +113,7 @@ class Runner final : public StepRunner {
     return Tensor::empty(e.shape(), e.dtype(), settings_.device);
   }
 
-  StepReport run_step(Step& s) {
+  StepReport run_step(const Step& s) {
     Backend* b = backend_for(s);
     StepOutput got;
     const int me = world_->rank();
@@ -209,7 +209,7 @@ class Runner final : public StepRunner {
   // Every rank is given the results path (rank 0 writes the file), so all agree on this.
   bool records_wanted() const { return !settings_.results_path.empty() || settings_.results_file != nullptr; }
 
-  Scenario& sc_;
+  const Scenario& sc_;
   const Reference& ref_;
   std::shared_ptr<Backend> world_;
   RunSettings settings_;
@@ -220,7 +220,7 @@ class Runner final : public StepRunner {
 
 }  // namespace
 
-int run_scenario(Scenario& scenario, const Reference& reference, const std::shared_ptr<Backend>& world,
+int run_scenario(const Scenario& scenario, const Reference& reference, const std::shared_ptr<Backend>& world,
                  const RunSettings& settings) {
   return Runner(scenario, reference, world, settings).run();
 }

@@ -26,7 +26,7 @@ struct RunSettings {
 
 /// Runs `scenario` (already validated by `reference`) as world->rank(). Collective: every
 /// rank of `world` must call it. Returns 0 when every check passed on every rank, else 1.
-int run_scenario(Scenario& scenario, const Reference& reference, const std::shared_ptr<Backend>& world,
+int run_scenario(const Scenario& scenario, const Reference& reference, const std::shared_ptr<Backend>& world,
                  const RunSettings& settings);
 
 /// "[1, 3]": the multi-index of flat element `flat` of `shape`.

@@ -1,14 +1,47 @@
 // libFuzzer target: the scenario loader and validator over arbitrary bytes (YAML or not,
-// UTF-8 or not). Any outcome but a ConfigError or success is a bug.
+// UTF-8 or not). Any outcome but a ConfigError or success is a bug. A file that validates is
+// also simulated, for the whole world and for each rank alone (what a worker computes): a
+// rank's own expected results must be the whole world's.
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "distrun/core/error.hpp"
 #include "distrun/scenario/api.hpp"
+#include "distrun/scenario/json_values.hpp"
+#include "distrun/scenario/loader.hpp"
+#include "distrun/scenario/reference.hpp"
+
+namespace {
+void require_own_matches_whole(const std::string& path, int world) {
+  using namespace distrun::scenario;
+  Scenario whole_sc = load_scenario(path);
+  const Reference whole(whole_sc, world, world);
+  for (int rank = 0; rank < world; ++rank) {
+    Scenario sc = load_scenario(path);
+    const Reference own(sc, world, world, rank);
+    for (const auto& s : sc.steps) {
+      const Expected& a = whole.expected(s.index, rank);
+      const Expected& b = own.expected(s.index, rank);
+      bool same = a.has_result == b.has_result && a.object.has_value() == b.object.has_value() &&
+                  (!a.object || same_json(*a.object, *b.object)) &&
+                  a.tensor.value.defined() == b.tensor.value.defined();
+      if (same && a.tensor.value.defined())
+        same = a.tensor.value.shape() == b.tensor.value.shape() && a.tensor.value.dtype() == b.tensor.value.dtype() &&
+               a.tensor.ulps == b.tensor.ulps && a.tensor.scale == b.tensor.scale &&
+               std::memcmp(a.tensor.value.data(), b.tensor.value.data(), a.tensor.value.nbytes()) == 0;
+      if (!same) {
+        std::fprintf(stderr, "step %d on rank %d: the rank's own reference differs from the whole world's\n", s.index, rank);
+        std::abort();
+      }
+    }
+  }
+}
+}  // namespace
 
 // The validation holds a world's tensors; a host of 256 MiB keeps an input that asks for
 // more (but fits the real host) a ConfigError rather than libFuzzer's out-of-memory kill.
@@ -26,6 +59,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int world : {1, 4}) {
     try {
       distrun::check_scenario_file(path, world);
+      require_own_matches_whole(path, world);
     } catch (const distrun::ConfigError&) {
     }
   }
