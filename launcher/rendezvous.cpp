@@ -2,7 +2,7 @@
 
 #include <unistd.h>
 
-#include <sstream>
+#include <cstdio>
 #include <thread>
 
 #include "distrun/env/netif.hpp"
@@ -16,11 +16,10 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // Short, so a frozen or unreachable node 0 is noticed within seconds during the run (the
-// store client adds its own 5 s of slack to a request).
+// store client adds its own 2 s of slack to a request).
 constexpr milliseconds kRequestTimeout{1000};
 constexpr milliseconds kSlice{200};         // waits are cut into slices to see signals at once
 constexpr milliseconds kLinger{3000};       // node 0 waits this long for the others to read
-constexpr int kMaxNodes = 1 << 16;
 
 std::string where(const JobPlan& plan) { return plan.master_addr + ":" + std::to_string(*plan.master_port); }
 
@@ -32,78 +31,7 @@ std::string hostname() {
 
 std::string secs(milliseconds t) { return std::to_string(t.count() / 1000) + " s"; }
 
-int to_int(const std::string& s, int lo, int hi) {
-  size_t digits = s.size() - (!s.empty() && s[0] == '-' ? 1 : 0);
-  if (digits == 0 || s.size() > 9 || s.find_first_not_of("0123456789", s.size() - digits) != std::string::npos)
-    throw StoreError("bad number");
-  int v = std::stoi(s);
-  if (v < lo || v > hi) throw StoreError("number out of range");
-  return v;
-}
-
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string l; std::getline(in, l);) lines.push_back(l);
-  return lines;
-}
-
 }  // namespace
-
-std::string FailureRecord::summary() const {
-  std::string s = "host " + host + ", node rank " + std::to_string(node_rank);
-  if (rank >= 0) s += ", rank " + std::to_string(rank);
-  return s + ": " + cause;
-}
-
-std::string FailureRecord::encode() const {
-  return std::string(final ? "1" : "0") + "\n" + host + "\n" + std::to_string(node_rank) + "\n" + std::to_string(rank) +
-         "\n" + cause;
-}
-
-FailureRecord FailureRecord::decode(const std::string& text) {
-  auto lines = split_lines(text);
-  if (lines.size() < 5 || (lines[0] != "0" && lines[0] != "1")) throw StoreError("rendezvous: malformed failure record");
-  FailureRecord r;
-  try {
-    r.final = lines[0] == "1";
-    r.host = lines[1];
-    r.node_rank = to_int(lines[2], 0, kMaxNodes);
-    r.rank = to_int(lines[3], -1, 1 << 30);
-  } catch (const StoreError&) {
-    throw StoreError("rendezvous: malformed failure record");
-  }
-  size_t at = 0;
-  for (int i = 0; i < 4; ++i) at = text.find('\n', at) + 1;
-  r.cause = text.substr(at);
-  return r;
-}
-
-PlanText parse_plan(const std::string& text, int nnodes) {
-  PlanText p;
-  auto lines = split_lines(text);
-  if (!lines.empty() && lines[0] == "refused") {
-    p.refused = true;
-    p.message = text.size() > 8 ? text.substr(8) : "node 0 refused the job";
-    return p;
-  }
-  if (lines.size() != size_t(3 + nnodes) || lines[0] != "ok") throw StoreError("rendezvous: malformed plan from node 0");
-  try {
-    p.port = uint16_t(to_int(lines[1], 1, 65535));
-    p.secret = lines[2];
-    if (p.secret.empty() || p.secret.size() > 256) throw StoreError("bad secret");
-    for (int n = 0; n < nnodes; ++n) {
-      const std::string& l = lines[size_t(3 + n)];
-      size_t sp = l.find(' ');
-      if (sp == std::string::npos) throw StoreError("bad node line");
-      p.nproc.push_back(to_int(l.substr(0, sp), 1, 1 << 20));
-      p.hosts.push_back(l.substr(sp + 1));
-    }
-  } catch (const StoreError&) {
-    throw StoreError("rendezvous: malformed plan from node 0");
-  }
-  return p;
-}
 
 Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals)
     : plan_(plan), opt_(options), signals_(signals), host_(hostname()) {
@@ -173,8 +101,8 @@ FailureRecord Rendezvous::store_lost(const std::exception& e) const {
   r.final = true;
   r.host = hosts_.empty() ? plan_.master_addr : hosts_[0];
   r.node_rank = 0;
-  r.cause = std::string("the rendezvous store on node 0 stopped answering (its agent was killed or its host is "
-                        "unreachable): ") + e.what();
+  r.cause = std::string("the rendezvous store on node 0 stopped answering (its agent was killed or frozen, or its "
+                        "host is unreachable): ") + e.what();
   return r;
 }
 
@@ -186,6 +114,11 @@ void Rendezvous::check_signal(int attempt, const std::string& during) {
   mine.host = host_;
   mine.node_rank = plan_.node_rank;
   mine.cause = "distrun stopped by " + signal_abbrev(sig) + " " + during;
+  // This agent leaves at once, without acknowledge(): node 0 need not wait for it.
+  if (store_ && store_alive_) try {
+      store_->set(key(attempt, "seen/" + std::to_string(plan_.node_rank)), "1");
+    } catch (const Error&) {
+    }
   report_failure(attempt, mine);
   throw Interrupted(sig);
 }
@@ -227,8 +160,7 @@ Assignment Rendezvous::join(int attempt) {
   try {
     if (attempt == 0 && store_->add(key("claim/" + std::to_string(k)), 1) > 1)
       throw ConfigError("rendezvous: two agents claim --node-rank " + std::to_string(k));
-    store_->set(key(attempt, "node/" + std::to_string(k)),
-                std::to_string(plan_.nproc_per_node) + " " + (opt_.results_given ? "1" : "0") + " " + host_);
+    store_->set(key(attempt, "node/" + std::to_string(k)), NodeEntry{plan_.nproc_per_node, opt_.results_given, host_}.encode());
 
     if (k == 0) {
       std::vector<std::string> keys;
@@ -245,24 +177,25 @@ Assignment Rendezvous::join(int attempt) {
         report_failure(attempt, r);
         throw TimeoutError("rendezvous: " + why);
       }
-      std::ostringstream out;
+      PlanText plan;
+      plan.port = workers_port_;
+      plan.secret = random_hex(16);
       std::string with, without;
-      out << "ok\n" << workers_port_ << "\n" << random_hex(16) << "\n";
       for (int n = 0; n < plan_.nnodes; ++n) {
-        std::istringstream node(store_->get(keys[size_t(n)]));
-        std::string nproc, results, host;
-        node >> nproc >> results >> host;
-        out << nproc << " " << host << "\n";
-        std::string& list = results == "1" ? with : without;
+        NodeEntry node = NodeEntry::decode(store_->get(keys[size_t(n)]));
+        plan.nproc.push_back(node.nproc);
+        plan.hosts.push_back(node.host);
+        std::string& list = node.results_given ? with : without;
         list += (list.empty() ? "" : ", ") + std::to_string(n);
       }
-      std::string plan_text = out.str();
-      plan_text.pop_back();
       // Only rank 0 (node 0) writes --results, and only ranks that were given it send their
       // records: refuse a job that would silently lose some.
-      if (opt_.scenario && !with.empty() && !without.empty())
-        plan_text = "refused\n--results was given on node(s) " + with + " but not on node(s) " + without +
-                    ": give it on every node (rank 0 on node 0 writes every rank's records) or on none";
+      if (opt_.scenario && !with.empty() && !without.empty()) {
+        plan.refused = true;
+        plan.message = "--results was given on node(s) " + with + " but not on node(s) " + without +
+                       ": give it on every node (rank 0 on node 0 writes every rank's records) or on none";
+      }
+      const std::string plan_text = plan.encode();
       store_->set(key(attempt, "plan"), plan_text);
     }
     try {
@@ -281,6 +214,8 @@ Assignment Rendezvous::join(int attempt) {
       } catch (const TimeoutError&) {
       }
     }
+  } catch (const MalformedMessage&) {
+    throw;  // the store answered: it is not lost
   } catch (const StoreError& e) {
     if (k == 0) throw;
     throw JobFailed(store_lost(e));
@@ -295,6 +230,8 @@ Assignment Rendezvous::join(int attempt) {
     a.world_size += p.nproc[size_t(n)];
   }
   hosts_ = p.hosts;
+  nproc_ = p.nproc;
+  last_watch_ = Clock::now();
   beats_.assign(size_t(plan_.nnodes), -1);
   beat_seen_.assign(size_t(plan_.nnodes), Clock::now());
   return a;
@@ -303,8 +240,6 @@ Assignment Rendezvous::join(int attempt) {
 FailureRecord Rendezvous::report_failure(int attempt, const FailureRecord& mine) {
   if (!store_ || !store_alive_) return mine;
   try {
-    // The reporter has seen the failure: node 0 need not wait for it to say so.
-    store_->set(key(attempt, "seen/" + std::to_string(plan_.node_rank)), "1");
     if (store_->add(key(attempt, "failclaim"), 1) == 1) {
       store_->set(key(attempt, "failed"), mine.encode());
       return mine;
@@ -327,6 +262,14 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt) {
     if (store_->check({key(attempt, "failed")})) return FailureRecord::decode(store_->get(key(attempt, "failed")));
     if (k == 0) {
       auto now = Clock::now();
+      // Back from a freeze longer than the heartbeat timeout: the others' silence meanwhile
+      // says nothing about them, so each gets a fresh timeout. If they gave up on this
+      // agent's store, their silence goes on and names them, with a word on why.
+      if (last_watch_ != Clock::time_point{} && now - last_watch_ > opt_.heartbeat_timeout) {
+        was_frozen_ = std::chrono::duration_cast<milliseconds>(now - last_watch_);
+        for (auto& t : beat_seen_) t = now;
+      }
+      last_watch_ = now;
       for (int n = 1; n < plan_.nnodes; ++n) {
         int64_t b = store_->add(key("beat/" + std::to_string(n)), 0);
         if (b != beats_[size_t(n)]) {
@@ -334,14 +277,24 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt) {
           beat_seen_[size_t(n)] = now;
         } else if (now - beat_seen_[size_t(n)] > opt_.heartbeat_timeout) {
           vanished_.insert(n);
-          FailureRecord r{true, hosts_[size_t(n)], n, -1,
-                          "its distrun agent stopped answering (no heartbeat for " +
+          std::string cause = "its distrun agent stopped answering (no heartbeat for " +
                               std::to_string(opt_.heartbeat_timeout.count() / 1000) +
-                              " s): killed, frozen, or the host is unreachable"};
+                              " s): killed, frozen, or the host is unreachable";
+          if (was_frozen_.count()) {
+            char took[32];
+            std::snprintf(took, sizeof took, "%.1f", double(was_frozen_.count()) / 1000);
+            cause += std::string("; node 0's own agent had not run for ") + took +
+                     " s before (stopped or stalled), long enough for the other nodes to give up on its store";
+          }
+          FailureRecord r{true, hosts_[size_t(n)], n, -1, cause};
           return report_failure(attempt, r);
         }
       }
     }
+  } catch (const MalformedMessage& e) {
+    // A failure was recorded, but not as this version writes it: still the job's end.
+    return FailureRecord{true, "?", 0, -1, std::string("another agent recorded a failure this one cannot read (") +
+                                               e.what() + "; is every node's distrun the same version?)"};
   } catch (const Error& e) {
     if (k == 0) throw;  // our own store, in this process: cannot be lost
     store_alive_ = false;
@@ -401,10 +354,44 @@ void Rendezvous::acknowledge(int attempt) {
     for (int n = 1; n < plan_.nnodes; ++n)
       if (!vanished_.count(n) && store_->check({key(attempt, "node/" + std::to_string(n))}))
         seen.push_back(key(attempt, "seen/" + std::to_string(n)));
-    if (!seen.empty()) store_->wait(seen, kLinger);
+    // The others read it after stopping their workers (up to their stop grace).
+    if (!seen.empty()) store_->wait(seen, opt_.stop_grace + kLinger);
   } catch (const Error&) {
     // Bounded on purpose: a node that never reads it has lost the store and says so itself.
   }
+}
+
+void Rendezvous::publish(int attempt, const std::string& name, const std::string& text) {
+  if (!store_ || !store_alive_) return;
+  try {
+    store_->set(key(attempt, name + "/" + std::to_string(plan_.node_rank)), text);
+  } catch (const Error&) {
+    // Whoever gathers it says that this node sent nothing.
+  }
+}
+
+std::vector<std::optional<std::string>> Rendezvous::gather(int attempt, const std::string& name, milliseconds within) {
+  std::vector<std::optional<std::string>> got(size_t(plan_.nnodes));
+  if (!store_ || !store_alive_) return got;
+  const auto deadline = Clock::now() + within;
+  try {
+    for (;;) {
+      bool waiting = false;
+      for (int n = 0; n < plan_.nnodes; ++n) {
+        if (n == plan_.node_rank || got[size_t(n)] || vanished_.count(n)) continue;
+        const std::string k = key(attempt, name + "/" + std::to_string(n));
+        if (store_->check({k}))
+          got[size_t(n)] = store_->get(k);
+        else
+          waiting = true;
+      }
+      if (!waiting || Clock::now() >= deadline) return got;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  } catch (const Error&) {
+    store_alive_ = false;  // what came so far is kept
+  }
+  return got;
 }
 
 void Rendezvous::choose_workers_port(std::optional<uint16_t> requested) {

@@ -16,6 +16,7 @@
 #include "distrun/core/error.hpp"
 #include "job_plan.hpp"
 #include "ports.hpp"
+#include "rendezvous_messages.hpp"
 #include "signal_watch.hpp"
 
 namespace distrun {
@@ -23,21 +24,6 @@ class TCPStore;
 }
 
 namespace distrun::launcher {
-
-/// The job's first failure, as every node prints it.
-struct FailureRecord {
-  bool final = false;  // ends the job even with restarts left (an agent is gone or was stopped)
-  std::string host;
-  int node_rank = 0;
-  int rank = -1;  // global rank of the failed worker; -1 when the agent itself failed
-  std::string cause;
-
-  /// "host H, node rank K, rank R: CAUSE" (rank omitted for an agent).
-  std::string summary() const;
-  std::string encode() const;
-  /// StoreError when `text` is not an encoded record.
-  static FailureRecord decode(const std::string& text);
-};
 
 /// The job failed on some node: `record` says where first. Exit 1.
 class JobFailed : public Error {
@@ -68,18 +54,8 @@ struct RendezvousOptions {
   bool scenario = false;                        // distrun-worker runs: --results must agree
   bool results_given = false;                   // this node got --results
   std::chrono::milliseconds heartbeat_timeout{3000};  // an agent silent this long is gone
+  std::chrono::milliseconds stop_grace{1000};         // how long stopping workers may take (--stop-grace)
 };
-
-/// The multi-node plan node 0 publishes; parse_plan() reads it (StoreError when malformed).
-struct PlanText {
-  bool refused = false;
-  std::string message;  // why node 0 refused the job
-  uint16_t port = 0;
-  std::string secret;
-  std::vector<int> nproc;          // per node
-  std::vector<std::string> hosts;  // per node
-};
-PlanText parse_plan(const std::string& text, int nnodes);
 
 class Rendezvous {
  public:
@@ -100,9 +76,21 @@ class Rendezvous {
   FailureRecord report_failure(int attempt, const FailureRecord& mine);
   /// After local success: waits until every node finished `attempt` (nullopt) or one failed.
   std::optional<FailureRecord> finish(int attempt);
-  /// After a failure: others say they have read it; node 0 waits (bounded) for that before
-  /// leaving, since its exit takes the store away.
+  /// After a failure: others say they have read it (and gathered what they needed); node 0
+  /// waits for that, at most the others' stop grace plus 3 s, before leaving, since its exit
+  /// takes the store away.
   void acknowledge(int attempt);
+
+  /// Puts this node's `name` text (e.g. its flight report) in the store for `attempt`; a
+  /// lost store is not an error here (the failure is already known).
+  void publish(int attempt, const std::string& name, const std::string& text);
+  /// Every other node's `name` text, waiting at most `within` for those not there yet
+  /// (nullopt for a node that sent none in time, that vanished, or when the store is lost).
+  /// The element of this node is left empty.
+  std::vector<std::optional<std::string>> gather(int attempt, const std::string& name, std::chrono::milliseconds within);
+  /// Per node, from the plan of the last join: its host and number of workers.
+  const std::vector<std::string>& node_hosts() const { return hosts_; }
+  const std::vector<int>& node_nproc() const { return nproc_; }
 
   bool multi_node() const { return store_ != nullptr; }
   /// This node's host name.
@@ -130,10 +118,15 @@ class Rendezvous {
   BoundPort workers_socket_;  // held for the whole job: the port stays across restarts
   uint16_t workers_port_ = 0;
   std::vector<std::string> hosts_;  // per node, from the plan
+  std::vector<int> nproc_;          // per node, from the plan
   // Node 0: each agent's last heartbeat count and when it last changed.
   std::vector<int64_t> beats_;
   std::vector<std::chrono::steady_clock::time_point> beat_seen_;
   std::set<int> vanished_;
+  // Node 0: when watch() last ran, and for how long this agent itself was not running (a
+  // SIGSTOP, a stalled host) when it last came back.
+  std::chrono::steady_clock::time_point last_watch_{};
+  std::chrono::milliseconds was_frozen_{0};
 };
 
 }  // namespace distrun::launcher
