@@ -95,13 +95,21 @@ std::string encode_flight_report(const std::vector<RankFlight>& ranks, size_t ma
     out = json{{"v", kVersion}, {"ranks", all}, {"left_out", 0}}.dump();
     if (out.size() <= max_bytes || keep == 1) break;
   }
-  for (size_t n = ranks.size(); out.size() > max_bytes && n > 0;) {
-    --n;
-    json all = json::array();
-    for (size_t i = 0; i < n; ++i) all.push_back(encode_rank(ranks[i], 1));
-    out = json{{"v", kVersion}, {"ranks", all}, {"left_out", ranks.size() - n}}.dump();
+  if (out.size() <= max_bytes) return out;
+  // The ranks that fit, in one pass: each rank's text plus a comma, after the envelope (whose
+  // "left_out" count is given room for its largest value).
+  const size_t envelope = json{{"v", kVersion}, {"ranks", json::array()}, {"left_out", ranks.size()}}.dump().size();
+  json all = json::array();
+  size_t used = envelope;
+  for (const auto& r : ranks) {
+    json one = encode_rank(r, 1);
+    const size_t len = one.dump().size() + 1;
+    if (used + len > max_bytes) break;
+    used += len;
+    all.push_back(std::move(one));
   }
-  return out;
+  const size_t left_out = ranks.size() - all.size();
+  return json{{"v", kVersion}, {"ranks", all}, {"left_out", left_out}}.dump();
 }
 
 FlightReport decode_flight_report(const std::string& input) {
