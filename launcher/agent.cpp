@@ -11,6 +11,7 @@
 #include "distrun/core/error.hpp"
 #include "distrun/scenario/api.hpp"
 #include "failure_report.hpp"
+#include "flight_report.hpp"
 #include "job_plan.hpp"
 #include "job_secret.hpp"
 #include "log_dir.hpp"
@@ -52,6 +53,43 @@ void note(const std::string& text) { std::cerr << "distrun: " << text << std::en
 // The same line on every node: where the job failed first.
 void print_job_failure(const FailureRecord& first) {
   std::cerr << "distrun: error: job failed; first failure: " << first.summary() << std::endl;
+}
+
+// How long a failure summary waits for the other nodes' flight reports. Every live agent
+// publishes its own the moment it learns of the failure, so this only bounds the wait for a
+// node that is gone.
+constexpr std::chrono::milliseconds kFlightGather{2000};
+
+std::vector<RankFlight> local_flights() {
+  const FlightFile* file = made_flight_file();
+  return file ? file->read() : std::vector<RankFlight>{};
+}
+
+// The flight recorder's table for the failure summary: this node's ranks, and with several
+// nodes every other node's from its report in the store ("" when nothing was left unfinished).
+std::string flight_table(Rendezvous& rendezvous, int attempt, int node_rank) {
+  std::vector<RankFlight> mine = local_flights();
+  if (!rendezvous.multi_node()) return any_unfinished(mine) ? describe_flights(mine) : "";
+  const auto texts = rendezvous.gather(attempt, "flights", kFlightGather);
+  const auto& hosts = rendezvous.node_hosts();
+  const auto& nproc = rendezvous.node_nproc();
+  std::vector<NodeFlights> nodes;
+  int first_rank = 0;
+  for (size_t n = 0; n < texts.size() && n < hosts.size() && n < nproc.size(); ++n) {
+    NodeFlights node{int(n), hosts[n], first_rank, nproc[n], std::nullopt};
+    first_rank += nproc[n];
+    if (int(n) == node_rank) {
+      node.report = FlightReport{mine, 0};
+    } else if (texts[n]) {
+      try {
+        node.report = decode_flight_report(*texts[n]);
+      } catch (const MalformedMessage&) {
+        // shown as "no report from node N"
+      }
+    }
+    nodes.push_back(std::move(node));
+  }
+  return describe_job_flights(nodes);
 }
 
 }  // namespace
@@ -108,6 +146,7 @@ int run_agent(const LaunchOptions& o) {
   ro.scenario = o.mode == RunMode::scenario;
   ro.results_given = o.results.has_value();
   ro.last_call = std::chrono::milliseconds(int64_t(o.last_call_timeout * 1000));
+  ro.stop_grace = std::chrono::milliseconds(int64_t(o.stop_grace * 1000));
   Rendezvous rendezvous(plan, ro, signals);
   const std::string host = rendezvous.host();
   const EnvMap base_env = current_environment();
@@ -186,6 +225,14 @@ int run_agent(const LaunchOptions& o) {
 
     GroupResult result;
     std::optional<FailureRecord> first;  // the job's first failure, once known
+    // Once the failure is known, this node's flight records go to the store at once, for the
+    // other nodes' summaries.
+    bool flights_published = false;
+    auto publish_flights = [&] {
+      if (flights_published || !rendezvous.multi_node()) return;
+      flights_published = true;
+      rendezvous.publish(attempt, "flights", encode_flight_report(local_flights()));
+    };
     {
       WorkerGroup group(specs, router, signals, std::chrono::milliseconds(int64_t(o.stop_grace * 1000)));
       std::function<bool()> peer_poll;
@@ -193,6 +240,7 @@ int run_agent(const LaunchOptions& o) {
       if (rendezvous.multi_node()) {
         peer_poll = [&] {
           first = rendezvous.watch(attempt);
+          if (first) publish_flights();
           return first.has_value();
         };
         // Told to the other nodes the moment it is seen, while ours are still being stopped.
@@ -211,6 +259,7 @@ int run_agent(const LaunchOptions& o) {
                          describe_wait_status(r.failure->wait_status);
           }
           first = rendezvous.report_failure(attempt, mine);
+          publish_flights();
         };
       }
       result = group.run(peer_poll, watch_interval, on_failure);
@@ -219,6 +268,7 @@ int run_agent(const LaunchOptions& o) {
 
     if (result.outcome == GroupOutcome::succeeded) {
       first = rendezvous.finish(attempt);
+      if (first) publish_flights();
       if (!first) {
         if (log_error.empty()) return 0;
         note("error: the workers succeeded but a log could not be written: " + log_error);
@@ -226,14 +276,21 @@ int run_agent(const LaunchOptions& o) {
         return 1;
       }
     }
+    // Gathered before acknowledge(): node 0 keeps the store up until the others have read.
+    const std::string flights =
+        result.outcome == GroupOutcome::interrupted ? "" : flight_table(rendezvous, attempt, a.node_rank);
     std::string summary;  // this node's own failure, for the console and TORCHELASTIC_ERROR_FILE
     if (result.outcome == GroupOutcome::failed) {
-      summary = format_failure(*result.failure, host);
+      summary = format_failure(*result.failure, host, flights);
       std::cerr << "distrun: error: " << summary << std::flush;
     }
     if (rendezvous.multi_node() && first) {
       rendezvous.acknowledge(attempt);
-      if (!first->joining) print_job_failure(*first);
+      if (!first->joining) {
+        print_job_failure(*first);
+        // The node where a worker failed showed the table in its summary; the others show it here.
+        if (result.outcome != GroupOutcome::failed && !flights.empty()) std::cerr << "distrun: " << flights << std::flush;
+      }
     }
     if (result.outcome == GroupOutcome::interrupted) {
       summary = format_interrupted(result.signal, result.ends, host, what);

@@ -98,7 +98,7 @@ std::string program_name(const std::vector<std::string>& argv) {
   return argv[0];
 }
 
-std::string format_failure(const WorkerFailure& f, const std::string& host) {
+std::string format_failure(const WorkerFailure& f, const std::string& host, const std::string& flights) {
   std::string out = "worker failed: " + f.program + "\n";
   out += "  host       : " + host + "\n";
   out += "  rank       : " + std::to_string(f.rank) + " (local_rank " + std::to_string(f.local_rank) + ")\n";
@@ -122,9 +122,7 @@ std::string format_failure(const WorkerFailure& f, const std::string& host) {
     out += "  stderr (last " + std::to_string(f.stderr_tail.size()) + " lines):\n";
     for (auto& line : f.stderr_tail) out += "    " + line + "\n";
   }
-  if (const FlightFile* file = made_flight_file())
-    if (auto flights = file->read(); any_unfinished(flights)) out += describe_flights(flights);
-  return out;
+  return out + flights;
 }
 
 namespace {

@@ -29,9 +29,9 @@ std::string program_name(const std::vector<std::string>& argv);
 
 /// Multi-line summary naming the program, host, rank, local rank, exit code or signal, time,
 /// and the root cause: the recorded error when the worker wrote one, else its stderr's tail.
-/// When a collective was left unfinished, the flight recorder's last collective of each local
-/// rank follows, with the first rank out of step.
-std::string format_failure(const WorkerFailure& failure, const std::string& host);
+/// `flights`, the flight recorder's table (the last collective of each rank, the first rank out
+/// of step; "" when none was left unfinished), follows.
+std::string format_failure(const WorkerFailure& failure, const std::string& host, const std::string& flights = "");
 
 /// Summary after distrun itself was stopped by `signal`: how each worker ended.
 std::string format_interrupted(int signal, const std::vector<WorkerEnd>& ends, const std::string& host,

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 #include <thread>
 
@@ -24,64 +25,6 @@ std::string hostname() {
 }
 
 }  // namespace
-
-std::string FailureRecord::summary() const {
-  std::string s = "host " + host;
-  if (node_rank >= 0) s += ", node rank " + std::to_string(node_rank);
-  if (rank >= 0) s += ", rank " + std::to_string(rank);
-  return s + ": " + cause;
-}
-
-std::string FailureRecord::encode() const {
-  return std::string(joining ? "2" : final ? "1" : "0") + "\n" + host + "\n" + std::to_string(node_rank) + "\n" + std::to_string(rank) +
-         "\n" + cause;
-}
-
-FailureRecord FailureRecord::decode(const std::string& text) {
-  auto lines = split_lines(text);
-  if (lines.size() < 5 || (lines[0] != "0" && lines[0] != "1" && lines[0] != "2"))
-    throw StoreError("rendezvous: malformed failure record");
-  FailureRecord r;
-  try {
-    r.final = lines[0] == "1";
-    r.joining = lines[0] == "2";
-    r.host = lines[1];
-    r.node_rank = to_int(lines[2], -1, kMaxNodes);
-    r.rank = to_int(lines[3], -1, 1 << 30);
-  } catch (const StoreError&) {
-    throw StoreError("rendezvous: malformed failure record");
-  }
-  size_t at = 0;
-  for (int i = 0; i < 4; ++i) at = text.find('\n', at) + 1;
-  r.cause = text.substr(at);
-  return r;
-}
-
-PlanText parse_plan(const std::string& text, int nnodes) {
-  PlanText p;
-  auto lines = split_lines(text);
-  if (!lines.empty() && lines[0] == "refused") {
-    p.refused = true;
-    p.message = text.size() > 8 ? text.substr(8) : "node 0 refused the job";
-    return p;
-  }
-  if (lines.size() != size_t(3 + nnodes) || lines[0] != "ok") throw StoreError("rendezvous: malformed plan from node 0");
-  try {
-    p.port = uint16_t(to_int(lines[1], 1, 65535));
-    p.secret = lines[2];
-    if (p.secret.empty() || p.secret.size() > 256) throw StoreError("bad secret");
-    for (int n = 0; n < nnodes; ++n) {
-      const std::string& l = lines[size_t(3 + n)];
-      size_t sp = l.find(' ');
-      if (sp == std::string::npos) throw StoreError("bad node line");
-      p.nproc.push_back(to_int(l.substr(0, sp), 1, 1 << 20));
-      p.hosts.push_back(l.substr(sp + 1));
-    }
-  } catch (const StoreError&) {
-    throw StoreError("rendezvous: malformed plan from node 0");
-  }
-  return p;
-}
 
 Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals)
     : plan_(plan), opt_(options), signals_(signals), host_(hostname()), node_rank_(plan.node_rank) {
@@ -163,8 +106,8 @@ FailureRecord Rendezvous::store_lost(const std::exception& e) const {
   r.final = true;
   r.host = hosts_.empty() ? plan_.master_addr : hosts_[0];
   r.node_rank = 0;
-  r.cause = std::string("the rendezvous store on node 0 stopped answering (its agent was killed or its host is "
-                        "unreachable): ") + e.what();
+  r.cause = std::string("the rendezvous store on node 0 stopped answering (its agent was killed or frozen, or its "
+                        "host is unreachable): ") + e.what();
   return r;
 }
 
@@ -186,6 +129,11 @@ void Rendezvous::check_signal(int attempt, const std::string& during) {
     if (members_attempt_ != attempt) throw Interrupted(sig);
     mine.final = int(members_.size()) - 1 < plan_.min_nodes;
   }
+  // This agent leaves at once, without acknowledge(): node 0 need not wait for it.
+  if (store_ && store_alive_) try {
+      store_->set(key(attempt, "seen/" + std::to_string(id_)), "1");
+    } catch (const Error&) {
+    }
   report_failure(attempt, mine);
   throw Interrupted(sig);
 }
@@ -233,8 +181,7 @@ Assignment Rendezvous::join(int attempt) {
   try {
     if (attempt == 0 && store_->add(key("claim/" + std::to_string(k)), 1) > 1)
       throw ConfigError("rendezvous: two agents claim --node-rank " + std::to_string(k));
-    store_->set(key(attempt, "node/" + std::to_string(k)),
-                std::to_string(plan_.nproc_per_node) + " " + (opt_.results_given ? "1" : "0") + " " + host_);
+    store_->set(key(attempt, "node/" + std::to_string(k)), NodeEntry{plan_.nproc_per_node, opt_.results_given, host_}.encode());
 
     if (k == 0) {
       std::vector<std::string> keys;
@@ -251,24 +198,25 @@ Assignment Rendezvous::join(int attempt) {
         report_failure(attempt, r);
         throw TimeoutError("rendezvous: " + why);
       }
-      std::ostringstream out;
+      PlanText plan;
+      plan.port = workers_port_;
+      plan.secret = random_hex(16);
       std::string with, without;
-      out << "ok\n" << workers_port_ << "\n" << random_hex(16) << "\n";
       for (int n = 0; n < plan_.nnodes; ++n) {
-        std::istringstream node(store_->get(keys[size_t(n)]));
-        std::string nproc, results, host;
-        node >> nproc >> results >> host;
-        out << nproc << " " << host << "\n";
-        std::string& list = results == "1" ? with : without;
+        NodeEntry node = NodeEntry::decode(store_->get(keys[size_t(n)]));
+        plan.nproc.push_back(node.nproc);
+        plan.hosts.push_back(node.host);
+        std::string& list = node.results_given ? with : without;
         list += (list.empty() ? "" : ", ") + std::to_string(n);
       }
-      std::string plan_text = out.str();
-      plan_text.pop_back();
       // Only rank 0 (node 0) writes --results, and only ranks that were given it send their
       // records: refuse a job that would silently lose some.
-      if (opt_.scenario && !with.empty() && !without.empty())
-        plan_text = "refused\n--results was given on node(s) " + with + " but not on node(s) " + without +
-                    ": give it on every node (rank 0 on node 0 writes every rank's records) or on none";
+      if (opt_.scenario && !with.empty() && !without.empty()) {
+        plan.refused = true;
+        plan.message = "--results was given on node(s) " + with + " but not on node(s) " + without +
+                       ": give it on every node (rank 0 on node 0 writes every rank's records) or on none";
+      }
+      const std::string plan_text = plan.encode();
       store_->set(key(attempt, "plan"), plan_text);
     }
     try {
@@ -287,6 +235,8 @@ Assignment Rendezvous::join(int attempt) {
       } catch (const TimeoutError&) {
       }
     }
+  } catch (const MalformedMessage&) {
+    throw;  // the store answered: it is not lost
   } catch (const StoreError& e) {
     if (k == 0) throw;
     throw JobFailed(store_lost(e));
@@ -303,6 +253,8 @@ Assignment Rendezvous::join(int attempt) {
   std::vector<int> ids;
   for (int n = 0; n < plan_.nnodes; ++n) ids.push_back(n);
   set_members(attempt, ids, p.hosts);
+  nproc_ = p.nproc;
+  last_watch_ = Clock::now();
   return a;
 }
 
@@ -317,8 +269,6 @@ void Rendezvous::set_members(int attempt, std::vector<int> ids, std::vector<std:
 FailureRecord Rendezvous::report_failure(int attempt, const FailureRecord& mine) {
   if (!store_ || !store_alive_) return mine;
   try {
-    // The reporter has seen the failure: node 0 need not wait for it to say so.
-    store_->set(key(attempt, "seen/" + std::to_string(id_)), "1");
     FailureRecord first = mine;
     if (store_->add(key(attempt, "failclaim"), 1) == 1) {
       store_->set(key(attempt, "failed"), mine.encode());
@@ -345,6 +295,14 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
     if (store_->check({key(attempt, "failed")})) return FailureRecord::decode(store_->get(key(attempt, "failed")));
     if (host) {
       auto now = Clock::now();
+      // Back from a freeze longer than the heartbeat timeout: the others' silence meanwhile
+      // says nothing about them, so each gets a fresh timeout. If they gave up on this
+      // agent's store, their silence goes on and names them, with a word on why.
+      if (last_watch_ != Clock::time_point{} && now - last_watch_ > opt_.heartbeat_timeout) {
+        was_frozen_ = std::chrono::duration_cast<milliseconds>(now - last_watch_);
+        for (auto& t : beat_seen_) t = now;
+      }
+      last_watch_ = now;
       for (size_t m = 1; m < members_.size(); ++m) {
         int64_t b = store_->add(key("beat/" + std::to_string(members_[m])), 0);
         if (b != beats_[m]) {
@@ -354,10 +312,16 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
           vanished_.insert(members_[m]);
           // Elastic: a membership change; the others go on in a new round while MIN remain.
           bool final = !plan_.elastic() || int(members_.size()) - 1 < plan_.min_nodes;
-          FailureRecord r{final, hosts_[m], int(m), -1,
-                          "its distrun agent stopped answering (no heartbeat for " +
+          std::string cause = "its distrun agent stopped answering (no heartbeat for " +
                               std::to_string(opt_.heartbeat_timeout.count() / 1000) +
-                              " s): killed, frozen, or the host is unreachable"};
+                              " s): killed, frozen, or the host is unreachable";
+          if (was_frozen_.count()) {
+            char took[32];
+            std::snprintf(took, sizeof took, "%.1f", double(was_frozen_.count()) / 1000);
+            cause += std::string("; node 0's own agent had not run for ") + took +
+                     " s before (stopped or stalled), long enough for the other nodes to give up on its store";
+          }
+          FailureRecord r{final, hosts_[m], int(m), -1, cause};
           if (plan_.elastic() && final)
             r.cause += "; fewer than " + std::to_string(plan_.min_nodes) + " nodes (--nnodes MIN) remain";
           return report_failure(attempt, r);
@@ -374,6 +338,10 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
         }
       }
     }
+  } catch (const MalformedMessage& e) {
+    // A failure was recorded, but not as this version writes it: still the job's end.
+    return FailureRecord{true, "?", 0, -1, std::string("another agent recorded a failure this one cannot read (") +
+                                               e.what() + "; is every node's distrun the same version?)"};
   } catch (const Error& e) {
     if (host) throw;  // our own store, in this process: cannot be lost
     store_alive_ = false;
@@ -440,7 +408,8 @@ void Rendezvous::acknowledge(int attempt) {
         if (!vanished_.count(n) && store_->check({key(attempt, "node/" + std::to_string(n))}))
           seen.push_back(key(attempt, "seen/" + std::to_string(n)));
     }
-    if (!seen.empty()) store_->wait(seen, kLinger);
+    // The others read it after stopping their workers (up to their stop grace).
+    if (!seen.empty()) store_->wait(seen, opt_.stop_grace + kLinger);
   } catch (const Error&) {
     // Bounded on purpose: a node that never reads it has lost the store and says so itself.
   }
@@ -453,6 +422,41 @@ void Rendezvous::close(const std::optional<FailureRecord>& failure) {
   } catch (const Error&) {
     // The store is gone: a waiting node then loses it and says so itself.
   }
+}
+
+void Rendezvous::publish(int attempt, const std::string& name, const std::string& text) {
+  if (!store_ || !store_alive_) return;
+  try {
+    store_->set(key(attempt, name + "/" + std::to_string(id_)), text);
+  } catch (const Error&) {
+    // Whoever gathers it says that this node sent nothing.
+  }
+}
+
+std::vector<std::optional<std::string>> Rendezvous::gather(int attempt, const std::string& name, milliseconds within) {
+  // Indexed by node rank in this attempt; the keys name agent ids (the same, unless elastic).
+  std::vector<std::optional<std::string>> got(members_attempt_ == attempt ? members_.size() : 0);
+  if (!store_ || !store_alive_) return got;
+  const auto deadline = Clock::now() + within;
+  try {
+    for (;;) {
+      bool waiting = false;
+      for (size_t n = 0; n < got.size(); ++n) {
+        const int id = members_[n];
+        if (id == id_ || got[n] || vanished_.count(id)) continue;
+        const std::string k = key(attempt, name + "/" + std::to_string(id));
+        if (store_->check({k}))
+          got[n] = store_->get(k);
+        else
+          waiting = true;
+      }
+      if (!waiting || Clock::now() >= deadline) return got;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  } catch (const Error&) {
+    store_alive_ = false;  // what came so far is kept
+  }
+  return got;
 }
 
 void Rendezvous::choose_workers_port(std::optional<uint16_t> requested) {

@@ -22,6 +22,7 @@
 #include "distrun/core/error.hpp"
 #include "job_plan.hpp"
 #include "ports.hpp"
+#include "rendezvous_messages.hpp"
 #include "signal_watch.hpp"
 
 namespace distrun {
@@ -29,24 +30,6 @@ class TCPStore;
 }
 
 namespace distrun::launcher {
-
-/// The job's first failure, as every node prints it.
-struct FailureRecord {
-  bool final = false;  // ends the job even with restarts left (an agent is gone or was stopped)
-  std::string host;
-  int node_rank = 0;   // -1: a node that has no rank yet (elastic: one asking to join)
-  int rank = -1;  // global rank of the failed worker; -1 when the agent itself failed
-  std::string cause;
-  // Elastic: a node asks to join the running round; everyone restarts with it, and (as with
-  // torchrun) that restart is not counted against --max-restarts.
-  bool joining = false;
-
-  /// "host H, node rank K, rank R: CAUSE" (rank omitted for an agent).
-  std::string summary() const;
-  std::string encode() const;
-  /// StoreError when `text` is not an encoded record.
-  static FailureRecord decode(const std::string& text);
-};
 
 /// The job failed on some node: `record` says where first. Exit 1.
 class JobFailed : public Error {
@@ -88,22 +71,12 @@ struct RendezvousOptions {
   bool scenario = false;                        // distrun-worker runs: --results must agree
   bool results_given = false;                   // this node got --results
   std::chrono::milliseconds heartbeat_timeout{3000};  // an agent silent this long is gone
+  std::chrono::milliseconds stop_grace{1000};         // how long stopping workers may take (--stop-grace)
   std::chrono::milliseconds last_call{30000};  // elastic: a round waits this long for more than MIN
 };
 
-/// The multi-node plan node 0 publishes; parse_plan() reads it (StoreError when malformed).
-struct PlanText {
-  bool refused = false;
-  std::string message;  // why node 0 refused the job
-  uint16_t port = 0;
-  std::string secret;
-  std::vector<int> nproc;          // per node
-  std::vector<std::string> hosts;  // per node
-};
-PlanText parse_plan(const std::string& text, int nnodes);
-
 /// The plan of one elastic round, as its host publishes it; parse_round_plan() reads it
-/// (StoreError when malformed).
+/// (MalformedMessage when malformed).
 struct RoundPlan {
   uint16_t port = 0;
   std::string secret;
@@ -137,12 +110,24 @@ class Rendezvous {
   FailureRecord report_failure(int attempt, const FailureRecord& mine);
   /// After local success: waits until every node finished `attempt` (nullopt) or one failed.
   std::optional<FailureRecord> finish(int attempt);
-  /// After a failure: others say they have read it; node 0 waits (bounded) for that before
-  /// leaving, since its exit takes the store away.
+  /// After a failure: others say they have read it (and gathered what they needed); node 0
+  /// waits for that, at most the others' stop grace plus 3 s, before leaving, since its exit
+  /// takes the store away.
   void acknowledge(int attempt);
   /// Elastic: the job is over (`failure`, or success when nullopt); a node still waiting to
   /// join reads it and ends (JobEndedWithoutUs or JobFailed) instead of waiting for a round.
   void close(const std::optional<FailureRecord>& failure);
+
+  /// Puts this node's `name` text (e.g. its flight report) in the store for `attempt`; a
+  /// lost store is not an error here (the failure is already known).
+  void publish(int attempt, const std::string& name, const std::string& text);
+  /// Every other node's `name` text, waiting at most `within` for those not there yet
+  /// (nullopt for a node that sent none in time, that vanished, or when the store is lost).
+  /// The element of this node is left empty.
+  std::vector<std::optional<std::string>> gather(int attempt, const std::string& name, std::chrono::milliseconds within);
+  /// Per node, from the plan of the last join: its host and number of workers.
+  const std::vector<std::string>& node_hosts() const { return hosts_; }
+  const std::vector<int>& node_nproc() const { return nproc_; }
 
   bool multi_node() const { return store_ != nullptr; }
   bool elastic() const { return plan_.elastic(); }
@@ -185,6 +170,7 @@ class Rendezvous {
   BoundPort workers_socket_;  // held for the whole job: the port stays across restarts
   uint16_t workers_port_ = 0;
   std::vector<std::string> hosts_;  // per member, from the plan
+  std::vector<int> nproc_;          // per member, from the plan
   // The current attempt's members: node ranks (static), agent ids (elastic); keys say ids.
   std::vector<int> members_;
   int members_attempt_ = -1;   // the attempt members_ belongs to
@@ -196,6 +182,10 @@ class Rendezvous {
   std::vector<int64_t> beats_;
   std::vector<std::chrono::steady_clock::time_point> beat_seen_;
   std::set<int> vanished_;
+  // Node 0: when watch() last ran, and for how long this agent itself was not running (a
+  // SIGSTOP, a stalled host) when it last came back.
+  std::chrono::steady_clock::time_point last_watch_{};
+  std::chrono::milliseconds was_frozen_{0};
 };
 
 }  // namespace distrun::launcher

@@ -15,7 +15,7 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // Short, so a frozen or unreachable node 0 is noticed within seconds during the run (the
-// store client adds its own 5 s of slack to a request).
+// store client adds its own 2 s of slack to a request).
 constexpr milliseconds kRequestTimeout{1000};
 constexpr milliseconds kSlice{200};         // waits are cut into slices to see signals at once
 constexpr milliseconds kLinger{3000};       // node 0 waits this long for the others to read

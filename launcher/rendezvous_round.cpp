@@ -161,6 +161,7 @@ Assignment Rendezvous::join_round(int round) {
       }
       node_rank_ = int(k);
       set_members(round, p.ids, p.hosts);
+      nproc_ = p.nproc;
       return a;
     }
   } catch (const StoreError& e) {

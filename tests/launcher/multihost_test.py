@@ -16,6 +16,8 @@ import time
 from launcher_harness import DATA, DISTRUN, PYTHON, WORKER, Failed, check, main, need_worker, processes_with, skip
 
 TAG = f"dmh{os.getpid() % 100000}"
+# A program whose rank 3 calls all_gather where the others call all_reduce (tests/faults).
+MISMATCH = os.environ.get("MISMATCH", "")
 ADDR = ["192.0.2.1", "192.0.2.2", "192.0.2.3"]
 PORT = "29400"  # inside namespaces made for this run only: no other test can hold it
 SECRET = os.urandom(16).hex()
@@ -165,6 +167,26 @@ def case_worker_fails_on_node0():
 
 def case_worker_fails_on_node1():
     worker_fails(1)
+    # The flight recorder across nodes: rank 3 (node 1) calls all_gather #5 while ranks 0 and
+    # 1 (node 0) and 2 (node 1) call all_reduce #5. Every node's summary has one line per rank
+    # of the whole job and names rank 3, node 0's included.
+    if not os.access(MISMATCH, os.X_OK):
+        print(f"note: MISMATCH={MISMATCH!r} is not built: the flight recorder part is not run", flush=True)
+        return
+    with Hosts(2) as h:
+        procs = [h.agent(k, 2, ["--", MISMATCH, "op", "5000"]) for k in (0, 1)]
+        res = finish(procs)
+        check([r[0] for r in res] == [1, 1], f"both agents exit 1: {[r[0] for r in res]}", str(res))
+        want = "first mismatch: rank 3 in all_gather #5 while the others are in all_reduce #5"
+        for k, (_, _, err) in enumerate(res):
+            table = [l for l in err.splitlines() if re.match(r"  rank \d+: ", l)]
+            check(sorted(l.split(":")[0] for l in table) == [f"  rank {r}" for r in range(4)],
+                  f"node {k}'s flight table has one line per rank of the job", err)
+            check(any(l.startswith("  rank 3: all_gather #5 ") for l in table), f"node {k} shows rank 3's collective",
+                  err)
+            check(want in err, f"node {k}'s summary names rank 3, on node 1", err)
+            check("no report from node" not in err, f"node {k} got every node's report", err)
+        print(next(l for l in res[0][2].splitlines() if "first mismatch" in l).strip(), flush=True)
 
 
 def case_agent_sigterm():
@@ -212,6 +234,41 @@ def case_agent_killed_node0():
 
 def case_agent_killed_node1():
     agent_killed(1)
+
+
+def case_agent_frozen_node0():
+    """SIGSTOP of node 0's agent (its workers keep running): node 1 loses the store, stops its
+    workers and exits 1 naming node 0; after SIGCONT node 0's agent stops its own workers and
+    exits 1 too (the others gave up on it), so nothing is left running."""
+    mark = f"{TAG}-frz"
+    marks = [f"{mark}n{k}" for k in (0, 1)]
+    with Hosts(2) as h:
+        procs = [h.agent(k, 2, workers(marks[k])) for k in (0, 1)]
+        for m in marks:
+            wait_for_processes(m, 5)  # the agent, 2 workers, 2 workers' children
+        t0 = time.time()
+        procs[0].send_signal(signal.SIGSTOP)
+        try:
+            rc1 = procs[1].wait(timeout=30)
+            detected = time.time()
+            node1_clear = stopped_at(marks[1])
+            pythons = [p for p in processes_with(marks[0]) if p[1].startswith(PYTHON)]
+            check(len(pythons) == 4, "node 0's workers run on while its agent is frozen", str(pythons))
+        finally:
+            t1 = time.time()
+            procs[0].send_signal(signal.SIGCONT)
+        node0_clear = stopped_at(marks[0])
+        res = finish(procs)
+        print(f"MEASURE SIGSTOP of node 0's agent: node 1's agent ended {detected - t0:.2f} s later, its workers "
+              f"gone {node1_clear - t0:.2f} s later", flush=True)
+        print(f"MEASURE SIGCONT of node 0's agent: its workers gone {node0_clear - t1:.2f} s later", flush=True)
+        check(rc1 == 1 and res[1][0] == 1, f"node 1 exits 1: rc {res[1][0]}", res[1][2])
+        line = first_failure(res[1][2]) or ""
+        check("node rank 0: the rendezvous store on node 0 stopped answering (its agent was killed or frozen" in line,
+              "node 1 names node 0", res[1][2])
+        check(res[0][0] == 1, f"node 0 exits 1 once resumed: rc {res[0][0]}", res[0][2])
+        check("node 0's own agent had not run for" in res[0][2], "node 0 says it was not running", res[0][2])
+    stopped_at(mark, within=3)
 
 
 def case_host_vanishes():

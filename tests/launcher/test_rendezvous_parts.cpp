@@ -1,5 +1,5 @@
 // The rendezvous' pieces that need no network: the failure record and plan texts agents
-// exchange (malformed ones are StoreError, never a crash), the job secret's checks, and the
+// exchange (malformed ones are MalformedMessage, never a crash), the job secret's checks, and the
 // bound workers' port.
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,9 +58,9 @@ TEST_CASE("a failure record survives the store, causes with newlines included", 
   CHECK_FALSE(FailureRecord::decode(r.encode()).joining);
 }
 
-TEST_CASE("malformed failure records are StoreError", "[launcher][rendezvous]") {
+TEST_CASE("malformed failure records are MalformedMessage", "[launcher][rendezvous]") {
   for (const char* bad : {"", "1", "3\nh\n0\n0\nx", "1\nh\n-2\n0\nx", "1\nh\nzero\n0\nx", "1\nh\n0\n-5\nx", "1\nh\n99999999999\n0\nx", "1\nh\n1-2\n0\nx", "1\nh\n-\n0\nx"})
-    CHECK_THROWS_AS(FailureRecord::decode(bad), StoreError);
+    CHECK_THROWS_AS(FailureRecord::decode(bad), MalformedMessage);
 }
 
 TEST_CASE("the plan node 0 publishes is parsed strictly", "[launcher][rendezvous]") {
@@ -75,7 +75,37 @@ TEST_CASE("the plan node 0 publishes is parsed strictly", "[launcher][rendezvous
   CHECK(r.message.find("--results") == 0);
   for (const char* bad : {"", "ok", "ok\n29500\nabc\n2 n0", "ok\n70000\nabc\n2 n0\n2 n1", "ok\n29500\n\n2 n0\n2 n1",
                           "ok\n29500\nabc\n0 n0\n2 n1", "ok\n29500\nabc\n2\n2 n1", "ko\n29500\nabc\n2 n0\n2 n1"})
-    CHECK_THROWS_AS(parse_plan(bad, 2), StoreError);
+    CHECK_THROWS_AS(parse_plan(bad, 2), MalformedMessage);
+  // The encoder writes what the parser reads; a secret must be one printable token; the
+  // ranks of all nodes must fit an int; a trailing newline is one line too many.
+  CHECK(parse_plan(p.encode(), 2).hosts == p.hosts);
+  CHECK(parse_plan(r.encode(), 2).message == r.message);
+  for (const char* bad : {"ok\n29500\nab c\n2 n0\n2 n1", "ok\n29500\nabc\n2 n0\n2 n1\n", "ok\n29500\nabc\n2 n0\n2 "})
+    CHECK_THROWS_AS(parse_plan(bad, 2), MalformedMessage);
+  std::string huge = "ok\n29500\nabc";
+  for (int n = 0; n < 1025; ++n) huge += "\n1048576 n" + std::to_string(n);
+  CHECK_THROWS_AS(parse_plan(huge, 1025), MalformedMessage);
+  CHECK(parse_plan(huge.substr(0, huge.rfind('\n')), 1024).nproc.size() == 1024);
+}
+
+TEST_CASE("a record with an empty cause, or a host with a line break, still decodes", "[launcher][rendezvous]") {
+  FailureRecord empty{false, "h", 2, 5, ""};
+  CHECK(FailureRecord::decode(empty.encode()).summary() == empty.summary());
+  FailureRecord odd{true, "a\nb", 1, -1, "x"};
+  FailureRecord back = FailureRecord::decode(odd.encode());
+  CHECK(back.host == "a b");
+  CHECK(back.node_rank == 1);
+  CHECK(back.cause == "x");
+}
+
+TEST_CASE("a node's entry is parsed strictly", "[launcher][rendezvous]") {
+  NodeEntry e = NodeEntry::decode(NodeEntry{4, true, "n1"}.encode());
+  CHECK(e.nproc == 4);
+  CHECK(e.results_given);
+  CHECK(e.host == "n1");
+  CHECK(NodeEntry::decode(NodeEntry{1, false, "a b"}.encode()).host == "a?b");
+  for (const char* bad : {"", "2", "2 1", "2 1 ", "0 1 h", "2 2 h", "2 1 h h", "x 1 h", "2  1 h"})
+    CHECK_THROWS_AS(NodeEntry::decode(bad), MalformedMessage);
 }
 
 TEST_CASE("an elastic round's plan is parsed strictly", "[launcher][rendezvous]") {

@@ -105,3 +105,11 @@ TEST_CASE("RecordingBackend: every rank numbers the same collectives alike, grou
     for (auto& e : f.entries) RANK_REQUIRE(e.state == FlightState::Completed);
   });
 }
+
+TEST_CASE("flight analysis: far-apart sequence numbers are compared without walking the gap") {
+  // The fuzzer's case: a report (or a corrupted ring) with #1 and #2^64-1 once looped for ever.
+  std::vector<RankFlight> ranks = {rank_with(0, {entry(1, "barrier"), entry(UINT64_MAX, "all_reduce", "world", FlightState::Started)}),
+                                   rank_with(1, {entry(1, "barrier"), entry(UINT64_MAX, "all_gather", "world", FlightState::Started)}),
+                                   rank_with(2, {entry(1, "barrier"), entry(UINT64_MAX, "all_reduce", "world", FlightState::Started)})};
+  CHECK(first_mismatch(ranks) == "rank 1 in all_gather #18446744073709551615 while the others are in all_reduce #18446744073709551615");
+}

@@ -294,13 +294,17 @@ std::string first_mismatch(const std::vector<RankFlight>& ranks) {
         if (e.peer < 0 && e.group == g) mine[e.seq] = &e;
       if (mine.empty() && g != "world") by_rank.erase(r.rank);
     }
-    uint64_t from = 1, to = 0;
+    uint64_t from = 1;
+    std::set<uint64_t> recorded;  // only numbers someone recorded can disagree
     for (const auto& [rank, seqs] : by_rank) {
       if (seqs.empty()) continue;
       from = std::max(from, seqs.begin()->first);  // older ones may have left some ring
-      to = std::max(to, seqs.rbegin()->first);
+      for (const auto& kv : seqs) recorded.insert(kv.first);
     }
-    for (uint64_t s = from; s <= to; ++s) {
+    // Not every number from `from` on: a ring read from a crashed rank's memory, or another
+    // node's report, may hold any sequence numbers (the fuzzer sent 1 and 2^64-1).
+    for (auto it = recorded.lower_bound(from); it != recorded.end(); ++it) {
+      const uint64_t s = *it;
       std::map<std::string, std::vector<int>> ops;
       std::vector<int> missing;
       for (const auto& [rank, seqs] : by_rank) {
@@ -335,7 +339,7 @@ bool any_unfinished(const std::vector<RankFlight>& ranks) {
   return false;
 }
 
-std::string describe_flights(const std::vector<RankFlight>& input) {
+std::string describe_flights(const std::vector<RankFlight>& input, const std::vector<std::string>& notes) {
   std::vector<RankFlight> ranks = input;
   std::sort(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   bool any = false;
@@ -371,6 +375,7 @@ std::string describe_flights(const std::vector<RankFlight>& input) {
     if (!last->origin.empty()) out << " at " << last->origin;
     out << "\n";
   }
+  for (const auto& note : notes) out << "  " << note << "\n";
   std::string mismatch = first_mismatch(ranks);
   if (!mismatch.empty()) out << "  first mismatch: " << mismatch << "\n";
   return out.str();

@@ -115,8 +115,8 @@ std::string first_mismatch(const std::vector<RankFlight>& ranks);
 /// True when some rank's last record never finished or failed (a hang, a timeout, a lost peer).
 bool any_unfinished(const std::vector<RankFlight>& ranks);
 
-/// One line per rank with its last collective, then the first mismatch if any; "" when
-/// nothing was recorded.
-std::string describe_flights(const std::vector<RankFlight>& ranks);
+/// One line per rank with its last collective, then each of `notes` (e.g. ranks nobody could
+/// read), then the first mismatch if any; "" when nothing was recorded.
+std::string describe_flights(const std::vector<RankFlight>& ranks, const std::vector<std::string>& notes = {});
 
 }  // namespace distrun

@@ -3,7 +3,7 @@
 // input is the command line (arguments separated by NUL) up to the first "\n\n", then
 // KEY=VALUE lines (SLURM_*, OMPI_*, PMI_*, MASTER_*, ...). Any input must give either a
 // consistent plan or a ConfigError: no other exception, crash, hang or leak.
-// (The rendezvous's plan message itself is parsed inside Rendezvous::join, not separately.)
+// (The plan message node 0 publishes through the rendezvous is fuzz_rendezvous's.)
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
