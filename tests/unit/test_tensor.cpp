@@ -1,8 +1,11 @@
 // Tensor storage, slicing along any dimension, concatenation, dtype conversions.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "distrun/core/error.hpp"
 #include "distrun/core/half.hpp"
+#include "distrun/core/staging_plan.hpp"
 #include "distrun/core/tensor.hpp"
 
 using namespace distrun;
@@ -90,4 +93,31 @@ TEST_CASE("clone is deep, copies share storage") {
   a.set(0, 42);
   CHECK(b.get(0) == 42);
   CHECK(c.get(0) == 0);
+}
+
+TEST_CASE("pinned staging plan: every byte of a strided copy in exactly one piece that fits a half") {
+  // The plan host_staging.cpp copies by (the copies themselves need a GPU: nccl_gpu_tests).
+  struct Case { size_t width, height, chunk; };
+  for (Case c : {Case{8, 10, 32}, Case{32, 10, 32}, Case{33, 3, 32}, Case{100, 7, 32}, Case{5, 1, 4096},
+                 Case{4096, 4096, 4096 * 3 + 1}, Case{1, 1, 1}}) {
+    std::vector<int> seen(c.width * c.height, 0);
+    size_t outside = 0, too_big = 0, empty = 0;
+    for (const StagingPiece& p : plan_staging(c.width, c.height, c.chunk)) {
+      too_big += p.bytes() > c.chunk;
+      empty += p.bytes() == 0;
+      for (size_t r = p.row; r < p.row + p.rows; ++r)
+        for (size_t b = p.col; b < p.col + p.width; ++b) {
+          if (r < c.height && b < c.width) ++seen[r * c.width + b];
+          else ++outside;
+        }
+    }
+    CHECK(outside == 0);
+    CHECK(too_big == 0);
+    CHECK(empty == 0);
+    CHECK(std::count(seen.begin(), seen.end(), 1) == std::ptrdiff_t(seen.size()));
+  }
+  CHECK(plan_staging(0, 5, 32).empty());
+  CHECK(plan_staging(5, 0, 32).empty());
+  // Whole rows when they fit: 10 rows of 8 bytes through 32 bytes are 3 pieces (4 + 4 + 2 rows).
+  CHECK(plan_staging(8, 10, 32).size() == 3);
 }

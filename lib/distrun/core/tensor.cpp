@@ -9,6 +9,7 @@
 #include "distrun/config.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/core/half.hpp"
+#include "distrun/core/host_staging.hpp"
 #if DISTRUN_HAVE_NCCL
 #include <cuda_runtime_api.h>
 #endif
@@ -113,6 +114,12 @@ void copy_2d(void* dst, size_t dst_pitch, Device dst_dev, const void* src, size_
   if (width == 0 || height == 0) return;
   if (dst_dev.is_cuda() || src_dev.is_cuda()) {
 #if DISTRUN_HAVE_NCCL
+    // Between host and device: through this thread's pinned staging buffer, asynchronously on
+    // the legacy default stream (host_staging.hpp). Device to device: one copy on that stream.
+    if (!src_dev.is_cuda())
+      return HostStaging::for_this_thread(dst_dev.index).to_device(dst, dst_pitch, src, src_pitch, width, height);
+    if (!dst_dev.is_cuda())
+      return HostStaging::for_this_thread(src_dev.index).to_host(dst, dst_pitch, src, src_pitch, width, height);
     cuda_check(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault),
                "cudaMemcpy2D");
     return;

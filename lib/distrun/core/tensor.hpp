@@ -92,7 +92,8 @@ class Tensor {
 };
 
 /// Copies `height` rows of `width` bytes with pitches `dst_pitch` and `src_pitch`: one
-/// memcpy per row on the CPU, one cudaMemcpy2D when either side is on a CUDA device.
+/// memcpy per row on the CPU; between host and device through the pinned staging buffer
+/// (host_staging.hpp), device to device one cudaMemcpy2D.
 void copy_2d(void* dst, size_t dst_pitch, Device dst_dev, const void* src, size_t src_pitch,
              Device src_dev, size_t width, size_t height);
 

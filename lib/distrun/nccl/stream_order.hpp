@@ -1,6 +1,7 @@
 // Orders an NCCL stream after the work that produced its tensors. Every producer of tensor data
 // in distrun (Tensor::zeros' cudaMemset, clone/to/copy_from/slices' cudaMemcpy2D, the runner's
-// and bench's host-to-device copies) runs on the default stream, and the backend's streams are
+// and bench's host-to-device copies, which are asynchronous copies from the pinned staging buffer,
+// host_staging.hpp) runs on the legacy default stream, and the backend's streams are
 // created cudaStreamNonBlocking so that they do not serialise with everything else: without an
 // explicit edge a collective could read its input before the copy landed, and a later memset
 // could land after NCCL wrote the result. The edge is an event recorded on the *legacy* default
