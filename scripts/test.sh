@@ -15,7 +15,11 @@ run_suite() {
   shift 2
   # shellcheck disable=SC2086 # cmake_args is a word list on purpose
   "$root/scripts/build.sh" "$dir" $cmake_args
-  (cd "$dir" && ctest --output-on-failure --timeout 600 -j2 "$@")
+  local status=0
+  (cd "$dir" && ctest --output-on-failure --timeout 600 -j2 "$@") || status=$?
+  # A failure's output scrolls by mid-run; repeat it last, where a log's tail keeps it.
+  ((status == 0)) || /usr/bin/python3 "$root/scripts/print_failures.py" "$dir" || true
+  return $status
 }
 
 sanitized() {
