@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "distrun/core/error.hpp"
@@ -25,6 +26,16 @@
 
 namespace distrun::launcher {
 namespace {
+
+// $TMPDIR (else /tmp) as the real folder it names: a TMPDIR that is a symlink (to a scratch
+// disk, say) is the user's own setting, unlike a symlinked --log-dir, which RunLogDir refuses.
+std::string temporary_folder() {
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string named = tmp && *tmp ? tmp : "/tmp";
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(named, ec);
+  return ec ? named : real.string();
+}
 
 // distrun-worker lives next to distrun (build/bin, or the install's bin).
 std::string worker_path() {
@@ -127,8 +138,7 @@ int run_agent(const LaunchOptions& o) {
   // --log-dir (kept), else a private temporary one (kept only when it holds redirected logs,
   // as torchrun also writes those to a temporary folder when none is given).
   const bool redirected = output.redirects.any() || output.tee.any();
-  const char* tmp = std::getenv("TMPDIR");
-  RunLogDir logs(o.log_dir.empty() ? (tmp && *tmp ? tmp : "/tmp") : o.log_dir,
+  RunLogDir logs(o.log_dir.empty() ? temporary_folder() : o.log_dir,
                  o.log_dir.empty() ? "distrun_" + plan.run_id : plan.run_id, o.log_dir.empty() && !redirected);
   if (o.log_dir.empty() && redirected) note("worker logs in " + logs.path());
   const std::vector<std::string> command = worker_command(o);

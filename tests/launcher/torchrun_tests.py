@@ -304,6 +304,13 @@ def case_log_dir_runs():
         os.symlink(target, os.path.join(d, "link"))
         r = distrun("--log-dir", os.path.join(d, "link"), "--", "true")
         check(r.returncode == 2 and "is a symlink" in r.stderr and os.listdir(target) == [], "symlink refused", r.stderr)
+        # TMPDIR, unlike --log-dir, is the user's own setting: a symlinked one is followed to its
+        # real folder (the kept folder of redirected logs lands there).
+        r = distrun("--nproc", "1", "-r", "3", "--", "sh", "-c", "echo via-tmpdir",
+                    env=dict(os.environ, TMPDIR=os.path.join(d, "link")))
+        kept = glob.glob(os.path.join(target, "distrun_*", "attempt_0", "0", "stdout.log"))
+        check(r.returncode == 0 and len(kept) == 1 and target in r.stderr,
+              f"a symlinked TMPDIR is followed: rc {r.returncode}, logs {kept}", r.stderr)
 
         def small_files():
             resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
