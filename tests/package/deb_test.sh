@@ -24,15 +24,19 @@ for f in bin/distrun bin/distrun-worker share/bash-completion/completions/distru
   [[ -e $root/$f ]] || fail "$f missing from the package"
 done
 ls "$root"/lib*/libdistrun.so.0 "$root"/lib*/cmake/distrun/distrunConfig.cmake >/dev/null || fail "library or CMake config missing"
-# The man page is distrun's --help, torchrun's options included.
-zcat "$root/share/man/man1/distrun.1.gz" | grep -q -- "nproc\\\\-per\\\\-node" || fail "man page lacks --nproc-per-node"
-zcat "$root/share/man/man1/distrun.1.gz" | grep -q -- "rdzv\\\\-conf" || fail "man page lacks --rdzv-conf"
+# The man page is distrun's --help, torchrun's options included. (Outputs are captured before
+# grep reads them: under pipefail, `producer | grep -q` fails whenever grep's early exit makes
+# the producer's next write die of SIGPIPE, which a busy machine hits often with ldd.)
+man=$(zcat "$root/share/man/man1/distrun.1.gz")
+grep -q -- "nproc\\\\-per\\\\-node" <<<"$man" || fail "man page lacks --nproc-per-node"
+grep -q -- "rdzv\\\\-conf" <<<"$man" || fail "man page lacks --rdzv-conf"
 # Bash completion offers the installed binary's options.
 words=$(PATH="$root/bin:$PATH" bash -c 'source "$1"; COMP_WORDS=(distrun --rdzv-e); COMP_CWORD=1; _distrun; echo "${COMPREPLY[@]}"' _ \
         "$root/share/bash-completion/completions/distrun")
 [[ $words == "--rdzv-endpoint" ]] || fail "bash completion of --rdzv-e gave '$words'"
 # The installed binaries, nothing from the build tree: the scenario runs on 4 ranks.
-ldd "$root/bin/distrun-worker" | grep -q "=> $tmp/root/usr/.*libdistrun" || fail "distrun-worker does not load the packaged library: $(ldd "$root/bin/distrun-worker" | grep distrun)"
+libs=$(ldd "$root/bin/distrun-worker")
+grep -q "=> $tmp/root/usr/.*libdistrun" <<<"$libs" || fail "distrun-worker does not load the packaged library: $(grep distrun <<<"$libs")"
 out=$(timeout 120 "$root/bin/distrun" "$src/tests/launcher/data/all_reduce_4.yaml" 2>&1) || fail "installed distrun: $out"
 grep -q "Rank 3" <<<"$out" || fail "no result of rank 3: $out"
 echo "PASS: $(basename "$deb") installs and runs a 4-rank scenario"
