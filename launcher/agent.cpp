@@ -313,8 +313,8 @@ int run_agent(const LaunchOptions& o) {
     const bool joining = plan.elastic() && first && first->joining;
     if ((first && first->final) || (!joining && restart >= o.max_restarts)) {
       if (plan.elastic() && first) rendezvous.close(first);
-      if (result.outcome != GroupOutcome::failed || o.max_restarts > 0)
-        note("error: giving up after " + std::to_string(restart) + " restart(s)");
+      // Only where restarts were allowed: without them there was nothing to give up on.
+      if (o.max_restarts > 0) note("error: giving up after " + std::to_string(restart) + " restart(s)");
       if (result.outcome == GroupOutcome::failed) {
         const WorkerFailure& f = *result.failure;
         write_agent_error_file("worker rank " + std::to_string(f.rank) + " failed: " + what, summary,

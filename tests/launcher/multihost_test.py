@@ -158,6 +158,7 @@ def worker_fails(failing_node):
         check(lines[0] is not None and lines[0] == lines[1], "the same summary on every node", str(lines))
         check(f"node rank {failing_node}, rank {rank}:" in lines[0] and "exit code 3" in lines[0],
               "the summary names node, rank and cause", lines[0])
+        check(not any("giving up after" in r[2] for r in res), "no restart talk without --max-restarts", str(res))
     stopped_at(mark, within=3)
 
 
