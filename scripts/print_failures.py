@@ -1,51 +1,47 @@
 #!/usr/bin/env python3
-"""Prints, after a failed ctest run, the end of each failed test's output again.
+"""Repeats, after a failed ctest run, the end of each failed test's output.
 
 ctest -j prints a failing test's output when the test ends, somewhere in the middle of a long
 log; a CI system that keeps only the log's tail then shows which test failed but not why. This
-reads ctest's own records of the run (Testing/Temporary/LastTestsFailed.log and LastTest.log)
-and repeats the last lines of each failure at the end. Usage: print_failures.py BUILD_DIR [LINES]
+reads the run's console output (scripts/test.sh keeps a copy: BUILD/ctest-console.log) and
+prints the last lines of each failure again. ctest's own Testing/Temporary/LastTest.log is no
+source for this: a test that runs ctest itself (the label check) starts that file anew.
+Usage: print_failures.py CONSOLE_LOG [LINES]
 """
-import os
+import re
 import sys
 
+RESULT = re.compile(r"^\s*\d+/\d+ Test\s+#\d+: (.+?) \.+\s*(\*\*\*.*?|Passed.*?)\s*$")
+NEXT = re.compile(r"^\s+Start\s+\d+: |^\s*\d+/\d+ Test\s+#\d+: |^\d+% tests passed")
 
-def outputs(log_text):
-    """Yields (test name, output text, result line) per test block of LastTest.log."""
-    name, lines, in_output = None, [], False
-    for line in log_text.splitlines():
-        if " Testing: " in line and line.split(" Testing: ", 1)[0].replace("/", "").isdigit():
-            name, lines, in_output = line.split(" Testing: ", 1)[1], [], False
-        elif name is not None and line == "Output:":
-            in_output = True
-        elif in_output and line == "<end of output>":
-            in_output = False
-        elif in_output:
-            lines.append(line)
-        elif name is not None and line.startswith("Test ") and line.endswith("."):
-            yield name, lines[1:] if lines and set(lines[0]) == {"-"} else lines, line
-            name = None
+
+def failures(lines):
+    """Yields (test name, result, output lines) for each test that failed (not skipped)."""
+    i = 0
+    while i < len(lines):
+        m = RESULT.match(lines[i])
+        i += 1
+        if not m or not m.group(2).startswith("***") or m.group(2).startswith("***Skipped"):
+            continue
+        start = i
+        while i < len(lines) and not NEXT.match(lines[i]):
+            i += 1
+        yield m.group(1), m.group(2).lstrip("*"), lines[start:i]
 
 
 def main():
-    build = sys.argv[1]
     keep = int(sys.argv[2]) if len(sys.argv) > 2 else 60
-    tmp = os.path.join(build, "Testing", "Temporary")
     try:
-        with open(os.path.join(tmp, "LastTestsFailed.log"), encoding="utf-8", errors="replace") as f:
-            failed = [line.rstrip("\n").split(":", 1)[1] for line in f if ":" in line]
-        with open(os.path.join(tmp, "LastTest.log"), encoding="utf-8", errors="replace") as f:
-            log = f.read()
+        with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
     except OSError as e:
-        print(f"distrun: no ctest records to repeat the failures from ({e})")
+        print(f"distrun: no console log to repeat the failures from ({e})")
         return
-    wanted = set(failed)
-    print(f"distrun: {len(failed)} test(s) failed in {build}; the end of each one's output:")
-    for name, lines, result in outputs(log):
-        if name not in wanted:
-            continue
-        shown = lines[-keep:]
-        print(f"\n===== {name}: {result} (last {len(shown)} of {len(lines)} lines)")
+    found = list(failures(lines))
+    print(f"distrun: {len(found)} test(s) failed; the end of each one's output, again:")
+    for name, result, output in found:
+        shown = [l for l in output if l.strip()][-keep:]
+        print(f"\n===== {name}: {result} (last {len(shown)} lines)")
         print("\n".join(shown))
     print("\n===== end of the failed tests' output")
 

@@ -16,9 +16,9 @@ run_suite() {
   # shellcheck disable=SC2086 # cmake_args is a word list on purpose
   "$root/scripts/build.sh" "$dir" $cmake_args
   local status=0
-  (cd "$dir" && ctest --output-on-failure --timeout 600 -j2 "$@") || status=$?
+  (cd "$dir" && ctest --output-on-failure --timeout 600 -j2 "$@") 2>&1 | tee "$dir/ctest-console.log" || status=$?
   # A failure's output scrolls by mid-run; repeat it last, where a log's tail keeps it.
-  ((status == 0)) || /usr/bin/python3 "$root/scripts/print_failures.py" "$dir" || true
+  ((status == 0)) || /usr/bin/python3 "$root/scripts/print_failures.py" "$dir/ctest-console.log" || true
   return $status
 }
 
