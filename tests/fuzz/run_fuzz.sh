@@ -31,12 +31,18 @@ trap 'rm -rf "$work"' EXIT
 cp -r "$here/corpus/$target/." "$work/" 2>/dev/null || true
 # -rss_limit_mb and -timeout turn memory blow-ups and hangs into failures; leaks fail via ASan.
 cd "$work"
+# (set +e: under pipefail a failing fuzzer would end the script here, before its artifact is shown)
+set +e
 "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
   -artifact_prefix="$work/" "$work" 2>&1 | tail -n 25
 status=${PIPESTATUS[0]}
+set -e
 if ((status != 0)); then
   for a in "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-*; do
-    [[ -e $a ]] && { echo "artifact: $a"; od -c "$a" | head -20; }
+    [[ -e $a ]] || continue
+    mkdir -p "$dir/artifacts" && cp "$a" "$dir/artifacts/"  # kept to reproduce: $bin FILE
+    echo "artifact: $dir/artifacts/$(basename "$a")"
+    od -c "$a" | head -20 || true
   done
 fi
 exit "$status"

@@ -41,6 +41,12 @@ std::string alias_bomb(int levels, int width) {
 
 TEST_CASE("alias expansion is bounded in count and in depth", "[hostile]") {
   CHECK_THAT(load_error(alias_bomb(9, 10)), Catch::StartsWith("t.yaml:") && Catch::Contains("expands to more than"));
+  // Within the node limit (111,111 nodes), but an object of megabytes: refused at the object,
+  // since every object collective copies it per rank (the fuzzer's input took 1.3 GB and 10 s).
+  std::string strings = alias_bomb(9, 10);
+  strings.replace(strings.find("l4: &l4 ["), 9, "l4: &l4 A[");  // level 4 a 50-byte string
+  CHECK_THAT(load_error(strings), Catch::StartsWith("t.yaml:") && Catch::Contains("object: more than 65536 bytes"));
+  CHECK(load_error(alias_bomb(3, 10)) == "");  // 1,111 nodes, 5 KiB: a fine object
   // Plain nesting too: 100 levels of lists, far below yaml-cpp's own guard but above ours.
   CHECK_THAT(load_error("description: " + std::string(100, '[') + std::string(100, ']') + "\nsteps: []\n"),
              Catch::StartsWith("t.yaml:1:") && Catch::Contains("nests deeper than 64"));

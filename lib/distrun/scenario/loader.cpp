@@ -175,16 +175,30 @@ class Loader {
     return ref;
   }
 
-  // YAML -> JSON, compiling each "${expr}" found in strings.
-  nlohmann::ordered_json to_json(const YAML::Node& n, ObjectTemplate& t) const {
+  // YAML -> JSON, compiling each "${expr}" found in strings. `left` is what the object may
+  // still take (a byte per node, plus each key's and string's length, aliases expanded): an
+  // object is copied once per rank by every object collective and again by each rank's
+  // reference, so a small alias bomb within the YAML limits must not become gigabytes.
+  nlohmann::ordered_json to_json(const YAML::Node& n, ObjectTemplate& t, size_t& left) const {
+    auto take = [&](size_t bytes) {
+      if (bytes >= left)
+        fail(n, "object: more than " + std::to_string(kMaxObjectBytes) +
+                    " bytes once its aliases are expanded (the objects of object collectives are small)");
+      left -= bytes;
+    };
+    take(1);
     if (n.IsMap()) {
       nlohmann::ordered_json o = nlohmann::ordered_json::object();
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = to_json(kv.second, t);
+      for (const auto& kv : n) {
+        const std::string key = kv.first.as<std::string>();
+        take(key.size());
+        o[key] = to_json(kv.second, t, left);
+      }
       return o;
     }
     if (n.IsSequence()) {
       nlohmann::ordered_json a = nlohmann::ordered_json::array();
-      for (const auto& c : n) a.push_back(to_json(c, t));
+      for (const auto& c : n) a.push_back(to_json(c, t, left));
       return a;
     }
     const CoreScalar c = resolve_scalar(n);
@@ -196,6 +210,7 @@ class Loader {
       case CoreScalar::String: break;
     }
     const std::string& s = n.Scalar();
+    take(s.size());
     for (size_t at = s.find("${"); at != std::string::npos; at = s.find("${", at + 2)) {
       const size_t end = s.find('}', at);
       if (end == std::string::npos) fail(n, "unterminated ${...} in '" + s + "'");
@@ -352,7 +367,8 @@ class Loader {
     }
     if (const auto o = n["object"]) {
       s.object.mark = mark_of(o);
-      s.object.value = to_json(o, s.object);
+      size_t left = kMaxObjectBytes;
+      s.object.value = to_json(o, s.object, left);
     }
     if (has("collective")) s.bench = bench(n);
     return s;

@@ -18,6 +18,9 @@ Scenario load_scenario_text(const std::string& file, const std::string& text);
 std::optional<int64_t> parse_byte_size(const std::string& text);
 /// The most sizes one bench step may list (or {min, max, factor} may make).
 constexpr size_t kMaxBenchSizes = 64;
+/// The most an object step's `object` may expand to: a byte per node plus its keys' and
+/// strings' lengths, aliases counted each time they are used.
+constexpr size_t kMaxObjectBytes = 64 * 1024;
 /// The sizes {min, max, factor} describes: min, min*factor, ... up to max inclusive (at most
 /// kMaxBenchSizes + 1, so a caller can tell a list that was cut).
 std::vector<int64_t> byte_size_range(int64_t min, int64_t max, double factor);
