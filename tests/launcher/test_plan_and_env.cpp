@@ -103,7 +103,8 @@ TEST_CASE("plan: --launcher slurm and auto read SLURM's variables", "[launcher][
   CHECK(p.node_rank == 1);
   CHECK(p.master_addr == "node07");
   REQUIRE(p.master_port);
-  CHECK(*p.master_port >= 20000);  // derived from the job id
+  CHECK(*p.master_port >= distrun::kJobPortFirst);  // derived from the job id
+  CHECK(*p.master_port <= distrun::kJobPortLast);
   CHECK(!p.port_from_user);
   auto one = slurm;
   one["SLURM_NNODES"] = "1";

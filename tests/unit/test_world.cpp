@@ -1,5 +1,6 @@
 // Reading the world from PyTorch, SLURM and MPI environments.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <map>
 
 #include "distrun/core/error.hpp"
@@ -55,6 +56,20 @@ TEST_CASE("SLURM: rank, local size from tasks per node, master from the nodelist
   CHECK(w.master_port == port_from_job_id("4242"));
   vars["SLURM_JOB_ID"] = "4243";
   CHECK(world_from_env(env(vars)).master_port != w.master_port);
+}
+
+TEST_CASE("a port from a job id stays below the ephemeral ports and spreads over its range") {
+  // Below 32768 no outgoing connection can hold it (Linux's default ephemeral range starts
+  // there); a derived port in that range once met 'address in use' in the suite.
+  uint16_t low = 65535, high = 0;
+  for (int id = 0; id < 100000; ++id) {
+    uint16_t p = port_from_job_id(std::to_string(id) + "0");
+    low = std::min(low, p);
+    high = std::max(high, p);
+  }
+  CHECK(low == kJobPortFirst);
+  CHECK(high == kJobPortLast);
+  CHECK(kJobPortLast < 32768);
 }
 
 TEST_CASE("MPI: Open MPI, PMI and MVAPICH variables") {

@@ -26,11 +26,13 @@ int parse_env_int(const std::string& name, const std::string& value) {
 }
 
 uint16_t port_from_job_id(const std::string& job_id) {
-  // FNV-1a, folded into 20000..39999: clear of torch's 29500 default only by chance, so
-  // jobs on one host differ by id; the range stays below the kernel's ephemeral ports.
+  // FNV-1a, folded into kJobPortFirst..kJobPortLast so that jobs on one host differ by id.
+  // The range ends below Linux's ephemeral ports (32768 up): a port in them can be held at
+  // any moment by some process's outgoing connection, and every rank derives the same port,
+  // so none can pick another.
   uint32_t h = 2166136261u;
   for (char c : job_id) h = (h ^ uint8_t(c)) * 16777619u;
-  return uint16_t(20000 + h % 20000);
+  return uint16_t(kJobPortFirst + h % (kJobPortLast - kJobPortFirst + 1));
 }
 
 int slurm_tasks_on_node(const std::string& spec, int node) {

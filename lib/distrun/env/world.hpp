@@ -29,8 +29,11 @@ EnvLookup process_env();
 /// none is set. ConfigError for malformed values or a multi-host MPI job without MASTER_ADDR.
 WorldInfo world_from_env(const EnvLookup& env = process_env());
 
-/// MASTER_PORT derived from a job id, so that two jobs on one host do not collide.
+/// MASTER_PORT derived from a job id, so that two jobs on one host do not collide; always in
+/// kJobPortFirst..kJobPortLast, below the kernel's ephemeral ports.
 uint16_t port_from_job_id(const std::string& job_id);
+inline constexpr uint16_t kJobPortFirst = 20000;
+inline constexpr uint16_t kJobPortLast = 32767;
 
 /// Expands SLURM_TASKS_PER_NODE ("2(x3),1") and returns the count for node `node`.
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node);
