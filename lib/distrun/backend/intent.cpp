@@ -49,6 +49,11 @@ void Intent::encode(uint64_t* out, int n) const {
 
 Intent Intent::decode(const uint64_t* in, int n) {
   Intent i;
+  decode(in, n, i);
+  return i;
+}
+
+void Intent::decode(const uint64_t* in, int n, Intent& i) {
   i.kind = CollectiveKind(uint32_t(in[0]));
   i.seq = in[1];
   i.dtype = uint32_t(in[2]);
@@ -62,8 +67,11 @@ Intent Intent::decode(const uint64_t* in, int n) {
     i.send_offset.assign(in + kHeaderWords, in + kHeaderWords + n);
     i.send_bytes.assign(in + kHeaderWords + n, in + kHeaderWords + 2 * size_t(n));
     i.recv_bytes.assign(in + kHeaderWords + 2 * size_t(n), in + kHeaderWords + 3 * size_t(n));
+  } else {
+    i.send_offset.clear();
+    i.send_bytes.clear();
+    i.recv_bytes.clear();
   }
-  return i;
 }
 
 uint64_t readable_bytes(const Intent& in, int r, int n) {
@@ -81,7 +89,37 @@ uint64_t readable_bytes(const Intent& in, int r, int n) {
   }
 }
 
+namespace {
+
+// The common case, checked without building a word of the messages below: every field that
+// must agree does, every buffer covers its reads. Only when this says no does
+// check_agreement find out which and phrase it.
+bool all_agree(const std::vector<Intent>& all, bool extents) {
+  const int n = int(all.size());
+  const Intent& first = all.front();
+  if (first.root != -1 && (first.root < 0 || first.root >= n)) return false;
+  for (const Intent& i : all)
+    if (i.kind != first.kind || i.seq != first.seq || i.dtype != first.dtype || i.op != first.op ||
+        i.root != first.root || (first.kind != CollectiveKind::AllToAll && i.bytes != first.bytes))
+      return false;
+  if (first.kind == CollectiveKind::AllToAll)
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) {
+        const auto& sent = all[size_t(i)].send_bytes;
+        const auto& expected = all[size_t(j)].recv_bytes;
+        if (size_t(j) >= sent.size() || size_t(i) >= expected.size() || sent[size_t(j)] != expected[size_t(i)])
+          return false;
+      }
+  if (extents)
+    for (int r = 0; r < n; ++r)
+      if (all[size_t(r)].extent < readable_bytes(all[size_t(r)], r, n)) return false;
+  return true;
+}
+
+}  // namespace
+
 void check_agreement(const std::vector<Intent>& all, bool extents, const std::vector<int>& global_ranks) {
+  if (all_agree(all, extents)) return;
   const int n = int(all.size());
   auto g = [&](int r) { return global_ranks.empty() ? r : global_ranks.at(size_t(r)); };
   const Intent& first = all.front();

@@ -46,6 +46,8 @@ struct Intent {
   /// Into `out` (words(n) of them); the per-rank vectors are written for all_to_all only.
   void encode(uint64_t* out, int n) const;
   static Intent decode(const uint64_t* in, int n);
+  /// As decode, into `into`, whose vectors keep their storage (no allocation per collective).
+  static void decode(const uint64_t* in, int n, Intent& into);
 
   static constexpr size_t kHeaderWords = 9;
   static constexpr uint64_t kInline = 1;

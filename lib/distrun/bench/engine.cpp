@@ -111,6 +111,7 @@ LocalTimes measure(Backend& b, const BenchConfig& cfg, Placement p, int64_t coun
   t.samples.push_back(micros_since(t0));
   if (cfg.check) t.wrong = count_wrong(c, buf.out, a, cfg.dtype, corrupt_rank_from_env() == b.global_rank(me));
   for (int i = 0; i < cfg.warmup; ++i) c.run(b, buf.in, buf.out, a);
+  t.samples.reserve(size_t(cfg.iters) + 1);  // no reallocation (and page faults) while timing
   for (int i = 0; i < cfg.iters; ++i) {
     t0 = Clock::now();
     for (int k = 0; k < cfg.agg; ++k) c.run(b, buf.in, buf.out, a);

@@ -199,12 +199,13 @@ CmaTransport::CmaTransport(std::shared_ptr<gloo::Context> context, int rank, int
   if (const char* v = std::getenv("DISTRUN_SHM_INLINE_BYTES")) inline_limit_ = std::min<size_t>(std::strtoull(v, nullptr, 10), kInlineCapacity);
 }
 
-std::vector<Intent> CmaTransport::exchange(Intent intent, const void* base, std::chrono::milliseconds timeout) {
+const std::vector<Intent>& CmaTransport::exchange(Intent intent, const void* base, std::chrono::milliseconds timeout) {
   const size_t words = Intent::words(size_);
   intent.seq = seq_ = seq_ + 1;
   intent.address = reinterpret_cast<uint64_t>(base);
   intent.extent = base ? readable_bytes(intent, rank_, size_) : 0;
-  std::vector<Intent> table;
+  std::vector<Intent>& table = table_;
+  table.resize(size_t(size_));
   if (shared_) {
     // Our row and slot of this parity were last read in collective seq-2; every peer that
     // has posted seq-1 is past that.
@@ -217,7 +218,7 @@ std::vector<Intent> CmaTransport::exchange(Intent intent, const void* base, std:
     box(rank_)->posted.store(seq_, std::memory_order_release);
     ring();
     wait_all([&](int r) { return box(r)->posted.load(std::memory_order_acquire) >= seq_; }, timeout, "posted");
-    for (int r = 0; r < size_; ++r) table.push_back(Intent::decode(row(r, seq_), size_));
+    for (int r = 0; r < size_; ++r) Intent::decode(row(r, seq_), size_, table[size_t(r)]);
   } else {
     std::vector<uint64_t> mine(words, 0), all(words * size_t(size_));
     intent.encode(mine.data(), size_);
@@ -227,7 +228,7 @@ std::vector<Intent> CmaTransport::exchange(Intent intent, const void* base, std:
     o.setTag(next_tag_());
     o.setTimeout(timeout);
     gloo::allgather(o);
-    for (int r = 0; r < size_; ++r) table.push_back(Intent::decode(all.data() + words * size_t(r), size_));
+    for (int r = 0; r < size_; ++r) Intent::decode(all.data() + words * size_t(r), size_, table[size_t(r)]);
   }
   try {
     check_agreement(table, true, global_ranks_);
@@ -249,8 +250,15 @@ void CmaTransport::finish(bool buffer_read_in_place, std::chrono::milliseconds t
 }
 
 void CmaTransport::ring() {
+  // Dekker's pattern with wait_all: we store a flag, then read `sleepers`; a sleeper counts
+  // itself, then rereads the flags. The fences make one of us see the other's write, so
+  // either we see it and wake it, or it sees our flag and never sleeps. With nobody asleep the
+  // bell's cache line is left alone: touching it in every post and done made the ranks fight
+  // over it (a fifth of a 16-byte collective's time).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (shared_->sleepers.load(std::memory_order_seq_cst) == 0) return;
   shared_->bell.fetch_add(1, std::memory_order_seq_cst);
-  if (shared_->sleepers.load(std::memory_order_seq_cst) > 0) futex(&shared_->bell, FUTEX_WAKE, INT32_MAX, nullptr);
+  futex(&shared_->bell, FUTEX_WAKE, INT32_MAX, nullptr);
 }
 
 template <typename Ready>
@@ -289,6 +297,7 @@ void CmaTransport::wait_all(Ready ready, std::chrono::milliseconds timeout, cons
       if (r != rank_ && kill(pids_[size_t(r)], 0) != 0 && errno == ESRCH)
         throw BackendError("rank " + std::to_string(r) + " (process " + std::to_string(pids_[size_t(r)]) + ") is gone");
     shared_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with ring()'s
     if (!all_ready()) {
       const timespec slice{0, 100 * 1000 * 1000};  // wake to check the peers every 100 ms
       futex(&shared_->bell, FUTEX_WAIT, bell, &slice);
@@ -358,13 +367,13 @@ bool inlined(const Intent& i) { return (i.flags & Intent::kInline) != 0; }
 }  // namespace
 
 void CmaTransport::all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  auto table = exchange(intent, in, timeout);
+  const auto& table = exchange(intent, in, timeout);
   collect(table, in, out, intent.bytes);
   finish(!inlined(table[size_t(rank_)]), timeout);
 }
 
 void CmaTransport::gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  auto table = exchange(intent, in, timeout);
+  const auto& table = exchange(intent, in, timeout);
   if (rank_ == intent.root) collect(table, in, out, intent.bytes);
   finish(rank_ != intent.root && !inlined(table[size_t(rank_)]), timeout);
 }
@@ -382,7 +391,7 @@ void CmaTransport::collect(const std::vector<Intent>& table, const void* in, voi
 void CmaTransport::scatter(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
   const size_t bytes = intent.bytes;
   const int root = intent.root;
-  auto table = exchange(intent, rank_ == root ? in : nullptr, timeout);
+  const auto& table = exchange(intent, rank_ == root ? in : nullptr, timeout);
   if (rank_ == root)
     std::memcpy(out, static_cast<const char*>(in) + size_t(rank_) * bytes, bytes);
   else
@@ -392,7 +401,7 @@ void CmaTransport::scatter(Intent intent, const void* in, void* out, std::chrono
 
 void CmaTransport::broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) {
   const int root = intent.root;
-  auto table = exchange(intent, rank_ == root ? data : nullptr, timeout);
+  const auto& table = exchange(intent, rank_ == root ? data : nullptr, timeout);
   if (rank_ != root) read(root, table[size_t(root)], 0, data, intent.bytes);
   finish(rank_ == root && !inlined(table[size_t(rank_)]), timeout);
 }
@@ -400,7 +409,7 @@ void CmaTransport::broadcast(Intent intent, void* data, std::chrono::millisecond
 void CmaTransport::reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
                                   std::chrono::milliseconds timeout) {
   const size_t bytes = intent.bytes;
-  auto table = exchange(intent, in, timeout);
+  const auto& table = exchange(intent, in, timeout);
   const size_t at = size_t(rank_) * bytes;
   std::memcpy(out, static_cast<const char*>(in) + at, bytes);
   if (scratch_.size() < bytes) scratch_.resize(bytes);
@@ -419,7 +428,7 @@ void CmaTransport::reduce_scatter(Intent intent, const void* in, void* out, size
 void CmaTransport::all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
                               std::chrono::milliseconds timeout) {
   const size_t count = intent.bytes / element_size;
-  auto table = exchange(intent, data, timeout);
+  const auto& table = exchange(intent, data, timeout);
   auto* base = static_cast<char*>(data);
   bool all_inline = shared_ != nullptr;
   for (auto& row : table) all_inline = all_inline && inlined(row);
@@ -457,7 +466,7 @@ void CmaTransport::all_reduce(Intent intent, void* data, size_t element_size, Re
 void CmaTransport::reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
                           std::chrono::milliseconds timeout) {
   const size_t bytes = intent.bytes;
-  auto table = exchange(intent, data, timeout);
+  const auto& table = exchange(intent, data, timeout);
   if (rank_ == intent.root) {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
     for (int r = 0; r < size_; ++r) {
@@ -474,7 +483,7 @@ void CmaTransport::reduce(Intent intent, void* data, size_t element_size, Reduce
 }
 
 void CmaTransport::all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  auto table = exchange(intent, in, timeout);
+  const auto& table = exchange(intent, in, timeout);
   auto* o = static_cast<char*>(out);
   size_t at = 0;
   for (int r = 0; r < size_; ++r) {

@@ -91,7 +91,8 @@ class CmaTransport : public CollectiveTransport {
   // Waits until generation moves past `seen`; checks that the peers are alive meanwhile.
   void wait_generation(uint32_t seen, std::chrono::milliseconds timeout);
   // Publishes `intent` with `base` and its extent, and returns every rank's once all agree.
-  std::vector<Intent> exchange(Intent intent, const void* base, std::chrono::milliseconds timeout);
+  // The table lives in the transport and is reused: no allocation per collective.
+  const std::vector<Intent>& exchange(Intent intent, const void* base, std::chrono::milliseconds timeout);
   // `bytes` at `offset` in `peer`'s buffer; never past the extent it published.
   void read(int peer, const Intent& of, uint64_t offset, void* dst, size_t bytes);
   // Where those bytes lie in the peer's slot of this collective, or nullptr when not inlined.
@@ -117,6 +118,7 @@ class CmaTransport : public CollectiveTransport {
   std::function<uint32_t()> next_tag_;
   std::vector<int> global_ranks_;
   std::vector<char> scratch_;
+  std::vector<Intent> table_;  // every rank's intent in the current collective
   uint64_t seq_ = 0;  // collectives run, the same count on every member
   size_t inline_limit_ = kInlineCapacity;
   CmaShared* shared_ = nullptr;  // mapped segment, or nullptr: meet over Gloo instead
