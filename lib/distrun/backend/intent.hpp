@@ -51,6 +51,10 @@ struct Intent {
 
   static constexpr size_t kHeaderWords = 9;
   static constexpr uint64_t kInline = 1;
+  /// Set by a caller that already checked this collective across a group containing this one
+  /// (the hierarchical path checks the whole group once, then runs derived steps on sub-groups):
+  /// a transport whose check costs a network round trip may skip it.
+  static constexpr uint64_t kAgreed = 2;
 };
 
 /// Checks every rank's intent against every other's (and, with `extents`, that each buffer
