@@ -10,7 +10,7 @@
 #include "worker_shim.hpp"
 
 int main(int argc, char** argv) {
-  // distrun starts itself again as the reaper shim between it and each worker.
+  // The reaper shim between distrun and each worker, where distrun-shim is not found.
   if (argc > 1 && std::strcmp(argv[1], distrun::launcher::kShimFlag) == 0)
     return distrun::launcher::run_reaper_shim(argc, argv);
   try {

@@ -23,6 +23,20 @@ std::string self_exe() {
   return std::string(buf, size_t(n));
 }
 
+// The program to start as the shim: distrun-shim beside us (the build tree) or in
+// ../libexec/distrun (installed), else distrun itself, which acts as the shim too (slower to
+// start: it loads every library distrun links).
+const std::string& shim_exe() {
+  static const std::string exe = [] {
+    const std::string self = self_exe();
+    const std::string dir = self.substr(0, self.rfind('/'));
+    for (const std::string& candidate : {dir + "/distrun-shim", dir + "/../libexec/distrun/distrun-shim"})
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    return self;
+  }();
+  return exe;
+}
+
 void close_all(std::initializer_list<int> fds) {
   for (int fd : fds)
     if (fd >= 0) close(fd);
@@ -32,7 +46,7 @@ void close_all(std::initializer_list<int> fds) {
 
 SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
   // Everything the child needs is prepared before fork: after fork only async-signal-safe calls.
-  const std::string exe = self_exe();
+  const std::string& exe = shim_exe();
   const std::string parent_pid = std::to_string(getpid());
   std::vector<char*> argv{const_cast<char*>(exe.c_str()), const_cast<char*>(kShimFlag),
                           const_cast<char*>(parent_pid.c_str()), nullptr};

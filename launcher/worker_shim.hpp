@@ -1,6 +1,7 @@
 // The reaper shim between distrun and each worker, so that killing distrun (even with -9)
-// leaves none of a worker's own children behind. distrun starts `distrun --reaper-shim`
-// (its own binary again, so the shim is single-threaded and free to allocate); the shim
+// leaves none of a worker's own children behind. distrun starts `distrun-shim --reaper-shim`
+// (a fresh program, so the shim is single-threaded and free to allocate; distrun's own binary
+// with that flag when distrun-shim is not installed beside it); the shim
 // makes itself a child subreaper (PR_SET_CHILD_SUBREAPER), starts the worker, and when the
 // worker ends, or distrun dies (its parent-death signal), it kills the worker and then every
 // process that was reparented to it, round after round, until it has no child left.

@@ -19,7 +19,7 @@ grep -q "^ Package: distrun$" "$tmp/info" || fail "package name"
 grep -q "^ Depends: .*libgloo0" "$tmp/info" || fail "Depends from dpkg-shlibdeps: $(cat "$tmp/info")"
 dpkg -x "$deb" "$tmp/root"
 root=$tmp/root/usr
-for f in bin/distrun bin/distrun-worker share/bash-completion/completions/distrun \
+for f in bin/distrun bin/distrun-worker libexec/distrun/distrun-shim share/bash-completion/completions/distrun \
          share/man/man1/distrun.1.gz share/man/man1/distrun-worker.1.gz include/distrun/comm/process_group.hpp; do
   [[ -e $root/$f ]] || fail "$f missing from the package"
 done
