@@ -64,6 +64,17 @@ def case_environment():
     check(all(e["OMP_NUM_THREADS"] == "7" for e in envs_from(r.stdout)), "OMP_NUM_THREADS kept", r.stdout)
 
 
+def case_reaper_shim_program():
+    """Each worker's parent is distrun-shim, the small program beside distrun: not distrun itself,
+    whose start loads libdistrun, Gloo, NCCL and CUDA's runtime once more per worker."""
+    r = distrun("--nproc", "2", "--", PYTHON, "-c", "import os; print('PARENT', os.readlink('/proc/%d/exe' % os.getppid()))")
+    check(r.returncode == 0, f"rc {r.returncode}", r.stderr)
+    parents = [l.split("PARENT ", 1)[1] for l in r.stdout.splitlines() if "PARENT " in l]
+    check(len(parents) == 2, "two workers report their parent", r.stdout)
+    check(all(p == os.path.join(os.path.dirname(os.path.realpath(DISTRUN)), "distrun-shim") for p in parents),
+          f"workers' parents: {parents}, want distrun-shim beside {DISTRUN}", r.stdout)
+
+
 def case_rank_exits_nonzero():
     m = marker()
     t0 = time.time()
