@@ -483,13 +483,14 @@ void CmaTransport::reduce(Intent intent, void* data, size_t element_size, Reduce
 }
 
 void CmaTransport::all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  const auto& table = exchange(intent, in, timeout);
+  const auto& table = exchange(std::move(intent), in, timeout);
+  const Intent& mine = table[size_t(rank_)];  // as stated, read back from our row
   auto* o = static_cast<char*>(out);
   size_t at = 0;
   for (int r = 0; r < size_; ++r) {
-    const size_t bytes = intent.recv_bytes[size_t(r)];
+    const size_t bytes = mine.recv_bytes[size_t(r)];
     if (r == rank_)
-      std::memcpy(o + at, static_cast<const char*>(in) + intent.send_offset[size_t(r)], bytes);
+      std::memcpy(o + at, static_cast<const char*>(in) + mine.send_offset[size_t(r)], bytes);
     else
       read(r, table[size_t(r)], table[size_t(r)].send_offset[size_t(rank_)], o + at, bytes);
     at += bytes;

@@ -403,6 +403,7 @@ void GlooBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
   Intent want = intent(CollectiveKind::AllToAll, hi.dtype(), 0);
   const size_t es = hi.element_size();
   size_t at = 0;
+  for (auto* v : {&want.send_offset, &want.send_bytes, &want.recv_bytes}) v->reserve(size_t(size_));
   for (int j = 0; j < size_; ++j) {
     const size_t send = even ? hi.nbytes() / size_t(size_) : size_t(opts.send_counts[size_t(j)]) * es;
     want.send_offset.push_back(at);
@@ -410,7 +411,8 @@ void GlooBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
     at += send;
     want.recv_bytes.push_back(even ? ho.nbytes() / size_t(size_) : size_t(opts.recv_counts[size_t(j)]) * es);
   }
-  guarded("all_to_all", timeout_of(opts), [&] { transport_->all_to_all(want, hi.data(), ho.data(), timeout_of(opts)); });
+  guarded("all_to_all", timeout_of(opts),
+          [&] { transport_->all_to_all(std::move(want), hi.data(), ho.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 
