@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Hierarchical against flat all_reduce between two hosts of two ranks each, over a link limited
-by `tc`. The hosts are network namespaces on a bridge (the multihost tests' `Hosts`), each
+"""Hierarchical against flat all_reduce (or --collective all_gather, reduce_scatter, broadcast)
+between two hosts of two ranks each, over a link limited by `tc`. The hosts are network namespaces on a bridge (the multihost tests' `Hosts`), each
 host's link shaped to RATE in its sending direction (tbf on its eth0); each host's agent tells
 its ranks which host they are on (DISTRUN_HOST_ID: the namespaces share one kernel). The same
 distrun-bench all_reduce sweep runs with the hierarchical path (the default for such a group)
 and with DISTRUN_HIERARCHY=flat (Gloo's ring over all 4 ranks), interleaved, REPS times; the
 table gives the median busbw of each and their ratio. Between hosts the hierarchy sends S per
 direction where the flat ring sends 1.5 S (S = the buffer's bytes), so on a link-bound run the
-expected ratio is 1.5 (the issue's target: >= 1.4). Needs root, `ip netns` and `tc`.
+expected ratio is 1.5 (the issue's target: >= 1.4). all_gather and reduce_scatter: 2 blocks
+leave a host where the flat ring carries 3, 1.5 again; broadcast: one copy per host where Gloo's
+flat broadcast sends the root's buffer to each rank, 2 copies across. Needs root, `ip netns` and
+`tc`.
 
 Usage: scripts/bench/hierarchical.py [--build DIR] [--reps N] [--rate 1gbit] [--sizes 4M:64M]
+                                     [--collective all_reduce|all_gather|reduce_scatter|broadcast]
 Prints a Markdown table on stdout; exits 77 (skipped) when namespaces or tc are unavailable."""
 import argparse
 import os
@@ -28,6 +32,8 @@ def main():
     ap.add_argument("--rate", default="1gbit", help="tc rate of each host's link, each way (default 1gbit)")
     ap.add_argument("--sizes", default="4M:64M", help="MIN:MAX bytes, a factor of 4 apart (default 4M:64M)")
     ap.add_argument("--iters", default="5")
+    ap.add_argument("--collective", default="all_reduce",
+                    choices=["all_reduce", "all_gather", "reduce_scatter", "broadcast"])
     a = ap.parse_args()
     os.environ["DISTRUN"] = os.path.join(os.path.abspath(a.build), "bin", "distrun")
     sys.path.insert(0, os.path.join(root, "tests", "launcher"))
@@ -40,7 +46,9 @@ def main():
         print("SKIP: tc (iproute2) not found", flush=True)
         sys.exit(77)
     lo, hi = a.sizes.split(":")
-    sweep = ["all_reduce", "-b", lo, "-e", hi, "-f", "4", "-n", a.iters, "-w", "1", "-c", "1", "-d", "float"]
+    # nccl-tests' bus factors on 4 ranks: what each rank's link must carry per byte of the buffer.
+    factor = {"all_reduce": 1.5, "all_gather": 0.75, "reduce_scatter": 0.75, "broadcast": 1.0}[a.collective]
+    sweep = [a.collective, "-b", lo, "-e", hi, "-f", "4", "-n", a.iters, "-w", "1", "-c", "1", "-d", "float"]
     busbw = {}  # (mode, size) -> [busbw of each rep, out-of-place]
     paths = {}
     with Hosts(2) as h:
@@ -65,12 +73,12 @@ def main():
                     f = line.split()
                     if len(f) >= 13 and f[0].isdigit():
                         # From the time (us), not the printed busbw: two decimals of GB/s is
-                        # too coarse at link speed. all_reduce's bus factor on 4 ranks is 1.5.
+                        # too coarse at link speed.
                         size = int(f[0])
-                        busbw.setdefault((mode, size), []).append(1.5 * size / (float(f[5]) * 1e3))
+                        busbw.setdefault((mode, size), []).append(factor * size / (float(f[5]) * 1e3))
                 print(f"rep {rep + 1}/{a.reps} {mode}: done", file=sys.stderr, flush=True)
     sizes = sorted({s for _, s in busbw})
-    print(f"all_reduce, 2 hosts x 2 ranks (network namespaces), each host's link limited to {a.rate} by tc; "
+    print(f"{a.collective}, 2 hosts x 2 ranks (network namespaces), each host's link limited to {a.rate} by tc; "
           f"busbw in GB/s, median of {a.reps} (out-of-place)\n")
     print(f"| size | hierarchical ({paths.get('hierarchical', '?')}) | flat ({paths.get('flat', '?')}) | "
           f"hierarchical / flat |")
@@ -81,7 +89,7 @@ def main():
         ratios.append(hm / fm)
         print(f"| {s // (1 << 20)} MiB | {hm:.3f} | {fm:.3f} | **{hm / fm:.2f}x** |")
     print(f"\nhierarchical / flat: {min(ratios):.2f}x .. {max(ratios):.2f}x (target >= 1.4x; the inter-host "
-          f"volume ratio is 1.5x): {'met' if min(ratios) >= 1.4 else 'NOT MET at every size'}")
+          f"volume ratio is {'2' if a.collective == 'broadcast' else '1.5'}x): {'met' if min(ratios) >= 1.4 else 'NOT MET at every size'}")
 
 
 if __name__ == "__main__":

@@ -51,5 +51,18 @@ def case_all_reduce():
     print(f"MEASURE hierarchical netns test: {time.time() - t0:.1f} s", flush=True)
 
 
+def case_regrouped():
+    """all_gather, reduce_scatter and broadcast (rooted on each host) on the hierarchical path:
+    blocks regrouped by host and place, every element checked, counts with and without a tail."""
+    if not os.access(BENCH, os.X_OK):
+        skip(f"distrun-bench not built next to distrun ({BENCH})")
+    with Hosts(2) as h:
+        for args in (["all_gather"], ["reduce_scatter"], ["broadcast", "-r", "0"], ["broadcast", "-r", "3"]):
+            out = run_both(h, [*args, "-b", "4", "-e", "786432", "-f", "8", "-n", "2", "-w", "1", "-c", "1", "-d", "float"])
+            check(f"# backend gloo, transport hierarchical(shm x2, tcp x2), 4 ranks" in out, f"{args}: the hierarchical path",
+                  out)
+            check("# Wrong elements       : 0 OK" in out and len(wrong_counts(out)) == 6, f"{args}: every element right", out)
+
+
 if __name__ == "__main__":
     main({name[5:]: fn for name, fn in globals().items() if name.startswith("case_")})

@@ -184,3 +184,66 @@ TEST_CASE("hierarchical path over 3 hosts of 2 ranks interleaved and DISTRUN_HIE
   });
   CHECK(distrun::testing::rank_checks > before);
 }
+
+namespace {
+
+// all_gather, reduce_scatter and broadcast from every root, every element checked: the
+// hierarchical path regroups blocks by host and place, so a wrong permutation shows here.
+void regrouped_collectives(Backend& b) {
+  const int n = b.size(), r = b.rank();
+  const std::string ctx = b.transport_name() + ", rank " + std::to_string(r);
+  for (int64_t count : {1, 7, 40000}) {
+    Tensor in = filled(count, DType::Int64, [&](int64_t e) { return r * 1000000 + e; });
+    Tensor out = Tensor::zeros({count * n}, DType::Int64);
+    b.all_gather(in, out, {});
+    for (int q = 0; q < n; ++q)
+      for (int64_t e = 0; e < count; ++e)
+        if (out.get(q * count + e) != double(q * 1000000 + e))
+          RANK_REQUIRE_CTX(false, ctx << " all_gather count " << count << " block " << q << " e " << e << ": "
+                                      << out.get(q * count + e));
+    Tensor rin = filled(count * n, DType::Int64, [&](int64_t e) { return (r + 1) * (e + 1); });
+    Tensor rout = Tensor::zeros({count}, DType::Int64);
+    b.reduce_scatter(rin, rout, {});
+    for (int64_t e = 0; e < count; ++e)
+      if (rout.get(e) != double(n * (n + 1) / 2 * (r * count + e + 1)))
+        RANK_REQUIRE_CTX(false, ctx << " reduce_scatter count " << count << " e " << e << ": " << rout.get(e));
+    for (int root = 0; root < n; ++root) {
+      BroadcastOptions o;
+      o.root = root;
+      Tensor t = filled(count, DType::Int64, [&](int64_t e) { return r == root ? root * 1000000 + e : -1; });
+      b.broadcast(t, o);
+      for (int64_t e = 0; e < count; ++e)
+        if (t.get(e) != double(root * 1000000 + e))
+          RANK_REQUIRE_CTX(false, ctx << " broadcast from " << root << " count " << count << " e " << e);
+    }
+  }
+  RANK_REQUIRE_CTX(true, ctx << " regrouped collectives");
+}
+
+}  // namespace
+
+TEST_CASE("hierarchical all_gather, reduce_scatter and broadcast from every root put every element where the flat "
+          "path does, hosts contiguous or interleaved",
+          "[mixed]") {
+  const long before = distrun::testing::rank_checks;
+  on_hosts({"hostA", "hostA", "hostB", "hostB"}, Hierarchy::Auto, [](GlooBackend& world) {
+    require_path(&world, "hierarchical(shm x2, tcp x2)");
+    regrouped_collectives(world);
+    // A disagreement in a regrouped collective is the same typed error on every rank.
+    const int r = world.rank();
+    int mismatches = 0;
+    Tensor in = Tensor::zeros({r == 2 ? 3 : 4}, DType::Float32), out = Tensor::zeros({in.numel() * 4}, DType::Float32);
+    try {
+      world.all_gather(in, out, {});
+    } catch (const CollectiveMismatchError&) {
+      ++mismatches;
+    }
+    RANK_REQUIRE_CTX(mismatches == 1, "rank " << r << ": all_gather with rank 2 short is a mismatch everywhere");
+    regrouped_collectives(world);
+  });
+  on_hosts({"h0", "h1", "h2", "h0", "h1", "h2"}, Hierarchy::Auto, [](GlooBackend& world) {
+    require_path(&world, "hierarchical(shm x2, tcp x3)");
+    regrouped_collectives(world);
+  });
+  CHECK(distrun::testing::rank_checks > before);
+}

@@ -241,7 +241,7 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   inner.transport = GlooTransport::Tcp;
   auto cross = std::make_shared<GlooBackend>(std::make_shared<PrefixStore>("hier/slice" + std::to_string(slice), store_),
                                              host, int(hosts.size()), inner, liveness_, cross_globals, device_);
-  return std::make_unique<HierarchicalTransport>(tcp(), std::move(local), std::move(cross));
+  return std::make_unique<HierarchicalTransport>(tcp(), std::move(local), std::move(cross), on, host, slice);
 }
 
 GlooBackend::~GlooBackend() = default;

@@ -1,6 +1,7 @@
 #include "distrun/gloo/hierarchical_transport.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -12,8 +13,10 @@
 namespace distrun {
 
 HierarchicalTransport::HierarchicalTransport(std::unique_ptr<TcpTransport> flat, std::shared_ptr<GlooBackend> local,
-                                             std::shared_ptr<GlooBackend> cross)
-    : flat_(std::move(flat)), local_(std::move(local)), cross_(std::move(cross)) {}
+                                             std::shared_ptr<GlooBackend> cross,
+                                             std::vector<std::vector<int>> ranks_on_host, int host, int place)
+    : flat_(std::move(flat)), local_(std::move(local)), cross_(std::move(cross)), on_(std::move(ranks_on_host)),
+      host_(host), place_(place) {}
 
 HierarchicalTransport::~HierarchicalTransport() = default;
 
@@ -150,6 +153,61 @@ void HierarchicalTransport::all_reduce(Intent intent, void* data, size_t es, Red
     rest.bytes = tail * es;
     flat_->all_reduce(rest, base + piece_bytes * pieces, es, fn, timeout);
   }
+}
+
+Intent HierarchicalTransport::step(const Intent& intent, CollectiveKind kind, uint64_t bytes, int root) {
+  Intent s = intent;
+  s.kind = kind;
+  s.bytes = bytes;
+  s.root = root;
+  s.flags |= Intent::kAgreed;
+  return s;
+}
+
+void HierarchicalTransport::all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  const size_t bytes = intent.bytes, hosts = on_.size(), places = on_[0].size();
+  flat_->agree(intent, timeout);
+  // staged_[g]: the block of the rank at our place on host g.
+  if (staged_.size() < hosts * bytes) staged_.resize(hosts * bytes);
+  cross_->transport().all_gather(step(intent, CollectiveKind::AllGather, bytes), in, staged_.data(), timeout);
+  // gathered_[p][g]: the block of the rank at place p on host g.
+  if (gathered_.size() < places * hosts * bytes) gathered_.resize(places * hosts * bytes);
+  local_->transport().all_gather(step(intent, CollectiveKind::AllGather, hosts * bytes), staged_.data(),
+                                 gathered_.data(), timeout);
+  auto* o = static_cast<char*>(out);
+  for (size_t p = 0; p < places; ++p)
+    for (size_t g = 0; g < hosts; ++g)
+      std::memcpy(o + size_t(on_[g][p]) * bytes, gathered_.data() + (p * hosts + g) * bytes, bytes);
+}
+
+void HierarchicalTransport::reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
+                                           std::chrono::milliseconds timeout) {
+  const size_t bytes = intent.bytes, hosts = on_.size(), places = on_[0].size();
+  flat_->agree(intent, timeout);
+  // staged_[p][g]: our block for the rank at place p on host g, so that each place's blocks
+  // are one contiguous piece for the host's reduce_scatter.
+  if (staged_.size() < places * hosts * bytes) staged_.resize(places * hosts * bytes);
+  const auto* i = static_cast<const char*>(in);
+  for (size_t p = 0; p < places; ++p)
+    for (size_t g = 0; g < hosts; ++g)
+      std::memcpy(staged_.data() + (p * hosts + g) * bytes, i + size_t(on_[g][p]) * bytes, bytes);
+  // gathered_[g]: the host's sum of the block for the rank at our place on host g.
+  if (gathered_.size() < hosts * bytes) gathered_.resize(hosts * bytes);
+  local_->transport().reduce_scatter(step(intent, CollectiveKind::ReduceScatter, hosts * bytes), staged_.data(),
+                                     gathered_.data(), element_size, fn, timeout);
+  cross_->transport().reduce_scatter(step(intent, CollectiveKind::ReduceScatter, bytes), gathered_.data(), out,
+                                     element_size, fn, timeout);
+}
+
+void HierarchicalTransport::broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) {
+  flat_->agree(intent, timeout);  // also refuses a root outside the group, before the search below
+  size_t root_host = 0, root_place = 0;
+  for (size_t g = 0; g < on_.size(); ++g)
+    for (size_t p = 0; p < on_[g].size(); ++p)
+      if (on_[g][p] == intent.root) root_host = g, root_place = p;
+  if (size_t(place_) == root_place)
+    cross_->transport().broadcast(step(intent, CollectiveKind::Broadcast, intent.bytes, int(root_host)), data, timeout);
+  local_->transport().broadcast(step(intent, CollectiveKind::Broadcast, intent.bytes, int(root_place)), data, timeout);
 }
 
 }  // namespace distrun

@@ -1,5 +1,6 @@
 // The path of a group that spans several hosts with the same number of ranks (k > 1) on each:
-// all_reduce is hierarchical, everything else runs flat over Gloo's TCP pairs.
+// all_reduce, all_gather, reduce_scatter and broadcast are hierarchical; gather, scatter,
+// reduce and all_to_all run flat over Gloo's TCP pairs.
 //
 // all_reduce of S bytes, h hosts of k ranks: the ranks of a host reduce-scatter through
 // their own (shared-memory) group, so local rank i holds slice i of its host's sum; the h
@@ -10,6 +11,15 @@
 // docs/performance.md). Large buffers go in pieces, the TCP step of one piece (on a thread of
 // its own) overlapping the shared-memory steps of the next and the previous. The whole group first agrees on the intent over TCP, so a mismatch is
 // the same CollectiveMismatchError on every rank whichever host it comes from.
+//
+// all_gather of B bytes per rank: the h ranks at the same place on each host all-gather their
+// blocks over TCP (each sends (h-1) B between hosts), then each host all-gathers those h-block
+// sets through shared memory, and every rank puts the k*h blocks in group rank order: k(h-1) B
+// leave a host, where the flat ring carries (hk-1) B across each boundary (2 B against 3 B for
+// 2 hosts x 2 ranks). reduce_scatter is the mirror image: each host reduce-scatters its ranks'
+// blocks grouped by the place on a host that will own them, then the h ranks at one place
+// reduce-scatter their h partial blocks over TCP. broadcast: the root's place crosses the
+// hosts (one copy per host), then each host broadcasts from that place through shared memory.
 #pragma once
 #include <memory>
 #include <vector>
@@ -25,31 +35,42 @@ class HierarchicalTransport : public CollectiveTransport {
  public:
   /// `flat`: the whole group over TCP; `local`: this rank's host (its rank there is the
   /// slice it owns); `cross`: the ranks that own the same slice, one per host.
+  /// `ranks_on_host[h]`: the group ranks on host h, in the order of their place there (the
+  /// local group's ranks); this rank is ranks_on_host[host][place].
   HierarchicalTransport(std::unique_ptr<TcpTransport> flat, std::shared_ptr<GlooBackend> local,
-                        std::shared_ptr<GlooBackend> cross);
+                        std::shared_ptr<GlooBackend> cross, std::vector<std::vector<int>> ranks_on_host, int host,
+                        int place);
   ~HierarchicalTransport() override;
 
   /// e.g. "hierarchical(shm x2, tcp x2)": the host's path and size, then the hosts' path and count.
   std::string name() const override;
   void all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout) override;
 
-  // The rest are flat: they move no more data between hosts than a hierarchy would.
-  void all_gather(Intent i, const void* in, void* out, std::chrono::milliseconds t) override { flat_->all_gather(i, in, out, t); }
+  void all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) override;
+  void reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
+                      std::chrono::milliseconds timeout) override;
+  void broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) override;
+
+  // Flat: rooted ones move at most one copy between hosts either way; all_to_all's blocks are
+  // all different, so nothing is shared within a host.
   void gather(Intent i, const void* in, void* out, std::chrono::milliseconds t) override { flat_->gather(i, in, out, t); }
   void scatter(Intent i, const void* in, void* out, std::chrono::milliseconds t) override { flat_->scatter(i, in, out, t); }
-  void broadcast(Intent i, void* data, std::chrono::milliseconds t) override { flat_->broadcast(i, data, t); }
   void reduce(Intent i, void* data, size_t es, ReduceFn fn, std::chrono::milliseconds t) override {
     flat_->reduce(i, data, es, fn, t);
-  }
-  void reduce_scatter(Intent i, const void* in, void* out, size_t es, ReduceFn fn, std::chrono::milliseconds t) override {
-    flat_->reduce_scatter(i, in, out, es, fn, t);
   }
   void all_to_all(Intent i, const void* in, void* out, std::chrono::milliseconds t) override { flat_->all_to_all(i, in, out, t); }
 
  private:
   std::unique_ptr<TcpTransport> flat_;
   std::shared_ptr<GlooBackend> local_, cross_;
+  // The intent of a step on a sub-group (kind, bytes per rank, root there), marked agreed:
+  // the whole group has agreed on `intent` already.
+  static Intent step(const Intent& intent, CollectiveKind kind, uint64_t bytes, int root = -1);
+
+  std::vector<std::vector<int>> on_;  // group ranks per host, by place
+  int host_, place_;
   std::vector<char> slice_;  // this rank's slice between the steps, kept across calls
+  std::vector<char> staged_, gathered_;  // all_gather's and reduce_scatter's blocks between steps
 };
 
 }  // namespace distrun
