@@ -3,15 +3,16 @@
 # Usage: scripts/deps.sh [build|test|bench]   (default: build)
 #   build: compiler, CMake and the libraries the build links
 #   test:  build + what the tests start for real (SLURM, munge, Open MPI, PyTorch, iproute2, clang)
-#   bench: test + what the benchmark scripts compare against and plot with
+#          and matplotlib, so the suite draws with scripts/bench/plot.py instead of skipping it
+#   bench: test + the timing tools the benchmark scripts compare with
 set -euo pipefail
 level=${1:-build}
 
 build_pkgs=(build-essential cmake pkg-config libcli11-dev libgloo-dev libspdlog-dev libyaml-cpp-dev libyaml-dev help2man
   catch2 libmuparser-dev nlohmann-json3-dev libasio-dev libssl-dev)
 test_pkgs=(slurm-wlm munge openmpi-bin libopenmpi-dev python3 python3-yaml python3-jsonschema python3-torch iproute2 procps psmisc
-  clang libclang-rt-14-dev file dpkg-dev)
-bench_pkgs=(python3-matplotlib hyperfine valgrind)
+  clang libclang-rt-14-dev file dpkg-dev python3-matplotlib)
+bench_pkgs=(hyperfine valgrind)
 
 pkgs=("${build_pkgs[@]}")
 case "$level" in

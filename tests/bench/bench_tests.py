@@ -139,7 +139,7 @@ def test_mpirun():
 def test_plot():
     """plot.py draws a bench document and a qualify document as PNG files."""
     if subprocess.run([PYTHON, "-c", "import matplotlib"], capture_output=True).returncode != 0:
-        skip("python3-matplotlib is not installed (scripts/deps.sh bench)")
+        skip("python3-matplotlib is not installed (scripts/deps.sh test)")
     plot = os.path.join(ROOT, "scripts", "bench", "plot.py")
     rc, out, err, doc = bench(["all_gather", "-b", "1K", "-e", "16K", "-f", "4", *SMALL])
     check(rc == 0, f"bench: rc {rc}", out + err)
