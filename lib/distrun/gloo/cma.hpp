@@ -102,7 +102,7 @@ class CmaTransport : public CollectiveTransport {
   void finish(bool buffer_read_in_place, std::chrono::milliseconds timeout);
   // Wakes sleepers after a post or done.
   void ring();
-  // Until ready(r) for every peer r: a short spin, a few yields, then the futex on the bell.
+  // Until ready(r) for every peer r: a short spin, yields for up to 200 us, then the futex on the bell.
   template <typename Ready>
   void wait_all(Ready ready, std::chrono::milliseconds timeout, const char* what);
   CmaBox* box(int r) const;
