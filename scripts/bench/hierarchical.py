@@ -88,8 +88,11 @@ def main():
         hm, fm = statistics.median(busbw[("hierarchical", s)]), statistics.median(busbw[("flat", s)])
         ratios.append(hm / fm)
         print(f"| {s // (1 << 20)} MiB | {hm:.3f} | {fm:.3f} | **{hm / fm:.2f}x** |")
+    # The misses with three decimals: 1.398 prints as 1.40 in the table.
+    missed = ", ".join(f"{s // (1 << 20)} MiB ({r:.3f}x)" for s, r in zip(sizes, ratios) if r < 1.4)
     print(f"\nhierarchical / flat: {min(ratios):.2f}x .. {max(ratios):.2f}x (target >= 1.4x; the inter-host "
-          f"volume ratio is {'2' if a.collective == 'broadcast' else '1.5'}x): {'met' if min(ratios) >= 1.4 else 'NOT MET at every size'}")
+          f"volume ratio is {'2' if a.collective == 'broadcast' else '1.5'}x): "
+          f"{'NOT MET at ' + missed if missed else 'met at every size'}")
 
 
 if __name__ == "__main__":
