@@ -57,6 +57,18 @@ def hwm_kb(pid):
     return None
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def shown(arg):
+    """An argument as the report shows it: a path inside the repository relative to its root,
+    any other absolute path by its name, so no machine's folders reach docs/performance.md."""
+    if not os.path.isabs(arg):
+        return arg
+    inside = os.path.relpath(arg, ROOT)
+    return os.path.basename(arg) if inside.startswith("..") else inside
+
+
 def command_line(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -65,7 +77,7 @@ def command_line(pid):
         return "?"
     if not args:
         return "?"
-    words = [os.path.basename(args[0])] + args[1:]
+    words = [os.path.basename(args[0])] + [shown(a) for a in args[1:]]
     return " ".join(words)[:120]
 
 
