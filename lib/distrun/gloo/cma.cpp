@@ -5,6 +5,7 @@
 #include <gloo/context.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -14,7 +15,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <sched.h>
 
 #include <cerrno>
 #include <cstdlib>
