@@ -162,6 +162,65 @@ TEST_CASE("all_gather and reduce_scatter along rows and columns, every dtype", "
   }
 }
 
+// The tests above move a few bytes; these cross where the algorithms change (64 KiB per rank:
+// the small all_reduce fold, the ring on TCP) and where TCP cuts pieces into 1 MiB segments,
+// with counts that do not divide among the ranks.
+TEST_CASE("large buffers: all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all past 64 KiB and 1 MiB",
+          "[collectives]") {
+  for (int n : {2, 3, 4}) {
+    run_ranks(n, [&](ProcessGroup& pg) {
+      Backend& b = pg.backend();
+      const int me = pg.rank();
+      for (int64_t count : {int64_t(16385), int64_t(300001)}) {
+        Tensor t = input(me, {count}, DType::Float32);
+        b.all_reduce(t, AllreduceOptions{});
+        for (int64_t e = 0; e < count; ++e) {
+          double want = 0;
+          for (int r = 0; r < n; ++r) want += in_value(r, e);
+          RANK_REQUIRE_CTX(t.get(e) == want, "all_reduce n=" << n << " count=" << count << " e=" << e);
+        }
+
+        Tensor g = all_gather(b, input(me, {count}, DType::Float32), 0);
+        for (int r = 0; r < n; ++r)
+          for (int64_t e = 0; e < count; e += 7)
+            RANK_REQUIRE_CTX(g.get(r * count + e) == in_value(r, e), "all_gather n=" << n << " count=" << count);
+
+        Tensor x = input(me, {count * n}, DType::Float32);
+        Tensor y = reduce_scatter(b, x, 0, ReduceOp::Sum);
+        for (int64_t e = 0; e < count; ++e) {
+          double want = 0;
+          for (int r = 0; r < n; ++r) want += in_value(r, me * count + e);
+          RANK_REQUIRE_CTX(y.get(e) == want, "reduce_scatter n=" << n << " count=" << count << " e=" << e);
+        }
+
+        Tensor c = input(me, {count}, DType::Float32);
+        BroadcastOptions bo;
+        bo.root = n - 1;
+        b.broadcast(c, bo);
+        for (int64_t e = 0; e < count; e += 7) RANK_REQUIRE(c.get(e) == in_value(n - 1, e));
+
+        Tensor red = input(me, {count}, DType::Float32);
+        ReduceOptions ro;
+        ro.root = 1;
+        b.reduce(red, ro);
+        if (me == 1)
+          for (int64_t e = 0; e < count; e += 7) {
+            double want = 0;
+            for (int r = 0; r < n; ++r) want += in_value(r, e);
+            RANK_REQUIRE(red.get(e) == want);
+          }
+
+        Tensor a = Tensor::empty({n, count}, DType::Float32);
+        for (int64_t e = 0; e < a.numel(); ++e) a.set(e, double(1000 * me + e % 997));
+        Tensor z = all_to_all(b, a, 0);
+        for (int src = 0; src < n; ++src)
+          for (int64_t e = 0; e < count; e += 7)
+            RANK_REQUIRE(z.get(src * count + e) == double(1000 * src + (me * count + e) % 997));
+      }
+    });
+  }
+}
+
 TEST_CASE("all_to_all: even and uneven, rows and columns", "[collectives]") {
   for (int n : {1, 2, 3, 4}) {
     run_ranks(n, [&](ProcessGroup& pg) {

@@ -247,3 +247,30 @@ TEST_CASE("hierarchical all_gather, reduce_scatter and broadcast from every root
   });
   CHECK(distrun::testing::rank_checks > before);
 }
+
+TEST_CASE("DISTRUN_ALGO picks the algorithm family; a bad value or the retired DISTRUN_ALLREDUCE_ALGO is a ConfigError",
+          "[paths]") {
+  // Set here and put back: other cases in this process read the environment too.
+  struct Restore {
+    std::string algo = std::getenv("DISTRUN_ALGO") ? std::getenv("DISTRUN_ALGO") : "";
+    ~Restore() {
+      unsetenv("DISTRUN_ALLREDUCE_ALGO");
+      if (algo.empty())
+        unsetenv("DISTRUN_ALGO");
+      else
+        setenv("DISTRUN_ALGO", algo.c_str(), 1);
+    }
+  } restore;
+  GlooBackendOptions o;
+  for (auto [value, want] : {std::pair{"ring", Algorithm::Ring}, {"direct", Algorithm::Direct}, {"auto", Algorithm::Auto},
+                             {"", Algorithm::Auto}}) {
+    setenv("DISTRUN_ALGO", value, 1);
+    o.read_env();
+    CHECK(o.algorithm == want);
+  }
+  setenv("DISTRUN_ALGO", "gloo", 1);
+  CHECK_THROWS_AS(o.read_env(), ConfigError);
+  unsetenv("DISTRUN_ALGO");
+  setenv("DISTRUN_ALLREDUCE_ALGO", "ring", 1);
+  CHECK_THROWS_WITH(o.read_env(), Catch::Matchers::Contains("DISTRUN_ALGO=auto|direct|ring"));
+}

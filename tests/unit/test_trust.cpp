@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "distrun/backend/intent.hpp"
-#include "distrun/gloo/cma.hpp"
+#include "distrun/gloo/shm_path.hpp"
 #include "distrun/gloo/gloo_backend.hpp"
 #include "distrun/store/hash_store.hpp"
 
@@ -154,7 +154,7 @@ TEST_CASE("mismatch messages name the ranks and the sizes", "[trust]") {
 
 TEST_CASE("the shared segment is mapped only when it is a sealed memfd of the expected size", "[trust]") {
   const int n = 4;
-  const off_t want = off_t(CmaTransport::segment_bytes(n));
+  const off_t want = off_t(ShmPath::segment_bytes(n));
   auto memfd = [&](off_t size, unsigned seals) {
     int fd = memfd_create("distrun-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     REQUIRE(fd >= 0);
@@ -163,22 +163,22 @@ TEST_CASE("the shared segment is mapped only when it is a sealed memfd of the ex
     return fd;
   };
   int good = memfd(want, F_SEAL_SHRINK | F_SEAL_GROW);
-  CHECK(CmaTransport::segment_problem(good, n) == "");
+  CHECK(ShmPath::segment_problem(good, n) == "");
   // Sealed: nobody can truncate it under a mapping (the SIGBUS a truncated segment caused).
   CHECK(ftruncate(good, 0) != 0);
   CHECK(errno == EPERM);
-  CHECK(CmaTransport::segment_problem(good, n) == "");
+  CHECK(ShmPath::segment_problem(good, n) == "");
   int truncated = memfd(want / 2, F_SEAL_SHRINK);
-  CHECK_THAT(CmaTransport::segment_problem(truncated, n),
+  CHECK_THAT(ShmPath::segment_problem(truncated, n),
              Catch::Equals("holds " + std::to_string(want / 2) + " bytes, expected " + std::to_string(want)));
   int unsealed = memfd(want, 0);
-  CHECK(CmaTransport::segment_problem(unsealed, n) == "not sealed against shrinking");
+  CHECK(ShmPath::segment_problem(unsealed, n) == "not sealed against shrinking");
   char name[] = "/tmp/distrun-segment-XXXXXX";
   int file = mkstemp(name);
   REQUIRE(file >= 0);
   unlink(name);
   REQUIRE(ftruncate(file, want) == 0);
-  CHECK(CmaTransport::segment_problem(file, n) == "not a sealable memfd");
+  CHECK(ShmPath::segment_problem(file, n) == "not a sealable memfd");
   for (int fd : {good, truncated, unsealed, file}) close(fd);
 }
 

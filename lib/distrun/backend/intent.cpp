@@ -77,6 +77,8 @@ void Intent::decode(const uint64_t* in, int n, Intent& i) {
 uint64_t readable_bytes(const Intent& in, int r, int n) {
   switch (in.kind) {
     case CollectiveKind::Broadcast: return r == in.root ? in.bytes : 0;
+    case CollectiveKind::Gather:
+    case CollectiveKind::Reduce: return r == in.root ? 0 : in.bytes;  // the root only reads
     case CollectiveKind::Scatter: return r == in.root ? in.bytes * uint64_t(n) : 0;
     case CollectiveKind::ReduceScatter: return in.bytes * uint64_t(n);
     case CollectiveKind::AllToAll: {

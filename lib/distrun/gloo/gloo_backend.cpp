@@ -1,15 +1,7 @@
 #include "distrun/gloo/gloo_backend.hpp"
 
-#include <gloo/allgather.h>
-#include <gloo/allreduce.h>
-#include <gloo/alltoall.h>
-#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
-#include <gloo/broadcast.h>
-#include <gloo/gather.h>
-#include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
@@ -22,9 +14,10 @@
 #include "distrun/core/error.hpp"
 #include "distrun/core/log.hpp"
 #include "distrun/gloo/gloo_store.hpp"
-#include "distrun/gloo/cma.hpp"
+#include "distrun/gloo/algorithms.hpp"
 #include "distrun/gloo/hierarchical_transport.hpp"
-#include "distrun/gloo/tcp_transport.hpp"
+#include "distrun/gloo/shm_path.hpp"
+#include "distrun/gloo/tcp_path.hpp"
 
 namespace distrun {
 
@@ -190,10 +183,10 @@ GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const
 }
 
 std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
-  auto tcp = [this] {
-    return std::make_unique<TcpTransport>(context_, rank_, size_, global_ranks_, options_.allreduce_algorithm,
-                                          [this] { return next_tag_++; });
+  auto over = [this](std::unique_ptr<Path> path) {
+    return std::make_unique<PathCollectives>(std::move(path), rank_, size_, options_.algorithm);
   };
+  auto tcp = [&] { return over(std::make_unique<TcpPath>(context_, rank_, size_, global_ranks_, [this] { return next_tag_++; })); };
   if (size_ < 2 || options_.transport == GlooTransport::Tcp) return tcp();
   // Every member's host, in group rank order: the same table, hence the same verdict, on all.
   const std::string me = options_.host_id.empty() ? boot_id() : options_.host_id;
@@ -209,16 +202,16 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
     host_of.push_back(int(at));
   }
   if (hosts.size() == 1) {
-    std::unique_ptr<CmaTransport> shm;
+    std::unique_ptr<ShmPath> shm;
     try {
-      shm = CmaTransport::create(context_, *std::make_shared<PrefixStore>("cma", store_), rank_, size_,
+      shm = ShmPath::create(context_, *std::make_shared<PrefixStore>("cma", store_), rank_, size_,
                                  [this] { return next_tag_++; }, global_ranks_);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
       fail("rendezvous", e);
     }
-    if (shm) return shm;
+    if (shm) return over(std::move(shm));
   }
   // Every member reached the same verdict above, so all of them throw or none.
   if (options_.transport == GlooTransport::SharedMemory)
@@ -260,13 +253,18 @@ void GlooBackendOptions::read_env() {
     transport = GlooTransport::Auto;
   else
     throw ConfigError("DISTRUN_TRANSPORT='" + t + "': expected auto, shm or tcp");
-  const std::string a = env("DISTRUN_ALLREDUCE_ALGO");
+  if (!env("DISTRUN_ALLREDUCE_ALGO").empty())
+    throw ConfigError("DISTRUN_ALLREDUCE_ALGO is gone: Gloo's own algorithms are no longer used; "
+                      "DISTRUN_ALGO=auto|direct|ring picks ours");
+  const std::string a = env("DISTRUN_ALGO");
   if (a == "ring")
-    allreduce_algorithm = AllreduceAlgorithm::Ring;
-  else if (a.empty() || a == "gloo")
-    allreduce_algorithm = AllreduceAlgorithm::Gloo;
+    algorithm = Algorithm::Ring;
+  else if (a == "direct")
+    algorithm = Algorithm::Direct;
+  else if (a.empty() || a == "auto")
+    algorithm = Algorithm::Auto;
   else
-    throw ConfigError("DISTRUN_ALLREDUCE_ALGO='" + a + "': expected ring or gloo");
+    throw ConfigError("DISTRUN_ALGO='" + a + "': expected auto, direct or ring");
   const std::string h = env("DISTRUN_HIERARCHY");
   if (h == "flat")
     hierarchy = Hierarchy::Flat;

@@ -10,6 +10,7 @@
 #include "distrun/backend/intent.hpp"
 #include "distrun/backend/liveness.hpp"
 #include "distrun/backend/reduce_kernels.hpp"
+#include "distrun/gloo/algorithms.hpp"
 #include "distrun/gloo/transport.hpp"
 #include "distrun/store/store.hpp"
 
@@ -24,12 +25,10 @@ namespace distrun {
 
 /// How the members of a group move data: chosen once per group (see GlooBackend).
 enum class GlooTransport {
-  Auto,          // shared memory (cma.hpp) when every member is on this host and readable, else TCP
+  Auto,          // shared memory (shm_path.hpp) when every member is on this host and readable, else TCP
   SharedMemory,  // shared memory or an error: for tests and benchmarks that must not fall back
   Tcp,           // Gloo's TCP pairs, even on one host
 };
-/// The TCP path's all_reduce: Gloo's (as torch) or our segmented ring (ring.hpp).
-enum class AllreduceAlgorithm { Gloo, Ring };
 /// A group over several hosts with k > 1 ranks on each: all_reduce through the hosts'
 /// shared memory and one TCP ring per slice (hierarchical_transport.hpp), or flat over TCP.
 enum class Hierarchy { Auto, Flat };
@@ -39,7 +38,7 @@ struct GlooBackendOptions {
   std::string hostname;                       // local address to bind (see local_address_towards)
   std::string iface;                          // or an interface name (GLOO_SOCKET_IFNAME)
   GlooTransport transport = GlooTransport::Auto;
-  AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::Gloo;
+  Algorithm algorithm = Algorithm::Auto;  // algorithms.hpp
   Hierarchy hierarchy = Hierarchy::Auto;
   /// Which host this rank is on, as the group compares them: empty means this kernel's boot
   /// id. Ranks with different ids never share memory. Set (DISTRUN_HOST_ID) to make network
@@ -50,7 +49,7 @@ struct GlooBackendOptions {
   bool log_choice = true;
 
   /// Sets transport from DISTRUN_TRANSPORT (auto|shm|tcp; the older DISTRUN_CMA=0 means tcp),
-  /// allreduce_algorithm from DISTRUN_ALLREDUCE_ALGO (gloo|ring), hierarchy from
+  /// algorithm from DISTRUN_ALGO (auto|direct|ring), hierarchy from
   /// DISTRUN_HIERARCHY (auto|flat) and host_id from DISTRUN_HOST_ID; ConfigError otherwise.
   void read_env();
 };

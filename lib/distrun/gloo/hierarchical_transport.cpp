@@ -12,7 +12,7 @@
 
 namespace distrun {
 
-HierarchicalTransport::HierarchicalTransport(std::unique_ptr<TcpTransport> flat, std::shared_ptr<GlooBackend> local,
+HierarchicalTransport::HierarchicalTransport(std::unique_ptr<PathCollectives> flat, std::shared_ptr<GlooBackend> local,
                                              std::shared_ptr<GlooBackend> cross,
                                              std::vector<std::vector<int>> ranks_on_host, int host, int place)
     : flat_(std::move(flat)), local_(std::move(local)), cross_(std::move(cross)), on_(std::move(ranks_on_host)),

@@ -24,7 +24,7 @@
 #include <memory>
 #include <vector>
 
-#include "distrun/gloo/tcp_transport.hpp"
+#include "distrun/gloo/algorithms.hpp"
 #include "distrun/gloo/transport.hpp"
 
 namespace distrun {
@@ -37,7 +37,7 @@ class HierarchicalTransport : public CollectiveTransport {
   /// slice it owns); `cross`: the ranks that own the same slice, one per host.
   /// `ranks_on_host[h]`: the group ranks on host h, in the order of their place there (the
   /// local group's ranks); this rank is ranks_on_host[host][place].
-  HierarchicalTransport(std::unique_ptr<TcpTransport> flat, std::shared_ptr<GlooBackend> local,
+  HierarchicalTransport(std::unique_ptr<PathCollectives> flat, std::shared_ptr<GlooBackend> local,
                         std::shared_ptr<GlooBackend> cross, std::vector<std::vector<int>> ranks_on_host, int host,
                         int place);
   ~HierarchicalTransport() override;
@@ -61,7 +61,7 @@ class HierarchicalTransport : public CollectiveTransport {
   void all_to_all(Intent i, const void* in, void* out, std::chrono::milliseconds t) override { flat_->all_to_all(i, in, out, t); }
 
  private:
-  std::unique_ptr<TcpTransport> flat_;
+  std::unique_ptr<PathCollectives> flat_;
   std::shared_ptr<GlooBackend> local_, cross_;
   // The intent of a step on a sub-group (kind, bytes per rank, root there), marked agreed:
   // the whole group has agreed on `intent` already.

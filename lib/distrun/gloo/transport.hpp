@@ -1,8 +1,9 @@
-// One interface for a path between the members of a group: GlooBackend chooses one per group
-// when the group is made (shared memory, cma.hpp, or Gloo's TCP pairs, tcp_transport.hpp) and
-// then only asks it to run collectives over flat host buffers. Every call first makes the
-// ranks agree on `intent` (backend/intent.hpp): a disagreement is a CollectiveMismatchError on
-// every rank, before a byte moves.
+// The collectives of a group over flat host buffers: GlooBackend chooses one implementation per
+// group when the group is made: our algorithms over one path (algorithms.hpp, over shared
+// memory or Gloo's TCP pairs), or the hierarchical composition of such groups across hosts
+// (hierarchical_transport.hpp). Every call first makes the ranks agree on `intent`
+// (backend/intent.hpp): a disagreement is a CollectiveMismatchError on every rank, before a
+// byte moves.
 #pragma once
 #include <chrono>
 #include <string>
@@ -15,7 +16,7 @@ namespace distrun {
 class CollectiveTransport {
  public:
   virtual ~CollectiveTransport() = default;
-  /// "shm", "shm/tcp-sync" or "tcp": for logs and benchmark provenance.
+  /// "shm", "shm/tcp-sync", "tcp" or "hierarchical(...)": for logs and benchmark provenance.
   virtual std::string name() const = 0;
 
   /// Each rank's intent.bytes at `in`, in rank order, into `out` (size * bytes).

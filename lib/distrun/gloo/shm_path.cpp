@@ -1,4 +1,4 @@
-#include "distrun/gloo/cma.hpp"
+#include "distrun/gloo/shm_path.hpp"
 
 #include <gloo/allgather.h>
 #include <gloo/barrier.h>
@@ -112,22 +112,22 @@ namespace {
 constexpr size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 size_t header_bytes() { return round64(sizeof(CmaShared)); }
 size_t row_bytes(int n) { return round64(sizeof(uint64_t) * Intent::words(n)); }
-size_t box_bytes(int n) { return round64(sizeof(CmaBox)) + 2 * row_bytes(n) + 2 * CmaTransport::kInlineCapacity; }
+size_t box_bytes(int n) { return round64(sizeof(CmaBox)) + 2 * row_bytes(n) + 2 * ShmPath::kInlineCapacity; }
 }  // namespace
 
-size_t CmaTransport::segment_bytes(int n) { return header_bytes() + size_t(n) * box_bytes(n); }
+size_t ShmPath::segment_bytes(int n) { return header_bytes() + size_t(n) * box_bytes(n); }
 
-CmaBox* CmaTransport::box(int r) const {
+CmaBox* ShmPath::box(int r) const {
   return reinterpret_cast<CmaBox*>(reinterpret_cast<char*>(shared_) + header_bytes() + size_t(r) * box_bytes(size_));
 }
-uint64_t* CmaTransport::row(int r, uint64_t seq) const {
+uint64_t* ShmPath::row(int r, uint64_t seq) const {
   return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(box(r)) + round64(sizeof(CmaBox)) + (seq & 1) * row_bytes(size_));
 }
-char* CmaTransport::slot(int r, uint64_t seq) const {
+char* ShmPath::slot(int r, uint64_t seq) const {
   return reinterpret_cast<char*>(box(r)) + round64(sizeof(CmaBox)) + 2 * row_bytes(size_) + (seq & 1) * kInlineCapacity;
 }
 
-std::string CmaTransport::segment_problem(int fd, int n) {
+std::string ShmPath::segment_problem(int fd, int n) {
   struct stat st {};
   if (fstat(fd, &st) != 0) return std::string("fstat failed: ") + std::strerror(errno);
   if (!S_ISREG(st.st_mode)) return "not a regular file";
@@ -141,7 +141,7 @@ std::string CmaTransport::segment_problem(int fd, int n) {
   return "";
 }
 
-std::unique_ptr<CmaTransport> CmaTransport::create(std::shared_ptr<gloo::Context> context, Store& store, int rank,
+std::unique_ptr<ShmPath> ShmPath::create(std::shared_ptr<gloo::Context> context, Store& store, int rank,
                                                    int size, std::function<uint32_t()> next_tag,
                                                    std::vector<int> global_ranks) {
   if (size < 2) return nullptr;
@@ -165,13 +165,13 @@ std::unique_ptr<CmaTransport> CmaTransport::create(std::shared_ptr<gloo::Context
   store.set("cma/ok/" + std::to_string(rank), ok ? "1" : "0");
   for (int r = 0; r < size; ++r) ok = store.get("cma/ok/" + std::to_string(r)) == "1" && ok;
   if (!ok) return nullptr;
-  std::unique_ptr<CmaTransport> t(new CmaTransport(std::move(context), rank, size, std::move(pids), std::move(next_tag),
+  std::unique_ptr<ShmPath> t(new ShmPath(std::move(context), rank, size, std::move(pids), std::move(next_tag),
                                                     std::move(global_ranks)));
   t->map_shared(store);
   return t;
 }
 
-bool CmaTransport::map_shared(Store& store) {
+bool ShmPath::map_shared(Store& store) {
   shared_bytes_ = segment_bytes(size_);
   bool ok = true;
   if (rank_ == 0) {
@@ -202,12 +202,12 @@ bool CmaTransport::map_shared(Store& store) {
   return false;
 }
 
-CmaTransport::~CmaTransport() {
+ShmPath::~ShmPath() {
   if (shared_) munmap(shared_, shared_bytes_);
   if (shared_fd_ >= 0) close(shared_fd_);
 }
 
-CmaTransport::CmaTransport(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
+ShmPath::ShmPath(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
                            std::function<uint32_t()> next_tag, std::vector<int> global_ranks)
     : context_(std::move(context)), rank_(rank), size_(size), pids_(std::move(pids)), next_tag_(std::move(next_tag)),
       global_ranks_(std::move(global_ranks)) {
@@ -217,11 +217,13 @@ CmaTransport::CmaTransport(std::shared_ptr<gloo::Context> context, int rank, int
   if (const char* v = std::getenv("DISTRUN_SHM_INLINE_BYTES")) inline_limit_ = std::min<size_t>(std::strtoull(v, nullptr, 10), kInlineCapacity);
 }
 
-const std::vector<Intent>& CmaTransport::exchange(Intent intent, const void* base, std::chrono::milliseconds timeout) {
+const std::vector<Intent>& ShmPath::meet(Intent intent, const void* base, uint64_t extent,
+                                         std::chrono::milliseconds timeout) {
   const size_t words = Intent::words(size_);
   intent.seq = seq_ = seq_ + 1;
+  phase_ = 0;
   intent.address = reinterpret_cast<uint64_t>(base);
-  intent.extent = base ? readable_bytes(intent, rank_, size_) : 0;
+  intent.extent = base ? extent : 0;
   std::vector<Intent>& table = table_;
   table.resize(size_t(size_));
   if (shared_) {
@@ -251,23 +253,47 @@ const std::vector<Intent>& CmaTransport::exchange(Intent intent, const void* bas
   try {
     check_agreement(table, true, global_ranks_);
   } catch (const CollectiveMismatchError&) {
-    // Every rank saw the same table and throws the same error; nobody read a buffer.
-    finish(false, timeout);
+    // Every rank saw the same table and throws the same error; nobody read a buffer, so
+    // nobody waits for readers.
+    table_[size_t(rank_)].extent = 0;
+    finish(timeout);
     throw;
   }
   return table;
 }
 
-void CmaTransport::finish(bool buffer_read_in_place, std::chrono::milliseconds timeout) {
+void ShmPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) {
+  // Later phases read what the peers made of their buffers in the one before.
+  if (phase > 0) barrier(timeout);
+  phase_ = phase;
+  // A piece folded in parts goes through scratch in parts this size, each folded while it is
+  // still in cache.
+  constexpr size_t kPart = size_t(256) << 10;
+  schedule.pieces(phase, rank_, [&](const Piece& p) {
+    const Intent& of = table_[size_t(p.peer)];
+    if (p.dst) return read(p.peer, of, p.offset, p.dst, p.bytes);
+    if (const char* v = view(p.peer, of, p.offset, p.bytes)) return schedule.take(p, 0, v, p.bytes);
+    if (scratch_.size() < std::min(p.bytes, kPart)) scratch_.resize(std::min(p.bytes, kPart));
+    for (size_t at = 0; at < p.bytes; at += kPart) {
+      const size_t n = std::min(kPart, p.bytes - at);
+      read(p.peer, of, p.offset + at, scratch_.data(), n);
+      schedule.take(p, at, scratch_.data(), n);
+    }
+  });
+}
+
+void ShmPath::finish(std::chrono::milliseconds timeout) {
   if (!shared_) return barrier(timeout);
   box(rank_)->done.store(seq_, std::memory_order_release);
   ring();
-  // Peers that read our buffer itself (not our slot) must be done before it may change.
-  if (buffer_read_in_place)
+  // Peers that read our buffer itself (not our slot: every phase after the first does) must
+  // be done before it may change.
+  const Intent& mine = table_[size_t(rank_)];
+  if (mine.extent > 0 && (!(mine.flags & Intent::kInline) || phase_ > 0))
     wait_all([&](int r) { return box(r)->done.load(std::memory_order_acquire) >= seq_; }, timeout, "done");
 }
 
-void CmaTransport::ring() {
+void ShmPath::ring() {
   // Dekker's pattern with wait_all: we store a flag, then read `sleepers`; a sleeper counts
   // itself, then rereads the flags. The fences make one of us see the other's write, so
   // either we see it and wake it, or it sees our flag and never sleeps. With nobody asleep the
@@ -280,7 +306,7 @@ void CmaTransport::ring() {
 }
 
 template <typename Ready>
-void CmaTransport::wait_all(Ready ready, std::chrono::milliseconds timeout, const char* what) {
+void ShmPath::wait_all(Ready ready, std::chrono::milliseconds timeout, const char* what) {
   auto all_ready = [&] {
     for (int r = 0; r < size_; ++r)
       if (r != rank_ && !ready(r)) return false;
@@ -322,12 +348,13 @@ void CmaTransport::wait_all(Ready ready, std::chrono::milliseconds timeout, cons
   }
 }
 
-const char* CmaTransport::view(int peer, const Intent& of, uint64_t offset, size_t bytes) const {
-  if (!(of.flags & Intent::kInline) || !shared_ || offset > of.extent || bytes > of.extent - offset) return nullptr;
+const char* ShmPath::view(int peer, const Intent& of, uint64_t offset, size_t bytes) const {
+  if (phase_ > 0 || !(of.flags & Intent::kInline) || !shared_ || offset > of.extent || bytes > of.extent - offset)
+    return nullptr;
   return slot(peer, seq_) + offset;
 }
 
-void CmaTransport::read(int peer, const Intent& of, uint64_t offset, void* dst, size_t bytes) {
+void ShmPath::read(int peer, const Intent& of, uint64_t offset, void* dst, size_t bytes) {
   if (bytes == 0) return;
   if (offset > of.extent || bytes > of.extent - offset)
     throw CollectiveMismatchError("reading " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
@@ -342,7 +369,7 @@ void CmaTransport::read(int peer, const Intent& of, uint64_t offset, void* dst, 
                        ") failed: " + std::strerror(err));
 }
 
-void CmaTransport::barrier(std::chrono::milliseconds timeout) {
+void ShmPath::barrier(std::chrono::milliseconds timeout) {
   if (shared_) {
     // Sense by generation: the last to arrive resets the count, then opens the next generation.
     const uint32_t seen = shared_->generation.load(std::memory_order_acquire);
@@ -360,7 +387,7 @@ void CmaTransport::barrier(std::chrono::milliseconds timeout) {
   gloo::barrier(o);
 }
 
-void CmaTransport::wait_generation(uint32_t seen, std::chrono::milliseconds timeout) {
+void ShmPath::wait_generation(uint32_t seen, std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
   if (yield_until([&] { return shared_->generation.load(std::memory_order_acquire) != seen; })) return;
   const auto deadline = Clock::now() + timeout;
@@ -372,142 +399,6 @@ void CmaTransport::wait_generation(uint32_t seen, std::chrono::milliseconds time
     const timespec slice{0, 100 * 1000 * 1000};  // wake to check the peers every 100 ms
     futex(&shared_->generation, FUTEX_WAIT, seen, &slice);
   }
-}
-
-namespace {
-bool inlined(const Intent& i) { return (i.flags & Intent::kInline) != 0; }
-}  // namespace
-
-void CmaTransport::all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  const auto& table = exchange(intent, in, timeout);
-  collect(table, in, out, intent.bytes);
-  finish(!inlined(table[size_t(rank_)]), timeout);
-}
-
-void CmaTransport::gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  const auto& table = exchange(intent, in, timeout);
-  if (rank_ == intent.root) collect(table, in, out, intent.bytes);
-  finish(rank_ != intent.root && !inlined(table[size_t(rank_)]), timeout);
-}
-
-void CmaTransport::collect(const std::vector<Intent>& table, const void* in, void* out, size_t bytes) {
-  auto* o = static_cast<char*>(out);
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_)
-      std::memcpy(o + size_t(r) * bytes, in, bytes);
-    else
-      read(r, table[size_t(r)], 0, o + size_t(r) * bytes, bytes);
-  }
-}
-
-void CmaTransport::scatter(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  const size_t bytes = intent.bytes;
-  const int root = intent.root;
-  const auto& table = exchange(intent, rank_ == root ? in : nullptr, timeout);
-  if (rank_ == root)
-    std::memcpy(out, static_cast<const char*>(in) + size_t(rank_) * bytes, bytes);
-  else
-    read(root, table[size_t(root)], uint64_t(rank_) * bytes, out, bytes);
-  finish(rank_ == root && !inlined(table[size_t(rank_)]), timeout);
-}
-
-void CmaTransport::broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) {
-  const int root = intent.root;
-  const auto& table = exchange(intent, rank_ == root ? data : nullptr, timeout);
-  if (rank_ != root) read(root, table[size_t(root)], 0, data, intent.bytes);
-  finish(rank_ == root && !inlined(table[size_t(rank_)]), timeout);
-}
-
-void CmaTransport::reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
-                                  std::chrono::milliseconds timeout) {
-  const size_t bytes = intent.bytes;
-  const auto& table = exchange(intent, in, timeout);
-  const size_t at = size_t(rank_) * bytes;
-  std::memcpy(out, static_cast<const char*>(in) + at, bytes);
-  if (scratch_.size() < bytes) scratch_.resize(bytes);
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    const char* src = view(r, table[size_t(r)], at, bytes);  // reduce straight from the slot
-    if (!src) {
-      read(r, table[size_t(r)], at, scratch_.data(), bytes);
-      src = scratch_.data();
-    }
-    fn(out, out, src, bytes / element_size);
-  }
-  finish(!inlined(table[size_t(rank_)]), timeout);
-}
-
-void CmaTransport::all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
-                              std::chrono::milliseconds timeout) {
-  const size_t count = intent.bytes / element_size;
-  const auto& table = exchange(intent, data, timeout);
-  auto* base = static_cast<char*>(data);
-  bool all_inline = shared_ != nullptr;
-  for (auto& row : table) all_inline = all_inline && inlined(row);
-  if (all_inline) {
-    // Small: every rank reduces all the slots, in rank order (so every rank gets the same
-    // bits), while they are hot in cache; nobody reads a live buffer, nobody waits at the end.
-    if (count > 0) {
-      std::memcpy(base, view(0, table[0], 0, intent.bytes), intent.bytes);
-      for (int r = 1; r < size_; ++r) fn(base, base, view(r, table[size_t(r)], 0, intent.bytes), count);
-    }
-    return finish(false, timeout);
-  }
-  // Large: block b = elements [b*chunk, ...). Phase 1: every rank reduces its own block in
-  // place from the peers' copies of it (no peer writes that block of its own buffer in this
-  // phase). Phase 2, after a barrier: every rank reads each peer's finished block.
-  const size_t chunk = (count + size_t(size_) - 1) / size_t(size_);
-  auto at = [&](int b) { return std::min(size_t(b) * chunk, count) * element_size; };
-  auto len = [&](int b) { return std::min(size_t(b) * chunk + chunk, count) * element_size - at(b); };
-  if (scratch_.size() < len(rank_)) scratch_.resize(len(rank_));
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_ || len(rank_) == 0) continue;
-    read(r, table[size_t(r)], at(rank_), scratch_.data(), len(rank_));
-    fn(base + at(rank_), base + at(rank_), scratch_.data(), len(rank_) / element_size);
-  }
-  barrier(timeout);
-  for (int r = 0; r < size_; ++r)
-    if (r != rank_ && len(r) > 0) {
-      Intent live = table[size_t(r)];
-      live.flags &= ~Intent::kInline;  // the finished block is in the buffer, not the slot
-      read(r, live, at(r), base + at(r), len(r));
-    }
-  finish(true, timeout);
-}
-
-void CmaTransport::reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
-                          std::chrono::milliseconds timeout) {
-  const size_t bytes = intent.bytes;
-  const auto& table = exchange(intent, data, timeout);
-  if (rank_ == intent.root) {
-    if (scratch_.size() < bytes) scratch_.resize(bytes);
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      const char* src = view(r, table[size_t(r)], 0, bytes);
-      if (!src) {
-        read(r, table[size_t(r)], 0, scratch_.data(), bytes);
-        src = scratch_.data();
-      }
-      fn(data, data, src, bytes / element_size);
-    }
-  }
-  finish(rank_ != intent.root && !inlined(table[size_t(rank_)]), timeout);
-}
-
-void CmaTransport::all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  const auto& table = exchange(std::move(intent), in, timeout);
-  const Intent& mine = table[size_t(rank_)];  // as stated, read back from our row
-  auto* o = static_cast<char*>(out);
-  size_t at = 0;
-  for (int r = 0; r < size_; ++r) {
-    const size_t bytes = mine.recv_bytes[size_t(r)];
-    if (r == rank_)
-      std::memcpy(o + at, static_cast<const char*>(in) + mine.send_offset[size_t(r)], bytes);
-    else
-      read(r, table[size_t(r)], table[size_t(r)].send_offset[size_t(rank_)], o + at, bytes);
-    at += bytes;
-  }
-  finish(!inlined(table[size_t(rank_)]), timeout);
 }
 
 }  // namespace distrun

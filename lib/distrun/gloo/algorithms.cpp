@@ -1,0 +1,356 @@
+#include "distrun/gloo/algorithms.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace distrun {
+
+namespace {
+
+// Up to this many bytes per rank the direct algorithms win on any path: one round of
+// messages instead of the ring's n-1 (on shared memory they win at every size).
+constexpr uint64_t kSmall = uint64_t(64) << 10;
+
+int mod(int i, int n) { return ((i % n) + n) % n; }
+
+using Emit = std::function<void(const Piece&)>;
+
+// One phase in which each reader takes, from every peer p != reader in rank order, the piece
+// `of(reader, p)` (0 bytes: nothing), copied to its dst.
+template <typename Of>
+class DirectCopy : public Schedule {
+ public:
+  DirectCopy(int size, Of of) : size_(size), of_(std::move(of)) {}
+  int phases() const override { return 1; }
+  void pieces(int, int reader, const Emit& emit) const override {
+    for (int p = 0; p < size_; ++p)
+      if (p != reader)
+        if (Piece piece = of_(reader, p); piece.bytes > 0) emit(piece);
+  }
+  void take(const Piece&, size_t, const char*, size_t) override {}
+
+ private:
+  int size_;
+  Of of_;
+};
+template <typename Of>
+DirectCopy<Of> direct_copy(int size, Of of) {
+  return DirectCopy<Of>(size, std::move(of));
+}
+
+// One phase in which `reader` (every rank when -1) takes the same range of every peer's buffer
+// and folds each, in rank order, into `into`: [offset, offset + bytes), or with
+// `offset_per_reader` (reduce_scatter) reader r's block, [r * offset, r * offset + bytes).
+class DirectFold : public Schedule {
+ public:
+  DirectFold(int size, int reader, uint64_t offset, size_t bytes, char* into, size_t element_size, ReduceFn fn,
+             bool offset_per_reader = false)
+      : size_(size), reader_(reader), offset_(offset), bytes_(bytes), into_(into), es_(element_size), fn_(fn),
+        per_reader_(offset_per_reader) {}
+  int phases() const override { return 1; }
+  void pieces(int, int reader, const Emit& emit) const override {
+    if ((reader_ >= 0 && reader != reader_) || bytes_ == 0) return;
+    const uint64_t offset = per_reader_ ? uint64_t(reader) * offset_ : offset_;
+    for (int p = 0; p < size_; ++p)
+      if (p != reader) emit(Piece{p, offset, bytes_, nullptr});
+  }
+  void take(const Piece&, size_t at, const char* data, size_t bytes) override {
+    fn_(into_ + at, into_ + at, data, bytes / es_);
+  }
+
+ private:
+  int size_, reader_;
+  uint64_t offset_;
+  size_t bytes_;
+  char* into_;
+  size_t es_;
+  ReduceFn fn_;
+  bool per_reader_;
+};
+
+// Block b of `count` elements cut into n: elements [b*chunk, ...), possibly empty at the end.
+struct Blocks {
+  Blocks(size_t count, size_t es, int n) : count(count), es(es), chunk((count + size_t(n) - 1) / size_t(n)), n(n) {}
+  uint64_t at(int b) const { return std::min(size_t(mod(b, n)) * chunk, count) * es; }
+  size_t len(int b) const { return std::min(size_t(mod(b, n)) * chunk + chunk, count) * es - at(b); }
+  size_t count, es, chunk;
+  int n;
+};
+
+// Small all_reduce, direct: every rank takes every peer's whole buffer and folds them all, its
+// own included, in rank order into `sum` (so every rank gets the same bits).
+class AllReduceSmall : public Schedule {
+ public:
+  AllReduceSmall(int rank, int size, const char* mine, char* sum, size_t bytes, size_t es, ReduceFn fn)
+      : rank_(rank), size_(size), mine_(mine), sum_(sum), bytes_(bytes), es_(es), fn_(fn) {
+    if (rank_ == 0) std::memcpy(sum_, mine_, bytes_), own_added_ = true;
+  }
+  int phases() const override { return 1; }
+  void pieces(int, int reader, const Emit& emit) const override {
+    for (int p = 0; p < size_; ++p)
+      if (p != reader) emit(Piece{p, 0, bytes_, nullptr});
+  }
+  void take(const Piece& piece, size_t at, const char* data, size_t bytes) override {
+    // Every lower rank is in: ours goes next.
+    if (at == 0 && piece.peer > rank_ && !own_added_) fn_(sum_, sum_, mine_, bytes_ / es_), own_added_ = true;
+    if (piece.peer == 0)
+      std::memcpy(sum_ + at, data, bytes);
+    else
+      fn_(sum_ + at, sum_ + at, data, bytes / es_);
+  }
+  // After the phase: ours, when we are the last rank.
+  void close() {
+    if (!own_added_) fn_(sum_, sum_, mine_, bytes_ / es_);
+  }
+
+ private:
+  int rank_, size_;
+  const char* mine_;
+  char* sum_;
+  size_t bytes_, es_;
+  ReduceFn fn_;
+  bool own_added_ = false;
+};
+
+// Large all_reduce, direct. Phase 0: every rank reduces its own block in place from the
+// peers' copies of it (no rank writes any other block of its buffer in this phase). Phase 1:
+// every rank takes each peer's finished block.
+class AllReduceDirect : public Schedule {
+ public:
+  AllReduceDirect(int size, Blocks blocks, char* data, ReduceFn fn) : size_(size), b_(blocks), data_(data), fn_(fn) {}
+  int phases() const override { return 2; }
+  void pieces(int phase, int reader, const Emit& emit) const override {
+    for (int p = 0; p < size_; ++p) {
+      if (p == reader) continue;
+      const int block = phase == 0 ? reader : p;
+      if (b_.len(block) > 0) emit(Piece{p, b_.at(block), b_.len(block), phase == 0 ? nullptr : data_ + b_.at(block)});
+    }
+  }
+  void take(const Piece& piece, size_t at, const char* data, size_t bytes) override {
+    char* into = data_ + piece.offset + at;
+    fn_(into, into, data, bytes / b_.es);
+  }
+
+ private:
+  int size_;
+  Blocks b_;
+  char* data_;
+  ReduceFn fn_;
+};
+
+// all_reduce, ring, in place. Phase s < n-1: take the left neighbour's block r-s-2 (the sum of
+// s+1 ranks) and add it into ours. Phase n-1+t: take its finished block r-t-1. Each phase
+// reads a block the neighbour finished in the phase before and writes one it does not read.
+class AllReduceRing : public Schedule {
+ public:
+  AllReduceRing(int size, Blocks blocks, char* data, ReduceFn fn) : size_(size), b_(blocks), data_(data), fn_(fn) {}
+  int phases() const override { return 2 * (size_ - 1); }
+  void pieces(int phase, int reader, const Emit& emit) const override {
+    const bool summing = phase < size_ - 1;
+    const int block = summing ? reader - phase - 2 : reader - (phase - (size_ - 1)) - 1;
+    if (b_.len(block) > 0)
+      emit(Piece{mod(reader - 1, size_), b_.at(block), b_.len(block), summing ? nullptr : data_ + b_.at(block)});
+  }
+  void take(const Piece& piece, size_t at, const char* data, size_t bytes) override {
+    char* into = data_ + piece.offset + at;
+    fn_(into, into, data, bytes / b_.es);
+  }
+
+ private:
+  int size_;
+  Blocks b_;
+  char* data_;
+  ReduceFn fn_;
+};
+
+// all_gather, ring: the own block is in `out` already; phase s takes the left neighbour's
+// block r-s-1 of its `out` (it got that block in phase s-1, or it is its own).
+class AllGatherRing : public Schedule {
+ public:
+  AllGatherRing(int size, size_t bytes, char* out) : size_(size), bytes_(bytes), out_(out) {}
+  int phases() const override { return size_ - 1; }
+  void pieces(int phase, int reader, const Emit& emit) const override {
+    const uint64_t at = uint64_t(mod(reader - phase - 1, size_)) * bytes_;
+    if (bytes_ > 0) emit(Piece{mod(reader - 1, size_), at, bytes_, out_ + at});
+  }
+  void take(const Piece&, size_t, const char*, size_t) override {}
+
+ private:
+  int size_;
+  size_t bytes_;
+  char* out_;
+};
+
+// reduce_scatter, ring. Each rank exposes `partial`, n blocks of which only some are ever
+// written: before phase 0, block r-1 holds its input block r-1 (where its right neighbour
+// starts). Phase s takes the left's partial block r-s-2 (the sum of s+1 ranks' inputs), adds
+// our input block r-s-2 and leaves the sum at the same place of ours, or in `out` after the
+// last phase (block r, complete). Each phase reads a block the neighbour wrote in the one
+// before and writes one it does not read.
+class ReduceScatterRing : public Schedule {
+ public:
+  ReduceScatterRing(int rank, int size, size_t bytes, const char* in, char* partial, char* out, size_t es, ReduceFn fn)
+      : rank_(rank), size_(size), bytes_(bytes), in_(in), partial_(partial), out_(out), es_(es), fn_(fn) {}
+  int phases() const override { return size_ - 1; }
+  void pieces(int phase, int reader, const Emit& emit) const override {
+    if (bytes_ > 0) emit(Piece{mod(reader - 1, size_), uint64_t(mod(reader - phase - 2, size_)) * bytes_, bytes_, nullptr});
+  }
+  void take(const Piece& piece, size_t at, const char* data, size_t bytes) override {
+    const size_t block = size_t(piece.offset / bytes_);
+    const bool last = mod(rank_ - 2 - int(block), size_) == size_ - 2;  // the phase that took it
+    char* into = (last ? out_ : partial_ + block * bytes_) + at;
+    fn_(into, data, in_ + block * bytes_ + at, bytes / es_);
+  }
+
+ private:
+  int rank_, size_;
+  size_t bytes_;
+  const char* in_;
+  char* partial_;
+  char* out_;
+  size_t es_;
+  ReduceFn fn_;
+};
+
+}  // namespace
+
+PathCollectives::PathCollectives(std::unique_ptr<Path> path, int rank, int size, Algorithm algorithm)
+    : path_(std::move(path)), rank_(rank), size_(size), algorithm_(algorithm) {}
+
+bool PathCollectives::ring(uint64_t bytes) const {
+  if (size_ < 2) return false;
+  if (algorithm_ != Algorithm::Auto) return algorithm_ == Algorithm::Ring;
+  if (size_ == 2) return false;  // two ranks: the ring is the direct algorithm, in more phases
+  return !path_->reads_peers() && bytes > kSmall;
+}
+
+void PathCollectives::drive(Schedule& schedule, std::chrono::milliseconds timeout) {
+  for (int p = 0; p < schedule.phases(); ++p) path_->run(schedule, p, timeout);
+  path_->finish(timeout);
+}
+
+void PathCollectives::agree(const Intent& intent, std::chrono::milliseconds timeout) {
+  path_->meet(intent, nullptr, 0, timeout);
+  path_->finish(timeout);
+}
+
+void PathCollectives::all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  const size_t bytes = intent.bytes;
+  auto* o = static_cast<char*>(out);
+  if (ring(bytes)) {
+    std::memcpy(o + size_t(rank_) * bytes, in, bytes);
+    path_->meet(intent, out, bytes * size_t(size_), timeout);
+    AllGatherRing s(size_, bytes, o);
+    return drive(s, timeout);
+  }
+  path_->meet(intent, in, bytes, timeout);
+  std::memcpy(o + size_t(rank_) * bytes, in, bytes);
+  auto s = direct_copy(size_, [&](int, int p) { return Piece{p, 0, bytes, o + size_t(p) * bytes}; });
+  drive(s, timeout);
+}
+
+void PathCollectives::gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  const size_t bytes = intent.bytes;
+  const int root = intent.root;
+  auto* o = static_cast<char*>(out);
+  path_->meet(intent, rank_ == root ? nullptr : in, bytes, timeout);
+  if (rank_ == root) std::memcpy(o + size_t(rank_) * bytes, in, bytes);
+  auto s = direct_copy(size_, [&](int reader, int p) {
+    return reader == root ? Piece{p, 0, bytes, o + size_t(p) * bytes} : Piece{};
+  });
+  drive(s, timeout);
+}
+
+void PathCollectives::scatter(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  const size_t bytes = intent.bytes;
+  const int root = intent.root;
+  path_->meet(intent, rank_ == root ? in : nullptr, bytes * size_t(size_), timeout);
+  if (rank_ == root) std::memcpy(out, static_cast<const char*>(in) + size_t(rank_) * bytes, bytes);
+  auto s = direct_copy(size_, [&](int reader, int p) {
+    return p == root ? Piece{p, uint64_t(reader) * bytes, bytes, static_cast<char*>(out)} : Piece{};
+  });
+  drive(s, timeout);
+}
+
+void PathCollectives::broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) {
+  const size_t bytes = intent.bytes;
+  const int root = intent.root;
+  path_->meet(intent, rank_ == root ? data : nullptr, bytes, timeout);
+  auto s = direct_copy(size_, [&](int, int p) {
+    return p == root ? Piece{p, 0, bytes, static_cast<char*>(data)} : Piece{};
+  });
+  drive(s, timeout);
+}
+
+void PathCollectives::all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+  const uint64_t extent = readable_bytes(intent, rank_, size_);
+  const auto& table = path_->meet(std::move(intent), in, extent, timeout);
+  const Intent& mine = table[size_t(rank_)];  // as stated, read back from the table
+  auto* o = static_cast<char*>(out);
+  // Where the block from rank p lands in `out`: the blocks in rank order.
+  std::vector<size_t> at(size_t(size_) + 1, 0);
+  for (int p = 0; p < size_; ++p) at[size_t(p) + 1] = at[size_t(p)] + mine.recv_bytes[size_t(p)];
+  std::memcpy(o + at[size_t(rank_)], static_cast<const char*>(in) + mine.send_offset[size_t(rank_)],
+              mine.recv_bytes[size_t(rank_)]);
+  auto s = direct_copy(size_, [&](int reader, int p) {
+    const Intent& from = table[size_t(p)];
+    return Piece{p, from.send_offset[size_t(reader)], size_t(from.send_bytes[size_t(reader)]),
+                 reader == rank_ ? o + at[size_t(p)] : nullptr};
+  });
+  drive(s, timeout);
+}
+
+void PathCollectives::reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
+                                     std::chrono::milliseconds timeout) {
+  const size_t bytes = intent.bytes;
+  const auto* i = static_cast<const char*>(in);
+  if (ring(bytes)) {
+    const size_t left_starts = size_t(mod(rank_ - 1, size_)) * bytes;
+    if (scratch_.size() < bytes * size_t(size_)) scratch_.resize(bytes * size_t(size_));
+    std::memcpy(scratch_.data() + left_starts, i + left_starts, bytes);
+    path_->meet(intent, scratch_.data(), bytes * size_t(size_), timeout);
+    ReduceScatterRing s(rank_, size_, bytes, i, scratch_.data(), static_cast<char*>(out), element_size, fn);
+    return drive(s, timeout);
+  }
+  path_->meet(intent, in, bytes * size_t(size_), timeout);
+  std::memcpy(out, i + size_t(rank_) * bytes, bytes);
+  DirectFold s(size_, -1, bytes, bytes, static_cast<char*>(out), element_size, fn, true);
+  drive(s, timeout);
+}
+
+void PathCollectives::reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
+                             std::chrono::milliseconds timeout) {
+  const size_t bytes = intent.bytes;
+  const int root = intent.root;
+  path_->meet(intent, rank_ == root ? nullptr : data, bytes, timeout);
+  DirectFold s(size_, root, 0, bytes, static_cast<char*>(data), element_size, fn);
+  drive(s, timeout);
+}
+
+void PathCollectives::all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
+                                 std::chrono::milliseconds timeout) {
+  const size_t bytes = intent.bytes;
+  auto* d = static_cast<char*>(data);
+  const Blocks blocks(bytes / element_size, element_size, size_);
+  if (algorithm_ != Algorithm::Ring && bytes <= kSmall) {
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    path_->meet(intent, data, bytes, timeout);
+    AllReduceSmall s(rank_, size_, d, scratch_.data(), bytes, element_size, fn);
+    if (bytes == 0) return path_->finish(timeout);
+    for (int p = 0; p < s.phases(); ++p) path_->run(s, p, timeout);
+    s.close();
+    // Peers may read our buffer until we finish; the sum goes into it after.
+    path_->finish(timeout);
+    std::memcpy(d, scratch_.data(), bytes);
+    return;
+  }
+  path_->meet(intent, data, bytes, timeout);
+  if (ring(bytes)) {
+    AllReduceRing s(size_, blocks, d, fn);
+    return drive(s, timeout);
+  }
+  AllReduceDirect s(size_, blocks, d, fn);
+  drive(s, timeout);
+}
+
+}  // namespace distrun

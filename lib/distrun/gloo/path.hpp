@@ -1,0 +1,67 @@
+// A path moves blocks between the members of a group; the collectives' algorithms are written
+// once over it (algorithms.hpp) and say which blocks move, phase by phase. Two paths implement
+// it: shared memory (shm_path.hpp) and Gloo's TCP pairs (tcp_path.hpp).
+//
+// The model is one-sided. In a collective every rank states its intent and exposes one buffer
+// (meet); in each phase every rank takes pieces of its peers' exposed buffers, either copied to
+// where it says or handed to the schedule to fold in (a reduction). Shared memory takes them
+// itself (from a peer's inline slot, or with a single-copy read of its buffer). TCP cannot reach
+// into a peer, so each rank also works out what its peers take from it: a schedule is a pure
+// function of the agreed intents, the same on every rank, so the sender and the reader list the
+// same pieces in the same order.
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "distrun/backend/intent.hpp"
+
+namespace distrun {
+
+struct Piece {
+  int peer = 0;         // whose exposed buffer
+  uint64_t offset = 0;  // where in it
+  size_t bytes = 0;
+  char* dst = nullptr;  // copied here; nullptr: handed to Schedule::take in parts
+};
+
+/// What moves in one collective, for any reader. Pieces of 0 bytes are never emitted.
+class Schedule {
+ public:
+  virtual ~Schedule() = default;
+  virtual int phases() const = 0;
+  /// The pieces `reader` takes in `phase`, in the order it takes them. `dst` matters only when
+  /// reader is the calling rank (a sender lists its readers' pieces to know what to send).
+  virtual void pieces(int phase, int reader, const std::function<void(const Piece&)>& emit) const = 0;
+  /// `bytes` of a piece without dst, `at` bytes into it; called in the order the pieces were
+  /// emitted and, within a piece, at increasing `at`. `data` is valid during the call only.
+  virtual void take(const Piece& piece, size_t at, const char* data, size_t bytes) = 0;
+};
+
+class Path {
+ public:
+  virtual ~Path() = default;
+  /// "shm", "shm/tcp-sync" or "tcp": for logs and benchmark provenance.
+  virtual std::string name() const = 0;
+  /// True when a rank reads its peers' memory itself: each piece costs no work of the peer,
+  /// so the direct algorithms (every rank takes from every peer) are the best at every size.
+  virtual bool reads_peers() const = 0;
+
+  /// States `intent` (this rank's view; the path numbers it) and exposes `extent` bytes at
+  /// `base` (nullptr, 0: nothing) to the peers' pieces. Returns every rank's intent once they
+  /// agree; a disagreement is the same CollectiveMismatchError on every rank, before a byte
+  /// moves.
+  virtual const std::vector<Intent>& meet(Intent intent, const void* base, uint64_t extent,
+                                          std::chrono::milliseconds timeout) = 0;
+  /// Phase `phase` of `schedule`: this rank's pieces are in when it returns (and on TCP, its
+  /// readers' pieces are sent). A phase sees each peer's exposed buffer as that peer left it
+  /// at the end of the previous phase (in phase 0, as it was at meet).
+  virtual void run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) = 0;
+  /// Ends the collective: returns once no peer will read this rank's exposed buffer again.
+  virtual void finish(std::chrono::milliseconds timeout) = 0;
+};
+
+}  // namespace distrun

@@ -1,0 +1,115 @@
+// The path between processes of one host, through a shared segment (see path.hpp for the
+// model). Every rank posts its intent (and, when what it exposes is small, the bytes
+// themselves: one copy into its slot) and bumps its sequence flag; once every peer has posted,
+// each rank takes its pieces from the peers' slots, or for large ones straight out of their
+// buffers through cross-memory attach (process_vm_readv: one copy, where loopback TCP copies
+// twice through the kernel and wakes a thread per segment). A rank whose buffer was read in
+// place waits for its readers' done flags before returning; one whose bytes went through its
+// slot does not (the slot of that parity is reused two collectives later, when every peer has
+// provably moved on). When the segment cannot be mapped the ranks meet over Gloo's TCP pairs
+// instead. Used by GlooBackend for CPU buffers when every member of the group is on this host
+// and the kernel lets them read each other (same user, no ptrace restriction); otherwise, or
+// with DISTRUN_TRANSPORT=tcp, the TCP path is used.
+//
+// It trusts no peer: "can read" is proven by reading a per-process random nonce (a constant
+// would be found in one's own memory by ranks in separate PID namespaces with ASLR off); the
+// segment is opened only when it is a sealed memfd of the expected size (no peer can truncate
+// it under us: no SIGBUS); and before every collective each rank publishes its Intent
+// (backend/intent.hpp: collective, sequence, dtype, op, root, sizes, buffer extent), every
+// rank checks all of them, and every read is bounded by the peer's published extent.
+#pragma once
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "distrun/gloo/path.hpp"
+#include "distrun/store/store.hpp"
+
+namespace gloo {
+class Context;
+}
+
+namespace distrun {
+
+// The shared segment: a futex barrier, a doorbell, and per rank its flags, intent rows and
+// inline slots (see shm_path.cpp).
+struct CmaShared;
+struct CmaBox;
+
+class ShmPath : public Path {
+ public:
+  /// Meets the other members through `store` (their pids and boot ids), checks that every one
+  /// can read every other's memory, and returns nullptr when not (another host, or refused).
+  /// `next_tag` gives the Gloo tags of the meetings it holds over TCP when no segment maps.
+  static std::unique_ptr<ShmPath> create(std::shared_ptr<gloo::Context> context, Store& store, int rank, int size,
+                                         std::function<uint32_t()> next_tag, std::vector<int> global_ranks);
+
+  std::string name() const override { return shared_ ? "shm" : "shm/tcp-sync"; }
+  bool reads_peers() const override { return true; }
+  /// True when the ranks meet in the shared segment (false: they meet over Gloo's pairs).
+  bool meets_in_shared_memory() const { return shared_ != nullptr; }
+
+  /// Why the shared segment behind `fd` must not be mapped for a group of `size` (wrong size,
+  /// not a memfd, or not sealed against shrinking), or "" when it may.
+  static std::string segment_problem(int fd, int size);
+  /// Bytes of the shared segment for a group of `size`.
+  static size_t segment_bytes(int size);
+  /// Per rank and parity: what a rank may copy into its slot rather than expose its buffer.
+  static constexpr size_t kInlineCapacity = size_t(64) << 10;
+
+  /// Publishes the intent with the exposed buffer's address and extent (and, when the extent
+  /// fits the inline limit, the bytes themselves, into this rank's slot), checks everyone's.
+  const std::vector<Intent>& meet(Intent intent, const void* base, uint64_t extent,
+                                  std::chrono::milliseconds timeout) override;
+  /// Phase 0 takes inlined pieces from the peers' slots, every later phase (after a barrier:
+  /// the peers have finished the one before) from their buffers themselves.
+  void run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) override;
+  void finish(std::chrono::milliseconds timeout) override;
+
+ private:
+  ShmPath(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
+          std::function<uint32_t()> next_tag, std::vector<int> global_ranks);
+  // Maps the segment rank 0 creates (a memfd, opened by the others through /proc/PID/fd/N:
+  // no name to leave behind); false when some rank cannot, and then all use Gloo to meet.
+  bool map_shared(Store& store);
+  // Waits until generation moves past `seen`; checks that the peers are alive meanwhile.
+  void wait_generation(uint32_t seen, std::chrono::milliseconds timeout);
+  // `bytes` at `offset` in `peer`'s buffer; never past the extent it published.
+  void read(int peer, const Intent& of, uint64_t offset, void* dst, size_t bytes);
+  // Where those bytes lie in the peer's slot of this collective, or nullptr when not inlined
+  // (or when the phase must see the buffer itself).
+  const char* view(int peer, const Intent& of, uint64_t offset, size_t bytes) const;
+  // Wakes sleepers after a post or done.
+  void ring();
+  // Until ready(r) for every peer r: a short spin, yields for up to 200 us, then the futex on the bell.
+  template <typename Ready>
+  void wait_all(Ready ready, std::chrono::milliseconds timeout, const char* what);
+  CmaBox* box(int r) const;
+  uint64_t* row(int r, uint64_t seq) const;
+  char* slot(int r, uint64_t seq) const;
+  void barrier(std::chrono::milliseconds timeout);
+
+  std::shared_ptr<gloo::Context> context_;
+  int rank_, size_;
+  std::vector<pid_t> pids_;
+  std::function<uint32_t()> next_tag_;
+  std::vector<int> global_ranks_;
+  std::vector<char> scratch_;  // a piece folded in parts passes through it, when not inlined
+  std::vector<Intent> table_;  // every rank's intent in the current collective
+  uint64_t seq_ = 0;  // collectives run, the same count on every member
+  int phase_ = 0;     // the last phase run in the current collective
+  size_t inline_limit_ = kInlineCapacity;
+  CmaShared* shared_ = nullptr;  // mapped segment, or nullptr: meet over Gloo instead
+  size_t shared_bytes_ = 0;
+  int shared_fd_ = -1;
+
+ public:
+  ~ShmPath() override;
+  ShmPath(const ShmPath&) = delete;
+  ShmPath& operator=(const ShmPath&) = delete;
+};
+
+}  // namespace distrun

@@ -1,0 +1,116 @@
+#include "distrun/gloo/tcp_path.hpp"
+
+#include <gloo/allgather.h>
+#include <gloo/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+#include "distrun/core/error.hpp"
+
+namespace distrun {
+
+namespace {
+
+// Gloo slots of the phases: this prefix, the collective's tag, the phase (point-to-point
+// messages use slots of their own, GlooBackend::p2p_slot).
+constexpr uint64_t kPhaseSlot = 0x4e5c000000000000ull;
+// A piece moves in segments of this size, so that the reader folds one in while the next
+// arrives (and Gloo never holds a whole large piece in one message).
+constexpr size_t kSegment = size_t(1) << 20;
+
+void require(bool ok, std::chrono::milliseconds timeout) {
+  if (!ok) throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms");
+}
+
+}  // namespace
+
+TcpPath::TcpPath(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<int> global_ranks,
+                 std::function<uint32_t()> next_tag)
+    : context_(std::move(context)), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)),
+      next_tag_(std::move(next_tag)) {}
+
+const std::vector<Intent>& TcpPath::meet(Intent intent, const void* base, uint64_t extent,
+                                         std::chrono::milliseconds timeout) {
+  base_ = static_cast<char*>(const_cast<void*>(base));
+  extent_ = base ? extent : 0;
+  intent.seq = ++seq_;
+  table_.assign(size_t(size_), intent);
+  // Every member skips alike (same flags, same tags). all_to_all's intents differ by rank, so
+  // they always travel.
+  if (!(intent.flags & Intent::kAgreed) || intent.kind == CollectiveKind::AllToAll) {
+    const size_t words = Intent::words(size_);
+    std::vector<uint64_t> row(words, 0), all(words * size_t(size_));
+    intent.encode(row.data(), size_);
+    gloo::AllgatherOptions o(context_);
+    o.setInput(row.data(), words);
+    o.setOutput(all.data(), all.size());
+    o.setTag(next_tag_());
+    o.setTimeout(timeout);
+    gloo::allgather(o);
+    for (int r = 0; r < size_; ++r) Intent::decode(all.data() + words * size_t(r), size_, table_[size_t(r)]);
+    check_agreement(table_, false, global_ranks_);
+  }
+  tag_ = next_tag_();
+  return table_;
+}
+
+void TcpPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) {
+  if (phase >= 1 << 16) throw BackendError("a collective of more than 65536 phases");
+  const uint64_t slot = kPhaseSlot | uint64_t(tag_) << 16 | uint64_t(phase);
+  // What we take, in order; pieces folded in parts land in scratch, one after another.
+  std::vector<Piece> mine;
+  size_t folded = 0;
+  schedule.pieces(phase, rank_, [&](const Piece& p) {
+    mine.push_back(p);
+    if (!p.dst) folded += p.bytes;
+  });
+  if (scratch_.size() < folded) scratch_.resize(folded);
+  // What every reader takes from us, in its order: the schedule is the same function of the
+  // same intents on every rank. Checked against what we exposed before anything is posted.
+  struct Send {
+    int reader;
+    uint64_t offset;
+    size_t bytes;
+  };
+  std::vector<Send> sends;
+  for (int reader = 0; reader < size_; ++reader) {
+    if (reader == rank_) continue;
+    schedule.pieces(phase, reader, [&](const Piece& p) {
+      if (p.peer != rank_) return;
+      if (p.offset > extent_ || p.bytes > extent_ - p.offset)
+        throw CollectiveMismatchError("rank " + std::to_string(global_ranks_.empty() ? reader : global_ranks_[size_t(reader)]) +
+                                      " would take " + std::to_string(p.bytes) + " bytes at offset " +
+                                      std::to_string(p.offset) + " of a buffer of " + std::to_string(extent_));
+      sends.push_back(Send{reader, p.offset, p.bytes});
+    });
+  }
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs;
+  size_t at = 0;
+  for (const Piece& p : mine) {
+    char* into = p.dst ? p.dst : scratch_.data() + at;
+    if (!p.dst) at += p.bytes;
+    recvs.push_back(context_->createUnboundBuffer(into, p.bytes));
+    for (size_t off = 0; off < p.bytes; off += kSegment) recvs.back()->recv(p.peer, slot, off, std::min(kSegment, p.bytes - off));
+  }
+  std::unique_ptr<gloo::transport::UnboundBuffer> exposed;
+  int segments = 0;
+  if (!sends.empty()) exposed = context_->createUnboundBuffer(base_, extent_);
+  for (const Send& s : sends)
+    for (size_t off = 0; off < s.bytes; off += kSegment, ++segments)
+      exposed->send(s.reader, slot, s.offset + off, std::min(kSegment, s.bytes - off));
+  at = 0;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const Piece& p = mine[i];
+    for (size_t off = 0; off < p.bytes; off += kSegment) {
+      require(recvs[i]->waitRecv(nullptr, timeout), timeout);
+      if (!p.dst) schedule.take(p, off, scratch_.data() + at + off, std::min(kSegment, p.bytes - off));
+    }
+    if (!p.dst) at += p.bytes;
+  }
+  for (int k = 0; k < segments; ++k) require(exposed->waitSend(nullptr, timeout), timeout);
+}
+
+}  // namespace distrun

@@ -1,0 +1,50 @@
+// The path over Gloo's TCP pairs (between hosts, or on one when shared memory cannot or must
+// not be used; see path.hpp for the model). A rank cannot read a peer's memory here, so in each
+// phase it lists what every reader takes from it and sends that, while receiving its own
+// pieces; pieces go in segments, so folding one segment in overlaps receiving the next. The
+// intent check is one small all_gather before each collective.
+#pragma once
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "distrun/gloo/path.hpp"
+
+namespace gloo {
+class Context;
+}
+
+namespace distrun {
+
+class TcpPath : public Path {
+ public:
+  /// `next_tag` gives the Gloo tag of each meeting and phase.
+  TcpPath(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<int> global_ranks,
+          std::function<uint32_t()> next_tag);
+
+  std::string name() const override { return "tcp"; }
+  bool reads_peers() const override { return false; }
+  /// Every rank's intent, checked before a byte moves: Gloo itself would notice a size
+  /// disagreement only deep in a pair's receive (an abort, or a timeout on the other side). An
+  /// intent marked kAgreed (the hierarchical path checked the whole group already) skips the
+  /// round trip.
+  const std::vector<Intent>& meet(Intent intent, const void* base, uint64_t extent,
+                                  std::chrono::milliseconds timeout) override;
+  void run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) override;
+  /// Nothing to wait for: every phase waited for its sends.
+  void finish(std::chrono::milliseconds) override {}
+
+ private:
+  std::shared_ptr<gloo::Context> context_;
+  int rank_, size_;
+  std::vector<int> global_ranks_;
+  std::function<uint32_t()> next_tag_;
+  uint64_t seq_ = 0;
+  uint32_t tag_ = 0;  // this collective's, for the slots of its phases
+  std::vector<Intent> table_;
+  char* base_ = nullptr;  // what this rank exposes
+  uint64_t extent_ = 0;
+  std::vector<char> scratch_;  // pieces folded in parts land here, kept across calls
+};
+
+}  // namespace distrun
