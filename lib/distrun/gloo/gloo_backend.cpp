@@ -186,7 +186,9 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   auto over = [this](std::unique_ptr<Path> path) {
     return std::make_unique<PathCollectives>(std::move(path), rank_, size_, options_.algorithm);
   };
-  auto tcp = [&] { return over(std::make_unique<TcpPath>(context_, rank_, size_, global_ranks_, [this] { return next_tag_++; })); };
+  auto tcp = [&] {
+    return over(std::make_unique<TcpPath>(context_, rank_, size_, global_ranks_, [this] { return next_tag_++; }));
+  };
   if (size_ < 2 || options_.transport == GlooTransport::Tcp) return tcp();
   // Every member's host, in group rank order: the same table, hence the same verdict, on all.
   const std::string me = options_.host_id.empty() ? boot_id() : options_.host_id;
@@ -205,7 +207,7 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
     std::unique_ptr<ShmPath> shm;
     try {
       shm = ShmPath::create(context_, *std::make_shared<PrefixStore>("cma", store_), rank_, size_,
-                                 [this] { return next_tag_++; }, global_ranks_);
+                            [this] { return next_tag_++; }, global_ranks_);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {

@@ -31,7 +31,7 @@ namespace {
 // ranks of a host reduce piece c+1 and share piece c-1. Unpipelined, the shared-memory steps
 // added a tenth to a half of the TCP step's time (16 MiB between two namespace hosts at
 // 1 Gbit/s on a loaded 2-core VM: reduce_scatter 5-30 ms, all_gather 5-60 ms, TCP 110-145 ms).
-// Pieces of at least 1 MiB (up to 16) keep each step's fixed costs (a Gloo all_reduce's round
+// Pieces of at least 1 MiB (up to 16) keep each step's fixed costs (a TCP all_reduce's round
 // trips, wake-ups) small against its bytes: at 512 KiB the 4 MiB point fell from 1.35x to
 // 1.17x of the flat ring.
 size_t pieces_for(size_t bytes) { return std::clamp<size_t>(bytes / (size_t(1) << 20), 1, 16); }

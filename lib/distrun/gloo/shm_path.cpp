@@ -1,6 +1,5 @@
 #include "distrun/gloo/shm_path.hpp"
 
-#include <gloo/allgather.h>
 #include <gloo/barrier.h>
 #include <gloo/context.h>
 #include <fcntl.h>
@@ -23,6 +22,7 @@
 #include <sstream>
 
 #include "distrun/core/error.hpp"
+#include "distrun/gloo/tcp_path.hpp"
 
 namespace distrun {
 
@@ -219,7 +219,6 @@ ShmPath::ShmPath(std::shared_ptr<gloo::Context> context, int rank, int size, std
 
 const std::vector<Intent>& ShmPath::meet(Intent intent, const void* base, uint64_t extent,
                                          std::chrono::milliseconds timeout) {
-  const size_t words = Intent::words(size_);
   intent.seq = seq_ = seq_ + 1;
   phase_ = 0;
   intent.address = reinterpret_cast<uint64_t>(base);
@@ -240,15 +239,7 @@ const std::vector<Intent>& ShmPath::meet(Intent intent, const void* base, uint64
     wait_all([&](int r) { return box(r)->posted.load(std::memory_order_acquire) >= seq_; }, timeout, "posted");
     for (int r = 0; r < size_; ++r) Intent::decode(row(r, seq_), size_, table[size_t(r)]);
   } else {
-    std::vector<uint64_t> mine(words, 0), all(words * size_t(size_));
-    intent.encode(mine.data(), size_);
-    gloo::AllgatherOptions o(context_);
-    o.setInput(mine.data(), words);
-    o.setOutput(all.data(), all.size());
-    o.setTag(next_tag_());
-    o.setTimeout(timeout);
-    gloo::allgather(o);
-    for (int r = 0; r < size_; ++r) Intent::decode(all.data() + words * size_t(r), size_, table[size_t(r)]);
+    allgather_intents(context_, next_tag_(), timeout, intent, table);
   }
   try {
     check_agreement(table, true, global_ranks_);

@@ -27,6 +27,21 @@ void require(bool ok, std::chrono::milliseconds timeout) {
 
 }  // namespace
 
+void allgather_intents(const std::shared_ptr<gloo::Context>& context, uint32_t tag, std::chrono::milliseconds timeout,
+                       const Intent& mine, std::vector<Intent>& table) {
+  const int n = int(table.size());
+  const size_t words = Intent::words(n);
+  std::vector<uint64_t> row(words, 0), all(words * size_t(n));
+  mine.encode(row.data(), n);
+  gloo::AllgatherOptions o(context);
+  o.setInput(row.data(), words);
+  o.setOutput(all.data(), all.size());
+  o.setTag(tag);
+  o.setTimeout(timeout);
+  gloo::allgather(o);
+  for (int r = 0; r < n; ++r) Intent::decode(all.data() + words * size_t(r), n, table[size_t(r)]);
+}
+
 TcpPath::TcpPath(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<int> global_ranks,
                  std::function<uint32_t()> next_tag)
     : context_(std::move(context)), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)),
@@ -41,16 +56,7 @@ const std::vector<Intent>& TcpPath::meet(Intent intent, const void* base, uint64
   // Every member skips alike (same flags, same tags). all_to_all's intents differ by rank, so
   // they always travel.
   if (!(intent.flags & Intent::kAgreed) || intent.kind == CollectiveKind::AllToAll) {
-    const size_t words = Intent::words(size_);
-    std::vector<uint64_t> row(words, 0), all(words * size_t(size_));
-    intent.encode(row.data(), size_);
-    gloo::AllgatherOptions o(context_);
-    o.setInput(row.data(), words);
-    o.setOutput(all.data(), all.size());
-    o.setTag(next_tag_());
-    o.setTimeout(timeout);
-    gloo::allgather(o);
-    for (int r = 0; r < size_; ++r) Intent::decode(all.data() + words * size_t(r), size_, table_[size_t(r)]);
+    allgather_intents(context_, next_tag_(), timeout, intent, table_);
     check_agreement(table_, false, global_ranks_);
   }
   tag_ = next_tag_();

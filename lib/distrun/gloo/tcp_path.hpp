@@ -16,6 +16,11 @@ class Context;
 
 namespace distrun {
 
+/// Every member's intent into `table` (sized to the group), in rank order, through one Gloo
+/// all_gather under `tag`: how TCP, and shared memory without a segment, meet.
+void allgather_intents(const std::shared_ptr<gloo::Context>& context, uint32_t tag, std::chrono::milliseconds timeout,
+                       const Intent& mine, std::vector<Intent>& table);
+
 class TcpPath : public Path {
  public:
   /// `next_tag` gives the Gloo tag of each meeting and phase.
