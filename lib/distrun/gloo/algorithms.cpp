@@ -112,12 +112,29 @@ class AllReduceSmall : public Schedule {
   bool own_added_ = false;
 };
 
+// An all_reduce in place over `data` cut into blocks: a piece without dst is added into our
+// copy of the same block (the offset is the same in every rank's buffer).
+class AllReduceInPlace : public Schedule {
+ public:
+  AllReduceInPlace(int size, Blocks blocks, char* data, ReduceFn fn) : size_(size), b_(blocks), data_(data), fn_(fn) {}
+  void take(const Piece& piece, size_t at, const char* data, size_t bytes) override {
+    char* into = data_ + piece.offset + at;
+    fn_(into, into, data, bytes / b_.es);
+  }
+
+ protected:
+  int size_;
+  Blocks b_;
+  char* data_;
+  ReduceFn fn_;
+};
+
 // Large all_reduce, direct. Phase 0: every rank reduces its own block in place from the
 // peers' copies of it (no rank writes any other block of its buffer in this phase). Phase 1:
 // every rank takes each peer's finished block.
-class AllReduceDirect : public Schedule {
+class AllReduceDirect : public AllReduceInPlace {
  public:
-  AllReduceDirect(int size, Blocks blocks, char* data, ReduceFn fn) : size_(size), b_(blocks), data_(data), fn_(fn) {}
+  using AllReduceInPlace::AllReduceInPlace;
   int phases() const override { return 2; }
   void pieces(int phase, int reader, const Emit& emit) const override {
     for (int p = 0; p < size_; ++p) {
@@ -126,24 +143,14 @@ class AllReduceDirect : public Schedule {
       if (b_.len(block) > 0) emit(Piece{p, b_.at(block), b_.len(block), phase == 0 ? nullptr : data_ + b_.at(block)});
     }
   }
-  void take(const Piece& piece, size_t at, const char* data, size_t bytes) override {
-    char* into = data_ + piece.offset + at;
-    fn_(into, into, data, bytes / b_.es);
-  }
-
- private:
-  int size_;
-  Blocks b_;
-  char* data_;
-  ReduceFn fn_;
 };
 
 // all_reduce, ring, in place. Phase s < n-1: take the left neighbour's block r-s-2 (the sum of
 // s+1 ranks) and add it into ours. Phase n-1+t: take its finished block r-t-1. Each phase
 // reads a block the neighbour finished in the phase before and writes one it does not read.
-class AllReduceRing : public Schedule {
+class AllReduceRing : public AllReduceInPlace {
  public:
-  AllReduceRing(int size, Blocks blocks, char* data, ReduceFn fn) : size_(size), b_(blocks), data_(data), fn_(fn) {}
+  using AllReduceInPlace::AllReduceInPlace;
   int phases() const override { return 2 * (size_ - 1); }
   void pieces(int phase, int reader, const Emit& emit) const override {
     const bool summing = phase < size_ - 1;
@@ -151,16 +158,6 @@ class AllReduceRing : public Schedule {
     if (b_.len(block) > 0)
       emit(Piece{mod(reader - 1, size_), b_.at(block), b_.len(block), summing ? nullptr : data_ + b_.at(block)});
   }
-  void take(const Piece& piece, size_t at, const char* data, size_t bytes) override {
-    char* into = data_ + piece.offset + at;
-    fn_(into, into, data, bytes / b_.es);
-  }
-
- private:
-  int size_;
-  Blocks b_;
-  char* data_;
-  ReduceFn fn_;
 };
 
 // all_gather, ring: the own block is in `out` already; phase s takes the left neighbour's

@@ -313,29 +313,37 @@ void ShmPath::wait_all(Ready ready, std::chrono::milliseconds timeout, const cha
 #endif
   }
   if (yield_until(all_ready)) return;
+  sleep_on(shared_->bell, all_ready, true, timeout, [&] {
+    std::string late;
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_ && !ready(r))
+        late += (late.empty() ? "" : ", ") + std::to_string(global_ranks_.empty() ? r : global_ranks_[size_t(r)]);
+    return "waiting for rank(s) " + late + " in collective #" + std::to_string(seq_) + " (" + what + ")";
+  });
+}
+
+template <typename Done, typename Late>
+void ShmPath::sleep_on(std::atomic<uint32_t>& word, Done done, bool counted, std::chrono::milliseconds timeout,
+                       Late late) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + timeout;
   for (;;) {
-    const uint32_t bell = shared_->bell.load(std::memory_order_seq_cst);
-    if (all_ready()) return;
-    if (Clock::now() >= deadline) {
-      std::string late;
-      for (int r = 0; r < size_; ++r)
-        if (r != rank_ && !ready(r))
-          late += (late.empty() ? "" : ", ") + std::to_string(global_ranks_.empty() ? r : global_ranks_[size_t(r)]);
-      throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms waiting for rank(s) " + late +
-                         " in collective #" + std::to_string(seq_) + " (" + what + ")");
-    }
+    const uint32_t seen = word.load(std::memory_order_seq_cst);
+    if (done()) return;
+    if (Clock::now() >= deadline)
+      throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms " + late());
     for (int r = 0; r < size_; ++r)
       if (r != rank_ && kill(pids_[size_t(r)], 0) != 0 && errno == ESRCH)
         throw BackendError("rank " + std::to_string(r) + " (process " + std::to_string(pids_[size_t(r)]) + ") is gone");
-    shared_->sleepers.fetch_add(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with ring()'s
-    if (!all_ready()) {
-      const timespec slice{0, 100 * 1000 * 1000};  // wake to check the peers every 100 ms
-      futex(&shared_->bell, FUTEX_WAIT, bell, &slice);
+    if (counted) {
+      shared_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with ring()'s
     }
-    shared_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (!done()) {
+      const timespec slice{0, 100 * 1000 * 1000};  // wake to check the peers every 100 ms
+      futex(&word, FUTEX_WAIT, seen, &slice);
+    }
+    if (counted) shared_->sleepers.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 
@@ -379,17 +387,11 @@ void ShmPath::barrier(std::chrono::milliseconds timeout) {
 }
 
 void ShmPath::wait_generation(uint32_t seen, std::chrono::milliseconds timeout) {
-  using Clock = std::chrono::steady_clock;
-  if (yield_until([&] { return shared_->generation.load(std::memory_order_acquire) != seen; })) return;
-  const auto deadline = Clock::now() + timeout;
-  while (shared_->generation.load(std::memory_order_acquire) == seen) {
-    if (Clock::now() >= deadline) throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms");
-    for (int r = 0; r < size_; ++r)
-      if (r != rank_ && kill(pids_[size_t(r)], 0) != 0 && errno == ESRCH)
-        throw BackendError("rank " + std::to_string(r) + " (process " + std::to_string(pids_[size_t(r)]) + ") is gone");
-    const timespec slice{0, 100 * 1000 * 1000};  // wake to check the peers every 100 ms
-    futex(&shared_->generation, FUTEX_WAIT, seen, &slice);
-  }
+  auto opened = [&] { return shared_->generation.load(std::memory_order_acquire) != seen; };
+  if (yield_until(opened)) return;
+  // The last to arrive always wakes the generation's sleepers: nobody counts itself.
+  sleep_on(shared_->generation, opened, false, timeout,
+           [&] { return "in the barrier of collective #" + std::to_string(seq_); });
 }
 
 }  // namespace distrun

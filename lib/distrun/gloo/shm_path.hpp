@@ -20,6 +20,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -87,6 +88,11 @@ class ShmPath : public Path {
   // Until ready(r) for every peer r: a short spin, yields for up to 200 us, then the futex on the bell.
   template <typename Ready>
   void wait_all(Ready ready, std::chrono::milliseconds timeout, const char* what);
+  // Sleeps on the futex `word` until done(), waking every 100 ms to check the deadline (a
+  // TimeoutError ending with late()) and that every peer's process still exists. `counted`:
+  // the sleeper counts itself in `sleepers`, so that ring() knows to wake the bell.
+  template <typename Done, typename Late>
+  void sleep_on(std::atomic<uint32_t>& word, Done done, bool counted, std::chrono::milliseconds timeout, Late late);
   CmaBox* box(int r) const;
   uint64_t* row(int r, uint64_t seq) const;
   char* slot(int r, uint64_t seq) const;
