@@ -4,11 +4,11 @@ between two hosts of two ranks each, over a link limited by `tc`. The hosts are 
 host's link shaped to RATE in its sending direction (tbf on its eth0); each host's agent tells
 its ranks which host they are on (DISTRUN_HOST_ID: the namespaces share one kernel). The same
 distrun-bench all_reduce sweep runs with the hierarchical path (the default for such a group)
-and with DISTRUN_HIERARCHY=flat (Gloo's ring over all 4 ranks), interleaved, REPS times; the
+and with DISTRUN_HIERARCHY=flat (the ring over all 4 ranks on the TCP path), interleaved, REPS times; the
 table gives the median busbw of each and their ratio. Between hosts the hierarchy sends S per
 direction where the flat ring sends 1.5 S (S = the buffer's bytes), so on a link-bound run the
 expected ratio is 1.5 (the issue's target: >= 1.4). all_gather and reduce_scatter: 2 blocks
-leave a host where the flat ring carries 3, 1.5 again; broadcast: one copy per host where Gloo's
+leave a host where the flat ring carries 3, 1.5 again; broadcast: one copy per host where the
 flat broadcast sends the root's buffer to each rank, 2 copies across. Needs root, `ip netns` and
 `tc`.
 
