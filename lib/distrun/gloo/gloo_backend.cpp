@@ -8,7 +8,6 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 
 #include "distrun/backend/reduce_kernels.hpp"
 #include "distrun/core/error.hpp"
@@ -25,13 +24,6 @@ namespace {
 
 // Slots for point-to-point traffic, apart from the tags the collectives use.
 constexpr uint64_t kP2PSlot = 0x5e0d000000000000ull;
-
-std::string boot_id() {
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(f, id);
-  return id;
-}
 
 // Host copies of CUDA tensors: Gloo only moves host memory.
 Tensor host(const Tensor& t) { return t.device().is_cuda() ? t.to(Device::cpu()) : t; }
@@ -191,7 +183,7 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   };
   if (size_ < 2 || options_.transport == GlooTransport::Tcp) return tcp();
   // Every member's host, in group rank order: the same table, hence the same verdict, on all.
-  const std::string me = options_.host_id.empty() ? boot_id() : options_.host_id;
+  const std::string me = options_.host_id.empty() ? kernel_boot_id() : options_.host_id;
   store_->set("hosts/" + std::to_string(rank_), me);
   std::vector<std::string> hosts;     // distinct, in order of their first rank
   std::vector<std::vector<int>> on;   // group ranks per host

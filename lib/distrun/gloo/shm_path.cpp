@@ -45,7 +45,6 @@ struct CmaBox {
 
 namespace {
 
-
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, value, timeout, nullptr, 0);
 }
@@ -66,13 +65,6 @@ bool yield_until(Done done) {
     sched_yield();
   } while (std::chrono::steady_clock::now() < until);
   return done();
-}
-
-std::string boot_id() {
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(f, id);
-  return id;
 }
 
 // Reads `bytes` at `address` in process `pid` into `dst`; errno-style result (0 = done).
@@ -108,6 +100,13 @@ const volatile uint64_t* process_nonce() {
 
 }  // namespace
 
+std::string kernel_boot_id() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(f, id);
+  return id;
+}
+
 namespace {
 constexpr size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 size_t header_bytes() { return round64(sizeof(CmaShared)); }
@@ -141,14 +140,14 @@ std::string ShmPath::segment_problem(int fd, int n) {
   return "";
 }
 
-std::unique_ptr<ShmPath> ShmPath::create(std::shared_ptr<gloo::Context> context, Store& store, int rank,
-                                                   int size, std::function<uint32_t()> next_tag,
-                                                   std::vector<int> global_ranks) {
+std::unique_ptr<ShmPath> ShmPath::create(std::shared_ptr<gloo::Context> context, Store& store, int rank, int size,
+                                         std::function<uint32_t()> next_tag, std::vector<int> global_ranks) {
   if (size < 2) return nullptr;
   // Every member publishes its host (boot id), pid, and the address and value of its nonce.
   const volatile uint64_t* nonce = process_nonce();
+  const std::string host = kernel_boot_id();
   std::ostringstream me;
-  me << boot_id() << " " << getpid() << " " << reinterpret_cast<uint64_t>(nonce) << " " << *nonce;
+  me << host << " " << getpid() << " " << reinterpret_cast<uint64_t>(nonce) << " " << *nonce;
   store.set("cma/" + std::to_string(rank), me.str());
   std::vector<pid_t> pids(static_cast<size_t>(size));
   bool ok = true;
@@ -158,7 +157,7 @@ std::unique_ptr<ShmPath> ShmPath::create(std::shared_ptr<gloo::Context> context,
     uint64_t pid = 0, address = 0, value = 0, seen = 0;
     in >> boot >> pid >> address >> value;
     pids[size_t(r)] = pid_t(pid);
-    ok = ok && in && value != 0 && boot == boot_id() && read_remote(pid_t(pid), address, &seen, sizeof seen) == 0 &&
+    ok = ok && in && value != 0 && boot == host && read_remote(pid_t(pid), address, &seen, sizeof seen) == 0 &&
          seen == value;
   }
   // Only when every member can read every other: all or none take the CMA path.
@@ -166,7 +165,7 @@ std::unique_ptr<ShmPath> ShmPath::create(std::shared_ptr<gloo::Context> context,
   for (int r = 0; r < size; ++r) ok = store.get("cma/ok/" + std::to_string(r)) == "1" && ok;
   if (!ok) return nullptr;
   std::unique_ptr<ShmPath> t(new ShmPath(std::move(context), rank, size, std::move(pids), std::move(next_tag),
-                                                    std::move(global_ranks)));
+                                         std::move(global_ranks)));
   t->map_shared(store);
   return t;
 }
@@ -208,7 +207,7 @@ ShmPath::~ShmPath() {
 }
 
 ShmPath::ShmPath(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
-                           std::function<uint32_t()> next_tag, std::vector<int> global_ranks)
+                 std::function<uint32_t()> next_tag, std::vector<int> global_ranks)
     : context_(std::move(context)), rank_(rank), size_(size), pids_(std::move(pids)), next_tag_(std::move(next_tag)),
       global_ranks_(std::move(global_ranks)) {
   // Where copying through the slot stops paying and single-copy reads take over: measured
@@ -317,7 +316,7 @@ void ShmPath::wait_all(Ready ready, std::chrono::milliseconds timeout, const cha
     std::string late;
     for (int r = 0; r < size_; ++r)
       if (r != rank_ && !ready(r))
-        late += (late.empty() ? "" : ", ") + std::to_string(global_ranks_.empty() ? r : global_ranks_[size_t(r)]);
+        late += (late.empty() ? "" : ", ") + std::to_string(global(r));
     return "waiting for rank(s) " + late + " in collective #" + std::to_string(seq_) + " (" + what + ")";
   });
 }
@@ -357,7 +356,7 @@ void ShmPath::read(int peer, const Intent& of, uint64_t offset, void* dst, size_
   if (bytes == 0) return;
   if (offset > of.extent || bytes > of.extent - offset)
     throw CollectiveMismatchError("reading " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
-                                  " of rank " + std::to_string(global_ranks_.empty() ? peer : global_ranks_[size_t(peer)]) +
+                                  " of rank " + std::to_string(global(peer)) +
                                   "'s buffer, which holds " + std::to_string(of.extent));
   if (const char* v = view(peer, of, offset, bytes)) {
     std::memcpy(dst, v, bytes);

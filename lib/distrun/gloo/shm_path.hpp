@@ -24,6 +24,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "distrun/gloo/path.hpp"
@@ -34,6 +35,9 @@ class Context;
 }
 
 namespace distrun {
+
+/// This kernel's boot id: ranks with the same one are on one host (and may share memory).
+std::string kernel_boot_id();
 
 // The shared segment: a futex barrier, a doorbell, and per rank its flags, intent rows and
 // inline slots (see shm_path.cpp).
@@ -93,6 +97,7 @@ class ShmPath : public Path {
   // the sleeper counts itself in `sleepers`, so that ring() knows to wake the bell.
   template <typename Done, typename Late>
   void sleep_on(std::atomic<uint32_t>& word, Done done, bool counted, std::chrono::milliseconds timeout, Late late);
+  int global(int r) const { return global_ranks_.empty() ? r : global_ranks_[size_t(r)]; }
   CmaBox* box(int r) const;
   uint64_t* row(int r, uint64_t seq) const;
   char* slot(int r, uint64_t seq) const;
