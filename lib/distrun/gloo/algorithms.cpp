@@ -87,7 +87,7 @@ class AllReduceSmall : public Schedule {
   }
   int phases() const override { return 1; }
   void pieces(int, int reader, const Emit& emit) const override {
-    for (int p = 0; p < size_; ++p)
+    for (int p = 0; p < size_ && bytes_ > 0; ++p)
       if (p != reader) emit(Piece{p, 0, bytes_, nullptr});
   }
   void take(const Piece& piece, size_t at, const char* data, size_t bytes) override {
@@ -98,7 +98,8 @@ class AllReduceSmall : public Schedule {
     else
       fn_(sum_ + at, sum_ + at, data, bytes / es_);
   }
-  // After the phase: ours, when we are the last rank.
+  // After the phase (our buffer is unchanged until we write the sum into it): ours, when we
+  // are the last rank.
   void close() {
     if (!own_added_) fn_(sum_, sum_, mine_, bytes_ / es_);
   }
@@ -328,20 +329,17 @@ void PathCollectives::all_reduce(Intent intent, void* data, size_t element_size,
                                  std::chrono::milliseconds timeout) {
   const size_t bytes = intent.bytes;
   auto* d = static_cast<char*>(data);
-  const Blocks blocks(bytes / element_size, element_size, size_);
+  path_->meet(intent, data, bytes, timeout);
   if (algorithm_ != Algorithm::Ring && bytes <= kSmall) {
     if (scratch_.size() < bytes) scratch_.resize(bytes);
-    path_->meet(intent, data, bytes, timeout);
     AllReduceSmall s(rank_, size_, d, scratch_.data(), bytes, element_size, fn);
-    if (bytes == 0) return path_->finish(timeout);
-    for (int p = 0; p < s.phases(); ++p) path_->run(s, p, timeout);
-    s.close();
+    drive(s, timeout);
     // Peers may read our buffer until we finish; the sum goes into it after.
-    path_->finish(timeout);
+    s.close();
     std::memcpy(d, scratch_.data(), bytes);
     return;
   }
-  path_->meet(intent, data, bytes, timeout);
+  const Blocks blocks(bytes / element_size, element_size, size_);
   if (ring(bytes)) {
     AllReduceRing s(size_, blocks, d, fn);
     return drive(s, timeout);
