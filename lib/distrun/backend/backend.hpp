@@ -47,7 +47,7 @@ class Backend {
   int rank() const { return rank_; }
   int size() const { return size_; }
   /// The global rank of group rank `r` (for messages and for mapping src/dst).
-  int global_rank(int r) const { return global_ranks_.empty() ? r : global_ranks_.at(size_t(r)); }
+  int global_rank(int r) const { return global_rank_of(global_ranks_, r); }
   /// Group rank of global rank `g`, or -1 when `g` is not a member.
   int group_rank(int g) const;
   const std::vector<int>& global_ranks() const { return global_ranks_; }

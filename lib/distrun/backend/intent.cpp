@@ -123,7 +123,7 @@ bool all_agree(const std::vector<Intent>& all, bool extents) {
 void check_agreement(const std::vector<Intent>& all, bool extents, const std::vector<int>& global_ranks) {
   if (all_agree(all, extents)) return;
   const int n = int(all.size());
-  auto g = [&](int r) { return global_ranks.empty() ? r : global_ranks.at(size_t(r)); };
+  auto g = [&](int r) { return global_rank_of(global_ranks, r); };
   const Intent& first = all.front();
   const std::string what = kind_text(uint64_t(first.kind)) + " #" + std::to_string(first.seq);
   // The ranks whose `field` differs from rank 0's, with both values: every rank builds the

@@ -19,6 +19,12 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view name);
 /// Bitwise reductions need an integer dtype.
 bool reduce_op_valid_for(ReduceOp op, DType dtype);
 
+/// The world's rank of group rank `r`, for a group whose members are `global_ranks` (empty:
+/// the group is the world). Every message that names a rank names this one.
+inline int global_rank_of(const std::vector<int>& global_ranks, int r) {
+  return global_ranks.empty() ? r : global_ranks.at(size_t(r));
+}
+
 struct CollectiveOptions {
   std::chrono::milliseconds timeout{0};  // 0: the backend's default timeout
 };

@@ -333,7 +333,7 @@ void ShmPath::sleep_on(std::atomic<uint32_t>& word, Done done, bool counted, std
       throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms " + late());
     for (int r = 0; r < size_; ++r)
       if (r != rank_ && kill(pids_[size_t(r)], 0) != 0 && errno == ESRCH)
-        throw BackendError("rank " + std::to_string(r) + " (process " + std::to_string(pids_[size_t(r)]) + ") is gone");
+        throw BackendError("rank " + std::to_string(global(r)) + " (process " + std::to_string(pids_[size_t(r)]) + ") is gone");
     if (counted) {
       shared_->sleepers.fetch_add(1, std::memory_order_seq_cst);
       std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with ring()'s
@@ -363,7 +363,7 @@ void ShmPath::read(int peer, const Intent& of, uint64_t offset, void* dst, size_
     return;
   }
   if (int err = read_remote(pids_[size_t(peer)], of.address + offset, dst, bytes))
-    throw BackendError("reading rank " + std::to_string(peer) + "'s buffer (process " + std::to_string(pids_[size_t(peer)]) +
+    throw BackendError("reading rank " + std::to_string(global(peer)) + "'s buffer (process " + std::to_string(pids_[size_t(peer)]) +
                        ") failed: " + std::strerror(err));
 }
 

@@ -97,7 +97,7 @@ class ShmPath : public Path {
   // the sleeper counts itself in `sleepers`, so that ring() knows to wake the bell.
   template <typename Done, typename Late>
   void sleep_on(std::atomic<uint32_t>& word, Done done, bool counted, std::chrono::milliseconds timeout, Late late);
-  int global(int r) const { return global_ranks_.empty() ? r : global_ranks_[size_t(r)]; }
+  int global(int r) const { return global_rank_of(global_ranks_, r); }
   CmaBox* box(int r) const;
   uint64_t* row(int r, uint64_t seq) const;
   char* slot(int r, uint64_t seq) const;

@@ -87,7 +87,7 @@ void TcpPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeo
     schedule.pieces(phase, reader, [&](const Piece& p) {
       if (p.peer != rank_) return;
       if (p.offset > extent_ || p.bytes > extent_ - p.offset)
-        throw CollectiveMismatchError("rank " + std::to_string(global_ranks_.empty() ? reader : global_ranks_[size_t(reader)]) +
+        throw CollectiveMismatchError("rank " + std::to_string(global_rank_of(global_ranks_, reader)) +
                                       " would take " + std::to_string(p.bytes) + " bytes at offset " +
                                       std::to_string(p.offset) + " of a buffer of " + std::to_string(extent_));
       sends.push_back(Send{reader, p.offset, p.bytes});
