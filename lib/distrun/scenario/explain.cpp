@@ -8,11 +8,6 @@ namespace distrun::scenario {
 
 namespace {
 
-int index_of(const std::vector<int>& members, int global) {
-  auto it = std::find(members.begin(), members.end(), global);
-  return it == members.end() ? -1 : int(it - members.begin());
-}
-
 std::vector<Block> chunks_of(int rank, int n) {
   std::vector<Block> out;
   for (int c = 0; c < n; ++c) out.push_back({rank, c});
