@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails unless every test of the suite
   - is named <area>.<subject>.<case> (lower case, digits and '_', dots between; more dots allowed
-    after the case, as in scenario.config.seeds.all_reduce.np2), its first part being its area;
+    after the case, as in scenario.config.bench.all_reduce.np8), its first part being its area;
   - carries its area's label, so `ctest -L AREA` finds it;
   - carries exactly one stage label, so `scripts/test.sh STAGE` runs it exactly once.
 Labels that say how a test runs (no-sanitize, netns, process, load...) are neither.
