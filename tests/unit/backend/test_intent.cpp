@@ -20,7 +20,8 @@ TEST_CASE("mismatch messages name the ranks and the sizes", "[trust]") {
   std::vector<Intent> all{intent(64), intent(64), intent(32)};
   // Global ranks of a subgroup: messages name those.
   CHECK_THROWS_WITH(check_agreement(all, true, {4, 5, 6}),
-                    "reduce_scatter #7: the ranks disagree on the bytes per rank: rank 4 has 64 bytes, rank 6 has 32 bytes");
+                    "reduce_scatter #7: the ranks disagree on the bytes per rank: rank 4 has 64 bytes, rank 6 has 32 "
+                    "bytes");
   all[2] = intent(64);
   all[1].extent = 100;  // its buffer is shorter than the 192 bytes its peers will read
   CHECK_THROWS_WITH(check_agreement(all, true, {}),

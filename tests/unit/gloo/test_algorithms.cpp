@@ -153,8 +153,7 @@ constexpr auto kTimeout = std::chrono::milliseconds(20000);
 
 // Runs fn(collectives, rank) on n thread ranks over one fake group; the first failure is
 // rethrown here (a rank that throws leaves the others to fail at the next barrier).
-void on_ranks(int n, Algorithm algorithm, bool reads_peers,
-              const std::function<void(PathCollectives&, int)>& fn) {
+void on_ranks(int n, Algorithm algorithm, bool reads_peers, const std::function<void(PathCollectives&, int)>& fn) {
   FakeWorld world(n);
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -247,7 +246,8 @@ TEST_CASE("all_gather schedules (direct, ring) put every rank's block in place",
       std::vector<int64_t> out(count * size_t(n), -1);
       coll.all_gather(intent_of(CollectiveKind::AllGather, count * kEs), in.data(), out.data(), kTimeout);
       for (int p = 0; p < n; ++p)
-        if (!std::equal(out.begin() + long(p * count), out.begin() + long((p + 1) * count), values_of(p, count).begin()))
+        if (!std::equal(out.begin() + long(p * count), out.begin() + long((p + 1) * count),
+                        values_of(p, count).begin()))
           throw std::runtime_error("block of rank " + std::to_string(p) + " wrong");
     });
   });
@@ -273,7 +273,9 @@ TEST_CASE("rooted schedules (broadcast, reduce, gather, scatter) from every root
     for (int root = 0; root < n; ++root) {
       INFO("root " << root);
       on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
-        auto fail = [&](const std::string& what) { throw std::runtime_error(what + " wrong on rank " + std::to_string(r)); };
+        auto fail = [&](const std::string& what) {
+          throw std::runtime_error(what + " wrong on rank " + std::to_string(r));
+        };
         auto data = values_of(r, count);
         coll.broadcast(intent_of(CollectiveKind::Broadcast, count * kEs, root), data.data(), kTimeout);
         if (data != values_of(root, count)) fail("broadcast");
@@ -331,9 +333,26 @@ TEST_CASE("all_to_all schedule with uneven and empty blocks", "[algorithms]") {
   });
 }
 
-TEST_CASE("the fake path refuses a schedule whose pieces leave the exposed buffer", "[algorithms]") {
-  // The checks above could not fail if the fake path accepted anything: a broadcast whose
-  // root exposes fewer bytes than the others take must be refused before a byte is read.
+// A one-phase schedule for the fake path's own checks: rank 1 takes `bytes` at offset 0 of rank
+// 0's buffer (into rank 1's own), and rank 0, when `owner_writes`, writes its first byte during
+// the phase; with `lists_differ` rank 0 lists rank 1's piece one byte shorter than rank 1 does.
+struct Probe : Schedule {
+  Probe(int rank, uint64_t bytes, char* own, bool owner_writes, bool lists_differ)
+      : rank(rank), bytes(bytes), own(own), owner_writes(owner_writes), lists_differ(lists_differ) {}
+  int phases() const override { return 1; }
+  void pieces(int, int reader, const std::function<void(const Piece&)>& emit) const override {
+    if (reader == 1) emit(Piece{0, 0, bytes - (lists_differ && rank == 0 ? 1 : 0), own});
+    if (reader == 0 && rank == 0 && owner_writes) own[0] = 42;  // listing: rank 0 is in the phase
+  }
+  void take(const Piece&, size_t, const char*, size_t) override {}
+  int rank;
+  uint64_t bytes;
+  char* own;
+  bool owner_writes, lists_differ;
+};
+
+// Each rank's error when rank 0 exposes `exposed` bytes and the probe runs.
+std::vector<std::string> probe_errors(uint64_t exposed, uint64_t taken, bool owner_writes, bool lists_differ) {
   FakeWorld world(2);
   std::vector<std::string> errors(2);
   std::vector<std::thread> threads;
@@ -341,29 +360,35 @@ TEST_CASE("the fake path refuses a schedule whose pieces leave the exposed buffe
     threads.emplace_back([&, r] {
       try {
         FakePath path(world, r, false);
-        std::vector<int64_t> data(4, r);
-        path.meet(intent_of(CollectiveKind::Broadcast, 2 * kEs, 0), r == 0 ? data.data() : nullptr,
-                  r == 0 ? 2 * kEs : 0, kTimeout);
-        auto schedule_taking = [&](uint64_t bytes) {
-          struct Take : Schedule {
-            explicit Take(uint64_t b, char* d) : b(b), d(d) {}
-            int phases() const override { return 1; }
-            void pieces(int, int reader, const std::function<void(const Piece&)>& emit) const override {
-              if (reader == 1) emit(Piece{0, 0, b, d});
-            }
-            void take(const Piece&, size_t, const char*, size_t) override {}
-            uint64_t b;
-            char* d;
-          };
-          return Take(bytes, reinterpret_cast<char*>(data.data()));
-        };
-        auto s = schedule_taking(4 * kEs);
+        std::vector<char> data(64, char(r));
+        path.meet(intent_of(CollectiveKind::Broadcast, exposed, 0), r == 0 ? data.data() : nullptr,
+                  r == 0 ? exposed : 0, kTimeout);
+        Probe s(r, taken, data.data(), owner_writes, lists_differ);
         path.run(s, 0, kTimeout);
+        path.finish(kTimeout);
       } catch (const std::exception& e) {
         errors[size_t(r)] = e.what();
       }
     });
   for (auto& t : threads) t.join();
-  CHECK(errors[0] == "");
-  CHECK_THAT(errors[1], Catch::Contains("takes bytes [0, 32) of rank 0, which exposed 16"));
+  return errors;
+}
+
+TEST_CASE("the fake path refuses what a real path could not survive", "[algorithms]") {
+  // The checks above could not fail if the fake path accepted anything.
+  auto fine = probe_errors(16, 16, false, false);
+  CHECK(fine[0] == "");
+  CHECK(fine[1] == "");
+  SECTION("a piece past the owner's exposed extent") {
+    auto e = probe_errors(16, 32, false, false);
+    CHECK_THAT(e[1], Catch::Contains("takes bytes [0, 32) of rank 0, which exposed 16"));
+  }
+  SECTION("the owner writes what a peer takes in the same phase") {
+    auto e = probe_errors(16, 16, true, false);
+    CHECK_THAT(e[1], Catch::Contains("rank 0 wrote bytes [0, 16) of its buffer while rank 1 took them"));
+  }
+  SECTION("a sender lists a reader's pieces otherwise than the reader") {
+    auto e = probe_errors(16, 16, false, true);
+    CHECK_THAT(e[1], Catch::Contains("rank 0 lists the pieces of reader 1 in phase 0 otherwise than the reader does"));
+  }
 }
