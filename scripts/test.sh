@@ -84,7 +84,7 @@ case ${1:-} in
     s=$1
     shift
     start=$SECONDS
-    "stage_$s" "$@"
+    "stage_$s" "$@" || { echo "distrun: stage $s FAILED after $((SECONDS - start)) s"; exit 1; }
     echo "distrun: stage $s passed in $((SECONDS - start)) s"
     ;;
   --sanitize) shift; stage_sanitizers "$@" ;;
