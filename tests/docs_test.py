@@ -155,6 +155,14 @@ def case_readme(bin_dir):
                 if p.returncode != 0:
                     failures.append(f"README.md:{line}: `{' '.join(argv)}` exited {p.returncode}\n{out[-3000:]}")
                 ran += 1
+        # --results files the commands named hold one record per rank and step at least.
+        for line, cmd in commands:
+            m = re.search(r"--results (\S+)", cmd)
+            if m and not failures:
+                path = os.path.join(work, m.group(1))
+                records = open(path).read().count("\n") if os.path.exists(path) else 0
+                if records < 4:
+                    failures.append(f"README.md:{line}: {m.group(1)} holds {records} records, want one per rank at least")
     if failures:
         print(f"FAIL: {len(failures)} of the README's commands failed:")
         print("\n".join(failures))
