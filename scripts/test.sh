@@ -65,17 +65,21 @@ stage_sanitizers() {
 
 # stages NAME... : runs each, timing it; goes on after a failed stage and fails at the end.
 stages() {
-  local failed=() start
+  local failed=() times=() start=$SECONDS t
   for s in "$@"; do
-    start=$SECONDS
+    t=$SECONDS
     echo "distrun: stage $s"
     if "stage_$s"; then
-      echo "distrun: stage $s passed in $((SECONDS - start)) s"
+      echo "distrun: stage $s passed in $((SECONDS - t)) s"
+      times+=("$s $((SECONDS - t)) s")
     else
-      echo "distrun: stage $s FAILED after $((SECONDS - start)) s"
+      echo "distrun: stage $s FAILED after $((SECONDS - t)) s"
+      times+=("$s FAILED $((SECONDS - t)) s")
       failed+=("$s")
     fi
   done
+  local IFS=,
+  echo "distrun: stages ${times[*]}; $((SECONDS - start)) s in all"
   ((${#failed[@]} == 0)) || { echo "distrun: failed stages: ${failed[*]}"; return 1; }
 }
 
