@@ -1,12 +1,19 @@
 #include "options.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "distrun/core/error.hpp"
 
@@ -78,34 +85,95 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-bool on_path(const std::string& name) {
+// The full path of `name` as execvp would find it on PATH, or "" when it is not there.
+std::string find_on_path(const std::string& name) {
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
   size_t at = 0;
   while (at <= dirs.size()) {
     size_t colon = dirs.find(':', at);
     std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
-    if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+    if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return dir + "/" + name;
     if (colon == std::string::npos) break;
     at = colon + 1;
   }
+  return "";
+}
+
+// The interpreter named by a script's "#!" line ("#!/usr/bin/python3.11", or
+// "#!/usr/bin/env python3" looked up on PATH), when it is executable; else "".
+std::string shebang_interpreter(const std::string& script) {
+  std::ifstream in(script);
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("#!", 0) != 0) return "";
+  std::istringstream words(line.substr(2));
+  std::string exe, arg;
+  words >> exe >> arg;
+  if (exe.size() >= 4 && exe.compare(exe.size() - 4, 4, "/env") == 0) exe = arg.empty() ? "" : find_on_path(arg);
+  return !exe.empty() && access(exe.c_str(), X_OK) == 0 ? exe : "";
+}
+
+// Whether `python` can find the torch package: importlib's find_spec looks without importing
+// (tens of milliseconds, where `import torch` takes seconds).
+bool finds_torch(const std::string& python) {
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, STDIN_FILENO);
+    dup2(null, STDOUT_FILENO);
+    dup2(null, STDERR_FILENO);
+    execl(python.c_str(), python.c_str(), "-c",
+          "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)", (char*)nullptr);
+    _exit(127);
+  }
+  // find_spec reads a few directories and ends in milliseconds; one that hangs (a stuck
+  // network mount) is given up on after 10 s and counts as no torch.
+  int status = 0;
+  for (int tick = 0; tick < 1000; ++tick) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
   return false;
+}
+
+// torchrun runs every training_script through python. distrun also runs plain programs as
+// given, so besides *.py only a file that exec could not start goes through python: a file in
+// the current folder named without a '/' and not on PATH (execvp would not look there), or a
+// script that is not executable.
+bool runs_through_python(const std::string& program) {
+  if (ends_with(program, ".py")) return true;
+  struct stat st {};
+  if (stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (program.find('/') == std::string::npos) return find_on_path(program).empty();
+  return access(program.c_str(), X_OK) != 0;
 }
 
 }  // namespace
 
-std::string python_interpreter() {
+Interpreter python_interpreter() {
   for (const char* var : {"PYTHON_EXEC", "PYTHON"})
-    if (const char* v = std::getenv(var); v && *v) return v;
-  if (!on_path("python3"))
+    if (const char* v = std::getenv(var); v && *v) return {v, std::string("$") + var};
+  if (const std::string torchrun = find_on_path("torchrun"); !torchrun.empty())
+    if (std::string python = shebang_interpreter(torchrun); !python.empty())
+      return {python, "the interpreter of " + torchrun};
+  const std::string path_python = find_on_path("python3");
+  std::vector<std::string> candidates{path_python};
+  if (path_python != "/usr/bin/python3") candidates.push_back("/usr/bin/python3");
+  for (const std::string& python : candidates)
+    if (!python.empty() && access(python.c_str(), X_OK) == 0 && finds_torch(python))
+      return {python, "the first python3 that finds torch"};
+  if (path_python.empty())
     throw ConfigError("no python3 on PATH to run the program (set PYTHON to an interpreter, or use --no-python)");
-  return "python3";
+  return {path_python, "python3 on PATH (no interpreter with torch found)"};
 }
 
-std::vector<std::string> program_argv(const LaunchOptions& o) {
+std::vector<std::string> program_argv(const LaunchOptions& o, const Interpreter& python) {
   if (o.program_kind == ProgramKind::as_is) return o.command;
   // torchrun runs `python -u [-m] SCRIPT ARGS...`: unbuffered, so no line is lost on a stop.
-  std::vector<std::string> argv{python_interpreter(), "-u"};
+  std::vector<std::string> argv{python.path, "-u"};
   if (o.program_kind == ProgramKind::python_module) argv.push_back("-m");
   argv.insert(argv.end(), o.command.begin(), o.command.end());
   return argv;
@@ -204,7 +272,10 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                  "local rank that reads distrun's standard input (default 0), or none; the others read EOF");
   app.add_option(both_spellings("--launcher"), o.launcher, "where nodes and ranks come from: auto, pytorch, slurm or mpi")
       ->check(CLI::IsMember({"auto", "pytorch", "slurm", "mpi"}));
-  app.add_option(both_spellings("--stop-grace"), o.stop_grace, "seconds from SIGTERM to SIGKILL when stopping workers (default 1)")->check(CLI::NonNegativeNumber);
+  app.add_option(both_spellings("--stop-grace"), o.stop_grace,
+                 "seconds the workers get between SIGTERM and SIGKILL when the job stops (after a failure, a peer's "
+                 "failure or a signal), e.g. to save a checkpoint (default 30, as torchrun)")
+      ->check(CLI::Range(0.0, 3600.0));
   app.add_option(both_spellings("--backend"), o.backend, "scenario backend override: gloo, nccl or auto");
   app.add_option(both_spellings("--device"), o.device, "scenario device override: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
@@ -213,6 +284,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   app.add_option(both_spellings("--log-level"), o.log_level, "worker log level (trace..off)");
   app.add_flag(both_spellings("--check"), o.check_only, "validate the scenario and exit");
   app.add_flag(both_spellings("--explain"), o.explain, "draw who sends what to whom in each step, and exit");
+  app.add_flag("-v," + both_spellings("--verbose"), o.verbose, "say which interpreter and command the workers run");
 
   try {
     app.parse(argc, argv);
@@ -268,12 +340,10 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   if (o.check_only && o.mode != RunMode::scenario) throw ConfigError("--check needs a SCENARIO.yaml");
   if (o.explain && o.mode != RunMode::scenario) throw ConfigError("--explain needs a SCENARIO.yaml");
   if (o.mode == RunMode::program) {
-    // torchrun runs every script through python; distrun also runs plain programs (sh, a
-    // binary) as given, so only a *.py file, -m or --run-path goes through python.
     if (o.run_path) o.program_kind = ProgramKind::python_script;
     else if (o.no_python) o.program_kind = ProgramKind::as_is;
     else if (o.module) o.program_kind = ProgramKind::python_module;
-    else if (ends_with(first, ".py")) o.program_kind = ProgramKind::python_script;
+    else if (runs_through_python(first)) o.program_kind = ProgramKind::python_script;
   }
   return result;
 }

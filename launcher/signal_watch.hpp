@@ -11,8 +11,14 @@
 
 namespace distrun::launcher {
 
+/// distrun's exit status after a signal of --signals-to-handle stopped it, on every path (while
+/// the nodes meet, or with workers running): 1, as torchrun, whose SignalException leaves its
+/// @record'ed main as an uncaught exception. Scripts written for torchrun test `$?` against
+/// that; the summary names the signal.
+inline constexpr int kStoppedBySignalExit = 1;
+
 /// The agent was stopped by SIGINT/SIGTERM/SIGHUP outside the workers' run (while the nodes
-/// meet or wait for each other); main exits 128+signal.
+/// meet or wait for each other); main exits kStoppedBySignalExit.
 class Interrupted : public std::exception {
  public:
   explicit Interrupted(int signal) : signal_(signal), text_("stopped by signal " + std::to_string(signal)) {}

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <iostream>
 
 namespace distrun::launcher {
 
@@ -27,6 +28,7 @@ WorkerGroup::WorkerGroup(const std::vector<WorkerSpec>& specs, OutputRouter& out
     Worker w;
     w.spec = spec;
     w.pid = s.pid;
+    w.program_pid = s.program_pid;
     w.running = true;
     w.out.fd = s.out_fd;
     w.err.fd = s.err_fd;
@@ -158,6 +160,8 @@ void WorkerGroup::reap(GroupResult& result) {
     if (!w.err.partial.empty()) f.stderr_tail.push_back(w.err.partial);  // its last words, unended
     f.error_file = w.spec.error_file;
     f.program = w.spec.shown_name;
+    f.interpreter = w.spec.interpreter;
+    f.pid = w.program_pid;
     result.failure = f;
   }
 }
@@ -173,6 +177,7 @@ void WorkerGroup::signal_all(int sig) {
 void WorkerGroup::begin_stop(int sig) {
   if (stopping_) return;
   stopping_ = true;
+  note_at_ = Clock::now() + kStopNoteAfter;
   kill_at_ = Clock::now() + stop_grace_;
   signal_all(sig);
 }
@@ -203,7 +208,7 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
     fds.push_back({stdin_.write_fd(), POLLOUT, 0});
     auto now = Clock::now();
     auto wake = drain_until ? *drain_until : next_poll;
-    if (stopping_ && !killed) wake = std::min(wake, kill_at_);
+    if (stopping_ && !killed) wake = std::min(wake, std::min(kill_at_, note_at_));
     if (!drain_until && !peer_failed && !stopping_) wake = now + milliseconds(1000);
     if (auto held = flush_old_held()) wake = std::min(wake, *held);
     int timeout_ms = int(std::max<int64_t>(0, std::chrono::duration_cast<milliseconds>(wake - now).count()));
@@ -233,6 +238,13 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
       if (on_first_failure) on_first_failure(result);
     }
     now = Clock::now();
+    if (stopping_ && !killed && now >= note_at_ && note_at_ < kill_at_ && any_running()) {
+      // Said once, so a stop that takes the whole grace (a checkpoint being saved) is not a mystery.
+      const auto left = std::chrono::duration_cast<milliseconds>(kill_at_ - now).count();
+      std::cerr << "distrun: waiting for " << std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; })
+                << " worker(s) to stop after SIGTERM; SIGKILL in " << (left + 999) / 1000 << " s (--stop-grace)" << std::endl;
+      note_at_ = kill_at_;
+    }
     if (stopping_ && !killed && now >= kill_at_ && any_running()) {
       signal_all(SIGKILL);
       killed = true;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "distrun/core/error.hpp"
@@ -35,6 +36,17 @@ const std::string& shim_exe() {
     return self;
   }();
   return exe;
+}
+
+// The one child of the shim `shim`: the program, forked and exec'd before spawn_worker returns.
+pid_t program_pid_of(pid_t shim) {
+  const std::string path = "/proc/" + std::to_string(shim) + "/task/" + std::to_string(shim) + "/children";
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[64] = {};
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  return n > 0 ? pid_t(std::atoi(buf)) : -1;
 }
 
 void close_all(std::initializer_list<int> fds) {
@@ -135,7 +147,7 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
   if (in[1] >= 0) fcntl(in[1], F_SETFL, O_NONBLOCK);
-  return {pid, out[0], err[0], in[1]};
+  return {pid, program_pid_of(pid), out[0], err[0], in[1]};
 }
 
 }  // namespace distrun::launcher

@@ -20,11 +20,13 @@ struct WorkerSpec {
   bool stdin_pipe = false;        // stdin from the launcher (SpawnedWorker::in_fd), else /dev/null
   std::vector<int> cpus;          // CPUs to bind to (--numa-binding); empty: no binding
   std::string shown_name;         // what the summary calls the program (the script, not python)
+  std::string interpreter;        // the python running it and why, for the summary ("" if none)
   std::string error_file;         // its TORCHELASTIC_ERROR_FILE (torch's @record error.json)
 };
 
 struct SpawnedWorker {
   pid_t pid = -1;  // the shim's pid, also the process group id of shim and worker
+  pid_t program_pid = -1;  // the program's own pid under the shim (what it calls getpid()), if known
   int out_fd = -1;
   int err_fd = -1;
   int in_fd = -1;  // write end of the worker's stdin pipe (non-blocking), when stdin_pipe

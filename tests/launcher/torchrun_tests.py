@@ -24,6 +24,10 @@ TORCHRUN = "/usr/bin/torchrun"
 PY_ENV = {"PYTHON": PYTHON, "PYTHON_EXEC": None}
 
 
+# No $PYTHON: distrun picks the interpreter itself (torchrun's, else a python3 that finds torch).
+AUTO_PYTHON_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "PYTHON_EXEC")}
+
+
 def marker():
     return "distrun-tr-" + uuid.uuid4().hex[:12]
 
@@ -162,7 +166,7 @@ def case_unbuffered_survive_stop():
         for i in range(3):
             line = f"line {i} of rank {rank}\n"
             check((line if rank == 0 else f"[rank1]:{line}") in text, f"kept {line!r}", text)
-    check(p.returncode == 128 + signal.SIGTERM, f"rc {p.returncode}", err.decode())
+    check(p.returncode == 1, f"rc {p.returncode}", err.decode())
     check("stopped by SIGTERM" in err.decode(), "summary after the stop", err.decode())
     expect_no_leftovers(m)
 
@@ -226,10 +230,41 @@ def stop_with(sig, extra=(), want_rc=None):
 def case_signals():
     """torchrun's --signals-to-handle: SIGQUIT and SIGHUP by default, SIGUSR1 when listed; a signal
     not handled kills distrun as it would torchrun, and its workers still go with it."""
-    stop_with(signal.SIGQUIT, want_rc=128 + signal.SIGQUIT)
-    stop_with(signal.SIGHUP, want_rc=128 + signal.SIGHUP)
-    stop_with(signal.SIGUSR1, ["--signals-to-handle", "SIGTERM,SIGUSR1"], want_rc=128 + signal.SIGUSR1)
+    stop_with(signal.SIGQUIT, want_rc=1)  # exit 1 after a handled signal, as torchrun
+    stop_with(signal.SIGHUP, want_rc=1)
+    stop_with(signal.SIGUSR1, ["--signals-to-handle", "SIGTERM,SIGUSR1"], want_rc=1)
     stop_with(signal.SIGUSR2, want_rc=-signal.SIGUSR2)
+
+
+def case_checkpoint_on_stop():
+    """A PyTorch job whose SIGTERM handler takes 3 s to save a checkpoint: with torchrun's 30 s
+    stop grace, both ranks save it when distrun is stopped, and rank 0 saves it when rank 1 fails,
+    while the failure summary arrives at once, before the save ends."""
+    need_torch()
+    for failing in (-1, 1):
+        m = marker()
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.Popen([DISTRUN, "--nproc", "2", os.path.join(DATA, "checkpoint_on_stop.py"), d, "3",
+                                  str(failing), m], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=AUTO_PYTHON_ENV)
+            try:
+                out = read_until(p.stdout.fileno(), b"ready 0", 90)
+                out = read_until(p.stdout.fileno(), b"ready 1", 30, out)
+                if failing < 0:
+                    p.send_signal(signal.SIGTERM)
+                else:
+                    err = read_until(p.stderr.fileno(), b"SIGKILL in", 30)
+                    check(not os.path.exists(os.path.join(d, "ckpt0.pt")), "the summary came before the save ended",
+                          err.decode())
+                    check(b"worker failed:" in err and b"(pid " in err and b"python     : " in err, "summary", err.decode())
+                rest, more_err = p.communicate(timeout=60)
+            finally:
+                p.kill()
+            want = [0, 1] if failing < 0 else [0]
+            saved = sorted(int(f[4]) for f in os.listdir(d) if f.endswith(".pt"))
+            check(saved == want, f"failing rank {failing}: checkpoints of ranks {saved}, want {want}",
+                  (out + rest).decode() + more_err.decode())
+            check(p.returncode == 1, f"rc {p.returncode} (1, as torchrun)", more_err.decode())
+        expect_no_leftovers(m)
 
 
 def lines_with(text, word):
