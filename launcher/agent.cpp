@@ -1,5 +1,6 @@
 #include "agent.hpp"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -152,6 +153,10 @@ int run_agent(const LaunchOptions& o) {
   }
   const std::string what = o.mode == RunMode::program ? program_name(command) : o.command.front();
   const auto cpus = numa_cpu_sets(o.numa_binding, plan.nproc_per_node);
+  if (plan.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS") && o.mode == RunMode::program)
+    note("warning: OMP_NUM_THREADS is set to 1 for each worker by default, so that " +
+         std::to_string(plan.nproc_per_node) + " workers do not overload the system; set it yourself to tune "
+         "(as torchrun says)");
   std::string log_error;
 
   RendezvousOptions ro;
@@ -198,8 +203,17 @@ int run_agent(const LaunchOptions& o) {
     // The logs' attempt_K folder: the restart count, as torchrun; elastic: the round, so that a
     // restart for a node that joined (same count) does not overwrite the earlier round's logs.
     const int log_attempt = plan.elastic() ? a.round : restart;
-    OutputRouter router(output, plan.nproc_per_node, a.rank_offset, redirected || !o.log_dir.empty() ? &logs : nullptr,
+    OutputConfig console = output;
+    console.prefix = a.world_size > 1 || output.tee.any();  // torchrun prefixes a lone rank only with --tee
+    OutputRouter router(console, plan.nproc_per_node, a.rank_offset, redirected ? &logs : nullptr,
                         log_attempt);
+    // distrun's own output is a terminal: each worker gets one of its own, of the same size (so
+    // isatty() and the columns are what the program sees alone, and its stdout and stderr keep
+    // their order), unless a stream goes to the log files, which keep the two apart.
+    std::optional<winsize> terminal;
+    if (winsize size{}; !redirected && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO) &&
+                        ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0)
+      terminal = size;
     const std::string ifname = socket_interface(a.master_addr, o.local_addr);
 
     std::vector<WorkerSpec> specs;
@@ -235,6 +249,7 @@ int run_agent(const LaunchOptions& o) {
       }
       spec.envp = to_envp(env);
       spec.stdin_pipe = o.stdin_rank == local;
+      spec.terminal = terminal;
       spec.cpus = cpus.empty() ? std::vector<int>{} : cpus[size_t(local)];
       spec.shown_name = what;
       if (python) spec.interpreter = python->path + " (" + python->reason + ")";
@@ -271,7 +286,9 @@ int run_agent(const LaunchOptions& o) {
           // One node: the table of the collectives the others are stuck in, read right now.
           // Several: the other nodes' tables follow once gathered, after the stop.
           summary = format_failure(*r.failure, host, rendezvous.multi_node() ? "" : flight_table(rendezvous, attempt, a.node_rank));
-          std::cerr << "distrun: error: " << summary << std::flush;
+          // A failure a restart recovers from is told, but not as an error (torchrun logs it as info).
+          const bool restarts = !rendezvous.multi_node() && restart < o.max_restarts;
+          std::cerr << (restarts ? "distrun: " : "distrun: error: ") << summary << std::flush;
         }
         if (rendezvous.multi_node()) {
           FailureRecord mine;

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -151,6 +152,73 @@ bool runs_through_python(const std::string& program) {
   return access(program.c_str(), X_OK) != 0;
 }
 
+// argparse (torchrun's parser) takes any unique prefix of a long option: --nproc_per for
+// --nproc_per_node. Rewrites such prefixes in distrun's own part of argv (up to the program)
+// to the full name; a prefix of several options is a ConfigError naming them, as argparse's.
+std::vector<std::string> expand_abbreviations(const CLI::App& app, int argc, const char* const* argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  const auto options = app.get_options();
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--" || arg.size() < 2 || arg[0] != '-') break;  // the program begins
+    if (arg[1] != '-') {
+      // -m, -v, or a short option that takes a value (-r 3, -r3)
+      if (arg.size() == 2)
+        for (const CLI::Option* opt : options)
+          if (opt->check_sname(arg.substr(1)) && opt->get_expected_min() > 0) ++i;
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const CLI::Option* exact = nullptr;
+    std::vector<const CLI::Option*> matches;
+    std::vector<std::string> spelled;
+    for (const CLI::Option* opt : options)
+      for (const std::string& long_name : opt->get_lnames()) {
+        if (long_name == name) exact = opt;
+        if (long_name.rfind(name, 0) == 0 && std::find(matches.begin(), matches.end(), opt) == matches.end()) {
+          matches.push_back(opt);
+          spelled.push_back("--" + long_name);
+        }
+      }
+    const CLI::Option* opt = exact;
+    if (!opt && matches.size() > 1) {
+      std::string all;
+      for (const auto& s : spelled) all += (all.empty() ? "" : ", ") + s;
+      throw ConfigError("ambiguous option: --" + name + " could match " + all + " (see distrun --help)");
+    }
+    if (!opt && matches.size() == 1) {
+      opt = matches.front();
+      args[i] = "--" + opt->get_lnames().front() + (eq == std::string::npos ? "" : arg.substr(eq));
+    }
+    if (opt && opt->get_expected_min() > 0 && eq == std::string::npos) ++i;  // its value follows
+  }
+  return args;
+}
+
+// The usage lines of --help (and so of the man page's synopsis, which help2man makes from them).
+class UsageFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: distrun [OPTIONS] SCENARIO.yaml\n"
+           "  or:  distrun [OPTIONS] [--] PROGRAM [ARGS...]\n"
+           "  or:  distrun [OPTIONS] -m MODULE [ARGS...]\n";
+  }
+};
+
+// --max-restarts and --node-rank: a whole number from 0, said so plainly (CLI11's own range
+// check prints its 300-digit upper bound).
+const CLI::Validator kCount(
+    [](std::string& value) -> std::string {
+      char* end = nullptr;
+      errno = 0;
+      long long v = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || errno != 0 || v < 0 || v > 1000000)
+        return "expected a whole number from 0 to 1000000, got " + value;
+      return "";
+    },
+    "N");
+
 }  // namespace
 
 Interpreter python_interpreter() {
@@ -183,6 +251,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   ParseResult result;
   LaunchOptions& o = result.options;
   CLI::App app{"distrun: run a scenario (or any program) on every rank, torchrun-style", "distrun"};
+  app.formatter(std::make_shared<UsageFormatter>());
   app.set_version_flag("--version", "distrun 0.1.0");
   // Everything from the first positional on belongs to the program (as torchrun's
   // training_script and its args); "--" ends the options explicitly.
@@ -204,7 +273,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                      "number of nodes: N, or MIN:MAX for an elastic job (a round starts once MIN nodes joined "
                      "and last_call_timeout passed, or at once with MAX; a node that leaves or arrives restarts the "
                      "others with the new world)"), "nnodes");
-  env(app.add_option(both_spellings("--node-rank"), o.node_rank, "rank of this node, 0..nnodes-1 (elastic MIN:MAX: ignored, ranks follow arrival)")->check(CLI::NonNegativeNumber), "node_rank");
+  env(app.add_option(both_spellings("--node-rank"), o.node_rank, "rank of this node, 0..nnodes-1 (elastic MIN:MAX: ignored, ranks follow arrival)")->check(kCount), "node_rank");
   env(app.add_option(both_spellings("--master-addr"), o.master_addr, "address of node 0 (default 127.0.0.1)"), "master_addr");
   env(app.add_option(both_spellings("--master-port"), o.master_port, "port of node 0's rendezvous")->check(CLI::Range(1, 65535)), "master_port");
   env(app.add_option(both_spellings("--rdzv-backend"), o.rdzv_backend,
@@ -229,7 +298,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                  "several nodes: the port of the workers' store on node 0 (default: a free one, kept across restarts)")
       ->check(CLI::Range(1, 65535));
   env(app.add_flag(both_spellings("--standalone"), o.standalone, "one node; pick a free port"), "standalone");
-  env(app.add_option(both_spellings("--max-restarts"), o.max_restarts, "restart the whole group up to N times on failure")->check(CLI::NonNegativeNumber), "max_restarts");
+  env(app.add_option(both_spellings("--max-restarts"), o.max_restarts, "restart the whole group up to N times on failure")->check(kCount), "max_restarts");
   env(app.add_option(both_spellings("--monitor-interval"), o.monitor_interval,
                      "seconds between checks of the other nodes (workers' ends are seen at once; default 0.1)")
           ->check(CLI::PositiveNumber),
@@ -287,7 +356,10 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   app.add_flag("-v," + both_spellings("--verbose"), o.verbose, "say which interpreter and command the workers run");
 
   try {
-    app.parse(argc, argv);
+    const std::vector<std::string> expanded = expand_abbreviations(app, argc, argv);
+    std::vector<const char*> args;
+    for (const auto& a : expanded) args.push_back(a.c_str());
+    app.parse(int(args.size()), args.data());
   } catch (const CLI::CallForHelp& e) {
     result.exit_now = app.exit(e);
     return result;

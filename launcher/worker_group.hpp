@@ -86,8 +86,10 @@ class WorkerGroup {
     pid_t program_pid = -1;
     bool running = false;
     int wait_status = 0;
-    Stream out, err;
+    Stream out, err;  // with a terminal, out carries both streams and err is unused
     std::deque<std::string> err_tail;
+    // The summary's tail comes from stderr, or from the terminal that merged both streams.
+    bool tail_from_err() const { return !spec.terminal; }
   };
 
   void read_stream(Worker& w, bool is_err);
@@ -100,6 +102,10 @@ class WorkerGroup {
   // Reaps ended workers; returns the first failure among them (not counting those we stopped).
   void reap(GroupResult& result);
   void signal_all(int sig);
+  // SIGWINCH: distrun's terminal size, passed on to every worker's terminal.
+  void resize_terminals();
+  // SIGTSTP (Ctrl-Z): stops every worker, then distrun itself; at SIGCONT resumes them.
+  void suspend();
   void kill_and_reap_all();
   void begin_stop(int sig);
   bool any_running() const;

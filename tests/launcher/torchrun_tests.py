@@ -3,6 +3,7 @@ torch 1.13), Python programs, @record error files, streaming output, stdin under
 torchrun's options and the log folder. Real processes; the process table is checked.
 Usage: DISTRUN=build/bin/distrun torchrun_tests.py CASE"""
 import errno
+import fcntl
 import glob
 import json
 import os
@@ -11,13 +12,15 @@ import re
 import resource
 import select
 import signal
+import struct
 import subprocess
 import tempfile
+import termios
 import time
 import uuid
 
-from launcher_harness import (DATA, DISTRUN, PYTHON, Failed, check, distrun, expect_no_leftovers, free_port, main,
-                              need_torch, run, skip)
+from launcher_harness import (DATA, DISTRUN, PYTHON, Failed, check, cmdline_and_state, distrun, expect_no_leftovers,
+                              free_port, main, need_torch, processes_with, run, skip)
 
 TORCHRUN = "/usr/bin/torchrun"
 # Debian's python3 for every *.py program distrun starts (a python3 earlier on PATH may lack torch).
@@ -265,6 +268,174 @@ def case_checkpoint_on_stop():
                   (out + rest).decode() + more_err.decode())
             check(p.returncode == 1, f"rc {p.returncode} (1, as torchrun)", more_err.decode())
         expect_no_leftovers(m)
+
+
+def in_terminal(args, columns, env=None):
+    """Starts `args` as the session leader of a new pseudo-terminal of `columns` x 40, as a shell
+    would in a terminal window; returns (process, master fd)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+
+    def own_terminal():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    p = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, preexec_fn=own_terminal,
+                         env={**os.environ, **(env or {})})
+    os.close(slave)
+    return p, master
+
+
+def drain(p, fd, timeout):
+    """Everything `fd` (a terminal's master) shows until `p` ends; its text without \r."""
+    data, deadline = b"", time.time() + timeout
+    while True:
+        ready = select.select([fd], [], [], 0.1)[0]
+        chunk = b""
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError as e:
+                if e.errno != errno.EIO:
+                    raise
+        data += chunk
+        if not chunk and p.poll() is not None:
+            break
+        if time.time() > deadline:
+            p.kill()
+            raise Failed("timed out: " + data.decode(errors="replace"))
+    os.close(fd)
+    return data.decode(errors="replace").replace("\r", "")
+
+
+def case_terminal_as_alone():
+    """In a 150-column terminal each rank sees a terminal of 150 columns, as the program alone
+    does; a resized window reaches every rank (SIGWINCH); the rank prefix stays."""
+    m = marker()
+    probe = [PYTHON, os.path.join(DATA, "terminal_probe.py")]
+    p, fd = in_terminal(probe, 150)
+    alone = drain(p, fd, 30)
+    check("start isatty True True columns 150" in alone, "the program alone", alone)
+    p, fd = in_terminal([DISTRUN, "--nproc", "2", "--", *probe, "winch", m], 150)
+    out = read_until(fd, b"[rank1]:start", 30)
+    out = read_until(fd, b"\nstart", 30, out) if not out.startswith(b"start") else out
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+    text = out.decode(errors="replace").replace("\r", "") + drain(p, fd, 30)
+    check(p.returncode == 0, f"rc {p.returncode}", text)
+    for rank_prefix in ("", "[rank1]:"):
+        for want in ("start isatty True True columns 150", "resized isatty True True columns 100"):
+            check(f"{rank_prefix}{want}\n" in text.splitlines(keepends=True) or
+                  any(line == rank_prefix + want for line in text.splitlines()), f"{rank_prefix or 'rank 0'}: {want}", text)
+    expect_no_leftovers(m)
+
+
+def case_terminal_order():
+    """Under a terminal one rank's stdout and stderr keep their order, in every one of 20 runs."""
+    script = 'for i in 1 2 3 4 5 6 7 8 9 10; do echo "out $i"; echo "err $i" >&2; done'
+    want = [f"{s} {i}" for i in range(1, 11) for s in ("out", "err")]
+    for run_no in range(20):
+        p, fd = in_terminal([DISTRUN, "--nproc", "2", "--", "sh", "-c", script], 120)
+        text = drain(p, fd, 30)
+        check(p.returncode == 0, f"run {run_no}: rc {p.returncode}", text)
+        lines = [line for line in text.splitlines() if not line.startswith("distrun: ")]
+        rank0 = [line for line in lines if not line.startswith("[rank1]:")]
+        rank1 = [line[len("[rank1]:"):] for line in lines if line.startswith("[rank1]:")]
+        check(rank0 == want and rank1 == want, f"run {run_no}: each rank's lines in order", text)
+
+
+def case_job_control():
+    """In an interactive shell, Ctrl-Z stops every worker with distrun, and fg resumes them all."""
+    m = marker()
+    with tempfile.TemporaryDirectory() as d:
+        # Each worker counts in its file until told to finish.
+        script = (f'i=0; while [ ! -e {d}/finish ]; do i=$((i+1)); echo $i > {d}/count$RANK; sleep 0.05; done; '
+                  f'echo finished # {m}')
+        p, fd = in_terminal(["bash", "--norc", "--noprofile", "-i"], 120, env={"PS1": "$ "})
+
+        def counts():
+            try:
+                return [open(os.path.join(d, f"count{r}")).read().strip() for r in (0, 1)]
+            except OSError:
+                return None
+
+        def wait_for(cond, what, timeout=20):
+            deadline = time.time() + timeout
+            while not cond():
+                check(time.time() < deadline, what)
+                time.sleep(0.05)
+
+        try:
+            os.write(fd, f"{DISTRUN} --nproc 2 -- sh -c '{script}'\n".encode())
+            wait_for(lambda: counts() and all(counts()), "both workers count")
+            os.write(fd, b"\x1a")  # Ctrl-Z
+            out = read_until(fd, b"Stopped", 20)
+            wait_for(lambda: all(cmdline_and_state(pid)[1] == "T" for pid, _ in processes_with(m)),
+                     "distrun and every worker stopped: " + str([(pid, cmdline_and_state(pid)[1]) for pid, _ in processes_with(m)]), 5)
+            check(len(processes_with(m)) >= 3, f"distrun and two workers: {processes_with(m)}")
+            before = counts()
+            time.sleep(0.5)
+            check(counts() == before, f"no worker counted while stopped: {before} then {counts()}")
+            os.write(fd, b"fg; echo rc=$?\n")
+            wait_for(lambda: all(int(a) > int(b) for a, b in zip(counts(), before)), "fg resumed every worker", 10)
+            open(os.path.join(d, "finish"), "w").close()
+            out = read_until(fd, b"rc=0\r", 30, out)
+            check(b"\nfinished\r" in out and b"\n[rank1]:finished\r" in out, "both workers finished",
+                  out.decode(errors="replace"))
+            os.write(fd, b"exit\n")
+            drain(p, fd, 10)
+        finally:
+            p.kill()
+    expect_no_leftovers(m)
+
+
+def case_one_rank_no_prefix():
+    """One rank: its output carries no prefix (torchrun's shows none), unless --tee asks."""
+    r = distrun("--nproc", "1", "--", "sh", "-c", "echo to-out; echo to-err >&2")
+    check(r.returncode == 0 and r.stdout == "to-out\n" and "to-err\n" in r.stderr and "[rank0]" not in r.stderr,
+          "no prefix", r.stdout + r.stderr)
+    with tempfile.TemporaryDirectory() as d:
+        r = distrun("--nproc", "1", "--log-dir", d, "--tee", "3", "--", "sh", "-c", "echo to-out; echo to-err >&2")
+        check(r.returncode == 0 and "[rank0]:to-err" in r.stderr, "--tee: prefixed", r.stdout + r.stderr)
+    r = distrun("--nproc", "2", "--", "sh", "-c", "echo to-err >&2")
+    check("[rank0]:to-err" in r.stderr and "[rank1]:to-err" in r.stderr, "two ranks: prefixed", r.stderr)
+
+
+def case_small_details():
+    """torchrun's small habits: --standalone's uuid run id and localhost, the OMP_NUM_THREADS
+    warning, argparse's abbreviations, a plain --max-restarts message, a recovered restart told
+    without an error, PROGRAM in --help; and two one-node jobs side by side (distinct free ports)."""
+    show = ["--", PYTHON, "-c", "import os; print('ID', os.environ['MASTER_ADDR'], os.environ['MASTER_PORT'], "
+            "os.environ['TORCHELASTIC_RUN_ID'])"]
+    r = distrun("--standalone", "--nproc_per", "2", *show, env={"OMP_NUM_THREADS": None})
+    ids = {tuple(line.split()[1:]) for line in lines_with(r.stdout, "ID ")}
+    check(r.returncode == 0 and len(ids) == 1, f"both ranks alike: rc {r.returncode}", r.stdout + r.stderr)
+    addr, port, run_id = ids.pop()
+    check(addr == "localhost" and re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", run_id),
+          f"--standalone: localhost and a uuid4: {addr} {run_id}")
+    check("OMP_NUM_THREADS is set to 1 for each worker" in r.stderr, "the OMP_NUM_THREADS warning", r.stderr)
+    for args, env in ((["--nproc", "2"], {"OMP_NUM_THREADS": "4"}), (["--nproc", "1"], {"OMP_NUM_THREADS": None})):
+        r = distrun(*args, "--", "true", env=env)
+        check(r.returncode == 0 and "OMP_NUM_THREADS" not in r.stderr, f"{args} {env}: no warning", r.stderr)
+    # Two jobs on one host at once: each one-node job takes a free port (torchrun's fixed 29500
+    # would fail the second).
+    jobs = [subprocess.Popen([DISTRUN, "--nproc", "2", "--", PYTHON, "-c", "import os, time; time.sleep(1); "
+                              "print('PORT', os.environ['MASTER_PORT'])"], stdout=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    outs = [j.communicate(timeout=60)[0] for j in jobs]
+    ports = [set(line.split()[-1] for line in lines_with(o, "PORT")) for o in outs]
+    check([j.returncode for j in jobs] == [0, 0] and all(len(p) == 1 for p in ports) and ports[0] != ports[1],
+          f"two jobs side by side: rc {[j.returncode for j in jobs]}, ports {ports}", str(outs))
+    r = distrun("--max-restarts", "-1", "--", "true")
+    check(r.returncode == 2 and "expected a whole number from 0 to 1000000, got -1" in r.stderr and len(r.stderr) < 300,
+          "a plain --max-restarts message", r.stderr)
+    r = distrun("--n", "2", "--", "true")
+    check(r.returncode == 2 and "ambiguous option: --n could match" in r.stderr, "an ambiguous prefix", r.stderr)
+    r = distrun("--nproc", "2", "--max-restarts", "1", "--", "sh", "-c",
+                'if [ "$RANK$TORCHELASTIC_RESTART_COUNT" = 10 ]; then echo first try fails >&2; exit 3; fi')
+    check(r.returncode == 0 and "worker failed:" in r.stderr and "restarting all workers" in r.stderr
+          and "error" not in r.stderr.replace("error file", ""), "a recovered restart is no error", r.stderr)
+    r = distrun("--help")
+    check(r.returncode == 0 and "distrun [OPTIONS] [--] PROGRAM [ARGS...]" in r.stdout, "--help shows PROGRAM", r.stdout)
 
 
 def lines_with(text, word):
