@@ -436,6 +436,16 @@ def case_small_details():
           and "error" not in r.stderr.replace("error file", ""), "a recovered restart is no error", r.stderr)
     r = distrun("--help")
     check(r.returncode == 0 and "distrun [OPTIONS] [--] PROGRAM [ARGS...]" in r.stdout, "--help shows PROGRAM", r.stdout)
+    # A script without .py in the current folder runs through python, as torchrun runs it; -v
+    # names the interpreter distrun chose.
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "train"), "w") as f:
+            f.write("import sys; print('train under', sys.executable)\n")
+        r = run([DISTRUN, "-v", "train"], cwd=d, env={"PYTHON": None, "PYTHON_EXEC": None}, timeout=60)
+        chosen = re.search(r"distrun: python: (\S+) \(", r.stderr)
+        check(r.returncode == 0 and chosen and f"train under {chosen.group(1)}" in r.stdout
+              and f"each worker runs: {chosen.group(1)} -u train" in r.stderr, f"train: rc {r.returncode}",
+              r.stdout + r.stderr)
 
 
 def lines_with(text, word):
