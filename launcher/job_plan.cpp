@@ -1,5 +1,4 @@
 #include "job_plan.hpp"
-#include "ports.hpp"
 
 #include <dirent.h>
 #include <unistd.h>
@@ -11,6 +10,7 @@
 #include <utility>
 
 #include "distrun/core/error.hpp"
+#include "ports.hpp"
 
 namespace distrun::launcher {
 namespace {

@@ -260,10 +260,12 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   const std::string numa_modes = "node, socket, exclusive";
   std::string numa, stdin_rank = "0";
   app.footer(
-      "A PROGRAM ending in .py runs as `python -u PROGRAM ARGS...` with the interpreter named by $PYTHON_EXEC "
-      "or $PYTHON, else python3 on PATH (as torchrun, which uses its own interpreter); -m runs `python -u -m "
-      "MODULE`; --no-python runs PROGRAM itself. Any other PROGRAM runs as given. A lone SCENARIO.yaml runs "
-      "distrun-worker. Every torchrun option also takes its default from PET_<NAME> (e.g. PET_NPROC_PER_NODE).");
+      "A PROGRAM ending in .py runs as `python -u PROGRAM ARGS...`, as torchrun runs it, with $PYTHON_EXEC or "
+      "$PYTHON, else the interpreter of a torchrun on PATH, else a python3 that finds torch, else python3 (-v says "
+      "which); so does a PROGRAM exec could not start (a file of the current folder, not on PATH). -m runs "
+      "`python -u -m MODULE`; --no-python runs PROGRAM itself. Any other PROGRAM runs as given. A lone "
+      "SCENARIO.yaml runs distrun-worker. Every torchrun option also takes its default from PET_<NAME> (e.g. "
+      "PET_NPROC_PER_NODE), and any unique prefix of a long option is taken (--nproc_per), as torchrun's.");
   auto env = [](CLI::Option* opt, const std::string& dest) { return opt->envname(pet(dest)); };
 
   env(app.add_option(both_spellings("--nproc-per-node", "--nproc"), o.nproc_per_node,
@@ -297,7 +299,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   app.add_option(both_spellings("--workers-port"), o.workers_port,
                  "several nodes: the port of the workers' store on node 0 (default: a free one, kept across restarts)")
       ->check(CLI::Range(1, 65535));
-  env(app.add_flag(both_spellings("--standalone"), o.standalone, "one node; pick a free port"), "standalone");
+  env(app.add_flag(both_spellings("--standalone"), o.standalone, "one node, as torchrun's: localhost, a free port, a fresh uuid as the run id"), "standalone");
   env(app.add_option(both_spellings("--max-restarts"), o.max_restarts, "restart the whole group up to N times on failure")->check(kCount), "max_restarts");
   env(app.add_option(both_spellings("--monitor-interval"), o.monitor_interval,
                      "seconds between checks of the other nodes (workers' ends are seen at once; default 0.1)")
