@@ -154,9 +154,8 @@ int run_agent(const LaunchOptions& o) {
   const std::string what = o.mode == RunMode::program ? program_name(command) : o.command.front();
   const auto cpus = numa_cpu_sets(o.numa_binding, plan.nproc_per_node);
   if (plan.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS") && o.mode == RunMode::program)
-    note("warning: OMP_NUM_THREADS is set to 1 for each worker by default, so that " +
-         std::to_string(plan.nproc_per_node) + " workers do not overload the system; set it yourself to tune "
-         "(as torchrun says)");
+    note("warning: setting OMP_NUM_THREADS=1 for each of the " + std::to_string(plan.nproc_per_node) +
+         " workers (it is unset), to avoid overloading the system; set it to tune your program's performance");
   std::string log_error;
 
   RendezvousOptions ro;

@@ -412,7 +412,7 @@ def case_small_details():
     addr, port, run_id = ids.pop()
     check(addr == "localhost" and re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", run_id),
           f"--standalone: localhost and a uuid4: {addr} {run_id}")
-    check("OMP_NUM_THREADS is set to 1 for each worker" in r.stderr, "the OMP_NUM_THREADS warning", r.stderr)
+    check("setting OMP_NUM_THREADS=1 for each of the 2 workers" in r.stderr, "the OMP_NUM_THREADS warning", r.stderr)
     for args, env in ((["--nproc", "2"], {"OMP_NUM_THREADS": "4"}), (["--nproc", "1"], {"OMP_NUM_THREADS": None})):
         r = distrun(*args, "--", "true", env=env)
         check(r.returncode == 0 and "OMP_NUM_THREADS" not in r.stderr, f"{args} {env}: no warning", r.stderr)
