@@ -87,7 +87,7 @@ TEST_CASE("unique prefixes of long options, as argparse takes them", "[launcher]
   CHECK_THROWS_WITH(parse({"--rdzv", "x", "y"}), Catch::Contains("--rdzv-backend"));
 }
 
-TEST_CASE("--max-restarts and --node-rank say plainly what they take", "[launcher][options]") {
+TEST_CASE("max restarts and node rank: a count, said plainly", "[launcher][options]") {
   try {
     parse({"--max-restarts", "-1", "x"});
     FAIL("accepted -1");
@@ -97,4 +97,5 @@ TEST_CASE("--max-restarts and --node-rank say plainly what they take", "[launche
     CHECK(text.size() < 200);  // no 300-digit range
   }
   CHECK(parse({"--max-restarts", "5", "x"}).options.max_restarts == 5);
+  CHECK_THROWS_WITH(parse({"--node-rank", "x1", "x"}), Catch::Contains("expected a whole number from 0 to 1000000, got x1"));
 }
