@@ -352,9 +352,9 @@ def case_job_control():
     """In an interactive shell, Ctrl-Z stops every worker with distrun, and fg resumes them all."""
     m = marker()
     with tempfile.TemporaryDirectory() as d:
-        # Each worker counts in its file until told to finish.
-        script = (f'i=0; while [ ! -e {d}/finish ]; do i=$((i+1)); echo $i > {d}/count$RANK; sleep 0.05; done; '
-                  f'echo finished # {m}')
+        # Each worker counts in its file (replaced whole, so never read half written) until told to finish.
+        script = (f'i=0; while [ ! -e {d}/finish ]; do i=$((i+1)); echo $i > {d}/next$RANK; '
+                  f'mv {d}/next$RANK {d}/count$RANK; sleep 0.05; done; echo finished # {m}')
         p, fd = in_terminal(["bash", "--norc", "--noprofile", "-i"], 120, env={"PS1": "$ "})
 
         def counts():
@@ -369,14 +369,31 @@ def case_job_control():
                 check(time.time() < deadline, what)
                 time.sleep(0.05)
 
+        def states():  # pid: (command line, state); a process may end between the listing and the look
+            found = {}
+            for pid, _ in processes_with(m):
+                try:
+                    found[pid] = cmdline_and_state(pid)
+                except OSError:
+                    pass
+            return found
+
+        def all_stopped():
+            # T: stopped; D: a shell waiting in vfork for its stopped child, which cannot run either.
+            st = states()
+            launcher = [state for cmd, state in st.values() if cmd.startswith(DISTRUN)]
+            workers = [state for cmd, state in st.values() if not cmd.startswith(DISTRUN)]
+            return launcher == ["T"] and len(workers) >= 2 and set(workers) <= {"T", "D"}
+
         try:
             os.write(fd, f"{DISTRUN} --nproc 2 -- sh -c '{script}'\n".encode())
             wait_for(lambda: counts() and all(counts()), "both workers count")
             os.write(fd, b"\x1a")  # Ctrl-Z
             out = read_until(fd, b"Stopped", 20)
-            wait_for(lambda: all(cmdline_and_state(pid)[1] == "T" for pid, _ in processes_with(m)),
-                     "distrun and every worker stopped: " + str([(pid, cmdline_and_state(pid)[1]) for pid, _ in processes_with(m)]), 5)
-            check(len(processes_with(m)) >= 3, f"distrun and two workers: {processes_with(m)}")
+            deadline = time.time() + 5
+            while not all_stopped():
+                check(time.time() < deadline, f"distrun and every worker stopped: {states()}")
+                time.sleep(0.05)
             before = counts()
             time.sleep(0.5)
             check(counts() == before, f"no worker counted while stopped: {before} then {counts()}")
