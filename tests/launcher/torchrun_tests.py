@@ -240,14 +240,14 @@ def case_signals():
 
 
 def case_checkpoint_on_stop():
-    """A PyTorch job whose SIGTERM handler takes 3 s to save a checkpoint: with torchrun's 30 s
+    """A PyTorch job whose SIGTERM handler takes 4 s to save a checkpoint: with torchrun's 30 s
     stop grace, both ranks save it when distrun is stopped, and rank 0 saves it when rank 1 fails,
     while the failure summary arrives at once, before the save ends."""
     need_torch()
     for failing in (-1, 1):
         m = marker()
         with tempfile.TemporaryDirectory() as d:
-            p = subprocess.Popen([DISTRUN, "--nproc", "2", os.path.join(DATA, "checkpoint_on_stop.py"), d, "3",
+            p = subprocess.Popen([DISTRUN, "--nproc", "2", os.path.join(DATA, "checkpoint_on_stop.py"), d, "4",
                                   str(failing), m], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=AUTO_PYTHON_ENV)
             try:
                 out = read_until(p.stdout.fileno(), b"ready 0", 90)
@@ -255,11 +255,15 @@ def case_checkpoint_on_stop():
                 if failing < 0:
                     p.send_signal(signal.SIGTERM)
                 else:
-                    err = read_until(p.stderr.fileno(), b"SIGKILL in", 30)
+                    err = read_until(p.stderr.fileno(), b"error file : ", 30)
                     check(not os.path.exists(os.path.join(d, "ckpt0.pt")), "the summary came before the save ended",
                           err.decode())
-                    check(b"worker failed:" in err and b"(pid " in err and b"python     : " in err, "summary", err.decode())
                 rest, more_err = p.communicate(timeout=60)
+                if failing >= 0:
+                    more_err = err + more_err
+                    check(b"worker failed:" in more_err and b"(pid " in more_err and b"python     : " in more_err
+                          and b"worker(s) to stop after SIGTERM; SIGKILL in" in more_err, "summary, then the wait told",
+                          more_err.decode())
             finally:
                 p.kill()
             want = [0, 1] if failing < 0 else [0]
