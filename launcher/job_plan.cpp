@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "distrun/core/error.hpp"
+#include "ports.hpp"
 
 namespace distrun::launcher {
 namespace {
@@ -144,8 +145,13 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
 
   if (o.standalone) {
     if (plan.nnodes != 1) throw ConfigError("--standalone runs one node; got --nnodes " + o.nnodes);
-    plan.master_addr = "127.0.0.1";
-    plan.master_port.reset();  // torchrun --standalone ignores the port too: pick a free one
+    // As torchrun's: localhost, a free port, and a fresh uuid4 as the run id (whatever --rdzv-id says).
+    plan.master_addr = "localhost";
+    plan.master_port.reset();
+    const std::string h = random_hex(16);
+    const std::string variant(1, "89ab"[std::stoi(h.substr(16, 1), nullptr, 16) & 3]);
+    plan.run_id = h.substr(0, 8) + "-" + h.substr(8, 4) + "-4" + h.substr(13, 3) + "-" + variant + h.substr(17, 3) + "-" +
+                  h.substr(20);
     plan.port_from_user = false;
   }
   if (plan.node_rank < 0 || plan.node_rank >= plan.nnodes)

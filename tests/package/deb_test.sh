@@ -20,7 +20,8 @@ grep -q "^ Depends: .*libgloo0" "$tmp/info" || fail "Depends from dpkg-shlibdeps
 dpkg -x "$deb" "$tmp/root"
 root=$tmp/root/usr
 for f in bin/distrun bin/distrun-worker libexec/distrun/distrun-shim share/bash-completion/completions/distrun \
-         share/man/man1/distrun.1.gz share/man/man1/distrun-worker.1.gz include/distrun/comm/process_group.hpp; do
+         share/man/man1/distrun.1.gz share/man/man1/distrun-worker.1.gz share/man/man1/distrun-bench.1.gz \
+         include/distrun/comm/process_group.hpp; do
   [[ -e $root/$f ]] || fail "$f missing from the package"
 done
 ls "$root"/lib*/libdistrun.so.0 "$root"/lib*/cmake/distrun/distrunConfig.cmake >/dev/null || fail "library or CMake config missing"
@@ -30,6 +31,8 @@ ls "$root"/lib*/libdistrun.so.0 "$root"/lib*/cmake/distrun/distrunConfig.cmake >
 man=$(zcat "$root/share/man/man1/distrun.1.gz")
 grep -q -- "nproc\\\\-per\\\\-node" <<<"$man" || fail "man page lacks --nproc-per-node"
 grep -q -- "rdzv\\\\-conf" <<<"$man" || fail "man page lacks --rdzv-conf"
+synopsis=$(sed -n '/^\.SH SYNOPSIS/,/^\.SH DESCRIPTION/p' <<<"$man")
+grep -q "PROGRAM" <<<"$synopsis" || fail "the man page's synopsis lacks PROGRAM: $synopsis"
 # Bash completion offers the installed binary's options.
 words=$(PATH="$root/bin:$PATH" bash -c 'source "$1"; COMP_WORDS=(distrun --rdzv-e); COMP_CWORD=1; _distrun; echo "${COMPREPLY[@]}"' _ \
         "$root/share/bash-completion/completions/distrun")
