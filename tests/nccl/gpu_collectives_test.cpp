@@ -16,6 +16,7 @@
 #include "distrun/comm/collectives.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/cuda_device.hpp"
+#include "distrun/nccl/device_choice.hpp"
 #include "distrun/nccl/nccl_backend.hpp"
 #include "distrun/store/hash_store.hpp"
 
@@ -309,8 +310,8 @@ TEST_CASE("two communicators made one after the other over one store do not mix 
 
 TEST_CASE("the device of a local rank is LOCAL_RANK modulo the visible devices", "[nccl][gpu]") {
   const int visible = nccl::visible_cuda_devices();
-  for (int r = 0; r < visible; ++r) CHECK(NcclBackend::device_for_local_rank(r, visible) == r);
-  CHECK(NcclBackend::device_for_local_rank(visible, 1) == 0);  // e.g. one GPU bound per task
+  for (int r = 0; r < visible; ++r) CHECK(nccl::cuda_device_for_local_rank(r, visible, true) == r);
+  CHECK(nccl::cuda_device_for_local_rank(visible, 1, true) == 0);  // e.g. one GPU bound per task
 }
 
 TEST_CASE("p2p is launched when called and never waits behind a collective", "[nccl][gpu]") {

@@ -6,7 +6,7 @@
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/cuda_device.hpp"
 #include "distrun/nccl/cuda_event.hpp"
-#include "distrun/nccl/device_choice.hpp"
+#include "distrun/nccl/cuda_library.hpp"
 #include "distrun/nccl/failure.hpp"
 #include "distrun/nccl/nccl_args.hpp"
 #include "distrun/nccl/nccl_check.hpp"
@@ -34,18 +34,12 @@ const char* bytes(const Tensor& t) { return static_cast<const char*>(t.data()); 
 
 }  // namespace
 
-int NcclBackend::device_for_local_rank(int local_rank, int local_world_size) {
-  std::string why;
-  const int visible = nccl::visible_cuda_devices(&why);
-  if (visible == 0) throw BackendError("backend nccl: no CUDA device is visible (" + why + ")");
-  return nccl::choose_cuda_device(local_rank, local_world_size, visible);
-}
-
 NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const NcclBackendOptions& options,
                          std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks)
     : Backend(rank, size, std::move(global_ranks), std::move(liveness), options.timeout), store_(std::move(store)),
       options_(options) {
-  // Before anything else: without a device, say so plainly.
+  // Before anything else: without NCCL or a device, say so plainly.
+  nccl::load_cuda_library(nccl::CudaLibrary::Nccl);
   nccl::require_cuda_device(options_.device);
   nccl::check_runtime_version();
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));

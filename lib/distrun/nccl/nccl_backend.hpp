@@ -34,15 +34,11 @@ struct NcclBackendOptions {
 class NcclBackend : public Backend {
  public:
   /// Creates the communicator of `size` ranks: rank 0 makes the NCCL unique id and passes it
-  /// through `store`. Throws BackendError when no CUDA device is visible or `options.device` does
-  /// not exist. `liveness` (optional) names lost peers in errors.
+  /// through `store`. Throws ConfigError when NCCL cannot be loaded, no CUDA device is visible
+  /// or `options.device` does not exist. `liveness` (optional) names lost peers in errors.
   NcclBackend(std::shared_ptr<Store> store, int rank, int size, const NcclBackendOptions& options,
               std::shared_ptr<Liveness> liveness = nullptr, std::vector<int> global_ranks = {});
   ~NcclBackend() override;
-
-  /// The device for `local_rank` of `local_world_size` ranks on this node: LOCAL_RANK modulo the
-  /// visible devices (device_choice.hpp). BackendError without a device, naming CUDA's reason.
-  static int device_for_local_rank(int local_rank, int local_world_size);
 
   std::string name() const override { return "nccl"; }
   Device tensor_device() const override { return Device::cuda(options_.device); }
