@@ -547,3 +547,89 @@ TEST_CASE("a new_group that times out leaves no dangling handle (run under Addre
       std::chrono::milliseconds(2000));
   RANK_CHECK_THAT(errors[0], Contains("new_group") && Contains("timed out"));
 }
+
+TEST_CASE("a dropped isend parks nothing: later collectives run, and a timeout still aborts", "[nccl][gpu]") {
+  // Defect: ~NcclWork made the legacy default stream wait for the dropped send, and every later
+  // launch and copy waits on that stream: rank 0's dropped `isend; all_reduce` against rank 1's
+  // `all_reduce; irecv` waited in a circle, and with no receive at all ncclCommAbort waited for
+  // a stream parked behind the send, so no TimeoutError ever came.
+  const int n = world();
+  if (n < 2) {
+    WARN("only one CUDA device: the dropped-Work checks need two and are not run");
+    return;
+  }
+  const int64_t big = int64_t(64) << 20 >> 2;  // 64 MB: more than NCCL can hold without a receiver
+  std::atomic<bool> rank0_done{false};
+  run_ranks(
+      n,
+      [&](NcclBackend& b, int r) {
+        Tensor sum = make(r, {16}, DType::Float32, [](int64_t) { return 1.0; });
+        Tensor payload = make(r, {big}, DType::Float32, [](int64_t i) { return double(i % 7); });
+        if (r == 0) {
+          b.isend(payload, 1, SendOptions{});  // dropped at once
+          b.all_reduce(sum, AllreduceOptions{});
+        } else {
+          b.all_reduce(sum, AllreduceOptions{});
+          if (r == 1) {
+            Tensor got = Tensor::zeros({big}, DType::Float32, Device::cuda(r));
+            b.irecv(got, 0, SendOptions{})->wait();
+            RANK_CHECK(values(got)[size_t(big - 1)] == double((big - 1) % 7));
+          }
+        }
+        RANK_CHECK(values(sum)[0] == double(n));
+        // Now a send nobody receives, dropped, then a collective nobody else joins: a
+        // TimeoutError within the timeout, not a hang.
+        if (r == 0) {
+          b.isend(payload, 1, SendOptions{});
+          const auto start = std::chrono::steady_clock::now();
+          RANK_CHECK_THROWS_WITH(b.all_reduce(sum, AllreduceOptions{}), Contains("timed out"));
+          RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+          rank0_done = true;
+        } else {
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+          while (!rank0_done && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      },
+      std::chrono::milliseconds(5000));
+}
+
+TEST_CASE("gather and scatter on every root, NCCL_CHECK_POINTERS=1 (set by ctest)", "[nccl][gpu]") {
+  // Defect: non-roots passed nullptr as the buffer they do not use; NCCL 2.28 with
+  // NCCL_CHECK_POINTERS=1 refuses that (ncclInvalidArgument) and the root times out.
+  const int n = world();
+  if (n < 2) {
+    WARN("only one CUDA device: gather and scatter with non-roots need two and are not run");
+    return;
+  }
+  run_ranks(n, [n](NcclBackend& b, int r) {
+    for (int root = 0; root < n; ++root) {
+      Tensor in = make(r, {4}, DType::Int32, [r](int64_t i) { return double(10 * r + i); });
+      Tensor out = Tensor::zeros({4 * int64_t(n)}, DType::Int32, Device::cuda(r));
+      GatherOptions g;
+      g.root = root;
+      b.gather(in, out, g);
+      if (r == root) RANK_CHECK(values(out)[size_t(4 * (n - 1) + 3)] == double(10 * (n - 1) + 3));
+      Tensor all = make(r, {4 * int64_t(n)}, DType::Int32, [](int64_t i) { return double(i); });
+      Tensor mine = Tensor::zeros({4}, DType::Int32, Device::cuda(r));
+      ScatterOptions s;
+      s.root = root;
+      b.scatter(all, mine, s);
+      RANK_CHECK(values(mine)[0] == double(4 * r));
+    }
+  });
+}
+
+TEST_CASE("10^5 small all_reduces under the watchdog, which never calls NCCL beside them", "[nccl][gpu]") {
+  // Defect: the watchdog looked at ncclCommGetAsyncError while the owner launched and polled,
+  // two threads in NCCL on one communicator (both could reap its group job), and a deadline of a
+  // finished wait could abort the next. Each all_reduce here that has to wait arms the watchdog.
+  const int n = world();
+  run_ranks(n, [](NcclBackend& b, int r) {
+    Tensor t = make(r, {8}, DType::Float32, [r](int64_t) { return double(r); });
+    AllreduceOptions mx;
+    mx.op = ReduceOp::Max;
+    for (int i = 0; i < 100000; ++i) b.all_reduce(t, mx);
+    RANK_CHECK(values(t)[0] == double(b.size() - 1));
+  });
+}

@@ -91,7 +91,9 @@ class NcclBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;      // recorded after each blocking collective
   cudaEvent_t produced_ = nullptr;  // recorded on the default stream before each launch
-  Tensor barrier_buf_;          // one element, for barrier()
+  Tensor scratch_;               // one element: barrier()'s, and the unused buffer of a non-root
+  // scratch_'s address, made at first use.
+  void* scratch();
   std::shared_ptr<const nccl::FailureNamer> namer_;
   std::string tag_;      // names this communicator's keys in the store (unique_id_exchange.hpp)
   int groups_made_ = 0;  // new_group calls so far: the tag of the next child
