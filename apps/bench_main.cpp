@@ -17,8 +17,8 @@
 #include "distrun/bench/sweep.hpp"
 #include "distrun/bench/vocabulary.hpp"
 #include "distrun/comm/process_group.hpp"
-#include "distrun/nccl/device_choice.hpp"
 #include "distrun/core/error.hpp"
+#include "distrun/nccl/device_choice.hpp"
 #include "distrun/scenario/loader.hpp"
 #include "distrun/scenario/results_file.hpp"
 
@@ -176,7 +176,7 @@ int run_bench(int argc, char** argv) {
         cfg.check = check == 1;
         cfg.blocking = blocking == 1;
         cfg.average = bench::Average(average);
-        cfg.device = common.device != "cuda"               ? distrun::Device::cpu()
+        cfg.device = common.device != "cuda"        ? distrun::Device::cpu()
                      : b.tensor_device().is_cuda() ? b.tensor_device()  // NCCL chose it
                      : distrun::Device::cuda(distrun::nccl::cuda_device_for_local_rank(
                            pg->world().local_rank, pg->world().local_world_size, /*exclusive=*/false));

@@ -19,6 +19,7 @@
 #include "distrun/nccl/device_choice.hpp"
 #include "distrun/nccl/nccl_backend.hpp"
 #include "distrun/store/hash_store.hpp"
+#include "nccl_ranks.hpp"
 
 using namespace distrun;
 using Catch::Matchers::Contains;
@@ -34,28 +35,16 @@ std::mutex catch_mu;
 
 int world() { return std::min(4, nccl::visible_cuda_devices()); }
 
-// Runs fn(backend, rank) on `n` ranks as threads; rethrows the first failure here.
+// False, saying so, when `n` devices cannot run `what` (NCCL refuses two ranks on one GPU).
+bool two_devices(int n, const char* what) {
+  if (n >= 2) return true;
+  WARN("only one CUDA device, and two are needed: " << what << " not run");
+  return false;
+}
+
 void run_ranks(int n, const std::function<void(NcclBackend&, int)>& fn,
                std::chrono::milliseconds timeout = std::chrono::milliseconds(30000)) {
-  auto store = std::make_shared<HashStore>();
-  std::exception_ptr first;
-  std::mutex mu;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        NcclBackendOptions o;
-        o.timeout = timeout;
-        o.device = r;
-        NcclBackend backend(store, r, n, o);
-        fn(backend, r);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  testing::run_nccl_ranks(n, fn, timeout);
 }
 
 // A CUDA tensor on `device` with element i = f(i).
@@ -203,10 +192,7 @@ TEST_CASE("torch-style all_to_all with split_sizes on NCCL", "[nccl][gpu]") {
 
 TEST_CASE("send/recv, isend/irecv, barrier and a subgroup", "[nccl][gpu]") {
   const int n = world();
-  if (n < 2) {
-    WARN("only one CUDA device: point-to-point and subgroup checks need two and are not run");
-    return;
-  }
+  if (!two_devices(n, "point-to-point and subgroup checks")) return;
   run_ranks(n, [n](NcclBackend& b, int r) {
     Tensor t = make(r, {5}, DType::Float64, [r](int64_t i) { return r == 0 ? 7.0 + double(i) : 0.0; });
     if (r == 0) b.send(t, 1, SendOptions{});
@@ -319,10 +305,7 @@ TEST_CASE("p2p is launched when called and never waits behind a collective", "[n
   // next collective, so rank 0's `isend; all_reduce` against rank 1's `all_reduce; irecv`
   // waited in a circle until the timeout, and an isend followed by no collective never left.
   const int n = world();
-  if (n < 2) {
-    WARN("only one CUDA device: the p2p ordering checks need two and are not run");
-    return;
-  }
+  if (!two_devices(n, "the p2p ordering checks")) return;
   const int64_t big = int64_t(64) << 20 >> 2;  // 64 MB: more than NCCL can hold without a receiver
   std::atomic<bool> received{false};
   run_ranks(
@@ -383,10 +366,7 @@ TEST_CASE("a Work outlives its backend, and fails cleanly after an abort", "[ncc
   // or after another operation had aborted the communicator, touched freed handles (the ASan
   // pass of the CI runs this binary).
   const int n = world();
-  if (n < 2) {
-    WARN("only one CUDA device: the Work lifetime checks need two and are not run");
-    return;
-  }
+  if (!two_devices(n, "the Work lifetime checks")) return;
   auto store = std::make_shared<HashStore>();
   std::vector<std::thread> threads;
   std::atomic<int> finished{0};
@@ -483,10 +463,7 @@ TEST_CASE("refused arguments: CPU tensors, another device, bitwise reductions", 
 
 TEST_CASE("a peer that never joins a collective is a TimeoutError, not a hang", "[nccl][gpu]") {
   const int n = world();
-  if (n < 2) {
-    WARN("only one CUDA device: the hung-peer check needs two and is not run");
-    return;
-  }
+  if (!two_devices(n, "the hung-peer check")) return;
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::atomic<int> finished{0};
   run_ranks(
@@ -518,10 +495,7 @@ TEST_CASE("a new_group that times out leaves no dangling handle (run under Addre
   // thread wrote the child into a dead stack frame while the parent was aborted. The CI's
   // ASan pass runs this binary (ASAN_OPTIONS=protect_shadow_gap=0 for CUDA) and reports it.
   const int n = world();
-  if (n < 2) {
-    WARN("only one CUDA device: the new_group timeout needs two and is not run");
-    return;
-  }
+  if (!two_devices(n, "the new_group timeout")) return;
   std::atomic<int> finished{0};
   std::vector<std::string> errors(static_cast<size_t>(n));
   run_ranks(
@@ -554,10 +528,7 @@ TEST_CASE("a dropped isend parks nothing: later collectives run, and a timeout s
   // `all_reduce; irecv` waited in a circle, and with no receive at all ncclCommAbort waited for
   // a stream parked behind the send, so no TimeoutError ever came.
   const int n = world();
-  if (n < 2) {
-    WARN("only one CUDA device: the dropped-Work checks need two and are not run");
-    return;
-  }
+  if (!two_devices(n, "the dropped-Work checks")) return;
   const int64_t big = int64_t(64) << 20 >> 2;  // 64 MB: more than NCCL can hold without a receiver
   std::atomic<bool> rank0_done{false};
   run_ranks(
@@ -598,10 +569,7 @@ TEST_CASE("gather and scatter on every root, NCCL_CHECK_POINTERS=1 (set by ctest
   // Defect: non-roots passed nullptr as the buffer they do not use; NCCL 2.28 with
   // NCCL_CHECK_POINTERS=1 refuses that (ncclInvalidArgument) and the root times out.
   const int n = world();
-  if (n < 2) {
-    WARN("only one CUDA device: gather and scatter with non-roots need two and are not run");
-    return;
-  }
+  if (!two_devices(n, "gather and scatter with non-roots")) return;
   run_ranks(n, [n](NcclBackend& b, int r) {
     for (int root = 0; root < n; ++root) {
       Tensor in = make(r, {4}, DType::Int32, [r](int64_t i) { return double(10 * r + i); });

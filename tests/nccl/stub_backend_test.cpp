@@ -14,7 +14,7 @@
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/cuda_library.hpp"
 #include "distrun/nccl/nccl_backend.hpp"
-#include "distrun/store/hash_store.hpp"
+#include "nccl_ranks.hpp"
 
 using namespace distrun;
 using namespace std::chrono_literals;
@@ -39,28 +39,6 @@ int threads_now() {
   return n;
 }
 
-// Runs fn(backend, rank) on `n` ranks as threads over one store.
-void on_ranks(int n, const std::function<void(NcclBackend&, int)>& fn) {
-  auto store = std::make_shared<HashStore>();
-  std::vector<std::thread> threads;
-  std::mutex mu;
-  std::exception_ptr first;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        NcclBackendOptions o;
-        o.timeout = 20s;
-        o.device = r;
-        NcclBackend b(store, r, n, o);
-        fn(b, r);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
-}
 
 }  // namespace
 
@@ -73,7 +51,7 @@ TEST_CASE("the watchdog and the owner never call NCCL on one communicator at onc
   const int before = fake<int()>("fake_nccl_concurrent_calls")();
   const int threads_before = threads_now();
   int most = 0;
-  on_ranks(1, [&](NcclBackend& b, int) {
+  testing::run_nccl_ranks(1, [&](NcclBackend& b, int) {
     Tensor t = Tensor::zeros({8}, DType::Float32, Device::cuda(0));
     for (int i = 0; i < 10000; ++i) {
       b.all_reduce(t, AllreduceOptions{});
@@ -87,7 +65,7 @@ TEST_CASE("the watchdog and the owner never call NCCL on one communicator at onc
 TEST_CASE("gather and scatter hand NCCL a valid buffer on every rank", "[nccl][stub]") {
   // The stand-in refuses a null buffer as NCCL 2.28 does under NCCL_CHECK_POINTERS=1.
   fake<void(int)>("fake_cuda_set_event_delay_us")(0);
-  on_ranks(2, [](NcclBackend& b, int r) {
+  testing::run_nccl_ranks(2, [](NcclBackend& b, int r) {
     Tensor in = Tensor::zeros({4}, DType::Int32, Device::cuda(r));
     Tensor out = Tensor::zeros({8}, DType::Int32, Device::cuda(r));
     Tensor mine = Tensor::zeros({4}, DType::Int32, Device::cuda(r));
@@ -108,7 +86,7 @@ TEST_CASE("a dropped isend parks no stream and keeps its tensor until the transf
   // and the abort, would wait behind it), and its memory must stay allocated until it is done.
   fake<void(int)>("fake_cuda_set_event_delay_us")(0);
   const int legacy_before = fake<int()>("fake_cuda_legacy_waits_on_pending")();
-  on_ranks(2, [&](NcclBackend& b, int r) {
+  testing::run_nccl_ranks(2, [&](NcclBackend& b, int r) {
     if (r != 0) return;
     fake<void(bool)>("fake_cuda_hold_p2p")(true);
     const void* sent = nullptr;
