@@ -65,7 +65,8 @@ TEST_CASE("the watchdog and the owner never call NCCL on one communicator at onc
 TEST_CASE("gather and scatter hand NCCL a valid buffer on every rank", "[nccl][stub]") {
   // The stand-in refuses a null buffer as NCCL 2.28 does under NCCL_CHECK_POINTERS=1.
   fake<void(int)>("fake_cuda_set_event_delay_us")(0);
-  testing::run_nccl_ranks(2, [](NcclBackend& b, int r) {
+  std::atomic<int> calls{0};
+  testing::run_nccl_ranks(2, [&](NcclBackend& b, int r) {
     Tensor in = Tensor::zeros({4}, DType::Int32, Device::cuda(r));
     Tensor out = Tensor::zeros({8}, DType::Int32, Device::cuda(r));
     Tensor mine = Tensor::zeros({4}, DType::Int32, Device::cuda(r));
@@ -76,8 +77,10 @@ TEST_CASE("gather and scatter hand NCCL a valid buffer on every rank", "[nccl][s
       ScatterOptions s;
       s.root = root;
       b.scatter(out, mine, s);
+      calls += 2;
     }
   });
+  CHECK(calls == 8);  // each rank's gather and scatter on both roots, none refused
 }
 
 TEST_CASE("a dropped isend parks no stream and keeps its tensor until the transfer is done", "[nccl][stub]") {
