@@ -92,8 +92,15 @@ size_t type_size(ncclDataType_t t) {
 
 extern "C" {
 
-// --- CUDA runtime: two devices, a driver as new as the runtime, no memory pools.
-cudaError_t cudaGetDeviceCount(int* count) { *count = 2; return cudaSuccess; }
+// --- CUDA runtime: two devices, or as many as CUDA_VISIBLE_DEVICES lists (as CUDA counts them:
+// none for an empty list); a driver as new as the runtime; no memory pools.
+cudaError_t cudaGetDeviceCount(int* count) {
+  const char* mask = std::getenv("CUDA_VISIBLE_DEVICES");
+  *count = mask ? 0 : 2;
+  for (const char* p = mask; p && *p; ++p)
+    if (p == mask || p[-1] == ',') ++*count;
+  return *count ? cudaSuccess : cudaErrorNoDevice;
+}
 cudaError_t cudaDriverGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
 cudaError_t cudaRuntimeGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
