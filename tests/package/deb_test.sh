@@ -55,7 +55,8 @@ where="without CUDA"
 if (( ${#run[@]} )); then
   rc=0
   out=$(timeout 60 "${run[@]}" "$root/bin/distrun" --device cuda "$src/tests/launcher/data/all_reduce_4.yaml" 2>&1 </dev/null) || rc=$?
-  [[ $rc == 2 ]] && grep -q "libcudart.so.*install the CUDA" <<<"$out" || fail "--device cuda without CUDA (exit $rc): $out"
+  [[ $rc == 2 ]] && grep -q "libcudart.so.*install the CUDA\|has no CUDA support" <<<"$out" ||
+    fail "--device cuda without CUDA (exit $rc): $out"
 else
   where="(CUDA not hidden)"
 fi
