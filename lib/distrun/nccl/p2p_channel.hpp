@@ -62,11 +62,6 @@ struct P2PChannel {
       }
   }
 
-  size_t unwaited() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return unwaited_.size();
-  }
-
  private:
   struct Unwaited {
     std::shared_ptr<CudaEvent> event;
