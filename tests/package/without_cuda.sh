@@ -12,6 +12,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 for f in "$build"/lib/libdistrun.so "$build"/bin/distrun "$build"/bin/distrun-worker "$build"/bin/distrun-bench; do
   needed=$(readelf -d "$f" | grep NEEDED)
   if grep -Eqi "cuda|nccl" <<<"$needed"; then fail "$f links CUDA: $needed"; fi
+  # A CUDA or NCCL function called without a forwarder in nccl/cuda_api.cpp stays undefined
+  # and would stop the program at load where CUDA is missing.
+  undefined=$(nm -D --undefined-only "$f" | grep -E " (cuda|nccl)[A-Z]" || true)
+  [[ -z $undefined ]] || fail "$f needs CUDA or NCCL symbols at load (add them to nccl/cuda_api.cpp): $undefined"
 done
 hide=("$here/hide_cuda.sh")
 for d in "$@"; do hide+=(-d "$d"); done
