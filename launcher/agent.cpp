@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "distrun/core/error.hpp"
+#include "distrun/nccl/device_choice.hpp"
 #include "distrun/scenario/api.hpp"
 #include "failure_report.hpp"
 #include "flight_report.hpp"
@@ -130,6 +131,12 @@ int run_agent(const LaunchOptions& o) {
       std::cout << o.command.front() << ": ok (world_size " << world << ")" << std::endl;
       return 0;
     }
+  }
+  if (o.device && *o.device == "cuda") {
+    // Said once, before any worker starts, rather than by every worker.
+    std::string why;
+    if (nccl::count_visible_cuda_devices(&why) == 0)
+      throw ConfigError("--device cuda: no CUDA device is visible (" + why + ")");
   }
   OutputConfig output;
   output.redirects = StdSpec::parse(o.redirects, "--redirects");

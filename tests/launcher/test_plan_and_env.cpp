@@ -8,6 +8,7 @@
 #include <map>
 
 #include "distrun/core/error.hpp"
+#include "distrun/nccl/device_choice.hpp"
 #include "job_plan.hpp"
 #include "output_router.hpp"
 #include "signal_names.hpp"
@@ -96,7 +97,7 @@ TEST_CASE("plan: nproc cpu and auto count something", "[launcher][plan]") {
   CHECK(resolve_nproc_per_node("auto") >= 1);
   CHECK(resolve_nproc_per_node("7") == 7);
   CHECK_THROWS_AS(resolve_nproc_per_node("many"), ConfigError);
-  if (count_cuda_devices() == 0) CHECK_THROWS_AS(resolve_nproc_per_node("gpu"), ConfigError);
+  if (distrun::nccl::count_visible_cuda_devices() == 0) CHECK_THROWS_AS(resolve_nproc_per_node("gpu"), ConfigError);
 }
 
 TEST_CASE("plan: --launcher slurm and auto read SLURM's variables", "[launcher][plan]") {
