@@ -18,6 +18,7 @@
 #include "distrun/bench/vocabulary.hpp"
 #include "distrun/comm/process_group.hpp"
 #include "distrun/core/error.hpp"
+#include "distrun/nccl/device_choice.hpp"
 #include "distrun/scenario/loader.hpp"
 #include "distrun/scenario/results_file.hpp"
 
@@ -40,7 +41,7 @@ struct Common {
 void add_common(CLI::App& app, Common& c) {
   app.add_option("--backend", c.backend, "gloo, nccl or auto (nccl with --device cuda)")
       ->check(CLI::IsMember({"gloo", "nccl", "auto"}));
-  app.add_option("--device", c.device, "Where the buffers live: cpu or cuda (the rank's LOCAL_RANK GPU)")
+  app.add_option("--device", c.device, "Where the buffers live: cpu or cuda (the rank's GPU, chosen as by the NCCL backend: docs/gpu.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("-T,--timeout", c.timeout_s, "Seconds any one collective may take before the run fails (default 300)");
   app.add_option("-J,--output_file", c.json_path, "Write the results as JSON to FILE (rank 0)");
@@ -175,7 +176,10 @@ int run_bench(int argc, char** argv) {
         cfg.check = check == 1;
         cfg.blocking = blocking == 1;
         cfg.average = bench::Average(average);
-        cfg.device = common.device == "cuda" ? distrun::Device::cuda(pg->world().local_rank) : distrun::Device::cpu();
+        cfg.device = common.device != "cuda"        ? distrun::Device::cpu()
+                     : b.tensor_device().is_cuda() ? b.tensor_device()  // NCCL chose it
+                     : distrun::Device::cuda(distrun::nccl::cuda_device_for_local_rank(
+                           pg->world().local_rank, pg->world().local_world_size, /*exclusive=*/false));
         output.column_header = c != last;
         if (out && colls.size() > 1 && c != last) *out << "# " << c->name << "\n";
         last = c;

@@ -1,5 +1,6 @@
 # Finds CUDA and NCCL (in /usr/local/cuda by default) for the optional NCCL backend.
-# Sets DISTRUN_HAVE_NCCL (ON/OFF) and, when found, the imported target distrun::nccl.
+# Sets DISTRUN_HAVE_NCCL (ON/OFF) and, when found, the imported target distrun::nccl (headers and
+# library, for the tests that call NCCL themselves) and DISTRUN_CUDA_LIBRARY_DIRS.
 set(DISTRUN_HAVE_NCCL OFF)
 set(DISTRUN_NCCL_REASON "")
 if(NOT DISTRUN_WITH_NCCL STREQUAL "OFF")
@@ -13,6 +14,10 @@ if(NOT DISTRUN_WITH_NCCL STREQUAL "OFF")
       IMPORTED_LOCATION ${NCCL_LIBRARY}
       INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
     set(DISTRUN_NCCL_REASON "(${NCCL_LIBRARY}, CUDA ${CUDAToolkit_VERSION})")
+    # Where libdistrun looks for them at run time when the system's loader does not know them.
+    get_filename_component(nccl_dir ${NCCL_LIBRARY} DIRECTORY)
+    set(DISTRUN_CUDA_LIBRARY_DIRS ${CUDAToolkit_LIBRARY_DIR} ${nccl_dir})
+    list(REMOVE_DUPLICATES DISTRUN_CUDA_LIBRARY_DIRS)
   else()
     set(DISTRUN_NCCL_REASON "(CUDA toolkit or NCCL not found)")
     if(DISTRUN_WITH_NCCL STREQUAL "ON")

@@ -9,7 +9,8 @@ elseif(DISTRUN_HELP2MAN)
   set(man_pages)
   set(summary_distrun "start and supervise the ranks of a distributed job, torchrun-style")
   set(summary_distrun-worker "run one rank of a distrun scenario")
-  foreach(prog distrun distrun-worker)
+  set(summary_distrun-bench "time collectives over a range of sizes, as nccl-tests do, on every rank of a job")
+  foreach(prog distrun distrun-worker distrun-bench)
     set(page ${CMAKE_BINARY_DIR}/man/${prog}.1.gz)
     add_custom_command(OUTPUT ${page}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man

@@ -1,5 +1,6 @@
 #include "agent.hpp"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <iostream>
 
 #include "distrun/core/error.hpp"
+#include "distrun/nccl/device_choice.hpp"
 #include "distrun/scenario/api.hpp"
 #include "failure_report.hpp"
 #include "flight_report.hpp"
@@ -48,8 +50,8 @@ std::string worker_path() {
   return path;
 }
 
-std::vector<std::string> worker_command(const LaunchOptions& o) {
-  if (o.mode == RunMode::program) return program_argv(o);
+std::vector<std::string> worker_command(const LaunchOptions& o, const std::optional<Interpreter>& python) {
+  if (o.mode == RunMode::program) return program_argv(o, python.value_or(Interpreter{}));
   std::vector<std::string> argv{worker_path(), o.command.front()};
   if (o.results) argv.insert(argv.end(), {"--results", *o.results});
   if (o.backend) argv.insert(argv.end(), {"--backend", *o.backend});
@@ -130,6 +132,12 @@ int run_agent(const LaunchOptions& o) {
       return 0;
     }
   }
+  if (o.device && *o.device == "cuda") {
+    // Said once, before any worker starts, rather than by every worker.
+    std::string why;
+    if (nccl::count_visible_cuda_devices(&why) == 0)
+      throw ConfigError("--device cuda: no CUDA device is visible (" + why + ")");
+  }
   OutputConfig output;
   output.redirects = StdSpec::parse(o.redirects, "--redirects");
   output.tee = StdSpec::parse(o.tee, "--tee");
@@ -141,9 +149,20 @@ int run_agent(const LaunchOptions& o) {
   RunLogDir logs(o.log_dir.empty() ? temporary_folder() : o.log_dir,
                  o.log_dir.empty() ? "distrun_" + plan.run_id : plan.run_id, o.log_dir.empty() && !redirected);
   if (o.log_dir.empty() && redirected) note("worker logs in " + logs.path());
-  const std::vector<std::string> command = worker_command(o);
+  std::optional<Interpreter> python;
+  if (o.mode == RunMode::program && o.program_kind != ProgramKind::as_is) python = python_interpreter();
+  const std::vector<std::string> command = worker_command(o, python);
+  if (o.verbose) {
+    if (python) note("python: " + python->path + " (" + python->reason + ")");
+    std::string line;
+    for (const auto& arg : command) line += (line.empty() ? "" : " ") + arg;
+    note("each worker runs: " + line);
+  }
   const std::string what = o.mode == RunMode::program ? program_name(command) : o.command.front();
   const auto cpus = numa_cpu_sets(o.numa_binding, plan.nproc_per_node);
+  if (plan.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS") && o.mode == RunMode::program)
+    note("warning: setting OMP_NUM_THREADS=1 for each of the " + std::to_string(plan.nproc_per_node) +
+         " workers (it is unset), to avoid overloading the system; set it to tune your program's performance");
   std::string log_error;
 
   RendezvousOptions ro;
@@ -190,8 +209,17 @@ int run_agent(const LaunchOptions& o) {
     // The logs' attempt_K folder: the restart count, as torchrun; elastic: the round, so that a
     // restart for a node that joined (same count) does not overwrite the earlier round's logs.
     const int log_attempt = plan.elastic() ? a.round : restart;
-    OutputRouter router(output, plan.nproc_per_node, a.rank_offset, redirected || !o.log_dir.empty() ? &logs : nullptr,
+    OutputConfig console = output;
+    console.prefix = a.world_size > 1 || output.tee.any();  // torchrun prefixes a lone rank only with --tee
+    OutputRouter router(console, plan.nproc_per_node, a.rank_offset, redirected ? &logs : nullptr,
                         log_attempt);
+    // distrun's own output is a terminal: each worker gets one of its own, of the same size (so
+    // isatty() and the columns are what the program sees alone, and its stdout and stderr keep
+    // their order), unless a stream goes to the log files, which keep the two apart.
+    std::optional<winsize> terminal;
+    if (winsize size{}; !redirected && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO) &&
+                        ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0)
+      terminal = size;
     const std::string ifname = socket_interface(a.master_addr, o.local_addr);
 
     std::vector<WorkerSpec> specs;
@@ -227,14 +255,17 @@ int run_agent(const LaunchOptions& o) {
       }
       spec.envp = to_envp(env);
       spec.stdin_pipe = o.stdin_rank == local;
+      spec.terminal = terminal;
       spec.cpus = cpus.empty() ? std::vector<int>{} : cpus[size_t(local)];
       spec.shown_name = what;
+      if (python) spec.interpreter = python->path + " (" + python->reason + ")";
       spec.error_file = id.error_file;
       specs.push_back(std::move(spec));
     }
 
     GroupResult result;
     std::optional<FailureRecord> first;  // the job's first failure, once known
+    std::string summary;  // this node's own failure, for the console and TORCHELASTIC_ERROR_FILE
     // Once the failure is known, this node's flight records go to the store at once, for the
     // other nodes' summaries.
     bool flights_published = false;
@@ -246,15 +277,26 @@ int run_agent(const LaunchOptions& o) {
     {
       WorkerGroup group(specs, router, signals, std::chrono::milliseconds(int64_t(o.stop_grace * 1000)));
       std::function<bool()> peer_poll;
-      std::function<void(const GroupResult&)> on_failure;
-      if (rendezvous.multi_node()) {
+      if (rendezvous.multi_node())
         peer_poll = [&] {
           first = rendezvous.watch(attempt);
           if (first) publish_flights();
           return first.has_value();
         };
-        // Told to the other nodes the moment it is seen, while ours are still being stopped.
-        on_failure = [&](const GroupResult& r) {
+      // Seen the moment it happens, while the other workers are still being stopped (which may
+      // take up to --stop-grace: a checkpoint being saved): the summary comes first, and the
+      // other nodes are told.
+      auto on_failure = [&](const GroupResult& r) {
+        if (r.outcome == GroupOutcome::failed) {
+          if (read_error_file(r.failure->error_file)) logs.keep();  // the summary names it
+          // One node: the table of the collectives the others are stuck in, read right now.
+          // Several: the other nodes' tables follow once gathered, after the stop.
+          summary = format_failure(*r.failure, host, rendezvous.multi_node() ? "" : flight_table(rendezvous, attempt, a.node_rank));
+          // A failure a restart recovers from is told, but not as an error (torchrun logs it as info).
+          const bool restarts = !rendezvous.multi_node() && restart < o.max_restarts;
+          std::cerr << (restarts ? "distrun: " : "distrun: error: ") << summary << std::flush;
+        }
+        if (rendezvous.multi_node()) {
           FailureRecord mine;
           mine.host = host;
           mine.node_rank = a.node_rank;
@@ -270,8 +312,8 @@ int run_agent(const LaunchOptions& o) {
           }
           first = rendezvous.report_failure(attempt, mine);
           publish_flights();
-        };
-      }
+        }
+      };
       result = group.run(peer_poll, watch_interval, on_failure);
     }
     if (log_error.empty()) log_error = router.log_error();
@@ -287,27 +329,23 @@ int run_agent(const LaunchOptions& o) {
       }
     }
     // Gathered before acknowledge(): node 0 keeps the store up until the others have read.
-    const std::string flights =
-        result.outcome == GroupOutcome::interrupted ? "" : flight_table(rendezvous, attempt, a.node_rank);
-    std::string summary;  // this node's own failure, for the console and TORCHELASTIC_ERROR_FILE
-    if (result.outcome == GroupOutcome::failed) {
-      summary = format_failure(*result.failure, host, flights);
-      std::cerr << "distrun: error: " << summary << std::flush;
-    }
+    // One node's table went with the summary; several nodes' is gathered only now.
+    const std::string flights = result.outcome == GroupOutcome::interrupted || !rendezvous.multi_node()
+                                    ? ""
+                                    : flight_table(rendezvous, attempt, a.node_rank);
     if (rendezvous.multi_node() && first) {
       rendezvous.acknowledge(attempt);
       if (!first->joining) {
         print_job_failure(*first);
-        // The node where a worker failed showed the table in its summary; the others show it here.
-        if (result.outcome != GroupOutcome::failed && !flights.empty()) std::cerr << "distrun: " << flights << std::flush;
+        if (!flights.empty()) std::cerr << "distrun: " << flights << std::flush;
       }
     }
     if (result.outcome == GroupOutcome::interrupted) {
       summary = format_interrupted(result.signal, result.ends, host, what);
       std::cerr << "distrun: " << summary << std::flush;
       write_agent_error_file("distrun stopped by " + signal_abbrev(result.signal), summary, std::nullopt,
-                             128 + result.signal);
-      return 128 + result.signal;
+                             kStoppedBySignalExit);
+      return kStoppedBySignalExit;
     }
     // A node joining an elastic job restarts the others without using up a restart (torchrun).
     const bool joining = plan.elastic() && first && first->joining;

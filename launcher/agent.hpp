@@ -5,8 +5,8 @@
 
 namespace distrun::launcher {
 
-/// Runs `options` and returns distrun's exit status: 0 success, 1 a worker failed,
-/// 128+SIG when distrun was stopped by SIG (SIGINT/SIGTERM/SIGHUP, forwarded to the workers).
+/// Runs `options` and returns distrun's exit status: 0 success, 1 a worker failed or distrun
+/// was stopped by a signal (forwarded to the workers; kStoppedBySignalExit, as torchrun).
 /// Throws ConfigError (exit 2) for bad input found before any worker starts.
 int run_agent(const LaunchOptions& options);
 

@@ -102,9 +102,13 @@ std::string format_failure(const WorkerFailure& f, const std::string& host, cons
   std::string out = "worker failed: " + f.program + "\n";
   out += "  host       : " + host + "\n";
   out += "  rank       : " + std::to_string(f.rank) + " (local_rank " + std::to_string(f.local_rank) + ")\n";
-  out += "  ended with : " + describe_wait_status(f.wait_status) + "\n";
+  out += "  ended with : " + describe_wait_status(f.wait_status) +
+         (f.pid > 0 ? " (pid " + std::to_string(f.pid) + ")" : "") + "\n";
   out += "  time       : " + iso_time(f.when) + "\n";
-  if (auto e = read_error_file(f.error_file)) {
+  if (!f.interpreter.empty()) out += "  python     : " + f.interpreter + "\n";
+  const auto recorded = read_error_file(f.error_file);
+  out += "  error file : " + (recorded ? f.error_file : std::string("(none written)")) + "\n";
+  if (const auto& e = recorded) {
     // The root cause the worker recorded itself: it stays here whatever it printed afterwards.
     out += "  error      : " + e->message + "\n";
     if (!e->timestamp.empty()) {

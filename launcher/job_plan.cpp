@@ -1,6 +1,5 @@
 #include "job_plan.hpp"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,8 @@
 #include <utility>
 
 #include "distrun/core/error.hpp"
+#include "distrun/nccl/device_choice.hpp"
+#include "ports.hpp"
 
 namespace distrun::launcher {
 namespace {
@@ -44,31 +45,15 @@ EnvLookup hiding(const EnvLookup& env, std::set<std::string> hidden) {
 
 }  // namespace
 
-int count_cuda_devices() {
-  int count = 0;
-  if (DIR* dir = opendir("/proc/driver/nvidia/gpus")) {
-    while (dirent* e = readdir(dir))
-      if (e->d_name[0] != '.') ++count;
-    closedir(dir);
-    return count;
-  }
-  // No driver proc entry (containers): ask nvidia-smi, when there is one.
-  if (access("/usr/bin/nvidia-smi", X_OK) != 0 && access("/usr/local/bin/nvidia-smi", X_OK) != 0) return 0;
-  FILE* p = popen("nvidia-smi -L 2>/dev/null", "r");
-  if (!p) return 0;
-  char line[512];
-  while (fgets(line, sizeof line, p))
-    if (std::string(line).rfind("GPU ", 0) == 0) ++count;
-  pclose(p);
-  return count;
-}
-
 int resolve_nproc_per_node(const std::string& spec) {
   if (spec == "cpu") return int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   if (spec == "gpu" || spec == "auto") {
-    int gpus = count_cuda_devices();
+    // The devices the workers will see (CUDA_VISIBLE_DEVICES and cgroups honoured), counted as
+    // the workers' device choice counts them.
+    std::string why;
+    int gpus = nccl::count_visible_cuda_devices(&why);
     if (gpus > 0) return gpus;
-    if (spec == "gpu") throw ConfigError("--nproc-per-node gpu: no CUDA device found on this host");
+    if (spec == "gpu") throw ConfigError("--nproc-per-node gpu: no CUDA device is visible (" + why + ")");
     return int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   }
   return parse_positive(spec, "--nproc-per-node");
@@ -144,8 +129,13 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
 
   if (o.standalone) {
     if (plan.nnodes != 1) throw ConfigError("--standalone runs one node; got --nnodes " + o.nnodes);
-    plan.master_addr = "127.0.0.1";
-    plan.master_port.reset();  // torchrun --standalone ignores the port too: pick a free one
+    // As torchrun's: localhost, a free port, and a fresh uuid4 as the run id (whatever --rdzv-id says).
+    plan.master_addr = "localhost";
+    plan.master_port.reset();
+    const std::string h = random_hex(16);
+    const std::string variant(1, "89ab"[std::stoi(h.substr(16, 1), nullptr, 16) & 3]);
+    plan.run_id = h.substr(0, 8) + "-" + h.substr(8, 4) + "-4" + h.substr(13, 3) + "-" + variant + h.substr(17, 3) + "-" +
+                  h.substr(20);
     plan.port_from_user = false;
   }
   if (plan.node_rank < 0 || plan.node_rank >= plan.nnodes)

@@ -32,10 +32,6 @@ struct JobPlan {
 /// devices; ConfigError when none), or "auto" (GPUs when any, else cores).
 int resolve_nproc_per_node(const std::string& spec);
 
-/// CUDA devices visible on this host, counted without linking CUDA (/proc/driver/nvidia/gpus,
-/// else `nvidia-smi -L`); 0 when there is no NVIDIA driver.
-int count_cuda_devices();
-
 /// Which launcher convention applies for --launcher auto: "slurm" when srun started us inside a
 /// job (SLURM_JOB_ID, SLURM_NODEID and SLURM_STEP_ID set), else "pytorch".
 std::string detect_launcher(const EnvLookup& env);

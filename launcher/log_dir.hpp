@@ -16,6 +16,8 @@ class RunLogDir {
   RunLogDir(const RunLogDir&) = delete;
   RunLogDir& operator=(const RunLogDir&) = delete;
 
+  /// Keeps a private folder after all (it holds an error file the summary named).
+  void keep() { remove_at_end_ = false; }
   /// The run's folder (absolute or as LOG_DIR was given).
   const std::string& path() const { return path_; }
   /// Makes attempt_K/LOCAL_RANK (no symlink followed) and returns its path.

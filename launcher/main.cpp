@@ -19,7 +19,9 @@ int main(int argc, char** argv) {
     return distrun::launcher::run_agent(parsed.options);
   } catch (const distrun::launcher::Interrupted& e) {
     std::cerr << "distrun: " << e.what() << std::endl;
-    return 128 + e.signal();
+    distrun::launcher::write_agent_error_file(std::string("distrun: ") + e.what(), "", std::nullopt,
+                                              distrun::launcher::kStoppedBySignalExit);
+    return distrun::launcher::kStoppedBySignalExit;
   } catch (const std::exception& e) {
     std::cerr << "distrun: error: " << e.what() << std::endl;
     // torchrun's main is @record'ed: its own TORCHELASTIC_ERROR_FILE gets the error too.

@@ -1,12 +1,20 @@
 #include "options.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include "distrun/core/error.hpp"
 
@@ -78,34 +86,162 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-bool on_path(const std::string& name) {
+// The full path of `name` as execvp would find it on PATH, or "" when it is not there.
+std::string find_on_path(const std::string& name) {
   const char* path = std::getenv("PATH");
   std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
   size_t at = 0;
   while (at <= dirs.size()) {
     size_t colon = dirs.find(':', at);
     std::string dir = dirs.substr(at, colon == std::string::npos ? std::string::npos : colon - at);
-    if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+    if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) return dir + "/" + name;
     if (colon == std::string::npos) break;
     at = colon + 1;
   }
+  return "";
+}
+
+// The interpreter named by a script's "#!" line ("#!/usr/bin/python3.11", or
+// "#!/usr/bin/env python3" looked up on PATH), when it is executable; else "".
+std::string shebang_interpreter(const std::string& script) {
+  std::ifstream in(script);
+  std::string line;
+  if (!std::getline(in, line) || line.rfind("#!", 0) != 0) return "";
+  std::istringstream words(line.substr(2));
+  std::string exe, arg;
+  words >> exe >> arg;
+  if (exe.size() >= 4 && exe.compare(exe.size() - 4, 4, "/env") == 0) exe = arg.empty() ? "" : find_on_path(arg);
+  return !exe.empty() && access(exe.c_str(), X_OK) == 0 ? exe : "";
+}
+
+// Whether `python` can find the torch package: importlib's find_spec looks without importing
+// (tens of milliseconds, where `import torch` takes seconds).
+bool finds_torch(const std::string& python) {
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    dup2(null, STDIN_FILENO);
+    dup2(null, STDOUT_FILENO);
+    dup2(null, STDERR_FILENO);
+    execl(python.c_str(), python.c_str(), "-c",
+          "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)", (char*)nullptr);
+    _exit(127);
+  }
+  // find_spec reads a few directories and ends in milliseconds; one that hangs (a stuck
+  // network mount) is given up on after 10 s and counts as no torch.
+  int status = 0;
+  for (int tick = 0; tick < 1000; ++tick) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    usleep(10000);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
   return false;
 }
 
-}  // namespace
-
-std::string python_interpreter() {
-  for (const char* var : {"PYTHON_EXEC", "PYTHON"})
-    if (const char* v = std::getenv(var); v && *v) return v;
-  if (!on_path("python3"))
-    throw ConfigError("no python3 on PATH to run the program (set PYTHON to an interpreter, or use --no-python)");
-  return "python3";
+// torchrun runs every training_script through python. distrun also runs plain programs as
+// given, so besides *.py only a file that exec could not start goes through python: a file in
+// the current folder named without a '/' and not on PATH (execvp would not look there), or a
+// script that is not executable.
+bool runs_through_python(const std::string& program) {
+  if (ends_with(program, ".py")) return true;
+  struct stat st {};
+  if (stat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (program.find('/') == std::string::npos) return find_on_path(program).empty();
+  return access(program.c_str(), X_OK) != 0;
 }
 
-std::vector<std::string> program_argv(const LaunchOptions& o) {
+// argparse (torchrun's parser) takes any unique prefix of a long option: --nproc_per for
+// --nproc_per_node. Rewrites such prefixes in distrun's own part of argv (up to the program)
+// to the full name; a prefix of several options is a ConfigError naming them, as argparse's.
+std::vector<std::string> expand_abbreviations(const CLI::App& app, int argc, const char* const* argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  const auto options = app.get_options();
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--" || arg.size() < 2 || arg[0] != '-') break;  // the program begins
+    if (arg[1] != '-') {
+      // -m, -v, or a short option that takes a value (-r 3, -r3)
+      if (arg.size() == 2)
+        for (const CLI::Option* opt : options)
+          if (opt->check_sname(arg.substr(1)) && opt->get_expected_min() > 0) ++i;
+      continue;
+    }
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const CLI::Option* exact = nullptr;
+    std::vector<const CLI::Option*> matches;
+    std::vector<std::string> spelled;
+    for (const CLI::Option* opt : options)
+      for (const std::string& long_name : opt->get_lnames()) {
+        if (long_name == name) exact = opt;
+        if (long_name.rfind(name, 0) == 0 && std::find(matches.begin(), matches.end(), opt) == matches.end()) {
+          matches.push_back(opt);
+          spelled.push_back("--" + long_name);
+        }
+      }
+    const CLI::Option* opt = exact;
+    if (!opt && matches.size() > 1) {
+      std::string all;
+      for (const auto& s : spelled) all += (all.empty() ? "" : ", ") + s;
+      throw ConfigError("ambiguous option: --" + name + " could match " + all + " (see distrun --help)");
+    }
+    if (!opt && matches.size() == 1) {
+      opt = matches.front();
+      args[i] = "--" + opt->get_lnames().front() + (eq == std::string::npos ? "" : arg.substr(eq));
+    }
+    if (opt && opt->get_expected_min() > 0 && eq == std::string::npos) ++i;  // its value follows
+  }
+  return args;
+}
+
+// The usage lines of --help (and so of the man page's synopsis, which help2man makes from them).
+class UsageFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: distrun [OPTIONS] SCENARIO.yaml\n"
+           "  or:  distrun [OPTIONS] [--] PROGRAM [ARGS...]\n"
+           "  or:  distrun [OPTIONS] -m MODULE [ARGS...]\n";
+  }
+};
+
+// --max-restarts and --node-rank: a whole number from 0, said so plainly (CLI11's own range
+// check prints its 300-digit upper bound).
+const CLI::Validator kCount(
+    [](std::string& value) -> std::string {
+      char* end = nullptr;
+      errno = 0;
+      long long v = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || errno != 0 || v < 0 || v > 1000000)
+        return "expected a whole number from 0 to 1000000, got " + value;
+      return "";
+    },
+    "N");
+
+}  // namespace
+
+Interpreter python_interpreter() {
+  for (const char* var : {"PYTHON_EXEC", "PYTHON"})
+    if (const char* v = std::getenv(var); v && *v) return {v, std::string("$") + var};
+  if (const std::string torchrun = find_on_path("torchrun"); !torchrun.empty())
+    if (std::string python = shebang_interpreter(torchrun); !python.empty())
+      return {python, "the interpreter of " + torchrun};
+  const std::string path_python = find_on_path("python3");
+  std::vector<std::string> candidates{path_python};
+  if (path_python != "/usr/bin/python3") candidates.push_back("/usr/bin/python3");
+  for (const std::string& python : candidates)
+    if (!python.empty() && access(python.c_str(), X_OK) == 0 && finds_torch(python))
+      return {python, "the first python3 that finds torch"};
+  if (path_python.empty())
+    throw ConfigError("no python3 on PATH to run the program (set PYTHON to an interpreter, or use --no-python)");
+  return {path_python, "python3 on PATH (no interpreter with torch found)"};
+}
+
+std::vector<std::string> program_argv(const LaunchOptions& o, const Interpreter& python) {
   if (o.program_kind == ProgramKind::as_is) return o.command;
   // torchrun runs `python -u [-m] SCRIPT ARGS...`: unbuffered, so no line is lost on a stop.
-  std::vector<std::string> argv{python_interpreter(), "-u"};
+  std::vector<std::string> argv{python.path, "-u"};
   if (o.program_kind == ProgramKind::python_module) argv.push_back("-m");
   argv.insert(argv.end(), o.command.begin(), o.command.end());
   return argv;
@@ -115,6 +251,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   ParseResult result;
   LaunchOptions& o = result.options;
   CLI::App app{"distrun: run a scenario (or any program) on every rank, torchrun-style", "distrun"};
+  app.formatter(std::make_shared<UsageFormatter>());
   app.set_version_flag("--version", "distrun 0.1.0");
   // Everything from the first positional on belongs to the program (as torchrun's
   // training_script and its args); "--" ends the options explicitly.
@@ -123,10 +260,12 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   const std::string numa_modes = "node, socket, exclusive";
   std::string numa, stdin_rank = "0";
   app.footer(
-      "A PROGRAM ending in .py runs as `python -u PROGRAM ARGS...` with the interpreter named by $PYTHON_EXEC "
-      "or $PYTHON, else python3 on PATH (as torchrun, which uses its own interpreter); -m runs `python -u -m "
-      "MODULE`; --no-python runs PROGRAM itself. Any other PROGRAM runs as given. A lone SCENARIO.yaml runs "
-      "distrun-worker. Every torchrun option also takes its default from PET_<NAME> (e.g. PET_NPROC_PER_NODE).");
+      "A PROGRAM ending in .py runs as `python -u PROGRAM ARGS...`, as torchrun runs it, with $PYTHON_EXEC or "
+      "$PYTHON, else the interpreter of a torchrun on PATH, else a python3 that finds torch, else python3 (-v says "
+      "which); so does a PROGRAM exec could not start (a file of the current folder, not on PATH). -m runs "
+      "`python -u -m MODULE`; --no-python runs PROGRAM itself. Any other PROGRAM runs as given. A lone "
+      "SCENARIO.yaml runs distrun-worker. Every torchrun option also takes its default from PET_<NAME> (e.g. "
+      "PET_NPROC_PER_NODE), and any unique prefix of a long option is taken (--nproc_per), as torchrun's.");
   auto env = [](CLI::Option* opt, const std::string& dest) { return opt->envname(pet(dest)); };
 
   env(app.add_option(both_spellings("--nproc-per-node", "--nproc"), o.nproc_per_node,
@@ -136,7 +275,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                      "number of nodes: N, or MIN:MAX for an elastic job (a round starts once MIN nodes joined "
                      "and last_call_timeout passed, or at once with MAX; a node that leaves or arrives restarts the "
                      "others with the new world)"), "nnodes");
-  env(app.add_option(both_spellings("--node-rank"), o.node_rank, "rank of this node, 0..nnodes-1 (elastic MIN:MAX: ignored, ranks follow arrival)")->check(CLI::NonNegativeNumber), "node_rank");
+  env(app.add_option(both_spellings("--node-rank"), o.node_rank, "rank of this node, 0..nnodes-1 (elastic MIN:MAX: ignored, ranks follow arrival)")->check(kCount), "node_rank");
   env(app.add_option(both_spellings("--master-addr"), o.master_addr, "address of node 0 (default 127.0.0.1)"), "master_addr");
   env(app.add_option(both_spellings("--master-port"), o.master_port, "port of node 0's rendezvous")->check(CLI::Range(1, 65535)), "master_port");
   env(app.add_option(both_spellings("--rdzv-backend"), o.rdzv_backend,
@@ -160,8 +299,8 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   app.add_option(both_spellings("--workers-port"), o.workers_port,
                  "several nodes: the port of the workers' store on node 0 (default: a free one, kept across restarts)")
       ->check(CLI::Range(1, 65535));
-  env(app.add_flag(both_spellings("--standalone"), o.standalone, "one node; pick a free port"), "standalone");
-  env(app.add_option(both_spellings("--max-restarts"), o.max_restarts, "restart the whole group up to N times on failure")->check(CLI::NonNegativeNumber), "max_restarts");
+  env(app.add_flag(both_spellings("--standalone"), o.standalone, "one node, as torchrun's: localhost, a free port, a fresh uuid as the run id"), "standalone");
+  env(app.add_option(both_spellings("--max-restarts"), o.max_restarts, "restart the whole group up to N times on failure")->check(kCount), "max_restarts");
   env(app.add_option(both_spellings("--monitor-interval"), o.monitor_interval,
                      "seconds between checks of the other nodes (workers' ends are seen at once; default 0.1)")
           ->check(CLI::PositiveNumber),
@@ -204,7 +343,10 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                  "local rank that reads distrun's standard input (default 0), or none; the others read EOF");
   app.add_option(both_spellings("--launcher"), o.launcher, "where nodes and ranks come from: auto, pytorch, slurm or mpi")
       ->check(CLI::IsMember({"auto", "pytorch", "slurm", "mpi"}));
-  app.add_option(both_spellings("--stop-grace"), o.stop_grace, "seconds from SIGTERM to SIGKILL when stopping workers (default 1)")->check(CLI::NonNegativeNumber);
+  app.add_option(both_spellings("--stop-grace"), o.stop_grace,
+                 "seconds the workers get between SIGTERM and SIGKILL when the job stops (after a failure, a peer's "
+                 "failure or a signal), e.g. to save a checkpoint (default 30, as torchrun)")
+      ->check(CLI::Range(0.0, 3600.0));
   app.add_option(both_spellings("--backend"), o.backend, "scenario backend override: gloo, nccl or auto");
   app.add_option(both_spellings("--device"), o.device, "scenario device override: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
@@ -213,9 +355,13 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   app.add_option(both_spellings("--log-level"), o.log_level, "worker log level (trace..off)");
   app.add_flag(both_spellings("--check"), o.check_only, "validate the scenario and exit");
   app.add_flag(both_spellings("--explain"), o.explain, "draw who sends what to whom in each step, and exit");
+  app.add_flag("-v," + both_spellings("--verbose"), o.verbose, "say which interpreter and command the workers run");
 
   try {
-    app.parse(argc, argv);
+    const std::vector<std::string> expanded = expand_abbreviations(app, argc, argv);
+    std::vector<const char*> args;
+    for (const auto& a : expanded) args.push_back(a.c_str());
+    app.parse(int(args.size()), args.data());
   } catch (const CLI::CallForHelp& e) {
     result.exit_now = app.exit(e);
     return result;
@@ -268,12 +414,10 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   if (o.check_only && o.mode != RunMode::scenario) throw ConfigError("--check needs a SCENARIO.yaml");
   if (o.explain && o.mode != RunMode::scenario) throw ConfigError("--explain needs a SCENARIO.yaml");
   if (o.mode == RunMode::program) {
-    // torchrun runs every script through python; distrun also runs plain programs (sh, a
-    // binary) as given, so only a *.py file, -m or --run-path goes through python.
     if (o.run_path) o.program_kind = ProgramKind::python_script;
     else if (o.no_python) o.program_kind = ProgramKind::as_is;
     else if (o.module) o.program_kind = ProgramKind::python_module;
-    else if (ends_with(first, ".py")) o.program_kind = ProgramKind::python_script;
+    else if (runs_through_python(first)) o.program_kind = ProgramKind::python_script;
   }
   return result;
 }

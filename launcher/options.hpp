@@ -38,7 +38,7 @@ struct LaunchOptions {
   std::string rdzv_secret_file;      // job secret (else $DISTRUN_STORE_SECRET); mode 0600 checked
   bool rdzv_bind_all = false;        // node 0's rendezvous on 0.0.0.0, not the master's interface
   std::optional<int> workers_port;   // several nodes: the workers' store port on node 0 (else free)
-  double stop_grace = 1.0;           // seconds between SIGTERM and SIGKILL when stopping workers
+  double stop_grace = 30.0;          // seconds between SIGTERM and SIGKILL when stopping workers (torchrun's 30)
   // Scenario options, passed on to distrun-worker.
   std::optional<std::string> backend;
   std::optional<std::string> device;   // scenario device override: cpu or cuda
@@ -47,6 +47,7 @@ struct LaunchOptions {
   std::optional<std::string> log_level;
   bool check_only = false;
   bool explain = false;   // draw who sends what to whom per step, and exit
+  bool verbose = false;   // -v: say which interpreter and command the workers run
   // torchrun 2.x options (see docs/launcher.md for what each does here).
   std::string rdzv_backend = "static";  // static | c10d: both are distrun's rendezvous
   std::string rdzv_conf;                 // key=value,...; parsed into rdzv_timeout/stop_grace
@@ -73,12 +74,21 @@ struct ParseResult {
   std::optional<int> exit_now;
 };
 
-/// The Python interpreter for *.py programs and -m: $PYTHON_EXEC (torchrun's variable), else
-/// $PYTHON, else python3 as found on PATH.
-std::string python_interpreter();
+/// The Python interpreter for *.py programs and -m, and why it was chosen (for -v and the
+/// failure summary).
+struct Interpreter {
+  std::string path;
+  std::string reason;
+};
+
+/// $PYTHON_EXEC (torchrun's variable), else $PYTHON, else the interpreter a torchrun on PATH
+/// runs under (its #! line), else the first of PATH's python3 and /usr/bin/python3 that can find
+/// torch (asked with importlib.util.find_spec, which does not import it), else PATH's python3.
+/// ConfigError when there is none at all.
+Interpreter python_interpreter();
 
 /// The argv a worker runs for program mode: {python, -u, [-m], PROGRAM, ARGS...} or the command.
-std::vector<std::string> program_argv(const LaunchOptions& options);
+std::vector<std::string> program_argv(const LaunchOptions& options, const Interpreter& python);
 
 /// Parses argv. ConfigError (exit 2) for a bad command line; the message names the option.
 ParseResult parse_launch_options(int argc, const char* const* argv);

@@ -53,12 +53,17 @@ OutputRouter::OutputRouter(OutputConfig config, int nproc, int rank_offset, RunL
       err_at_start_(nproc, 1) {
   if (!logs) return;
   try {
+    // As torchrun: a file for each stream --redirects or --tee names, and no other.
     for (int r = 0; r < nproc; ++r) {
       std::string dir = logs->make_rank_dir(attempt, r);
-      out_names_[r] = dir + "/stdout.log";
-      err_names_[r] = dir + "/stderr.log";
-      out_files_[r] = logs->create_file(attempt, r, "stdout.log");
-      err_files_[r] = logs->create_file(attempt, r, "stderr.log");
+      if (config_.redirects.covers(r, false) || config_.tee.covers(r, false)) {
+        out_names_[r] = dir + "/stdout.log";
+        out_files_[r] = logs->create_file(attempt, r, "stdout.log");
+      }
+      if (config_.redirects.covers(r, true) || config_.tee.covers(r, true)) {
+        err_names_[r] = dir + "/stderr.log";
+        err_files_[r] = logs->create_file(attempt, r, "stderr.log");
+      }
     }
   } catch (...) {
     for (int fd : out_files_) if (fd >= 0) close(fd);
@@ -95,8 +100,8 @@ void OutputRouter::write(int local_rank, bool is_err, std::string_view bytes) {
   int rank = rank_offset_ + local_rank;
   char& at_start = (is_err ? err_at_start_ : out_at_start_)[local_rank];
   // Rank 0's stdout carries the scenario's ordered results: it passes unprefixed.
-  if (!is_err && rank == 0) {
-    write_all(STDOUT_FILENO, bytes);  // a closed console (EPIPE) does not stop the workers
+  if (!config_.prefix || (!is_err && rank == 0)) {
+    write_all(is_err ? STDERR_FILENO : STDOUT_FILENO, bytes);  // a closed console (EPIPE) does not stop the workers
     return;
   }
   const std::string prefix = "[rank" + std::to_string(rank) + "]:";

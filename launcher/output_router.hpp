@@ -16,6 +16,7 @@ struct OutputConfig {
   StdSpec redirects;              // streams that go to the files only
   StdSpec tee;                    // streams that go to the files and the console
   std::set<int> console_ranks;    // local ranks shown on the console; empty: all
+  bool prefix = true;             // "[rankN]:" on the console (off for a lone rank, unless --tee)
 };
 
 /// Parses --local-ranks-filter ("0,2"); ConfigError when malformed.
@@ -26,8 +27,9 @@ std::set<int> parse_local_ranks_filter(const std::string& text);
 /// appears at once, after its prefix, instead of overwriting it). Each piece is one write(2).
 class OutputRouter {
  public:
-  /// With `logs` (may be null: no files), opens attempt_K/LOCAL_RANK/{stdout,stderr}.log for
-  /// `nproc` local ranks whose global ranks start at `rank_offset`.
+  /// With `logs` (may be null: no files), opens attempt_K/LOCAL_RANK/{stdout,stderr}.log, each
+  /// where --redirects or --tee name that stream, for `nproc` local ranks whose global ranks
+  /// start at `rank_offset`.
   OutputRouter(OutputConfig config, int nproc, int rank_offset, RunLogDir* logs, int attempt);
   ~OutputRouter();
   OutputRouter(const OutputRouter&) = delete;

@@ -15,6 +15,12 @@ SignalWatch::SignalWatch(const std::vector<int>& handled) {
   sigemptyset(&watched);
   sigaddset(&watched, SIGCHLD);
   for (int s : handled) sigaddset(&watched, s);
+  // Job control and the terminal's size, passed on to the workers. SIGTSTP only where it would
+  // stop distrun: a shell without job control starts its jobs with it ignored.
+  sigaddset(&watched, SIGCONT);
+  sigaddset(&watched, SIGWINCH);
+  struct sigaction tstp {};
+  if (sigaction(SIGTSTP, nullptr, &tstp) == 0 && tstp.sa_handler != SIG_IGN) sigaddset(&watched, SIGTSTP);
   if (pthread_sigmask(SIG_BLOCK, &watched, &original_mask_) != 0) throw Error("cannot block signals");
   fd_ = signalfd(-1, &watched, SFD_NONBLOCK | SFD_CLOEXEC);
   if (fd_ < 0) throw Error(std::string("signalfd: ") + strerror(errno));
@@ -40,8 +46,10 @@ int SignalWatch::next() {
 }
 
 int SignalWatch::next_stop() {
-  while (int sig = next())
-    if (sig != SIGCHLD) return sig;
+  while (int sig = next()) {
+    if (sig == SIGTSTP) kill(getpid(), SIGSTOP);  // no worker to stop yet: distrun alone
+    else if (sig != SIGCHLD && sig != SIGCONT && sig != SIGWINCH) return sig;
+  }
   return 0;
 }
 

@@ -1,11 +1,15 @@
 #include "worker_group.hpp"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <iostream>
+
+#include "signal_names.hpp"
 
 namespace distrun::launcher {
 
@@ -27,6 +31,7 @@ WorkerGroup::WorkerGroup(const std::vector<WorkerSpec>& specs, OutputRouter& out
     Worker w;
     w.spec = spec;
     w.pid = s.pid;
+    w.program_pid = s.program_pid;
     w.running = true;
     w.out.fd = s.out_fd;
     w.err.fd = s.err_fd;
@@ -64,13 +69,14 @@ void WorkerGroup::read_stream(Worker& w, bool is_err) {
   for (;;) {
     ssize_t n = read(s.fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return;  // EAGAIN: drained for now
-    if (n == 0) {
+    if (n < 0 && errno == EAGAIN) return;  // drained for now
+    // A pseudo-terminal's master reads EIO, not EOF, once the worker's side is closed.
+    if (n <= 0) {
       close_stream(w, is_err);
       return;
     }
     pass_on(w, is_err, std::string_view(buf, size_t(n)));
-    if (!is_err) continue;
+    if (is_err != w.tail_from_err()) continue;
     s.partial.append(buf, size_t(n));
     size_t start = 0, nl;
     while ((nl = s.partial.find('\n', start)) != std::string::npos) {
@@ -148,18 +154,39 @@ void WorkerGroup::reap(GroupResult& result) {
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (ok || stopping_ || result.failure) continue;
     // Drain what it wrote before dying, so the summary has its last words.
-    if (w.err.fd >= 0) read_stream(w, true);
+    Stream& tail = w.tail_from_err() ? w.err : w.out;
+    if (tail.fd >= 0) read_stream(w, w.tail_from_err());
     WorkerFailure f;
     f.rank = w.spec.rank;
     f.local_rank = w.spec.local_rank;
     f.wait_status = status;
     f.when = std::chrono::system_clock::now();
     f.stderr_tail.assign(w.err_tail.begin(), w.err_tail.end());
-    if (!w.err.partial.empty()) f.stderr_tail.push_back(w.err.partial);  // its last words, unended
+    if (!tail.partial.empty()) f.stderr_tail.push_back(tail.partial);  // its last words, unended
     f.error_file = w.spec.error_file;
     f.program = w.spec.shown_name;
+    f.interpreter = w.spec.interpreter;
+    f.pid = w.program_pid;
     result.failure = f;
   }
+}
+
+void WorkerGroup::resize_terminals() {
+  winsize size{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) != 0) return;
+  // The kernel tells each worker (its terminal's foreground) with SIGWINCH.
+  for (auto& w : workers_)
+    if (w.running && w.spec.terminal && w.out.fd >= 0) ioctl(w.out.fd, TIOCSWINSZ, &size);
+}
+
+void WorkerGroup::suspend() {
+  // SIGSTOP, not SIGTSTP: a worker with a terminal of its own is in an orphaned process group,
+  // where the kernel drops SIGTSTP; and none can ignore it.
+  for (auto& w : workers_)
+    if (w.running) kill(-w.pid, SIGSTOP);
+  kill(getpid(), SIGSTOP);  // as the shell expects of its job; returns at SIGCONT (fg, bg)
+  for (auto& w : workers_)
+    if (w.running) kill(-w.pid, SIGCONT);
 }
 
 void WorkerGroup::signal_all(int sig) {
@@ -173,6 +200,7 @@ void WorkerGroup::signal_all(int sig) {
 void WorkerGroup::begin_stop(int sig) {
   if (stopping_) return;
   stopping_ = true;
+  note_at_ = Clock::now() + kStopNoteAfter;
   kill_at_ = Clock::now() + stop_grace_;
   signal_all(sig);
 }
@@ -203,7 +231,7 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
     fds.push_back({stdin_.write_fd(), POLLOUT, 0});
     auto now = Clock::now();
     auto wake = drain_until ? *drain_until : next_poll;
-    if (stopping_ && !killed) wake = std::min(wake, kill_at_);
+    if (stopping_ && !killed) wake = std::min(wake, std::min(kill_at_, note_at_));
     if (!drain_until && !peer_failed && !stopping_) wake = now + milliseconds(1000);
     if (auto held = flush_old_held()) wake = std::min(wake, *held);
     int timeout_ms = int(std::max<int64_t>(0, std::chrono::duration_cast<milliseconds>(wake - now).count()));
@@ -216,13 +244,35 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
     if (n > 0 && (fds[0].revents & POLLIN)) {
       while (int sig = signals_.next()) {
         if (sig == SIGCHLD) continue;  // reaped below, every round
-        bool first = !result.signal;
-        if (first) {
-          result.signal = sig;
-          result.outcome = GroupOutcome::interrupted;
+        if (sig == SIGWINCH) {
+          resize_terminals();
+          continue;
         }
+        // Job control reaches the whole job: Ctrl-Z stops every worker with distrun, and a
+        // SIGCONT to distrun (fg, bg, kill -CONT) resumes them all.
+        if (sig == SIGTSTP) {
+          suspend();
+          continue;
+        }
+        if (sig == SIGCONT) {
+          for (auto& w : workers_)
+            if (w.running) kill(-w.pid, SIGCONT);
+          continue;
+        }
+        if (stopping_) {
+          // Asked again while the workers have their grace (a second Ctrl-C): no more waiting.
+          // The job's outcome stays what began the stop.
+          if (!killed && any_running()) {
+            std::cerr << "distrun: " << signal_abbrev(sig) << " while stopping: SIGKILL to every worker now" << std::endl;
+            signal_all(SIGKILL);
+            killed = true;
+          }
+          continue;
+        }
+        result.signal = sig;
+        result.outcome = GroupOutcome::interrupted;
         begin_stop(sig);  // forward the signal itself, as torchrun does
-        if (first && on_first_failure) on_first_failure(result);
+        if (on_first_failure) on_first_failure(result);
       }
     }
     bool had_failure = result.failure.has_value();
@@ -233,6 +283,13 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
       if (on_first_failure) on_first_failure(result);
     }
     now = Clock::now();
+    if (stopping_ && !killed && now >= note_at_ && note_at_ < kill_at_ && any_running()) {
+      // Said once, so a stop that takes the whole grace (a checkpoint being saved) is not a mystery.
+      const auto left = std::chrono::duration_cast<milliseconds>(kill_at_ - now).count();
+      std::cerr << "distrun: waiting for " << std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; })
+                << " worker(s) to stop after SIGTERM; SIGKILL in " << (left + 999) / 1000 << " s (--stop-grace)" << std::endl;
+      note_at_ = kill_at_;
+    }
     if (stopping_ && !killed && now >= kill_at_ && any_running()) {
       signal_all(SIGKILL);
       killed = true;

@@ -25,6 +25,8 @@ struct WorkerFailure {
   std::vector<std::string> stderr_tail;      // last lines of its stderr, newest last
   std::string error_file;                    // where torch's @record may have written error.json
   std::string program;                       // the script or program, as the summary names it
+  std::string interpreter;                   // the python that ran it and why ("" if none)
+  pid_t pid = -1;                            // the program's own pid, as torchrun's summary shows it
 };
 
 /// How each worker ended, for the summary after a signal stopped the group.
@@ -80,11 +82,14 @@ class WorkerGroup {
   static constexpr std::chrono::milliseconds kHoldPartial{50};
   struct Worker {
     WorkerSpec spec;
-    pid_t pid = -1;
+    pid_t pid = -1;  // the shim's: its process group holds the program and what it started
+    pid_t program_pid = -1;
     bool running = false;
     int wait_status = 0;
-    Stream out, err;
+    Stream out, err;  // with a terminal, out carries both streams and err is unused
     std::deque<std::string> err_tail;
+    // The summary's tail comes from stderr, or from the terminal that merged both streams.
+    bool tail_from_err() const { return !spec.terminal; }
   };
 
   void read_stream(Worker& w, bool is_err);
@@ -97,6 +102,10 @@ class WorkerGroup {
   // Reaps ended workers; returns the first failure among them (not counting those we stopped).
   void reap(GroupResult& result);
   void signal_all(int sig);
+  // SIGWINCH: distrun's terminal size, passed on to every worker's terminal.
+  void resize_terminals();
+  // SIGTSTP (Ctrl-Z): stops every worker, then distrun itself; at SIGCONT resumes them.
+  void suspend();
   void kill_and_reap_all();
   void begin_stop(int sig);
   bool any_running() const;
@@ -109,6 +118,9 @@ class WorkerGroup {
   std::chrono::milliseconds stop_grace_;
   bool stopping_ = false;
   std::chrono::steady_clock::time_point kill_at_;
+  // Workers still running this long after the stop began are announced, with the time left.
+  static constexpr std::chrono::milliseconds kStopNoteAfter{1000};
+  std::chrono::steady_clock::time_point note_at_;
 };
 
 }  // namespace distrun::launcher

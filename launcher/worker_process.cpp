@@ -4,9 +4,11 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "distrun/core/error.hpp"
@@ -35,6 +37,32 @@ const std::string& shim_exe() {
     return self;
   }();
   return exe;
+}
+
+// The one child of the shim `shim`: the program, forked and exec'd before spawn_worker returns.
+pid_t program_pid_of(pid_t shim) {
+  const std::string path = "/proc/" + std::to_string(shim) + "/task/" + std::to_string(shim) + "/children";
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[64] = {};
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  return n > 0 ? pid_t(std::atoi(buf)) : -1;
+}
+
+// A pseudo-terminal pair of `size`: fds[0] the master (distrun reads it), fds[1] the worker's
+// end. Output processing is off: the worker's "\n" arrives as written, and distrun's own
+// terminal turns it into "\r\n" once. Returns false with errno set.
+bool open_terminal(const winsize& size, int fds[2]) {
+  fds[0] = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  char name[128];
+  if (fds[0] < 0 || grantpt(fds[0]) != 0 || unlockpt(fds[0]) != 0 || ptsname_r(fds[0], name, sizeof name) != 0)
+    return false;
+  fds[1] = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  termios mode{};
+  if (fds[1] < 0 || tcgetattr(fds[1], &mode) != 0) return false;
+  mode.c_oflag &= ~tcflag_t(OPOST);
+  return tcsetattr(fds[1], TCSANOW, &mode) == 0 && ioctl(fds[0], TIOCSWINSZ, &size) == 0;
 }
 
 void close_all(std::initializer_list<int> fds) {
@@ -71,12 +99,13 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
     if (in[0] < 0) throw Error(std::string("cannot open /dev/null: ") + strerror(errno));
   }
   int out[2] = {-1, -1}, err[2] = {-1, -1}, status[2] = {-1, -1}, args[2] = {-1, -1};
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0 ||
-      pipe2(args, O_CLOEXEC) != 0) {
+  if ((spec.terminal ? !open_terminal(*spec.terminal, out) : pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) ||
+      pipe2(status, O_CLOEXEC) != 0 || pipe2(args, O_CLOEXEC) != 0) {
     int e = errno;
     close_all({in[0], in[1], out[0], out[1], err[0], err[1], status[0], status[1], args[0], args[1]});
-    throw Error(std::string("pipe: ") + strerror(e));
+    throw Error(std::string(spec.terminal ? "pseudo-terminal or pipe: " : "pipe: ") + strerror(e));
   }
+  const bool terminal = spec.terminal.has_value();
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
@@ -85,7 +114,10 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
     throw Error(std::string("fork: ") + strerror(e));
   }
   if (pid == 0) {
-    setpgid(0, 0);
+    // With a terminal: a session of its own, whose controlling terminal it is (so the worker is
+    // its foreground and gets its SIGWINCH); a session leader is also its process group's.
+    if (terminal) setsid();
+    else setpgid(0, 0);
     // Dies with the launcher, even on SIGKILL (the shim turns this into its own clean-up);
     // the getppid check closes the race with a launcher that died before prctl ran.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -96,7 +128,8 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
     int ls = spec.listen_fd >= 0 ? fcntl(spec.listen_fd, F_DUPFD_CLOEXEC, 10) : -1;
     dup2(in[0], STDIN_FILENO);
     dup2(out[1], STDOUT_FILENO);
-    dup2(err[1], STDERR_FILENO);
+    dup2(terminal ? out[1] : err[1], STDERR_FILENO);
+    if (terminal) ioctl(STDOUT_FILENO, TIOCSCTTY, 0);
     dup2(st, kShimStatusFd);  // dup2 clears close-on-exec on the copy
     dup2(av, kShimArgvFd);
     if (ls >= 0) dup2(ls, kShimListenFd);
@@ -109,8 +142,10 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
     (void)ignored;
     _exit(127);
   }
-  // Also set from the parent, so kill(-pid) works even before the child ran setpgid.
-  setpgid(pid, pid);
+  // Also set from the parent, so kill(-pid) works even before the child ran setpgid; not for a
+  // session leader to be (setsid fails in a process group of its own). Either way the group
+  // exists once the exec status below has come.
+  if (!terminal) setpgid(pid, pid);
   close_all({in[0], out[1], err[1], status[1], args[0]});
   for (size_t at = 0; at < packed.size();) {
     ssize_t n = write(args[1], packed.data() + at, packed.size() - at);
@@ -125,17 +160,15 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
   while (n < 0 && errno == EINTR);
   close(status[0]);
   if (n == ssize_t(sizeof exec_errno)) {
-    if (in[1] >= 0) close(in[1]);
-    close(out[0]);
-    close(err[0]);
+    close_all({in[1], out[0], err[0]});
     int ignored;
     waitpid(pid, &ignored, 0);  // it has already _exit'ed (or will at once): no wait without bound
     throw ConfigError("cannot run '" + spec.argv[0] + "': " + strerror(exec_errno));
   }
   fcntl(out[0], F_SETFL, O_NONBLOCK);
-  fcntl(err[0], F_SETFL, O_NONBLOCK);
+  if (err[0] >= 0) fcntl(err[0], F_SETFL, O_NONBLOCK);
   if (in[1] >= 0) fcntl(in[1], F_SETFL, O_NONBLOCK);
-  return {pid, out[0], err[0], in[1]};
+  return {pid, program_pid_of(pid), out[0], err[0], in[1]};
 }
 
 }  // namespace distrun::launcher

@@ -201,7 +201,7 @@ def case_agent_sigterm():
         end = stopped_at(mark)
         res = finish(procs)
         measure("SIGTERM to node 1's agent", end - t0)
-        check([r[0] for r in res] == [1, 128 + signal.SIGTERM], f"rc {[r[0] for r in res]}", str(res))
+        check([r[0] for r in res] == [1, 1], f"rc {[r[0] for r in res]}", str(res))
         lines = [first_failure(r[2]) for r in res]
         check(lines[0] is not None and lines[0] == lines[1], "the same summary on every node", str(lines))
         check("node rank 1: distrun stopped by SIGTERM" in lines[0], "names the stopped agent", lines[0])
@@ -303,7 +303,7 @@ def case_signal_during_rendezvous():
         res = finish(procs, timeout=15)
         took = time.time() - t0
         print(f"MEASURE SIGTERM during the rendezvous: {took:.2f} s until both agents ended", flush=True)
-        check([r[0] for r in res] == [1, 128 + signal.SIGTERM], f"rc {[r[0] for r in res]}", str(res))
+        check([r[0] for r in res] == [1, 1], f"rc {[r[0] for r in res]}", str(res))
         check("distrun stopped by SIGTERM while the nodes met" in res[0][2], "node 0 names node 1's signal", res[0][2])
         check(took < 15, "well before the 20 s rendezvous timeout")
 
@@ -480,7 +480,7 @@ def case_elastic_node_dies():
         p1.send_signal(signal.SIGTERM)
         res = finish([p0, p1])
         stopped_at(mark)
-        check([r[0] for r in res] == [1, 128 + signal.SIGTERM] and
+        check([r[0] for r in res] == [1, 1] and
               "node rank 1: distrun stopped by SIGTERM" in (first_failure(res[0][2]) or ""),
               f"2:3 with one node left fails: rc {[r[0] for r in res]}", str(res))
         check(all(l[4] == 0 for l in elastic_lines(res[0][1])), "and is not restarted", res[0][1])

@@ -2,6 +2,7 @@
 Usage: DISTRUN=build/bin/distrun process_tests.py CASE"""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -110,7 +111,7 @@ def signal_to_distrun(sig):
         check(seen == 2, "workers started")
         p.send_signal(sig)
         out, err = p.communicate(timeout=10)
-        check(p.returncode == 128 + sig.value, f"rc {p.returncode}, want {128 + sig.value}", err)
+        check(p.returncode == 1, f"rc {p.returncode}, want 1 (as torchrun)", err)
         check(sorted(os.listdir(d)) == ["0", "1"], f"every worker got {sig.name}: {os.listdir(d)}", err)
     expect_no_leftovers(m)
 
@@ -121,6 +122,30 @@ def case_sigterm():
 
 def case_sigint():
     signal_to_distrun(signal.SIGINT)
+
+
+def case_second_signal_kills():
+    """Workers that ignore SIGTERM get the stop grace (30 s); a second signal to distrun ends it."""
+    m = marker()
+    p = subprocess.Popen([DISTRUN, "--nproc", "2", *sh('trap "" TERM; echo ready; while true; do sleep 0.1; done', m)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(2):
+            p.stdout.readline()
+        p.send_signal(signal.SIGTERM)
+        seen = ""
+        while "waiting for" not in seen and p.poll() is None:
+            seen += p.stderr.readline()
+        check(re.search(r"waiting for 2 worker\(s\) to stop after SIGTERM; SIGKILL in (29|28) s", seen),
+              "the grace is announced", seen)
+        t0 = time.time()
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=10)
+    finally:
+        p.kill()
+    check(time.time() - t0 < 5 and p.returncode == 1, f"ended at once: rc {p.returncode}", err)
+    check("SIGINT while stopping: SIGKILL to every worker now" in err and "stopped by SIGTERM" in err, "said so", err)
+    expect_no_leftovers(m)
 
 
 def case_killed_launcher_takes_workers():
@@ -223,6 +248,18 @@ def case_log_dir():
         runs = [x for x in os.listdir(d) if x.startswith("t_")]
         check(len(runs) == 1 and os.path.exists(os.path.join(d, runs[0], "attempt_0", "1", "stderr.log")),
               "files still written")
+        # As torchrun: a log file only for a stream --redirects/--tee names; error files always.
+        script = ('echo "out of $RANK"; echo "err of $RANK" >&2; '
+                  'if [ "$RANK" = 1 ]; then echo \'{"message": "recorded"}\' > "$TORCHELASTIC_ERROR_FILE"; exit 4; fi')
+        for run_id, extra, want in [("plain", [], []), ("r1", ["-r", "1"], ["stdout.log"]),
+                                    ("t2", ["-t", "2"], ["stderr.log"])]:
+            r = distrun("--nproc", "2", "--log-dir", d, "--run-id", run_id, *extra, *sh(script, marker()))
+            check(r.returncode == 1 and "error      : recorded" in r.stderr, f"{run_id}: rc {r.returncode}", r.stderr)
+            run_dir = os.path.join(d, next(x for x in os.listdir(d) if x.startswith(run_id + "_")), "attempt_0")
+            check(sorted(os.listdir(os.path.join(run_dir, "0"))) == want and
+                  sorted(os.listdir(os.path.join(run_dir, "1"))) == sorted(want + ["error.json"]),
+                  f"{run_id}: files {[sorted(os.listdir(os.path.join(run_dir, x))) for x in ('0', '1')]}, want {want}")
+            check(f"error file : {run_dir}/1/error.json" in r.stderr, "the summary names the error file", r.stderr)
 
 
 def case_local_ranks_filter():

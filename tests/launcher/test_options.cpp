@@ -73,3 +73,29 @@ TEST_CASE("bad command lines are ConfigErrors", "[launcher][options]") {
   CHECK_THROWS_AS(parse({"s.yaml", "extra"}), distrun::ConfigError);
   CHECK_THROWS_AS(parse({"--check", "--", "prog"}), distrun::ConfigError);
 }
+
+TEST_CASE("unique prefixes of long options, as argparse takes them", "[launcher][options]") {
+  auto o = parse({"--nproc_per", "3", "--max-res=2", "--role", "r", "--stan", "prog", "--nproc_per", "x"}).options;
+  CHECK(o.nproc_per_node == "3");
+  CHECK(o.max_restarts == 2);
+  CHECK(o.standalone);
+  // The program's own arguments are left alone.
+  CHECK(o.command == std::vector<std::string>{"prog", "--nproc_per", "x"});
+  CHECK(parse({"-r", "3", "--tee", "1", "--nnod", "1", "x"}).options.redirects == "3");
+  CHECK(parse({"--nproc", "2", "x"}).options.nproc_per_node == "2");  // an exact name wins over longer ones
+  CHECK_THROWS_WITH(parse({"--n", "2", "x"}), Catch::Contains("ambiguous option: --n could match"));
+  CHECK_THROWS_WITH(parse({"--rdzv", "x", "y"}), Catch::Contains("--rdzv-backend"));
+}
+
+TEST_CASE("max restarts and node rank: a count, said plainly", "[launcher][options]") {
+  try {
+    parse({"--max-restarts", "-1", "x"});
+    FAIL("accepted -1");
+  } catch (const distrun::ConfigError& e) {
+    const std::string text = e.what();
+    CHECK(text.find("expected a whole number from 0 to 1000000, got -1") != std::string::npos);
+    CHECK(text.size() < 200);  // no 300-digit range
+  }
+  CHECK(parse({"--max-restarts", "5", "x"}).options.max_restarts == 5);
+  CHECK_THROWS_WITH(parse({"--node-rank", "x1", "x"}), Catch::Contains("expected a whole number from 0 to 1000000, got x1"));
+}

@@ -4,9 +4,11 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <regex>
 #include <map>
 
 #include "distrun/core/error.hpp"
+#include "distrun/nccl/device_choice.hpp"
 #include "job_plan.hpp"
 #include "output_router.hpp"
 #include "signal_names.hpp"
@@ -77,6 +79,14 @@ TEST_CASE("plan: nnodes, node rank and endpoints", "[launcher][plan]") {
   o.node_rank = 0;
   o.standalone = true;
   CHECK_THROWS_AS(plan_job(o, env_of({}), std::nullopt), ConfigError);
+  // --standalone: torchrun's localhost, a free port and a fresh uuid4 run id.
+  o.nnodes = "1";
+  auto s1 = plan_job(o, env_of({}), std::nullopt), s2 = plan_job(o, env_of({}), std::nullopt);
+  CHECK(s1.master_addr == "localhost");
+  CHECK_FALSE(s1.master_port.has_value());
+  CHECK(std::regex_match(s1.run_id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
+  CHECK(s1.run_id != s2.run_id);
+  o.nnodes = "2";
   o.nproc_per_node = "0";
   o.standalone = false;
   CHECK_THROWS_AS(plan_job(o, env_of({}), std::nullopt), ConfigError);
@@ -87,7 +97,7 @@ TEST_CASE("plan: nproc cpu and auto count something", "[launcher][plan]") {
   CHECK(resolve_nproc_per_node("auto") >= 1);
   CHECK(resolve_nproc_per_node("7") == 7);
   CHECK_THROWS_AS(resolve_nproc_per_node("many"), ConfigError);
-  if (count_cuda_devices() == 0) CHECK_THROWS_AS(resolve_nproc_per_node("gpu"), ConfigError);
+  if (distrun::nccl::count_visible_cuda_devices() == 0) CHECK_THROWS_AS(resolve_nproc_per_node("gpu"), ConfigError);
 }
 
 TEST_CASE("plan: --launcher slurm and auto read SLURM's variables", "[launcher][plan]") {

@@ -1,6 +1,7 @@
 // torchrun 2.x compatibility pieces: PET_* defaults, --rdzv-conf, how programs are started,
 // --signals-to-handle, NUMA cpulists, torch's error.json, and streamed output prefixes.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -60,7 +61,7 @@ TEST_CASE("rendezvous conf keys (--rdzv-conf)", "[launcher][torchrun]") {
 TEST_CASE("programs start as torchrun starts them", "[launcher][torchrun]") {
   ScopedEnv py("PYTHON", "/opt/py/bin/python3");
   unsetenv("PYTHON_EXEC");
-  auto argv = [](std::vector<std::string> args) { return program_argv(parse(std::move(args)).options); };
+  auto argv = [](std::vector<std::string> args) { return program_argv(parse(std::move(args)).options, python_interpreter()); };
   using V = std::vector<std::string>;
   CHECK(argv({"train.py", "--lr", "1"}) == V{"/opt/py/bin/python3", "-u", "train.py", "--lr", "1"});
   CHECK(argv({"-m", "pkg.train", "x"}) == V{"/opt/py/bin/python3", "-u", "-m", "pkg.train", "x"});
@@ -73,6 +74,7 @@ TEST_CASE("programs start as torchrun starts them", "[launcher][torchrun]") {
   CHECK_THROWS_AS(parse({"--no-python", "-m", "x"}), ConfigError);
   ScopedEnv exec("PYTHON_EXEC", "/usr/bin/python3");  // torchrun's own variable comes first
   CHECK(argv({"t.py"}).front() == "/usr/bin/python3");
+  CHECK(python_interpreter().reason == "$PYTHON_EXEC");
   CHECK(program_name({"/usr/bin/python3", "-u", "train.py", "--x"}) == "train.py");
   CHECK(program_name({"python3", "-u", "-m", "pkg.mod"}) == "-m pkg.mod");
   CHECK(program_name({"./a.out", "x"}) == "./a.out");
@@ -146,4 +148,51 @@ TEST_CASE("torch's error.json is read into the summary", "[launcher][torchrun]")
   f.error_file = "/nonexistent/error.json";
   CHECK(format_failure(f, "h").find("    noise") != std::string::npos);  // falls back to the stderr tail
   unlink(path);
+}
+
+TEST_CASE("without $PYTHON: the interpreter of a torchrun on PATH, else a python3 that finds torch", "[launcher][torchrun]") {
+  unsetenv("PYTHON_EXEC");
+  unsetenv("PYTHON");
+  const std::string saved_path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  char tmpl[] = "/tmp/distrun-py-XXXXXX";
+  REQUIRE(mkdtemp(tmpl));
+  const std::string dir = tmpl;
+  {
+    // A torchrun whose #! names /bin/sh (any executable will do: it is only named, not run).
+    std::ofstream(dir + "/torchrun") << "#!/bin/sh\nexit 0\n";
+    chmod((dir + "/torchrun").c_str(), 0755);
+    ScopedEnv path("PATH", dir + ":/usr/bin:/bin");
+    auto p = python_interpreter();
+    CHECK(p.path == "/bin/sh");
+    CHECK(p.reason == "the interpreter of " + dir + "/torchrun");
+    std::ofstream(dir + "/torchrun") << "#!/usr/bin/env sh\n";
+    CHECK(python_interpreter().path == "/usr/bin/sh");
+  }
+  {
+    // A PATH whose python3 cannot find torch: /usr/bin/python3 is asked next, when it can.
+    std::ofstream(dir + "/python3") << "#!/bin/sh\nexit 1\n";
+    chmod((dir + "/python3").c_str(), 0755);
+    unlink((dir + "/torchrun").c_str());
+    ScopedEnv path("PATH", dir);  // no torchrun there
+    auto p = python_interpreter();
+    const bool system_torch = access("/usr/bin/python3", X_OK) == 0 && p.path == "/usr/bin/python3";
+    if (!system_torch) CHECK(p.path == dir + "/python3");
+    CHECK((system_torch ? p.reason == "the first python3 that finds torch"
+                        : p.reason == "python3 on PATH (no interpreter with torch found)"));
+  }
+  setenv("PATH", saved_path.c_str(), 1);
+  // A script without .py in the current folder runs through python, as torchrun runs it.
+  char cwd[4096];
+  REQUIRE(getcwd(cwd, sizeof cwd));
+  REQUIRE(chdir(dir.c_str()) == 0);
+  std::ofstream("train") << "print(1)\n";
+  CHECK(parse({"train", "--x"}).options.program_kind == ProgramKind::python_script);
+  CHECK(parse({"./train"}).options.program_kind == ProgramKind::python_script);  // not executable
+  chmod("train", 0755);
+  CHECK(parse({"./train"}).options.program_kind == ProgramKind::as_is);          // executable: run as given
+  CHECK(parse({"train"}).options.program_kind == ProgramKind::python_script);    // exec would not look here
+  CHECK(parse({"sh", "-c", "true"}).options.program_kind == ProgramKind::as_is);
+  CHECK(parse({"--no-python", "train"}).options.program_kind == ProgramKind::as_is);
+  REQUIRE(chdir(cwd) == 0);
+  std::system(("rm -rf " + dir).c_str());
 }

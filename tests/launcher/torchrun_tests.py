@@ -3,6 +3,7 @@ torch 1.13), Python programs, @record error files, streaming output, stdin under
 torchrun's options and the log folder. Real processes; the process table is checked.
 Usage: DISTRUN=build/bin/distrun torchrun_tests.py CASE"""
 import errno
+import fcntl
 import glob
 import json
 import os
@@ -11,17 +12,23 @@ import re
 import resource
 import select
 import signal
+import struct
 import subprocess
 import tempfile
+import termios
 import time
 import uuid
 
-from launcher_harness import (DATA, DISTRUN, PYTHON, Failed, check, distrun, expect_no_leftovers, free_port, main,
-                              need_torch, run, skip)
+from launcher_harness import (DATA, DISTRUN, PYTHON, Failed, check, cmdline_and_state, distrun, expect_no_leftovers,
+                              free_port, main, need_torch, processes_with, run, skip)
 
 TORCHRUN = "/usr/bin/torchrun"
 # Debian's python3 for every *.py program distrun starts (a python3 earlier on PATH may lack torch).
 PY_ENV = {"PYTHON": PYTHON, "PYTHON_EXEC": None}
+
+
+# No $PYTHON: distrun picks the interpreter itself (torchrun's, else a python3 that finds torch).
+AUTO_PYTHON_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHON", "PYTHON_EXEC")}
 
 
 def marker():
@@ -162,7 +169,7 @@ def case_unbuffered_survive_stop():
         for i in range(3):
             line = f"line {i} of rank {rank}\n"
             check((line if rank == 0 else f"[rank1]:{line}") in text, f"kept {line!r}", text)
-    check(p.returncode == 128 + signal.SIGTERM, f"rc {p.returncode}", err.decode())
+    check(p.returncode == 1, f"rc {p.returncode}", err.decode())
     check("stopped by SIGTERM" in err.decode(), "summary after the stop", err.decode())
     expect_no_leftovers(m)
 
@@ -226,10 +233,245 @@ def stop_with(sig, extra=(), want_rc=None):
 def case_signals():
     """torchrun's --signals-to-handle: SIGQUIT and SIGHUP by default, SIGUSR1 when listed; a signal
     not handled kills distrun as it would torchrun, and its workers still go with it."""
-    stop_with(signal.SIGQUIT, want_rc=128 + signal.SIGQUIT)
-    stop_with(signal.SIGHUP, want_rc=128 + signal.SIGHUP)
-    stop_with(signal.SIGUSR1, ["--signals-to-handle", "SIGTERM,SIGUSR1"], want_rc=128 + signal.SIGUSR1)
+    stop_with(signal.SIGQUIT, want_rc=1)  # exit 1 after a handled signal, as torchrun
+    stop_with(signal.SIGHUP, want_rc=1)
+    stop_with(signal.SIGUSR1, ["--signals-to-handle", "SIGTERM,SIGUSR1"], want_rc=1)
     stop_with(signal.SIGUSR2, want_rc=-signal.SIGUSR2)
+
+
+def case_checkpoint_on_stop():
+    """A PyTorch job whose SIGTERM handler takes 4 s to save a checkpoint: with torchrun's 30 s
+    stop grace, both ranks save it when distrun is stopped, and rank 0 saves it when rank 1 fails,
+    while the failure summary arrives at once, before the save ends."""
+    need_torch()
+    for failing in (-1, 1):
+        m = marker()
+        with tempfile.TemporaryDirectory() as d:
+            p = subprocess.Popen([DISTRUN, "--nproc", "2", os.path.join(DATA, "checkpoint_on_stop.py"), d, "4",
+                                  str(failing), m], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=AUTO_PYTHON_ENV)
+            try:
+                out = read_until(p.stdout.fileno(), b"ready 0", 90)
+                out = read_until(p.stdout.fileno(), b"ready 1", 30, out)
+                if failing < 0:
+                    p.send_signal(signal.SIGTERM)
+                else:
+                    err = read_until(p.stderr.fileno(), b"error file : ", 30)
+                    check(not os.path.exists(os.path.join(d, "ckpt0.pt")), "the summary came before the save ended",
+                          err.decode())
+                rest, more_err = p.communicate(timeout=60)
+                if failing >= 0:
+                    more_err = err + more_err
+                    check(b"worker failed:" in more_err and b"(pid " in more_err and b"python     : " in more_err
+                          and b"worker(s) to stop after SIGTERM; SIGKILL in" in more_err, "summary, then the wait told",
+                          more_err.decode())
+            finally:
+                p.kill()
+            want = [0, 1] if failing < 0 else [0]
+            saved = sorted(int(f[4]) for f in os.listdir(d) if f.endswith(".pt"))
+            check(saved == want, f"failing rank {failing}: checkpoints of ranks {saved}, want {want}",
+                  (out + rest).decode() + more_err.decode())
+            check(p.returncode == 1, f"rc {p.returncode} (1, as torchrun)", more_err.decode())
+        expect_no_leftovers(m)
+
+
+def in_terminal(args, columns, env=None):
+    """Starts `args` as the session leader of a new pseudo-terminal of `columns` x 40, as a shell
+    would in a terminal window; returns (process, master fd)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+
+    def own_terminal():
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    p = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, preexec_fn=own_terminal,
+                         env={**os.environ, **(env or {})})
+    os.close(slave)
+    return p, master
+
+
+def drain(p, fd, timeout):
+    """Everything `fd` (a terminal's master) shows until `p` ends; its text without \r."""
+    data, deadline = b"", time.time() + timeout
+    while True:
+        ready = select.select([fd], [], [], 0.1)[0]
+        chunk = b""
+        if ready:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError as e:
+                if e.errno != errno.EIO:
+                    raise
+        data += chunk
+        if not chunk and p.poll() is not None:
+            break
+        if time.time() > deadline:
+            p.kill()
+            raise Failed("timed out: " + data.decode(errors="replace"))
+    os.close(fd)
+    return data.decode(errors="replace").replace("\r", "")
+
+
+def case_terminal_as_alone():
+    """In a 150-column terminal each rank sees a terminal of 150 columns, as the program alone
+    does; a resized window reaches every rank (SIGWINCH); the rank prefix stays."""
+    m = marker()
+    probe = [PYTHON, os.path.join(DATA, "terminal_probe.py")]
+    p, fd = in_terminal(probe, 150)
+    alone = drain(p, fd, 30)
+    check("start isatty True True columns 150" in alone, "the program alone", alone)
+    p, fd = in_terminal([DISTRUN, "--nproc", "2", "--", *probe, "winch", m], 150)
+    out = read_until(fd, b"[rank1]:start", 30)
+    deadline = time.time() + 30
+    while not re.search(rb"(^|\n)start ", out):  # rank 0's line, unprefixed
+        check(time.time() < deadline, "rank 0 started", out.decode(errors="replace"))
+        if select.select([fd], [], [], 0.5)[0]:
+            out += os.read(fd, 65536)
+    # Both have blocked SIGWINCH before printing: the resize cannot come too early.
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 100, 0, 0))
+    text = out.decode(errors="replace").replace("\r", "") + drain(p, fd, 30)
+    check(p.returncode == 0, f"rc {p.returncode}", text)
+    lines = text.splitlines()
+    for rank_prefix in ("", "[rank1]:"):
+        for want in ("start isatty True True columns 150", "resized isatty True True columns 100"):
+            check(rank_prefix + want in lines, f"{rank_prefix or 'rank 0'}: {want}", text)
+    expect_no_leftovers(m)
+
+
+def case_terminal_order():
+    """Under a terminal one rank's stdout and stderr keep their order, in every one of 20 runs."""
+    script = 'for i in 1 2 3 4 5 6 7 8 9 10; do echo "out $i"; echo "err $i" >&2; done'
+    want = [f"{s} {i}" for i in range(1, 11) for s in ("out", "err")]
+    for run_no in range(20):
+        p, fd = in_terminal([DISTRUN, "--nproc", "2", "--", "sh", "-c", script], 120)
+        text = drain(p, fd, 30)
+        check(p.returncode == 0, f"run {run_no}: rc {p.returncode}", text)
+        lines = [line for line in text.splitlines() if not line.startswith("distrun: ")]
+        rank0 = [line for line in lines if not line.startswith("[rank1]:")]
+        rank1 = [line[len("[rank1]:"):] for line in lines if line.startswith("[rank1]:")]
+        check(rank0 == want and rank1 == want, f"run {run_no}: each rank's lines in order", text)
+
+
+def case_job_control():
+    """In an interactive shell, Ctrl-Z stops every worker with distrun, and fg resumes them all."""
+    m = marker()
+    with tempfile.TemporaryDirectory() as d:
+        # Each worker counts in its file (replaced whole, so never read half written) until told to finish.
+        script = (f'i=0; while [ ! -e {d}/finish ]; do i=$((i+1)); echo $i > {d}/next$RANK; '
+                  f'mv {d}/next$RANK {d}/count$RANK; sleep 0.05; done; echo finished # {m}')
+        p, fd = in_terminal(["bash", "--norc", "--noprofile", "-i"], 120, env={"PS1": "$ "})
+
+        def counts():
+            try:
+                return [open(os.path.join(d, f"count{r}")).read().strip() for r in (0, 1)]
+            except OSError:
+                return None
+
+        def wait_for(cond, what, timeout=20):
+            deadline = time.time() + timeout
+            while not cond():
+                check(time.time() < deadline, what)
+                time.sleep(0.05)
+
+        def states():  # pid: (command line, state); a process may end between the listing and the look
+            found = {}
+            for pid, _ in processes_with(m):
+                try:
+                    found[pid] = cmdline_and_state(pid)
+                except OSError:
+                    pass
+            return found
+
+        def all_stopped():
+            # T: stopped; D: a shell waiting in vfork for its stopped child, which cannot run either.
+            st = states()
+            launcher = [state for cmd, state in st.values() if cmd.startswith(DISTRUN)]
+            workers = [state for cmd, state in st.values() if not cmd.startswith(DISTRUN)]
+            return launcher == ["T"] and len(workers) >= 2 and set(workers) <= {"T", "D"}
+
+        try:
+            os.write(fd, f"{DISTRUN} --nproc 2 -- sh -c '{script}'\n".encode())
+            wait_for(lambda: counts() and all(counts()), "both workers count")
+            os.write(fd, b"\x1a")  # Ctrl-Z
+            out = read_until(fd, b"Stopped", 20)
+            deadline = time.time() + 5
+            while not all_stopped():
+                check(time.time() < deadline, f"distrun and every worker stopped: {states()}")
+                time.sleep(0.05)
+            before = counts()
+            time.sleep(0.5)
+            check(counts() == before, f"no worker counted while stopped: {before} then {counts()}")
+            os.write(fd, b"fg; echo rc=$?\n")
+            wait_for(lambda: all(int(a) > int(b) for a, b in zip(counts(), before)), "fg resumed every worker", 10)
+            open(os.path.join(d, "finish"), "w").close()
+            out = read_until(fd, b"rc=0\r", 30, out)
+            check(b"\nfinished\r" in out and b"\n[rank1]:finished\r" in out, "both workers finished",
+                  out.decode(errors="replace"))
+            os.write(fd, b"exit\n")
+            drain(p, fd, 10)
+        finally:
+            p.kill()
+    expect_no_leftovers(m)
+
+
+def case_one_rank_no_prefix():
+    """One rank: its output carries no prefix (torchrun's shows none), unless --tee asks."""
+    r = distrun("--nproc", "1", "--", "sh", "-c", "echo to-out; echo to-err >&2")
+    check(r.returncode == 0 and r.stdout == "to-out\n" and "to-err\n" in r.stderr and "[rank0]" not in r.stderr,
+          "no prefix", r.stdout + r.stderr)
+    with tempfile.TemporaryDirectory() as d:
+        r = distrun("--nproc", "1", "--log-dir", d, "--tee", "3", "--", "sh", "-c", "echo to-out; echo to-err >&2")
+        check(r.returncode == 0 and "[rank0]:to-err" in r.stderr, "--tee: prefixed", r.stdout + r.stderr)
+    r = distrun("--nproc", "2", "--", "sh", "-c", "echo to-err >&2")
+    check("[rank0]:to-err" in r.stderr and "[rank1]:to-err" in r.stderr, "two ranks: prefixed", r.stderr)
+
+
+def case_small_details():
+    """torchrun's small habits: --standalone's uuid run id and localhost, the OMP_NUM_THREADS
+    warning, argparse's abbreviations, a plain --max-restarts message, a recovered restart told
+    without an error, PROGRAM in --help; and two one-node jobs side by side (distinct free ports)."""
+    show = ["--", PYTHON, "-c", "import os; print('ID', os.environ['MASTER_ADDR'], os.environ['MASTER_PORT'], "
+            "os.environ['TORCHELASTIC_RUN_ID'])"]
+    r = distrun("--standalone", "--nproc_per", "2", *show, env={"OMP_NUM_THREADS": None})
+    ids = {tuple(line.split()[1:]) for line in lines_with(r.stdout, "ID ")}
+    check(r.returncode == 0 and len(ids) == 1, f"both ranks alike: rc {r.returncode}", r.stdout + r.stderr)
+    addr, port, run_id = ids.pop()
+    check(addr == "localhost" and re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", run_id),
+          f"--standalone: localhost and a uuid4: {addr} {run_id}")
+    check("setting OMP_NUM_THREADS=1 for each of the 2 workers" in r.stderr, "the OMP_NUM_THREADS warning", r.stderr)
+    for args, env in ((["--nproc", "2"], {"OMP_NUM_THREADS": "4"}), (["--nproc", "1"], {"OMP_NUM_THREADS": None})):
+        r = distrun(*args, "--", "true", env=env)
+        check(r.returncode == 0 and "OMP_NUM_THREADS" not in r.stderr, f"{args} {env}: no warning", r.stderr)
+    # Two jobs on one host at once: each one-node job takes a free port (torchrun's fixed 29500
+    # would fail the second).
+    jobs = [subprocess.Popen([DISTRUN, "--nproc", "2", "--", PYTHON, "-c", "import os, time; time.sleep(1); "
+                              "print('PORT', os.environ['MASTER_PORT'])"], stdout=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    outs = [j.communicate(timeout=60)[0] for j in jobs]
+    ports = [set(line.split()[-1] for line in lines_with(o, "PORT")) for o in outs]
+    check([j.returncode for j in jobs] == [0, 0] and all(len(p) == 1 for p in ports) and ports[0] != ports[1],
+          f"two jobs side by side: rc {[j.returncode for j in jobs]}, ports {ports}", str(outs))
+    r = distrun("--max-restarts", "-1", "--", "true")
+    check(r.returncode == 2 and "expected a whole number from 0 to 1000000, got -1" in r.stderr and len(r.stderr) < 300,
+          "a plain --max-restarts message", r.stderr)
+    r = distrun("--n", "2", "--", "true")
+    check(r.returncode == 2 and "ambiguous option: --n could match" in r.stderr, "an ambiguous prefix", r.stderr)
+    r = distrun("--nproc", "2", "--max-restarts", "1", "--", "sh", "-c",
+                'if [ "$RANK$TORCHELASTIC_RESTART_COUNT" = 10 ]; then echo first try fails >&2; exit 3; fi')
+    check(r.returncode == 0 and "worker failed:" in r.stderr and "restarting all workers" in r.stderr
+          and "error" not in r.stderr.replace("error file", ""), "a recovered restart is no error", r.stderr)
+    r = distrun("--help")
+    check(r.returncode == 0 and "distrun [OPTIONS] [--] PROGRAM [ARGS...]" in r.stdout, "--help shows PROGRAM", r.stdout)
+    # A script without .py in the current folder runs through python, as torchrun runs it; -v
+    # names the interpreter distrun chose.
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "train"), "w") as f:
+            f.write("import sys; print('train under', sys.executable)\n")
+        r = run([DISTRUN, "-v", "train"], cwd=d, env={"PYTHON": None, "PYTHON_EXEC": None}, timeout=60)
+        chosen = re.search(r"distrun: python: (\S+) \(", r.stderr)
+        check(r.returncode == 0 and chosen and f"train under {chosen.group(1)}" in r.stdout
+              and f"each worker runs: {chosen.group(1)} -u train" in r.stderr, f"train: rc {r.returncode}",
+              r.stdout + r.stderr)
 
 
 def lines_with(text, word):

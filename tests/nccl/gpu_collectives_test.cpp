@@ -16,8 +16,10 @@
 #include "distrun/comm/collectives.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/cuda_device.hpp"
+#include "distrun/nccl/device_choice.hpp"
 #include "distrun/nccl/nccl_backend.hpp"
 #include "distrun/store/hash_store.hpp"
+#include "nccl_ranks.hpp"
 
 using namespace distrun;
 using Catch::Matchers::Contains;
@@ -33,28 +35,16 @@ std::mutex catch_mu;
 
 int world() { return std::min(4, nccl::visible_cuda_devices()); }
 
-// Runs fn(backend, rank) on `n` ranks as threads; rethrows the first failure here.
+// False, saying so, when `n` devices cannot run `what` (NCCL refuses two ranks on one GPU).
+bool two_devices(int n, const char* what) {
+  if (n >= 2) return true;
+  WARN("only one CUDA device, and two are needed: " << what << " not run");
+  return false;
+}
+
 void run_ranks(int n, const std::function<void(NcclBackend&, int)>& fn,
                std::chrono::milliseconds timeout = std::chrono::milliseconds(30000)) {
-  auto store = std::make_shared<HashStore>();
-  std::exception_ptr first;
-  std::mutex mu;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        NcclBackendOptions o;
-        o.timeout = timeout;
-        o.device = r;
-        NcclBackend backend(store, r, n, o);
-        fn(backend, r);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!first) first = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  testing::run_nccl_ranks(n, fn, timeout);
 }
 
 // A CUDA tensor on `device` with element i = f(i).
@@ -202,10 +192,7 @@ TEST_CASE("torch-style all_to_all with split_sizes on NCCL", "[nccl][gpu]") {
 
 TEST_CASE("send/recv, isend/irecv, barrier and a subgroup", "[nccl][gpu]") {
   const int n = world();
-  if (n < 2) {
-    WARN("only one CUDA device: point-to-point and subgroup checks need two and are not run");
-    return;
-  }
+  if (!two_devices(n, "point-to-point and subgroup checks")) return;
   run_ranks(n, [n](NcclBackend& b, int r) {
     Tensor t = make(r, {5}, DType::Float64, [r](int64_t i) { return r == 0 ? 7.0 + double(i) : 0.0; });
     if (r == 0) b.send(t, 1, SendOptions{});
@@ -309,8 +296,8 @@ TEST_CASE("two communicators made one after the other over one store do not mix 
 
 TEST_CASE("the device of a local rank is LOCAL_RANK modulo the visible devices", "[nccl][gpu]") {
   const int visible = nccl::visible_cuda_devices();
-  for (int r = 0; r < visible; ++r) CHECK(NcclBackend::device_for_local_rank(r, visible) == r);
-  CHECK(NcclBackend::device_for_local_rank(visible, 1) == 0);  // e.g. one GPU bound per task
+  for (int r = 0; r < visible; ++r) CHECK(nccl::cuda_device_for_local_rank(r, visible, true) == r);
+  CHECK(nccl::cuda_device_for_local_rank(visible, 1, true) == 0);  // e.g. one GPU bound per task
 }
 
 TEST_CASE("p2p is launched when called and never waits behind a collective", "[nccl][gpu]") {
@@ -318,10 +305,7 @@ TEST_CASE("p2p is launched when called and never waits behind a collective", "[n
   // next collective, so rank 0's `isend; all_reduce` against rank 1's `all_reduce; irecv`
   // waited in a circle until the timeout, and an isend followed by no collective never left.
   const int n = world();
-  if (n < 2) {
-    WARN("only one CUDA device: the p2p ordering checks need two and are not run");
-    return;
-  }
+  if (!two_devices(n, "the p2p ordering checks")) return;
   const int64_t big = int64_t(64) << 20 >> 2;  // 64 MB: more than NCCL can hold without a receiver
   std::atomic<bool> received{false};
   run_ranks(
@@ -382,10 +366,7 @@ TEST_CASE("a Work outlives its backend, and fails cleanly after an abort", "[ncc
   // or after another operation had aborted the communicator, touched freed handles (the ASan
   // pass of the CI runs this binary).
   const int n = world();
-  if (n < 2) {
-    WARN("only one CUDA device: the Work lifetime checks need two and are not run");
-    return;
-  }
+  if (!two_devices(n, "the Work lifetime checks")) return;
   auto store = std::make_shared<HashStore>();
   std::vector<std::thread> threads;
   std::atomic<int> finished{0};
@@ -482,10 +463,7 @@ TEST_CASE("refused arguments: CPU tensors, another device, bitwise reductions", 
 
 TEST_CASE("a peer that never joins a collective is a TimeoutError, not a hang", "[nccl][gpu]") {
   const int n = world();
-  if (n < 2) {
-    WARN("only one CUDA device: the hung-peer check needs two and is not run");
-    return;
-  }
+  if (!two_devices(n, "the hung-peer check")) return;
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::atomic<int> finished{0};
   run_ranks(
@@ -517,10 +495,7 @@ TEST_CASE("a new_group that times out leaves no dangling handle (run under Addre
   // thread wrote the child into a dead stack frame while the parent was aborted. The CI's
   // ASan pass runs this binary (ASAN_OPTIONS=protect_shadow_gap=0 for CUDA) and reports it.
   const int n = world();
-  if (n < 2) {
-    WARN("only one CUDA device: the new_group timeout needs two and is not run");
-    return;
-  }
+  if (!two_devices(n, "the new_group timeout")) return;
   std::atomic<int> finished{0};
   std::vector<std::string> errors(static_cast<size_t>(n));
   run_ranks(
@@ -545,4 +520,84 @@ TEST_CASE("a new_group that times out leaves no dangling handle (run under Addre
       },
       std::chrono::milliseconds(2000));
   RANK_CHECK_THAT(errors[0], Contains("new_group") && Contains("timed out"));
+}
+
+TEST_CASE("a dropped isend parks nothing: later collectives run, and a timeout still aborts", "[nccl][gpu]") {
+  // Defect: ~NcclWork made the legacy default stream wait for the dropped send, and every later
+  // launch and copy waits on that stream: rank 0's dropped `isend; all_reduce` against rank 1's
+  // `all_reduce; irecv` waited in a circle, and with no receive at all ncclCommAbort waited for
+  // a stream parked behind the send, so no TimeoutError ever came.
+  const int n = world();
+  if (!two_devices(n, "the dropped-Work checks")) return;
+  const int64_t big = int64_t(64) << 20 >> 2;  // 64 MB: more than NCCL can hold without a receiver
+  std::atomic<bool> rank0_done{false};
+  run_ranks(
+      n,
+      [&](NcclBackend& b, int r) {
+        Tensor sum = make(r, {16}, DType::Float32, [](int64_t) { return 1.0; });
+        Tensor payload = make(r, {big}, DType::Float32, [](int64_t i) { return double(i % 7); });
+        if (r == 0) {
+          b.isend(payload, 1, SendOptions{});  // dropped at once
+          b.all_reduce(sum, AllreduceOptions{});
+        } else {
+          b.all_reduce(sum, AllreduceOptions{});
+          if (r == 1) {
+            Tensor got = Tensor::zeros({big}, DType::Float32, Device::cuda(r));
+            b.irecv(got, 0, SendOptions{})->wait();
+            RANK_CHECK(values(got)[size_t(big - 1)] == double((big - 1) % 7));
+          }
+        }
+        RANK_CHECK(values(sum)[0] == double(n));
+        // Now a send nobody receives, dropped, then a collective nobody else joins: a
+        // TimeoutError within the timeout, not a hang.
+        if (r == 0) {
+          b.isend(payload, 1, SendOptions{});
+          const auto start = std::chrono::steady_clock::now();
+          RANK_CHECK_THROWS_WITH(b.all_reduce(sum, AllreduceOptions{}), Contains("timed out"));
+          RANK_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+          rank0_done = true;
+        } else {
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+          while (!rank0_done && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+      },
+      std::chrono::milliseconds(5000));
+}
+
+TEST_CASE("gather and scatter on every root, NCCL_CHECK_POINTERS=1 (set by ctest)", "[nccl][gpu]") {
+  // Defect: non-roots passed nullptr as the buffer they do not use; NCCL 2.28 with
+  // NCCL_CHECK_POINTERS=1 refuses that (ncclInvalidArgument) and the root times out.
+  const int n = world();
+  if (!two_devices(n, "gather and scatter with non-roots")) return;
+  run_ranks(n, [n](NcclBackend& b, int r) {
+    for (int root = 0; root < n; ++root) {
+      Tensor in = make(r, {4}, DType::Int32, [r](int64_t i) { return double(10 * r + i); });
+      Tensor out = Tensor::zeros({4 * int64_t(n)}, DType::Int32, Device::cuda(r));
+      GatherOptions g;
+      g.root = root;
+      b.gather(in, out, g);
+      if (r == root) RANK_CHECK(values(out)[size_t(4 * (n - 1) + 3)] == double(10 * (n - 1) + 3));
+      Tensor all = make(r, {4 * int64_t(n)}, DType::Int32, [](int64_t i) { return double(i); });
+      Tensor mine = Tensor::zeros({4}, DType::Int32, Device::cuda(r));
+      ScatterOptions s;
+      s.root = root;
+      b.scatter(all, mine, s);
+      RANK_CHECK(values(mine)[0] == double(4 * r));
+    }
+  });
+}
+
+TEST_CASE("10^5 small all_reduces under the watchdog, which never calls NCCL beside them", "[nccl][gpu]") {
+  // Defect: the watchdog looked at ncclCommGetAsyncError while the owner launched and polled,
+  // two threads in NCCL on one communicator (both could reap its group job), and a deadline of a
+  // finished wait could abort the next. Each all_reduce here that has to wait arms the watchdog.
+  const int n = world();
+  run_ranks(n, [](NcclBackend& b, int r) {
+    Tensor t = make(r, {8}, DType::Float32, [r](int64_t) { return double(r); });
+    AllreduceOptions mx;
+    mx.op = ReduceOp::Max;
+    for (int i = 0; i < 100000; ++i) b.all_reduce(t, mx);
+    RANK_CHECK(values(t)[0] == double(b.size() - 1));
+  });
 }

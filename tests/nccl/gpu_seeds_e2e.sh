@@ -7,9 +7,9 @@
 set -u
 distrun=$1
 root=$2
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+gpus=$(sh "$root/scripts/gpu/visible_gpus.sh" "$distrun" "$root" 2>/dev/null)
 if [ "${gpus:-0}" -eq 0 ]; then
-  echo "SKIP: no GPU visible (nvidia-smi -L lists none); these scenarios need one per rank"
+  echo "SKIP: no CUDA device visible ($("$distrun" --nproc-per-node gpu --check "$root/configs/demo.yaml" 2>&1)); these scenarios need one per rank"
   exit 77
 fi
 ran=0

@@ -4,9 +4,9 @@
 # runs one rank per GPU). Skips (77) without a GPU.
 # usage: seeds_on_cuda.sh WORKER REPO
 worker=$1 repo=$2
-gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+gpus=$(sh "$repo/scripts/gpu/visible_gpus.sh" "$(dirname "$worker")/distrun" "$repo" 2>/dev/null)
 if [ "${gpus:-0}" -eq 0 ]; then
-  echo "SKIP: no CUDA device visible (nvidia-smi -L lists none)"
+  echo "SKIP: no CUDA device visible (scripts/gpu/visible_gpus.sh counts none)"
   exit 77
 fi
 exec /usr/bin/python3 "$repo/tests/golden/check_seeds.py" --worker "$worker" --repo "$repo" --device cuda --max-world "$gpus"

@@ -17,6 +17,7 @@
 #include "distrun/store/listen_socket.hpp"
 #include "distrun/store/tcp_store.hpp"
 #if DISTRUN_HAVE_NCCL
+#include "distrun/nccl/device_choice.hpp"
 #include "distrun/nccl/nccl_backend.hpp"
 #endif
 
@@ -76,7 +77,7 @@ std::shared_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<Store> s
 #if DISTRUN_HAVE_NCCL
     NcclBackendOptions o;
     o.timeout = timeout;
-    o.device = NcclBackend::device_for_local_rank(world.local_rank, world.local_world_size);
+    o.device = nccl::cuda_device_for_local_rank(world.local_rank, world.local_world_size, /*exclusive=*/true);
     return std::make_shared<NcclBackend>(std::move(store), world.rank, world.world_size, o, std::move(liveness));
 #else
     throw ConfigError("backend nccl: this build of distrun has no NCCL support (configure with CUDA and NCCL)");

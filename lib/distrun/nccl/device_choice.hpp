@@ -1,36 +1,45 @@
-// Which CUDA device a rank uses, as a pure function of what it knows, so that the rule is
-// tested on machines without a GPU (and compiled without CUDA: no CUDA header here).
+// Which CUDA device a rank uses: one rule for the NCCL backend, Gloo with `--device cuda`,
+// distrun-bench and the launcher's `--nproc-per-node gpu`, written as a pure function of what
+// the rank knows so that it is tested without CUDA (no CUDA header here).
 //
 // The device is LOCAL_RANK modulo the number of devices this process sees. The CUDA runtime
 // numbers only the visible devices (CUDA_VISIBLE_DEVICES, or a cgroup), 0..count-1, so:
 //  - a node where every rank sees all 8 GPUs: local ranks 0..7 take devices 0..7;
-//  - SLURM binding one GPU per task (--gpus-per-task=1, --gpu-bind=single:1 or per-task
-//    CUDA_VISIBLE_DEVICES): every rank sees exactly one device and takes device 0 (before this
-//    rule, local rank 3 asked for "device 3" and failed with "does not exist");
-//  - a launcher giving each rank a pair of GPUs: local rank r takes r % 2 of its own pair.
-// More ranks than visible devices, when each sees several, would put two ranks of one
-// communicator on one GPU, which NCCL refuses ("Duplicate GPU detected"): refused here, with
-// the numbers.
+//  - SLURM binding GPUs per task (`srun --gpus-per-task=G`, which implies
+//    `--gpu-bind=per_task:G` and sets SLURM_GPUS_PER_TASK; or a per-task CUDA_VISIBLE_DEVICES):
+//    each rank sees its own G devices and takes the first, device 0;
+// More ranks than visible devices, when the ranks share what they see, would put two ranks of
+// one communicator on one GPU, which NCCL refuses ("Duplicate GPU detected"), as it refuses
+// several MIG instances of one GPU: both refused here (`exclusive`), naming the numbers. Gloo
+// may share a device (`exclusive` false).
 #pragma once
 #include <string>
 
-#include "distrun/core/error.hpp"
-
 namespace distrun::nccl {
 
-/// The device index for `local_rank` of `local_world_size` ranks on this node, when `visible`
-/// devices are visible. BackendError for no device, a negative local rank, or ranks that would
-/// share a device.
-inline int choose_cuda_device(int local_rank, int local_world_size, int visible) {
-  if (visible <= 0) throw BackendError("backend nccl: no CUDA device is visible");
-  if (local_rank < 0) throw BackendError("backend nccl: LOCAL_RANK " + std::to_string(local_rank) + " is negative");
-  if (visible > 1 && local_world_size > visible)
-    throw BackendError("backend nccl: " + std::to_string(local_world_size) + " ranks on this node but only " +
-                       std::to_string(visible) +
-                       " CUDA devices visible to each: ranks would share a GPU, which NCCL refuses; run at most " +
-                       std::to_string(visible) + " ranks per node, or bind one GPU per rank (CUDA_VISIBLE_DEVICES, "
-                       "srun --gpus-per-task=1)");
-  return local_rank % visible;
-}
+struct DeviceChoice {
+  int local_rank = 0;
+  int local_world_size = 1;
+  int visible = 0;        // devices this process sees (cudaGetDeviceCount)
+  int gpus_per_task = 0;  // SLURM_GPUS_PER_TASK: each rank sees its own devices; 0 when unset
+  std::string visible_devices;  // CUDA_VISIBLE_DEVICES as set ("" when unset)
+  bool exclusive = true;        // one rank per GPU (NCCL)
+};
+
+/// The device index for `c`. ConfigError for no device, a negative local rank, ranks that would
+/// share a GPU or several MIG instances under `exclusive`; `why_none` completes the no-device
+/// message (what is missing: library, driver, device).
+int choose_cuda_device(const DeviceChoice& c, const std::string& why_none = "");
+
+/// Fills a DeviceChoice for this process from the environment (SLURM_GPUS_PER_TASK,
+/// CUDA_VISIBLE_DEVICES) and the CUDA runtime's count, and chooses: the device of `local_rank`
+/// for NCCL (`exclusive`) or Gloo. ConfigError when no device is usable, saying what is missing
+/// (the CUDA runtime, the driver or its version, a device) and how to get it; the same in a
+/// build without CUDA support.
+int cuda_device_for_local_rank(int local_rank, int local_world_size, bool exclusive);
+
+/// The CUDA devices this process sees (CUDA_VISIBLE_DEVICES and cgroups honoured); 0 without
+/// CUDA, and then `why` (when given) says what is missing.
+int count_visible_cuda_devices(std::string* why = nullptr);
 
 }  // namespace distrun::nccl

@@ -6,7 +6,7 @@
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/cuda_device.hpp"
 #include "distrun/nccl/cuda_event.hpp"
-#include "distrun/nccl/device_choice.hpp"
+#include "distrun/nccl/cuda_library.hpp"
 #include "distrun/nccl/failure.hpp"
 #include "distrun/nccl/nccl_args.hpp"
 #include "distrun/nccl/nccl_check.hpp"
@@ -34,18 +34,12 @@ const char* bytes(const Tensor& t) { return static_cast<const char*>(t.data()); 
 
 }  // namespace
 
-int NcclBackend::device_for_local_rank(int local_rank, int local_world_size) {
-  std::string why;
-  const int visible = nccl::visible_cuda_devices(&why);
-  if (visible == 0) throw BackendError("backend nccl: no CUDA device is visible (" + why + ")");
-  return nccl::choose_cuda_device(local_rank, local_world_size, visible);
-}
-
 NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const NcclBackendOptions& options,
                          std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks)
     : Backend(rank, size, std::move(global_ranks), std::move(liveness), options.timeout), store_(std::move(store)),
       options_(options) {
-  // Before anything else: without a device, say so plainly.
+  // Before anything else: without NCCL or a device, say so plainly.
+  nccl::load_cuda_library(nccl::CudaLibrary::Nccl);
   nccl::require_cuda_device(options_.device);
   nccl::check_runtime_version();
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));
@@ -144,18 +138,22 @@ void NcclBackend::create_channels(std::chrono::steady_clock::time_point deadline
   // operation (runtime connect), and a connection needs both sides, so a first isend made while
   // the peer is busy in a collective would wait for it: the very circle the channels break. One
   // element each way, all channels in one group, connects every channel this rank has.
-  Tensor scratch = Tensor::zeros({2 * int64_t(size_)}, DType::Float32, Device::cuda(device()));
+  Tensor probe = Tensor::zeros({2 * int64_t(size_)}, DType::Float32, Device::cuda(device()));
   for (auto* list : {&send_channels_, &recv_channels_})
     for (auto& ch : *list)
       if (ch) ch->comm->ensure_ready("p2p channel set-up", deadline);
   {
+    std::vector<std::unique_lock<std::recursive_mutex>> held;
+    for (auto* list : {&send_channels_, &recv_channels_})
+      for (auto& ch : *list)
+        if (ch) held.push_back(ch->comm->hold());
     nccl::NcclGroup group;
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       nccl::P2PChannel& out = *send_channels_[size_t(p)];
       nccl::P2PChannel& in = *recv_channels_[size_t(p)];
-      DISTRUN_NCCL_CHECK_ASYNC(ncclSend(bytes(scratch), 1, ncclFloat32, out.peer_in_comm, out.comm->get(), out.stream.get()));
-      DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(bytes(scratch) + (size_t(size_) + size_t(p)) * sizeof(float), 1, ncclFloat32,
+      DISTRUN_NCCL_CHECK_ASYNC(ncclSend(bytes(probe), 1, ncclFloat32, out.peer_in_comm, out.comm->get(), out.stream.get()));
+      DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(bytes(probe) + (size_t(size_) + size_t(p)) * sizeof(float), 1, ncclFloat32,
                                         in.peer_in_comm, in.comm->get(), in.stream.get()));
     }
     const ncclResult_t r = group.end();
@@ -209,6 +207,11 @@ std::shared_ptr<const nccl::FailureNamer> NcclBackend::failure_namer() {
   return namer_;
 }
 
+void* NcclBackend::scratch() {
+  if (!scratch_.defined()) scratch_ = Tensor::zeros({1}, DType::Float32, Device::cuda(device()));
+  return scratch_.data();
+}
+
 void NcclBackend::prepare(const char* op) {
   if (comm_->aborted())
     throw BackendError(std::string("backend nccl: ") + op + ": the communicator was aborted after an earlier failure");
@@ -220,9 +223,12 @@ void NcclBackend::run(const char* op, std::chrono::milliseconds timeout, F&& enq
   prepare(op);
   const auto deadline = deadline_after(timeout);
   try {
-    nccl::order_after_producers(stream_, produced_);
-    enqueue(deadline);
-    DISTRUN_CUDA_CHECK(cudaEventRecord(done_, stream_));
+    {
+      auto held = comm_->hold();  // no watchdog call on the communicator meanwhile
+      nccl::order_after_producers(stream_, produced_);
+      enqueue(deadline);
+      DISTRUN_CUDA_CHECK(cudaEventRecord(done_, stream_));
+    }
     comm_->wait(done_, op, deadline);
   } catch (const std::exception& e) {
     fail(op, e);
@@ -285,10 +291,12 @@ void NcclBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   }
   const size_t block = in.nbytes();
   const ncclDataType_t dt = nccl_dtype(in.dtype());
+  // A non-root's receive buffer is never used, but NCCL_CHECK_POINTERS=1 refuses a null one.
+  [[maybe_unused]] void* recv = root ? out.data() : scratch();
   run("gather", timeout_of(opts), [&](auto deadline) {
 #if DISTRUN_NCCL_HAS_NATIVE_ROOTED
     if (nccl::native_gather_scatter_all_to_all())
-      return comm_->settle(ncclGather(in.data(), root ? out.data() : nullptr, size_t(in.numel()), dt, opts.root,
+      return comm_->settle(ncclGather(in.data(), recv, size_t(in.numel()), dt, opts.root,
                                       comm_->get(), stream_),
                            "ncclGather", deadline);
 #endif
@@ -316,10 +324,12 @@ void NcclBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   }
   const size_t block = out.nbytes();
   const ncclDataType_t dt = nccl_dtype(out.dtype());
+  // A non-root's send buffer is never used, but NCCL_CHECK_POINTERS=1 refuses a null one.
+  [[maybe_unused]] const void* send = root ? in.data() : scratch();
   run("scatter", timeout_of(opts), [&](auto deadline) {
 #if DISTRUN_NCCL_HAS_NATIVE_ROOTED
     if (nccl::native_gather_scatter_all_to_all())
-      return comm_->settle(ncclScatter(root ? in.data() : nullptr, out.data(), size_t(out.numel()), dt, opts.root,
+      return comm_->settle(ncclScatter(send, out.data(), size_t(out.numel()), dt, opts.root,
                                        comm_->get(), stream_),
                            "ncclScatter", deadline);
 #endif
@@ -410,6 +420,8 @@ std::shared_ptr<Work> NcclBackend::launch_p2p(bool is_send, const Tensor& tensor
   const auto timeout = timeout_of(opts);
   try {
     const auto deadline = deadline_after(timeout);
+    ch->release_completed();
+    auto held = ch->comm->hold();
     ch->comm->ensure_ready(is_send ? "send (channel set-up)" : "recv (channel set-up)", deadline);
     nccl::order_after_producers(ch->stream.get(), ch->produced.get());
     const size_t count = size_t(tensor.numel());
@@ -431,9 +443,9 @@ std::shared_ptr<Work> NcclBackend::launch_p2p(bool is_send, const Tensor& tensor
 void NcclBackend::barrier(const BarrierOptions& opts) {
   // NCCL has no barrier: a one-element all_reduce, waited for, is one (as in torch).
   prepare("barrier");
-  if (!barrier_buf_.defined()) barrier_buf_ = Tensor::zeros({1}, DType::Float32, Device::cuda(device()));
+  void* buf = scratch();
   run("barrier", timeout_of(opts), [&](auto deadline) {
-    comm_->settle(ncclAllReduce(barrier_buf_.data(), barrier_buf_.data(), 1, ncclFloat32, ncclSum, comm_->get(), stream_),
+    comm_->settle(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, comm_->get(), stream_),
                   "ncclAllReduce (barrier)", deadline);
   });
 }

@@ -34,15 +34,11 @@ struct NcclBackendOptions {
 class NcclBackend : public Backend {
  public:
   /// Creates the communicator of `size` ranks: rank 0 makes the NCCL unique id and passes it
-  /// through `store`. Throws BackendError when no CUDA device is visible or `options.device` does
-  /// not exist. `liveness` (optional) names lost peers in errors.
+  /// through `store`. Throws ConfigError when NCCL cannot be loaded, no CUDA device is visible
+  /// or `options.device` does not exist. `liveness` (optional) names lost peers in errors.
   NcclBackend(std::shared_ptr<Store> store, int rank, int size, const NcclBackendOptions& options,
               std::shared_ptr<Liveness> liveness = nullptr, std::vector<int> global_ranks = {});
   ~NcclBackend() override;
-
-  /// The device for `local_rank` of `local_world_size` ranks on this node: LOCAL_RANK modulo the
-  /// visible devices (device_choice.hpp). BackendError without a device, naming CUDA's reason.
-  static int device_for_local_rank(int local_rank, int local_world_size);
 
   std::string name() const override { return "nccl"; }
   Device tensor_device() const override { return Device::cuda(options_.device); }
@@ -95,7 +91,9 @@ class NcclBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;      // recorded after each blocking collective
   cudaEvent_t produced_ = nullptr;  // recorded on the default stream before each launch
-  Tensor barrier_buf_;          // one element, for barrier()
+  Tensor scratch_;               // one element: barrier()'s, and the unused buffer of a non-root
+  // scratch_'s address, made at first use.
+  void* scratch();
   std::shared_ptr<const nccl::FailureNamer> namer_;
   std::string tag_;      // names this communicator's keys in the store (unique_id_exchange.hpp)
   int groups_made_ = 0;  // new_group calls so far: the tag of the next child

@@ -58,6 +58,7 @@ std::unique_ptr<NcclComm> NcclComm::init(int size, int rank, const ncclUniqueId&
 }
 
 void NcclComm::ensure_ready(const char* what, Clock::time_point deadline) {
+  auto held = hold();
   require_alive(what);
   if (ready_) return;
   try {
@@ -70,6 +71,8 @@ void NcclComm::ensure_ready(const char* what, Clock::time_point deadline) {
 }
 
 std::unique_ptr<NcclComm> NcclComm::split(int color, int key, Clock::time_point deadline) {
+  auto held = hold();
+  require_alive("ncclCommSplit");
   ncclConfig_t config = nonblocking_config();
   // NCCL writes the child's handle from its own thread, possibly after this call has given up
   // (timeout) and until the parent is aborted: the slot belongs to this object, not the stack.
@@ -89,6 +92,7 @@ std::unique_ptr<NcclComm> NcclComm::split(int color, int key, Clock::time_point 
 
 NcclComm::~NcclComm() {
   watchdog_.reset();  // its thread looks at the handle: stopped before the handle goes
+  auto held = hold();
   if (!comm_ || aborted_) return;
   if (!ready_ || !split_slots_.empty()) {  // never (fully) set up: nothing of ours to flush
     abort();
@@ -106,6 +110,7 @@ NcclComm::~NcclComm() {
 
 void NcclComm::abort() noexcept {
   // Once, whichever thread gets here first (the owner's error path or the watchdog).
+  auto held = hold();
   if (!comm_ || aborted_.exchange(true)) return;
   ncclCommAbort(comm_);
   // The parent's abort ends any split still under way; a child it had already made is ours to
@@ -121,12 +126,14 @@ void NcclComm::require_alive(const char* what) const {
 }
 
 void NcclComm::settle(ncclResult_t r, const char* call, Clock::time_point deadline) {
+  auto held = hold();
   require_alive(call);
   if (r == ncclInProgress) return poll_ready(call, deadline);
   if (r != ncclSuccess) throw BackendError(nccl_error_message(call, r, comm_));
 }
 
 void NcclComm::poll_ready(const char* call, Clock::time_point deadline) {
+  auto held = hold();
   require_alive(call);
   const auto started = Clock::now();
   Backoff backoff;
@@ -147,14 +154,15 @@ void NcclComm::wait(cudaEvent_t event, const char* what, Clock::time_point deadl
   if (e == cudaSuccess) return;  // done already: no watch needed
   if (e == cudaErrorNotReady) {
     if (!watchdog_) {
-      ncclComm_t comm = comm_;
       watchdog_ = std::make_unique<Watchdog>(
-          [comm]() -> std::string {
+          [this]() -> std::string {
             // A peer's failure shows here (e.g. a broken connection) long before any deadline.
+            auto held = hold();
+            if (aborted_) return "";
             ncclResult_t state = ncclSuccess;
-            if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return "ncclCommGetAsyncError failed";
+            if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return "ncclCommGetAsyncError failed";
             if (state == ncclSuccess || state == ncclInProgress) return "";
-            return nccl_error_message("NCCL", state, comm);
+            return nccl_error_message("NCCL", state, comm_);
           },
           [this] { abort(); });
     }

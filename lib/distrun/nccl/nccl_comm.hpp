@@ -5,6 +5,11 @@
 // ordinary collective. Set-up is polled (poll_ready); completion is waited for by sleeping in
 // the driver while a watchdog (watchdog.hpp) enforces the deadline. After a failure the
 // communicator is aborted (ncclCommAbort), which also stops its kernels on the device.
+//
+// NCCL forbids calls on one communicator from two threads at once (ncclCommGetAsyncError, for
+// one, reaps the communicator's group job): every call on it is made under its mutex, the
+// owner's launches (hold()) as the watchdog's checks and abort, as torch's ProcessGroupNCCL
+// serialises them.
 #pragma once
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -12,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,6 +52,10 @@ class NcclComm {
   ncclComm_t get() const { return comm_; }
   bool aborted() const { return aborted_; }
 
+  /// The communicator to this thread until the lock goes: hold it around NCCL calls that use
+  /// get() (a launch, a group), and never across wait(). The members below take it themselves.
+  std::unique_lock<std::recursive_mutex> hold() { return std::unique_lock<std::recursive_mutex>(mu_); }
+
   /// Checks the result `r` of the NCCL call `call`; when it is ncclInProgress, polls until the
   /// communicator settles or `deadline` passes (TimeoutError). BackendError on any failure.
   void settle(ncclResult_t r, const char* call, Clock::time_point deadline);
@@ -66,6 +76,8 @@ class NcclComm {
   void poll_ready(const char* call, Clock::time_point deadline);
 
   ncclComm_t comm_ = nullptr;
+  // Recursive: a launch held by its caller settles (polls) and may abort under the same lock.
+  std::recursive_mutex mu_;
   std::atomic<bool> aborted_{false};  // set by the watchdog's thread too
   bool ready_ = false;
   // Child handles of splits that did not settle: NCCL may write them until this is aborted.

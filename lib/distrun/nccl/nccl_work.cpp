@@ -12,7 +12,7 @@ NcclWork::NcclWork(std::shared_ptr<const FailureNamer> namer, std::shared_ptr<P2
       keep_(std::move(tensor)), timeout_(timeout) {}
 
 NcclWork::~NcclWork() {
-  if (!done_ && !channel_->comm->aborted()) cudaStreamWaitEvent(cudaStreamLegacy, event_->get(), 0);
+  if (!done_ && !channel_->comm->aborted()) channel_->keep_until_done(std::move(event_), std::move(keep_));
 }
 
 void NcclWork::wait(std::chrono::milliseconds timeout) {

@@ -18,8 +18,8 @@ class NcclWork : public Work {
   /// `event` was recorded on `channel`'s stream after the operation on `tensor`.
   NcclWork(std::shared_ptr<const FailureNamer> namer, std::shared_ptr<P2PChannel> channel, const char* op,
            std::shared_ptr<CudaEvent> event, Tensor tensor, std::chrono::milliseconds timeout);
-  /// Not waited for: the default stream waits (on the device) for the operation before the
-  /// tensor's memory can go back to the allocator and be handed to someone else.
+  /// Not waited for: the channel keeps the tensor until the transfer has completed, so its
+  /// memory is not handed to someone else meanwhile; nothing waits for it (p2p_channel.hpp).
   ~NcclWork() override;
 
   /// Blocks until this operation has completed, `timeout` (0: the op's own) at most. After the

@@ -13,9 +13,19 @@
 // Channels are created when the backend is, all at once and nonblocking (creators publish every
 // id before anyone waits, so no order of creation can deadlock); an operation waits only for its
 // own channel to be ready. Shared by the backend and the Works of its operations.
+//
+// A Work dropped before its transfer completed leaves its tensor and event here, so the memory
+// NCCL reads or writes is not handed out again before the device is done with it; nothing else
+// waits for the transfer (no default-stream wait, which would park every later launch and copy
+// behind a send whose peer may never receive, and the abort behind them). They are released
+// when their event has completed, looked at before each launch on the channel, and when the
+// channel goes, after its communicator (finalized, or aborted: its kernels have returned).
 #pragma once
 #include <memory>
+#include <mutex>
+#include <vector>
 
+#include "distrun/core/tensor.hpp"
 #include "distrun/nccl/cuda_event.hpp"
 #include "distrun/nccl/cuda_stream.hpp"
 #include "distrun/nccl/nccl_comm.hpp"
@@ -28,6 +38,37 @@ struct P2PChannel {
   CudaEvent produced;  // recorded on the default stream before each launch (stream_order.hpp)
   std::shared_ptr<NcclComm> comm;
   int peer_in_comm = 0;  // the other side's rank in `comm`: the sender is 0, the receiver 1
+
+  ~P2PChannel() {
+    comm.reset();  // finalized (its transfers done) or aborted (its kernels returned) first
+    unwaited_.clear();
+  }
+
+  /// Keeps `tensor` until `event` (recorded after its transfer) has completed.
+  void keep_until_done(std::shared_ptr<CudaEvent> event, Tensor tensor) {
+    std::lock_guard<std::mutex> lock(mu_);
+    unwaited_.push_back({std::move(event), std::move(tensor)});
+  }
+
+  /// Releases the tensors whose transfer has completed.
+  void release_completed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < unwaited_.size();)
+      if (cudaEventQuery(unwaited_[i].event->get()) == cudaErrorNotReady) {
+        ++i;
+      } else {
+        unwaited_[i] = std::move(unwaited_.back());
+        unwaited_.pop_back();
+      }
+  }
+
+ private:
+  struct Unwaited {
+    std::shared_ptr<CudaEvent> event;
+    Tensor tensor;
+  };
+  std::mutex mu_;  // Works are dropped on any thread
+  std::vector<Unwaited> unwaited_;
 };
 
 }  // namespace distrun::nccl

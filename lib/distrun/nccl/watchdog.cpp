@@ -33,6 +33,7 @@ std::string Watchdog::done(int ticket) {
 
 void Watchdog::run() {
   std::unique_lock<std::mutex> lock(mu_);
+  Clock::time_point next_check = Clock::now() + check_every_;
   while (!stop_) {
     if (watches_.empty() || !verdict_.empty()) {
       cv_.wait(lock);  // nothing in flight (or already aborted): sleep until a wait begins
@@ -40,23 +41,26 @@ void Watchdog::run() {
     }
     auto first = std::min_element(watches_.begin(), watches_.end(),
                                    [](const auto& a, const auto& b) { return a.second.deadline < b.second.deadline; });
-    const Watch w = first->second;
-    cv_.wait_until(lock, std::min(w.deadline, Clock::now() + check_every_));
+    cv_.wait_until(lock, std::min(first->second.deadline, next_check));
+    // Woken by a watch that began or ended, or by the clock. Everything from here runs under the
+    // lock, on the watches in flight now: a wait that ended meanwhile is never timed out (its
+    // deadline is not carried over to the next operation), and done() cannot return between the
+    // decision to abort and the abort.
     if (stop_ || watches_.empty()) continue;
+    const auto now = Clock::now();
     std::string why;
-    if (Clock::now() >= w.deadline) {
-      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - w.started).count();
-      why = "timed out after " + std::to_string(ms) + " ms";
-    } else {
-      lock.unlock();
+    for (const auto& [ticket, w] : watches_)
+      if (now >= w.deadline) {
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - w.started).count();
+        why = "timed out after " + std::to_string(ms) + " ms";
+      }
+    if (why.empty() && now >= next_check) {
       why = check_();
-      lock.lock();
+      next_check = now + check_every_;
     }
     if (why.empty()) continue;
     verdict_ = why;
-    lock.unlock();
     abort_();  // the waiters wake when NCCL's kernels return
-    lock.lock();
   }
 }
 

@@ -22,7 +22,8 @@ class Watchdog {
  public:
   using Clock = std::chrono::steady_clock;
   /// `check` returns an error text when the communicator has failed ("" while it is fine);
-  /// `abort` aborts it. Both run on the watchdog's thread.
+  /// `abort` aborts it. Both run on the watchdog's thread, under its lock (watch() and done()
+  /// wait for them), so they must not call watch() or done().
   Watchdog(std::function<std::string()> check, std::function<void()> abort,
            std::chrono::milliseconds check_every = std::chrono::milliseconds(100));
   ~Watchdog();

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "distrun/comm/process_group.hpp"
+#include "distrun/nccl/device_choice.hpp"
 #include "distrun/scenario/explain.hpp"
 #include "distrun/scenario/loader.hpp"
 #include "distrun/scenario/reference.hpp"
@@ -61,12 +62,13 @@ int run_scenario_file(const std::string& path, const ScenarioRunOptions& options
 
   settings.local_rank = world.local_rank;
   settings.local_world_size = world.local_world_size;
-  // NCCL chose the device (LOCAL_RANK modulo the visible devices) and its tensors must be there;
-  // Gloo stages CUDA tensors through the host from any device.
+  // NCCL chose the device and its tensors must be there; Gloo stages CUDA tensors through the
+  // host from the device the same rule picks (nccl/device_choice.hpp).
   const Device backend_device = pg->backend().tensor_device();
   settings.device = device != "cuda"           ? Device::cpu()
                     : backend_device.is_cuda() ? backend_device
-                                               : Device::cuda(world.local_rank);
+                                               : Device::cuda(nccl::cuda_device_for_local_rank(
+                                                     world.local_rank, world.local_world_size, /*exclusive=*/false));
   settings.backend_name = backend;
   return scenario::run_scenario(sc, reference, pg->backend_ptr(), settings);
 }

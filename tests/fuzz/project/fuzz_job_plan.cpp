@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     ParseResult r = parse_launch_options(int(argv.size()), argv.data());
     if (r.exit_now) return 0;
-    // "gpu"/"auto" would run nvidia-smi for every input: not what is fuzzed here.
+    // "gpu"/"auto" would ask CUDA for its devices on every input: not what is fuzzed here.
     if (r.options.nproc_per_node == "gpu" || r.options.nproc_per_node == "auto") r.options.nproc_per_node = "cpu";
     JobPlan p = plan_job(
         r.options,

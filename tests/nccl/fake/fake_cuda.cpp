@@ -1,0 +1,242 @@
+// A stand-in for the CUDA runtime and NCCL, without a device, built as libcudart.so.<major> and
+// libnccl.so.<major> for libdistrun to load instead of the real ones (LD_LIBRARY_PATH comes
+// first in dlopen's search). Host memory plays device memory; every copy and collective is done
+// when called (one rank: nothing to exchange); an event completes a set delay after it is
+// recorded, so waits block and the watchdog runs. What the tests look at:
+//  - two threads inside NCCL on one communicator at once (NCCL forbids it) are counted;
+//  - ncclGather/ncclScatter refuse null buffers, as NCCL 2.28 does under NCCL_CHECK_POINTERS=1;
+//  - with "hold p2p" on, an event recorded after a send or receive stays pending (a peer that
+//    never receives) until released or the communicator is aborted; a wait of the legacy
+//    default stream for such an event is counted (it would park every later launch and copy);
+//  - device memory is never given back to the allocator, so "was it freed" can be asked.
+// The fake_* functions at the end are the tests' controls, found with dlsym.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <set>
+#include <thread>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Event {
+  std::atomic<int64_t> ready_at{0};  // ns since the clock's epoch; INT64_MAX while held
+};
+struct Stream {
+  bool after_p2p = false;  // the last NCCL call on it was a send or receive
+};
+struct Comm {
+  int size = 1, rank = 0;
+  std::atomic<int> inside{0};
+};
+
+std::atomic<int64_t> g_delay_ns{200000};
+std::atomic<bool> g_hold_p2p{false};
+std::atomic<int> g_concurrent{0}, g_legacy_waits_on_pending{0};
+std::mutex g_mu;
+std::set<Event*> g_held;
+std::set<const void*> g_freed;
+
+int64_t now_ns() { return Clock::now().time_since_epoch() / std::chrono::nanoseconds(1); }
+Stream* as_stream(cudaStream_t s) { return s && s != cudaStreamLegacy && s != cudaStreamPerThread ? reinterpret_cast<Stream*>(s) : nullptr; }
+Event* as_event(cudaEvent_t e) { return reinterpret_cast<Event*>(e); }
+Comm* as_comm(ncclComm_t c) { return reinterpret_cast<Comm*>(c); }
+bool pending(Event* e) { return e->ready_at.load() > now_ns(); }
+
+void release_held() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  for (Event* e : g_held) e->ready_at = 0;
+  g_held.clear();
+}
+
+// One NCCL call on `c`: counts a second thread inside at once, and stays a little while, so
+// that the owner's calls and the watchdog's overlap whenever they are not serialised.
+class Inside {
+ public:
+  Inside(ncclComm_t c, int us) : c_(as_comm(c)) {
+    if (c_ && c_->inside.fetch_add(1) != 0) ++g_concurrent;
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
+  }
+  ~Inside() {
+    if (c_) --c_->inside;
+  }
+
+ private:
+  Comm* c_;
+};
+
+ncclResult_t launch(ncclComm_t comm, cudaStream_t stream, bool p2p, const void* in = nullptr, void* out = nullptr,
+                    size_t bytes = 0) {
+  Inside inside(comm, 20);
+  if (in && out && in != out && as_comm(comm)->size == 1) std::memmove(out, in, bytes);
+  if (Stream* s = as_stream(stream)) s->after_p2p = p2p;
+  return ncclSuccess;
+}
+
+size_t type_size(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    default: return 8;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+// --- CUDA runtime: two devices, or as many as CUDA_VISIBLE_DEVICES lists (as CUDA counts them:
+// none for an empty list); a driver as new as the runtime; no memory pools.
+cudaError_t cudaGetDeviceCount(int* count) {
+  const char* mask = std::getenv("CUDA_VISIBLE_DEVICES");
+  *count = mask ? 0 : 2;
+  for (const char* p = mask; p && *p; ++p)
+    if (p == mask || p[-1] == ',') ++*count;
+  return *count ? cudaSuccess : cudaErrorNoDevice;
+}
+cudaError_t cudaDriverGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
+cudaError_t cudaRuntimeGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
+cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+const char* cudaGetErrorString(cudaError_t) { return "fake CUDA error"; }
+cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr, int) { *value = 0; return cudaSuccess; }
+cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) { std::snprintf(id, size_t(len), "0000:%02x:00.0", device); return cudaSuccess; }
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t*, int) { return cudaErrorNotSupported; }
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, enum cudaMemPoolAttr, void*) { return cudaErrorNotSupported; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) { *s = reinterpret_cast<cudaStream_t>(new Stream); return cudaSuccess; }
+cudaError_t cudaStreamDestroy(cudaStream_t s) { delete as_stream(s); return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) { *e = reinterpret_cast<cudaEvent_t>(new Event); return cudaSuccess; }
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_held.erase(as_event(e));
+  delete as_event(e);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  Stream* st = as_stream(s);
+  if (g_hold_p2p && st && st->after_p2p) {
+    std::lock_guard<std::mutex> lock(g_mu);
+    as_event(e)->ready_at = INT64_MAX;
+    g_held.insert(as_event(e));
+  } else {
+    as_event(e)->ready_at = now_ns() + g_delay_ns;
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) { return pending(as_event(e)) ? cudaErrorNotReady : cudaSuccess; }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  while (pending(as_event(e))) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
+  if (s == cudaStreamLegacy && pending(as_event(e))) ++g_legacy_waits_on_pending;
+  return cudaSuccess;
+}
+cudaError_t cudaMalloc(void** p, size_t size) { *p = std::malloc(size ? size : 1); return cudaSuccess; }
+cudaError_t cudaFree(void* p) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  g_freed.insert(p);  // never reused: a test can ask whether it was freed
+  return cudaSuccess;
+}
+cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t) { return cudaMalloc(p, size); }
+cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
+cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int) { *p = std::malloc(size); return cudaSuccess; }
+cudaError_t cudaFreeHost(void* p) { std::free(p); return cudaSuccess; }
+cudaError_t cudaMemset(void* p, int value, size_t count) { std::memset(p, value, count); return cudaSuccess; }
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind, cudaStream_t) {
+  std::memmove(dst, src, count);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         enum cudaMemcpyKind) {
+  for (size_t r = 0; r < height; ++r)
+    std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              enum cudaMemcpyKind kind, cudaStream_t) {
+  return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+}
+
+// --- NCCL 2.28's calls, on communicators that are ready at once.
+ncclResult_t ncclGetVersion(int* version) { *version = NCCL_VERSION_CODE; return ncclSuccess; }
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  for (char& c : id->internal) c = char(std::rand());
+  return ncclSuccess;
+}
+const char* ncclGetErrorString(ncclResult_t) { return "fake NCCL error"; }
+const char* ncclGetLastError(ncclComm_t) { return ""; }
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank, ncclConfig_t*) {
+  Comm* c = new Comm;
+  c->size = nranks;
+  c->rank = rank;
+  *comm = reinterpret_cast<ncclComm_t>(c);
+  return ncclSuccess;
+}
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* child, ncclConfig_t*) {
+  Inside inside(comm, 0);
+  if (color == NCCL_SPLIT_NOCOLOR) { *child = nullptr; return ncclSuccess; }
+  Comm* c = new Comm;
+  c->rank = key;
+  c->size = as_comm(comm)->size;  // the tests split into the whole group
+  *child = reinterpret_cast<ncclComm_t>(c);
+  return ncclSuccess;
+}
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
+  Inside inside(comm, 50);
+  *state = ncclSuccess;
+  return ncclSuccess;
+}
+ncclResult_t ncclCommFinalize(ncclComm_t comm) { Inside inside(comm, 0); return ncclSuccess; }
+ncclResult_t ncclCommDestroy(ncclComm_t comm) { delete as_comm(comm); return ncclSuccess; }
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  release_held();  // an abort makes the kernels return
+  delete as_comm(comm);
+  return ncclSuccess;
+}
+ncclResult_t ncclGroupStart() { return ncclSuccess; }
+ncclResult_t ncclGroupEnd() { return ncclSuccess; }
+ncclResult_t ncclAllReduce(const void* in, void* out, size_t count, ncclDataType_t dt, ncclRedOp_t, ncclComm_t comm,
+                           cudaStream_t s) { return launch(comm, s, false, in, out, count * type_size(dt)); }
+ncclResult_t ncclBroadcast(const void* in, void* out, size_t count, ncclDataType_t dt, int, ncclComm_t comm,
+                           cudaStream_t s) { return launch(comm, s, false, in, out, count * type_size(dt)); }
+ncclResult_t ncclReduce(const void* in, void* out, size_t count, ncclDataType_t dt, ncclRedOp_t, int, ncclComm_t comm,
+                        cudaStream_t s) { return launch(comm, s, false, in, out, count * type_size(dt)); }
+ncclResult_t ncclAllGather(const void* in, void* out, size_t count, ncclDataType_t dt, ncclComm_t comm, cudaStream_t s) {
+  return launch(comm, s, false, in, out, count * type_size(dt));
+}
+ncclResult_t ncclReduceScatter(const void* in, void* out, size_t count, ncclDataType_t dt, ncclRedOp_t, ncclComm_t comm,
+                               cudaStream_t s) { return launch(comm, s, false, in, out, count * type_size(dt)); }
+ncclResult_t ncclAlltoAll(const void* in, void* out, size_t count, ncclDataType_t dt, ncclComm_t comm, cudaStream_t s) {
+  return launch(comm, s, false, in, out, count * type_size(dt));
+}
+ncclResult_t ncclGather(const void* in, void* out, size_t count, ncclDataType_t dt, int, ncclComm_t comm, cudaStream_t s) {
+  if (!in || !out) return ncclInvalidArgument;
+  return launch(comm, s, false, in, out, count * type_size(dt));
+}
+ncclResult_t ncclScatter(const void* in, void* out, size_t count, ncclDataType_t dt, int, ncclComm_t comm, cudaStream_t s) {
+  if (!in || !out) return ncclInvalidArgument;
+  return launch(comm, s, false, in, out, count * type_size(dt));
+}
+ncclResult_t ncclSend(const void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t s) { return launch(comm, s, true); }
+ncclResult_t ncclRecv(void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t s) { return launch(comm, s, true); }
+
+// --- The tests' controls.
+void fake_cuda_set_event_delay_us(int us) { g_delay_ns = int64_t(us) * 1000; }
+void fake_cuda_hold_p2p(bool hold) { g_hold_p2p = hold; }
+void fake_cuda_release_p2p() { release_held(); }
+int fake_cuda_legacy_waits_on_pending() { return g_legacy_waits_on_pending; }
+bool fake_cuda_was_freed(const void* p) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_freed.count(p) > 0;
+}
+int fake_nccl_concurrent_calls() { return g_concurrent; }
+
+}  // extern "C"
