@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""What checking a scenario costs as the world grows (issue 13's figures), this build next to the old:
+"""What checking a scenario costs as the world grows, this build next to the old:
 
   1. `distrun --check` of a 1 MiB all_reduce + reduce_scatter + all_to_all at N ranks
      (default 1024 and 4096): wall time, CPU time and peak RSS of the launcher's validation.
@@ -55,8 +55,8 @@ steps:
 
 # The old check (every rank simulated with values in the launcher), for runs without --baseline
 # or beyond --baseline-max-ranks: main at 0c88d07 measured with --baseline on the 2-core
-# development host (loaded by other builds: compare CPU seconds). Issue 13 gave 125 s and 8.4 GB
-# at 4096 ranks on a quieter host.
+# development host (loaded by other builds: compare CPU seconds). On a quieter host the old check
+# took 125 s and 8.4 GB at 4096 ranks.
 RECORDED_OLD = {
     1024: {"seconds": 54.3, "cpu_seconds": 28.4, "peak_mb": 2073.4, "source": "main 0c88d07, loaded 2-core host"},
     4096: {"seconds": 238.33, "cpu_seconds": 151.69, "peak_mb": 8343.2, "source": "main 0c88d07, loaded 2-core host"},

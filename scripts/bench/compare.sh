@@ -57,7 +57,7 @@ log=$out/compare.log
 mpicc -O2 -o "$out/mpi_bench" "$here/mpi_bench.c"
 mpi_root=()
 [[ $(id -u) == 0 ]] && mpi_root=(--allow-run-as-root)
-# Shared memory between the ranks (vader), as the issue asks; oversubscribe: 4 ranks on 2 cores.
+# Shared memory between the ranks (vader), Open MPI at its best on one host; oversubscribe: 4 ranks on 2 cores.
 mpirun_cmd=(mpirun "${mpi_root[@]}" --oversubscribe --mca btl self,vader)
 torchrun_cmd=("$py" -m torch.distributed.run --standalone --redirects 1 --tee 1) # torch 1.13 spellings
 

@@ -7,7 +7,7 @@ distrun-bench all_reduce sweep runs with the hierarchical path (the default for 
 and with DISTRUN_HIERARCHY=flat (the ring over all 4 ranks on the TCP path), interleaved, REPS times; the
 table gives the median busbw of each and their ratio. Between hosts the hierarchy sends S per
 direction where the flat ring sends 1.5 S (S = the buffer's bytes), so on a link-bound run the
-expected ratio is 1.5 (the issue's target: >= 1.4). all_gather and reduce_scatter: 2 blocks
+expected ratio is 1.5 (the target: >= 1.4). all_gather and reduce_scatter: 2 blocks
 leave a host where the flat ring carries 3, 1.5 again; broadcast: one copy per host where the
 flat broadcast sends the root's buffer to each rank, 2 copies across. Needs root, `ip netns` and
 `tc`.

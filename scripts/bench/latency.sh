@@ -4,7 +4,7 @@
 # all_to_all at 16 B to 256 KiB (latency.yaml), on 2 and 4 ranks, the systems interleaved in
 # every repetition, the median reported; distrun also once more with DISTRUN_SHM_INLINE_BYTES=0
 # (no inline slots: what they buy). Prints a Markdown table with distrun/MPI per point, the
-# geometric mean and the worst ratio (issue targets: geomean <= 1.5, no point above 3).
+# geometric mean and the worst ratio (targets: geomean <= 1.5, no point above 3).
 # Also run by compare.sh (step "latency"). Ratios are only meaningful within one run: on a
 # shared, loaded host the absolute numbers move with the load.
 #

@@ -1,4 +1,4 @@
-"""The flight recorder (issue 10, item 6) with real processes under distrun: ranks that fall
+"""The flight recorder with real processes under distrun: ranks that fall
 out of step, and the failure summary that names the first one. The process table is checked
 afterwards.
 Usage: DISTRUN=... MISMATCH=.../distrun-test-mismatch flight_tests.py CASE

@@ -1,4 +1,4 @@
-"""The workers' store under faults and strangers (issue 10, item 5), with real distrun and
+"""The workers' store under faults and strangers, with real distrun and
 distrun-worker processes; each case checks the process table afterwards.
 Usage: DISTRUN=build/bin/distrun store_fault_tests.py CASE
 Cases: stop_store_host (SIGSTOP rank 0, which hosts the store), stranger_flood (thousands of

@@ -1,6 +1,6 @@
 // Host<->device copies go through this thread's pinned staging buffer (host_staging.hpp), which
-// needs a CUDA device: part of nccl_gpu_tests (skipped without one). The plan of pieces is
-// checked without a device in distrun_unit_tests.
+// needs a CUDA device: part of nccl.gpu.collectives (skipped without one). The plan of pieces is
+// checked without a device in distrun_unit_core.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime_api.h>

@@ -37,7 +37,6 @@ class ProcessGroup {
   Backend& backend() { return *backend_; }
   const std::shared_ptr<Backend>& backend_ptr() const { return backend_; }
   Store& store() { return *store_; }
-  const std::shared_ptr<Store>& store_ptr() const { return store_; }
   /// This rank's record of its last collectives (flight_recorder.hpp).
   FlightRecorder& flight_recorder() { return *recorder_; }
 

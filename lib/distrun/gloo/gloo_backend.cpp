@@ -198,7 +198,7 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   if (hosts.size() == 1) {
     std::unique_ptr<ShmPath> shm;
     try {
-      shm = ShmPath::create(context_, *std::make_shared<PrefixStore>("cma", store_), rank_, size_,
+      shm = ShmPath::create(context_, *std::make_shared<PrefixStore>("shm", store_), rank_, size_,
                             [this] { return next_tag_++; }, global_ranks_);
     } catch (const Error&) {
       throw;

@@ -48,7 +48,7 @@ struct GlooBackendOptions {
   /// own inner groups, which its line describes.
   bool log_choice = true;
 
-  /// Sets transport from DISTRUN_TRANSPORT (auto|shm|tcp; the older DISTRUN_CMA=0 means tcp),
+  /// Sets transport from DISTRUN_TRANSPORT (auto|shm|tcp; unset with DISTRUN_CMA=0: tcp),
   /// algorithm from DISTRUN_ALGO (auto|direct|ring), hierarchy from
   /// DISTRUN_HIERARCHY (auto|flat) and host_id from DISTRUN_HOST_ID; ConfigError otherwise.
   void read_env();

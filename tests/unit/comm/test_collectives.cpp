@@ -166,7 +166,7 @@ TEST_CASE("all_gather and reduce_scatter along rows and columns, every dtype", "
 // the small all_reduce fold, the ring on TCP) and where TCP cuts pieces into 1 MiB segments,
 // with counts that do not divide among the ranks.
 TEST_CASE("large buffers: all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all past 64 KiB and 1 MiB",
-          "[collectives]") {
+          "[collectives][large]") {
   for (int n : {2, 3, 4}) {
     run_ranks(n, [&](ProcessGroup& pg) {
       Backend& b = pg.backend();

@@ -1,17 +1,11 @@
-// The paths trust no peer: ranks that disagree on a collective get the same typed error on
-// every rank (naming the ranks and the sizes) on both paths, and the shared segment is used
-// only when it is a sealed memfd of the right size.
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
+// GlooBackend trusts no peer: ranks that disagree on a collective or a send/recv get the same
+// typed error on every rank, on both paths, and the pair keeps working.
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <mutex>
 #include <thread>
 
 #include "distrun/backend/intent.hpp"
-#include "distrun/gloo/shm_path.hpp"
 #include "distrun/gloo/gloo_backend.hpp"
 #include "distrun/store/hash_store.hpp"
 
@@ -124,62 +118,6 @@ TEST_CASE("disagreeing on the collective, dtype, op, root or all_to_all counts: 
     });
     for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
   }
-}
-
-TEST_CASE("mismatch messages name the ranks and the sizes", "[trust]") {
-  auto intent = [](uint64_t bytes) {
-    Intent i;
-    i.kind = CollectiveKind::ReduceScatter;
-    i.seq = 7;
-    i.dtype = uint32_t(DType::Float32);
-    i.op = uint32_t(ReduceOp::Sum);
-    i.bytes = bytes;
-    i.extent = bytes * 3;
-    return i;
-  };
-  std::vector<Intent> all{intent(64), intent(64), intent(32)};
-  // Global ranks of a subgroup: messages name those.
-  CHECK_THROWS_WITH(check_agreement(all, true, {4, 5, 6}),
-                    "reduce_scatter #7: the ranks disagree on the bytes per rank: rank 4 has 64 bytes, rank 6 has 32 bytes");
-  all[2] = intent(64);
-  all[1].extent = 100;  // its buffer is shorter than the 192 bytes its peers will read
-  CHECK_THROWS_WITH(check_agreement(all, true, {}),
-                    "reduce_scatter #7: rank 1's buffer holds 100 bytes, but its peers would read 192");
-  CHECK_NOTHROW(check_agreement(all, false, {}));  // TCP: no extents
-  all[1].extent = 192;
-  all[0].root = 3;
-  all[1].root = all[2].root = 3;
-  CHECK_THROWS_WITH(check_agreement(all, true, {}), "reduce_scatter #7: root 3 is not a rank of this group of 3");
-}
-
-TEST_CASE("the shared segment is mapped only when it is a sealed memfd of the expected size", "[trust]") {
-  const int n = 4;
-  const off_t want = off_t(ShmPath::segment_bytes(n));
-  auto memfd = [&](off_t size, unsigned seals) {
-    int fd = memfd_create("distrun-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    REQUIRE(fd >= 0);
-    REQUIRE(ftruncate(fd, size) == 0);
-    if (seals) REQUIRE(fcntl(fd, F_ADD_SEALS, seals) == 0);
-    return fd;
-  };
-  int good = memfd(want, F_SEAL_SHRINK | F_SEAL_GROW);
-  CHECK(ShmPath::segment_problem(good, n) == "");
-  // Sealed: nobody can truncate it under a mapping (the SIGBUS a truncated segment caused).
-  CHECK(ftruncate(good, 0) != 0);
-  CHECK(errno == EPERM);
-  CHECK(ShmPath::segment_problem(good, n) == "");
-  int truncated = memfd(want / 2, F_SEAL_SHRINK);
-  CHECK_THAT(ShmPath::segment_problem(truncated, n),
-             Catch::Equals("holds " + std::to_string(want / 2) + " bytes, expected " + std::to_string(want)));
-  int unsealed = memfd(want, 0);
-  CHECK(ShmPath::segment_problem(unsealed, n) == "not sealed against shrinking");
-  char name[] = "/tmp/distrun-segment-XXXXXX";
-  int file = mkstemp(name);
-  REQUIRE(file >= 0);
-  unlink(name);
-  REQUIRE(ftruncate(file, want) == 0);
-  CHECK(ShmPath::segment_problem(file, n) == "not a sealable memfd");
-  for (int fd : {good, truncated, unsealed, file}) close(fd);
 }
 
 TEST_CASE("send/recv that disagree on size or dtype: the same typed error on both ranks and the pair still works",
