@@ -6,6 +6,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$root/build}
 shift || true
 mkdir -p "$dir"
+# ccache (a build dependency) keeps compiled objects across build folders and clones: paths under
+# the checkout are hashed relative to it, so a fresh clone, build-asan/ after build/, or a second
+# worktree recompiles only what differs. CCACHE_DISABLE=1 turns it off.
+if command -v ccache >/dev/null; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache} CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}
+fi
 if [[ ! -f $dir/CMakeCache.txt || $# -gt 0 ]]; then
   cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >"$dir/distrun-configure.log" 2>&1 ||
     { cat "$dir/distrun-configure.log" >&2; exit 1; }
