@@ -117,6 +117,8 @@ int run_agent(const LaunchOptions& o) {
                       "world size before it starts); give N nodes");
   std::optional<std::string> secret = load_job_secret(o.rdzv_secret_file, process_env());
   if (!plan.single_node() && !secret && !o.check_only) throw ConfigError(missing_secret_message());
+  if (!plan.single_node() && secret)
+    check_secret_strength(*secret, o.rdzv_secret_file.empty() ? "DISTRUN_STORE_SECRET" : "--rdzv-secret-file " + o.rdzv_secret_file);
   if (o.mode == RunMode::scenario) {
     int world = plan.nproc_per_node * plan.nnodes;  // static rendezvous: equal nodes assumed here
     check_scenario_file(o.command.front(), world, plan.nproc_per_node);

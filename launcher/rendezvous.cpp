@@ -200,7 +200,7 @@ Assignment Rendezvous::join(int attempt) {
       }
       PlanText plan;
       plan.port = workers_port_;
-      plan.secret = random_hex(16);
+      plan.salt = random_hex(16);
       std::string with, without;
       for (int n = 0; n < plan_.nnodes; ++n) {
         NodeEntry node = NodeEntry::decode(store_->get(keys[size_t(n)]));
@@ -243,7 +243,7 @@ Assignment Rendezvous::join(int attempt) {
   }
   if (p.refused) throw ConfigError("rendezvous: " + p.message);
   a.master_port = p.port;
-  a.secret = p.secret;
+  a.secret = workers_secret(opt_.secret, p.salt, plan_.run_id, attempt);
   a.listen_fd = k == 0 ? workers_socket_.fd() : -1;
   a.world_size = 0;
   for (int n = 0; n < plan_.nnodes; ++n) {

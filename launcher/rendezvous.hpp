@@ -58,7 +58,7 @@ struct Assignment {
   int rank_offset = 0;  // global rank of local rank 0
   std::string master_addr;
   uint16_t master_port = 0;
-  std::string secret;  // DISTRUN_STORE_SECRET for the workers (fresh per attempt)
+  std::string secret;  // DISTRUN_STORE_SECRET for the workers (fresh per attempt, never sent)
   int listen_fd = -1;  // the bound workers' port for local rank 0, or -1 (borrowed)
 };
 
@@ -79,7 +79,7 @@ struct RendezvousOptions {
 /// (MalformedMessage when malformed).
 struct RoundPlan {
   uint16_t port = 0;
-  std::string secret;
+  std::string salt;  // the workers' secret is derived from it on each node (workers_secret())
   int restart_count = 0;
   std::vector<int> ids;  // the members' agent ids (first-arrival tickets), ascending: node ranks
   std::vector<int> nproc;

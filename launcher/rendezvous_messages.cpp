@@ -109,7 +109,7 @@ NodeEntry NodeEntry::decode(const std::string& text) {
 
 std::string PlanText::encode() const {
   if (refused) return "refused\n" + message;
-  std::string out = "ok\n" + std::to_string(port) + "\n" + secret;
+  std::string out = "ok\n" + std::to_string(port) + "\n" + salt;
   for (size_t n = 0; n < nproc.size() && n < hosts.size(); ++n)
     out += "\n" + std::to_string(nproc[n]) + " " + one_field(hosts[n]);
   return out;
@@ -127,9 +127,8 @@ PlanText parse_plan(const std::string& text, int nnodes) {
     auto lines = all_lines(text);
     if (lines.size() != size_t(3 + nnodes) || lines[0] != "ok") throw StoreError("bad header");
     p.port = uint16_t(to_int(lines[1], 1, 65535));
-    p.secret = lines[2];
-    // It becomes DISTRUN_STORE_SECRET of every worker: one printable token.
-    if (p.secret.empty() || p.secret.size() > 256 || !printable_token(p.secret)) throw StoreError("bad secret");
+    p.salt = lines[2];
+    if (p.salt.empty() || p.salt.size() > 256 || !printable_token(p.salt)) throw StoreError("bad salt");
     int64_t world = 0;
     for (int n = 0; n < nnodes; ++n) {
       const std::string& l = lines[size_t(3 + n)];

@@ -309,8 +309,8 @@ def case_signal_during_rendezvous():
 
 
 def case_no_secret():
-    """Several nodes and no secret: exit 2 at once, saying what to set and how; a secret file
-    must be private (0600)."""
+    """Several nodes and no secret, or a weak one: exit 2 at once, saying what to set and how; a
+    secret file must be a private (0600) regular file."""
     env = dict(os.environ)
     env.pop("DISTRUN_STORE_SECRET", None)
     base = [DISTRUN, "--nnodes", "2", "--node-rank", "1", "--master-port", PORT, "--rdzv-timeout", "30", "--", "true"]
@@ -327,6 +327,17 @@ def case_no_secret():
         r = subprocess.run([*base[:1], "--rdzv-secret-file", path, *base[1:]], capture_output=True, text=True,
                            timeout=20, env=env)
         check(r.returncode == 2 and "chmod 600" in r.stderr, f"0644 refused: rc {r.returncode}", r.stderr)
+        # A FIFO is refused before it is opened (opening it would wait for a writer).
+        fifo = os.path.join(d, "fifo")
+        os.mkfifo(fifo, 0o600)
+        r = subprocess.run([*base[:1], "--rdzv-secret-file", fifo, *base[1:]], capture_output=True, text=True,
+                           timeout=20, env=env)
+        check(r.returncode == 2 and "not a regular file" in r.stderr, f"FIFO refused: rc {r.returncode}", r.stderr)
+    # A weak secret: exit 2, saying how to make a strong one.
+    for weak in ["x", "s3cret", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]:
+        r = subprocess.run(base, capture_output=True, text=True, timeout=20, env=dict(env, DISTRUN_STORE_SECRET=weak))
+        check(r.returncode == 2 and "too weak" in r.stderr and "openssl rand -hex 16" in r.stderr,
+              f"weak secret {weak!r} refused: rc {r.returncode}", r.stderr)
 
 
 def case_secret_file_and_wrong_secret():
@@ -359,6 +370,61 @@ def case_secret_file_and_wrong_secret():
         check(res[0][0] == 1 and "node(s) 1 of 2 never joined" in res[0][2], "node 0 never saw it join", res[0][2])
         check("ran" not in res[0][1] + res[1][1], "no worker ran")
     stopped_at(mark, within=3)
+
+
+# Captures every frame through one interface of the hub (a raw AF_PACKET socket, as root)
+# into a file, until SIGTERM.
+SNIFF_PY = r"""
+import signal, socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((sys.argv[2], 0))
+s.settimeout(0.1)
+stop = []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+with open(sys.argv[1], "wb") as out:
+    print("ready", flush=True)
+    while not stop:
+        try:
+            out.write(s.recv(1 << 18))
+        except (socket.timeout, InterruptedError):
+            pass
+"""
+
+
+def case_wire_holds_no_secret():
+    """A 2-node job (a scenario's workers and their store across the link) captured on node 0's
+    veth: neither the job secret nor the workers' secret is on the wire, in text or in bytes,
+    while the rendezvous' and the workers' store keys are (the capture saw them)."""
+    need_worker()
+    scen = os.path.join(DATA, "all_reduce_4.yaml")
+    wrapper = 'echo "WORKERS_SECRET $DISTRUN_STORE_SECRET"; exec "$0" "$@"'
+    with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
+        cap = os.path.join(d, "capture")
+        sniffer = subprocess.Popen(["ip", "netns", "exec", h.hub, PYTHON, "-c", SNIFF_PY, cap, "p0"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            if sniffer.stdout.readline().strip() != "ready":
+                raise Failed("the sniffer does not run\n" + sniffer.stderr.read())
+            procs = [h.agent(k, 2, ["--", "sh", "-c", wrapper, WORKER, scen]) for k in (0, 1)]
+            res = finish(procs)
+        finally:
+            sniffer.send_signal(signal.SIGTERM)
+            sniffer.communicate(timeout=10)
+        check([r[0] for r in res] == [0, 0], f"the job runs: rc {[r[0] for r in res]}", str(res))
+        mine = {l.split()[1] for r in res for l in r[1].splitlines() if "WORKERS_SECRET " in l}
+        check(len(mine) == 1, f"every worker has the same secret: {mine}", str(res))
+        workers_secret = mine.pop()
+        with open(cap, "rb") as f:
+            wire = f.read()
+        print(f"captured {len(wire)} bytes on node 0's link", flush=True)
+        check(b"distrun/rdzv/" in wire, "the capture holds the rendezvous' traffic")
+        check(b"gloo/" in wire, "the capture holds the workers' store traffic")
+        # The plan (where the workers' secret used to travel) is there, with a salt in its place.
+        check(re.search(rb"ok\n\d+\n[0-9a-f]{32}\n2 ", wire), "the capture holds node 0's plan")
+        for name, value in [("job secret", SECRET), ("workers' secret", workers_secret)]:
+            check(value.encode() not in wire, f"the {name} is not on the wire as text")
+            check(bytes.fromhex(value) not in wire, f"the {name} is not on the wire as bytes")
+        check(workers_secret != SECRET and len(workers_secret) == 64, "the workers' secret is derived, not the job's")
 
 
 def case_restart_keeps_port():

@@ -31,12 +31,15 @@ ServerSession::ServerSession(StoreData& data, std::string secret, NonceSource no
 }
 
 uint32_t ServerSession::frame_limit(uint32_t max_frame) const {
-  return open() ? max_frame : std::min(max_frame, wire::kMaxUnauthenticatedFrame);
+  if (!open()) return std::min(max_frame, wire::kMaxUnauthenticatedFrame);
+  return seal_.active() ? std::max(max_frame, max_frame + uint32_t(auth::kTagBytes)) : max_frame;
 }
 
 SessionAction ServerSession::on_frame(std::string_view payload) {
   wire::Request r;
+  answer_sealed_ = seal_.active();
   try {
+    payload = seal_.open(payload);
     r = wire::decode_request(payload);
   } catch (const StoreError& e) {
     return close_because(e.what());
@@ -62,11 +65,18 @@ SessionAction ServerSession::handle_unauthenticated(const wire::Request& r) {
       return a;
     }
     phase_ = Phase::Open;
+    seal_ = auth::FrameSeal(auth::session_key(secret_, ours, theirs), auth::Side::Server);
     // Our own proof, so the client knows it talks to its job's store before it writes to it.
     return reply(wire::Status::Ok, auth::proof(secret_, auth::Side::Server, ours, theirs));
   }
   return close_because("missing or wrong job secret (" + std::string(phase_ == Phase::Fresh ? "no challenge asked" : "no proof") +
                        " before command " + std::to_string(int(r.cmd)) + ")");
+}
+
+std::string ServerSession::reply_payload(const SessionAction& a) {
+  std::string payload(1, char(a.status));
+  payload += a.body;
+  return answer_sealed_ ? seal_.seal(std::move(payload)) : payload;
 }
 
 SessionAction ServerSession::handle(wire::Request r) {

@@ -22,6 +22,7 @@ struct TCPStore::Conn {
   tcp::socket sock{io};
   bool broken = false;
   std::string where;
+  auth::FrameSeal seal;  // every frame after the handshake, both ways (auth.hpp)
   std::atomic<int> fd{-1};  // for abort() from another thread
 
   // Runs the queued async operations until `done` or `deadline`; false on timeout.
@@ -163,6 +164,7 @@ void TCPStore::authenticate(const std::string& secret, std::chrono::milliseconds
   }
   if (!auth::equal_in_constant_time(theirs, auth::proof(secret, auth::Side::Server, server_nonce, client_nonce)))
     throw StoreError("store: the server at " + conn_->where + " could not prove the job secret: not this job's store");
+  conn_->seal = auth::FrameSeal(auth::session_key(secret, server_nonce, client_nonce), auth::Side::Client);
 }
 
 std::string TCPStore::handshake_step(const wire::Request& r, std::chrono::milliseconds timeout) {
@@ -188,7 +190,7 @@ std::string TCPStore::request(const wire::Request& r, std::chrono::milliseconds 
   std::lock_guard<std::mutex> lock(mu_);
   Conn& c = *conn_;
   if (c.broken) throw StoreError("store: connection to " + c.where + " was lost earlier");
-  const std::string out = wire::frame(wire::encode(r));
+  const std::string out = wire::frame(c.seal.seal(wire::encode(r)));
   std::array<uint8_t, 4> hdr{};
   std::string body;
   asio::error_code err;
@@ -228,9 +230,16 @@ std::string TCPStore::request(const wire::Request& r, std::chrono::milliseconds 
                                                          : err.message();
     throw StoreError("store: lost connection to " + c.where + ": " + why);
   }
-  if (body.empty()) throw StoreError("store: empty reply from " + c.where);
-  auto st = wire::Status(uint8_t(body[0]));
-  std::string rest = body.substr(1);
+  std::string_view reply;
+  try {
+    reply = c.seal.open(body);
+  } catch (const StoreError& e) {
+    c.broken = true;  // the session cannot be trusted any more
+    throw StoreError("store: a reply from " + c.where + " was refused: " + e.what());
+  }
+  if (reply.empty()) throw StoreError("store: empty reply from " + c.where);
+  auto st = wire::Status(uint8_t(reply[0]));
+  std::string rest(reply.substr(1));
   if (st == wire::Status::Timeout) throw TimeoutError("store " + c.where + ": " + rest);
   if (st != wire::Status::Ok) throw StoreError("store " + c.where + ": " + rest);
   return rest;

@@ -212,9 +212,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       case SessionAction::ReplyThenClose: {
         const bool then_close = a.kind == SessionAction::ReplyThenClose;
         if (then_close) srv_.stranger_log.warn("distrun store: refused {}: {}", peer_, a.why);
-        std::string payload(1, char(a.status));
-        payload += a.body;
-        out_ = wire::frame(payload);
+        out_ = wire::frame(session_.reply_payload(a));
         asio::async_write(sock_, asio::buffer(out_),
                           [self = shared_from_this(), then_close](const asio::error_code& ec, size_t) {
                             if (ec || then_close) return self->close();
