@@ -30,12 +30,14 @@ Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, Si
     : plan_(plan), opt_(options), signals_(signals), host_(hostname()), node_rank_(plan.node_rank) {
   // Where node 0 listens: the address of --master-addr on this host, so the store is not
   // offered on every interface (the user may ask for that with --rdzv-bind-all).
-  std::string master_ip = resolve_host(plan_.master_addr.empty() ? "127.0.0.1" : plan_.master_addr);
-  bool master_is_here = is_local_address(master_ip);
+  // One node: every worker is on this host and reaches the workers' store on loopback
+  // (ProcessGroup::init does the same), so nothing outside the host can.
   if (plan_.single_node()) {
-    bind_ip_ = master_is_here ? master_ip : "0.0.0.0";
+    bind_ip_ = "127.0.0.1";
     return;
   }
+  std::string master_ip = resolve_host(plan_.master_addr.empty() ? "127.0.0.1" : plan_.master_addr);
+  bool master_is_here = is_local_address(master_ip);
   id_ = plan_.node_rank;
   if (plan_.elastic()) {
     open_elastic_store(master_ip, Clock::now() + opt_.timeout);

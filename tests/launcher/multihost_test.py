@@ -427,6 +427,47 @@ def case_wire_holds_no_secret():
         check(workers_secret != SECRET and len(workers_secret) == 64, "the workers' secret is derived, not the job's")
 
 
+def direct_worker(h, k, rank, world, local_world, scen, secret=None):
+    """distrun-worker started directly (as srun or mpirun would) on host `k`."""
+    env = dict(os.environ, DISTRUN_CMA="0", RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank % local_world),
+               LOCAL_WORLD_SIZE=str(local_world), MASTER_ADDR=ADDR[0], MASTER_PORT="29600")
+    env.pop("DISTRUN_STORE_SECRET", None)
+    if secret:
+        env["DISTRUN_STORE_SECRET"] = secret
+    return subprocess.Popen(["ip", "netns", "exec", h.ns[k], WORKER, "--timeout", "20", scen],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def case_direct_workers():
+    """distrun-worker started directly: ranks on two hosts without a secret exit 2 at once
+    naming DISTRUN_STORE_SECRET (and run with one); ranks on one host serve rank 0's store on
+    loopback only, even with MASTER_ADDR a routable address of that host."""
+    need_worker()
+    slow, four = os.path.join(DATA, "slow_all_reduce_2.yaml"), os.path.join(DATA, "all_reduce_4.yaml")
+    with Hosts(2) as h:
+        t0 = time.time()
+        res = finish([direct_worker(h, k, k, 2, 1, slow) for k in (0, 1)], timeout=20)
+        check([r[0] for r in res] == [2, 2], f"no secret across hosts: rc {[r[0] for r in res]}", str(res))
+        check(all("DISTRUN_STORE_SECRET" in r[2] and "openssl rand" in r[2] for r in res), "names the variable", str(res))
+        check(time.time() - t0 < 10, "at once")
+        res = finish([direct_worker(h, r // 2, r, 4, 2, four, SECRET) for r in range(4)], timeout=40)
+        check([r[0] for r in res] == [0] * 4, f"with a secret they run: rc {[r[0] for r in res]}", str(res))
+        procs = [direct_worker(h, 0, r, 2, 2, slow) for r in (0, 1)]
+        try:
+            deadline = time.time() + 15
+            while True:
+                ss = subprocess.run(["ip", "netns", "exec", h.ns[0], "ss", "-ltnH"], capture_output=True, text=True,
+                                    timeout=10).stdout
+                if ":29600 " in ss or time.time() > deadline or any(p.poll() is not None for p in procs):
+                    break
+                time.sleep(0.1)
+            check("127.0.0.1:29600 " in ss and f"{ADDR[0]}:29600" not in ss, "one host: the store on loopback only", ss)
+        finally:
+            for p in procs:
+                p.kill()
+            finish(procs)
+
+
 def case_restart_keeps_port():
     """An explicit workers' port stays across restarts (two nodes, --workers-port; one node,
     --master-port); distrun-worker serves on the agent's bound socket."""
