@@ -159,6 +159,7 @@ int run_agent(const LaunchOptions& o) {
   ro.results_given = o.results.has_value();
   ro.last_call = std::chrono::milliseconds(int64_t(o.last_call_timeout * 1000));
   ro.stop_grace = std::chrono::milliseconds(int64_t(o.stop_grace * 1000));
+  ro.heartbeat_timeout = std::chrono::milliseconds(int64_t(o.heartbeat_timeout * 1000));
   Rendezvous rendezvous(plan, ro, signals);
   const std::string host = rendezvous.host();
   const EnvMap base_env = current_environment();
@@ -166,7 +167,7 @@ int run_agent(const LaunchOptions& o) {
   // heartbeat, so it is kept well inside the heartbeat timeout.
   const auto watch_interval = std::clamp<std::chrono::milliseconds>(
       std::chrono::milliseconds(int64_t(o.monitor_interval * 1000)), std::chrono::milliseconds(1),
-      ro.heartbeat_timeout / 4);
+      std::min<std::chrono::milliseconds>(ro.heartbeat_timeout / 4, std::chrono::milliseconds(750)));
   int restart = 0;
   for (int attempt = 0;; ++attempt) {
     Assignment a;

@@ -77,11 +77,14 @@ Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, Si
 void Rendezvous::connect_to_store(Clock::time_point deadline) {
   TCPStoreOptions so;
   so.secret = opt_.secret;
+  so.keep_on_timeout = true;  // through a network blip, up to the heartbeat timeout (watch())
   // Connects in short tries, so a signal stops the wait at once.
   so.timeout = milliseconds(1000);
   for (;;) {
     try {
       store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+      // Held while this agent's connection lives: node 0 sees it go at once when it dies.
+      if (id_ > 0) store_->claim(key("alive/" + std::to_string(id_)), "1");
       return;
     } catch (const TimeoutError& e) {
       if (int sig = signals_.next_stop()) throw Interrupted(sig);
@@ -108,8 +111,11 @@ FailureRecord Rendezvous::store_lost(const std::exception& e) const {
   r.final = true;
   r.host = hosts_.empty() ? plan_.master_addr : hosts_[0];
   r.node_rank = 0;
-  r.cause = std::string("the rendezvous store on node 0 stopped answering (its agent was killed or frozen, or its "
-                        "host is unreachable): ") + e.what();
+  r.cause = dynamic_cast<const TimeoutError*>(&e)
+                ? "the rendezvous store on node 0 stopped answering for the heartbeat timeout (" +
+                      secs(opt_.heartbeat_timeout) + ": its agent is frozen, or its host unreachable): " + e.what()
+                : std::string("the rendezvous store on node 0 stopped answering (its agent died, or its host closed the "
+                              "connection): ") + e.what();
   return r;
 }
 
@@ -294,6 +300,7 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
   const bool host = hosts_store();
   try {
     if (!host) store_->add(key("beat/" + std::to_string(id_)), 1);
+    last_answer_ = Clock::now();
     if (store_->check({key(attempt, "failed")})) return FailureRecord::decode(store_->get(key(attempt, "failed")));
     if (host) {
       auto now = Clock::now();
@@ -306,17 +313,27 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
       }
       last_watch_ = now;
       for (size_t m = 1; m < members_.size(); ++m) {
-        int64_t b = store_->add(key("beat/" + std::to_string(members_[m])), 0);
+        const std::string id = std::to_string(members_[m]);
+        std::string cause;
+        int64_t b = store_->add(key("beat/" + id), 0);
         if (b != beats_[m]) {
           beats_[m] = b;
           beat_seen_[m] = now;
-        } else if (now - beat_seen_[m] > opt_.heartbeat_timeout) {
+        }
+        // Its connection closed (the agent died, or its host reset it) without a goodbye: at
+        // once. Silence (a frozen agent, a link down) only after the heartbeat timeout, since
+        // a network blip heals and the connection with it.
+        if (!store_->check({key("alive/" + id)}) && !store_->check({key(attempt, "ack/" + id)}) &&
+            !store_->check({key(attempt, "seen/" + id)}))
+          cause = "its distrun agent closed its connection to node 0 (it died, or its host reset the connection)";
+        else if (now - beat_seen_[m] > opt_.heartbeat_timeout)
+          cause = "its distrun agent stopped answering (no heartbeat for " +
+                  std::to_string(opt_.heartbeat_timeout.count() / 1000) +
+                  " s, the heartbeat timeout): frozen, or the host is unreachable";
+        if (!cause.empty()) {
           vanished_.insert(members_[m]);
           // Elastic: a membership change; the others go on in a new round while MIN remain.
           bool final = !plan_.elastic() || int(members_.size()) - 1 < plan_.min_nodes;
-          std::string cause = "its distrun agent stopped answering (no heartbeat for " +
-                              std::to_string(opt_.heartbeat_timeout.count() / 1000) +
-                              " s): killed, frozen, or the host is unreachable";
           if (was_frozen_.count()) {
             char took[32];
             std::snprintf(took, sizeof took, "%.1f", double(was_frozen_.count()) / 1000);
@@ -340,6 +357,12 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
         }
       }
     }
+  } catch (const TimeoutError& e) {
+    if (host) throw;
+    // No answer yet: the connection is kept (a blip heals), until the heartbeat timeout.
+    if (Clock::now() - last_answer_ < opt_.heartbeat_timeout) return std::nullopt;
+    store_alive_ = false;
+    return store_lost(e);
   } catch (const MalformedMessage& e) {
     // A failure was recorded, but not as this version writes it: still the job's end.
     return FailureRecord{true, "?", 0, -1, std::string("another agent recorded a failure this one cannot read (") +

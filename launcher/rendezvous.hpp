@@ -70,7 +70,8 @@ struct RendezvousOptions {
   bool hand_socket = false;                     // bind the workers' port here, hand it to rank 0
   bool scenario = false;                        // distrun-worker runs: --results must agree
   bool results_given = false;                   // this node got --results
-  std::chrono::milliseconds heartbeat_timeout{3000};  // an agent silent this long is gone
+  // An agent (or node 0's store) silent this long is gone; a closed connection is at once.
+  std::chrono::milliseconds heartbeat_timeout{30000};
   std::chrono::milliseconds stop_grace{1000};         // how long stopping workers may take (--stop-grace)
   std::chrono::milliseconds last_call{30000};  // elastic: a round waits this long for more than MIN
 };
@@ -185,6 +186,9 @@ class Rendezvous {
   // Node 0: when watch() last ran, and for how long this agent itself was not running (a
   // SIGSTOP, a stalled host) when it last came back.
   std::chrono::steady_clock::time_point last_watch_{};
+  // Not node 0: when node 0's store last answered (its silence is a failure only after the
+  // heartbeat timeout).
+  std::chrono::steady_clock::time_point last_answer_ = std::chrono::steady_clock::now();
   std::chrono::milliseconds was_frozen_{0};
 };
 

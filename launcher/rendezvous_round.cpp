@@ -109,6 +109,7 @@ void Rendezvous::open_elastic_store(const std::string& master_ip, Clock::time_po
     throw ConfigError("rendezvous: --nnodes " + elastic_range(plan_) + " here, but " + theirs + " on the agent at " +
                       where(plan_) + ": give the same range on every node");
   id_ = int(store_->add(key("ticket"), 1));
+  store_->claim(key("alive/" + std::to_string(id_)), "1");
   store_->set(key("node/" + std::to_string(id_)), info);
 }
 

@@ -491,3 +491,54 @@ TEST_CASE("TCPStore: a frame replayed or altered on the wire is refused, and the
     CHECK_FALSE(honest.check({"k"}));
   }
 }
+
+TEST_CASE("TCPStore: a claimed key lives as long as the connection that claimed it") {
+  TCPStoreServerOptions so;
+  so.host = "127.0.0.1";
+  so.secret = "s3cret";
+  TCPStoreServer server(so);
+  TCPStoreOptions o;
+  o.secret = "s3cret";
+  o.timeout = 5s;
+  TCPStore watcher("127.0.0.1", server.port(), o);
+  auto gone = [&](const std::string& key) {
+    for (int i = 0; i < 200 && watcher.check({key}); ++i) std::this_thread::sleep_for(10ms);
+    return !watcher.check({key});
+  };
+  {
+    TCPStore agent("127.0.0.1", server.port(), o);
+    agent.claim("alive/1", "1");
+    agent.claim("alive/2", "1");
+    watcher.set("alive/2", "taken over");  // a plain set makes it an ordinary key
+    CHECK(watcher.get("alive/1") == "1");
+  }
+  CHECK(gone("alive/1"));
+  CHECK(watcher.get("alive/2") == "taken over");
+}
+
+TEST_CASE("TCPStore: with keep_on_timeout a late reply does not end the connection") {
+  TCPStoreServerOptions so;
+  so.host = "127.0.0.1";
+  so.secret = "s3cret";
+  TCPStoreServer server(so);
+  TCPStoreOptions o;
+  o.secret = "s3cret";
+  for (bool keep : {true, false}) {
+    // The relay holds the first request for 3 s, as a network blip would.
+    Relay relay(server.port(), [](int i, const std::string& f) {
+      if (i == 2) std::this_thread::sleep_for(3s);
+      return std::vector<std::string>{f};
+    });
+    o.keep_on_timeout = keep;
+    o.timeout = 5s;
+    TCPStore client("127.0.0.1", relay.port(), o);
+    client.set_timeout(0ms);  // each request waits its 2 s of slack only
+    const std::string key = keep ? "kept" : "closed";
+    CHECK_THROWS_AS(client.add(key, 1), TimeoutError);
+    if (keep) {
+      CHECK(client.add(key, 1) == 2);  // the late reply was read first; both adds counted
+    } else {
+      CHECK_THROWS_WITH(client.add(key, 1), Catch::Contains("lost earlier"));
+    }
+  }
+}

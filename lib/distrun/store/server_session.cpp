@@ -88,7 +88,13 @@ SessionAction ServerSession::handle(wire::Request r) {
       return reply(wire::Status::Ok);
     case wire::Cmd::Auth:
     case wire::Cmd::Ping: return reply(wire::Status::Ok);
-    case wire::Cmd::Set: {
+    case wire::Cmd::Set:
+    case wire::Cmd::Claim: {
+      // A plain set of a claimed key takes it over: it stays after the claimer leaves.
+      if (r.cmd == wire::Cmd::Claim)
+        data_.claimed_by[r.keys[0]] = this;
+      else
+        data_.claimed_by.erase(r.keys[0]);
       kv[r.keys[0]] = std::move(r.value);
       auto a = reply(wire::Status::Ok);
       a.wrote = true;
@@ -114,7 +120,9 @@ SessionAction ServerSession::handle(wire::Request r) {
       for (const auto& k : r.keys) all = all && data_.has(k);
       return reply(wire::Status::Ok, std::string(1, char(all)));
     }
-    case wire::Cmd::Remove: return reply(wire::Status::Ok, std::string(1, char(kv.erase(r.keys[0]) > 0)));
+    case wire::Cmd::Remove:
+      data_.claimed_by.erase(r.keys[0]);
+      return reply(wire::Status::Ok, std::string(1, char(kv.erase(r.keys[0]) > 0)));
     case wire::Cmd::Get:
     case wire::Cmd::Wait: {
       r.number = wire::clamp_timeout_ms(r.number);
@@ -127,6 +135,17 @@ SessionAction ServerSession::handle(wire::Request r) {
     }
   }
   return close_because("unknown command");
+}
+
+void ServerSession::on_close() {
+  for (auto it = data_.claimed_by.begin(); it != data_.claimed_by.end();) {
+    if (it->second == this) {
+      data_.kv.erase(it->first);
+      it = data_.claimed_by.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 std::optional<SessionAction> ServerSession::try_finish() const {

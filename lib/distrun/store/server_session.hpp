@@ -27,6 +27,7 @@ namespace distrun {
 /// The keys of one server, shared by its sessions (all on the server's one thread).
 struct StoreData {
   std::map<std::string, std::string> kv;
+  std::map<std::string, const void*> claimed_by;  // a claimed key's session (see Cmd::Claim)
   bool has(const std::string& key) const { return kv.count(key) > 0; }
 };
 
@@ -68,6 +69,8 @@ class ServerSession {
   std::optional<SessionAction> try_finish() const;
   /// For a parked get/wait whose time ran out.
   SessionAction on_park_timeout() const;
+  /// The connection closed: the keys this session claimed, and still holds, are removed.
+  void on_close();
 
  private:
   SessionAction handle_unauthenticated(const wire::Request& r);

@@ -144,6 +144,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.cancel();
     srv_.parked.remove(shared_from_this());
     srv_.strangers.remove(shared_from_this());
+    session_.on_close();
     asio::error_code ec;
     sock_.close(ec);
   }
