@@ -58,13 +58,14 @@ Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, Si
   const auto deadline = Clock::now() + opt_.timeout;
   if (plan_.node_rank == 0) {
     so.is_server = true;
-    so.bind_host = bind_ip_;
     so.timeout = opt_.timeout;
+    // Bound here first, so a taken port is a PortInUse (a ConfigError: exit 2), as on one node.
     try {
-      store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
-    } catch (const StoreError& e) {
-      throw StoreError("rendezvous: node 0 cannot host it on --master-port " + where(plan_) + ": " + e.what());
+      so.listen_fd = BoundPort(bind_ip_, *plan_.master_port).release();
+    } catch (const PortInUse& e) {
+      throw PortInUse("rendezvous: node 0 cannot host it on --master-port " + where(plan_) + ": " + e.what());
     }
+    store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
     // The workers' store port: bound now and held, or (for programs that bind it themselves)
     // chosen now; the same for every attempt.
     choose_workers_port(opt_.workers_port);

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -355,6 +356,15 @@ def case_no_secret():
         r = subprocess.run([*base[:1], "--rdzv-secret-file", fifo, *base[1:]], capture_output=True, text=True,
                            timeout=20, env=env)
         check(r.returncode == 2 and "not a regular file" in r.stderr, f"FIFO refused: rc {r.returncode}", r.stderr)
+    # A taken --master-port on a multi-node node 0: exit 2, as on one node.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = str(held.getsockname()[1])
+        r = subprocess.run([DISTRUN, "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port",
+                            port, "--rdzv-timeout", "30", "--", "true"], capture_output=True, text=True, timeout=20,
+                           env=dict(env, DISTRUN_STORE_SECRET=SECRET))
+        check(r.returncode == 2 and "already in use" in r.stderr, f"taken port: rc {r.returncode}", r.stderr)
     # A weak secret: exit 2, saying how to make a strong one.
     for weak in ["x", "s3cret", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]:
         r = subprocess.run(base, capture_output=True, text=True, timeout=20, env=dict(env, DISTRUN_STORE_SECRET=weak))

@@ -61,6 +61,14 @@ TEST_CASE("a failure record survives the store, causes with newlines included", 
   CHECK_FALSE(FailureRecord::decode(r.encode()).joining);
 }
 
+TEST_CASE("a failure record from another node shows its control characters escaped", "[launcher][rendezvous]") {
+  FailureRecord evil{true, "h\x1b]0;owned\x07", 1, 3, "exit 3\n\x1b[2J\x1b[31mred\ttab\r"};
+  FailureRecord back = FailureRecord::decode(evil.encode());
+  CHECK(back.host == "h\\x1b]0;owned\\x07");
+  CHECK(back.cause == "exit 3\n\\x1b[2J\\x1b[31mred\ttab\\x0d");
+  CHECK(back.summary().find('\x1b') == std::string::npos);
+}
+
 TEST_CASE("malformed failure records are MalformedMessage", "[launcher][rendezvous]") {
   for (const char* bad : {"", "1", "3\nh\n0\n0\nx", "1\nh\n-2\n0\nx", "1\nh\nzero\n0\nx", "1\nh\n0\n-5\nx", "1\nh\n99999999999\n0\nx", "1\nh\n1-2\n0\nx", "1\nh\n-\n0\nx"})
     CHECK_THROWS_AS(FailureRecord::decode(bad), MalformedMessage);

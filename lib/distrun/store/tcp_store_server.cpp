@@ -45,8 +45,12 @@ class LogBudget {
   // Called on every event and by the server's periodic tick, so the summary is not lost when
   // the flood stops.
   void roll() {
+    if (Clock::now() - window_start_ >= kWindow) flush();
+  }
+  // Says how many lines were left out since the window began (also when the server stops, so
+  // a flood that ends with the job is still counted), and starts a new window.
+  void flush() {
     auto now = Clock::now();
-    if (now - window_start_ < kWindow) return;
     if (suppressed_ > 0)
       log().warn("distrun store: {} more lines about unauthenticated connections left out in the last {} s",
                  suppressed_, std::chrono::duration_cast<std::chrono::seconds>(now - window_start_).count());
@@ -391,6 +395,7 @@ TCPStoreServer::~TCPStoreServer() {
   // Clean shutdown: stop the loop, then drop every session with the io_context.
   impl_->io.stop();
   if (thread_.joinable()) thread_.join();
+  impl_->stranger_log.flush();
   impl_->parked.clear();
   impl_->strangers.clear();
 }
