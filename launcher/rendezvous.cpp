@@ -66,6 +66,7 @@ Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, Si
       throw PortInUse("rendezvous: node 0 cannot host it on --master-port " + where(plan_) + ": " + e.what());
     }
     store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+    store_->set(key("nnodes"), std::to_string(plan_.nnodes));  // each node checks its own against it
     // The workers' store port: bound now and held, or (for programs that bind it themselves)
     // chosen now; the same for every attempt.
     choose_workers_port(opt_.workers_port);
@@ -188,6 +189,7 @@ Assignment Rendezvous::join(int attempt) {
   a.master_addr = plan_.master_addr;
   PlanText p;
   try {
+    if (attempt == 0 && k != 0) check_same_nnodes(deadline);
     if (attempt == 0 && store_->add(key("claim/" + std::to_string(k)), 1) > 1)
       throw ConfigError("rendezvous: two agents claim --node-rank " + std::to_string(k));
     store_->set(key(attempt, "node/" + std::to_string(k)), NodeEntry{plan_.nproc_per_node, opt_.results_given, host_}.encode());
@@ -265,6 +267,17 @@ Assignment Rendezvous::join(int attempt) {
   nproc_ = p.nproc;
   last_watch_ = Clock::now();
   return a;
+}
+
+void Rendezvous::check_same_nnodes(Clock::time_point deadline) {
+  wait_keys(0, {key("nnodes")}, deadline);
+  const std::string theirs = store_->get(key("nnodes"));
+  if (theirs == std::to_string(plan_.nnodes)) return;
+  // Said to node 0 too (a final failure), so that every node names it at once.
+  const std::string why = "--nnodes " + std::to_string(plan_.nnodes) + " on node " + std::to_string(plan_.node_rank) +
+                          " but " + theirs.substr(0, 16) + " on node 0: give the same --nnodes on every node";
+  report_failure(0, FailureRecord{true, host_, plan_.node_rank, -1, "rendezvous: " + why});
+  throw ConfigError("rendezvous: " + why);
 }
 
 void Rendezvous::set_members(int attempt, std::vector<int> ids, std::vector<std::string> hosts) {

@@ -145,6 +145,8 @@ class Rendezvous {
   Assignment single_node(int attempt);
   // Connects to node 0's store in short tries until `deadline` (a signal ends the wait).
   void connect_to_store(std::chrono::steady_clock::time_point deadline);
+  // Static, not node 0: ConfigError (and node 0 told) when node 0 was given another --nnodes.
+  void check_same_nnodes(std::chrono::steady_clock::time_point deadline);
   // Elastic (rendezvous_round.cpp): connects to, or hosts, the store; joins rounds from
   // `round` on until one admits this node; the host closes each round and writes its plan.
   void open_elastic_store(const std::string& master_ip, std::chrono::steady_clock::time_point deadline);

@@ -500,6 +500,20 @@ def case_direct_workers():
             finish(procs)
 
 
+def case_mismatched_nnodes():
+    """--nnodes 2 on node 0 and 3 on node 1: both nodes say exactly that, at once."""
+    with Hosts(2) as h:
+        t0 = time.time()
+        procs = [h.agent(0, 2, ["--", "true"]), h.agent(1, 3, ["--", "true"])]
+        res = finish(procs, timeout=20)
+        took = time.time() - t0
+        print(f"MEASURE mismatched --nnodes: {took:.2f} s until both agents ended", flush=True)
+        check(res[1][0] == 2 and res[0][0] != 0, f"rc {[r[0] for r in res]}", str(res))
+        want = "--nnodes 3 on node 1 but 2 on node 0: give the same --nnodes on every node"
+        check(all(want in r[2] for r in res), "every node names the mismatch", str(res))
+        check(took < 10, "at once, not after the rendezvous timeout")
+
+
 def case_restart_keeps_port():
     """An explicit workers' port stays across restarts (two nodes, --workers-port; one node,
     --master-port); distrun-worker serves on the agent's bound socket."""
