@@ -20,6 +20,7 @@
 #include "rendezvous.hpp"
 #include "signal_names.hpp"
 #include "signal_watch.hpp"
+#include "subreaper.hpp"
 #include "worker_env.hpp"
 #include "worker_group.hpp"
 #include "worker_shim.hpp"
@@ -108,6 +109,7 @@ std::string flight_table(Rendezvous& rendezvous, int attempt, int node_rank) {
 int run_agent(const LaunchOptions& o) {
   // Blocks the signals before any thread exists (the rendezvous store runs one).
   SignalWatch signals(parse_signal_list(o.signals_to_handle));
+  become_subreaper();
 
   std::optional<int> declared_world;
   if (o.mode == RunMode::scenario) declared_world = scenario_world_size(o.command.front());
@@ -277,6 +279,7 @@ int run_agent(const LaunchOptions& o) {
       }
       result = group.run(peer_poll, watch_interval, on_failure);
     }
+    end_adopted_children();  // the group has reaped its workers: what is left was orphaned below
     if (log_error.empty()) log_error = router.log_error();
 
     if (result.outcome == GroupOutcome::succeeded) {

@@ -677,5 +677,24 @@ def case_killed_launcher_leaves_no_grandchild():
     print(f"MEASURE kill -9 of distrun: {end - t0:.2f} s until no worker or grandchild is left", flush=True)
 
 
+def case_killed_shim_leaves_no_grandchild():
+    """kill -9 of a worker's shim (one host): the worker dies with it, and its child in a
+    session of its own, orphaned, is adopted by distrun (a subreaper) and ended with the job."""
+    mark = f"{TAG}-shim"
+    p = subprocess.Popen([DISTRUN, "--nproc-per-node", "2", "--", PYTHON, "-c", WORKER_PY, mark],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_processes(mark, 4)
+    worker = next(pid for pid, cmd in processes_with(mark) if cmd.startswith(PYTHON) and "subprocess.Popen" in cmd)
+    with open(f"/proc/{worker}/stat") as f:
+        shim = int(f.read().rsplit(")", 1)[1].split()[1])
+    check(shim != p.pid, "the worker runs under a shim")
+    t0 = time.time()
+    os.kill(shim, signal.SIGKILL)
+    _, err = p.communicate(timeout=20)
+    end = stopped_at(mark, within=5)
+    print(f"MEASURE kill -9 of a worker's shim: {end - t0:.2f} s until no worker or grandchild is left", flush=True)
+    check(p.returncode == 1, f"the job fails: rc {p.returncode}", err)
+
+
 if __name__ == "__main__":
     main({name[5:]: fn for name, fn in globals().items() if name.startswith("case_")})
