@@ -93,8 +93,11 @@ std::string_view FrameSeal::open(std::string_view sealed) {
 
 double estimated_entropy_bits(std::string_view s) {
   if (s.empty()) return 0;
-  size_t period = 1;  // the shortest p with s[i] == s[i - p] for every i >= p
-  while (period < s.size() && !std::equal(s.begin() + long(period), s.end(), s.begin())) ++period;
+  // The shortest period p that repeats at least twice (s[i] == s[i - p] for every i >= p, and
+  // p <= half the length: a longer "period" is only a chance match of the ends).
+  size_t period = 1;
+  while (period <= s.size() / 2 && !std::equal(s.begin() + long(period), s.end(), s.begin())) ++period;
+  if (period > s.size() / 2) period = s.size();
   const std::set<char> distinct(s.begin(), s.end());
   const auto any = [&](auto pred) { return std::any_of(s.begin(), s.end(), [&](char c) { return pred((unsigned char)c); }); };
   const auto all = [&](auto pred) { return std::all_of(s.begin(), s.end(), [&](char c) { return pred((unsigned char)c); }); };
