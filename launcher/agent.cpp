@@ -121,10 +121,27 @@ int run_agent(const LaunchOptions& o) {
   if (!plan.single_node() && !secret && !o.check_only) throw ConfigError(missing_secret_message());
   if (!plan.single_node() && secret)
     check_secret_strength(*secret, o.rdzv_secret_file.empty() ? "DISTRUN_STORE_SECRET" : "--rdzv-secret-file " + o.rdzv_secret_file);
+  RendezvousOptions ro;
+  ro.timeout = std::chrono::milliseconds(int64_t(o.rdzv_timeout * 1000));
+  ro.secret = secret.value_or("");
+  ro.bind_all = o.rdzv_bind_all;
+  if (o.workers_port) ro.workers_port = uint16_t(*o.workers_port);
+  // distrun-worker takes the bound socket; any other program binds MASTER_PORT itself.
+  ro.hand_socket = o.mode == RunMode::scenario;
+  ro.scenario = o.mode == RunMode::scenario;
+  ro.results_given = o.results.has_value();
+  ro.last_call = std::chrono::milliseconds(int64_t(o.last_call_timeout * 1000));
+  ro.stop_grace = std::chrono::milliseconds(int64_t(o.stop_grace * 1000));
+  ro.heartbeat_timeout = std::chrono::milliseconds(int64_t(o.heartbeat_timeout * 1000));
   if (o.mode == RunMode::scenario) {
     int world = plan.nproc_per_node * plan.nnodes;  // static rendezvous: equal nodes assumed here
-    check_scenario_file(o.command.front(), world, plan.nproc_per_node);
-    if (o.results) check_results_path(*o.results);
+    try {
+      check_scenario_file(o.command.front(), world, plan.nproc_per_node);
+      if (o.results) check_results_path(*o.results);
+    } catch (const ConfigError& e) {
+      if (!o.check_only && !o.explain) tell_node0_cannot_join(plan, ro, signals, e.what());
+      throw;
+    }
     if (o.explain) {
       explain_scenario_file(o.command.front(), world, std::cout, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
       return 0;
@@ -150,18 +167,6 @@ int run_agent(const LaunchOptions& o) {
   const auto cpus = numa_cpu_sets(o.numa_binding, plan.nproc_per_node);
   std::string log_error;
 
-  RendezvousOptions ro;
-  ro.timeout = std::chrono::milliseconds(int64_t(o.rdzv_timeout * 1000));
-  ro.secret = secret.value_or("");
-  ro.bind_all = o.rdzv_bind_all;
-  if (o.workers_port) ro.workers_port = uint16_t(*o.workers_port);
-  // distrun-worker takes the bound socket; any other program binds MASTER_PORT itself.
-  ro.hand_socket = o.mode == RunMode::scenario;
-  ro.scenario = o.mode == RunMode::scenario;
-  ro.results_given = o.results.has_value();
-  ro.last_call = std::chrono::milliseconds(int64_t(o.last_call_timeout * 1000));
-  ro.stop_grace = std::chrono::milliseconds(int64_t(o.stop_grace * 1000));
-  ro.heartbeat_timeout = std::chrono::milliseconds(int64_t(o.heartbeat_timeout * 1000));
   Rendezvous rendezvous(plan, ro, signals);
   const std::string host = rendezvous.host();
   const EnvMap base_env = current_environment();

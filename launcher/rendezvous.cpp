@@ -269,6 +269,18 @@ Assignment Rendezvous::join(int attempt) {
   return a;
 }
 
+void tell_node0_cannot_join(const JobPlan& plan, RendezvousOptions options, SignalWatch& signals,
+                            const std::string& why) {
+  if (plan.single_node() || plan.elastic() || plan.node_rank == 0 || options.secret.empty()) return;
+  options.timeout = std::min(options.timeout, milliseconds(5000));
+  try {
+    Rendezvous r(plan, options, signals);
+    r.report_failure(0, FailureRecord{true, r.host(), plan.node_rank, -1, "cannot join the job: " + why});
+  } catch (const Error&) {
+    // Node 0 not reachable in time: it ends at its rendezvous timeout, naming this node.
+  }
+}
+
 void Rendezvous::check_same_nnodes(Clock::time_point deadline) {
   wait_keys(0, {key("nnodes")}, deadline);
   const std::string theirs = store_->get(key("nnodes"));

@@ -76,6 +76,13 @@ struct RendezvousOptions {
   std::chrono::milliseconds last_call{30000};  // elastic: a round waits this long for more than MIN
 };
 
+/// Static, not node 0: this node cannot take part (its input was refused before it joined).
+/// Records that, as the job's first failure, in node 0's store (trying for a few seconds at
+/// most), so that every node ends at once naming it instead of waiting for it; a node 0 that
+/// cannot be reached is left to its own rendezvous timeout.
+void tell_node0_cannot_join(const JobPlan& plan, RendezvousOptions options, SignalWatch& signals,
+                            const std::string& why);
+
 /// The plan of one elastic round, as its host publishes it; parse_round_plan() reads it
 /// (MalformedMessage when malformed).
 struct RoundPlan {

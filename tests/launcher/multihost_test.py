@@ -514,6 +514,24 @@ def case_mismatched_nnodes():
         check(took < 10, "at once, not after the rendezvous timeout")
 
 
+def case_node_cannot_join():
+    """Node 1's input is refused before it joins (its --results folder is missing): it exits 2
+    and tells node 0, which ends at once naming it, not at the rendezvous timeout."""
+    need_worker()
+    scen = os.path.join(DATA, "all_reduce_4.yaml")
+    with Hosts(2) as h:
+        t0 = time.time()
+        procs = [h.agent(0, 2, [scen]), h.agent(1, 2, ["--results", "/nonexistent/folder/r.jsonl", scen])]
+        res = finish(procs, timeout=20)
+        took = time.time() - t0
+        print(f"MEASURE a node that cannot join: {took:.2f} s until both agents ended", flush=True)
+        check([r[0] for r in res] == [1, 2], f"rc {[r[0] for r in res]}", str(res))
+        line = first_failure(res[0][2]) or ""
+        check("node rank 1: cannot join the job:" in line and "/nonexistent/folder" in line, "node 0 names node 1",
+              res[0][2])
+        check(took < 5, "within 5 s, not at the 20 s rendezvous timeout")
+
+
 def case_restart_keeps_port():
     """An explicit workers' port stays across restarts (two nodes, --workers-port; one node,
     --master-port); distrun-worker serves on the agent's bound socket."""
