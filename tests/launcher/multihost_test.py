@@ -714,5 +714,28 @@ def case_killed_shim_leaves_no_grandchild():
     check(p.returncode == 1, f"the job fails: rc {p.returncode}", err)
 
 
+def case_inherited_descriptors_stay_out():
+    """Descriptors distrun inherited (not close-on-exec) do not reach the workers: each worker
+    holds its standard streams only (one host)."""
+    mark = f"{TAG}-fds"
+    r_fd, w_fd = os.pipe()
+    os.set_inheritable(r_fd, True)
+    keep = os.dup2(w_fd, 77)
+    try:
+        # The shell lists its own descriptors (ls is its child; $$ is the shell, the worker).
+        p = subprocess.run([DISTRUN, "--nproc-per-node", "2", "--", "sh", "-c", "ls /proc/$$/fd", mark],
+                           capture_output=True, text=True, timeout=30, pass_fds=(r_fd, keep))
+    finally:
+        for fd in (r_fd, w_fd, keep):
+            os.close(fd)
+    fds = {0: [], 1: []}
+    for l in p.stdout.splitlines():
+        rank = 1 if l.startswith("[rank1]:") else 0
+        fds[rank].append(int(l.rsplit(":", 1)[-1]))
+    check(p.returncode == 0, f"rc {p.returncode}", p.stdout + p.stderr)
+    for rank, held in fds.items():
+        check(sorted(held) == [0, 1, 2], f"worker {rank} holds only its standard streams: {held}", p.stdout)
+
+
 if __name__ == "__main__":
     main({name[5:]: fn for name, fn in globals().items() if name.startswith("case_")})
