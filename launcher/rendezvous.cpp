@@ -276,7 +276,7 @@ void tell_node0_cannot_join(const JobPlan& plan, RendezvousOptions options, Sign
   try {
     Rendezvous r(plan, options, signals);
     r.report_failure(0, FailureRecord{true, r.host(), plan.node_rank, -1, "cannot join the job: " + why});
-  } catch (const Error&) {
+  } catch (const std::exception&) {
     // Node 0 not reachable in time: it ends at its rendezvous timeout, naming this node.
   }
 }
@@ -405,16 +405,17 @@ std::optional<FailureRecord> Rendezvous::finish(int attempt) {
   if (!store_) return std::nullopt;
   const int k = node_rank_;
   const auto deadline = Clock::now() + opt_.timeout;
-  try {
-    store_->add(key(attempt, "done"), 1);
-  } catch (const Error& e) {
-    store_alive_ = false;
-    return store_lost(e);
-  }
+  bool counted = false;
   while (Clock::now() < deadline) {
     check_signal(attempt, "while waiting for the other nodes to finish");
     if (auto r = watch(attempt, false)) return r;
     try {
+      // Counted once: a request without a reply in time still reaches node 0 on the kept
+      // connection, so it is not sent again.
+      if (!counted) {
+        counted = true;
+        store_->add(key(attempt, "done"), 1);
+      }
       if (store_->add(key(attempt, "done"), 0) >= int64_t(members_.size())) {
         if (!hosts_store()) {
           store_->set(key(attempt, "ack/" + std::to_string(id_)), "1");
@@ -429,6 +430,13 @@ std::optional<FailureRecord> Rendezvous::finish(int attempt) {
         } catch (const TimeoutError&) {
         }
         return std::nullopt;
+      }
+    } catch (const TimeoutError& e) {
+      // A blip, perhaps: tolerated as in watch(), up to the heartbeat timeout.
+      if (hosts_store()) throw;
+      if (Clock::now() - last_answer_ >= opt_.heartbeat_timeout) {
+        store_alive_ = false;
+        return store_lost(e);
       }
     } catch (const StoreError& e) {
       if (hosts_store()) throw;

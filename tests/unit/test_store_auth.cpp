@@ -76,6 +76,21 @@ std::string read_frame(int fd) {
 
 void write_all(int fd, const std::string& s) { REQUIRE(::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == ssize_t(s.size())); }
 
+// A loopback server opened by the secret "s3cret", and the options of its clients.
+TCPStoreServerOptions secret_server() {
+  TCPStoreServerOptions so;
+  so.host = "127.0.0.1";
+  so.secret = "s3cret";
+  return so;
+}
+
+TCPStoreOptions secret_client() {
+  TCPStoreOptions o;
+  o.secret = "s3cret";
+  o.timeout = 5s;
+  return o;
+}
+
 // Counts the log lines of the "distrun" logger while alive.
 class CountingSink : public spdlog::sinks::base_sink<std::mutex> {
  public:
@@ -469,13 +484,8 @@ class Relay {
 }  // namespace
 
 TEST_CASE("TCPStore: a frame replayed or altered on the wire is refused, and the session ends") {
-  TCPStoreServerOptions so;
-  so.host = "127.0.0.1";
-  so.secret = "s3cret";
-  TCPStoreServer server(so);
-  TCPStoreOptions o;
-  o.secret = "s3cret";
-  o.timeout = 5s;
+  TCPStoreServer server(secret_server());
+  TCPStoreOptions o = secret_client();
   TCPStore honest("127.0.0.1", server.port(), o);
   // Frames 0 and 1 are the handshake; frame 2 is the first request.
   SECTION("replayed: the add counts once, the connection is closed") {
@@ -499,13 +509,8 @@ TEST_CASE("TCPStore: a frame replayed or altered on the wire is refused, and the
 }
 
 TEST_CASE("TCPStore: a claimed key lives as long as the connection that claimed it") {
-  TCPStoreServerOptions so;
-  so.host = "127.0.0.1";
-  so.secret = "s3cret";
-  TCPStoreServer server(so);
-  TCPStoreOptions o;
-  o.secret = "s3cret";
-  o.timeout = 5s;
+  TCPStoreServer server(secret_server());
+  TCPStoreOptions o = secret_client();
   TCPStore watcher("127.0.0.1", server.port(), o);
   auto gone = [&](const std::string& key) {
     for (int i = 0; i < 200 && watcher.check({key}); ++i) std::this_thread::sleep_for(10ms);
@@ -523,12 +528,8 @@ TEST_CASE("TCPStore: a claimed key lives as long as the connection that claimed 
 }
 
 TEST_CASE("TCPStore: with keep_on_timeout a late reply does not end the connection") {
-  TCPStoreServerOptions so;
-  so.host = "127.0.0.1";
-  so.secret = "s3cret";
-  TCPStoreServer server(so);
-  TCPStoreOptions o;
-  o.secret = "s3cret";
+  TCPStoreServer server(secret_server());
+  TCPStoreOptions o = secret_client();
   for (bool keep : {true, false}) {
     // The relay holds the first request for 3 s, as a network blip would.
     Relay relay(server.port(), [](int i, const std::string& f) {
@@ -536,7 +537,6 @@ TEST_CASE("TCPStore: with keep_on_timeout a late reply does not end the connecti
       return std::vector<std::string>{f};
     });
     o.keep_on_timeout = keep;
-    o.timeout = 5s;
     TCPStore client("127.0.0.1", relay.port(), o);
     client.set_timeout(0ms);  // each request waits its 2 s of slack only
     const std::string key = keep ? "kept" : "closed";
