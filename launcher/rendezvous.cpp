@@ -360,13 +360,16 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
           vanished_.insert(members_[m]);
           // Elastic: a membership change; the others go on in a new round while MIN remain.
           bool final = !plan_.elastic() || int(members_.size()) - 1 < plan_.min_nodes;
+          FailureRecord r{final, hosts_[m], int(m), -1, cause};
           if (was_frozen_.count()) {
+            // The first failure was this agent's own stall: the other node only gave up on it.
             char took[32];
             std::snprintf(took, sizeof took, "%.1f", double(was_frozen_.count()) / 1000);
-            cause += std::string("; node 0's own agent had not run for ") + took +
-                     " s before (stopped or stalled), long enough for the other nodes to give up on its store";
+            r = FailureRecord{true, host_, 0, -1,
+                              std::string("node 0's own agent had not run for ") + took +
+                                  " s (stopped or stalled), longer than the heartbeat timeout, so node " +
+                                  std::to_string(m) + " (host " + hosts_[m] + ") gave up on its store: " + cause};
           }
-          FailureRecord r{final, hosts_[m], int(m), -1, cause};
           if (plan_.elastic() && final)
             r.cause += "; fewer than " + std::to_string(plan_.min_nodes) + " nodes (--nnodes MIN) remain";
           return report_failure(attempt, r);
