@@ -22,6 +22,7 @@
 #include "rendezvous.hpp"
 #include "signal_names.hpp"
 #include "signal_watch.hpp"
+#include "subreaper.hpp"
 #include "worker_env.hpp"
 #include "worker_group.hpp"
 #include "worker_shim.hpp"
@@ -110,6 +111,7 @@ std::string flight_table(Rendezvous& rendezvous, int attempt, int node_rank) {
 int run_agent(const LaunchOptions& o) {
   // Blocks the signals before any thread exists (the rendezvous store runs one).
   SignalWatch signals(parse_signal_list(o.signals_to_handle));
+  become_subreaper();
 
   std::optional<int> declared_world;
   if (o.mode == RunMode::scenario) declared_world = scenario_world_size(o.command.front());
@@ -119,10 +121,29 @@ int run_agent(const LaunchOptions& o) {
                       "world size before it starts); give N nodes");
   std::optional<std::string> secret = load_job_secret(o.rdzv_secret_file, process_env());
   if (!plan.single_node() && !secret && !o.check_only) throw ConfigError(missing_secret_message());
+  if (!plan.single_node() && secret)
+    check_secret_strength(*secret, o.rdzv_secret_file.empty() ? "DISTRUN_STORE_SECRET" : "--rdzv-secret-file " + o.rdzv_secret_file);
+  RendezvousOptions ro;
+  ro.timeout = std::chrono::milliseconds(int64_t(o.rdzv_timeout * 1000));
+  ro.secret = secret.value_or("");
+  ro.bind_all = o.rdzv_bind_all;
+  if (o.workers_port) ro.workers_port = uint16_t(*o.workers_port);
+  // distrun-worker takes the bound socket; any other program binds MASTER_PORT itself.
+  ro.hand_socket = o.mode == RunMode::scenario;
+  ro.scenario = o.mode == RunMode::scenario;
+  ro.results_given = o.results.has_value();
+  ro.last_call = std::chrono::milliseconds(int64_t(o.last_call_timeout * 1000));
+  ro.stop_grace = std::chrono::milliseconds(int64_t(o.stop_grace * 1000));
+  ro.heartbeat_timeout = std::chrono::milliseconds(int64_t(o.heartbeat_timeout * 1000));
   if (o.mode == RunMode::scenario) {
     int world = plan.nproc_per_node * plan.nnodes;  // static rendezvous: equal nodes assumed here
-    check_scenario_file(o.command.front(), world, plan.nproc_per_node);
-    if (o.results) check_results_path(*o.results);
+    try {
+      check_scenario_file(o.command.front(), world, plan.nproc_per_node);
+      if (o.results) check_results_path(*o.results);
+    } catch (const ConfigError& e) {
+      if (!o.check_only && !o.explain) tell_node0_cannot_join(plan, ro, signals, e.what());
+      throw;
+    }
     if (o.explain) {
       explain_scenario_file(o.command.front(), world, std::cout, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
       return 0;
@@ -165,17 +186,6 @@ int run_agent(const LaunchOptions& o) {
          " workers (it is unset), to avoid overloading the system; set it to tune your program's performance");
   std::string log_error;
 
-  RendezvousOptions ro;
-  ro.timeout = std::chrono::milliseconds(int64_t(o.rdzv_timeout * 1000));
-  ro.secret = secret.value_or("");
-  ro.bind_all = o.rdzv_bind_all;
-  if (o.workers_port) ro.workers_port = uint16_t(*o.workers_port);
-  // distrun-worker takes the bound socket; any other program binds MASTER_PORT itself.
-  ro.hand_socket = o.mode == RunMode::scenario;
-  ro.scenario = o.mode == RunMode::scenario;
-  ro.results_given = o.results.has_value();
-  ro.last_call = std::chrono::milliseconds(int64_t(o.last_call_timeout * 1000));
-  ro.stop_grace = std::chrono::milliseconds(int64_t(o.stop_grace * 1000));
   Rendezvous rendezvous(plan, ro, signals);
   const std::string host = rendezvous.host();
   const EnvMap base_env = current_environment();
@@ -183,7 +193,7 @@ int run_agent(const LaunchOptions& o) {
   // heartbeat, so it is kept well inside the heartbeat timeout.
   const auto watch_interval = std::clamp<std::chrono::milliseconds>(
       std::chrono::milliseconds(int64_t(o.monitor_interval * 1000)), std::chrono::milliseconds(1),
-      ro.heartbeat_timeout / 4);
+      std::min<std::chrono::milliseconds>(ro.heartbeat_timeout / 4, std::chrono::milliseconds(750)));
   int restart = 0;
   for (int attempt = 0;; ++attempt) {
     Assignment a;
@@ -316,6 +326,7 @@ int run_agent(const LaunchOptions& o) {
       };
       result = group.run(peer_poll, watch_interval, on_failure);
     }
+    end_adopted_children();  // the group has reaped its workers: what is left was orphaned below
     if (log_error.empty()) log_error = router.log_error();
 
     if (result.outcome == GroupOutcome::succeeded) {

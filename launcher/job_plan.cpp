@@ -64,14 +64,33 @@ std::string detect_launcher(const EnvLookup& env) {
   return set("SLURM_JOB_ID") && set("SLURM_NODEID") && set("SLURM_STEP_ID") ? "slurm" : "pytorch";
 }
 
+namespace {
+
+// The run id names a folder under --log-dir and the rendezvous keys: one plain name, so it
+// can neither climb out of the folder ("../x") nor hide a path or a control character.
+void check_run_id(const std::string& id) {
+  const bool safe = !id.empty() && id.size() <= 128 && id != "." && id != ".." &&
+                    id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+                        std::string::npos;
+  if (!safe)
+    throw ConfigError("--run-id '" + id + "': use 1 to 128 letters, digits, '.', '_' or '-' (it names a folder)");
+}
+
+}  // namespace
+
 JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int> scenario_world_size) {
   JobPlan plan;
+  check_run_id(o.run_id);
   plan.run_id = o.run_id;
   plan.source = o.launcher == "auto" ? detect_launcher(env) : o.launcher;
   std::tie(plan.min_nodes, plan.nnodes) = parse_nnodes(o.nnodes);
   // Elastic ranks come from the rounds (arrival order), as with torchrun's c10d rendezvous.
   plan.node_rank = plan.elastic() ? 0 : o.node_rank;
-  if (!o.master_addr.empty()) plan.master_addr = o.master_addr;
+  // "[v6addr]" as in a URL: the address inside.
+  if (!o.master_addr.empty())
+    plan.master_addr = o.master_addr.size() > 2 && o.master_addr.front() == '[' && o.master_addr.back() == ']'
+                           ? o.master_addr.substr(1, o.master_addr.size() - 2)
+                           : o.master_addr;
   if (o.master_port) plan.master_port = uint16_t(*o.master_port);
   plan.port_from_user = o.master_port.has_value();
 

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "distrun/core/error.hpp"
+#include "distrun/store/auth.hpp"
 
 namespace distrun::launcher {
 namespace {
@@ -16,8 +17,11 @@ constexpr size_t kMaxSecret = 4096;
 
 std::string read_secret_file(const std::string& path) {
   const std::string where = "--rdzv-secret-file " + path;
-  // O_NOFOLLOW: the file checked is the file read, not whatever a link points to later.
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  struct stat named {};
+  if (lstat(path.c_str(), &named) == 0 && !S_ISREG(named.st_mode)) throw ConfigError(where + ": not a regular file");
+  // O_NOFOLLOW: the file checked is the file read, not whatever a link points to later;
+  // O_NONBLOCK: a FIFO swapped in meanwhile opens at once, and fstat refuses it.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) throw ConfigError(where + ": " + strerror(errno));
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -54,6 +58,16 @@ std::optional<std::string> load_job_secret(const std::string& secret_file, const
   auto v = env("DISTRUN_STORE_SECRET");
   if (v && !v->empty()) return *v;
   return std::nullopt;
+}
+
+void check_secret_strength(const std::string& secret, const std::string& from) {
+  const double bits = auth::estimated_entropy_bits(secret);
+  if (bits >= kMinSecretBits) return;
+  throw ConfigError(from + " looks too weak for a job secret (about " + std::to_string(int(bits)) +
+                    " bits of entropy; at least " + std::to_string(int(kMinSecretBits)) +
+                    " needed, since a recorded handshake can be guessed at offline): make one with\n"
+                    "    export DISTRUN_STORE_SECRET=$(openssl rand -hex 16)\n"
+                    "  or $(head -c 32 /dev/urandom | base64)");
 }
 
 std::string missing_secret_message() {

@@ -66,8 +66,9 @@ void apply_rdzv_conf(LaunchOptions& o) {
       if (!o.rdzv_timeout_given) o.rdzv_timeout = v;
     } else if (key == "last_call_timeout") {
       o.last_call_timeout = positive_seconds(key, value);
-    } else if (key == "read_timeout" || key == "close_timeout" ||
-               key == "heartbeat_timeout" || key == "keep_alive_interval") {
+    } else if (key == "heartbeat_timeout") {
+      o.heartbeat_timeout = positive_seconds(key, value);
+    } else if (key == "read_timeout" || key == "close_timeout" || key == "keep_alive_interval") {
       positive_seconds(key, value);  // checked; without effect here (docs/launcher.md says why)
     } else if (key == "keep_alive_max_attempt" || key == "is_host" || key == "use_libuv" || key == "store_type") {
       // accepted for compatibility; distrun's node 0 always hosts the rendezvous
@@ -288,7 +289,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   env(app.add_option(both_spellings("--rdzv-conf"), o.rdzv_conf,
                      "KEY=VALUE,...: timeout/join_timeout (seconds the nodes wait for each other), "
                      "last_call_timeout (elastic: seconds a round waits for more nodes once MIN joined, default 30), "
-                     "stop_grace; read_timeout, close_timeout, ... accepted without effect"),
+                     "stop_grace, heartbeat_timeout; read_timeout, close_timeout, ... accepted without effect"),
       "rdzv_conf");
   auto* rdzv_timeout = app.add_option(both_spellings("--rdzv-timeout"), o.rdzv_timeout,
                                       "seconds the nodes wait for each other (default 300)")->check(CLI::PositiveNumber);

@@ -35,6 +35,7 @@ struct LaunchOptions {
   std::string launcher = "auto";     // auto | pytorch | slurm | mpi
   double rdzv_timeout = 300;         // seconds the agents wait for each other
   double last_call_timeout = 30;     // elastic: seconds a round stays open once MIN nodes joined
+  double heartbeat_timeout = 30;     // several nodes: seconds of silence before an agent is gone
   std::string rdzv_secret_file;      // job secret (else $DISTRUN_STORE_SECRET); mode 0600 checked
   bool rdzv_bind_all = false;        // node 0's rendezvous on 0.0.0.0, not the master's interface
   std::optional<int> workers_port;   // several nodes: the workers' store port on node 0 (else free)

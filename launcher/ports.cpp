@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "distrun/core/error.hpp"
+#include "distrun/store/auth.hpp"
 
 namespace distrun::launcher {
 namespace {
@@ -95,6 +96,20 @@ uint16_t pick_free_port(const std::string& address) {
   return port;
 }
 
+namespace {
+
+std::string to_hex(const std::string& raw) {
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char c : raw) {
+    hex += digits[c >> 4];
+    hex += digits[c & 15];
+  }
+  return hex;
+}
+
+}  // namespace
+
 std::string random_hex(size_t bytes) {
   int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(std::string("/dev/urandom: ") + strerror(errno));
@@ -107,13 +122,14 @@ std::string random_hex(size_t bytes) {
   }
   close(fd);
   if (got < bytes) throw Error("/dev/urandom: short read");
-  static const char* digits = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char c : raw) {
-    hex += digits[c >> 4];
-    hex += digits[c & 15];
-  }
-  return hex;
+  return to_hex(raw);
+}
+
+std::string workers_secret(const std::string& job_secret, const std::string& salt, const std::string& run_id,
+                           int attempt) {
+  std::string info = "distrun workers' store v1";
+  info += '\0' + run_id + '\0' + std::to_string(attempt);
+  return to_hex(auth::hkdf(job_secret, salt, info, 32));
 }
 
 }  // namespace distrun::launcher

@@ -1,4 +1,4 @@
-// Ports for the workers' store and the agents' rendezvous, and the per-job secret.
+// Ports for the workers' store and the agents' rendezvous, and the workers' secret.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -49,5 +49,12 @@ uint16_t pick_free_port(const std::string& address = "0.0.0.0");
 
 /// `bytes` random bytes from /dev/urandom as lowercase hex; Error when it cannot be read.
 std::string random_hex(size_t bytes);
+
+/// The workers' store secret of one attempt with several nodes, as hex: HKDF-SHA256 of the
+/// job secret, with node 0's fresh `salt` (published in the plan) and the run id and attempt as
+/// context. Every node derives the same one, so it never crosses the wire, and it is new for
+/// each attempt; a worker's secret tells nothing about the job secret.
+std::string workers_secret(const std::string& job_secret, const std::string& salt, const std::string& run_id,
+                           int attempt);
 
 }  // namespace distrun::launcher

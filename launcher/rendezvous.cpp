@@ -30,12 +30,14 @@ Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, Si
     : plan_(plan), opt_(options), signals_(signals), host_(hostname()), node_rank_(plan.node_rank) {
   // Where node 0 listens: the address of --master-addr on this host, so the store is not
   // offered on every interface (the user may ask for that with --rdzv-bind-all).
-  std::string master_ip = resolve_host(plan_.master_addr.empty() ? "127.0.0.1" : plan_.master_addr);
-  bool master_is_here = is_local_address(master_ip);
+  // One node: every worker is on this host and reaches the workers' store on loopback
+  // (ProcessGroup::init does the same), so nothing outside the host can.
   if (plan_.single_node()) {
-    bind_ip_ = master_is_here ? master_ip : "0.0.0.0";
+    bind_ip_ = "127.0.0.1";
     return;
   }
+  std::string master_ip = resolve_host(plan_.master_addr.empty() ? "127.0.0.1" : plan_.master_addr);
+  bool master_is_here = is_local_address(master_ip);
   id_ = plan_.node_rank;
   if (plan_.elastic()) {
     open_elastic_store(master_ip, Clock::now() + opt_.timeout);
@@ -56,13 +58,15 @@ Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, Si
   const auto deadline = Clock::now() + opt_.timeout;
   if (plan_.node_rank == 0) {
     so.is_server = true;
-    so.bind_host = bind_ip_;
     so.timeout = opt_.timeout;
+    // Bound here first, so a taken port is a PortInUse (a ConfigError: exit 2), as on one node.
     try {
-      store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
-    } catch (const StoreError& e) {
-      throw StoreError("rendezvous: node 0 cannot host it on --master-port " + where(plan_) + ": " + e.what());
+      so.listen_fd = BoundPort(bind_ip_, *plan_.master_port).release();
+    } catch (const PortInUse& e) {
+      throw PortInUse("rendezvous: node 0 cannot host it on --master-port " + where(plan_) + ": " + e.what());
     }
+    store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+    store_->set(key("nnodes"), std::to_string(plan_.nnodes));  // each node checks its own against it
     // The workers' store port: bound now and held, or (for programs that bind it themselves)
     // chosen now; the same for every attempt.
     choose_workers_port(opt_.workers_port);
@@ -75,11 +79,14 @@ Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, Si
 void Rendezvous::connect_to_store(Clock::time_point deadline) {
   TCPStoreOptions so;
   so.secret = opt_.secret;
+  so.keep_on_timeout = true;  // through a network blip, up to the heartbeat timeout (watch())
   // Connects in short tries, so a signal stops the wait at once.
   so.timeout = milliseconds(1000);
   for (;;) {
     try {
       store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+      // Held while this agent's connection lives: node 0 sees it go at once when it dies.
+      if (id_ > 0) store_->claim(key("alive/" + std::to_string(id_)), "1");
       return;
     } catch (const TimeoutError& e) {
       if (int sig = signals_.next_stop()) throw Interrupted(sig);
@@ -106,8 +113,11 @@ FailureRecord Rendezvous::store_lost(const std::exception& e) const {
   r.final = true;
   r.host = hosts_.empty() ? plan_.master_addr : hosts_[0];
   r.node_rank = 0;
-  r.cause = std::string("the rendezvous store on node 0 stopped answering (its agent was killed or frozen, or its "
-                        "host is unreachable): ") + e.what();
+  r.cause = dynamic_cast<const TimeoutError*>(&e)
+                ? "the rendezvous store on node 0 stopped answering for the heartbeat timeout (" +
+                      secs(opt_.heartbeat_timeout) + ": its agent is frozen, or its host unreachable): " + e.what()
+                : std::string("the rendezvous store on node 0 stopped answering (its agent died, or its host closed the "
+                              "connection): ") + e.what();
   return r;
 }
 
@@ -179,6 +189,7 @@ Assignment Rendezvous::join(int attempt) {
   a.master_addr = plan_.master_addr;
   PlanText p;
   try {
+    if (attempt == 0 && k != 0) check_same_nnodes(deadline);
     if (attempt == 0 && store_->add(key("claim/" + std::to_string(k)), 1) > 1)
       throw ConfigError("rendezvous: two agents claim --node-rank " + std::to_string(k));
     store_->set(key(attempt, "node/" + std::to_string(k)), NodeEntry{plan_.nproc_per_node, opt_.results_given, host_}.encode());
@@ -200,7 +211,7 @@ Assignment Rendezvous::join(int attempt) {
       }
       PlanText plan;
       plan.port = workers_port_;
-      plan.secret = random_hex(16);
+      plan.salt = random_hex(16);
       std::string with, without;
       for (int n = 0; n < plan_.nnodes; ++n) {
         NodeEntry node = NodeEntry::decode(store_->get(keys[size_t(n)]));
@@ -243,7 +254,7 @@ Assignment Rendezvous::join(int attempt) {
   }
   if (p.refused) throw ConfigError("rendezvous: " + p.message);
   a.master_port = p.port;
-  a.secret = p.secret;
+  a.secret = workers_secret(opt_.secret, p.salt, plan_.run_id, attempt);
   a.listen_fd = k == 0 ? workers_socket_.fd() : -1;
   a.world_size = 0;
   for (int n = 0; n < plan_.nnodes; ++n) {
@@ -256,6 +267,29 @@ Assignment Rendezvous::join(int attempt) {
   nproc_ = p.nproc;
   last_watch_ = Clock::now();
   return a;
+}
+
+void tell_node0_cannot_join(const JobPlan& plan, RendezvousOptions options, SignalWatch& signals,
+                            const std::string& why) {
+  if (plan.single_node() || plan.elastic() || plan.node_rank == 0 || options.secret.empty()) return;
+  options.timeout = std::min(options.timeout, milliseconds(5000));
+  try {
+    Rendezvous r(plan, options, signals);
+    r.report_failure(0, FailureRecord{true, r.host(), plan.node_rank, -1, "cannot join the job: " + why});
+  } catch (const std::exception&) {
+    // Node 0 not reachable in time: it ends at its rendezvous timeout, naming this node.
+  }
+}
+
+void Rendezvous::check_same_nnodes(Clock::time_point deadline) {
+  wait_keys(0, {key("nnodes")}, deadline);
+  const std::string theirs = store_->get(key("nnodes"));
+  if (theirs == std::to_string(plan_.nnodes)) return;
+  // Said to node 0 too (a final failure), so that every node names it at once.
+  const std::string why = "--nnodes " + std::to_string(plan_.nnodes) + " on node " + std::to_string(plan_.node_rank) +
+                          " but " + theirs.substr(0, 16) + " on node 0: give the same --nnodes on every node";
+  report_failure(0, FailureRecord{true, host_, plan_.node_rank, -1, "rendezvous: " + why});
+  throw ConfigError("rendezvous: " + why);
 }
 
 void Rendezvous::set_members(int attempt, std::vector<int> ids, std::vector<std::string> hosts) {
@@ -292,6 +326,7 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
   const bool host = hosts_store();
   try {
     if (!host) store_->add(key("beat/" + std::to_string(id_)), 1);
+    last_answer_ = Clock::now();
     if (store_->check({key(attempt, "failed")})) return FailureRecord::decode(store_->get(key(attempt, "failed")));
     if (host) {
       auto now = Clock::now();
@@ -304,24 +339,37 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
       }
       last_watch_ = now;
       for (size_t m = 1; m < members_.size(); ++m) {
-        int64_t b = store_->add(key("beat/" + std::to_string(members_[m])), 0);
+        const std::string id = std::to_string(members_[m]);
+        std::string cause;
+        int64_t b = store_->add(key("beat/" + id), 0);
         if (b != beats_[m]) {
           beats_[m] = b;
           beat_seen_[m] = now;
-        } else if (now - beat_seen_[m] > opt_.heartbeat_timeout) {
+        }
+        // Its connection closed (the agent died, or its host reset it) without a goodbye: at
+        // once. Silence (a frozen agent, a link down) only after the heartbeat timeout, since
+        // a network blip heals and the connection with it.
+        if (!store_->check({key("alive/" + id)}) && !store_->check({key(attempt, "ack/" + id)}) &&
+            !store_->check({key(attempt, "seen/" + id)}))
+          cause = "its distrun agent closed its connection to node 0 (it died, or its host reset the connection)";
+        else if (now - beat_seen_[m] > opt_.heartbeat_timeout)
+          cause = "its distrun agent stopped answering (no heartbeat for " +
+                  std::to_string(opt_.heartbeat_timeout.count() / 1000) +
+                  " s, the heartbeat timeout): frozen, or the host is unreachable";
+        if (!cause.empty()) {
           vanished_.insert(members_[m]);
           // Elastic: a membership change; the others go on in a new round while MIN remain.
           bool final = !plan_.elastic() || int(members_.size()) - 1 < plan_.min_nodes;
-          std::string cause = "its distrun agent stopped answering (no heartbeat for " +
-                              std::to_string(opt_.heartbeat_timeout.count() / 1000) +
-                              " s): killed, frozen, or the host is unreachable";
+          FailureRecord r{final, hosts_[m], int(m), -1, cause};
           if (was_frozen_.count()) {
+            // The first failure was this agent's own stall: the other node only gave up on it.
             char took[32];
             std::snprintf(took, sizeof took, "%.1f", double(was_frozen_.count()) / 1000);
-            cause += std::string("; node 0's own agent had not run for ") + took +
-                     " s before (stopped or stalled), long enough for the other nodes to give up on its store";
+            r = FailureRecord{true, host_, 0, -1,
+                              std::string("node 0's own agent had not run for ") + took +
+                                  " s (stopped or stalled), longer than the heartbeat timeout, so node " +
+                                  std::to_string(m) + " (host " + hosts_[m] + ") gave up on its store: " + cause};
           }
-          FailureRecord r{final, hosts_[m], int(m), -1, cause};
           if (plan_.elastic() && final)
             r.cause += "; fewer than " + std::to_string(plan_.min_nodes) + " nodes (--nnodes MIN) remain";
           return report_failure(attempt, r);
@@ -338,6 +386,12 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
         }
       }
     }
+  } catch (const TimeoutError& e) {
+    if (host) throw;
+    // No answer yet: the connection is kept (a blip heals), until the heartbeat timeout.
+    if (Clock::now() - last_answer_ < opt_.heartbeat_timeout) return std::nullopt;
+    store_alive_ = false;
+    return store_lost(e);
   } catch (const MalformedMessage& e) {
     // A failure was recorded, but not as this version writes it: still the job's end.
     return FailureRecord{true, "?", 0, -1, std::string("another agent recorded a failure this one cannot read (") +
@@ -354,16 +408,17 @@ std::optional<FailureRecord> Rendezvous::finish(int attempt) {
   if (!store_) return std::nullopt;
   const int k = node_rank_;
   const auto deadline = Clock::now() + opt_.timeout;
-  try {
-    store_->add(key(attempt, "done"), 1);
-  } catch (const Error& e) {
-    store_alive_ = false;
-    return store_lost(e);
-  }
+  bool counted = false;
   while (Clock::now() < deadline) {
     check_signal(attempt, "while waiting for the other nodes to finish");
     if (auto r = watch(attempt, false)) return r;
     try {
+      // Counted once: a request without a reply in time still reaches node 0 on the kept
+      // connection, so it is not sent again.
+      if (!counted) {
+        counted = true;
+        store_->add(key(attempt, "done"), 1);
+      }
       if (store_->add(key(attempt, "done"), 0) >= int64_t(members_.size())) {
         if (!hosts_store()) {
           store_->set(key(attempt, "ack/" + std::to_string(id_)), "1");
@@ -378,6 +433,13 @@ std::optional<FailureRecord> Rendezvous::finish(int attempt) {
         } catch (const TimeoutError&) {
         }
         return std::nullopt;
+      }
+    } catch (const TimeoutError& e) {
+      // A blip, perhaps: tolerated as in watch(), up to the heartbeat timeout.
+      if (hosts_store()) throw;
+      if (Clock::now() - last_answer_ >= opt_.heartbeat_timeout) {
+        store_alive_ = false;
+        return store_lost(e);
       }
     } catch (const StoreError& e) {
       if (hosts_store()) throw;

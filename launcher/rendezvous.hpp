@@ -58,7 +58,7 @@ struct Assignment {
   int rank_offset = 0;  // global rank of local rank 0
   std::string master_addr;
   uint16_t master_port = 0;
-  std::string secret;  // DISTRUN_STORE_SECRET for the workers (fresh per attempt)
+  std::string secret;  // DISTRUN_STORE_SECRET for the workers (fresh per attempt, never sent)
   int listen_fd = -1;  // the bound workers' port for local rank 0, or -1 (borrowed)
 };
 
@@ -70,16 +70,24 @@ struct RendezvousOptions {
   bool hand_socket = false;                     // bind the workers' port here, hand it to rank 0
   bool scenario = false;                        // distrun-worker runs: --results must agree
   bool results_given = false;                   // this node got --results
-  std::chrono::milliseconds heartbeat_timeout{3000};  // an agent silent this long is gone
+  // An agent (or node 0's store) silent this long is gone; a closed connection is at once.
+  std::chrono::milliseconds heartbeat_timeout{30000};
   std::chrono::milliseconds stop_grace{1000};         // how long stopping workers may take (--stop-grace)
   std::chrono::milliseconds last_call{30000};  // elastic: a round waits this long for more than MIN
 };
+
+/// Static, not node 0: this node cannot take part (its input was refused before it joined).
+/// Records that, as the job's first failure, in node 0's store (trying for a few seconds at
+/// most), so that every node ends at once naming it instead of waiting for it; a node 0 that
+/// cannot be reached is left to its own rendezvous timeout.
+void tell_node0_cannot_join(const JobPlan& plan, RendezvousOptions options, SignalWatch& signals,
+                            const std::string& why);
 
 /// The plan of one elastic round, as its host publishes it; parse_round_plan() reads it
 /// (MalformedMessage when malformed).
 struct RoundPlan {
   uint16_t port = 0;
-  std::string secret;
+  std::string salt;  // the workers' secret is derived from it on each node (workers_secret())
   int restart_count = 0;
   std::vector<int> ids;  // the members' agent ids (first-arrival tickets), ascending: node ranks
   std::vector<int> nproc;
@@ -144,6 +152,8 @@ class Rendezvous {
   Assignment single_node(int attempt);
   // Connects to node 0's store in short tries until `deadline` (a signal ends the wait).
   void connect_to_store(std::chrono::steady_clock::time_point deadline);
+  // Static, not node 0: ConfigError (and node 0 told) when node 0 was given another --nnodes.
+  void check_same_nnodes(std::chrono::steady_clock::time_point deadline);
   // Elastic (rendezvous_round.cpp): connects to, or hosts, the store; joins rounds from
   // `round` on until one admits this node; the host closes each round and writes its plan.
   void open_elastic_store(const std::string& master_ip, std::chrono::steady_clock::time_point deadline);
@@ -185,6 +195,9 @@ class Rendezvous {
   // Node 0: when watch() last ran, and for how long this agent itself was not running (a
   // SIGSTOP, a stalled host) when it last came back.
   std::chrono::steady_clock::time_point last_watch_{};
+  // Not node 0: when node 0's store last answered (its silence is a failure only after the
+  // heartbeat timeout).
+  std::chrono::steady_clock::time_point last_answer_ = std::chrono::steady_clock::now();
   std::chrono::milliseconds was_frozen_{0};
 };
 

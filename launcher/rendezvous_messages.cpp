@@ -1,6 +1,7 @@
 #include "rendezvous_messages.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace distrun::launcher {
 namespace {
@@ -53,6 +54,23 @@ bool printable_token(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c > ' ' && c < 127; });
 }
 
+// Text from another node goes to this node's terminal: its control characters (an escape
+// sequence could rewrite the screen or the title) are shown as \xNN; line breaks and tabs
+// stay where `keep_lines`.
+std::string escape_controls(const std::string& s, bool keep_lines) {
+  std::string out;
+  for (unsigned char c : s) {
+    if ((c >= 0x20 && c != 0x7f) || (keep_lines && (c == '\n' || c == '\t'))) {
+      out.push_back(char(c));
+    } else {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string FailureRecord::summary() const {
@@ -76,10 +94,10 @@ FailureRecord FailureRecord::decode(const std::string& text) {
     if (f[0] != "0" && f[0] != "1" && f[0] != "2") throw StoreError("bad flag");
     r.final = f[0] == "1";
     r.joining = f[0] == "2";
-    r.host = f[1];
+    r.host = escape_controls(f[1], false);
     r.node_rank = to_int(f[2], -1, kMaxPlanNodes);
     r.rank = to_int(f[3], -1, 1 << 30);
-    r.cause = f[4];
+    r.cause = escape_controls(f[4], true);
   } catch (const StoreError&) {
     throw MalformedMessage("rendezvous: malformed failure record");
   }
@@ -109,7 +127,7 @@ NodeEntry NodeEntry::decode(const std::string& text) {
 
 std::string PlanText::encode() const {
   if (refused) return "refused\n" + message;
-  std::string out = "ok\n" + std::to_string(port) + "\n" + secret;
+  std::string out = "ok\n" + std::to_string(port) + "\n" + salt;
   for (size_t n = 0; n < nproc.size() && n < hosts.size(); ++n)
     out += "\n" + std::to_string(nproc[n]) + " " + one_field(hosts[n]);
   return out;
@@ -127,9 +145,8 @@ PlanText parse_plan(const std::string& text, int nnodes) {
     auto lines = all_lines(text);
     if (lines.size() != size_t(3 + nnodes) || lines[0] != "ok") throw StoreError("bad header");
     p.port = uint16_t(to_int(lines[1], 1, 65535));
-    p.secret = lines[2];
-    // It becomes DISTRUN_STORE_SECRET of every worker: one printable token.
-    if (p.secret.empty() || p.secret.size() > 256 || !printable_token(p.secret)) throw StoreError("bad secret");
+    p.salt = lines[2];
+    if (p.salt.empty() || p.salt.size() > 256 || !printable_token(p.salt)) throw StoreError("bad salt");
     int64_t world = 0;
     for (int n = 0; n < nnodes; ++n) {
       const std::string& l = lines[size_t(3 + n)];

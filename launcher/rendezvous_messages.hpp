@@ -51,13 +51,14 @@ struct NodeEntry {
   static NodeEntry decode(const std::string& text);
 };
 
-/// The multi-node plan node 0 publishes: the workers' port and secret and every node's share,
+/// The multi-node plan node 0 publishes: the workers' port, the salt each node derives the
+/// workers' secret with (workers_secret(), never the secret itself), and every node's share,
 /// or why node 0 refused the job.
 struct PlanText {
   bool refused = false;
   std::string message;  // why node 0 refused the job
   uint16_t port = 0;
-  std::string secret;
+  std::string salt;                // fresh per attempt, public
   std::vector<int> nproc;          // per node
   std::vector<std::string> hosts;  // per node
 

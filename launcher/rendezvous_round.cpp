@@ -39,7 +39,7 @@ std::string elastic_range(const JobPlan& plan) {
 
 std::string RoundPlan::encode() const {
   std::ostringstream out;
-  out << "round\n" << port << "\n" << secret << "\n" << restart_count;
+  out << "round\n" << port << "\n" << salt << "\n" << restart_count;
   for (size_t m = 0; m < ids.size(); ++m) out << "\n" << ids[m] << " " << nproc[m] << " " << hosts[m];
   return out.str();
 }
@@ -50,8 +50,8 @@ RoundPlan parse_round_plan(const std::string& text) {
   RoundPlan p;
   try {
     p.port = uint16_t(to_int(lines[1], 1, 65535));
-    p.secret = lines[2];
-    if (p.secret.empty() || p.secret.size() > 256) throw StoreError("bad secret");
+    p.salt = lines[2];
+    if (p.salt.empty() || p.salt.size() > 256) throw StoreError("bad salt");
     p.restart_count = to_int(lines[3], 0, 1 << 30);
     for (size_t l = 4; l < lines.size(); ++l) {
       std::istringstream in(lines[l]);
@@ -109,6 +109,7 @@ void Rendezvous::open_elastic_store(const std::string& master_ip, Clock::time_po
     throw ConfigError("rendezvous: --nnodes " + elastic_range(plan_) + " here, but " + theirs + " on the agent at " +
                       where(plan_) + ": give the same range on every node");
   id_ = int(store_->add(key("ticket"), 1));
+  store_->claim(key("alive/" + std::to_string(id_)), "1");
   store_->set(key("node/" + std::to_string(id_)), info);
 }
 
@@ -152,7 +153,7 @@ Assignment Rendezvous::join_round(int round) {
       a.restart_count = p.restart_count;
       a.master_addr = plan_.master_addr;
       a.master_port = p.port;
-      a.secret = p.secret;
+      a.secret = workers_secret(opt_.secret, p.salt, plan_.run_id, round);
       a.listen_fd = elastic_host_ ? workers_socket_.fd() : -1;
       a.world_size = 0;
       for (size_t m = 0; m < p.ids.size(); ++m) {
@@ -211,7 +212,7 @@ RoundPlan Rendezvous::close_round(int round, Clock::time_point deadline) {
 
   RoundPlan p;
   p.port = workers_port_;
-  p.secret = random_hex(16);
+  p.salt = random_hex(16);
   // The job's restart count: one more after a round that failed, none for a node joining.
   if (round > 0 && store_->check({key(round - 1, "plan")})) {
     p.restart_count = parse_round_plan(store_->get(key(round - 1, "plan"))).restart_count;

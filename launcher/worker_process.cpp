@@ -133,6 +133,11 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
     dup2(st, kShimStatusFd);  // dup2 clears close-on-exec on the copy
     dup2(av, kShimArgvFd);
     if (ls >= 0) dup2(ls, kShimListenFd);
+    // Only these reach the shim and the worker: what distrun itself inherited stays out (as
+    // torchrun's subprocess closes them), and a stray descriptor 3 is no listening socket.
+    if (ls < 0) close(kShimListenFd);
+    if (close_range(kShimArgvFd + 1, ~0U, 0) != 0)
+      for (int fd = kShimArgvFd + 1; fd < 4096; ++fd) close(fd);
     restore_child_signals(child_mask);
     // The binding is inherited by the worker the shim starts.
     if (!spec.cpus.empty()) sched_setaffinity(0, sizeof cpus, &cpus);

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -225,7 +226,8 @@ def agent_killed(node):
             check(line and "node rank 0: the rendezvous store on node 0 stopped answering" in line, "store loss named",
                   other[2])
         else:
-            check(line and "node rank 1: its distrun agent stopped answering" in line, "silent agent named", other[2])
+            check(line and "node rank 1: its distrun agent closed its connection to node 0" in line,
+                  "the dead agent named by its closed connection, not after the heartbeat timeout", other[2])
     stopped_at(mark, within=3)
 
 
@@ -244,7 +246,7 @@ def case_agent_frozen_node0():
     mark = f"{TAG}-frz"
     marks = [f"{mark}n{k}" for k in (0, 1)]
     with Hosts(2) as h:
-        procs = [h.agent(k, 2, workers(marks[k])) for k in (0, 1)]
+        procs = [h.agent(k, 2, workers(marks[k]), extra=["--rdzv-conf", "heartbeat_timeout=3"]) for k in (0, 1)]
         for m in marks:
             wait_for_processes(m, 5)  # the agent, 2 workers, 2 workers' children
         t0 = time.time()
@@ -265,10 +267,11 @@ def case_agent_frozen_node0():
         print(f"MEASURE SIGCONT of node 0's agent: its workers gone {node0_clear - t1:.2f} s later", flush=True)
         check(rc1 == 1 and res[1][0] == 1, f"node 1 exits 1: rc {res[1][0]}", res[1][2])
         line = first_failure(res[1][2]) or ""
-        check("node rank 0: the rendezvous store on node 0 stopped answering (its agent was killed or frozen" in line,
+        check("node rank 0: the rendezvous store on node 0 stopped answering for the heartbeat timeout" in line,
               "node 1 names node 0", res[1][2])
         check(res[0][0] == 1, f"node 0 exits 1 once resumed: rc {res[0][0]}", res[0][2])
-        check("node 0's own agent had not run for" in res[0][2], "node 0 says it was not running", res[0][2])
+        check("node rank 0: node 0's own agent had not run for" in (first_failure(res[0][2]) or ""),
+              "node 0 names its own stall first, not node 1 that gave up on it", res[0][2])
     stopped_at(mark, within=3)
 
 
@@ -277,7 +280,7 @@ def case_host_vanishes():
     loses the store; both stop their workers and exit 1."""
     mark = f"{TAG}-gone"
     with Hosts(2) as h:
-        procs = [h.agent(k, 2, workers(mark)) for k in (0, 1)]
+        procs = [h.agent(k, 2, workers(mark), extra=["--rdzv-conf", "heartbeat_timeout=3"]) for k in (0, 1)]
         wait_for_processes(mark, 8)
         t0 = time.time()
         ip("-n", h.hub, "link", "set", "p1", "down")
@@ -287,8 +290,29 @@ def case_host_vanishes():
         check([r[0] for r in res] == [1, 1], f"rc {[r[0] for r in res]}", str(res))
         check("node rank 1: its distrun agent stopped answering" in (first_failure(res[0][2]) or ""),
               "node 0 names node 1", res[0][2])
-        check("node rank 0: the rendezvous store on node 0 stopped answering" in (first_failure(res[1][2]) or ""),
-              "node 1 names the lost store", res[1][2])
+        check("node rank 0: the rendezvous store on node 0 stopped answering for the heartbeat timeout" in
+              (first_failure(res[1][2]) or ""), "node 1 names the lost store", res[1][2])
+    stopped_at(mark, within=3)
+
+
+def case_blips_survived():
+    """Node 1's link goes down for 2 s, then for 10 s (under a 15 s heartbeat timeout): the job
+    goes on and every node exits 0; the agents' connections to node 0 outlive the blips."""
+    mark = f"{TAG}-blip"
+    program = ["--", PYTHON, "-c", "import sys, time; time.sleep(float(sys.argv[1]))", "17", mark]
+    with Hosts(2) as h:
+        procs = [h.agent(k, 2, program, extra=["--rdzv-conf", "heartbeat_timeout=15"]) for k in (0, 1)]
+        wait_for_processes(mark, 6)  # 2 agents, 4 workers
+        t0 = time.time()
+        for down in (2, 10):
+            ip("-n", h.hub, "link", "set", "p1", "down")
+            time.sleep(down)
+            ip("-n", h.hub, "link", "set", "p1", "up")
+            time.sleep(1)
+            check(all(p.poll() is None for p in procs), f"both agents still run after a {down} s blip")
+        res = finish(procs)
+        print(f"MEASURE blips of 2 s and 10 s: job done {time.time() - t0:.1f} s after the first", flush=True)
+        check([r[0] for r in res] == [0, 0], f"both nodes finish: rc {[r[0] for r in res]}", str(res))
     stopped_at(mark, within=3)
 
 
@@ -309,8 +333,8 @@ def case_signal_during_rendezvous():
 
 
 def case_no_secret():
-    """Several nodes and no secret: exit 2 at once, saying what to set and how; a secret file
-    must be private (0600)."""
+    """Several nodes and no secret, or a weak one: exit 2 at once, saying what to set and how; a
+    secret file must be a private (0600) regular file."""
     env = dict(os.environ)
     env.pop("DISTRUN_STORE_SECRET", None)
     base = [DISTRUN, "--nnodes", "2", "--node-rank", "1", "--master-port", PORT, "--rdzv-timeout", "30", "--", "true"]
@@ -327,6 +351,26 @@ def case_no_secret():
         r = subprocess.run([*base[:1], "--rdzv-secret-file", path, *base[1:]], capture_output=True, text=True,
                            timeout=20, env=env)
         check(r.returncode == 2 and "chmod 600" in r.stderr, f"0644 refused: rc {r.returncode}", r.stderr)
+        # A FIFO is refused before it is opened (opening it would wait for a writer).
+        fifo = os.path.join(d, "fifo")
+        os.mkfifo(fifo, 0o600)
+        r = subprocess.run([*base[:1], "--rdzv-secret-file", fifo, *base[1:]], capture_output=True, text=True,
+                           timeout=20, env=env)
+        check(r.returncode == 2 and "not a regular file" in r.stderr, f"FIFO refused: rc {r.returncode}", r.stderr)
+    # A taken --master-port on a multi-node node 0: exit 2, as on one node.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = str(held.getsockname()[1])
+        r = subprocess.run([DISTRUN, "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port",
+                            port, "--rdzv-timeout", "30", "--", "true"], capture_output=True, text=True, timeout=20,
+                           env=dict(env, DISTRUN_STORE_SECRET=SECRET))
+        check(r.returncode == 2 and "already in use" in r.stderr, f"taken port: rc {r.returncode}", r.stderr)
+    # A weak secret: exit 2, saying how to make a strong one.
+    for weak in ["x", "s3cret", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]:
+        r = subprocess.run(base, capture_output=True, text=True, timeout=20, env=dict(env, DISTRUN_STORE_SECRET=weak))
+        check(r.returncode == 2 and "too weak" in r.stderr and "openssl rand -hex 16" in r.stderr,
+              f"weak secret {weak!r} refused: rc {r.returncode}", r.stderr)
 
 
 def case_secret_file_and_wrong_secret():
@@ -359,6 +403,134 @@ def case_secret_file_and_wrong_secret():
         check(res[0][0] == 1 and "node(s) 1 of 2 never joined" in res[0][2], "node 0 never saw it join", res[0][2])
         check("ran" not in res[0][1] + res[1][1], "no worker ran")
     stopped_at(mark, within=3)
+
+
+# Captures every frame through one interface of the hub (a raw AF_PACKET socket, as root)
+# into a file, until SIGTERM.
+SNIFF_PY = r"""
+import signal, socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((sys.argv[2], 0))
+s.settimeout(0.1)
+stop = []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+with open(sys.argv[1], "wb") as out:
+    print("ready", flush=True)
+    while not stop:
+        try:
+            out.write(s.recv(1 << 18))
+        except (socket.timeout, InterruptedError):
+            pass
+"""
+
+
+def case_wire_holds_no_secret():
+    """A 2-node job (a scenario's workers and their store across the link) captured on node 0's
+    veth: neither the job secret nor the workers' secret is on the wire, in text or in bytes,
+    while the rendezvous' and the workers' store keys are (the capture saw them)."""
+    need_worker()
+    scen = os.path.join(DATA, "all_reduce_4.yaml")
+    wrapper = 'echo "WORKERS_SECRET $DISTRUN_STORE_SECRET"; exec "$0" "$@"'
+    with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
+        cap = os.path.join(d, "capture")
+        sniffer = subprocess.Popen(["ip", "netns", "exec", h.hub, PYTHON, "-c", SNIFF_PY, cap, "p0"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            if sniffer.stdout.readline().strip() != "ready":
+                raise Failed("the sniffer does not run\n" + sniffer.stderr.read())
+            procs = [h.agent(k, 2, ["--", "sh", "-c", wrapper, WORKER, scen]) for k in (0, 1)]
+            res = finish(procs)
+        finally:
+            sniffer.send_signal(signal.SIGTERM)
+            sniffer.communicate(timeout=10)
+        check([r[0] for r in res] == [0, 0], f"the job runs: rc {[r[0] for r in res]}", str(res))
+        mine = {l.split()[1] for r in res for l in r[1].splitlines() if "WORKERS_SECRET " in l}
+        check(len(mine) == 1, f"every worker has the same secret: {mine}", str(res))
+        workers_secret = mine.pop()
+        with open(cap, "rb") as f:
+            wire = f.read()
+        print(f"captured {len(wire)} bytes on node 0's link", flush=True)
+        check(b"distrun/rdzv/" in wire, "the capture holds the rendezvous' traffic")
+        check(b"gloo/" in wire, "the capture holds the workers' store traffic")
+        # The plan (where the workers' secret used to travel) is there, with a salt in its place.
+        check(re.search(rb"ok\n\d+\n[0-9a-f]{32}\n2 ", wire), "the capture holds node 0's plan")
+        for name, value in [("job secret", SECRET), ("workers' secret", workers_secret)]:
+            check(value.encode() not in wire, f"the {name} is not on the wire as text")
+            check(bytes.fromhex(value) not in wire, f"the {name} is not on the wire as bytes")
+        check(workers_secret != SECRET and len(workers_secret) == 64, "the workers' secret is derived, not the job's")
+
+
+def direct_worker(h, k, rank, world, local_world, scen, secret=None):
+    """distrun-worker started directly (as srun or mpirun would) on host `k`."""
+    env = dict(os.environ, DISTRUN_CMA="0", RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank % local_world),
+               LOCAL_WORLD_SIZE=str(local_world), MASTER_ADDR=ADDR[0], MASTER_PORT="29600")
+    env.pop("DISTRUN_STORE_SECRET", None)
+    if secret:
+        env["DISTRUN_STORE_SECRET"] = secret
+    return subprocess.Popen(["ip", "netns", "exec", h.ns[k], WORKER, "--timeout", "20", scen],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def case_direct_workers():
+    """distrun-worker started directly: ranks on two hosts without a secret exit 2 at once
+    naming DISTRUN_STORE_SECRET (and run with one); ranks on one host serve rank 0's store on
+    loopback only, even with MASTER_ADDR a routable address of that host."""
+    need_worker()
+    slow, four = os.path.join(DATA, "slow_all_reduce_2.yaml"), os.path.join(DATA, "all_reduce_4.yaml")
+    with Hosts(2) as h:
+        t0 = time.time()
+        res = finish([direct_worker(h, k, k, 2, 1, slow) for k in (0, 1)], timeout=20)
+        check([r[0] for r in res] == [2, 2], f"no secret across hosts: rc {[r[0] for r in res]}", str(res))
+        check(all("DISTRUN_STORE_SECRET" in r[2] and "openssl rand" in r[2] for r in res), "names the variable", str(res))
+        check(time.time() - t0 < 10, "at once")
+        res = finish([direct_worker(h, r // 2, r, 4, 2, four, SECRET) for r in range(4)], timeout=40)
+        check([r[0] for r in res] == [0] * 4, f"with a secret they run: rc {[r[0] for r in res]}", str(res))
+        procs = [direct_worker(h, 0, r, 2, 2, slow) for r in (0, 1)]
+        try:
+            deadline = time.time() + 15
+            while True:
+                ss = subprocess.run(["ip", "netns", "exec", h.ns[0], "ss", "-ltnH"], capture_output=True, text=True,
+                                    timeout=10).stdout
+                if ":29600 " in ss or time.time() > deadline or any(p.poll() is not None for p in procs):
+                    break
+                time.sleep(0.1)
+            check("127.0.0.1:29600 " in ss and f"{ADDR[0]}:29600" not in ss, "one host: the store on loopback only", ss)
+        finally:
+            for p in procs:
+                p.kill()
+            finish(procs)
+
+
+def case_mismatched_nnodes():
+    """--nnodes 2 on node 0 and 3 on node 1: both nodes say exactly that, at once."""
+    with Hosts(2) as h:
+        t0 = time.time()
+        procs = [h.agent(0, 2, ["--", "true"]), h.agent(1, 3, ["--", "true"])]
+        res = finish(procs, timeout=20)
+        took = time.time() - t0
+        print(f"MEASURE mismatched --nnodes: {took:.2f} s until both agents ended", flush=True)
+        check(res[1][0] == 2 and res[0][0] != 0, f"rc {[r[0] for r in res]}", str(res))
+        want = "--nnodes 3 on node 1 but 2 on node 0: give the same --nnodes on every node"
+        check(all(want in r[2] for r in res), "every node names the mismatch", str(res))
+        check(took < 10, "at once, not after the rendezvous timeout")
+
+
+def case_node_cannot_join():
+    """Node 1's input is refused before it joins (its --results folder is missing): it exits 2
+    and tells node 0, which ends at once naming it, not at the rendezvous timeout."""
+    need_worker()
+    scen = os.path.join(DATA, "all_reduce_4.yaml")
+    with Hosts(2) as h:
+        t0 = time.time()
+        procs = [h.agent(0, 2, [scen]), h.agent(1, 2, ["--results", "/nonexistent/folder/r.jsonl", scen])]
+        res = finish(procs, timeout=20)
+        took = time.time() - t0
+        print(f"MEASURE a node that cannot join: {took:.2f} s until both agents ended", flush=True)
+        check([r[0] for r in res] == [1, 2], f"rc {[r[0] for r in res]}", str(res))
+        line = first_failure(res[0][2]) or ""
+        check("node rank 1: cannot join the job:" in line and "/nonexistent/folder" in line, "node 0 names node 1",
+              res[0][2])
+        check(took < 5, "within 5 s, not at the 20 s rendezvous timeout")
 
 
 def case_restart_keeps_port():
@@ -470,7 +642,7 @@ def case_elastic_node_dies():
         after = {(2, 0, 0, 1, 1), (2, 1, 0, 1, 1)}
         check(round0 | after <= elastic_lines(open(log).read()) | got and got - late == {(4, 0, 0, 2, 0), (4, 1, 0, 2, 0)} | after,
               f"node 0: world 4 with node 1, then 2 with TORCHELASTIC_RESTART_COUNT 1: {sorted(got)}", res[0][1])
-        check("node rank 1: its distrun agent stopped answering" in res[0][2] and "restart 1 of 1" in res[0][2],
+        check("node rank 1: its distrun agent closed its connection" in res[0][2] and "restart 1 of 1" in res[0][2],
               "node 0 names the lost node and counts the restart", res[0][2])
         # With --nnodes 2:3 a node that leaves (SIGTERM here, at once) leaves fewer than MIN:
         # the job ends on both nodes, restarts or not.
@@ -522,6 +694,48 @@ def case_killed_launcher_leaves_no_grandchild():
     p.communicate(timeout=10)
     end = stopped_at(mark, within=5)
     print(f"MEASURE kill -9 of distrun: {end - t0:.2f} s until no worker or grandchild is left", flush=True)
+
+
+def case_killed_shim_leaves_no_grandchild():
+    """kill -9 of a worker's shim (one host): the worker dies with it, and its child in a
+    session of its own, orphaned, is adopted by distrun (a subreaper) and ended with the job."""
+    mark = f"{TAG}-shim"
+    p = subprocess.Popen([DISTRUN, "--nproc-per-node", "2", "--", PYTHON, "-c", WORKER_PY, mark],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for_processes(mark, 4)
+    worker = next(pid for pid, cmd in processes_with(mark) if cmd.startswith(PYTHON) and "subprocess.Popen" in cmd)
+    with open(f"/proc/{worker}/stat") as f:
+        shim = int(f.read().rsplit(")", 1)[1].split()[1])
+    check(shim != p.pid, "the worker runs under a shim")
+    t0 = time.time()
+    os.kill(shim, signal.SIGKILL)
+    _, err = p.communicate(timeout=20)
+    end = stopped_at(mark, within=5)
+    print(f"MEASURE kill -9 of a worker's shim: {end - t0:.2f} s until no worker or grandchild is left", flush=True)
+    check(p.returncode == 1, f"the job fails: rc {p.returncode}", err)
+
+
+def case_inherited_descriptors_stay_out():
+    """Descriptors distrun inherited (not close-on-exec) do not reach the workers: each worker
+    holds its standard streams only (one host)."""
+    mark = f"{TAG}-fds"
+    r_fd, w_fd = os.pipe()
+    os.set_inheritable(r_fd, True)
+    keep = os.dup2(w_fd, 77)
+    try:
+        # The shell lists its own descriptors (ls is its child; $$ is the shell, the worker).
+        p = subprocess.run([DISTRUN, "--nproc-per-node", "2", "--", "sh", "-c", "ls /proc/$$/fd", mark],
+                           capture_output=True, text=True, timeout=30, pass_fds=(r_fd, keep))
+    finally:
+        for fd in (r_fd, w_fd, keep):
+            os.close(fd)
+    fds = {0: [], 1: []}
+    for l in p.stdout.splitlines():
+        rank = 1 if l.startswith("[rank1]:") else 0
+        fds[rank].append(int(l.rsplit(":", 1)[-1]))
+    check(p.returncode == 0, f"rc {p.returncode}", p.stdout + p.stderr)
+    for rank, held in fds.items():
+        check(sorted(held) == [0, 1, 2], f"worker {rank} holds only its standard streams: {held}", p.stdout)
 
 
 if __name__ == "__main__":

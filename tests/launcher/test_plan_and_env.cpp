@@ -92,6 +92,18 @@ TEST_CASE("plan: nnodes, node rank and endpoints", "[launcher][plan]") {
   CHECK_THROWS_AS(plan_job(o, env_of({}), std::nullopt), ConfigError);
 }
 
+TEST_CASE("plan: --run-id is one safe name, --master-addr may be a bracketed v6 address", "[launcher][plan]") {
+  LaunchOptions o;
+  for (const char* bad : {"../x", "a/b", "..", ".", "", "x\ny", "run id"}) {
+    o.run_id = bad;
+    CHECK_THROWS_AS(plan_job(o, env_of({}), std::nullopt), ConfigError);
+  }
+  o.run_id = "job-7.a_b";
+  CHECK(plan_job(o, env_of({}), std::nullopt).run_id == "job-7.a_b");
+  o.master_addr = "[::1]";
+  CHECK(plan_job(o, env_of({}), std::nullopt).master_addr == "::1");
+}
+
 TEST_CASE("plan: nproc cpu and auto count something", "[launcher][plan]") {
   CHECK(resolve_nproc_per_node("cpu") >= 1);
   CHECK(resolve_nproc_per_node("auto") >= 1);

@@ -1,12 +1,15 @@
 // The rendezvous' pieces that need no network: the failure record and plan texts agents
 // exchange (malformed ones are MalformedMessage, never a crash), the job secret's checks, and the
 // bound workers' port.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
+#include <future>
+#include <set>
 
 #include "distrun/core/error.hpp"
 #include "job_secret.hpp"
@@ -58,6 +61,14 @@ TEST_CASE("a failure record survives the store, causes with newlines included", 
   CHECK_FALSE(FailureRecord::decode(r.encode()).joining);
 }
 
+TEST_CASE("a failure record from another node shows its control characters escaped", "[launcher][rendezvous]") {
+  FailureRecord evil{true, "h\x1b]0;owned\x07", 1, 3, "exit 3\n\x1b[2J\x1b[31mred\ttab\r"};
+  FailureRecord back = FailureRecord::decode(evil.encode());
+  CHECK(back.host == "h\\x1b]0;owned\\x07");
+  CHECK(back.cause == "exit 3\n\\x1b[2J\\x1b[31mred\ttab\\x0d");
+  CHECK(back.summary().find('\x1b') == std::string::npos);
+}
+
 TEST_CASE("malformed failure records are MalformedMessage", "[launcher][rendezvous]") {
   for (const char* bad : {"", "1", "3\nh\n0\n0\nx", "1\nh\n-2\n0\nx", "1\nh\nzero\n0\nx", "1\nh\n0\n-5\nx", "1\nh\n99999999999\n0\nx", "1\nh\n1-2\n0\nx", "1\nh\n-\n0\nx"})
     CHECK_THROWS_AS(FailureRecord::decode(bad), MalformedMessage);
@@ -67,7 +78,7 @@ TEST_CASE("the plan node 0 publishes is parsed strictly", "[launcher][rendezvous
   PlanText p = parse_plan("ok\n29500\nabc123\n2 n0\n4 n1", 2);
   CHECK_FALSE(p.refused);
   CHECK(p.port == 29500);
-  CHECK(p.secret == "abc123");
+  CHECK(p.salt == "abc123");
   CHECK(p.nproc == std::vector<int>{2, 4});
   CHECK(p.hosts == std::vector<std::string>{"n0", "n1"});
   PlanText r = parse_plan("refused\n--results was given on node(s) 0 but not on node(s) 1", 2);
@@ -76,7 +87,7 @@ TEST_CASE("the plan node 0 publishes is parsed strictly", "[launcher][rendezvous
   for (const char* bad : {"", "ok", "ok\n29500\nabc\n2 n0", "ok\n70000\nabc\n2 n0\n2 n1", "ok\n29500\n\n2 n0\n2 n1",
                           "ok\n29500\nabc\n0 n0\n2 n1", "ok\n29500\nabc\n2\n2 n1", "ko\n29500\nabc\n2 n0\n2 n1"})
     CHECK_THROWS_AS(parse_plan(bad, 2), MalformedMessage);
-  // The encoder writes what the parser reads; a secret must be one printable token; the
+  // The encoder writes what the parser reads; a salt must be one printable token; the
   // ranks of all nodes must fit an int; a trailing newline is one line too many.
   CHECK(parse_plan(p.encode(), 2).hosts == p.hosts);
   CHECK(parse_plan(r.encode(), 2).message == r.message);
@@ -111,14 +122,14 @@ TEST_CASE("a node's entry is parsed strictly", "[launcher][rendezvous]") {
 TEST_CASE("an elastic round's plan is parsed strictly", "[launcher][rendezvous]") {
   RoundPlan p;
   p.port = 29501;
-  p.secret = "abc";
+  p.salt = "abc";
   p.restart_count = 2;
   p.ids = {0, 3};
   p.nproc = {2, 4};
   p.hosts = {"n0", "n3"};
   RoundPlan back = parse_round_plan(p.encode());
   CHECK(back.port == 29501);
-  CHECK(back.secret == "abc");
+  CHECK(back.salt == "abc");
   CHECK(back.restart_count == 2);
   CHECK(back.ids == p.ids);
   CHECK(back.nproc == p.nproc);
@@ -145,6 +156,49 @@ TEST_CASE("the job secret: the environment, or a private file", "[launcher][secr
   CHECK_THROWS_AS(load_job_secret("/nonexistent/secret", env_with(std::nullopt)), ConfigError);
   CHECK(missing_secret_message().find("DISTRUN_STORE_SECRET") != std::string::npos);
   for (auto& p : {good, loose, empty, link}) unlink(p.c_str());
+}
+
+TEST_CASE("a FIFO as the secret file is refused at once, without waiting for a writer", "[launcher][secret]") {
+  char dir[] = "/tmp/distrun_fifo_test_XXXXXX";
+  REQUIRE(mkdtemp(dir));
+  const std::string fifo = std::string(dir) + "/secret";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  auto loading = std::async(std::launch::async, [&] { return load_job_secret(fifo, env_with(std::nullopt)); });
+  if (loading.wait_for(std::chrono::seconds(5)) == std::future_status::timeout) {
+    int w = open(fifo.c_str(), O_WRONLY | O_NONBLOCK);  // lets the blocked open go
+    FAIL("load_job_secret waited for a writer on a FIFO");
+    close(w);
+  }
+  CHECK_THROWS_WITH(loading.get(), Catch::Contains("not a regular file"));
+  unlink(fifo.c_str());
+  rmdir(dir);
+}
+
+TEST_CASE("a job secret under 128 bits is refused, saying how to make one", "[launcher][secret]") {
+  for (const char* weak : {"x", "s3cret", "correct horse battery", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                           "0123456789012345678901234567890123456789"})
+    CHECK_THROWS_WITH(check_secret_strength(weak, "DISTRUN_STORE_SECRET"),
+                      Catch::Contains("DISTRUN_STORE_SECRET") && Catch::Contains("openssl rand -hex 16"));
+  for (int i = 0; i < 5000; ++i) {  // every `openssl rand -hex 16` passes, not most
+    const std::string s = random_hex(16);
+    INFO(s);
+    REQUIRE_NOTHROW(check_secret_strength(s, "DISTRUN_STORE_SECRET"));
+  }
+  std::string ends_alike = random_hex(16);
+  ends_alike.back() = ends_alike.front();  // not a period
+  CHECK_NOTHROW(check_secret_strength(ends_alike, "DISTRUN_STORE_SECRET"));
+  CHECK_NOTHROW(check_secret_strength("q3Zx9Kp0Lr7YwV2sNf8Hc1Jt5Bm4Gd6Ue0Aa3Ri9Oo=", "DISTRUN_STORE_SECRET"));
+}
+
+TEST_CASE("the workers' secret is derived alike on every node, fresh per salt and attempt", "[launcher][secret]") {
+  const std::string job = random_hex(16), salt = random_hex(16);
+  const std::string s = workers_secret(job, salt, "run", 0);
+  CHECK(s == workers_secret(job, salt, "run", 0));
+  CHECK(s.size() == 64);
+  CHECK(s.find(job) == std::string::npos);
+  std::set<std::string> all{s, workers_secret(job, random_hex(16), "run", 0), workers_secret(job, salt, "run", 1),
+                            workers_secret(job, salt, "run2", 0), workers_secret(random_hex(16), salt, "run", 0)};
+  CHECK(all.size() == 5);
 }
 
 TEST_CASE("a bound workers' port is held: binding it again is a clear ConfigError", "[launcher][ports]") {

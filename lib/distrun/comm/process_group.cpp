@@ -36,11 +36,26 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
-// The address the store server binds: MASTER_ADDR's own interface when it is ours (loopback
-// for one host), so the port is not opened on every interface.
+// The address the store server binds: MASTER_ADDR's own interface when it is ours, so the
+// port is not opened on every interface.
 std::string store_bind_address(const std::string& master) {
   std::string ip = resolve_host(master);
   return is_local_address(ip) ? ip : "0.0.0.0";
+}
+
+// Every rank on this host: the store need not be reachable from anywhere else.
+bool one_host(const WorldInfo& w) { return w.nnodes <= 1 && w.local_world_size >= w.world_size; }
+
+// Ranks on several hosts meet on a port others can reach: without a secret, anyone who can
+// reach it could read and write the job's keys (and announce ranks that never came), so a
+// direct start (srun, mpirun) must export one. distrun exports one to its workers itself.
+void require_secret_across_hosts(const WorldInfo& w) {
+  if (one_host(w) || !env("DISTRUN_STORE_SECRET").empty()) return;
+  throw ConfigError("the " + std::to_string(w.world_size) + " ranks run on " + std::to_string(std::max(w.nnodes, 2)) +
+                    " hosts (from the " + w.source + " variables), so rank 0's store at " + w.master_addr + ":" +
+                    std::to_string(w.master_port) +
+                    " must be closed to others: export the same DISTRUN_STORE_SECRET to every rank, e.g.\n"
+                    "    export DISTRUN_STORE_SECRET=$(openssl rand -hex 16)   # before srun or mpirun, which pass it on");
 }
 
 std::string seconds_str(std::chrono::milliseconds t) {
@@ -109,6 +124,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
     TCPStoreOptions so;
     so.timeout = options.timeout;
     so.is_server = w.rank == 0;
+    // On one host the store is bound to loopback and every rank talks to it there (the
+    // launcher binds a handed socket there too), so nothing outside the host can reach it.
+    const std::string store_host = one_host(w) ? "127.0.0.1" : w.master_addr;
     if (so.is_server) {
       // The launcher may have bound MASTER_PORT already and handed us the socket (c10d's
       // masterListenFd): serve on it, so the port cannot be lost to a race in between.
@@ -119,14 +137,15 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
       if (ls.fd >= 0)
         so.listen_fd = ls.fd;
       else
-        so.bind_host = store_bind_address(w.master_addr);
+        so.bind_host = one_host(w) ? store_host : store_bind_address(w.master_addr);
     }
-    auto tcp = std::make_shared<TCPStore>(w.master_addr, w.master_port, so);
+    require_secret_across_hosts(w);
+    auto tcp = std::make_shared<TCPStore>(store_host, w.master_port, so);
     pg->store_ = tcp;
     if (options.heartbeats) {
       TCPStoreOptions co;
       co.timeout = options.timeout;
-      heartbeat_store = std::make_shared<TCPStore>(w.master_addr, tcp->port(), co);
+      heartbeat_store = std::make_shared<TCPStore>(store_host, tcp->port(), co);
     }
   }
   pg->store_->set_timeout(options.timeout);

@@ -5,9 +5,35 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+
 #include "distrun/core/error.hpp"
 
 namespace distrun::auth {
+
+namespace {
+
+std::string hmac(std::string_view key, std::string_view msg) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (!HMAC(EVP_sha256(), key.data(), int(key.size()), reinterpret_cast<const unsigned char*>(msg.data()), msg.size(),
+            md, &len))
+    throw StoreError("store: HMAC-SHA256 failed (OpenSSL)");
+  return std::string(reinterpret_cast<const char*>(md), len);
+}
+
+std::string labelled(const char* label, std::string_view server_nonce, std::string_view client_nonce) {
+  std::string msg = label;
+  msg.push_back('\0');
+  msg.append(server_nonce);
+  msg.append(client_nonce);
+  return msg;
+}
+
+}  // namespace
 
 std::string random_bytes(size_t n) {
   std::string out(n, '\0');
@@ -17,20 +43,74 @@ std::string random_bytes(size_t n) {
 }
 
 std::string proof(std::string_view secret, Side side, std::string_view server_nonce, std::string_view client_nonce) {
-  std::string msg = side == Side::Client ? "distrun-store-v1 client" : "distrun-store-v1 server";
-  msg.push_back('\0');
-  msg.append(server_nonce);
-  msg.append(client_nonce);
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (!HMAC(EVP_sha256(), secret.data(), int(secret.size()), reinterpret_cast<const unsigned char*>(msg.data()),
-            msg.size(), md, &len))
-    throw StoreError("store: HMAC-SHA256 failed (OpenSSL)");
-  return std::string(reinterpret_cast<const char*>(md), len);
+  return hmac(secret, labelled(side == Side::Client ? "distrun-store-v1 client" : "distrun-store-v1 server",
+                               server_nonce, client_nonce));
+}
+
+std::string session_key(std::string_view secret, std::string_view server_nonce, std::string_view client_nonce) {
+  return hmac(secret, labelled("distrun-store-v1 session", server_nonce, client_nonce));
+}
+
+std::string hkdf(std::string_view ikm, std::string_view salt, std::string_view info, size_t n) {
+  if (n > 255 * 32) throw StoreError("hkdf: output too long");
+  const std::string prk = hmac(salt.empty() ? std::string(32, '\0') : std::string(salt), ikm);
+  std::string out, block;
+  for (unsigned char i = 1; out.size() < n; ++i) {
+    block = hmac(prk, block + std::string(info) + char(i));
+    out += block;
+  }
+  out.resize(n);
+  return out;
 }
 
 bool equal_in_constant_time(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string FrameSeal::tag(Side from, uint64_t seq, std::string_view payload) const {
+  std::string msg(1, from == Side::Client ? 'c' : 's');
+  for (int i = 0; i < 8; ++i) msg.push_back(char((seq >> (8 * i)) & 0xff));
+  msg.append(payload);
+  return hmac(key_, msg);
+}
+
+std::string FrameSeal::seal(std::string payload) {
+  if (!active()) return payload;
+  payload += tag(sender_, sent_++, payload);
+  return payload;
+}
+
+std::string_view FrameSeal::open(std::string_view sealed) {
+  if (!active()) return sealed;
+  if (sealed.size() < kTagBytes) throw StoreError("store: a frame without its authentication tag");
+  const std::string_view payload = sealed.substr(0, sealed.size() - kTagBytes);
+  const Side from = sender_ == Side::Client ? Side::Server : Side::Client;
+  if (!equal_in_constant_time(sealed.substr(payload.size()), tag(from, received_, payload)))
+    throw StoreError("store: a frame failed authentication (altered, replayed or out of order)");
+  ++received_;
+  return payload;
+}
+
+double estimated_entropy_bits(std::string_view s) {
+  if (s.empty()) return 0;
+  // The shortest period p that repeats at least twice (s[i] == s[i - p] for every i >= p, and
+  // p <= half the length: a longer "period" is only a chance match of the ends).
+  size_t period = 1;
+  while (period <= s.size() / 2 && !std::equal(s.begin() + long(period), s.end(), s.begin())) ++period;
+  if (period > s.size() / 2) period = s.size();
+  const std::set<char> distinct(s.begin(), s.end());
+  const auto any = [&](auto pred) { return std::any_of(s.begin(), s.end(), [&](char c) { return pred((unsigned char)c); }); };
+  const auto all = [&](auto pred) { return std::all_of(s.begin(), s.end(), [&](char c) { return pred((unsigned char)c); }); };
+  const bool hex = all([](int c) { return std::isdigit(c) || (c >= 'a' && c <= 'f'); }) ||
+                   all([](int c) { return std::isdigit(c) || (c >= 'A' && c <= 'F'); });
+  double alphabet = 0;
+  if (any([](int c) { return std::isdigit(c); })) alphabet += 10;
+  if (any([](int c) { return std::islower(c); })) alphabet += 26;
+  if (any([](int c) { return std::isupper(c); })) alphabet += 26;
+  if (any([](int c) { return !std::isalnum(c); })) alphabet += 33;
+  if (hex && alphabet > 16) alphabet = 16;
+  const size_t length = std::min({s.size(), period, 4 * distinct.size()});
+  return double(length) * std::log2(alphabet);
 }
 
 }  // namespace distrun::auth

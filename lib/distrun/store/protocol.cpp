@@ -41,6 +41,7 @@ std::string encode(const Request& r) {
     case Cmd::Hello:
     case Cmd::Remove: put_str(out, r.keys.at(0)); break;
     case Cmd::Set:
+    case Cmd::Claim:
       put_str(out, r.keys.at(0));
       put_str(out, r.value);
       break;
@@ -97,7 +98,7 @@ Request decode_request(std::string_view payload) {
   Request q;
   uint8_t c = uint8_t(payload[0]);
   r.at = 1;
-  if (c < uint8_t(Cmd::Auth) || c > uint8_t(Cmd::Hello))
+  if (c < uint8_t(Cmd::Auth) || c > uint8_t(Cmd::Claim))
     throw StoreError("store protocol: unknown command " + std::to_string(c));
   q.cmd = Cmd(c);
   switch (q.cmd) {
@@ -105,6 +106,7 @@ Request decode_request(std::string_view payload) {
     case Cmd::Hello:
     case Cmd::Remove: q.keys.push_back(r.str(kMaxKey)); break;
     case Cmd::Set:
+    case Cmd::Claim:
       q.keys.push_back(r.str(kMaxKey));
       q.value = r.str(UINT32_MAX);
       break;

@@ -11,7 +11,9 @@
 namespace distrun::wire {
 
 // Hello (client nonce) asks for the server's challenge; Auth answers it with a proof (auth.hpp).
-enum class Cmd : uint8_t { Auth = 1, Set, Get, Add, Wait, Check, Remove, Ping, Hello };
+// Claim sets a key that lives as long as the connection that set it (the server removes it
+// when that connection closes), so a peer's death is seen at once, not after a timeout.
+enum class Cmd : uint8_t { Auth = 1, Set, Get, Add, Wait, Check, Remove, Ping, Hello, Claim };
 enum class Status : uint8_t { Ok = 0, Timeout = 1, Error = 2 };
 
 /// Frames larger than this are refused (the connection is closed with a log line).
@@ -34,8 +36,8 @@ int64_t clamp_timeout_ms(int64_t ms);
 
 struct Request {
   Cmd cmd = Cmd::Ping;
-  std::vector<std::string> keys;  // Set/Get/Add/Remove: one; Wait/Check: many; Hello: nonce; Auth: proof
-  std::string value;              // Set
+  std::vector<std::string> keys;  // Set/Claim/Get/Add/Remove: one; Wait/Check: many; Hello: nonce; Auth: proof
+  std::string value;              // Set/Claim
   int64_t number = 0;             // Add: delta; Get/Wait: timeout in ms
 };
 

@@ -31,12 +31,15 @@ ServerSession::ServerSession(StoreData& data, std::string secret, NonceSource no
 }
 
 uint32_t ServerSession::frame_limit(uint32_t max_frame) const {
-  return open() ? max_frame : std::min(max_frame, wire::kMaxUnauthenticatedFrame);
+  if (!open()) return std::min(max_frame, wire::kMaxUnauthenticatedFrame);
+  return seal_.active() ? std::max(max_frame, max_frame + uint32_t(auth::kTagBytes)) : max_frame;
 }
 
 SessionAction ServerSession::on_frame(std::string_view payload) {
   wire::Request r;
+  answer_sealed_ = seal_.active();
   try {
+    payload = seal_.open(payload);
     r = wire::decode_request(payload);
   } catch (const StoreError& e) {
     return close_because(e.what());
@@ -62,11 +65,18 @@ SessionAction ServerSession::handle_unauthenticated(const wire::Request& r) {
       return a;
     }
     phase_ = Phase::Open;
+    seal_ = auth::FrameSeal(auth::session_key(secret_, ours, theirs), auth::Side::Server);
     // Our own proof, so the client knows it talks to its job's store before it writes to it.
     return reply(wire::Status::Ok, auth::proof(secret_, auth::Side::Server, ours, theirs));
   }
   return close_because("missing or wrong job secret (" + std::string(phase_ == Phase::Fresh ? "no challenge asked" : "no proof") +
                        " before command " + std::to_string(int(r.cmd)) + ")");
+}
+
+std::string ServerSession::reply_payload(const SessionAction& a) {
+  std::string payload(1, char(a.status));
+  payload += a.body;
+  return answer_sealed_ ? seal_.seal(std::move(payload)) : payload;
 }
 
 SessionAction ServerSession::handle(wire::Request r) {
@@ -78,7 +88,13 @@ SessionAction ServerSession::handle(wire::Request r) {
       return reply(wire::Status::Ok);
     case wire::Cmd::Auth:
     case wire::Cmd::Ping: return reply(wire::Status::Ok);
-    case wire::Cmd::Set: {
+    case wire::Cmd::Set:
+    case wire::Cmd::Claim: {
+      // A plain set of a claimed key takes it over: it stays after the claimer leaves.
+      if (r.cmd == wire::Cmd::Claim)
+        data_.claimed_by[r.keys[0]] = this;
+      else
+        data_.claimed_by.erase(r.keys[0]);
       kv[r.keys[0]] = std::move(r.value);
       auto a = reply(wire::Status::Ok);
       a.wrote = true;
@@ -104,7 +120,9 @@ SessionAction ServerSession::handle(wire::Request r) {
       for (const auto& k : r.keys) all = all && data_.has(k);
       return reply(wire::Status::Ok, std::string(1, char(all)));
     }
-    case wire::Cmd::Remove: return reply(wire::Status::Ok, std::string(1, char(kv.erase(r.keys[0]) > 0)));
+    case wire::Cmd::Remove:
+      data_.claimed_by.erase(r.keys[0]);
+      return reply(wire::Status::Ok, std::string(1, char(kv.erase(r.keys[0]) > 0)));
     case wire::Cmd::Get:
     case wire::Cmd::Wait: {
       r.number = wire::clamp_timeout_ms(r.number);
@@ -117,6 +135,17 @@ SessionAction ServerSession::handle(wire::Request r) {
     }
   }
   return close_because("unknown command");
+}
+
+void ServerSession::on_close() {
+  for (auto it = data_.claimed_by.begin(); it != data_.claimed_by.end();) {
+    if (it->second == this) {
+      data_.kv.erase(it->first);
+      it = data_.claimed_by.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 std::optional<SessionAction> ServerSession::try_finish() const {

@@ -7,7 +7,9 @@
 //
 // Before Open only Hello, then Auth, are accepted, each in one small frame; anything else, a
 // second Hello or a wrong proof closes the connection, so no key is read or written by a peer
-// that has not proved the secret.
+// that has not proved the secret. Once Open with a secret, every frame must carry its tag
+// under the session's key (auth::FrameSeal), and every reply carries one: a frame that fails
+// closes the connection, so a peer that saw the handshake still cannot act in the session.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <string>
 #include <string_view>
 
+#include "distrun/store/auth.hpp"
 #include "distrun/store/protocol.hpp"
 
 namespace distrun {
@@ -24,6 +27,7 @@ namespace distrun {
 /// The keys of one server, shared by its sessions (all on the server's one thread).
 struct StoreData {
   std::map<std::string, std::string> kv;
+  std::map<std::string, const void*> claimed_by;  // a claimed key's session (see Cmd::Claim)
   bool has(const std::string& key) const { return kv.count(key) > 0; }
 };
 
@@ -59,10 +63,14 @@ class ServerSession {
 
   /// Decodes and handles one frame's payload.
   SessionAction on_frame(std::string_view payload);
+  /// The payload of the reply `a` (status, body), sealed when the frame it answers was.
+  std::string reply_payload(const SessionAction& a);
   /// For a parked get/wait: its reply once every key exists, else nullopt.
   std::optional<SessionAction> try_finish() const;
   /// For a parked get/wait whose time ran out.
   SessionAction on_park_timeout() const;
+  /// The connection closed: the keys this session claimed, and still holds, are removed.
+  void on_close();
 
  private:
   SessionAction handle_unauthenticated(const wire::Request& r);
@@ -73,6 +81,8 @@ class ServerSession {
   NonceSource nonce_;
   Phase phase_;
   std::string server_nonce_;
+  auth::FrameSeal seal_;
+  bool answer_sealed_ = false;  // the frame being answered was sealed: so is the reply
   wire::Request parked_;
 };
 

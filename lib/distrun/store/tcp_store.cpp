@@ -18,19 +18,36 @@ using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
 struct TCPStore::Conn {
+  // One request on the wire: its frame, then the reply's header and body. Held by the
+  // connection, not by the caller, so that a reply given up on can still arrive and be read.
+  struct Exchange {
+    std::string out;
+    std::array<uint8_t, 4> hdr{};
+    std::string body;
+    asio::error_code err;
+    bool done = false;
+  };
+
   asio::io_context io;
   tcp::socket sock{io};
+  bool keep_on_timeout = false;
+  std::shared_ptr<Exchange> late;  // a request whose reply did not come in time (kept connection)
   bool broken = false;
   std::string where;
+  auth::FrameSeal seal;  // every frame after the handshake, both ways (auth.hpp)
   std::atomic<int> fd{-1};  // for abort() from another thread
 
-  // Runs the queued async operations until `done` or `deadline`; false on timeout.
-  bool run_until(Clock::time_point deadline, const bool& done) {
+  void start(const std::shared_ptr<Exchange>& x);
+  std::string result(Exchange& x);
+
+  // Runs the queued async operations until `done` or `deadline`; false on timeout, when the
+  // socket is closed (the connection broken) unless `keep`.
+  bool run_until(Clock::time_point deadline, const bool& done, bool keep = false) {
     io.restart();
     while (!done && Clock::now() < deadline) {
       if (io.run_one_until(deadline) == 0 && io.stopped()) break;
     }
-    if (done) return true;
+    if (done || keep) return done;
     asio::error_code ec;
     sock.close(ec);
     io.restart();
@@ -135,6 +152,7 @@ TCPStore::TCPStore(const std::string& host, uint16_t port, const TCPStoreOptions
     std::this_thread::sleep_for(backoff);
     backoff = std::min<std::chrono::milliseconds>(backoff * 2, 500ms);
   }
+  conn_->keep_on_timeout = options.keep_on_timeout;  // from here on: a late handshake is retried, not kept
 }
 
 // Challenge-response (auth.hpp): the secret never crosses the wire, and the server proves it
@@ -163,6 +181,7 @@ void TCPStore::authenticate(const std::string& secret, std::chrono::milliseconds
   }
   if (!auth::equal_in_constant_time(theirs, auth::proof(secret, auth::Side::Server, server_nonce, client_nonce)))
     throw StoreError("store: the server at " + conn_->where + " could not prove the job secret: not this job's store");
+  conn_->seal = auth::FrameSeal(auth::session_key(secret, server_nonce, client_nonce), auth::Side::Client);
 }
 
 std::string TCPStore::handshake_step(const wire::Request& r, std::chrono::milliseconds timeout) {
@@ -183,57 +202,96 @@ void TCPStore::abort() {
 
 TCPStore::~TCPStore() = default;
 
+// Sends `x->out`, then reads the reply's header and body into `x`; `x->done` when finished.
+void TCPStore::Conn::start(const std::shared_ptr<Exchange>& x) {
+  asio::async_write(sock, asio::buffer(x->out), [this, x](const asio::error_code& ec, size_t) {
+    if (ec) {
+      x->err = ec;
+      x->done = true;
+      return;
+    }
+    asio::async_read(sock, asio::buffer(x->hdr), [this, x](const asio::error_code& ec2, size_t) {
+      if (ec2) {
+        x->err = ec2;
+        x->done = true;
+        return;
+      }
+      const uint32_t len = wire::read_u32(x->hdr.data());
+      if (len > wire::kMaxReply) {  // a broken or hostile server must not make us allocate 4 GiB
+        x->err = asio::error::message_size;
+        x->done = true;
+        return;
+      }
+      x->body.resize(len);
+      asio::async_read(sock, asio::buffer(x->body), [x](const asio::error_code& ec3, size_t) {
+        x->err = ec3;
+        x->done = true;
+      });
+    });
+  });
+}
+
+// The result of a finished exchange, or the error it is.
+std::string TCPStore::Conn::result(Exchange& x) {
+  if (x.err) {
+    broken = true;
+    std::string why = x.err == asio::error::eof            ? "connection closed by the server"
+                      : x.err == asio::error::message_size ? "a reply over the bound of " + std::to_string(wire::kMaxReply) + " bytes"
+                                                           : x.err.message();
+    throw StoreError("store: lost connection to " + where + ": " + why);
+  }
+  std::string_view reply;
+  try {
+    reply = seal.open(x.body);
+  } catch (const StoreError& e) {
+    broken = true;  // the session cannot be trusted any more
+    throw StoreError("store: a reply from " + where + " was refused: " + e.what());
+  }
+  if (reply.empty()) throw StoreError("store: empty reply from " + where);
+  auto st = wire::Status(uint8_t(reply[0]));
+  std::string rest(reply.substr(1));
+  if (st == wire::Status::Timeout) throw TimeoutError("store " + where + ": " + rest);
+  if (st != wire::Status::Ok) throw StoreError("store " + where + ": " + rest);
+  return rest;
+}
+
 std::string TCPStore::request(const wire::Request& r, std::chrono::milliseconds reply_timeout) {
   reply_timeout = std::min(reply_timeout, std::chrono::milliseconds(wire::kMaxTimeoutMs) + 2s);  // no overflow
   std::lock_guard<std::mutex> lock(mu_);
   Conn& c = *conn_;
   if (c.broken) throw StoreError("store: connection to " + c.where + " was lost earlier");
-  const std::string out = wire::frame(wire::encode(r));
-  std::array<uint8_t, 4> hdr{};
-  std::string body;
-  asio::error_code err;
-  bool done = false;
-  asio::async_write(c.sock, asio::buffer(out), [&](const asio::error_code& ec, size_t) {
-    if (ec) {
-      err = ec;
-      done = true;
-      return;
+  const auto deadline = Clock::now() + reply_timeout;
+  const auto no_reply = [&](const char* what) {
+    return TimeoutError("store: no reply from " + c.where + " within " + std::to_string(reply_timeout.count()) +
+                        " ms (" + what + ")");
+  };
+  if (c.late) {
+    // A reply given up on earlier: it comes first, and is dropped (its answer, an error
+    // included, was for a caller long gone; a lost connection still counts).
+    if (!c.run_until(deadline, c.late->done, true)) throw no_reply("the reply to an earlier request is still due");
+    const auto late = std::move(c.late);
+    try {
+      c.result(*late);
+    } catch (const Error&) {
+      if (c.broken) throw;
     }
-    asio::async_read(c.sock, asio::buffer(hdr), [&](const asio::error_code& ec2, size_t) {
-      if (ec2) {
-        err = ec2;
-        done = true;
-        return;
-      }
-      const uint32_t len = wire::read_u32(hdr.data());
-      if (len > wire::kMaxReply) {  // a broken or hostile server must not make us allocate 4 GiB
-        err = asio::error::message_size;
-        done = true;
-        return;
-      }
-      body.resize(len);
-      asio::async_read(c.sock, asio::buffer(body), [&](const asio::error_code& ec3, size_t) {
-        err = ec3;
-        done = true;
-      });
-    });
-  });
-  if (!c.run_until(Clock::now() + reply_timeout, done))
-    throw TimeoutError("store: no reply from " + c.where + " within " + std::to_string(reply_timeout.count()) +
-                       " ms (server frozen?)");
-  if (err) {
-    c.broken = true;
-    std::string why = err == asio::error::eof               ? "connection closed by the server"
-                      : err == asio::error::message_size ? "a reply over the bound of " + std::to_string(wire::kMaxReply) + " bytes"
-                                                         : err.message();
-    throw StoreError("store: lost connection to " + c.where + ": " + why);
   }
-  if (body.empty()) throw StoreError("store: empty reply from " + c.where);
-  auto st = wire::Status(uint8_t(body[0]));
-  std::string rest = body.substr(1);
-  if (st == wire::Status::Timeout) throw TimeoutError("store " + c.where + ": " + rest);
-  if (st != wire::Status::Ok) throw StoreError("store " + c.where + ": " + rest);
-  return rest;
+  auto x = std::make_shared<Conn::Exchange>();
+  x->out = wire::frame(c.seal.seal(wire::encode(r)));
+  c.start(x);
+  if (!c.run_until(deadline, x->done, c.keep_on_timeout)) {
+    if (c.keep_on_timeout) c.late = x;
+    throw no_reply(c.keep_on_timeout ? "connection kept: the network or the server may be slow" : "server frozen?");
+  }
+  return c.result(*x);
+}
+
+void TCPStore::claim(const std::string& key, const std::string& value) {
+  wire::Request r;
+  r.cmd = wire::Cmd::Claim;
+  r.keys = {key};
+  r.value = value;
+  request(r, with_slack(timeout_));
 }
 
 void TCPStore::set(const std::string& key, const std::string& value) {

@@ -59,6 +59,10 @@ struct TCPStoreOptions {
   std::string secret;      // defaults to $DISTRUN_STORE_SECRET
   std::string bind_host;   // server only: address to bind (default: derived from host)
   int listen_fd = -1;      // server only: serve on this listening socket instead of binding
+  /// A request with no reply in time is a TimeoutError, but the connection stays: its reply is
+  /// read (and dropped) before the next request's. For a peer that must survive a network
+  /// blip: TCP delivers what was sent once the link is back. Otherwise the socket is closed.
+  bool keep_on_timeout = false;
 };
 
 /// A store client (and, with is_server, the server too). Thread-safe: one request at a time.
@@ -75,6 +79,10 @@ class TCPStore : public Store {
   bool check(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
   using Store::wait;
+
+  /// Sets `key` for as long as this connection lives: the server removes it when the
+  /// connection closes (this process died, or its host reset the connection).
+  void claim(const std::string& key, const std::string& value);
 
   /// Shuts the connection down now, from any thread: a request in flight fails at once (for a
   /// heartbeat thread stuck on a frozen server). Every later request fails too.

@@ -45,8 +45,12 @@ class LogBudget {
   // Called on every event and by the server's periodic tick, so the summary is not lost when
   // the flood stops.
   void roll() {
+    if (Clock::now() - window_start_ >= kWindow) flush();
+  }
+  // Says how many lines were left out since the window began (also when the server stops, so
+  // a flood that ends with the job is still counted), and starts a new window.
+  void flush() {
     auto now = Clock::now();
-    if (now - window_start_ < kWindow) return;
     if (suppressed_ > 0)
       log().warn("distrun store: {} more lines about unauthenticated connections left out in the last {} s",
                  suppressed_, std::chrono::duration_cast<std::chrono::seconds>(now - window_start_).count());
@@ -144,6 +148,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     timer_.cancel();
     srv_.parked.remove(shared_from_this());
     srv_.strangers.remove(shared_from_this());
+    session_.on_close();
     asio::error_code ec;
     sock_.close(ec);
   }
@@ -212,9 +217,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       case SessionAction::ReplyThenClose: {
         const bool then_close = a.kind == SessionAction::ReplyThenClose;
         if (then_close) srv_.stranger_log.warn("distrun store: refused {}: {}", peer_, a.why);
-        std::string payload(1, char(a.status));
-        payload += a.body;
-        out_ = wire::frame(payload);
+        out_ = wire::frame(session_.reply_payload(a));
         asio::async_write(sock_, asio::buffer(out_),
                           [self = shared_from_this(), then_close](const asio::error_code& ec, size_t) {
                             if (ec || then_close) return self->close();
@@ -392,6 +395,7 @@ TCPStoreServer::~TCPStoreServer() {
   // Clean shutdown: stop the loop, then drop every session with the io_context.
   impl_->io.stop();
   if (thread_.joinable()) thread_.join();
+  impl_->stranger_log.flush();
   impl_->parked.clear();
   impl_->strangers.clear();
 }

@@ -22,7 +22,7 @@ bool same(const FailureRecord& a, const FailureRecord& b) {
 }
 
 bool same(const PlanText& a, const PlanText& b) {
-  return a.refused == b.refused && a.message == b.message && a.port == b.port && a.secret == b.secret &&
+  return a.refused == b.refused && a.message == b.message && a.port == b.port && a.salt == b.salt &&
          a.nproc == b.nproc && a.hosts == b.hosts;
 }
 
@@ -63,7 +63,7 @@ void plan(const std::string& text, int nnodes) {
     return;
   }
   if (p.refused) return;
-  if (p.nproc.size() != size_t(nnodes) || p.hosts.size() != size_t(nnodes) || p.port == 0 || p.secret.empty())
+  if (p.nproc.size() != size_t(nnodes) || p.hosts.size() != size_t(nnodes) || p.port == 0 || p.salt.empty())
     std::abort();
   int64_t world = 0;
   for (int n : p.nproc) world += n;

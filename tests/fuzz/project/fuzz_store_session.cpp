@@ -3,8 +3,11 @@
 //   [session byte][u16 length][payload]...
 // A payload starting with 0xAA is replaced by the right Auth proof for that session's current
 // challenge (what a client holding the secret sends), so the fuzzer also explores the states
-// after authentication. Checked, whatever the input:
+// after authentication. Once a session is open the harness seals each payload as a client
+// does (auth::FrameSeal), unless it starts with 0xBB: then the rest goes unsealed, a forgery.
+// Checked, whatever the input:
 //   - before a session is open, no key changes and no reply carries a stored value;
+//   - an unsealed frame to an open session changes no key and closes it;
 //   - a closed session stays closed (the harness stops feeding it), frames over the session's
 //     limit close it, and nothing crashes, hangs or leaks.
 #include <cstdint>
@@ -27,6 +30,7 @@ const std::string kPlan = "PLAN-VALUE-port-and-secret";
 struct Client {
   std::unique_ptr<ServerSession> session;
   std::string challenge, client_nonce;
+  auth::FrameSeal seal;
   bool closed = false;
   bool parked = false;
 };
@@ -57,12 +61,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       payload = wire::encode(r);
     }
     const bool was_open = c.session->open();
+    const bool forged = was_open && !payload.empty() && uint8_t(payload[0]) == 0xBB;
+    if (forged)
+      payload.erase(0, 1);
+    else if (was_open)
+      payload = c.seal.seal(payload);
     if (payload.size() > c.session->frame_limit(1u << 16)) {  // the shell closes it unread
       c.closed = true;
       continue;
     }
     const auto before = store.kv;
     SessionAction a = c.session->on_frame(payload);
+    if (forged && (store.kv != before || a.kind != SessionAction::Close)) std::abort();
+    if (!was_open && c.session->open())
+      c.seal = auth::FrameSeal(auth::session_key(kSecret, c.challenge, c.client_nonce), auth::Side::Client);
     if (!was_open) {
       if (store.kv != before) std::abort();  // a stranger changed a key
       if (a.body.find(kPlan) != std::string::npos) std::abort();  // ...or read one

@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 #include <climits>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <spdlog/sinks/base_sink.h>
@@ -75,13 +76,32 @@ std::string read_frame(int fd) {
 
 void write_all(int fd, const std::string& s) { REQUIRE(::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == ssize_t(s.size())); }
 
+// A loopback server opened by the secret "s3cret", and the options of its clients.
+TCPStoreServerOptions secret_server() {
+  TCPStoreServerOptions so;
+  so.host = "127.0.0.1";
+  so.secret = "s3cret";
+  return so;
+}
+
+TCPStoreOptions secret_client() {
+  TCPStoreOptions o;
+  o.secret = "s3cret";
+  o.timeout = 5s;
+  return o;
+}
+
 // Counts the log lines of the "distrun" logger while alive.
 class CountingSink : public spdlog::sinks::base_sink<std::mutex> {
  public:
   std::atomic<int> lines{0};
+  std::string last;  // read once the server is gone
 
  protected:
-  void sink_it_(const spdlog::details::log_msg&) override { ++lines; }
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    ++lines;
+    last.assign(msg.payload.data(), msg.payload.size());
+  }
   void flush_() override {}
 };
 
@@ -118,8 +138,9 @@ TEST_CASE("store session: the challenge-response opens the session, a wrong proo
     CHECK(ok.kind == SessionAction::Reply);
     CHECK(ok.body == auth::proof(secret, auth::Side::Server, challenge.body, client_nonce));
     CHECK(s.open());
-    CHECK(s.frame_limit(1u << 20) == 1u << 20);
-    CHECK(s.on_frame(payload(wire::Cmd::Set, {"k"}, "v")).wrote);
+    CHECK(s.frame_limit(1u << 20) == (1u << 20) + auth::kTagBytes);
+    auth::FrameSeal seal(auth::session_key(secret, challenge.body, client_nonce), auth::Side::Client);
+    CHECK(s.on_frame(seal.seal(payload(wire::Cmd::Set, {"k"}, "v"))).wrote);
     CHECK(data.kv["k"] == "v");
   }
   SECTION("the proof of another secret") {
@@ -308,4 +329,222 @@ TEST_CASE("TCPStore: a flood of wrong secrets writes a bounded log") {
   INFO("log lines for 500 strangers: " << sink->lines.load());
   CHECK(sink->lines.load() >= 1);
   CHECK(sink->lines.load() <= 12);
+  // The count of lines left out is said when the server stops, within the minute too.
+  CHECK_THAT(sink->last, Catch::Contains("more lines about unauthenticated connections left out"));
+}
+
+namespace {
+
+// The session of `s` opened with `secret`, and the client's side of its frames.
+auth::FrameSeal open_session(ServerSession& s, const std::string& secret) {
+  const std::string client_nonce(auth::kNonceBytes, 'c');
+  auto challenge = s.on_frame(payload(wire::Cmd::Hello, {client_nonce}));
+  auto ok = s.on_frame(payload(wire::Cmd::Auth, {auth::proof(secret, auth::Side::Client, challenge.body, client_nonce)}));
+  REQUIRE(s.open());
+  // The proof's reply is not sealed: it proves the server by itself.
+  CHECK(s.reply_payload(ok).size() == 1 + auth::kProofBytes);
+  return auth::FrameSeal(auth::session_key(secret, challenge.body, client_nonce), auth::Side::Client);
+}
+
+}  // namespace
+
+TEST_CASE("store session: after the proof every frame is sealed, and an altered, replayed or unsealed one closes it") {
+  StoreData data;
+  const std::string secret = "job-secret";
+  ServerSession s(data, secret, fixed_nonce);
+  auth::FrameSeal client = open_session(s, secret);
+  auth::FrameSeal server_view = client;  // what a client holding the key reads back
+
+  const std::string set1 = client.seal(payload(wire::Cmd::Add, {"n"}, {}, 1));
+  auto a = s.on_frame(set1);
+  REQUIRE(a.kind == SessionAction::Reply);
+  CHECK(data.kv["n"] == "1");
+  // The reply is sealed too: its tag opens only under this session's key and count.
+  const std::string reply = s.reply_payload(a);
+  CHECK(reply.size() == 1 + 8 + auth::kTagBytes);
+  CHECK(std::string(server_view.open(reply)).size() == 1 + 8);
+
+  SECTION("a recorded frame replayed") {
+    CHECK(s.on_frame(set1).kind == SessionAction::Close);
+    CHECK(data.kv["n"] == "1");
+  }
+  SECTION("a frame altered (one bit of its value)") {
+    std::string f = client.seal(payload(wire::Cmd::Set, {"k"}, "value"));
+    f[f.size() - auth::kTagBytes - 1] ^= 1;
+    CHECK(s.on_frame(f).kind == SessionAction::Close);
+    CHECK_FALSE(data.has("k"));
+  }
+  SECTION("a frame without a tag, as a client of no secret sends it") {
+    CHECK(s.on_frame(payload(wire::Cmd::Set, {"k"}, "v")).kind == SessionAction::Close);
+    CHECK_FALSE(data.has("k"));
+  }
+  SECTION("frames out of order") {
+    const std::string second = client.seal(payload(wire::Cmd::Set, {"a"}, "1"));
+    const std::string third = client.seal(payload(wire::Cmd::Set, {"b"}, "2"));
+    CHECK(s.on_frame(third).kind == SessionAction::Close);
+    CHECK(data.kv.size() == 1);
+    (void)second;
+  }
+  SECTION("a frame of another session with the same secret") {
+    StoreData other_data;
+    ServerSession other(other_data, secret, [](size_t n) { return std::string(n, 'T'); });
+    auth::FrameSeal other_client = open_session(other, secret);
+    (void)other_client.seal(payload(wire::Cmd::Ping));  // both at count 1
+    CHECK(s.on_frame(other_client.seal(payload(wire::Cmd::Set, {"k"}, "v"))).kind == SessionAction::Close);
+    CHECK_FALSE(data.has("k"));
+  }
+  SECTION("the server's own reply reflected back") {
+    CHECK(s.on_frame(reply).kind == SessionAction::Close);
+  }
+}
+
+TEST_CASE("auth: HKDF-SHA256 gives RFC 5869's first test vector") {
+  const std::string ikm(22, '\x0b');
+  std::string salt, info;
+  for (int i = 0; i <= 0x0c; ++i) salt.push_back(char(i));
+  for (int i = 0xf0; i <= 0xf9; ++i) info.push_back(char(i));
+  const std::string okm = auth::hkdf(ikm, salt, info, 42);
+  std::string hex;
+  for (unsigned char c : okm) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", c);
+    hex += b;
+  }
+  CHECK(hex == "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865");
+}
+
+TEST_CASE("auth: the entropy estimate passes generated secrets and refuses words and patterns") {
+  // `openssl rand -hex 16`, `head -c 32 /dev/urandom | base64`, `openssl rand -base64 16`
+  CHECK(auth::estimated_entropy_bits("3f9c0a7be21d4c5f8a6e9b0d17c2e4a8") >= 128);
+  CHECK(auth::estimated_entropy_bits("q3Zx9Kp0Lr7YwV2sNf8Hc1Jt5Bm4Gd6Ue0Aa3Ri9Oo=") >= 128);
+  CHECK(auth::estimated_entropy_bits("Zx9Kp0Lr7YwV2sNf8Hc1Jg==") >= 128);
+  CHECK(auth::estimated_entropy_bits("x") < 128);
+  CHECK(auth::estimated_entropy_bits("s3cret") < 128);
+  CHECK(auth::estimated_entropy_bits("correcthorsebattery") < 128);
+  CHECK(auth::estimated_entropy_bits(std::string(64, 'a')) < 128);
+  CHECK(auth::estimated_entropy_bits(std::string(40, '7')) < 128);
+  std::string ab;
+  for (int i = 0; i < 32; ++i) ab += "ab";
+  CHECK(auth::estimated_entropy_bits(ab) < 128);
+  CHECK(auth::estimated_entropy_bits("passwordpasswordpasswordpassword") < 128);
+  CHECK(auth::estimated_entropy_bits("12345678901234567890123456789012345") < 128);
+}
+
+namespace {
+
+// A relay between a store client and its server that sees every frame the client sends and
+// may alter, repeat or drop it (`tamper` returns what goes on); replies go back unchanged.
+class Relay {
+ public:
+  using Tamper = std::function<std::vector<std::string>(int index, const std::string& frame_payload)>;
+  Relay(uint16_t server_port, Tamper tamper) : server_port_(server_port), tamper_(std::move(tamper)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Relay() {
+    ::shutdown(listener_.fd, SHUT_RDWR);
+    if (client_ >= 0) ::shutdown(client_, SHUT_RDWR);
+    if (server_ >= 0) ::shutdown(server_, SHUT_RDWR);
+    thread_.join();
+    if (back_.joinable()) back_.join();
+    if (client_ >= 0) ::close(client_);
+    if (server_ >= 0) ::close(server_);
+  }
+  uint16_t port() const { return listener_.port; }
+
+ private:
+  void run() {
+    client_ = ::accept(listener_.fd, nullptr, nullptr);
+    if (client_ < 0) return;
+    server_ = raw_connect(server_port_);
+    back_ = std::thread([this] {
+      char buf[4096];
+      for (ssize_t n; (n = ::recv(server_, buf, sizeof buf, 0)) > 0;) ::send(client_, buf, size_t(n), MSG_NOSIGNAL);
+      ::shutdown(client_, SHUT_RDWR);
+    });
+    for (int i = 0;; ++i) {
+      uint8_t hdr[4];
+      if (::recv(client_, hdr, 4, MSG_WAITALL) != 4) break;
+      std::string body(wire::read_u32(hdr), '\0');
+      if (!body.empty() && ::recv(client_, body.data(), body.size(), MSG_WAITALL) != ssize_t(body.size())) break;
+      for (const auto& out : tamper_(i, body)) {
+        const std::string f = wire::frame(out);
+        ::send(server_, f.data(), f.size(), MSG_NOSIGNAL);
+      }
+    }
+    ::shutdown(server_, SHUT_RDWR);
+  }
+
+  FakeServer listener_;
+  uint16_t server_port_;
+  Tamper tamper_;
+  int client_ = -1, server_ = -1;
+  std::thread thread_, back_;
+};
+
+}  // namespace
+
+TEST_CASE("TCPStore: a frame replayed or altered on the wire is refused, and the session ends") {
+  TCPStoreServer server(secret_server());
+  TCPStoreOptions o = secret_client();
+  TCPStore honest("127.0.0.1", server.port(), o);
+  // Frames 0 and 1 are the handshake; frame 2 is the first request.
+  SECTION("replayed: the add counts once, the connection is closed") {
+    Relay relay(server.port(), [](int i, const std::string& f) {
+      return i == 2 ? std::vector<std::string>{f, f} : std::vector<std::string>{f};
+    });
+    TCPStore victim("127.0.0.1", relay.port(), o);
+    CHECK(victim.add("n", 1) == 1);
+    CHECK_THROWS_AS(victim.add("n", 1), StoreError);
+    CHECK(honest.add("n", 0) == 1);
+  }
+  SECTION("altered: the value never lands") {
+    Relay relay(server.port(), [](int i, std::string f) {
+      if (i == 2) f[f.size() - auth::kTagBytes - 1] = 'X';
+      return std::vector<std::string>{f};
+    });
+    TCPStore victim("127.0.0.1", relay.port(), o);
+    CHECK_THROWS_AS(victim.set("k", "value"), StoreError);
+    CHECK_FALSE(honest.check({"k"}));
+  }
+}
+
+TEST_CASE("TCPStore: a claimed key lives as long as the connection that claimed it") {
+  TCPStoreServer server(secret_server());
+  TCPStoreOptions o = secret_client();
+  TCPStore watcher("127.0.0.1", server.port(), o);
+  auto gone = [&](const std::string& key) {
+    for (int i = 0; i < 200 && watcher.check({key}); ++i) std::this_thread::sleep_for(10ms);
+    return !watcher.check({key});
+  };
+  {
+    TCPStore agent("127.0.0.1", server.port(), o);
+    agent.claim("alive/1", "1");
+    agent.claim("alive/2", "1");
+    watcher.set("alive/2", "taken over");  // a plain set makes it an ordinary key
+    CHECK(watcher.get("alive/1") == "1");
+  }
+  CHECK(gone("alive/1"));
+  CHECK(watcher.get("alive/2") == "taken over");
+}
+
+TEST_CASE("TCPStore: with keep_on_timeout a late reply does not end the connection") {
+  TCPStoreServer server(secret_server());
+  TCPStoreOptions o = secret_client();
+  for (bool keep : {true, false}) {
+    // The relay holds the first request for 3 s, as a network blip would.
+    Relay relay(server.port(), [](int i, const std::string& f) {
+      if (i == 2) std::this_thread::sleep_for(3s);
+      return std::vector<std::string>{f};
+    });
+    o.keep_on_timeout = keep;
+    TCPStore client("127.0.0.1", relay.port(), o);
+    client.set_timeout(0ms);  // each request waits its 2 s of slack only
+    const std::string key = keep ? "kept" : "closed";
+    CHECK_THROWS_AS(client.add(key, 1), TimeoutError);
+    if (keep) {
+      CHECK(client.add(key, 1) == 2);  // the late reply was read first; both adds counted
+    } else {
+      CHECK_THROWS_WITH(client.add(key, 1), Catch::Contains("lost earlier"));
+    }
+  }
 }
