@@ -77,13 +77,11 @@ std::string read_scenario_text(const std::string& path) {
   return text;
 }
 
-YAML::Node parse_yaml(const std::string& file, const std::string& text) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    Mark m = e.mark.is_null() ? Mark{} : Mark{e.mark.line + 1, e.mark.column + 1};
-    throw error_at(file, m, "YAML syntax error: " + e.msg);
-  }
+std::string excerpt(const std::string& text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0u) == 0x80u) --cut;  // not inside a UTF-8 sequence
+  return text.substr(0, cut) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {

@@ -26,8 +26,9 @@ ConfigError error_at(const std::string& file, Mark mark, const std::string& mess
 /// line and column of the first bad byte).
 std::string read_scenario_text(const std::string& path);
 
-/// Parses YAML text; a syntax error becomes ConfigError at yaml-cpp's mark.
-YAML::Node parse_yaml(const std::string& file, const std::string& text);
+/// `text` as a message may echo it: whole when short, else its first characters and its length
+/// (a name of a megabyte is not printed back).
+std::string excerpt(const std::string& text, size_t max = 64);
 
 /// " (did you mean 'x'?)" for the candidate closest to `word` in edit distance, or "".
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
