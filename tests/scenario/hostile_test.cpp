@@ -7,6 +7,7 @@
 
 #include "distrun/scenario/api.hpp"
 #include "distrun/scenario/explain.hpp"
+#include "distrun/scenario/local_ops.hpp"
 #include "distrun/scenario/reference.hpp"
 #include "distrun/scenario/validation.hpp"
 #include "test_util.hpp"
@@ -190,4 +191,60 @@ TEST_CASE("explain draws who sends what to whom, plain without a terminal", "[ex
   std::ostringstream coloured;
   explain(sc, 2, coloured, true);
   CHECK_THAT(coloured.str(), Catch::Contains("\033[30;41m 0.0 \033[0m"));  // rank 0's block, red
+}
+
+TEST_CASE("a scalar of 30 000 digits is read in one pass", "[hostile]") {
+  // std::regex recursed once per character here and overflowed the stack (exit 139).
+  const std::string digits(30000, '7');
+  CHECK_THAT(load_error("tensors:\n  x: {shape: [2], fill: " + digits + ", dtype: int64}\nsteps: []\n"),
+             Catch::StartsWith("t.yaml:2:25: fill: 7777") && Catch::Contains("(30000 bytes) is beyond every dtype"));
+  CHECK_THAT(load_error("steps:\n  - {op: all_gather_object, object: [" + digits + "]}\n"),
+             Catch::StartsWith("t.yaml:2:38: object: the integer 7777") && Catch::Contains("beyond int64 and uint64"));
+  CHECK(load_error("tensors:\n  x: {shape: [2], fill: 1." + std::string(30000, '0') + "}\nsteps: []\n") == "");
+  CHECK(load_error("steps:\n  - {op: all_gather_object, object: [0." + digits + "e-3, -" + digits + "e-30000]}\n") == "");
+}
+
+TEST_CASE("integers are read exactly, and every count in its own type", "[hostile]") {
+  const auto tensor_of = [](const std::string& text) {
+    Scenario sc = load_scenario_text("t.yaml", text);
+    return make_tensor(sc.tensors.at(0).second, sc.dtype, RankEnv{}, "t.yaml");
+  };
+  // 2^53 + 1 has no double: a trip through one gives ...992.
+  CHECK(get_int(tensor_of("tensors:\n  x: {values: [9007199254740993, -9223372036854775808], dtype: int64}\nsteps: []\n"), 0) ==
+        9007199254740993LL);
+  CHECK(get_int(tensor_of("tensors:\n  x: {values: [0, -9223372036854775808], dtype: int64}\nsteps: []\n"), 1) == INT64_MIN);
+  CHECK(get_int(tensor_of("tensors:\n  x: {shape: [2], fill: 9223372036854775807, dtype: int64}\nsteps: []\n"), 1) == INT64_MAX);
+  CHECK(get_int(tensor_of("tensors:\n  x: {shape: [1], fill: 0x7fffffffffffffff, dtype: long}\nsteps: []\n"), 0) == INT64_MAX);
+  CHECK(load_error("tensors:\n  x: {shape: [2], fill: 9223372036854775808, dtype: int64}\nsteps: []\n") ==
+        "t.yaml:2:25: 9.223372037e+18 is out of the range of int64");
+  CHECK(load_error("tensors:\n  x: {values: [2147483648], dtype: int32}\nsteps: []\n") ==
+        "t.yaml:2:16: 2147483648 is out of the range of int32");
+  // A rank of 2^32 + 1 must not wrap to rank 1, nor a world of 2^32 + 2 to 2.
+  CHECK(load_error("tensors:\n  x: {shape: [2]}\nsteps:\n  - {op: broadcast, input: x, src: 4294967297}\n") ==
+        "t.yaml:4:36: src must be at most 2147483647, got 4294967297");
+  CHECK(load_error("world_size: 4294967298\nsteps: []\n") == "t.yaml:1:13: world_size must be at most 2147483647, got 4294967298");
+  CHECK(load_error("groups:\n  g: [0, 4294967296]\nsteps: []\n") ==
+        "t.yaml:2:10: a group member must be at most 2147483647, got 4294967296");
+  CHECK(load_error("steps:\n  - {op: all_gather, input: {shape: [2]}, dim: 99999999999999999999}\n") ==
+        "t.yaml:2:48: dim: 99999999999999999999 is out of the range of int64");
+  CHECK(load_error("steps:\n  - {op: bench, collective: all_reduce, bytes: [1K], iters: 4294967297}\n") ==
+        "t.yaml:2:61: iters must be at most 2147483647, got 4294967297");
+  // Objects keep int64 and uint64 exactly.
+  auto sc = load_scenario_text("t.yaml", "steps:\n  - {op: all_gather_object, object: [9007199254740993, 18446744073709551615]}\n");
+  CHECK(sc.steps[0].object.value[0].get<int64_t>() == 9007199254740993LL);
+  CHECK(sc.steps[0].object.value[1].get<uint64_t>() == UINT64_MAX);
+}
+
+TEST_CASE("messages are bounded and say what is wrong", "[hostile]") {
+  // A name of a megabyte is not echoed whole.
+  const std::string big(1 << 20, 'q');
+  const std::string e = load_error("steps:\n  - op: " + big + "\n");
+  CHECK_THAT(e, Catch::StartsWith("t.yaml:2:9: unknown op 'qqqq") && Catch::Contains("(1048576 bytes)"));
+  CHECK(e.size() < 200);
+  CHECK(load_error("steps:\n  - op: all_gather_object\n    object: {null: 1}\n") ==
+        "t.yaml:3:14: a mapping key must be a name, not null (quote it to mean the word)");
+  // A timeout the clock cannot count is refused at check time, not after the workers start.
+  CHECK(load_error("timeout: .inf\nsteps: []\n") == "t.yaml:1:10: timeout must be at most 31536000 seconds (a year)");
+  CHECK(load_error("timeout: 1e300\nsteps: []\n") == "t.yaml:1:10: timeout must be at most 31536000 seconds (a year)");
+  CHECK(load_error("timeout: .nan\nsteps: []\n") == "t.yaml:1:10: timeout must be more than 0 seconds");
 }

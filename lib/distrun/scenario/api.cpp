@@ -6,6 +6,7 @@
 
 #include "distrun/comm/process_group.hpp"
 #include "distrun/scenario/explain.hpp"
+#include "distrun/scenario/limits.hpp"
 #include "distrun/scenario/loader.hpp"
 #include "distrun/scenario/reference.hpp"
 #include "distrun/scenario/results_file.hpp"
@@ -50,7 +51,7 @@ int run_scenario_file(const std::string& path, const ScenarioRunOptions& options
   init.backend = parse_backend(backend);
   init.world = world;
   const double timeout = options.timeout_seconds.value_or(sc.timeout_seconds);
-  if (!(timeout > 0)) throw ConfigError("--timeout must be more than 0 seconds");
+  if (auto why = scenario::bad_timeout(timeout)) throw ConfigError("timeout " + *why);
   init.timeout = std::chrono::milliseconds(int64_t(std::ceil(timeout * 1000)));
   scenario::RunSettings settings;
   settings.results_path = options.results_path;

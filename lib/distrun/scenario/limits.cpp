@@ -65,4 +65,23 @@ std::optional<std::string> unrepresentable(double v, DType dtype) {
   return std::nullopt;
 }
 
+std::optional<std::string> bad_timeout(double seconds) {
+  if (!(seconds > 0)) return std::string("must be more than 0 seconds");
+  if (!(seconds <= kMaxTimeoutSeconds)) return "must be at most " + std::to_string(int64_t(kMaxTimeoutSeconds)) + " seconds (a year)";
+  return std::nullopt;
+}
+
+std::optional<std::string> unrepresentable(int64_t v, DType dtype) {
+  if (!is_integer(dtype)) return unrepresentable(double(v), dtype);
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
+  switch (dtype) {
+    case DType::Int8: lo = INT8_MIN, hi = INT8_MAX; break;
+    case DType::UInt8: lo = 0, hi = UINT8_MAX; break;
+    case DType::Int32: lo = INT32_MIN, hi = INT32_MAX; break;
+    default: break;
+  }
+  if (v >= lo && v <= hi) return std::nullopt;
+  return std::to_string(v) + " is out of the range of " + dtype_name(dtype);
+}
+
 }  // namespace distrun::scenario

@@ -23,5 +23,13 @@ std::string human_bytes(double bytes);
 /// Why `v` cannot be stored in `dtype` (NaN or inf in an integer type, out of an integer
 /// type's range, a finite number that overflows a floating type), or nullopt when it can.
 std::optional<std::string> unrepresentable(double v, DType dtype);
+/// The longest timeout a scenario or --timeout may set: a year, far below where its count of
+/// milliseconds or a deadline on the steady clock would overflow.
+constexpr double kMaxTimeoutSeconds = 365.0 * 24 * 3600;
+/// Why `seconds` is no timeout (not more than 0, not finite, beyond kMaxTimeoutSeconds), or nullopt.
+std::optional<std::string> bad_timeout(double seconds);
+
+/// The same for an integer, compared exactly (INT64_MAX fits int64; 2^53 + 1 stays itself).
+std::optional<std::string> unrepresentable(int64_t v, DType dtype);
 
 }  // namespace distrun::scenario

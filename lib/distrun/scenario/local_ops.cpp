@@ -34,6 +34,12 @@ struct IndexVars {
   }
 };
 
+// A literal into an element: integers exactly into integer dtypes, everything else through double.
+void store(Tensor& t, int64_t flat, const Literal& v) {
+  if (v.integer && is_integer(t.dtype())) set_int(t, flat, *v.integer);
+  else t.set(flat, v.real);
+}
+
 std::string format_number(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(int64_t(v));
   std::ostringstream ss;
@@ -110,18 +116,19 @@ Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& e
   if (spec.has_values) {
     Tensor t = Tensor::empty(shape, dtype);
     if (spec.values.size() == 1 && t.numel() != 1) {
-      for (int64_t e = 0; e < t.numel(); ++e) t.set(e, spec.values[0]);  // a scalar fills the shape
+      for (int64_t e = 0; e < t.numel(); ++e) store(t, e, spec.values[0]);  // a scalar fills the shape
     } else if (int64_t(spec.values.size()) != t.numel()) {
       throw error_at(file, spec.mark, "values has " + std::to_string(spec.values.size()) + " elements, shape " +
                                           shape_str(shape) + " needs " + std::to_string(t.numel()));
     } else {
-      for (int64_t e = 0; e < t.numel(); ++e) t.set(e, spec.values[size_t(e)]);
+      for (int64_t e = 0; e < t.numel(); ++e) store(t, e, spec.values[size_t(e)]);
     }
     return t;
   }
   Tensor t = Tensor::empty(shape, dtype);
   if (!spec.fill.expr) {
-    for (int64_t e = 0; e < t.numel(); ++e) t.set(e, spec.fill.value);
+    const Literal fill{spec.fill.value, spec.fill.integer};
+    for (int64_t e = 0; e < t.numel(); ++e) store(t, e, fill);
     return t;
   }
   fill_values(spec, dtype, shape, env, file, [&](int64_t e, double v) { t.set(e, v); });
