@@ -11,6 +11,7 @@
 
 #include "distrun/core/error.hpp"
 #include "distrun/scenario/api.hpp"
+#include "distrun/scenario/loader.hpp"
 #include "failure_report.hpp"
 #include "flight_report.hpp"
 #include "job_plan.hpp"
@@ -106,23 +107,22 @@ std::string flight_table(Rendezvous& rendezvous, int attempt, int node_rank) {
 }  // namespace
 
 int run_agent(const LaunchOptions& o) {
-  // Blocks the signals before any thread exists (the rendezvous store runs one).
-  SignalWatch signals(parse_signal_list(o.signals_to_handle));
-
-  std::optional<int> declared_world;
-  if (o.mode == RunMode::scenario) declared_world = scenario_world_size(o.command.front());
-  JobPlan plan = plan_job(o, process_env(), declared_world);
+  // The scenario is read once and checked before the signals are blocked, so that Ctrl-C or
+  // SIGTERM ends distrun at once however long a hostile file takes to refuse.
+  std::optional<scenario::Scenario> sc;
+  if (o.mode == RunMode::scenario) sc = scenario::load_scenario(o.command.front());
+  JobPlan plan = plan_job(o, process_env(), sc ? sc->world_size : std::nullopt);
   if (plan.elastic() && o.mode == RunMode::scenario)
     throw ConfigError("--nnodes " + o.nnodes + ": an elastic range runs programs only (a scenario is checked for one "
                       "world size before it starts); give N nodes");
   std::optional<std::string> secret = load_job_secret(o.rdzv_secret_file, process_env());
   if (!plan.single_node() && !secret && !o.check_only) throw ConfigError(missing_secret_message());
-  if (o.mode == RunMode::scenario) {
+  if (sc) {
     int world = plan.nproc_per_node * plan.nnodes;  // static rendezvous: equal nodes assumed here
-    check_scenario_file(o.command.front(), world, plan.nproc_per_node);
+    check_scenario(*sc, world, plan.nproc_per_node);
     if (o.results) check_results_path(*o.results);
     if (o.explain) {
-      explain_scenario_file(o.command.front(), world, std::cout, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
+      explain_scenario(*sc, world, std::cout, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
       return 0;
     }
     if (o.check_only) {
@@ -130,6 +130,8 @@ int run_agent(const LaunchOptions& o) {
       return 0;
     }
   }
+  // Blocks the signals before any thread exists (the rendezvous store runs one).
+  SignalWatch signals(parse_signal_list(o.signals_to_handle));
   OutputConfig output;
   output.redirects = StdSpec::parse(o.redirects, "--redirects");
   output.tee = StdSpec::parse(o.tee, "--tee");

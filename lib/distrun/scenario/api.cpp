@@ -8,6 +8,7 @@
 #include "distrun/scenario/explain.hpp"
 #include "distrun/scenario/limits.hpp"
 #include "distrun/scenario/loader.hpp"
+#include "distrun/scenario/loader.hpp"
 #include "distrun/scenario/reference.hpp"
 #include "distrun/scenario/results_file.hpp"
 #include "distrun/scenario/runner.hpp"
@@ -15,8 +16,7 @@
 
 namespace distrun {
 
-void check_scenario_file(const std::string& path, std::optional<int> world_size, std::optional<int> local_world_size) {
-  scenario::Scenario sc = scenario::load_scenario(path);
+void check_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::optional<int> local_world_size) {
   // Shapes, groups, dtypes and sizes only: no rank's values, so the cost does not grow with
   // the tensors (the workers compute the values of their own results).
   if (world_size) scenario::Validation(sc, *world_size, local_world_size.value_or(*world_size));
@@ -26,17 +26,13 @@ void check_results_path(const std::string& path) {
   scenario::ResultsFile probe(path);  // an unnamed (or temporary) file, gone when probe is
 }
 
-void explain_scenario_file(const std::string& path, std::optional<int> world_size, std::ostream& out, bool colour) {
-  scenario::Scenario sc = scenario::load_scenario(path);
+void explain_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::ostream& out, bool colour) {
   const int world = world_size.value_or(sc.world_size.value_or(4));
   scenario::Validation(sc, world, world);  // the same checks as a run: a picture of a valid scenario only
   scenario::explain(sc, world, out, colour);
 }
 
-std::optional<int> scenario_world_size(const std::string& path) { return scenario::load_scenario(path).world_size; }
-
-int run_scenario_file(const std::string& path, const ScenarioRunOptions& options) {
-  scenario::Scenario sc = scenario::load_scenario(path);
+int run_scenario_rank(const scenario::Scenario& sc, const ScenarioRunOptions& options) {
   const WorldInfo world = world_from_env();
   // The whole scenario is validated for this world before joining it, so a scenario that
   // cannot run fails on every rank at once, before any collective; then this rank computes

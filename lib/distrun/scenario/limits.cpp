@@ -5,10 +5,37 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
-#include "distrun/scenario/loader.hpp"
 
 namespace distrun::scenario {
+
+std::optional<int64_t> parse_byte_size(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  size_t used = 0;
+  double v;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  std::string suffix = text.substr(used);
+  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
+  double mult = 1;
+  if (suffix == "K" || suffix == "k") mult = 1024.0;
+  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) return std::nullopt;
+  const double bytes = v * mult;
+  if (!(bytes >= 0) || bytes > 9e18 || bytes != std::floor(bytes)) return std::nullopt;
+  return int64_t(bytes);
+}
+
+int64_t max_scenario_bytes() {
+  if (const char* forced = std::getenv("DISTRUN_SCENARIO_MAX_BYTES"))
+    if (auto v = parse_byte_size(forced)) return *v;
+  return kDefaultMaxScenarioBytes;
+}
 
 int64_t host_memory_bytes() {
   if (const char* forced = std::getenv("DISTRUN_HOST_MEMORY"))

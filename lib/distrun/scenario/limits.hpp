@@ -11,6 +11,14 @@
 
 namespace distrun::scenario {
 
+/// Parses "1M", "64K", "512" (K/M/G = powers of 1024) into bytes; nullopt when malformed.
+std::optional<int64_t> parse_byte_size(const std::string& text);
+
+/// The largest scenario file read (DISTRUN_SCENARIO_MAX_BYTES overrides it): checked before
+/// the file is read, so a huge or endless file is refused at once.
+constexpr int64_t kDefaultMaxScenarioBytes = 16 << 20;
+int64_t max_scenario_bytes();
+
 /// Physical memory of this host, in bytes (DISTRUN_HOST_MEMORY overrides it, for tests).
 int64_t host_memory_bytes();
 

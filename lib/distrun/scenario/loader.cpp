@@ -467,7 +467,7 @@ class Loader {
 }  // namespace
 
 Scenario load_scenario_text(const std::string& file, const std::string& text) {
-  YAML::Node root = load_one_document(file, text);
+  YAML::Node root = load_one_document(file, normalize_line_ends(text));
   try {
     return Loader(file).scenario(root);
   } catch (const YAML::Exception& e) {
@@ -477,27 +477,6 @@ Scenario load_scenario_text(const std::string& file, const std::string& text) {
 }
 
 Scenario load_scenario(const std::string& path) { return load_scenario_text(path, read_scenario_text(path)); }
-
-std::optional<int64_t> parse_byte_size(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  size_t used = 0;
-  double v;
-  try {
-    v = std::stod(text, &used);
-  } catch (...) {
-    return std::nullopt;
-  }
-  std::string suffix = text.substr(used);
-  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
-  double mult = 1;
-  if (suffix == "K" || suffix == "k") mult = 1024.0;
-  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) return std::nullopt;
-  const double bytes = v * mult;
-  if (!(bytes >= 0) || bytes > 9e18 || bytes != std::floor(bytes)) return std::nullopt;
-  return int64_t(bytes);
-}
 
 std::vector<int64_t> byte_size_range(int64_t min, int64_t max, double factor) {
   std::vector<int64_t> out;
