@@ -248,3 +248,13 @@ TEST_CASE("messages are bounded and say what is wrong", "[hostile]") {
   CHECK(load_error("timeout: 1e300\nsteps: []\n") == "t.yaml:1:10: timeout must be at most 31536000 seconds (a year)");
   CHECK(load_error("timeout: .nan\nsteps: []\n") == "t.yaml:1:10: timeout must be more than 0 seconds");
 }
+
+TEST_CASE("map into an integer dtype refuses a result it cannot hold, naming the rank and element", "[hostile]") {
+  // A cast would make NaN 0 (or INT_MIN) on the rank where it happens, silently.
+  CHECK(check_error("tensors:\n  x: {shape: [3], fill: i, dtype: int32}\nsteps:\n  - {op: map, expr: \"x / x\", output: y}\n", 2) ==
+        "t.yaml:4:21: map 'x / x' gives nan at element 0 on rank 0: nan cannot be stored in int32");
+  CHECK(check_error("tensors:\n  x: {shape: [3], fill: \"rank + i\", dtype: int8}\nsteps:\n"
+                    "  - {op: map, expr: \"x * 100\", output: y, ranks: [1]}\n", 2) ==
+        "t.yaml:4:21: map 'x * 100' gives 200 at element 1 on rank 1: 200 is out of the range of int8");
+  CHECK(check_error("tensors:\n  x: {shape: [3], fill: i, dtype: int32}\nsteps:\n  - {op: map, expr: \"x / 2\", output: y}\n", 2) == "");
+}

@@ -41,6 +41,7 @@ void store(Tensor& t, int64_t flat, const Literal& v) {
 }
 
 std::string format_number(double v) {
+  if (std::isnan(v)) return "nan";  // whatever its sign bit
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(int64_t(v));
   std::ostringstream ss;
   ss.precision(10);
@@ -151,7 +152,7 @@ std::vector<std::string> map_tensor_names(const Expression& e) {
 }
 
 Tensor apply_map(const Expression& e, const std::map<std::string, Tensor>& inputs, const Shape& shape, DType dtype,
-                 const RankEnv& env) {
+                 const RankEnv& env, const std::string& file, Mark mark) {
   Expression::Evaluator values = e.evaluator();
   values.set(bind_env(e, env));
   const IndexVars idx(e);
@@ -167,7 +168,12 @@ Tensor apply_map(const Expression& e, const std::map<std::string, Tensor>& input
     idx.set(values, shape, el);
     for (const auto& b : bound)
       values.set(b.index, b.t->get(b.broadcast ? 0 : el));
-    out.set(el, values.eval());
+    const double v = values.eval();
+    if (is_integer(dtype))
+      if (auto why = unrepresentable(v, dtype))  // a cast would give 0 or a wrapped number silently
+        throw error_at(file, mark, "map '" + excerpt(e.text()) + "' gives " + format_number(v) + " at element " +
+                                       std::to_string(el) + " on rank " + std::to_string(env.rank) + ": " + *why);
+    out.set(el, v);
   }
   return out;
 }
@@ -192,18 +198,34 @@ Tensor local_reduce(const Tensor& in, ReduceOp op, std::optional<int> dim, bool 
   const bool integer = is_integer(in.dtype());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t n = 0; n < inner; ++n) {
+      const auto at = [&](int64_t x) { return (o * extent + x) * inner + n; };
+      if (integer) {  // exact: in int64, wrapping as the dtype wraps (never through a double)
+        int64_t acc = op == ReduceOp::Prod ? 1 : op == ReduceOp::Min ? INT64_MAX : op == ReduceOp::Max ? INT64_MIN : 0;
+        for (int64_t x = 0; x < extent; ++x) {
+          const int64_t v = get_int(in, at(x));
+          switch (op) {
+            case ReduceOp::Prod: acc = int64_t(uint64_t(acc) * uint64_t(v)); break;
+            case ReduceOp::Min: acc = std::min(acc, v); break;
+            case ReduceOp::Max: acc = std::max(acc, v); break;
+            default: acc = int64_t(uint64_t(acc) + uint64_t(v)); break;
+          }
+        }
+        set_int(out, o * inner + n, acc);
+        if (op == ReduceOp::Avg && extent > 0) set_int(out, o * inner + n, get_int(out, o * inner + n) / extent);
+        continue;
+      }
       double acc = op == ReduceOp::Prod ? 1.0 : op == ReduceOp::Min ? std::numeric_limits<double>::infinity()
                                              : op == ReduceOp::Max ? -std::numeric_limits<double>::infinity() : 0.0;
       for (int64_t x = 0; x < extent; ++x) {
-        const double v = in.get((o * extent + x) * inner + n);
+        const double v = in.get(at(x));
         switch (op) {
           case ReduceOp::Prod: acc *= v; break;
-          case ReduceOp::Min: acc = std::fmin(acc, v); break;
-          case ReduceOp::Max: acc = std::fmax(acc, v); break;
+          case ReduceOp::Min: acc = std::isnan(v) || std::isnan(acc) ? v + acc : std::fmin(acc, v); break;  // NaN propagates
+          case ReduceOp::Max: acc = std::isnan(v) || std::isnan(acc) ? v + acc : std::fmax(acc, v); break;
           default: acc += v; break;
         }
       }
-      if (op == ReduceOp::Avg) acc = integer ? std::trunc(acc / double(extent)) : acc / double(extent);
+      if (op == ReduceOp::Avg) acc /= double(extent);
       out.set(o * inner + n, acc);
     }
   return out;
