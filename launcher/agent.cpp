@@ -120,7 +120,7 @@ int run_agent(const LaunchOptions& o) {
   if (sc) {
     int world = plan.nproc_per_node * plan.nnodes;  // static rendezvous: equal nodes assumed here
     check_scenario(*sc, world, plan.nproc_per_node);
-    if (o.results) check_results_path(*o.results);
+    if (o.results) check_results_path(*o.results, *sc);
     if (o.explain) {
       explain_scenario(*sc, world, std::cout, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
       return 0;

@@ -1,7 +1,11 @@
 // Hostile or careless scenario files: each class is refused by the validation the launcher
 // runs before any worker starts, as a ConfigError "file:line:col: message" (exit 2), without
 // growing or crashing first.
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include <sstream>
 
@@ -143,9 +147,35 @@ TEST_CASE("fill values: every rank's within the budget, beyond it the ends and a
 }
 
 TEST_CASE("an unwritable results path is refused before the run", "[hostile]") {
-  CHECK_THROWS_AS(check_results_path("/nonexistent-distrun-dir/r.jsonl"), ConfigError);
-  CHECK_NOTHROW(check_results_path("/tmp/distrun-results-probe-" + std::to_string(::getpid()) + ".jsonl"));
-  CHECK(::access(("/tmp/distrun-results-probe-" + std::to_string(::getpid()) + ".jsonl").c_str(), F_OK) != 0);
+  const std::string dir = "/tmp/distrun-results-probe-" + std::to_string(::getpid());
+  ::mkdir(dir.c_str(), 0755);
+  const std::string scenario_path = dir + "/s.yaml";
+  std::ofstream(scenario_path) << "steps: []\n";
+  const Scenario sc = load_scenario(scenario_path);
+  const auto refused = [&](const std::string& path) {
+    try {
+      check_results_path(path, sc);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(refused("/nonexistent-distrun-dir/r.jsonl"), Catch::StartsWith("cannot write the results file"));
+  CHECK(refused(dir) == "cannot write the results file '" + dir + "': it is a directory, not a regular file");
+  ::mkfifo((dir + "/fifo").c_str(), 0644);
+  CHECK(refused(dir + "/fifo") == "cannot write the results file '" + dir + "/fifo': it is a FIFO, not a regular file");
+  CHECK(refused("/dev/null") == "cannot write the results file '/dev/null': it is a character device, not a regular file");
+  ::symlink("s.yaml", (dir + "/link").c_str());
+  CHECK(refused(dir + "/link") == "cannot write the results file '" + dir + "/link': it is a symbolic link (give the file it points to)");
+  CHECK(refused(scenario_path) == "cannot write the results file '" + scenario_path + "': it is the scenario file");
+  CHECK(refused(dir + "/new.jsonl") == "");
+  std::ofstream(dir + "/old.jsonl") << "old\n";
+  CHECK(refused(dir + "/old.jsonl") == "");
+  // The probes left nothing behind.
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++entries;
+  CHECK(entries == 4);  // s.yaml, fifo, link, old.jsonl
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("the tolerance follows values through map: exp(s) after a 1-ulp all_reduce difference", "[consistency]") {

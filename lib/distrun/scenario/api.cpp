@@ -22,8 +22,8 @@ void check_scenario(const scenario::Scenario& sc, std::optional<int> world_size,
   if (world_size) scenario::Validation(sc, *world_size, local_world_size.value_or(*world_size));
 }
 
-void check_results_path(const std::string& path) {
-  scenario::ResultsFile probe(path);  // an unnamed (or temporary) file, gone when probe is
+void check_results_path(const std::string& path, const scenario::Scenario& sc) {
+  scenario::ResultsFile probe(path, sc.file);  // an unnamed (or temporary) file, gone when probe is
 }
 
 void explain_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::ostream& out, bool colour) {
@@ -53,7 +53,7 @@ int run_scenario_rank(const scenario::Scenario& sc, const ScenarioRunOptions& op
   settings.results_path = options.results_path;
   // Rank 0 opens the results file before joining, so an unwritable path fails fast (exit 2).
   if (world.rank == 0 && !options.results_path.empty())
-    settings.results_file = std::make_shared<scenario::ResultsFile>(options.results_path);
+    settings.results_file = std::make_shared<scenario::ResultsFile>(options.results_path, sc.file);
   auto pg = ProcessGroup::init(init);
 
   settings.local_rank = world.local_rank;

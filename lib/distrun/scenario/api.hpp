@@ -18,9 +18,10 @@ struct Scenario;
 void check_scenario(const scenario::Scenario& sc, std::optional<int> world_size,
                     std::optional<int> local_world_size = std::nullopt);
 
-/// ConfigError when a results file cannot be created at `path` (missing or read-only folder,
-/// a folder in its place). Leaves nothing behind.
-void check_results_path(const std::string& path);
+/// ConfigError when a results file cannot be created at `path`: it must be a regular file or
+/// a new name in an existing writable folder, and not the scenario `sc` was read from (a
+/// directory, FIFO, device or link in its place is refused). Leaves nothing behind.
+void check_results_path(const std::string& path, const scenario::Scenario& sc);
 
 /// Validates `sc` for `world_size` ranks (nullopt: the file's world_size, else 4) and writes
 /// --explain's per-step pictures of who sends what to whom to `out` (ANSI colours when

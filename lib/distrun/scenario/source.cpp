@@ -54,8 +54,6 @@ std::string hex_byte(unsigned c) {
 
 }  // namespace
 
-namespace {
-
 const char* file_kind(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISFIFO(mode)) return "a FIFO";
@@ -64,6 +62,8 @@ const char* file_kind(mode_t mode) {
   if (S_ISSOCK(mode)) return "a socket";
   return "not a regular file";
 }
+
+namespace {
 
 class Fd {
  public:

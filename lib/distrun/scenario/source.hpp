@@ -3,6 +3,8 @@
 #pragma once
 #include <yaml-cpp/yaml.h>
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -27,6 +29,9 @@ ConfigError error_at(const std::string& file, Mark mark, const std::string& mess
 /// larger than max_scenario_bytes(), cannot be read or is not valid UTF-8 (naming the line
 /// and column of the first bad byte).
 std::string read_scenario_text(const std::string& path);
+
+/// What a file that is not a regular one is ("a directory", "a FIFO", ...), for messages.
+const char* file_kind(mode_t mode);
 
 /// `text` with every "\r\n" and lone "\r" made "\n".
 std::string normalize_line_ends(std::string text);
