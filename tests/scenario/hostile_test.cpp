@@ -223,6 +223,23 @@ TEST_CASE("explain draws who sends what to whom, plain without a terminal", "[ex
   CHECK_THAT(coloured.str(), Catch::Contains("\033[30;41m 0.0 \033[0m"));  // rank 0's block, red
 }
 
+TEST_CASE("explain names every dim, uneven splits and objects as they are", "[explain]") {
+  Scenario sc = load_scenario_text("t.yaml", "tensors:\n  x: {shape: [2, 2, 2], fill: rank}\n  v: {shape: [3], fill: rank}\n"
+                                             "steps:\n  - {op: all_gather, input: x, output: g, dim: 2}\n"
+                                             "  - {op: all_to_all, input: v, output: a, split_sizes: [\"rank + 1\", \"2 - rank\"]}\n"
+                                             "  - {op: all_gather_object, object: {r: \"${rank}\"}}\n");
+  std::ostringstream out;
+  explain(sc, 2, out, false);
+  const std::string text = out.str();
+  CHECK_THAT(text, Catch::Contains("step 0: all_gather  x -> g  (blocks along dim 2, side by side)\n"));
+  // Rank 0 sends 1 element to itself and 2 to rank 1; rank 1 sends 2 and 1.
+  CHECK_THAT(text, Catch::Contains("  rank 0:   | 0.0(1) |  ->  | 0.0(1) |\n            | 0.1(2) |      | 1.0(2) |\n"));
+  CHECK_THAT(text, Catch::Contains("  rank 1:   | 1.0(2) |  ->  | 0.1(2) |\n            | 1.1(1) |      | 1.1(1) |\n"));
+  CHECK_THAT(text, Catch::Contains("step 2: all_gather_object  (objects, whole)\n"));
+  CHECK_THAT(text, Catch::Contains("step 1: all_to_all  v -> a  (row blocks, dim 0)\n"));
+  CHECK_THAT(text, Catch::Contains("(n): the chunk's size along dim 0, from each sender's split_sizes\n"));
+}
+
 TEST_CASE("a scalar of 30 000 digits is read in one pass", "[hostile]") {
   // std::regex recursed once per character here and overflowed the stack (exit 139).
   const std::string digits(30000, '7');
