@@ -124,8 +124,9 @@ TEST_CASE("fills and values a dtype cannot hold are refused, as torch refuses th
 }
 
 TEST_CASE("fill values: every rank's within the budget, beyond it the ends and a worker's own", "[hostile]") {
-  // int8 holds 127: the fill is bad on rank 200 only.
-  const std::string text = "tensors:\n  x: {shape: [SIZE], fill: \"rank == 200 ? 1000 : 1\", dtype: int8}\nsteps: []\n";
+  // int8 holds 127: the fill is bad on rank 200 only, at index 5, so each rank's values
+  // differ and must be evaluated one by one.
+  const std::string text = "tensors:\n  x: {shape: [SIZE], fill: \"rank == 200 && i == 5 ? 1000 : 1\", dtype: int8}\nsteps: []\n";
   auto with_size = [&](int64_t n) {
     std::string t = text;
     return load_scenario_text("t.yaml", t.replace(t.find("SIZE"), 4, std::to_string(n)));
@@ -133,7 +134,7 @@ TEST_CASE("fill values: every rank's within the budget, beyond it the ends and a
   {
     // 256 ranks of 16 values: within the budget, so the launcher sees rank 200's.
     Scenario sc = with_size(16);
-    CHECK_THROWS_WITH(Validation(sc, 256, 1), Catch::Contains("gives 1000 at index 0 on rank 200"));
+    CHECK_THROWS_WITH(Validation(sc, 256, 1), Catch::Contains("gives 1000 at index 5 on rank 200"));
   }
   {
     // 256 ranks of 64K values: beyond it. The launcher samples (ranks 0 and 255 and what
@@ -144,6 +145,17 @@ TEST_CASE("fill values: every rank's within the budget, beyond it the ends and a
     CHECK_THROWS_AS(Reference(sc, 256, 1, 200), ConfigError);
     CHECK_NOTHROW(Reference(sc, 256, 1, 3));
   }
+}
+
+TEST_CASE("fills of one value per rank, or the same values on every rank, are checked on every rank", "[hostile]") {
+  // Far beyond the budget (256 ranks of 1M values), yet each is cheap to cover: the launcher
+  // finds the bad rank, so distrun exits 2 before any worker starts.
+  Scenario per_rank = load_scenario_text(
+      "t.yaml", "tensors:\n  x: {shape: [1048576], fill: \"rank == 200 ? 1000 : 1\", dtype: int8}\nsteps: []\n");
+  CHECK_THROWS_WITH(Validation(per_rank, 256, 1), Catch::Contains("gives 1000 at index 0 on rank 200"));
+  Scenario by_index = load_scenario_text(
+      "t.yaml", "tensors:\n  x: {shape: [\"rank == 200 ? 2000 : 100\"], fill: i, dtype: int8}\nsteps: []\n");
+  CHECK_THROWS_WITH(Validation(by_index, 256, 1), Catch::Contains("gives 128 at index 128 on rank 200"));
 }
 
 TEST_CASE("an unwritable results path is refused before the run", "[hostile]") {

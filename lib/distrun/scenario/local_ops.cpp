@@ -138,7 +138,10 @@ Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& e
 
 int64_t check_fill(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
   if (spec.has_values || !spec.fill.expr) return 0;  // literals were checked by the loader
-  const Shape shape = spec_shape(spec, default_dtype, env, file);
+  Shape shape = spec_shape(spec, default_dtype, env, file);
+  const Expression& e = *spec.fill.expr;
+  // Without an index the fill is one value: evaluating it once checks every element.
+  if (!e.uses("i") && !e.uses("j") && !e.uses("k") && !e.uses("idx") && numel_of(shape) > 0) shape = {1};
   int64_t n = 0;
   fill_values(spec, spec.dtype.value_or(default_dtype), shape, env, file, [&](int64_t, double) { ++n; });
   return n;
