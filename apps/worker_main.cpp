@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Runs one rank of a distrun scenario", "distrun-worker"};
   std::string scenario_path, log_level = "warn";
   distrun::ScenarioRunOptions options;
-  bool check_only = false, explain = false;
+  bool check_only = false, explain = false, values = false;
   app.add_option("scenario", scenario_path, "Scenario file (YAML)")->required();
   app.add_option("--results", options.results_path, "Write every result as JSON Lines to FILE (rank 0)");
   app.add_option("--backend", options.backend, "Override the scenario's backend")->check(CLI::IsMember({"gloo", "nccl", "auto"}));
@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off");
   app.add_flag("--check", check_only, "Validate the scenario for this world and exit");
   app.add_flag("--explain", explain, "Draw who sends what to whom in each step, and exit");
+  app.add_flag("--values", values, "With --explain: every rank's values before and after each step")->needs("--explain");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -52,7 +53,7 @@ int main(int argc, char** argv) {
       const auto world = distrun::world_from_env();
       const bool colour = ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR");
       distrun::explain_scenario(sc, world.source == "none" ? std::nullopt : std::optional<int>(world.world_size), std::cout,
-                                colour);
+                                colour, values);
       return 0;
     }
     if (check_only) {

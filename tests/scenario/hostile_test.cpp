@@ -252,6 +252,19 @@ TEST_CASE("explain names every dim, uneven splits and objects as they are", "[ex
   CHECK_THAT(text, Catch::Contains("(n): the chunk's size along dim 0, from each sender's split_sizes\n"));
 }
 
+TEST_CASE("explain --values shows each rank's numbers before and after", "[explain]") {
+  Scenario sc = load_scenario_text("t.yaml", "tensors:\n  x: {shape: [2], fill: \"rank + 1\"}\n"
+                                             "steps:\n  - {op: all_reduce, input: x}\n"
+                                             "  - {op: broadcast, input: x, src: 1, output: y}\n"
+                                             "  - {op: gather_object, object: {r: \"${rank}\"}, dst: 1}\n");
+  std::ostringstream out;
+  explain(sc, 2, out, false, true);
+  const std::string text = out.str();
+  CHECK_THAT(text, Catch::Contains("  \u03a3 = sum over ranks elementwise\n  rank 0: [1. 1.]  ->  [3. 3.]\n  rank 1: [2. 2.]  ->  [3. 3.]\n"));
+  CHECK_THAT(text, Catch::Contains("  rank 0: [3. 3.]  ->  [3. 3.]\n"));  // after the all_reduce
+  CHECK_THAT(text, Catch::Contains("  rank 0: (no result)\n  rank 1: [{'r': 0}, {'r': 1}]\n"));
+}
+
 TEST_CASE("a scalar of 30 000 digits is read in one pass", "[hostile]") {
   // std::regex recursed once per character here and overflowed the stack (exit 139).
   const std::string digits(30000, '7');

@@ -26,10 +26,11 @@ void check_results_path(const std::string& path, const scenario::Scenario& sc) {
   scenario::ResultsFile probe(path, sc.file);  // an unnamed (or temporary) file, gone when probe is
 }
 
-void explain_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::ostream& out, bool colour) {
+void explain_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::ostream& out, bool colour,
+                      bool values) {
   const int world = world_size.value_or(sc.world_size.value_or(4));
   scenario::Validation(sc, world, world);  // the same checks as a run: a picture of a valid scenario only
-  scenario::explain(sc, world, out, colour);
+  scenario::explain(sc, world, out, colour, values);
 }
 
 int run_scenario_rank(const scenario::Scenario& sc, const ScenarioRunOptions& options) {

@@ -25,8 +25,9 @@ void check_results_path(const std::string& path, const scenario::Scenario& sc);
 
 /// Validates `sc` for `world_size` ranks (nullopt: the file's world_size, else 4) and writes
 /// --explain's per-step pictures of who sends what to whom to `out` (ANSI colours when
-/// `colour`).
-void explain_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::ostream& out, bool colour);
+/// `colour`), with every rank's values before and after each step when `values`.
+void explain_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::ostream& out, bool colour,
+                      bool values = false);
 
 struct ScenarioRunOptions {
   std::string results_path;                // --results FILE (JSON Lines), empty: none

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "distrun/scenario/format.hpp"
 #include "distrun/scenario/local_ops.hpp"
+#include "distrun/scenario/reference.hpp"
 
 #include "distrun/scenario/op_table.hpp"
 
@@ -169,7 +171,60 @@ Picture all_to_all_picture(const Step& s, const std::vector<int>& members) {
   return p;
 }
 
-void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour) {
+namespace {
+
+// Each rank's tensors as the steps leave them, for --explain --values: the reference's
+// expected results, step by step, over the tensors the specs make.
+class HeldValues {
+ public:
+  HeldValues(const Scenario& sc, int world_size) : sc_(sc), world_size_(world_size), ref_(sc, world_size, world_size) {
+    held_.resize(size_t(world_size));
+    for (int r = 0; r < world_size; ++r)
+      for (const auto& [name, spec] : sc.tensors) held_[size_t(r)][name] = make_tensor(spec, sc.dtype, env(r), sc.file);
+  }
+
+  void write(const Step& s, const std::vector<int>& members, std::ostream& out) {
+    for (int r : members) {
+      std::string line = "  rank " + std::to_string(r) + ": ";
+      if (s.has_input) line += shown(input(s, r)) + "  ->  ";
+      const Expected& e = ref_.expected(s.index, r);
+      if (e.object) line += python_repr(*e.object);
+      else if (e.has_result && e.tensor.value.defined()) line += shown(e.tensor.value);
+      else line += "(no result)";
+      out << line << "\n";
+    }
+    for (int r : members) {  // after the step has read every member's input
+      const Expected& e = ref_.expected(s.index, r);
+      if (e.has_result && !e.object && e.tensor.value.defined()) held_[size_t(r)][s.output] = e.tensor.value;
+    }
+  }
+
+ private:
+  RankEnv env(int r) const { return RankEnv{r, world_size_, r, world_size_}; }
+  std::optional<Tensor> input(const Step& s, int r) const {
+    if (s.input.spec) return make_tensor(*s.input.spec, sc_.dtype, env(r), sc_.file);
+    const auto& mine = held_[size_t(r)];
+    if (auto it = mine.find(s.input.name); it != mine.end()) return it->second;
+    return std::nullopt;
+  }
+  static std::string shown(const std::optional<Tensor>& t) {
+    if (!t) return "(none)";
+    std::string text = format_values(*t);
+    for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1)) text.replace(at, 1, " ");
+    return text;
+  }
+
+  const Scenario& sc_;
+  int world_size_;
+  Reference ref_;
+  std::vector<std::map<std::string, Tensor>> held_;
+};
+
+}  // namespace
+
+void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour, bool values) {
+  std::optional<HeldValues> held;
+  if (values) held.emplace(sc, world_size);
   out << "Scenario '" << sc.name << "' on " << world_size << (world_size == 1 ? " rank" : " ranks")
       << ": each block is named by its source (\"2\": rank 2's tensor, \"2.1\": chunk 1 of it, \"\u03a3\": the "
          "reduction over the ranks)\n";
@@ -184,6 +239,7 @@ void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour)
     if (s.group) out << "  group " << *s.group;
     if (!spec.picture) {
       out << "\n  " << (spec.object_result ? "objects" : "no data moves between ranks") << "\n";
+      if (held) held->write(s, members, out);
       continue;
     }
     Picture p = spec.picture(s, members);
@@ -194,6 +250,7 @@ void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour)
     else if (blocks) out << blocks_heading(s, p);
     out << "\n";
     render(p, out, colour);
+    if (held) held->write(s, members, out);
   }
 }
 

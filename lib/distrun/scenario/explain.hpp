@@ -42,7 +42,8 @@ Picture reduce_picture(const Step& s, const std::vector<int>& members, int only_
 Picture all_to_all_picture(const Step& s, const std::vector<int>& members);
 
 /// Writes the pictures of every step of `sc` for a world of `world_size` ranks; `colour`:
-/// ANSI colours by source rank.
-void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour);
+/// ANSI colours by source rank; `values`: under each picture, every member's input and result
+/// values as the reference computes them (every rank's, so for small scenarios).
+void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour, bool values = false);
 
 }  // namespace distrun::scenario
