@@ -313,6 +313,8 @@ TEST_CASE("messages are bounded and say what is wrong", "[hostile]") {
   const std::string e = load_error("steps:\n  - op: " + big + "\n");
   CHECK_THAT(e, Catch::StartsWith("t.yaml:2:9: unknown op 'qqqq") && Catch::Contains("(1048576 bytes)"));
   CHECK(e.size() < 200);
+  // Longer than any name or expression needs: refused before yaml-cpp (slow on it) reads it.
+  CHECK(load_error("name: " + big + "q\nsteps: []\n") == "t.yaml:1:7: a scalar of 1048577 bytes; at most 1048576 are read");
   CHECK(load_error("steps:\n  - op: all_gather_object\n    object: {null: 1}\n") ==
         "t.yaml:3:14: a mapping key must be a name, not null (quote it to mean the word)");
   // A timeout the clock cannot count is refused at check time, not after the workers start.

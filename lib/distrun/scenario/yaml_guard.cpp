@@ -128,9 +128,9 @@ void check_flow_depth(const std::string& file, const std::string& text, int max_
 }
 
 // Parses `text` with libyaml, events only (aliases are not expanded, so this is linear), and
-// throws the first syntax error with its position. yaml-cpp 0.7 can loop forever on some
+// throws the first syntax error, or the first scalar longer than `max_scalar`, with its position. yaml-cpp 0.7 can loop forever on some
 // malformed flow collections (found by fuzz_scenario), so it only sees text libyaml accepted.
-void check_syntax(const std::string& file, const std::string& text) {
+void check_syntax(const std::string& file, const std::string& text, size_t max_scalar) {
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) throw ConfigError(file + ":0:0: cannot start the YAML parser");
   yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
@@ -141,21 +141,29 @@ void check_syntax(const std::string& file, const std::string& text) {
     if (!yaml_parser_parse(&parser, &event)) {
       problem = parser.problem ? parser.problem : "malformed YAML";
       if (parser.context) problem = std::string(parser.context) + ": " + problem;
+      problem = "YAML syntax error: " + problem;
       where = Mark{int(parser.problem_mark.line) + 1, int(parser.problem_mark.column) + 1};
       break;
     }
     done = event.type == YAML_STREAM_END_EVENT;
+    if (event.type == YAML_SCALAR_EVENT && event.data.scalar.length > max_scalar) {
+      problem = "a scalar of " + std::to_string(event.data.scalar.length) + " bytes; at most " +
+                std::to_string(max_scalar) + " are read";
+      where = Mark{int(event.start_mark.line) + 1, int(event.start_mark.column) + 1};
+      yaml_event_delete(&event);
+      break;
+    }
     yaml_event_delete(&event);
   }
   yaml_parser_delete(&parser);
-  if (!problem.empty()) throw error_at(file, where, "YAML syntax error: " + problem);
+  if (!problem.empty()) throw error_at(file, where, problem);
 }
 
 }  // namespace
 
 YAML::Node load_one_document(const std::string& file, const std::string& text, const YamlLimits& limits) {
   check_flow_depth(file, text, limits.max_depth);
-  check_syntax(file, text);
+  check_syntax(file, text, limits.max_scalar_bytes);
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(text);

@@ -16,6 +16,9 @@ namespace distrun::scenario {
 struct YamlLimits {
   int64_t max_nodes = 1'000'000;
   int max_depth = 64;
+  /// The longest scalar: names, expressions and texts are short, and yaml-cpp reads a long
+  /// one slowly (a one-line 16 MB name took 5 s), so it is refused before yaml-cpp sees it.
+  size_t max_scalar_bytes = 1 << 20;
 };
 
 /// Parses `text` as exactly one YAML document and checks it against `limits` (every node
