@@ -1,7 +1,7 @@
 // Reading a scenario's YAML safely and by one set of rules: exactly one document, bounded
 // alias expansion and nesting (a "billion laughs" file is refused in bounded time and memory
 // instead of growing until the allocator aborts), no duplicate keys, and plain scalars read
-// by the YAML 1.2 core schema (`yes`, `on`, `n` are strings and `017` is seventeen; PyYAML
+// by the YAML 1.2 core schema (`yes` and `on` are strings and `017` is seventeen; PyYAML
 // follows YAML 1.1 there and reads booleans and octal).
 #pragma once
 #include <yaml-cpp/yaml.h>
