@@ -13,6 +13,7 @@
 #include "distrun/core/error.hpp"
 #include "distrun/env/world.hpp"
 #include "distrun/scenario/api.hpp"
+#include "distrun/scenario/loader.hpp"
 
 int main(int argc, char** argv) {
   // A rank writing to a peer that just died must get EPIPE (an error naming the lost peer),
@@ -25,7 +26,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Runs one rank of a distrun scenario", "distrun-worker"};
   std::string scenario_path, log_level = "warn";
   distrun::ScenarioRunOptions options;
-  bool check_only = false, explain = false;
+  bool check_only = false, explain = false, values = false;
   app.add_option("scenario", scenario_path, "Scenario file (YAML)")->required();
   app.add_option("--results", options.results_path, "Write every result as JSON Lines to FILE (rank 0)");
   app.add_option("--backend", options.backend, "Override the scenario's backend")->check(CLI::IsMember({"gloo", "nccl", "auto"}));
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off");
   app.add_flag("--check", check_only, "Validate the scenario for this world and exit");
   app.add_flag("--explain", explain, "Draw who sends what to whom in each step, and exit");
+  app.add_flag("--values", values, "With --explain: every rank's values before and after each step")->needs("--explain");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -45,21 +47,22 @@ int main(int argc, char** argv) {
     if (level == spdlog::level::off && log_level != "off")
       throw distrun::ConfigError("--log-level: unknown level '" + log_level + "'");
     spdlog::set_level(level);
+    const distrun::scenario::Scenario sc = distrun::scenario::load_scenario(scenario_path);
     if (explain) {
       // For the launched world when there is one, else the file's world_size (else 4).
       const auto world = distrun::world_from_env();
       const bool colour = ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR");
-      distrun::explain_scenario_file(scenario_path, world.source == "none" ? std::nullopt : std::optional<int>(world.world_size),
-                                     std::cout, colour);
+      distrun::explain_scenario(sc, world.source == "none" ? std::nullopt : std::optional<int>(world.world_size), std::cout,
+                                colour, values);
       return 0;
     }
     if (check_only) {
       // Checked against the launched world when there is one (e.g. under srun), else alone.
       const auto world = distrun::world_from_env();
-      distrun::check_scenario_file(scenario_path, world.source == "none" ? std::nullopt : std::optional<int>(world.world_size));
+      distrun::check_scenario(sc, world.source == "none" ? std::nullopt : std::optional<int>(world.world_size));
       return 0;
     }
-    return distrun::run_scenario_file(scenario_path, options);
+    return distrun::run_scenario_rank(sc, options);
   } catch (const std::exception& e) {
     std::cerr << "distrun: error: " << e.what() << std::endl;
     return distrun::exit_code(e);

@@ -13,6 +13,7 @@
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/device_choice.hpp"
 #include "distrun/scenario/api.hpp"
+#include "distrun/scenario/loader.hpp"
 #include "failure_report.hpp"
 #include "flight_report.hpp"
 #include "job_plan.hpp"
@@ -109,13 +110,11 @@ std::string flight_table(Rendezvous& rendezvous, int attempt, int node_rank) {
 }  // namespace
 
 int run_agent(const LaunchOptions& o) {
-  // Blocks the signals before any thread exists (the rendezvous store runs one).
-  SignalWatch signals(parse_signal_list(o.signals_to_handle));
-  become_subreaper();
-
-  std::optional<int> declared_world;
-  if (o.mode == RunMode::scenario) declared_world = scenario_world_size(o.command.front());
-  JobPlan plan = plan_job(o, process_env(), declared_world);
+  // The scenario is read once and checked before the signals are blocked, so that Ctrl-C or
+  // SIGTERM ends distrun at once however long a hostile file takes to refuse.
+  std::optional<scenario::Scenario> sc;
+  if (o.mode == RunMode::scenario) sc = scenario::load_scenario(o.command.front());
+  JobPlan plan = plan_job(o, process_env(), sc ? sc->world_size : std::nullopt);
   if (plan.elastic() && o.mode == RunMode::scenario)
     throw ConfigError("--nnodes " + o.nnodes + ": an elastic range runs programs only (a scenario is checked for one "
                       "world size before it starts); give N nodes");
@@ -135,17 +134,21 @@ int run_agent(const LaunchOptions& o) {
   ro.last_call = std::chrono::milliseconds(int64_t(o.last_call_timeout * 1000));
   ro.stop_grace = std::chrono::milliseconds(int64_t(o.stop_grace * 1000));
   ro.heartbeat_timeout = std::chrono::milliseconds(int64_t(o.heartbeat_timeout * 1000));
-  if (o.mode == RunMode::scenario) {
+  if (sc) {
     int world = plan.nproc_per_node * plan.nnodes;  // static rendezvous: equal nodes assumed here
     try {
-      check_scenario_file(o.command.front(), world, plan.nproc_per_node);
-      if (o.results) check_results_path(*o.results);
+      check_scenario(*sc, world, plan.nproc_per_node);
+      if (o.results) check_results_path(*o.results, *sc);
     } catch (const ConfigError& e) {
-      if (!o.check_only && !o.explain) tell_node0_cannot_join(plan, ro, signals, e.what());
+      if (!o.check_only && !o.explain) {
+        // Signals are watched only while node 0 is told (at most 5 s), not while checking.
+        SignalWatch telling(parse_signal_list(o.signals_to_handle));
+        tell_node0_cannot_join(plan, ro, telling, e.what());
+      }
       throw;
     }
     if (o.explain) {
-      explain_scenario_file(o.command.front(), world, std::cout, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
+      explain_scenario(*sc, world, std::cout, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
       return 0;
     }
     if (o.check_only) {
@@ -159,6 +162,9 @@ int run_agent(const LaunchOptions& o) {
     if (nccl::count_visible_cuda_devices(&why) == 0)
       throw ConfigError("--device cuda: no CUDA device is visible (" + why + ")");
   }
+  // Blocks the signals before any thread exists (the rendezvous store runs one).
+  SignalWatch signals(parse_signal_list(o.signals_to_handle));
+  become_subreaper();
   OutputConfig output;
   output.redirects = StdSpec::parse(o.redirects, "--redirects");
   output.tee = StdSpec::parse(o.tee, "--tee");

@@ -102,7 +102,7 @@ TEST_CASE("non-UTF-8 files and unreadable files are errors", "[loader]") {
     CHECK(std::string(e.what()) == path + ":1:10: the file is not valid UTF-8 (bad byte 0xe9)");
   }
   std::remove(path.c_str());
-  CHECK_THROWS_AS(check_scenario_file("/nonexistent/x.yaml", 2), ConfigError);
+  CHECK_THROWS_AS(load_scenario("/nonexistent/x.yaml"), ConfigError);
 }
 
 TEST_CASE("scenario_world_size reports the declared size", "[loader]") {
@@ -111,8 +111,9 @@ TEST_CASE("scenario_world_size reports the declared size", "[loader]") {
     std::ofstream f(path);
     f << "world_size: 3\nsteps: []\n";
   }
-  CHECK(scenario_world_size(path) == 3);
-  CHECK_NOTHROW(check_scenario_file(path, 3));
-  CHECK_THROWS_AS(check_scenario_file(path, 2), ConfigError);
+  const Scenario sc = load_scenario(path);
+  CHECK(sc.world_size == 3);
+  CHECK_NOTHROW(check_scenario(sc, 3));
+  CHECK_THROWS_AS(check_scenario(sc, 2), ConfigError);
   std::remove(path.c_str());
 }

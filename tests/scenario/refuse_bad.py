@@ -16,9 +16,12 @@ for f in files:
     print(f"{'ok  ' if ok else 'FAIL'} {f.name}: exit {p.returncode}: {p.stderr.strip()[:200]}")
     failures += not ok
 # An unwritable --results path is refused by the launcher too, before it starts a worker.
-p = subprocess.run([distrun, "--nproc-per-node", "2", "--results", "/nonexistent-distrun-dir/r.jsonl",
-                    str(bad_dir.parent / "data" / "all_ops.yaml")], capture_output=True, text=True, timeout=60)
-ok = p.returncode == 2 and "cannot write the results file" in p.stderr and "Rank" not in p.stdout
-print(f"{'ok  ' if ok else 'FAIL'} --results /nonexistent-distrun-dir/r.jsonl: exit {p.returncode}: {p.stderr.strip()[:200]}")
-failures += not ok
+# So is a directory, a device or the scenario itself in its place (it would have been replaced).
+scenario = str(bad_dir.parent / "data" / "all_ops.yaml")
+for results in ("/nonexistent-distrun-dir/r.jsonl", str(bad_dir), "/dev/stdout", scenario):
+    p = subprocess.run([distrun, "--nproc-per-node", "2", "--results", results, scenario],
+                       capture_output=True, text=True, timeout=60)
+    ok = p.returncode == 2 and "cannot write the results file" in p.stderr and "Rank" not in p.stdout
+    print(f"{'ok  ' if ok else 'FAIL'} --results {results}: exit {p.returncode}: {p.stderr.strip()[:200]}")
+    failures += not ok
 sys.exit(1 if failures else 0)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "distrun/core/error.hpp"
 #include "distrun/core/half.hpp"
@@ -18,13 +19,27 @@ struct Prod {
   template <typename T>
   T operator()(T a, T b) const { return T(a * b); }
 };
+// min and max propagate NaN, as torch.minimum/torch.maximum do: with std::min alone a NaN
+// survived or vanished depending on which rank held it (the order of the operands).
 struct Min {
   template <typename T>
-  T operator()(T a, T b) const { return std::min(a, b); }
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (a != a) return a;
+      if (b != b) return b;
+    }
+    return std::min(a, b);
+  }
 };
 struct Max {
   template <typename T>
-  T operator()(T a, T b) const { return std::max(a, b); }
+  T operator()(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (a != a) return a;
+      if (b != b) return b;
+    }
+    return std::max(a, b);
+  }
 };
 struct BAnd {
   template <typename T>
@@ -106,23 +121,18 @@ ReduceFn reduce_kernel(DType dtype, ReduceOp op) {
 void divide_by(Tensor& t, int64_t n) {
   if (t.device().is_cuda()) throw BackendError("divide_by on a CUDA tensor");
   const int64_t count = t.numel();
-  switch (t.dtype()) {
-    case DType::Float32: {
-      auto* p = t.data_as<float>();
-      for (int64_t i = 0; i < count; ++i) p[i] /= float(n);
-      return;
+  dispatch_storage(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, uint16_t>) {  // float16, bfloat16: in float, rounded once
+      for (int64_t i = 0; i < count; ++i) t.set(i, t.get(i) / double(n));
+    } else if constexpr (std::is_integral_v<T>) {  // exact, in int64 (never through a double)
+      T* p = t.data_as<T>();
+      for (int64_t i = 0; i < count; ++i) p[i] = T(int64_t(p[i]) / n);
+    } else {
+      T* p = t.data_as<T>();
+      for (int64_t i = 0; i < count; ++i) p[i] /= T(n);
     }
-    case DType::Float64: {
-      auto* p = t.data_as<double>();
-      for (int64_t i = 0; i < count; ++i) p[i] /= double(n);
-      return;
-    }
-    default:
-      for (int64_t i = 0; i < count; ++i) {
-        double v = t.get(i);
-        t.set(i, is_integer(t.dtype()) ? double(int64_t(v) / n) : v / double(n));
-      }
-  }
+  });
 }
 
 }  // namespace distrun

@@ -1,5 +1,6 @@
 // Elementwise reduction kernels, one per (dtype, op), with the signature Gloo expects.
-// The 16-bit floats are widened to float32 for the arithmetic and rounded back.
+// The 16-bit floats are widened to float32 for the arithmetic and rounded back. min and max
+// propagate NaN (torch.minimum, torch.maximum).
 #pragma once
 #include <cstddef>
 
@@ -15,7 +16,9 @@ using ReduceFn = void (*)(void* out, const void* a, const void* b, size_t n);
 /// BackendError for a bitwise op on a floating type.
 ReduceFn reduce_kernel(DType dtype, ReduceOp op);
 
-/// Divides every element by `n` (ReduceOp::Avg after a sum); integers truncate toward zero.
+/// Divides every element by `n` (ReduceOp::Avg after a sum, in the dtype: an integer sum has
+/// wrapped as the dtype wraps); integers truncate toward zero, in int64 arithmetic, as NCCL's
+/// ncclAvg does.
 void divide_by(Tensor& t, int64_t n);
 
 }  // namespace distrun

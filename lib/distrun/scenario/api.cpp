@@ -7,6 +7,8 @@
 #include "distrun/comm/process_group.hpp"
 #include "distrun/nccl/device_choice.hpp"
 #include "distrun/scenario/explain.hpp"
+#include "distrun/scenario/limits.hpp"
+#include "distrun/scenario/loader.hpp"
 #include "distrun/scenario/loader.hpp"
 #include "distrun/scenario/reference.hpp"
 #include "distrun/scenario/results_file.hpp"
@@ -15,28 +17,24 @@
 
 namespace distrun {
 
-void check_scenario_file(const std::string& path, std::optional<int> world_size, std::optional<int> local_world_size) {
-  scenario::Scenario sc = scenario::load_scenario(path);
+void check_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::optional<int> local_world_size) {
   // Shapes, groups, dtypes and sizes only: no rank's values, so the cost does not grow with
   // the tensors (the workers compute the values of their own results).
   if (world_size) scenario::Validation(sc, *world_size, local_world_size.value_or(*world_size));
 }
 
-void check_results_path(const std::string& path) {
-  scenario::ResultsFile probe(path);  // an unnamed (or temporary) file, gone when probe is
+void check_results_path(const std::string& path, const scenario::Scenario& sc) {
+  scenario::ResultsFile probe(path, sc.file);  // an unnamed (or temporary) file, gone when probe is
 }
 
-void explain_scenario_file(const std::string& path, std::optional<int> world_size, std::ostream& out, bool colour) {
-  scenario::Scenario sc = scenario::load_scenario(path);
+void explain_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::ostream& out, bool colour,
+                      bool values) {
   const int world = world_size.value_or(sc.world_size.value_or(4));
   scenario::Validation(sc, world, world);  // the same checks as a run: a picture of a valid scenario only
-  scenario::explain(sc, world, out, colour);
+  scenario::explain(sc, world, out, colour, values);
 }
 
-std::optional<int> scenario_world_size(const std::string& path) { return scenario::load_scenario(path).world_size; }
-
-int run_scenario_file(const std::string& path, const ScenarioRunOptions& options) {
-  scenario::Scenario sc = scenario::load_scenario(path);
+int run_scenario_rank(const scenario::Scenario& sc, const ScenarioRunOptions& options) {
   const WorldInfo world = world_from_env();
   // The whole scenario is validated for this world before joining it, so a scenario that
   // cannot run fails on every rank at once, before any collective; then this rank computes
@@ -51,13 +49,13 @@ int run_scenario_file(const std::string& path, const ScenarioRunOptions& options
   init.backend = parse_backend(backend);
   init.world = world;
   const double timeout = options.timeout_seconds.value_or(sc.timeout_seconds);
-  if (!(timeout > 0)) throw ConfigError("--timeout must be more than 0 seconds");
+  if (auto why = scenario::bad_timeout(timeout)) throw ConfigError("timeout " + *why);
   init.timeout = std::chrono::milliseconds(int64_t(std::ceil(timeout * 1000)));
   scenario::RunSettings settings;
   settings.results_path = options.results_path;
   // Rank 0 opens the results file before joining, so an unwritable path fails fast (exit 2).
   if (world.rank == 0 && !options.results_path.empty())
-    settings.results_file = std::make_shared<scenario::ResultsFile>(options.results_path);
+    settings.results_file = std::make_shared<scenario::ResultsFile>(options.results_path, sc.file);
   auto pg = ProcessGroup::init(init);
 
   settings.local_rank = world.local_rank;

@@ -45,12 +45,6 @@ BenchSize bench_size(Op op, int64_t bytes, size_t element_size, int n) {
   return {sc.count, sc.bytes};
 }
 
-std::string bench_header() {
-  std::string s;
-  for (const auto& l : bench::column_header()) s += (s.empty() ? "" : "\n") + l;
-  return s;
-}
-
 BenchResult run_bench(Backend& b, const BenchSpec& spec, const BenchContext& ctx) {
   bench::BenchConfig cfg;
   cfg.collective = &entry(spec.collective);

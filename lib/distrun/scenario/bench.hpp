@@ -25,9 +25,6 @@ BenchSize bench_size(Op op, int64_t bytes, size_t element_size, int n);
 /// run the bench configs quickly. ConfigError when it is not a size.
 int64_t bench_max_bytes();
 
-/// The column-title lines of the table, one string.
-std::string bench_header();
-
 struct BenchContext {
   std::string scenario;
   int step = 0;

@@ -1,6 +1,11 @@
 #include "distrun/scenario/explain.hpp"
 
 #include <algorithm>
+#include <map>
+
+#include "distrun/scenario/format.hpp"
+#include "distrun/scenario/local_ops.hpp"
+#include "distrun/scenario/reference.hpp"
 
 #include "distrun/scenario/op_table.hpp"
 
@@ -17,7 +22,30 @@ std::vector<Block> chunks_of(int rank, int n) {
 std::string label(const Block& b) {
   std::string s = b.from < 0 ? "\u03a3" : std::to_string(b.from);
   if (b.chunk >= 0) s += "." + std::to_string(b.chunk);
+  if (b.size >= 0) s += "(" + std::to_string(b.size) + ")";
   return s;
+}
+
+// Uneven chunks: each block of a step with split_sizes gets its size along dim, as its
+// source rank's split_sizes give it (the explained world is on one host).
+void size_chunks(Picture& p, const Step& s, const std::vector<int>& members, int world_size) {
+  std::map<int, std::vector<int64_t>> splits;
+  for (int r : members) {
+    const RankEnv env{r, world_size, r, world_size};
+    for (const auto& num : s.split_sizes) splits[r].push_back(int64_t(eval_number(num, env)));
+  }
+  for (auto& rp : p.ranks)
+    for (auto* blocks : {&rp.before, &rp.after})
+      for (auto& b : *blocks)
+        if (b.from >= 0 && b.chunk >= 0) b.size = splits[b.from].at(size_t(b.chunk));
+  p.note = "(n): the chunk's size along dim " + std::to_string(s.dim) + ", from each sender's split_sizes";
+}
+
+// What the blocks of a picture are cut along.
+std::string blocks_heading(const Step& s, const Picture& p) {
+  if (!p.column_blocks) return "  (row blocks, dim 0)";
+  if (s.dim == 1) return "  (column blocks, dim 1)";
+  return "  (blocks along dim " + std::to_string(s.dim) + ", side by side)";
 }
 
 // Visible width of a label (Σ is one column, two bytes).
@@ -101,7 +129,7 @@ Picture whole_from(const Step& s, const std::vector<int>& members, int src, bool
 
 Picture scatter_picture(const Step& s, const std::vector<int>& members, bool reduced) {
   Picture p;
-  p.column_blocks = s.dim == 1;
+  p.column_blocks = s.dim >= 1;
   const int n = int(members.size());
   for (int g = 0; g < n; ++g) {
     const int r = members[size_t(g)];
@@ -114,7 +142,7 @@ Picture scatter_picture(const Step& s, const std::vector<int>& members, bool red
 
 Picture gather_picture(const Step& s, const std::vector<int>& members, int only_dst) {
   Picture p;
-  p.column_blocks = s.dim == 1;
+  p.column_blocks = s.dim >= 1;
   for (int r : members) {
     RankPicture rp{r, {{r, -1}}, {}, only_dst < 0 || r == only_dst};
     if (rp.has_after)
@@ -133,18 +161,70 @@ Picture reduce_picture(const Step& s, const std::vector<int>& members, int only_
 
 Picture all_to_all_picture(const Step& s, const std::vector<int>& members) {
   Picture p;
-  p.column_blocks = s.dim == 1;
+  p.column_blocks = s.dim >= 1;
   const int n = int(members.size());
   for (int j = 0; j < n; ++j) {
     RankPicture rp{members[size_t(j)], chunks_of(members[size_t(j)], n), {}, true};
     for (int r = 0; r < n; ++r) rp.after.push_back({members[size_t(r)], j});
     p.ranks.push_back(rp);
   }
-  if (s.has_split_sizes) p.note = "chunk sizes follow split_sizes (uneven)";
   return p;
 }
 
-void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour) {
+namespace {
+
+// Each rank's tensors as the steps leave them, for --explain --values: the reference's
+// expected results, step by step, over the tensors the specs make.
+class HeldValues {
+ public:
+  HeldValues(const Scenario& sc, int world_size) : sc_(sc), world_size_(world_size), ref_(sc, world_size, world_size) {
+    held_.resize(size_t(world_size));
+    for (int r = 0; r < world_size; ++r)
+      for (const auto& [name, spec] : sc.tensors) held_[size_t(r)][name] = make_tensor(spec, sc.dtype, env(r), sc.file);
+  }
+
+  void write(const Step& s, const std::vector<int>& members, std::ostream& out) {
+    for (int r : members) {
+      std::string line = "  rank " + std::to_string(r) + ": ";
+      if (s.has_input) line += shown(input(s, r)) + "  ->  ";
+      const Expected& e = ref_.expected(s.index, r);
+      if (e.object) line += python_repr(*e.object);
+      else if (e.has_result && e.tensor.value.defined()) line += shown(e.tensor.value);
+      else line += "(no result)";
+      out << line << "\n";
+    }
+    for (int r : members) {  // after the step has read every member's input
+      const Expected& e = ref_.expected(s.index, r);
+      if (e.has_result && !e.object && e.tensor.value.defined()) held_[size_t(r)][s.output] = e.tensor.value;
+    }
+  }
+
+ private:
+  RankEnv env(int r) const { return RankEnv{r, world_size_, r, world_size_}; }
+  std::optional<Tensor> input(const Step& s, int r) const {
+    if (s.input.spec) return make_tensor(*s.input.spec, sc_.dtype, env(r), sc_.file);
+    const auto& mine = held_[size_t(r)];
+    if (auto it = mine.find(s.input.name); it != mine.end()) return it->second;
+    return std::nullopt;
+  }
+  static std::string shown(const std::optional<Tensor>& t) {
+    if (!t) return "(none)";
+    std::string text = format_values(*t);
+    for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1)) text.replace(at, 1, " ");
+    return text;
+  }
+
+  const Scenario& sc_;
+  int world_size_;
+  Reference ref_;
+  std::vector<std::map<std::string, Tensor>> held_;
+};
+
+}  // namespace
+
+void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour, bool values) {
+  std::optional<HeldValues> held;
+  if (values) held.emplace(sc, world_size);
   out << "Scenario '" << sc.name << "' on " << world_size << (world_size == 1 ? " rank" : " ranks")
       << ": each block is named by its source (\"2\": rank 2's tensor, \"2.1\": chunk 1 of it, \"\u03a3\": the "
          "reduction over the ranks)\n";
@@ -159,14 +239,18 @@ void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour)
     if (s.group) out << "  group " << *s.group;
     if (!spec.picture) {
       out << "\n  " << (spec.object_result ? "objects" : "no data moves between ranks") << "\n";
+      if (held) held->write(s, members, out);
       continue;
     }
-    const Picture p = spec.picture(s, members);
+    Picture p = spec.picture(s, members);
+    if (s.has_split_sizes) size_chunks(p, s, members, world_size);
     bool blocks = false;
     for (const auto& r : p.ranks) blocks = blocks || r.before.size() > 1 || r.after.size() > 1;
-    if (blocks) out << (p.column_blocks ? "  (column blocks, dim 1)" : "  (row blocks, dim 0)");
+    if (spec.object_result) out << "  (objects, whole)";
+    else if (blocks) out << blocks_heading(s, p);
     out << "\n";
     render(p, out, colour);
+    if (held) held->write(s, members, out);
   }
 }
 

@@ -1,8 +1,9 @@
 // --explain: per step, a small picture of who sends what to whom. Each member's tensor is
-// drawn as blocks (row blocks stacked for dim 0, column blocks side by side for dim 1), before
-// and after the step, each block named by where it came from ("2" rank 2's tensor, "2.1"
-// chunk 1 of it, "Σ" the reduction over the members, "Σ.1" chunk 1 of that) and, on a
-// terminal, coloured by the rank it came from.
+// drawn as blocks (row blocks stacked for dim 0, blocks side by side for dim 1 and beyond),
+// before and after the step, each block named by where it came from ("2" rank 2's tensor,
+// "2.1" chunk 1 of it, "Σ" the reduction over the members, "Σ.1" chunk 1 of that; "2.1(3)"
+// a chunk of 3 along dim where split_sizes make chunks uneven) and, on a terminal, coloured
+// by the rank it came from. Object steps move whole objects.
 #pragma once
 #include <ostream>
 #include <string>
@@ -16,6 +17,7 @@ namespace distrun::scenario {
 struct Block {
   int from = -1;
   int chunk = -1;   // -1: the whole tensor
+  int64_t size = -1;  // the chunk's size along dim where chunks are uneven (split_sizes), else -1
 };
 
 /// One member's tensor before and after a step (`after` empty: no result there).
@@ -27,7 +29,7 @@ struct RankPicture {
 
 struct Picture {
   std::vector<RankPicture> ranks;
-  bool column_blocks = false;   // dim 1: blocks side by side
+  bool column_blocks = false;   // dim 1 or more: blocks side by side
   std::string note;             // a sentence instead of (or under) the blocks
 };
 
@@ -40,7 +42,8 @@ Picture reduce_picture(const Step& s, const std::vector<int>& members, int only_
 Picture all_to_all_picture(const Step& s, const std::vector<int>& members);
 
 /// Writes the pictures of every step of `sc` for a world of `world_size` ranks; `colour`:
-/// ANSI colours by source rank.
-void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour);
+/// ANSI colours by source rank; `values`: under each picture, every member's input and result
+/// values as the reference computes them (every rank's, so for small scenarios).
+void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour, bool values = false);
 
 }  // namespace distrun::scenario

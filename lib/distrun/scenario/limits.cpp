@@ -5,10 +5,37 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
-#include "distrun/scenario/loader.hpp"
 
 namespace distrun::scenario {
+
+std::optional<int64_t> parse_byte_size(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  size_t used = 0;
+  double v;
+  try {
+    v = std::stod(text, &used);
+  } catch (...) {
+    return std::nullopt;
+  }
+  std::string suffix = text.substr(used);
+  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
+  double mult = 1;
+  if (suffix == "K" || suffix == "k") mult = 1024.0;
+  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty()) return std::nullopt;
+  const double bytes = v * mult;
+  if (!(bytes >= 0) || bytes > 9e18 || bytes != std::floor(bytes)) return std::nullopt;
+  return int64_t(bytes);
+}
+
+int64_t max_scenario_bytes() {
+  if (const char* forced = std::getenv("DISTRUN_SCENARIO_MAX_BYTES"))
+    if (auto v = parse_byte_size(forced)) return *v;
+  return kDefaultMaxScenarioBytes;
+}
 
 int64_t host_memory_bytes() {
   if (const char* forced = std::getenv("DISTRUN_HOST_MEMORY"))
@@ -63,6 +90,25 @@ std::optional<std::string> unrepresentable(double v, DType dtype) {
     return std::string(buf) + " overflows " + dtype_name(dtype);
   }
   return std::nullopt;
+}
+
+std::optional<std::string> bad_timeout(double seconds) {
+  if (!(seconds > 0)) return std::string("must be more than 0 seconds");
+  if (!(seconds <= kMaxTimeoutSeconds)) return "must be at most " + std::to_string(int64_t(kMaxTimeoutSeconds)) + " seconds (a year)";
+  return std::nullopt;
+}
+
+std::optional<std::string> unrepresentable(int64_t v, DType dtype) {
+  if (!is_integer(dtype)) return unrepresentable(double(v), dtype);
+  int64_t lo = INT64_MIN, hi = INT64_MAX;
+  switch (dtype) {
+    case DType::Int8: lo = INT8_MIN, hi = INT8_MAX; break;
+    case DType::UInt8: lo = 0, hi = UINT8_MAX; break;
+    case DType::Int32: lo = INT32_MIN, hi = INT32_MAX; break;
+    default: break;
+  }
+  if (v >= lo && v <= hi) return std::nullopt;
+  return std::to_string(v) + " is out of the range of " + dtype_name(dtype);
 }
 
 }  // namespace distrun::scenario

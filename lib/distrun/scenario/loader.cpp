@@ -34,7 +34,7 @@ class Loader {
     for (const auto& kv : map) {
       const std::string key = kv.first.as<std::string>();
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-        fail(kv.first, "unknown key '" + key + "' in " + where + did_you_mean(key, allowed));
+        fail(kv.first, "unknown key '" + excerpt(key) + "' in " + where + did_you_mean(key, allowed));
     }
   }
 
@@ -43,16 +43,38 @@ class Loader {
     return n.Scalar();
   }
 
-  long long integer(const YAML::Node& n, const std::string& what) const {
+  std::string shown(const YAML::Node& n) const { return n.IsScalar() ? excerpt(n.Scalar()) : std::string("a ") + kind(n); }
+
+  int64_t integer(const YAML::Node& n, const std::string& what) const {
     const CoreScalar c = resolve_scalar(n);
-    if (c.kind == CoreScalar::Int) return c.integer;
-    fail(n, what + " must be an integer, got '" + (n.IsScalar() ? n.Scalar() : std::string("a ") + kind(n)) + "'");
+    if (c.kind == CoreScalar::Int && c.fits_int64) return c.integer;
+    if (c.kind == CoreScalar::Int) fail(n, what + ": " + excerpt(n.Scalar()) + " is out of the range of int64");
+    fail(n, what + " must be an integer, got '" + shown(n) + "'");
   }
 
-  double real(const YAML::Node& n, const std::string& what) const {
+  // An integer field held as an int (ranks, dims, counts), checked in that type: a value of
+  // 2^32 + 1 must not wrap to 1.
+  int int_field(const YAML::Node& n, const std::string& what, int64_t lo, const std::string& lo_words) const {
+    const int64_t v = integer(n, what);
+    if (v < lo) fail(n, what + " must be " + lo_words + ", got " + std::to_string(v));
+    if (v > INT32_MAX) fail(n, what + " must be at most " + std::to_string(INT32_MAX) + ", got " + std::to_string(v));
+    return int(v);
+  }
+
+  Literal literal(const YAML::Node& n, const std::string& what) const {
     const CoreScalar c = resolve_scalar(n);
-    if (c.kind == CoreScalar::Int || c.kind == CoreScalar::Float) return c.real;
-    fail(n, what + " must be a number");
+    Literal out;
+    out.real = c.real;
+    if (c.kind == CoreScalar::Int && c.fits_int64) out.integer = c.integer;
+    else if (c.kind == CoreScalar::Int && !c.fits_uint64) fail(n, what + ": " + excerpt(n.Scalar()) + " is beyond every dtype's range");
+    else if (c.kind != CoreScalar::Float && c.kind != CoreScalar::Int) fail(n, what + " must be a number, got '" + shown(n) + "'");
+    return out;
+  }
+
+  double real(const YAML::Node& n, const std::string& what) const { return literal(n, what).real; }
+
+  std::optional<std::string> unrepresentable_literal(const Literal& l, DType dtype) const {
+    return l.integer ? unrepresentable(*l.integer, dtype) : unrepresentable(l.real, dtype);
   }
 
   bool boolean(const YAML::Node& n, const std::string& what) const {
@@ -77,12 +99,12 @@ class Loader {
     } catch (const ExpressionError& err) {
       Mark m = mark_of(n);
       m.col += int(offset + err.position) + (is_quoted(n) ? 1 : 0);
-      fail(m, "bad expression '" + text + "': " + err.message);
+      fail(m, "bad expression '" + excerpt(text) + "': " + err.message);
     }
     if (allowed)
       for (const auto& v : e->variables())
         if (std::find(allowed->begin(), allowed->end(), v) == allowed->end())
-          fail(n, "unknown name '" + v + "' in expression '" + text + "'" + did_you_mean(v, *allowed) +
+          fail(n, "unknown name '" + excerpt(v) + "' in expression '" + excerpt(text) + "'" + did_you_mean(v, *allowed) +
                       "; names allowed here: " + join(*allowed));
     return e;
   }
@@ -100,7 +122,9 @@ class Loader {
     if (!n.IsScalar()) fail(n, what + " must be a number or an expression string");
     const CoreScalar c = resolve_scalar(n);
     if (c.kind == CoreScalar::Int || c.kind == CoreScalar::Float) {
-      out.value = c.real;
+      const Literal l = literal(n, what);
+      out.value = l.real;
+      out.integer = l.integer;
       return out;
     }
     out.expr = compile(n, n.Scalar(), &allowed);
@@ -111,7 +135,7 @@ class Loader {
     auto d = parse_dtype(str(n, "dtype"));
     if (!d) {
       std::vector<std::string> names = {"float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"};
-      fail(n, "unknown dtype '" + n.Scalar() + "'" + did_you_mean(n.Scalar(), names) + "; known: " + dtype_names());
+      fail(n, "unknown dtype '" + excerpt(n.Scalar()) + "'" + did_you_mean(n.Scalar(), names) + "; known: " + dtype_names());
     }
     return *d;
   }
@@ -121,7 +145,7 @@ class Loader {
     std::vector<std::string> names = {"sum", "avg", "prod", "min", "max"};
     if (!local) names.insert(names.end(), {"band", "bor", "bxor"});
     if (!r || (local && int(*r) > int(ReduceOp::Max)))
-      fail(n, "unknown reduce op '" + n.Scalar() + "'" + did_you_mean(n.Scalar(), names) + "; known: " + join(names));
+      fail(n, "unknown reduce op '" + excerpt(n.Scalar()) + "'" + did_you_mean(n.Scalar(), names) + "; known: " + join(names));
     return *r;
   }
 
@@ -136,8 +160,8 @@ class Loader {
       return;
     }
     if (depth != spec.values_shape.size()) fail(n, "values is not rectangular: a list was expected here");
-    const double v = real(n, "each entry of values");
-    if (auto why = unrepresentable(v, spec.dtype.value_or(default_dtype_))) fail(n, *why);
+    const Literal v = literal(n, "each entry of values");
+    if (auto why = unrepresentable_literal(v, spec.dtype.value_or(default_dtype_))) fail(n, *why);
     spec.values.push_back(v);
   }
 
@@ -162,7 +186,8 @@ class Loader {
     if (const auto f = n["fill"]) {
       spec.fill = number(f, "fill", kFillVars);
       if (!spec.fill.expr)
-        if (auto why = unrepresentable(spec.fill.value, spec.dtype.value_or(default_dtype_))) fail(f, *why);
+        if (auto why = unrepresentable_literal({spec.fill.value, spec.fill.integer}, spec.dtype.value_or(default_dtype_)))
+          fail(f, *why);
     }
     return spec;
   }
@@ -205,7 +230,10 @@ class Loader {
     switch (c.kind) {
       case CoreScalar::Null: return nullptr;
       case CoreScalar::Bool: return c.boolean;
-      case CoreScalar::Int: return c.integer;
+      case CoreScalar::Int:
+        if (c.fits_int64) return c.integer;
+        if (c.fits_uint64) return c.uinteger;
+        fail(n, "object: the integer " + excerpt(n.Scalar()) + " is beyond int64 and uint64");
       case CoreScalar::Float: return c.real;
       case CoreScalar::String: break;
     }
@@ -213,7 +241,7 @@ class Loader {
     take(s.size());
     for (size_t at = s.find("${"); at != std::string::npos; at = s.find("${", at + 2)) {
       const size_t end = s.find('}', at);
-      if (end == std::string::npos) fail(n, "unterminated ${...} in '" + s + "'");
+      if (end == std::string::npos) fail(n, "unterminated ${...} in '" + excerpt(s) + "'");
       const std::string text = s.substr(at + 2, end - at - 2);
       t.exprs.emplace_back(text, compile(n, text, &kRankVars, at + 2));
     }
@@ -224,9 +252,7 @@ class Loader {
     const auto n = step[key];
     mark = mark_of(n ? n : step);
     if (!n) return 0;
-    const long long v = integer(n, key);
-    if (v < 0) fail(n, std::string(key) + " must be a rank (0 or more), got " + std::to_string(v));
-    return int(v);
+    return int_field(n, key, 0, "a rank (0 or more)");
   }
 
   BenchSpec bench(const YAML::Node& n) const {
@@ -236,7 +262,7 @@ class Loader {
       static const std::vector<std::string> tensor_ops = {"broadcast", "scatter", "gather", "all_gather", "reduce",
                                                           "all_reduce", "reduce_scatter", "all_to_all", "send_recv"};
       if (!op || std::find(tensor_ops.begin(), tensor_ops.end(), c.Scalar()) == tensor_ops.end())
-        fail(c, "bench: unknown collective '" + c.Scalar() + "'" + did_you_mean(c.Scalar(), tensor_ops) +
+        fail(c, "bench: unknown collective '" + excerpt(c.Scalar()) + "'" + did_you_mean(c.Scalar(), tensor_ops) +
                     "; known: " + join(tensor_ops));
       b.collective = *op;
     } else {
@@ -246,7 +272,7 @@ class Loader {
     if (!bytes) fail(n, "bench needs bytes (a list of sizes, or {min, max, factor})");
     auto size = [&](const YAML::Node& s) {
       auto v = s.IsScalar() ? parse_byte_size(s.Scalar()) : std::nullopt;
-      if (!v || *v <= 0) fail(s, "bad size '" + (s.IsScalar() ? s.Scalar() : "") + "': use bytes or K/M/G (powers of 1024)");
+      if (!v || *v <= 0) fail(s, "bad size '" + shown(s) + "': use bytes or K/M/G (powers of 1024)");
       return *v;
     };
     if (bytes.IsSequence()) {
@@ -272,11 +298,9 @@ class Loader {
     }
     if (n["dtype"]) b.dtype = dtype(n["dtype"]);
     if (n["reduce"]) b.reduce = reduce(n["reduce"], false);
-    if (n["iters"]) b.iters = int(integer(n["iters"], "iters"));
-    if (n["warmup"]) b.warmup = int(integer(n["warmup"], "warmup"));
-    if (b.iters < 1) fail(n["iters"], "iters must be at least 1");
-    if (b.warmup < 0) fail(n["warmup"], "warmup must be 0 or more");
-    if (n["root"]) b.root = int(integer(n["root"], "root"));
+    if (n["iters"]) b.iters = int_field(n["iters"], "iters", 1, "at least 1");
+    if (n["warmup"]) b.warmup = int_field(n["warmup"], "warmup", 0, "0 or more");
+    if (n["root"]) b.root = int_field(n["root"], "root", 0, "a rank (0 or more)");
     return b;
   }
 
@@ -288,7 +312,7 @@ class Loader {
     const auto opn = n["op"];
     if (!opn) fail(n, "step " + std::to_string(index) + " has no op");
     auto op = parse_op(str(opn, "op"));
-    if (!op) fail(opn, "unknown op '" + opn.Scalar() + "'" + did_you_mean(opn.Scalar(), op_names()));
+    if (!op) fail(opn, "unknown op '" + excerpt(opn.Scalar()) + "'" + did_you_mean(opn.Scalar(), op_names()));
     s.op = *op;
     // Which keys the step may and must give is the op's (op_table); what each key means is
     // the same for every op, so the rest reads them by name.
@@ -324,8 +348,7 @@ class Loader {
       }
     }
     if (const auto d = n["dim"]) {
-      const long long v = integer(d, "dim");
-      if (v < 0) fail(d, "dim must be 0 or more");
+      const int v = int_field(d, "dim", 0, "0 or more");
       if (spec.whole_tensor_dim) s.local_dim = int(v);
       else s.dim = int(v);
       s.dim_mark = mark_of(d);
@@ -359,9 +382,9 @@ class Loader {
         s.ranks_mark = mark_of(r);
         std::vector<int> ranks;
         if (r.IsSequence())
-          for (const auto& x : r) ranks.push_back(int(integer(x, "each entry of ranks")));
+          for (const auto& x : r) ranks.push_back(int_field(x, "each entry of ranks", 0, "a rank (0 or more)"));
         else
-          ranks.push_back(int(integer(r, "ranks")));
+          ranks.push_back(int_field(r, "ranks", 0, "a rank (0 or more)"));
         s.ranks = ranks;
       }
     }
@@ -381,27 +404,25 @@ class Loader {
     sc.file = file_;
     sc.name = root["name"] ? str(root["name"], "name") : std::filesystem::path(file_).stem().string();
     if (const auto w = root["world_size"]) {
-      const long long v = integer(w, "world_size");
-      if (v < 1) fail(w, "world_size must be at least 1");
-      sc.world_size = int(v);
+      sc.world_size = int_field(w, "world_size", 1, "at least 1");
       sc.world_size_mark = mark_of(w);
     }
     if (const auto b = root["backend"]) {
       sc.backend = str(b, "backend");
       if (sc.backend != "gloo" && sc.backend != "nccl" && sc.backend != "auto")
-        fail(b, "unknown backend '" + sc.backend + "'" + did_you_mean(sc.backend, {"gloo", "nccl", "auto"}) +
+        fail(b, "unknown backend '" + excerpt(sc.backend) + "'" + did_you_mean(sc.backend, {"gloo", "nccl", "auto"}) +
                     "; known: gloo, nccl, auto");
     }
     if (const auto d = root["device"]) {
       sc.device = str(d, "device");
       if (sc.device != "cpu" && sc.device != "cuda")
-        fail(d, "unknown device '" + sc.device + "'" + did_you_mean(sc.device, {"cpu", "cuda"}) + "; known: cpu, cuda");
+        fail(d, "unknown device '" + excerpt(sc.device) + "'" + did_you_mean(sc.device, {"cpu", "cuda"}) + "; known: cpu, cuda");
     }
     if (root["dtype"]) sc.dtype = dtype(root["dtype"]);
     default_dtype_ = sc.dtype;
     if (const auto t = root["timeout"]) {
       sc.timeout_seconds = real(t, "timeout");
-      if (!(sc.timeout_seconds > 0)) fail(t, "timeout must be more than 0 seconds");
+      if (auto why = bad_timeout(sc.timeout_seconds)) fail(t, "timeout " + *why);
     }
     if (const auto g = root["groups"]) {
       if (!g.IsMap()) fail(g, "groups must map names to lists of ranks");
@@ -409,14 +430,12 @@ class Loader {
         Group grp;
         grp.name = kv.first.as<std::string>();
         grp.mark = mark_of(kv.second);
-        if (!kv.second.IsSequence() || kv.second.size() == 0) fail(kv.second, "group '" + grp.name + "' must be a non-empty list of ranks");
+        if (!kv.second.IsSequence() || kv.second.size() == 0) fail(kv.second, "group '" + excerpt(grp.name) + "' must be a non-empty list of ranks");
         for (const auto& r : kv.second) {
-          const long long v = integer(r, "a group member");
-          if (v < 0) fail(r, "group member must be a rank (0 or more)");
-          grp.members.push_back(int(v));
+          grp.members.push_back(int_field(r, "a group member", 0, "a rank (0 or more)"));
         }
         std::set<int> uniq(grp.members.begin(), grp.members.end());
-        if (uniq.size() != grp.members.size()) fail(kv.second, "group '" + grp.name + "' lists a rank twice");
+        if (uniq.size() != grp.members.size()) fail(kv.second, "group '" + excerpt(grp.name) + "' lists a rank twice");
         grp.members.assign(uniq.begin(), uniq.end());
         sc.groups.push_back(grp);
       }
@@ -434,7 +453,7 @@ class Loader {
       if (st.group && !sc.find_group(*st.group)) {
         std::vector<std::string> names;
         for (const auto& g : sc.groups) names.push_back(g.name);
-        fail(st.group_mark, "unknown group '" + *st.group + "'" + did_you_mean(*st.group, names));
+        fail(st.group_mark, "unknown group '" + excerpt(*st.group) + "'" + did_you_mean(*st.group, names));
       }
     }
     return sc;
@@ -448,7 +467,7 @@ class Loader {
 }  // namespace
 
 Scenario load_scenario_text(const std::string& file, const std::string& text) {
-  YAML::Node root = load_one_document(file, text);
+  YAML::Node root = load_one_document(file, normalize_line_ends(text));
   try {
     return Loader(file).scenario(root);
   } catch (const YAML::Exception& e) {
@@ -458,27 +477,6 @@ Scenario load_scenario_text(const std::string& file, const std::string& text) {
 }
 
 Scenario load_scenario(const std::string& path) { return load_scenario_text(path, read_scenario_text(path)); }
-
-std::optional<int64_t> parse_byte_size(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  size_t used = 0;
-  double v;
-  try {
-    v = std::stod(text, &used);
-  } catch (...) {
-    return std::nullopt;
-  }
-  std::string suffix = text.substr(used);
-  if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
-  double mult = 1;
-  if (suffix == "K" || suffix == "k") mult = 1024.0;
-  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) return std::nullopt;
-  const double bytes = v * mult;
-  if (!(bytes >= 0) || bytes > 9e18 || bytes != std::floor(bytes)) return std::nullopt;
-  return int64_t(bytes);
-}
 
 std::vector<int64_t> byte_size_range(int64_t min, int64_t max, double factor) {
   std::vector<int64_t> out;

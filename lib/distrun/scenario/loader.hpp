@@ -5,6 +5,7 @@
 #pragma once
 #include <string>
 
+#include "distrun/scenario/limits.hpp"
 #include "distrun/scenario/model.hpp"
 
 namespace distrun::scenario {
@@ -14,8 +15,6 @@ Scenario load_scenario(const std::string& path);
 /// Loads from `text`, naming it `file` in errors (for tests).
 Scenario load_scenario_text(const std::string& file, const std::string& text);
 
-/// Parses "1M", "64K", "512" (K/M/G = powers of 1024) into bytes; nullopt when malformed.
-std::optional<int64_t> parse_byte_size(const std::string& text);
 /// The most sizes one bench step may list (or {min, max, factor} may make).
 constexpr size_t kMaxBenchSizes = 64;
 /// The most an object step's `object` may expand to: a byte per node plus its keys' and

@@ -34,7 +34,14 @@ struct IndexVars {
   }
 };
 
+// A literal into an element: integers exactly into integer dtypes, everything else through double.
+void store(Tensor& t, int64_t flat, const Literal& v) {
+  if (v.integer && is_integer(t.dtype())) set_int(t, flat, *v.integer);
+  else t.set(flat, v.real);
+}
+
 std::string format_number(double v) {
+  if (std::isnan(v)) return "nan";  // whatever its sign bit
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(int64_t(v));
   std::ostringstream ss;
   ss.precision(10);
@@ -110,18 +117,19 @@ Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& e
   if (spec.has_values) {
     Tensor t = Tensor::empty(shape, dtype);
     if (spec.values.size() == 1 && t.numel() != 1) {
-      for (int64_t e = 0; e < t.numel(); ++e) t.set(e, spec.values[0]);  // a scalar fills the shape
+      for (int64_t e = 0; e < t.numel(); ++e) store(t, e, spec.values[0]);  // a scalar fills the shape
     } else if (int64_t(spec.values.size()) != t.numel()) {
       throw error_at(file, spec.mark, "values has " + std::to_string(spec.values.size()) + " elements, shape " +
                                           shape_str(shape) + " needs " + std::to_string(t.numel()));
     } else {
-      for (int64_t e = 0; e < t.numel(); ++e) t.set(e, spec.values[size_t(e)]);
+      for (int64_t e = 0; e < t.numel(); ++e) store(t, e, spec.values[size_t(e)]);
     }
     return t;
   }
   Tensor t = Tensor::empty(shape, dtype);
   if (!spec.fill.expr) {
-    for (int64_t e = 0; e < t.numel(); ++e) t.set(e, spec.fill.value);
+    const Literal fill{spec.fill.value, spec.fill.integer};
+    for (int64_t e = 0; e < t.numel(); ++e) store(t, e, fill);
     return t;
   }
   fill_values(spec, dtype, shape, env, file, [&](int64_t e, double v) { t.set(e, v); });
@@ -130,7 +138,10 @@ Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& e
 
 int64_t check_fill(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
   if (spec.has_values || !spec.fill.expr) return 0;  // literals were checked by the loader
-  const Shape shape = spec_shape(spec, default_dtype, env, file);
+  Shape shape = spec_shape(spec, default_dtype, env, file);
+  const Expression& e = *spec.fill.expr;
+  // Without an index the fill is one value: evaluating it once checks every element.
+  if (!e.uses("i") && !e.uses("j") && !e.uses("k") && !e.uses("idx") && numel_of(shape) > 0) shape = {1};
   int64_t n = 0;
   fill_values(spec, spec.dtype.value_or(default_dtype), shape, env, file, [&](int64_t, double) { ++n; });
   return n;
@@ -144,7 +155,7 @@ std::vector<std::string> map_tensor_names(const Expression& e) {
 }
 
 Tensor apply_map(const Expression& e, const std::map<std::string, Tensor>& inputs, const Shape& shape, DType dtype,
-                 const RankEnv& env) {
+                 const RankEnv& env, const std::string& file, Mark mark) {
   Expression::Evaluator values = e.evaluator();
   values.set(bind_env(e, env));
   const IndexVars idx(e);
@@ -160,7 +171,12 @@ Tensor apply_map(const Expression& e, const std::map<std::string, Tensor>& input
     idx.set(values, shape, el);
     for (const auto& b : bound)
       values.set(b.index, b.t->get(b.broadcast ? 0 : el));
-    out.set(el, values.eval());
+    const double v = values.eval();
+    if (is_integer(dtype))
+      if (auto why = unrepresentable(v, dtype))  // a cast would give 0 or a wrapped number silently
+        throw error_at(file, mark, "map '" + excerpt(e.text()) + "' gives " + format_number(v) + " at element " +
+                                       std::to_string(el) + " on rank " + std::to_string(env.rank) + ": " + *why);
+    out.set(el, v);
   }
   return out;
 }
@@ -185,18 +201,34 @@ Tensor local_reduce(const Tensor& in, ReduceOp op, std::optional<int> dim, bool 
   const bool integer = is_integer(in.dtype());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t n = 0; n < inner; ++n) {
+      const auto at = [&](int64_t x) { return (o * extent + x) * inner + n; };
+      if (integer) {  // exact: in int64, wrapping as the dtype wraps (never through a double)
+        int64_t acc = op == ReduceOp::Prod ? 1 : op == ReduceOp::Min ? INT64_MAX : op == ReduceOp::Max ? INT64_MIN : 0;
+        for (int64_t x = 0; x < extent; ++x) {
+          const int64_t v = get_int(in, at(x));
+          switch (op) {
+            case ReduceOp::Prod: acc = int64_t(uint64_t(acc) * uint64_t(v)); break;
+            case ReduceOp::Min: acc = std::min(acc, v); break;
+            case ReduceOp::Max: acc = std::max(acc, v); break;
+            default: acc = int64_t(uint64_t(acc) + uint64_t(v)); break;
+          }
+        }
+        set_int(out, o * inner + n, acc);
+        if (op == ReduceOp::Avg && extent > 0) set_int(out, o * inner + n, get_int(out, o * inner + n) / extent);
+        continue;
+      }
       double acc = op == ReduceOp::Prod ? 1.0 : op == ReduceOp::Min ? std::numeric_limits<double>::infinity()
                                              : op == ReduceOp::Max ? -std::numeric_limits<double>::infinity() : 0.0;
       for (int64_t x = 0; x < extent; ++x) {
-        const double v = in.get((o * extent + x) * inner + n);
+        const double v = in.get(at(x));
         switch (op) {
           case ReduceOp::Prod: acc *= v; break;
-          case ReduceOp::Min: acc = std::fmin(acc, v); break;
-          case ReduceOp::Max: acc = std::fmax(acc, v); break;
+          case ReduceOp::Min: acc = std::isnan(v) || std::isnan(acc) ? v + acc : std::fmin(acc, v); break;  // NaN propagates
+          case ReduceOp::Max: acc = std::isnan(v) || std::isnan(acc) ? v + acc : std::fmax(acc, v); break;
           default: acc += v; break;
         }
       }
-      if (op == ReduceOp::Avg) acc = integer ? std::trunc(acc / double(extent)) : acc / double(extent);
+      if (op == ReduceOp::Avg) acc /= double(extent);
       out.set(o * inner + n, acc);
     }
   return out;

@@ -39,13 +39,16 @@ int64_t check_fill(const TensorSpec& spec, DType default_dtype, const RankEnv& e
 std::vector<std::string> map_tensor_names(const Expression& e);
 
 /// Evaluates `e` elementwise into a new tensor of `shape` and `dtype`; `inputs` maps each
-/// name of map_tensor_names() to a CPU tensor of `shape` or of one element (broadcast).
+/// name of map_tensor_names() to a CPU tensor of `shape` or of one element (broadcast). Into
+/// an integer dtype a result truncates toward zero; one that is not finite or out of the
+/// dtype's range is a ConfigError at `mark` in `file` naming the rank and element.
 Tensor apply_map(const Expression& e, const std::map<std::string, Tensor>& inputs, const Shape& shape, DType dtype,
-                 const RankEnv& env);
+                 const RankEnv& env, const std::string& file, Mark mark);
 
 /// The shape local_reduce produces from `in` (dim absent: over all elements).
 Shape local_reduce_shape(const Shape& in, std::optional<int> dim, bool keepdim);
-/// torch.sum/mean/prod/amin/amax(x, dim, keepdim) on a CPU tensor (avg of integers truncates).
+/// torch.sum/mean/prod/amin/amax(x, dim, keepdim) on a CPU tensor (avg of integers truncates;
+/// min and max propagate NaN).
 Tensor local_reduce(const Tensor& in, ReduceOp op, std::optional<int> dim, bool keepdim);
 
 /// The object with every "${expr}" replaced by its value on `env`; a string that is only

@@ -28,9 +28,16 @@ std::optional<Op> parse_op(const std::string& name);
 /// True for the ops whose result is a JSON object rather than a tensor.
 bool is_object_op(Op op);
 
+/// A number written as a literal: an integer exactly (never through a double), or a real.
+struct Literal {
+  double real = 0;
+  std::optional<int64_t> integer;  // set when written as an integer within int64
+};
+
 /// A number written either as a literal or as an expression string.
 struct Number {
   double value = 0;
+  std::optional<int64_t> integer;  // a literal integer, exact
   std::shared_ptr<const Expression> expr;  // set when written as an expression
   Mark mark;
 };
@@ -42,7 +49,7 @@ struct TensorSpec {
   std::vector<Number> shape;
   Number fill;                     // default 0
   bool has_values = false;
-  std::vector<double> values;      // flattened, row-major
+  std::vector<Literal> values;     // flattened, row-major
   Shape values_shape;              // the nesting of `values` ([] for a scalar)
   std::optional<DType> dtype;      // default: the scenario's
 };

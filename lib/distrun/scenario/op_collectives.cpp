@@ -2,6 +2,7 @@
 // world, on shapes), its simulation (the wanted members' results from the members' inputs) and
 // its run on a Backend.
 #include <cmath>
+#include <optional>
 
 #include "distrun/comm/collectives.hpp"
 #include "distrun/scenario/limits.hpp"
@@ -175,13 +176,34 @@ void simulate_reduce_scatter(Reference& ref, const Step& s) {
 
 // ---- all_to_all
 
-// How much of member r's input (along dim) goes to each member: split_sizes on r, else even.
-std::vector<int64_t> splits_of(const Step& s, const RankEnv& env, int64_t extent, int n) {
-  if (!s.has_split_sizes) return std::vector<int64_t>(size_t(n), extent / n);
-  std::vector<int64_t> out;
-  for (const auto& num : s.split_sizes) out.push_back(int64_t(eval_number(num, env)));
-  return out;
-}
+// A step's split_sizes on any rank, each expression compiled once for the step. Evaluated
+// rank by rank through the per-thread cache of a few compiled copies, n expressions would
+// cycle through it and each be compiled again on every rank (1024 ranks took 112 s).
+class SplitSizes {
+ public:
+  explicit SplitSizes(const Step& s) : s_(s) {
+    for (const auto& num : s.split_sizes)
+      compiled_.push_back(num.expr ? std::optional(num.expr->evaluator()) : std::nullopt);
+  }
+  double at(size_t j, const RankEnv& env) {
+    const Number& num = s_.split_sizes[j];
+    if (!compiled_[j]) return num.value;
+    compiled_[j]->set(bind_env(*num.expr, env));
+    return compiled_[j]->eval();
+  }
+  // How much of the input (along dim) of the rank `env` goes to each member: its split_sizes,
+  // else even.
+  std::vector<int64_t> of(const RankEnv& env, int64_t extent, int n) {
+    if (!s_.has_split_sizes) return std::vector<int64_t>(size_t(n), extent / n);
+    std::vector<int64_t> out;
+    for (size_t j = 0; j < s_.split_sizes.size(); ++j) out.push_back(int64_t(at(j, env)));
+    return out;
+  }
+
+ private:
+  const Step& s_;
+  std::vector<std::optional<Expression::Evaluator>> compiled_;
+};
 
 void validate_all_to_all(Validation& v, const Step& s) {
   const auto members = v.participants(s);
@@ -191,6 +213,7 @@ void validate_all_to_all(Validation& v, const Step& s) {
   v.require_same_shapes(s, in, members, dim);
   // What each member receives along dim: the sum over senders of their split for it.
   std::vector<int64_t> received(static_cast<size_t>(n), 0);
+  SplitSizes splits(s);
   for (int r = 0; r < n; ++r) {
     const int64_t extent = as_vector_shape(in[size_t(r)].shape)[size_t(dim)];
     const std::string on_rank = " on rank " + std::to_string(members[size_t(r)]);
@@ -208,7 +231,7 @@ void validate_all_to_all(Validation& v, const Step& s) {
     int64_t total = 0;
     for (size_t j = 0; j < s.split_sizes.size(); ++j) {
       const Number& num = s.split_sizes[j];
-      const double x = eval_number(num, v.env(members[size_t(r)]));
+      const double x = splits.at(j, v.env(members[size_t(r)]));
       if (!(x >= 0) || x != std::floor(x) || x > 1e15)
         v.fail(num.mark, v.where(s) + ": a split size must be a whole number of 0 or more, got " + std::to_string(x) + on_rank);
       total += int64_t(x);
@@ -231,10 +254,11 @@ void simulate_all_to_all(Reference& ref, const Step& s) {
   // One sender at a time: its block for each wanted receiver (a worker wants one).
   std::vector<std::vector<Tensor>> parts(static_cast<size_t>(n));
   std::vector<RefTensor> out(static_cast<size_t>(n));
+  SplitSizes split_sizes(s);
   for (int r = 0; r < n; ++r) {
     const RefTensor t = ref.input(s, members[size_t(r)]);
     const Tensor v = as_vector(t.value);
-    const auto splits = splits_of(s, ref.env(members[size_t(r)]), v.shape()[size_t(s.dim)], n);
+    const auto splits = split_sizes.of(ref.env(members[size_t(r)]), v.shape()[size_t(s.dim)], n);
     int64_t start = 0;
     for (int j = 0; j < n; ++j) {
       if (ref.wanted(s, members[size_t(j)])) {
@@ -254,7 +278,8 @@ void simulate_all_to_all(Reference& ref, const Step& s) {
 
 StepOutput run_all_to_all(StepRunner& r, const Step& s, Backend& b) {
   std::vector<int64_t> splits;
-  for (const auto& n : s.split_sizes) splits.push_back(int64_t(eval_number(n, r.env())));
+  SplitSizes split_sizes(s);
+  for (size_t j = 0; j < s.split_sizes.size(); ++j) splits.push_back(int64_t(split_sizes.at(j, r.env())));
   return {all_to_all(b, r.input(s), s.dim, splits), {}, {}};
 }
 

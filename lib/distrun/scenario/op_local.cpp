@@ -18,7 +18,7 @@ double propagated_error(Reference& ref, const Step& s, const std::map<std::strin
   // error, the others held. This follows steep functions (exp(s) amplifies an ulp of s by s)
   // where a fixed number of ulps would not.
   const Reference::State& st = ref.state(rank);
-  const Tensor base = apply_map(*s.expr, inputs, shape, DType::Float64, ref.env(rank));
+  const Tensor base = apply_map(*s.expr, inputs, shape, DType::Float64, ref.env(rank), ref.scenario().file, s.expr_mark);
   std::vector<double> err(size_t(base.numel()), 0.0);
   for (const auto& [name, t] : inputs) {
     const RefTensor& tol = st.at(name);  // a tensor still as its spec made it is exact (ulps 0)
@@ -32,7 +32,7 @@ double propagated_error(Reference& ref, const Step& s, const std::map<std::strin
       }
       auto shifted = inputs;
       shifted[name] = moved;
-      const Tensor y = apply_map(*s.expr, shifted, shape, DType::Float64, ref.env(rank));
+      const Tensor y = apply_map(*s.expr, shifted, shape, DType::Float64, ref.env(rank), ref.scenario().file, s.expr_mark);
       for (int64_t e = 0; e < y.numel(); ++e) {
         const double d = std::fabs(y.get(e) - base.get(e));
         if (std::isfinite(d)) err[size_t(e)] += d / 2;  // the two directions, averaged
@@ -94,7 +94,7 @@ void map_on_rank(Reference& ref, const Step& s, int rank) {
   const std::optional<RefTensor> old_out = ref.tensor(rank, s.output);
   if (!shape) shape = !inputs.empty() ? inputs.begin()->second.shape() : old_out->value.shape();
   DType dtype = s.dtype ? *s.dtype : first_dtype ? *first_dtype : old_out ? old_out->value.dtype() : ref.scenario().dtype;
-  RefTensor out{apply_map(*s.expr, inputs, *shape, dtype, ref.env(rank))};
+  RefTensor out{apply_map(*s.expr, inputs, *shape, dtype, ref.env(rank), ref.scenario().file, s.expr_mark)};
   if (floating(dtype) && ulps > 0) {
     // Inexact inputs: allow their error to grow through the expression (exp, log, division).
     for (const auto& kv : inputs)
@@ -125,7 +125,9 @@ StepOutput run_map(StepRunner& r, const Step& s, Backend&) {
   std::map<std::string, Tensor> inputs;
   for (const auto& name : map_tensor_names(*s.expr)) inputs[name] = to_cpu(r.tensor(name));
   const Tensor& shape_of = r.expected(s).tensor.value;
-  return {apply_map(*s.expr, inputs, shape_of.shape(), shape_of.dtype(), r.env()).to(r.settings().device), {}, {}};
+  return {apply_map(*s.expr, inputs, shape_of.shape(), shape_of.dtype(), r.env(), r.scenario().file, s.expr_mark)
+              .to(r.settings().device),
+          {}, {}};
 }
 
 void validate_local_reduce(Validation& v, const Step& s) {

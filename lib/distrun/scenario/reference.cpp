@@ -31,8 +31,8 @@ int64_t reduce_int(int64_t a, int64_t b, ReduceOp op) {
 double reduce_real(double a, double b, ReduceOp op) {
   switch (op) {
     case ReduceOp::Prod: return a * b;
-    case ReduceOp::Min: return std::fmin(a, b);
-    case ReduceOp::Max: return std::fmax(a, b);
+    case ReduceOp::Min: return std::isnan(a) || std::isnan(b) ? std::nan("") : std::fmin(a, b);  // NaN propagates
+    case ReduceOp::Max: return std::isnan(a) || std::isnan(b) ? std::nan("") : std::fmax(a, b);
     default: return a + b;
   }
 }
@@ -204,14 +204,20 @@ RefTensor Reference::reduce_members(const Step& s, const std::vector<int>& membe
     }
   }
   if (integer) {
-    for (int64_t e = 0; e < numel; ++e) set_int(out.value, e, op == ReduceOp::Avg ? iacc[size_t(e)] / n : iacc[size_t(e)]);
+    // avg: the sum as the dtype holds it (wrapped), then divided truncating toward zero.
+    for (int64_t e = 0; e < numel; ++e) {
+      set_int(out.value, e, iacc[size_t(e)]);
+      if (op == ReduceOp::Avg) set_int(out.value, e, get_int(out.value, e) / n);
+    }
     return out;
   }
   double magnitude = 0;
   for (int64_t e = 0; e < numel; ++e) {
     double a = acc[size_t(e)], m = abs_sum[size_t(e)];
     if (op == ReduceOp::Avg) {
-      a /= double(n);
+      // The sum as the dtype holds it (a float16 sum past 65504 is inf), then divided.
+      out.value.set(e, a);
+      a = out.value.get(e) / double(n);
       m /= double(n);
     }
     magnitude = std::max(magnitude, op == ReduceOp::Prod ? std::fabs(a) : m);

@@ -1,12 +1,14 @@
 #include "distrun/scenario/results_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
 #include "distrun/core/error.hpp"
+#include "distrun/scenario/source.hpp"
 
 namespace distrun::scenario {
 
@@ -23,8 +25,17 @@ bool tmpfile_unsupported(int e) { return e == EOPNOTSUPP || e == EISDIR || e == 
 
 }  // namespace
 
-ResultsFile::ResultsFile(const std::string& path)
+ResultsFile::ResultsFile(const std::string& path, const std::string& keep)
     : path_(path), tmp_path_(path + ".tmp." + std::to_string(::getpid())) {
+  const auto refuse = [&](const std::string& why) { return ConfigError("cannot write the results file '" + path + "': " + why); };
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) throw refuse("it is a symbolic link (give the file it points to)");
+    if (!S_ISREG(st.st_mode)) throw refuse(std::string("it is ") + file_kind(st.st_mode) + ", not a regular file");
+    struct stat other {};
+    if (!keep.empty() && ::stat(keep.c_str(), &other) == 0 && other.st_dev == st.st_dev && other.st_ino == st.st_ino)
+      throw refuse("it is the scenario file");
+  }
   int fd = ::open(folder_of(path).c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
   if (fd >= 0) {
     unnamed_ = true;

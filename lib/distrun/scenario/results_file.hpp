@@ -11,9 +11,12 @@ namespace distrun::scenario {
 class ResultsFile {
  public:
   /// Creates the temporary file now, so an unwritable path is an error before any step runs
-  /// (ConfigError naming the path and the reason). Where the filesystem supports O_TMPFILE
-  /// the file has no name until commit(); elsewhere it is `path.tmp.<pid>`.
-  explicit ResultsFile(const std::string& path);
+  /// (ConfigError naming the path and the reason). `path` must be a regular file or a new
+  /// name in an existing folder: a directory, FIFO, device, socket or symbolic link in its
+  /// place is refused (replacing /dev/stdout or a link's target is never what was meant), as
+  /// is the file `keep` (the scenario itself). Where the filesystem supports O_TMPFILE the
+  /// file has no name until commit(); elsewhere it is `path.tmp.<pid>`.
+  explicit ResultsFile(const std::string& path, const std::string& keep = "");
   ~ResultsFile();  // removes a named temporary file when commit() was not reached
   ResultsFile(const ResultsFile&) = delete;
   ResultsFile& operator=(const ResultsFile&) = delete;

@@ -49,7 +49,7 @@ class Runner final : public StepRunner {
   int run() {
     std::shared_ptr<ResultsFile> results = settings_.results_file;
     if (!results && world_->rank() == 0 && !settings_.results_path.empty())
-      results = std::make_shared<ResultsFile>(settings_.results_path);
+      results = std::make_shared<ResultsFile>(settings_.results_path, sc_.file);
     // Every rank creates every group, in file order, as Backend::new_group requires.
     for (const auto& g : sc_.groups) groups_[g.name] = world_->new_group(g.members);
     for (const auto& [name, spec] : sc_.tensors)

@@ -1,8 +1,14 @@
 #include "distrun/scenario/source.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <cerrno>
+#include <cstring>
+
+#include "distrun/scenario/limits.hpp"
 
 namespace distrun::scenario {
 
@@ -48,12 +54,71 @@ std::string hex_byte(unsigned c) {
 
 }  // namespace
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+namespace {
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+std::string normalize_line_ends(std::string text) {
+  if (text.find('\r') == std::string::npos) return text;
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\r') out += text[i];
+    else if (i + 1 >= text.size() || text[i + 1] != '\n') out += '\n';
+  }
+  return out;
+}
+
 std::string read_scenario_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path + ":0:0: cannot read the scenario file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
+  // Opened without blocking (a FIFO would wait for a writer forever) and judged by its type
+  // and size before a byte is read: a link to /dev/zero, a FIFO or a directory is refused
+  // by what it is, and a file past the bound by its size.
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+  if (fd.get() < 0) throw ConfigError(path + ":0:0: cannot read the scenario file: " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw ConfigError(path + ":0:0: cannot read the scenario file: " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw ConfigError(path + ":0:0: the scenario is " + file_kind(st.st_mode) + ", not a regular file");
+  const int64_t bound = max_scenario_bytes();
+  const auto too_big = [&] {
+    return ConfigError(path + ":0:0: the scenario file is larger than " + human_bytes(double(bound)) +
+                       " (DISTRUN_SCENARIO_MAX_BYTES sets the bound)");
+  };
+  if (st.st_size > bound) throw too_big();
+  // Read to one byte past the bound at most: a file that grows meanwhile is refused as well.
+  std::string text;
+  text.reserve(size_t(st.st_size));
+  char chunk[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw ConfigError(path + ":0:0: cannot read the scenario file: " + std::strerror(errno));
+    if (n == 0) break;
+    text.append(chunk, size_t(n));
+    if (int64_t(text.size()) > bound) throw too_big();
+  }
+  text = normalize_line_ends(std::move(text));
   int line = 1, col = 1;
   for (size_t i = 0; i < text.size();) {
     const size_t n = utf8_sequence_length(text, i);
@@ -77,13 +142,11 @@ std::string read_scenario_text(const std::string& path) {
   return text;
 }
 
-YAML::Node parse_yaml(const std::string& file, const std::string& text) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    Mark m = e.mark.is_null() ? Mark{} : Mark{e.mark.line + 1, e.mark.column + 1};
-    throw error_at(file, m, "YAML syntax error: " + e.msg);
-  }
+std::string excerpt(const std::string& text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0u) == 0x80u) --cut;  // not inside a UTF-8 sequence
+  return text.substr(0, cut) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {

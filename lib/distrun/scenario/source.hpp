@@ -3,6 +3,8 @@
 #pragma once
 #include <yaml-cpp/yaml.h>
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -22,12 +24,21 @@ Mark mark_of(const YAML::Node& node);
 /// Builds ConfigError("file:line:col: message").
 ConfigError error_at(const std::string& file, Mark mark, const std::string& message);
 
-/// Reads `path` whole; ConfigError when it cannot be read or is not valid UTF-8 (naming the
-/// line and column of the first bad byte).
+/// Reads `path` whole, its line ends made '\n' (YAML also ends lines with "\r\n" or a lone
+/// "\r"). ConfigError when it is not a regular file (refused by its type before reading), is
+/// larger than max_scenario_bytes(), cannot be read or is not valid UTF-8 (naming the line
+/// and column of the first bad byte).
 std::string read_scenario_text(const std::string& path);
 
-/// Parses YAML text; a syntax error becomes ConfigError at yaml-cpp's mark.
-YAML::Node parse_yaml(const std::string& file, const std::string& text);
+/// What a file that is not a regular one is ("a directory", "a FIFO", ...), for messages.
+const char* file_kind(mode_t mode);
+
+/// `text` with every "\r\n" and lone "\r" made "\n".
+std::string normalize_line_ends(std::string text);
+
+/// `text` as a message may echo it: whole when short, else its first characters and its length
+/// (a name of a megabyte is not printed back).
+std::string excerpt(const std::string& text, size_t max = 64);
 
 /// " (did you mean 'x'?)" for the candidate closest to `word` in edit distance, or "".
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);

@@ -71,6 +71,18 @@ Validation::Validation(const Scenario& sc, int world_size, int local_world_size,
 
 void Validation::check_fill_values(const TensorSpec& spec, int rank) {
   if (spec.has_values || !spec.fill.expr) return;  // literals: checked by the loader
+  const Expression& e = *spec.fill.expr;
+  const bool by_index = e.uses("i") || e.uses("j") || e.uses("k") || e.uses("idx");
+  const bool by_rank = e.uses("rank") || e.uses("local_rank");
+  if (!by_index) {  // one value per rank (check_fill evaluates it once)
+    check_fill(spec, sc_.dtype, env(rank), sc_.file);
+    return;
+  }
+  if (!by_rank) {  // the same values on every rank of one shape
+    if (fills_checked_.emplace(&spec, spec_shape(spec, sc_.dtype, env(rank), sc_.file)).second)
+      check_fill(spec, sc_.dtype, env(rank), sc_.file);
+    return;
+  }
   const bool always = (own_ && rank == *own_) || rank == 0 || rank == world_size_ - 1;
   if (!always) {
     const int64_t n = numel_of(spec_shape(spec, sc_.dtype, env(rank), sc_.file));

@@ -7,6 +7,7 @@
 #pragma once
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -77,9 +78,12 @@ class Validation : public WorldView {
   void set_result(const Step& s, int rank, const TensorMeta& t);
 
  private:
-  // Evaluates every fill value of `spec` on `rank` when `rank` is ours or the budget allows.
+  // Evaluates every fill value of `spec` on `rank`: always when the fill does not depend on
+  // both the rank and the index (one value per rank, or the same values for every rank of a
+  // shape: cheap to cover every rank), else when `rank` is ours or the budget allows.
   void check_fill_values(const TensorSpec& spec, int rank);
   std::optional<int> own_;
+  std::set<std::pair<const TensorSpec*, Shape>> fills_checked_;  // rank-independent fills, per shape
   int64_t fill_budget_ = kFillBudget;
   bool sample_fills_ = false;                         // the budget cannot cover every rank
   std::vector<std::map<std::string, TensorMeta>> state_;  // per rank

@@ -65,7 +65,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   for (int world : {1, 4}) {
     try {
-      distrun::check_scenario_file(path, world);
+      distrun::check_scenario(distrun::scenario::load_scenario(path), world);
       require_own_matches_whole(path, world);
     } catch (const distrun::ConfigError&) {
     }

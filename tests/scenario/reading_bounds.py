@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""`distrun --check` reads a scenario only when it is a regular file within the size bound,
+refuses deep flow nesting before any parser sees it, accepts YAML's CR-only line ends, and can
+be interrupted while it checks: every case ends (each run has its own timeout) with exit 2 and
+a message naming the file, or promptly after SIGINT/SIGTERM."""
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+distrun = sys.argv[1]
+failures = 0
+
+
+def check(name, ok, detail):
+    global failures
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
+    failures += not ok
+
+
+def refused(name, path, pattern, env=None):
+    try:
+        p = subprocess.run([distrun, "--check", "--nproc-per-node", "2", str(path)], capture_output=True, text=True,
+                           timeout=20, env={**os.environ, **(env or {})})
+    except subprocess.TimeoutExpired:
+        check(name, False, "no answer within 20 s")
+        return
+    ok = p.returncode == 2 and re.search(rf"^distrun: error: {re.escape(str(path))}:\d+:\d+: {pattern}", p.stderr, re.M)
+    check(name, bool(ok), f"exit {p.returncode}: {p.stderr.strip()[:160]}")
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    d = Path(tmp)
+    fifo = d / "fifo.yaml"
+    os.mkfifo(fifo)  # nobody writes: reading it would block forever
+    refused("a FIFO", fifo, "the scenario is a FIFO, not a regular file")
+    (d / "dir.yaml").mkdir()
+    refused("a directory", d / "dir.yaml", "the scenario is a directory, not a regular file")
+    (d / "zero.yaml").symlink_to("/dev/zero")
+    refused("a link to /dev/zero", d / "zero.yaml", "the scenario is a character device")
+    big = d / "big.yaml"
+    big.write_text("steps:\n" + "  - op: barrier\n" * 1000)
+    refused("a file over DISTRUN_SCENARIO_MAX_BYTES", big, r"the scenario file is larger than 8\.0 KiB",
+            {"DISTRUN_SCENARIO_MAX_BYTES": "8K"})
+    opens = d / "opens.yaml"
+    opens.write_text("[" * (1 << 20))
+    refused("a megabyte of '['", opens, "the document nests deeper than 64 levels")
+    deep = d / "deep.yaml"
+    deep.write_text("description: " + "[" * 24000 + "]" * 24000 + "\nsteps: []\n")
+    refused("24 000 levels of flow nesting", deep, "the document nests deeper than 64 levels")
+    # Quoted brackets are text, not nesting.
+    quoted = d / "quoted.yaml"
+    quoted.write_text("description: '" + "[" * 100 + "'\nname: \"" + "{" * 100 + "\"\nsteps: []\n")
+    p = subprocess.run([distrun, "--check", "--nproc-per-node", "2", str(quoted)], capture_output=True, text=True, timeout=20)
+    check("brackets inside quotes", p.returncode == 0, f"exit {p.returncode}: {p.stderr.strip()[:160]}")
+    cr = d / "cr.yaml"
+    cr.write_bytes(b"name: cr\rsteps:\r  - op: barrier\r  - {op: broadcast, input: {shape: [2]}, src: 1}\r")
+    p = subprocess.run([distrun, "--check", "--nproc-per-node", "2", str(cr)], capture_output=True, text=True, timeout=20)
+    check("CR-only line ends", p.returncode == 0, f"exit {p.returncode}: {p.stderr.strip()[:160]}")
+    cr_bad = d / "cr_bad.yaml"
+    cr_bad.write_bytes(b"name: cr\rsteps:\r  - op: barrier\r  - op: nope\r")
+    refused("CR-only line ends: the error's line", cr_bad, "unknown op 'nope'")
+    p = subprocess.run([distrun, "--check", "--nproc-per-node", "2", str(cr_bad)], capture_output=True, text=True, timeout=20)
+    check("CR-only line ends: line 4", f"{cr_bad}:4:9:" in p.stderr, p.stderr.strip()[:160])
+
+    # Interruptible: a long check (a few hundred thousand steps) ends promptly on SIGINT and SIGTERM.
+    slow = d / "slow.yaml"
+    slow.write_text("steps:\n" + "  - op: barrier\n" * 400000)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        proc = subprocess.Popen([distrun, "--check", "--nproc-per-node", "2", str(slow)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        if proc.poll() is not None:
+            print(f"note: the check ended in under 0.5 s; {sig.name} not tried")
+            continue
+        sent = time.monotonic()
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=10)
+            took = time.monotonic() - sent
+            # 0.2 s on an idle machine; a shared 2-core machine gets slack.
+            check(f"{sig.name} during the check", took < 1.0, f"ended {took:.3f} s after the signal (exit {proc.returncode})")
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            check(f"{sig.name} during the check", False, "still running 10 s after the signal")
+sys.exit(1 if failures else 0)
