@@ -2,6 +2,8 @@
 """The docs' examples work. Usage: docs_test.py CASE BIN_DIR
   paths   every repository path README.md, ARCHITECTURE.md, CONTRIBUTING.md and docs/*.md name (in
           `code` or as a link) exists: a file, or a folder when it ends with '/'
+  tests   every test the docs cite (`area.subject.case`, or a pattern with * or {a,b}) is one of
+          the suite's, as `CTEST -N` lists them in BUILD_DIR (docs_test.py tests CTEST BUILD_DIR)
   readme  every command line of README.md's sh blocks runs and exits 0, from a scratch folder
           that sees the repository's configs/ and scripts/ and the build's bin/ as build/bin/:
           bench sizes capped (DISTRUN_BENCH_MAX_BYTES=1M), train.py a small program that checks
@@ -9,6 +11,7 @@
           s.yaml the demo scenario. What cannot run here is listed as SKIP with the reason (a
           SLURM cluster of several nodes; the setup scripts, which install packages and run
           this suite)."""
+import fnmatch
 import os
 import re
 import shlex
@@ -58,6 +61,34 @@ def case_paths():
         print("\n".join("  " + m for m in missing))
         return 1
     print(f"PASS: the {checked} paths named by {len(DOCS)} docs exist")
+    return 0
+
+
+AREAS = ("unit", "launcher", "faults", "scenario", "store", "bench", "nccl", "package", "oracle", "suite", "fuzz")
+
+
+def case_tests(ctest, build_dir):
+    listing = subprocess.run([ctest, "-N"], cwd=build_dir, capture_output=True, text=True, timeout=60).stdout
+    names = set(re.findall(r"Test +#\d+: (\S+)", listing))
+    if len(names) < 50:
+        print(f"FAIL: ctest -N in {build_dir} listed {len(names)} tests; is it the build folder?")
+        return 1
+    missing, checked = [], 0
+    for doc in DOCS:
+        text = open(os.path.join(ROOT, doc)).read()
+        for m in re.finditer(r"`([^`\n]+)`", text):
+            cited = m.group(1)
+            if not re.fullmatch(r"(%s)\.[A-Za-z0-9_.*{},]+" % "|".join(AREAS), cited) or cited.endswith(".json"):
+                continue
+            checked += 1
+            pattern = re.sub(r"\{[^}]*\}", "*", cited)
+            if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
+                missing.append(f"{doc}:{text.count(chr(10), 0, m.start()) + 1}: {cited}")
+    if missing:
+        print(f"FAIL: {len(missing)} of the {checked} tests the docs cite are not in the suite:")
+        print("\n".join("  " + m for m in missing))
+        return 1
+    print(f"PASS: the {checked} tests cited by {len(DOCS)} docs are in the suite ({len(names)} tests)")
     return 0
 
 
@@ -175,6 +206,8 @@ def main():
     case = sys.argv[1]
     if case == "paths":
         return case_paths()
+    if case == "tests":
+        return case_tests(sys.argv[2], sys.argv[3])
     if case == "readme":
         return case_readme(os.path.abspath(sys.argv[2]))
     print(__doc__)
