@@ -11,6 +11,7 @@
 
 #include "distrun/core/error.hpp"
 #include "distrun/scenario/api.hpp"
+#include "cpu_bind.hpp"
 #include "failure_report.hpp"
 #include "flight_report.hpp"
 #include "job_plan.hpp"
@@ -143,7 +144,11 @@ int run_agent(const LaunchOptions& o) {
   if (o.log_dir.empty() && redirected) note("worker logs in " + logs.path());
   const std::vector<std::string> command = worker_command(o);
   const std::string what = o.mode == RunMode::program ? program_name(command) : o.command.front();
-  const auto cpus = numa_cpu_sets(o.numa_binding, plan.nproc_per_node);
+  // --cpu-bind auto binds only the ranks of a single-node job: agents of several nodes may
+  // share a host (SLURM steps packed on one node, tests), and each would hand out the same CPUs.
+  const CpuBind bind = o.cpu_bind == CpuBind::auto_ && !plan.single_node() ? CpuBind::none : o.cpu_bind;
+  const auto cpus = o.numa_binding != NumaBinding::none ? numa_cpu_sets(o.numa_binding, plan.nproc_per_node)
+                                                        : cpu_shares(bind, plan.nproc_per_node, allowed_cpus());
   std::string log_error;
 
   RendezvousOptions ro;
