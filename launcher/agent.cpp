@@ -14,6 +14,7 @@
 #include "distrun/nccl/device_choice.hpp"
 #include "distrun/scenario/api.hpp"
 #include "distrun/scenario/loader.hpp"
+#include "cpu_bind.hpp"
 #include "failure_report.hpp"
 #include "flight_report.hpp"
 #include "job_plan.hpp"
@@ -186,7 +187,11 @@ int run_agent(const LaunchOptions& o) {
     note("each worker runs: " + line);
   }
   const std::string what = o.mode == RunMode::program ? program_name(command) : o.command.front();
-  const auto cpus = numa_cpu_sets(o.numa_binding, plan.nproc_per_node);
+  // --cpu-bind auto binds only the ranks of a single-node job: agents of several nodes may
+  // share a host (SLURM steps packed on one node, tests), and each would hand out the same CPUs.
+  const CpuBind bind = o.cpu_bind == CpuBind::auto_ && !plan.single_node() ? CpuBind::none : o.cpu_bind;
+  const auto cpus = o.numa_binding != NumaBinding::none ? numa_cpu_sets(o.numa_binding, plan.nproc_per_node)
+                                                        : cpu_shares(bind, plan.nproc_per_node, allowed_cpus());
   if (plan.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS") && o.mode == RunMode::program)
     note("warning: setting OMP_NUM_THREADS=1 for each of the " + std::to_string(plan.nproc_per_node) +
          " workers (it is unset), to avoid overloading the system; set it to tune your program's performance");

@@ -336,6 +336,11 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   app.add_option(both_spellings("--numa-binding"), numa,
                  "bind each worker's CPUs: node, socket or exclusive (needs NUMA information in /sys)")
       ->check(CLI::IsMember({"node", "socket", "exclusive", "core-complex"}));
+  std::string cpu_bind = "auto";
+  app.add_option(both_spellings("--cpu-bind"), cpu_bind,
+                 "bind each worker to its own share of the CPUs: core, none, or auto (default: core when "
+                 "every worker gets a CPU of its own)")
+      ->check(CLI::IsMember({"none", "core", "auto"}));
   env(app.add_option(both_spellings("--signals-to-handle"), o.signals_to_handle,
                      "signals forwarded to the workers before stopping them, with the summary "
                      "(default SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1,SIGUSR2 as SLURM jobs do)"),
@@ -380,6 +385,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   else if (numa == "socket") o.numa_binding = NumaBinding::socket;
   else if (numa == "exclusive") o.numa_binding = NumaBinding::exclusive;
   else if (numa == "core-complex") throw ConfigError("--numa-binding core-complex: not yet supported (use node, socket or exclusive)");
+  o.cpu_bind = cpu_bind == "none" ? CpuBind::none : cpu_bind == "core" ? CpuBind::core : CpuBind::auto_;
   if (stdin_rank == "none") {
     o.stdin_rank.reset();
   } else {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "cpu_bind.hpp"
+
 namespace distrun::launcher {
 
 /// What to run on every rank.
@@ -58,6 +60,7 @@ struct LaunchOptions {
   std::string local_addr;                // picks the interface for GLOO/NCCL_SOCKET_IFNAME
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   NumaBinding numa_binding = NumaBinding::none;
+  CpuBind cpu_bind = CpuBind::auto_;     // --cpu-bind, when no --numa-binding is given
   bool module = false;                   // -m: run the program as `python -u -m MODULE`
   bool no_python = false;                // run the program itself, never through python
   bool run_path = false;                 // python -u SCRIPT (torchrun: runpy.run_path); beats --no-python

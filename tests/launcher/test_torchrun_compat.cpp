@@ -121,6 +121,18 @@ TEST_CASE("NUMA cpulists and cpu sets per rank", "[launcher][torchrun]") {
   REQUIRE(system(("rm -rf " + root).c_str()) == 0);
 }
 
+TEST_CASE("cpu_bind.shares_per_rank", "[launcher][torchrun]") {
+  const std::vector<int> four{0, 1, 2, 3};
+  CHECK(cpu_shares(CpuBind::core, 2, four) == std::vector<std::vector<int>>{{0, 1}, {2, 3}});
+  CHECK(cpu_shares(CpuBind::auto_, 3, four) == std::vector<std::vector<int>>{{0}, {1}, {2, 3}});
+  CHECK(cpu_shares(CpuBind::auto_, 4, {5, 7, 9, 11}) == std::vector<std::vector<int>>{{5}, {7}, {9}, {11}});
+  // More ranks than CPUs: round robin when asked for, no binding by default.
+  CHECK(cpu_shares(CpuBind::core, 3, {0, 1}) == std::vector<std::vector<int>>{{0}, {1}, {0}});
+  CHECK(cpu_shares(CpuBind::auto_, 3, {0, 1}).empty());
+  CHECK(cpu_shares(CpuBind::none, 2, four).empty());
+  CHECK(!allowed_cpus().empty());
+}
+
 TEST_CASE("torch's error.json is read into the summary", "[launcher][torchrun]") {
   char path[] = "/tmp/distrun-errjson-XXXXXX";
   int fd = mkstemp(path);

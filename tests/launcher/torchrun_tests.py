@@ -522,6 +522,17 @@ def case_torchrun_options():
         check(r.returncode == 0 and f"CPUS {want}" in r.stdout, f"bound to node 0's CPUs {want}", r.stdout + r.stderr)
     else:
         check(r.returncode == 2 and "no NUMA information" in r.stderr, "a clear refusal", r.stderr)
+    # --cpu-bind (distrun's): each local rank on its own share of the launcher's CPUs, or unbound.
+    allowed = sorted(os.sched_getaffinity(0))
+    show = [PYTHON, "-c", "import os; print('CPUS', sorted(os.sched_getaffinity(0)))"]
+    r = distrun("--nproc-per-node", "2", "--cpu-bind", "core", "--", *show)
+    sets = [json.loads(line.split("CPUS", 1)[1]) for line in r.stdout.splitlines() if "CPUS" in line]
+    check(r.returncode == 0 and len(sets) == 2 and all(s and set(s) <= set(allowed) for s in sets) and
+          (len(allowed) < 2 or not set(sets[0]) & set(sets[1])), f"--cpu-bind core: two shares of {allowed}",
+          r.stdout + r.stderr)
+    r = distrun("--nproc-per-node", "2", "--cpu-bind", "none", "--", *show)
+    check(r.returncode == 0 and r.stdout.count(f"CPUS {allowed}") == 2, f"--cpu-bind none: {allowed} each",
+          r.stdout + r.stderr)
 
 
 def case_log_dir_runs():

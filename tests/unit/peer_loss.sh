@@ -18,8 +18,9 @@ for r in 0 1 2 3; do
     "$bin" 1000000 262144 $timeout_ms >"$tmp/out$r" 2>"$tmp/err$r" &
   pids+=($!)
 done
-# Wait until every rank has finished one all_reduce, so the kill lands mid-loop.
-for _ in $(seq 100); do
+# Wait until every rank has finished one all_reduce, so the kill lands mid-loop. A limit, not a
+# pause: 60 s, so that four ranks started beside other busy processes have time to join.
+for _ in $(seq 600); do
   [[ $(cat "$tmp"/out* 2>/dev/null | grep -c "first all_reduce done") == 4 ]] && break
   sleep 0.1
 done

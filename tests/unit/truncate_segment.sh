@@ -13,16 +13,19 @@ trap cleanup EXIT
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 for r in 0 1; do
   DISTRUN_TRANSPORT=shm RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-    timeout -k 5 60 "$bin" 200000 16 5000 >"$tmp/out$r" 2>"$tmp/err$r" &
+    timeout -k 5 100 "$bin" 100000000 16 5000 "$tmp/stop" >"$tmp/out$r" 2>"$tmp/err$r" &
   pids+=($!)
 done
-for _ in $(seq 200); do
+# A limit, not a pause: 60 s for two ranks to join on a loaded machine.
+for _ in $(seq 1200); do
   [[ $(cat "$tmp"/out* 2>/dev/null | grep -c "first all_reduce done") == 2 ]] && break
   sleep 0.05
 done
 fail=0
 # timeout runs the rank as its child: find the rank's process and its memfd.
-# (200000 iterations: with 20000 the ranks could finish before the segment was found.)
+# The ranks loop until this script has tried the truncation, then run up to 100 more
+# all_reduces over the mapping and stop: their work scales with the machine's speed (a fixed
+# count that outlasts the truncation quietly, 0.6 s, takes a minute beside four busy loops).
 rank0=$(pgrep -P "${pids[0]}" | head -n 1)
 segment=""
 for fd in /proc/"$rank0"/fd/*; do
@@ -38,6 +41,7 @@ else
   grep -q "PermissionError\|Operation not permitted" "$tmp/truncate" || { echo "FAIL: unexpected: $(cat "$tmp/truncate")"; fail=1; }
   echo "truncation refused: $(tail -n 1 "$tmp/truncate")"
 fi
+touch "$tmp/stop"
 for r in 0 1; do
   wait "${pids[$r]}"; rc=$?
   echo "rank $r exited $rc: $(tr '\n' ' ' <"$tmp/out$r") $(tail -n 1 "$tmp/err$r")"

@@ -40,6 +40,8 @@ struct CmaShared {
 // intent row and an inline slot.
 struct CmaBox {
   alignas(64) std::atomic<uint64_t> posted;  // the last collective whose intent (and slot) is out
+  std::atomic<int32_t> cpu;                  // 1 + the CPU this rank last polled on (0: not yet);
+                                             // beside `posted`, which its readers poll anyway
   alignas(64) std::atomic<uint64_t> done;    // the last collective this rank finished reading in
 };
 
@@ -47,24 +49,6 @@ namespace {
 
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, value, timeout, nullptr, 0);
-}
-
-// Yields until `done()` or kYieldBudget has passed; true when done. Yielding rather than
-// sleeping keeps a waiting rank out of the futex, whose wake-up costs several microseconds on
-// each side: with 16 yields (a few microseconds) a root that waited for its reader fell asleep
-// whenever the read took longer, so 2-rank broadcast took 50 us at 256 KiB where the read takes
-// 20 (Open MPI, which never sleeps: 21), and 16-byte loops could fall into a lockstep of
-// sleeps at 4 us per call. A yield still gives the core to any other runnable rank, so
-// oversubscribed ranks lose nothing (4 ranks on 2 cores measured the same with and without).
-template <typename Done>
-bool yield_until(Done done) {
-  constexpr auto kYieldBudget = std::chrono::microseconds(200);
-  const auto until = std::chrono::steady_clock::now() + kYieldBudget;
-  do {
-    if (done()) return true;
-    sched_yield();
-  } while (std::chrono::steady_clock::now() < until);
-  return done();
 }
 
 // Reads `bytes` at `address` in process `pid` into `dst`; errno-style result (0 = done).
@@ -287,12 +271,45 @@ void ShmPath::ring() {
   // Dekker's pattern with wait_all: we store a flag, then read `sleepers`; a sleeper counts
   // itself, then rereads the flags. The fences make one of us see the other's write, so
   // either we see it and wake it, or it sees our flag and never sleeps. With nobody asleep the
-  // bell's cache line is left alone: touching it in every post and done made the ranks fight
-  // over it (a fifth of a 16-byte collective's time).
+  // bell's cache line is left alone, so that posts and dones do not make the ranks fight over
+  // one line.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (shared_->sleepers.load(std::memory_order_seq_cst) == 0) return;
   shared_->bell.fetch_add(1, std::memory_order_seq_cst);
   futex(&shared_->bell, FUTEX_WAKE, INT32_MAX, nullptr);
+}
+
+// How long a wait polls before it sleeps on a futex. On a shared host a peer is often off its
+// core for a few scheduler slices (milliseconds) while other processes run; a waiter asleep by
+// then pays a wake-up, which itself waits for a slice on a busy core, in every collective
+// (docs/performance.md, "Shared cores"). A peer away longer than a few slices is computing
+// rather than descheduled, and the core is better given back.
+constexpr auto kPollBudget = std::chrono::milliseconds(10);
+
+template <typename Done, typename Awaited>
+bool ShmPath::poll(Done done, Awaited awaited) {
+  std::atomic<int32_t>& mine = box(rank_)->cpu;
+  const auto until = std::chrono::steady_clock::now() + kPollBudget;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+    }
+    // sched_yield hands the core to whatever else is runnable on it for a whole slice, so it
+    // is only worth it when what we wait for may be queued behind us: a peer that last polled
+    // on this very CPU (ranks that outnumber the CPUs, or unbound ones the scheduler put
+    // together). Otherwise spinning keeps the core, and the peer, on another one, answers as
+    // soon as it runs.
+    const int32_t here = sched_getcpu() + 1;
+    if (mine.load(std::memory_order_relaxed) != here) mine.store(here, std::memory_order_relaxed);
+    bool behind_us = false;
+    for (int r = 0; r < size_ && here > 0 && !behind_us; ++r)
+      behind_us = r != rank_ && awaited(r) && box(r)->cpu.load(std::memory_order_relaxed) == here;
+    if (behind_us) sched_yield();
+    if (std::chrono::steady_clock::now() >= until) return done();
+  }
 }
 
 template <typename Ready>
@@ -302,16 +319,7 @@ void ShmPath::wait_all(Ready ready, std::chrono::milliseconds timeout, const cha
       if (r != rank_ && !ready(r)) return false;
     return true;
   };
-  // A short spin (a peer on another core answers in well under a microsecond), then yields
-  // for kYieldBudget (on a loaded host the peer is often one time slice away; a reader of our
-  // buffer needs its copy's time), then sleep on the bell.
-  for (int i = 0; i < 64; ++i) {
-    if (all_ready()) return;
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  }
-  if (yield_until(all_ready)) return;
+  if (poll(all_ready, [&](int r) { return !ready(r); })) return;
   sleep_on(shared_->bell, all_ready, true, timeout, [&] {
     std::string late;
     for (int r = 0; r < size_; ++r)
@@ -387,7 +395,7 @@ void ShmPath::barrier(std::chrono::milliseconds timeout) {
 
 void ShmPath::wait_generation(uint32_t seen, std::chrono::milliseconds timeout) {
   auto opened = [&] { return shared_->generation.load(std::memory_order_acquire) != seen; };
-  if (yield_until(opened)) return;
+  if (poll(opened, [](int) { return true; })) return;
   // The last to arrive always wakes the generation's sleepers: nobody counts itself.
   sleep_on(shared_->generation, opened, false, timeout,
            [&] { return "in the barrier of collective #" + std::to_string(seq_); });

@@ -54,8 +54,6 @@ class ShmPath : public Path {
 
   std::string name() const override { return shared_ ? "shm" : "shm/tcp-sync"; }
   bool reads_peers() const override { return true; }
-  /// True when the ranks meet in the shared segment (false: they meet over Gloo's pairs).
-  bool meets_in_shared_memory() const { return shared_ != nullptr; }
 
   /// Why the shared segment behind `fd` must not be mapped for a group of `size` (wrong size,
   /// not a memfd, or not sealed against shrinking), or "" when it may.
@@ -89,7 +87,11 @@ class ShmPath : public Path {
   const char* view(int peer, const Intent& of, uint64_t offset, size_t bytes) const;
   // Wakes sleepers after a post or done.
   void ring();
-  // Until ready(r) for every peer r: a short spin, yields for up to 200 us, then the futex on the bell.
+  // Polls until `done()` for up to kPollBudget (shm_path.cpp); true when done. `awaited(r)`:
+  // whether peer r is still waited for (a peer queued behind us on this CPU is yielded to).
+  template <typename Done, typename Awaited>
+  bool poll(Done done, Awaited awaited);
+  // Until ready(r) for every peer r: poll(), then the futex on the bell.
   template <typename Ready>
   void wait_all(Ready ready, std::chrono::milliseconds timeout, const char* what);
   // Sleeps on the futex `word` until done(), waking every 100 ms to check the deadline (a

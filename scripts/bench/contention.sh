@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Collectives on shared cores: distrun (distrun-bench over the shared-memory path, launched by
+# distrun, --cpu-bind auto) against Open MPI's shared-memory path (vader, mpi_bench.c, mpirun's
+# default binding), quiet and beside BUSY busy loops (`while :; do :; done`, started and killed
+# here, in the same session as the ranks), the systems interleaved in every block. all_reduce,
+# broadcast and all_gather at 8 B, 512 B, 4 KiB and 64 KiB, 2 and 4 ranks. Each point is the
+# mean time per call over ITERS calls of the slowest rank (distrun-bench -a 3, as mpi_bench's
+# MPI_MAX); distrun's p50 and p99 too. all_reduce and broadcast in place, all_gather out of
+# place (as mpi_bench calls them). With --base DIR, a second distrun (an installed prefix or
+# a build folder) runs beside it when quiet: the figures before and after a change, in one run.
+# Prints a Markdown table (contention_table.py), with the load average of each block: the
+# figures are only comparable within one run.
+# Target: loaded, distrun's mean <= 2x Open MPI's at every point; quiet, no worse than --base
+# by more than 10%.
+#
+# Usage: scripts/bench/contention.sh [--build DIR] [--base DIR] [--out DIR] [--iters N]
+#          [--ranks "2 4"] [--busy N] [--reps N] [--sizes "8 512 4K 64K"] [--collectives "..."]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+here=$root/scripts/bench
+build=$root/build
+base=""
+out=""
+iters=20000
+ranks="2 4"
+busy=4
+reps=1
+sizes="8 512 4K 64K"
+colls="all_reduce broadcast all_gather"
+while (($#)); do
+  case "$1" in
+    --build) build=$(cd "$2" && pwd); shift 2 ;;
+    --base) base=$(cd "$2" && pwd); shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --ranks) ranks=$2; shift 2 ;;
+    --busy) busy=$2; shift 2 ;;
+    --reps) reps=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --collectives) colls=$2; shift 2 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "contention.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+out=${out:-$build/contention}
+mkdir -p "$out"
+[[ -x $build/bin/distrun ]] || "$root/scripts/build.sh" "$build"
+results=$out/contention.jsonl
+: >"$results"
+mpicc -O2 -o "$out/mpi_bench" "$here/mpi_bench.c"
+mpi_root=()
+[[ $(id -u) == 0 ]] && mpi_root=(--allow-run-as-root)
+warmup=$((iters / 20 + 10))
+limit=1800 # seconds any one job may take: a hung job is an error, never a hang
+
+loops=()
+stop_loops() {
+  ((${#loops[@]})) && kill "${loops[@]}" 2>/dev/null
+  loops=()
+}
+trap stop_loops EXIT
+start_loops() {
+  for ((i = 0; i < busy; i++)); do
+    sh -c 'while :; do :; done' &
+    loops+=($!)
+  done
+}
+load() { cut -d' ' -f1 /proc/loadavg; }
+# One distrun-bench run per size (exact sizes), its JSON rows tagged.
+distrun_points() { # SYSTEM PREFIX N COLL LOADTAG REP
+  local system=$1 prefix=$2 n=$3 c=$4 tag=$5 rep=$6 s
+  for s in $sizes; do
+    # Up to three tries: distrun-bench binds MASTER_PORT itself, and on a shared host another
+    # process may take the free port distrun picked before it does.
+    local try
+    for try in 1 2 3; do
+      timeout -k 10 "$limit" "$prefix/bin/distrun" --nproc-per-node "$n" -- "$prefix/bin/distrun-bench" "$c" -b "$s" -e "$s" \
+        -n "$iters" -w "$warmup" -a 3 -J "$out/bench.json" >/dev/null 2>"$out/bench.err" && break
+      grep -q "port is already in use" "$out/bench.err" && ((try < 3)) || { cat "$out/bench.err" >&2; exit 1; }
+    done
+    /usr/bin/python3 - "$out/bench.json" "$system" "$tag" "$rep" "$n" "$(load)" >>"$results" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+place = "out_of_place" if doc["config"]["collective"] == "all_gather" else "in_place"
+for r in doc["results"]:
+    if r["placement"] == place:
+        print(json.dumps({"system": sys.argv[2], "load": sys.argv[3], "rep": int(sys.argv[4]), "world_size": int(sys.argv[5]),
+                          "loadavg": float(sys.argv[6]), "collective": r["collective"], "bytes": r["bytes"],
+                          "mean_us": r["time_us"], "p50_us": r["p50_us"], "p99_us": r["p99_us"]}))
+PY
+  done
+}
+mpi_points() { # N COLL LOADTAG REP
+  local n=$1 c=$2 tag=$3 rep=$4
+  timeout -k 10 "$limit" mpirun "${mpi_root[@]}" --oversubscribe --mca btl self,vader -np "$n" "$out/mpi_bench" \
+    "$c" "${sizes// /,}" "$iters" "$warmup" | grep -o '{.*}' |
+    sed "s/\"system\": \"mpi\", /\"system\": \"mpi\", \"load\": \"$tag\", \"rep\": $rep, \"loadavg\": $(load), /; s/\"time_us\"/\"mean_us\"/" >>"$results"
+}
+
+for ((rep = 1; rep <= reps; rep++)); do
+  for n in $ranks; do
+    for tag in quiet busy; do
+      [[ $tag == busy ]] && start_loops
+      echo "[contention] rep $rep, $n ranks, $tag (load average $(load))" >&2
+      for c in $colls; do
+        distrun_points distrun "$build" "$n" "$c" "$tag" "$rep"
+        mpi_points "$n" "$c" "$tag" "$rep"
+        # The build before a change only quiet: beside busy loops it may take milliseconds a call.
+        [[ -n $base && $tag == quiet ]] && distrun_points distrun_base "$base" "$n" "$c" "$tag" "$rep"
+      done
+      stop_loops
+    done
+  done
+done
+/usr/bin/python3 "$here/contention_table.py" "$results"
