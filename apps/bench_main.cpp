@@ -202,25 +202,29 @@ int run_bench(int argc, char** argv) {
 }
 
 int run_qualify(int argc, char** argv) {
-  CLI::App app{"Finds the bad node or link: a ring test of the whole world, then every pair of nodes (rounds of "
-               "disjoint pairs in large worlds), then the ends of each slow pair against healthy nodes. Exit 1 when "
-               "any node or link is a suspect.",
+  CLI::App app{"Finds the bad node or link: a ring test of the whole world, then rounds of disjoint pairs (each node "
+               "meets ceil(log2 n) + 2 others), each direction timed over repeated exchanges and judged against an "
+               "expectation, a healthy baseline, or the upper mode of the directions measured; the nodes in doubt are "
+               "measured again against healthy ones. Exit 1 when any node, link or the ring is slow.",
                "distrun-bench qualify"};
   Common common;
   bench::QualifyConfig cfg;
   std::string bw = "4M", lat = "8", baseline_path, save_path;
+  double expect_gbps = 0, expect_lat = 0;
   app.add_option("-b,--bytes", bw, "Bytes each way per exchange, for bandwidth (default 4M)");
   app.add_option("--latency-bytes", lat, "Bytes each way per exchange, for latency (default 8)");
-  app.add_option("-n,--iters", cfg.iters, "Timed exchanges per pair and size (default 5)");
+  app.add_option("-n,--iters", cfg.iters, "Timed exchanges per pair and size (default 10)");
   app.add_option("-w,--warmup_iters", cfg.warmup, "Untimed exchanges before them (default 1)");
   app.add_flag("--per-device", cfg.per_device, "Every rank is a node (e.g. one rank per GPU); default: one rank per host");
-  app.add_option("--min-fraction", cfg.min_fraction,
-                 "A pair is slow below this fraction of the median pair (or of its baseline) bandwidth (default 0.5)");
-  app.add_option("--baseline", baseline_path, "Judge against the pairs of an earlier --save-baseline FILE");
-  app.add_option("--save-baseline", save_path, "Write this run's pairs as a baseline to FILE (rank 0)");
-  app.add_option("--all-pairs-max", cfg.all_pairs_max,
-                 "Up to this many nodes every pair is measured alone; above, rounds of disjoint pairs (default 16)");
-  app.add_option("--rounds", cfg.max_rounds, "Above --all-pairs-max: at most this many rounds (default 0: all)");
+  app.add_option("--min-fraction", cfg.expect.min_fraction,
+                 "A direction is slow when its median or tail bandwidth is below this fraction of the reference (default 0.5)");
+  app.add_option("--max-latency-factor", cfg.expect.max_latency_factor,
+                 "A direction is slow when its median or tail latency is above this multiple of the reference (default 4)");
+  app.add_option("--expect-gbps", expect_gbps, "The bandwidth each direction should reach (GB/s): the reference");
+  app.add_option("--expect-latency-us", expect_lat, "The latency each small exchange should stay under (us): the reference");
+  app.add_option("--baseline", baseline_path, "Judge each direction against an earlier --save-baseline FILE");
+  app.add_option("--save-baseline", save_path, "Write this run's directions as a baseline to FILE (rank 0)");
+  app.add_option("--rounds", cfg.rounds, "Rounds of disjoint pairs (default 0: ceil(log2 n) + 2, at most every pair)");
   add_common(app, common);
   try {
     app.parse(argc, argv);
@@ -232,13 +236,24 @@ int run_qualify(int argc, char** argv) {
   cfg.lat_bytes = bytes_of("--latency-bytes", lat);
   if (cfg.bw_bytes < 1 || cfg.lat_bytes < 1) throw ConfigError("qualify: sizes must be at least 1 byte");
   if (cfg.iters < 1 || cfg.warmup < 0) throw ConfigError("qualify: need -n >= 1 and -w >= 0");
-  if (!(cfg.min_fraction > 0 && cfg.min_fraction <= 1)) throw ConfigError("--min-fraction: must be in (0, 1]");
+  if (cfg.rounds < 0) throw ConfigError("--rounds: must be 0 (the default) or more");
+  const auto& e = cfg.expect;
+  if (!(e.min_fraction > 0 && e.min_fraction <= 1)) throw ConfigError("--min-fraction: must be in (0, 1]");
+  if (!(e.max_latency_factor >= 1)) throw ConfigError("--max-latency-factor: must be 1 or more");
+  if (app.count("--expect-gbps")) {
+    if (!(expect_gbps > 0)) throw ConfigError("--expect-gbps: must be more than 0");
+    cfg.expect.gbps = expect_gbps;
+  }
+  if (app.count("--expect-latency-us")) {
+    if (!(expect_lat > 0)) throw ConfigError("--expect-latency-us: must be more than 0");
+    cfg.expect.latency_us = expect_lat;
+  }
   if (!baseline_path.empty()) {
     std::ifstream f(baseline_path);
     if (!f) throw ConfigError(baseline_path + ": cannot read the baseline");
     nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
     if (j.is_discarded()) throw ConfigError(baseline_path + ": not JSON");
-    cfg.baseline = bench::parse_baseline(j, baseline_path);
+    cfg.expect.baseline = bench::parse_baseline(j, baseline_path);
   }
   auto pg = join(common);
   cfg.timeout = std::chrono::milliseconds(int64_t(std::ceil(common.timeout_s * 1000)));
@@ -249,7 +264,7 @@ int run_qualify(int argc, char** argv) {
   const auto ranks = bench::gather_ranks(b, pg->world().master_addr);
   const auto result = bench::qualify(b, ranks, cfg);
   if (rank0) {
-    for (const auto& l : bench::qualify_report(result)) std::cout << l << "\n";
+    for (const auto& l : bench::qualify_report(result, cfg)) std::cout << l << "\n";
     std::cout << std::flush;
   }
   if (json_file) {
@@ -260,7 +275,7 @@ int run_qualify(int argc, char** argv) {
     json_file->commit({doc.dump(2)});
   }
   if (save_file) save_file->commit({bench::baseline_json(result).dump(2)});
-  return result.any_suspect() ? 1 : 0;
+  return result.failed() ? 1 : 0;
 }
 
 }  // namespace
