@@ -18,7 +18,7 @@ import tempfile
 from bench_harness import BENCH, SCHEMA, check, main, skip, validate
 
 TAG = f"dq{os.getpid() % 100000}{random.randint(0, 9)}"
-HOSTS = 4
+HOSTS = int(os.environ.get("DISTRUN_QUALIFY_HOSTS", "4"))  # scripts/bench/qualify_times.py sets more
 NS = [f"{TAG}h{i}" for i in range(HOSTS)]
 SW = f"{TAG}sw"
 BR = f"{TAG}br"
