@@ -72,7 +72,7 @@ int run_bench(int argc, char** argv) {
   std::string collective, minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum", csv_path;
   double factor = 1;
   int iters = 20, warmup = 5, agg = 1, check = 1, root = 0, average = 1, blocking = 0;
-  bool verbose = false;
+  bool verbose = false, raw_samples = false;
   app.add_option("collective", collective, "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, "
                                            "gather, scatter, send_recv, or all (each in turn); `qualify` finds a bad node")
       ->required();
@@ -93,6 +93,8 @@ int run_bench(int argc, char** argv) {
   app.add_option("-z,--blocking", blocking, "1: blocking collectives; distrun's backend calls always complete "
                                             "before returning, so 0 and 1 time the same (recorded)")
       ->check(CLI::IsMember({0, 1}));
+  app.add_flag("--raw-samples", raw_samples, "Add every rank's time of every timed iteration to each -J record "
+                                             "(rank_times_us)");
   app.add_option("--csv", csv_path, "Write one line per size and placement as CSV to FILE (rank 0)");
   app.add_flag("-v,--verbose", verbose, "Print the statistics of every size under its row: min, p50, p90, p99, max, "
                                         "mean, cv, the first run and the slowest rank with its host; and the path each group takes");
@@ -175,6 +177,7 @@ int run_bench(int argc, char** argv) {
         cfg.check = check == 1;
         cfg.blocking = blocking == 1;
         cfg.average = bench::Average(average);
+        cfg.raw_samples = raw_samples;
         cfg.device = common.device == "cuda" ? distrun::Device::cuda(pg->world().local_rank) : distrun::Device::cpu();
         output.column_header = c != last;
         if (out && colls.size() > 1 && c != last) *out << "# " << c->name << "\n";

@@ -44,7 +44,7 @@ def test_flags():
     check(len(lines) == 3 and lines[0].split()[:5] == ["1024", "256", "float", "sum", "-1"], "table rows", out)
     check(len(lines[0].split()) == 13, "out-of-place and in-place columns on one line", out)
     check("# Avg bus bandwidth" in out and "#  Rank  1" in out, "nccl-tests' header and footer", out)
-    check(all(r["wrong"] == 0 and r["samples"] == 3 * 2 for r in doc["results"]), "-n 3 on 2 ranks: 6 samples", out)
+    check(all(r["wrong"] == 0 and r["samples"] == 3 for r in doc["results"]), "-n 3: 3 iterations", out)
     check(doc["provenance"]["world_size"] == 2 and doc["provenance"]["transport"], "provenance", out)
     check("slowest rank" not in out, "no statistics lines without -v", out)
     # -i with -f 1: linear steps.
@@ -55,7 +55,7 @@ def test_flags():
                                "-r", "1", "-v"])
     check(rc == 0, f"rc {rc}", out + err)
     r0 = rows(doc)[0]
-    check(r0["iters"] == 4 and r0["agg"] == 3 and r0["samples"] == 8 and r0["root"] == 1, "-n -m -r in records", out)
+    check(r0["iters"] == 4 and r0["agg"] == 3 and r0["samples"] == 4 and r0["root"] == 1, "-n -m -r in records", out)
     check(doc["config"]["warmup_iters"] == 2 and doc["config"]["blocking"] == 1, "-w -z in config", out)
     check(table_lines(out)[0].split()[4] == "1", "-r 1 in the root column", out)
     check("slowest rank" in out and "p99" in out, "-v prints the statistics", out)
@@ -71,13 +71,20 @@ def test_flags():
     check(rc == 0 and all(r["wrong"] is None for r in doc["results"]), "-c 0: wrong is null", out + err)
     check(table_lines(out)[0].split()[8] == "N/A", "-c 0: #wrong N/A", out)
     check(rows(doc, "in_place") == [] and table_lines(out)[0].split()[9] == "N/A", "all_to_all has no in-place", out)
-    # -a: the reported time is rank 0's, the mean, the min or the max of the ranks' means.
-    for a, relation in ((2, lambda t, m: t <= m * 1.000001), (3, lambda t, m: t >= m * 0.999999),
-                        (1, lambda t, m: abs(t - m) <= 1e-6 * m)):
-        rc, out, err, doc = bench(["send_recv", "-b", "4K", "-e", "4K", "-a", str(a), *SMALL], n=3)
+    # -a: the reported time is rank 0's, the mean, the min or the max of the ranks' mean times
+    # (from --raw-samples: each rank's time of each iteration); the statistics are over the
+    # iterations, each the slowest rank's time (nccl-tests' -I).
+    combine = {0: lambda m: m[0], 1: lambda m: sum(m) / len(m), 2: min, 3: max}
+    for a in (0, 1, 2, 3):
+        rc, out, err, doc = bench(["send_recv", "-b", "4K", "-e", "4K", "-a", str(a), "--raw-samples", *SMALL], n=3)
         r0 = rows(doc)[0]
-        check(rc == 0 and relation(r0["time_us"], r0["mean_us"]), f"-a {a}: time {r0['time_us']} vs mean "
-              f"{r0['mean_us']}", out + err)
+        raw = r0["rank_times_us"]
+        want = combine[a]([sum(t) / len(t) for t in raw])
+        check(rc == 0 and abs(r0["time_us"] - want) <= 1e-6 * want, f"-a {a}: time {r0['time_us']} vs {want}", out + err)
+        slowest = [max(t[i] for t in raw) for i in range(3)]
+        check(abs(r0["max_us"] - max(slowest)) <= 1e-6 * r0["max_us"] and r0["samples"] == 3,
+              "per-iteration statistics: the slowest rank's time", json.dumps(r0))
+        check(len(r0["rank_arrivals_us"]) == 3 and 0 <= r0["slowest_rank"] < 3, "arrivals and the slowest rank", json.dumps(r0))
     # all: each collective in turn; --csv: the same records as CSV.
     csv_path = os.path.join(TMP, "all.csv")
     rc, out, err, doc = bench(["all", "-b", "1K", "-e", "1K", *SMALL, "--csv", csv_path, "-r", "1"], n=3)

@@ -92,8 +92,18 @@ double combine(const std::vector<double>& per_rank, Average how) {
 // time per run; wrong elements of the checked run.
 struct LocalTimes {
   std::vector<double> samples;  // [first, iteration 1, ..., iteration iters]
+  std::vector<double> entered;  // when each iteration began, on this rank's clock (us)
+  std::vector<double> synced;   // when each of kClockSyncs barriers ended, on this rank's clock
   int64_t wrong = 0;
 };
+
+// Barriers whose ends line the hosts' clocks up: every rank leaves a barrier at about the same
+// moment, so the median difference of the ends is the difference of the clocks. Ranks of one
+// host read one clock: theirs is never estimated (a straggler leaves barriers late too, and
+// would hide in its own estimate).
+constexpr int kClockSyncs = 5;
+
+double clock_us() { return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count(); }
 
 LocalTimes measure(Backend& b, const BenchConfig& cfg, Placement p, int64_t count, int64_t block) {
   const Collective& c = *cfg.collective;
@@ -111,9 +121,18 @@ LocalTimes measure(Backend& b, const BenchConfig& cfg, Placement p, int64_t coun
   t.samples.push_back(micros_since(t0));
   if (cfg.check) t.wrong = count_wrong(c, buf.out, a, cfg.dtype, corrupt_rank_from_env() == b.global_rank(me));
   for (int i = 0; i < cfg.warmup; ++i) c.run(b, buf.in, buf.out, a);
-  t.samples.reserve(size_t(cfg.iters) + 1);  // no reallocation (and page faults) while timing
+  BarrierOptions bo;
+  bo.timeout = cfg.timeout;
+  for (int i = 0; i < kClockSyncs; ++i) {
+    b.barrier(bo);
+    t.synced.push_back(clock_us());
+  }
+  // No reallocation (and page faults) while timing.
+  t.samples.reserve(size_t(cfg.iters) + 1);
+  t.entered.reserve(size_t(cfg.iters));
   for (int i = 0; i < cfg.iters; ++i) {
     t0 = Clock::now();
+    t.entered.push_back(clock_us());
     for (int k = 0; k < cfg.agg; ++k) c.run(b, buf.in, buf.out, a);
     t.samples.push_back(micros_since(t0) / cfg.agg);
   }
@@ -123,10 +142,13 @@ LocalTimes measure(Backend& b, const BenchConfig& cfg, Placement p, int64_t coun
 PlacementResult summarize_ranks(Backend& b, const BenchConfig& cfg, const LocalTimes& mine, int64_t bytes) {
   const int n = b.size();
   const size_t per = mine.samples.size();
-  // Every rank's samples, and the wrong elements summed, on every rank.
-  Tensor local = Tensor::empty({int64_t(per)}, DType::Float64);
-  std::copy(mine.samples.begin(), mine.samples.end(), local.data_as<double>());
-  Tensor all = Tensor::empty({int64_t(per) * n}, DType::Float64, b.tensor_device());
+  const size_t row = per + mine.entered.size() + kClockSyncs;
+  // Every rank's samples, arrivals and clock, and the wrong elements summed, on every rank.
+  Tensor local = Tensor::empty({int64_t(row)}, DType::Float64);
+  double* out = std::copy(mine.samples.begin(), mine.samples.end(), local.data_as<double>());
+  out = std::copy(mine.entered.begin(), mine.entered.end(), out);
+  std::copy(mine.synced.begin(), mine.synced.end(), out);
+  Tensor all = Tensor::empty({int64_t(row) * n}, DType::Float64, b.tensor_device());
   AllgatherOptions go;
   go.timeout = cfg.timeout;
   b.all_gather(local.to(b.tensor_device()), all, go);
@@ -143,22 +165,58 @@ PlacementResult summarize_ranks(Backend& b, const BenchConfig& cfg, const LocalT
   r.checked = cfg.check;
   r.wrong = to_cpu(wrong_dev).data_as<int64_t>()[0];
   const double* v = all_cpu.data_as<double>();
-  std::vector<double> every, means;
-  r.slowest_p50_us = -1;
+  auto at = [&](int k, size_t i) { return v[size_t(k) * row + i]; };
+  const size_t iters = mine.entered.size();
+  auto entered = [&](int k, size_t i) { return at(k, per + i); };
+  // Each host's clock against rank 0's: the median over its ranks and the barriers.
+  std::vector<double> offset(static_cast<size_t>(n));
+  auto host = [&](int k) { return size_t(k) < cfg.host_of_rank.size() ? cfg.host_of_rank[size_t(k)] : -1 - k; };
   for (int k = 0; k < n; ++k) {
-    const double* row = v + size_t(k) * per;
-    r.first_us = std::max(r.first_us, row[0]);
-    std::vector<double> own(row + 1, row + per);
-    if (own.empty()) own.push_back(row[0]);  // -n 0: the first run is all there is
-    every.insert(every.end(), own.begin(), own.end());
-    const Summary s = summarize(own);
-    means.push_back(s.mean);
-    if (s.p50 > r.slowest_p50_us) {
-      r.slowest_p50_us = s.p50;
-      r.slowest_rank = k;
-    }
+    std::vector<double> d;
+    for (int m = 0; m < n; ++m)
+      if (host(m) == host(k))
+        for (size_t j = 0; j < size_t(kClockSyncs); ++j) d.push_back(at(m, per + iters + j) - at(0, per + iters + j));
+    offset[size_t(k)] = host(k) == host(0) ? 0 : median(d);
   }
-  r.stats = summarize(every);
+  // Iteration i of every rank is the same collective call; -n 0 leaves the first run alone.
+  const size_t from = per > 1 ? 1 : 0;
+  std::vector<double> iteration, means(size_t(n), 0.0), late(size_t(n), 0.0), least(size_t(n), 0.0);
+  for (int k = 0; k < n; ++k) r.first_us = std::max(r.first_us, at(k, 0));
+  for (size_t i = from; i < per; ++i) {
+    double slowest = 0;
+    int shortest = 0;
+    for (int k = 0; k < n; ++k) {
+      slowest = std::max(slowest, at(k, i));
+      means[size_t(k)] += at(k, i);
+      if (at(k, i) < at(shortest, i)) shortest = k;
+    }
+    iteration.push_back(slowest);
+    least[size_t(shortest)] += 1;
+  }
+  // Arrivals on rank 0's clock: how much later than the first each rank entered.
+  for (size_t i = 0; i < iters; ++i) {
+    double first = entered(0, i) - offset[0];
+    for (int k = 0; k < n; ++k) first = std::min(first, entered(k, i) - offset[size_t(k)]);
+    for (int k = 0; k < n; ++k) late[size_t(k)] += entered(k, i) - offset[size_t(k)] - first;
+  }
+  const double count = double(per - from);
+  auto before = [&](int x, int y) { return late[size_t(x)] != late[size_t(y)] ? late[size_t(x)] > late[size_t(y)]
+                                                                              : least[size_t(x)] > least[size_t(y)]; };
+  for (int k = 0; k < n; ++k) {
+    means[size_t(k)] /= count;
+    least[size_t(k)] /= count;
+    if (iters > 0) late[size_t(k)] /= double(iters);
+  }
+  for (int k = 0; k < n; ++k) {
+    if (before(k, r.slowest_rank)) r.slowest_rank = k;
+    if (!cfg.raw_samples) continue;
+    r.raw_us.emplace_back(v + size_t(k) * row + from, v + size_t(k) * row + per);
+    r.raw_arrival_us.emplace_back();
+    for (size_t i = 0; i < iters; ++i) r.raw_arrival_us.back().push_back(entered(k, i) - offset[size_t(k)] - entered(0, 0));
+  }
+  r.slowest_late_us = late[size_t(r.slowest_rank)];
+  r.slowest_share = least[size_t(r.slowest_rank)];
+  r.stats = summarize(iteration);
   r.time_us = combine(means, cfg.average);
   r.algbw_gbps = r.time_us > 0 ? double(bytes) / 1e3 / r.time_us : 0;  // bytes/us/1e3 = GB/s
   r.busbw_gbps = r.algbw_gbps * cfg.collective->bus_factor(n);
