@@ -99,6 +99,31 @@ def test_flags():
     check([float(t["p50_us"]) for t in table] == [r["p50_us"] for r in doc["results"]], "CSV p50 = JSON p50")
 
 
+def test_compat():
+    """nccl-tests' meanings, one by one: the per-rank count column, -w 1 by default, -c N checked
+    runs, -z 0..3, -T 0, -r -1 (every root in turn) and NCCL_TESTS_MIN_BW."""
+    rc, out, err, doc = bench(["all_gather", "-b", "1K", "-e", "1K", "-n", "2"])
+    check(rc == 0 and table_lines(out)[0].split()[:2] == ["1024", "128"], "count column: each rank's 128 of 256",
+          out + err)
+    check(rows(doc)[0]["count"] == 128 and doc["config"]["warmup_iters"] == 1, "count per rank; -w 1 by default", out)
+    # -c 3: three checked runs, each counted (rank 1 corrupts one element of each).
+    rc, out, err, doc = bench(["all_reduce", "-b", "64", "-e", "64", "-c", "3", *SMALL],
+                              env={"DISTRUN_BENCH_TEST_CORRUPT": "1"})
+    check(rc == 1 and all(r["wrong"] == 3 for r in doc["results"]), "-c 3: three checked runs", out + err)
+    for z in ("0", "1", "2", "3"):
+        rc, out, err, doc = bench(["all_reduce", "-b", "64", "-e", "64", "-z", z, "-T", "0", *SMALL])
+        check(rc == 0 and doc["config"]["blocking"] == int(z) and rows(doc)[0]["wrong"] == 0, f"-z {z} -T 0", out + err)
+    rc, out, err, doc = bench(["broadcast", "-b", "64", "-e", "64", "-r", "-1", *SMALL], n=3)
+    check(rc == 0 and [r["root"] for r in rows(doc)] == [0, 1, 2], "-r -1: every root in turn", out + err)
+    check([l.split()[4] for l in table_lines(out)] == ["0", "1", "2"], "-r -1: the root column", out)
+    rc, out, err, doc = bench(["all_reduce", "-b", "64", "-e", "64", *SMALL], env={"NCCL_TESTS_MIN_BW": "1000000"})
+    check(rc == 1 and "# Avg bus bandwidth" in out and out.split("# Avg bus bandwidth")[1].split("\n")[0].endswith(
+        "FAILED"), "NCCL_TESTS_MIN_BW above the bandwidth: FAILED, exit 1", out + err)
+    rc, out, err, doc = bench(["all_reduce", "-b", "64", "-e", "64", *SMALL], env={"NCCL_TESTS_MIN_BW": "0"})
+    check(rc == 0 and out.split("# Avg bus bandwidth")[1].split("\n")[0].endswith("OK"), "NCCL_TESTS_MIN_BW 0: OK",
+          out + err)
+
+
 def test_wrong():
     # Rank 1 corrupts one element of each checked result: every collective and placement
     # shows it (rank 1 is the root, so rooted ones check it too), the run fails.
@@ -191,7 +216,7 @@ def test_slurm():
 
 if __name__ == "__main__":
     try:
-        main({"flags": test_flags, "wrong": test_wrong, "bad_input": test_bad_input, "mpirun": test_mpirun,
+        main({"flags": test_flags, "compat": test_compat, "wrong": test_wrong, "bad_input": test_bad_input, "mpirun": test_mpirun,
               "plot": test_plot, "slurm": test_slurm})
     finally:
         shutil.rmtree(TMP, ignore_errors=True)

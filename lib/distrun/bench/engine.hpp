@@ -37,10 +37,12 @@ struct BenchConfig {
   ReduceOp op = ReduceOp::Sum;
   int root = 0;               // a rank of the backend's group
   int iters = 20;             // -n
-  int warmup = 5;             // -w
+  int warmup = 1;             // -w
   int agg = 1;                // -m: runs per timed iteration
-  bool check = true;          // -c
-  bool blocking = false;      // -z (recorded; every distrun backend call already completes)
+  int check = 1;              // -c: checked runs before the warm-up (0: none)
+  // -z: every distrun backend call completes before it returns, so 0 and 2 time the same; 1
+  // adds a barrier after each run (timed), 3 one after each iteration (not timed).
+  int blocking = 0;
   Average average = Average::Mean;  // -a
   bool placements[2] = {true, true};  // out of place, in place
   std::chrono::milliseconds timeout{0};  // per run; 0: the backend's
@@ -77,7 +79,8 @@ struct PlacementResult {
 
 struct SizeResult {
   int64_t bytes = 0;
-  int64_t count = 0;
+  int64_t count = 0;           // elements of the whole buffer
+  int64_t count_per_rank = 0;  // nccl-tests' count column: each rank's part (or the whole)
   PlacementResult placement[2];
 };
 

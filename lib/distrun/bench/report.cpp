@@ -98,7 +98,8 @@ std::vector<std::string> column_header() {
 }
 
 std::string table_row(const SizeResult& size, const BenchConfig& cfg) {
-  return format("%12lld  %12lld  %8s  %6s  %6d", static_cast<long long>(size.bytes), static_cast<long long>(size.count),
+  return format("%12lld  %12lld  %8s  %6s  %6d", static_cast<long long>(size.bytes),
+                static_cast<long long>(size.count_per_rank),
                 type_name(cfg.dtype), redop_of(cfg).c_str(), root_of(cfg)) +
          placement_columns(size.placement[0]) + placement_columns(size.placement[1]);
 }
@@ -118,9 +119,14 @@ std::vector<std::string> stats_lines(const SizeResult& size, const std::vector<R
   return lines;
 }
 
-std::vector<std::string> footer(double avg_busbw_gbps, int64_t wrong) {
+bool below_min_bw(double avg_busbw_gbps, double min_bw_gbps) {
+  return min_bw_gbps >= 0 && avg_busbw_gbps < 0.9 * min_bw_gbps;
+}
+
+std::vector<std::string> footer(double avg_busbw_gbps, int64_t wrong, double min_bw_gbps) {
+  const char* verdict = min_bw_gbps < 0 ? "" : below_min_bw(avg_busbw_gbps, min_bw_gbps) ? " FAILED" : " OK";
   return {format("# Wrong elements       : %lld %s", static_cast<long long>(wrong), wrong ? "FAILED" : "OK"),
-          format("# Avg bus bandwidth    : %.4f", avg_busbw_gbps), "#"};
+          format("# Avg bus bandwidth    : %.4f%s", avg_busbw_gbps, verdict), "#"};
 }
 
 std::vector<nlohmann::ordered_json> size_records(const SizeResult& size, const BenchConfig& cfg,
@@ -133,7 +139,7 @@ std::vector<nlohmann::ordered_json> size_records(const SizeResult& size, const B
     j["collective"] = cfg.collective->name;
     j["placement"] = placement_name(p);
     j["bytes"] = size.bytes;
-    j["count"] = size.count;
+    j["count"] = size.count_per_rank;
     j["dtype"] = type_name(cfg.dtype);
     j["redop"] = redop_of(cfg);
     j["root"] = root_of(cfg);
