@@ -2,9 +2,9 @@
 """Pictures of benchmark results, as PNG. Uses Debian's python3-matplotlib (run with
 /usr/bin/python3). The input decides the picture:
 
-- a `distrun-bench -J` document of kind "bench": one panel per collective (a grid), busbw and
-  p50 time per run against the size, one colour per placement (and dtype, op), the legend
-  outside the panels;
+- a `distrun-bench -J` document of kind "bench": one panel per collective (a grid), busbw
+  against the size, one colour per dtype (and op), solid out of place, dashed in place, the p50
+  time too when a panel has few lines; the legend below the panels;
 - a `distrun-bench qualify -J` document: the bandwidth of each direction (row sends, column
   receives) as a heatmap, slow directions framed, suspects in red;
 - compare.sh's results (JSON Lines rows with "kind": "busbw"; the median over repetitions is
@@ -49,41 +49,54 @@ def where(doc):
 
 
 def plot_bench(doc, png, title):
-    """One panel per collective in a grid: busbw (solid, left axis) and p50 time (dotted, right
-    axis) against the size, one colour per placement (and dtype, op); the legend below the grid."""
+    """One panel per collective in a grid: busbw against the size, one colour per dtype (and
+    op), solid out of place and dashed in place; with few lines also the p50 time (dotted, right
+    axis). The legend sits below the grid, outside every panel."""
+    import math
+
     by_coll = defaultdict(lambda: defaultdict(list))
     for r in doc["results"]:
-        by_coll[r["collective"]][(r["placement"].replace("_", "-"), r["dtype"], r["redop"])].append(r)
+        by_coll[r["collective"]][(r["dtype"], r["redop"], r["placement"])].append(r)
     colls = [c for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "gather",
                          "scatter", "send_recv") if c in by_coll]
-    several_types = len({k[1:] for c in colls for k in by_coll[c]}) > 1
-    keys = sorted({k for c in colls for k in by_coll[c]})
-    colour = {k: "C%d" % (i % 10) for i, k in enumerate(keys)}
+    several_ops = len({k[1] for c in colls for k in by_coll[c] if k[1] != "none"}) > 1
+    kind = lambda k: (k[0], k[1] if several_ops and k[1] != "none" else "")  # what picks the colour
+    kinds = sorted({kind(k) for c in colls for k in by_coll[c]})
+    colour = {k: "C%d" % (i % 10) for i, k in enumerate(kinds)}
+    with_times = max(len(by_coll[c]) for c in colls) <= 4
     cols = min(3, len(colls))
     rows = (len(colls) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False)
-    handles = {}
+    legend_rows = math.ceil((len(kinds) + 2) / 6)
+    legend_in = 0.3 + 0.22 * legend_rows
+    height = 3.4 * rows + legend_in + 0.8
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, height), squeeze=False)
     for ax, coll in zip(axes.flat, colls):
-        times = ax.twinx()
+        times = ax.twinx() if with_times else None
         for key, recs in sorted(by_coll[coll].items()):
             recs.sort(key=lambda r: r["bytes"])
             xs = [r["bytes"] for r in recs]
-            label = key[0] + (" %s %s" % key[1:] if several_types else "")
-            handles[label] = ax.plot(xs, [r["busbw_gbps"] for r in recs], marker="o", color=colour[key], label=label)[0]
-            times.plot(xs, [r["p50_us"] for r in recs], linestyle=":", color=colour[key])
+            style = "--" if key[2] == "in_place" else "-"
+            ax.plot(xs, [r["busbw_gbps"] for r in recs], style, marker="o", markersize=3, color=colour[kind(key)])
+            if times:
+                times.plot(xs, [r["p50_us"] for r in recs], linestyle=":", color=colour[kind(key)])
         ax.set_title(coll, fontsize="medium")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("size (bytes)")
-        ax.set_ylabel("busbw (GB/s), solid")
-        times.set_yscale("log")
-        times.set_ylabel("p50 time (us), dotted")
+        ax.set_ylabel("busbw (GB/s)")
+        if times:
+            times.set_yscale("log")
+            times.set_ylabel("p50 time (us), dotted")
         ax.grid(True, which="both", alpha=0.3)
     for ax in list(axes.flat)[len(colls):]:
         ax.axis("off")
-    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=min(6, len(handles)),
-               fontsize="small")
+    from matplotlib.lines import Line2D
+    handles = {" ".join(k).strip(): Line2D([], [], color=colour[k], marker="o", markersize=3) for k in kinds}
+    handles["out of place"] = Line2D([], [], color="black", linestyle="-")
+    handles["in place"] = Line2D([], [], color="black", linestyle="--")
+    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=6, fontsize="small",
+               frameon=False)
     fig.suptitle((title or "distrun-bench") + "\n" + where(doc), fontsize="medium")
-    fig.tight_layout(rect=(0, 0.6 / (3.6 * rows) + 0.02, 1, 1))
+    fig.tight_layout(rect=(0, legend_in / height, 1, 1))
     fig.savefig(png, dpi=100)
 
 
@@ -121,7 +134,7 @@ def plot_qualify(doc, png, title):
         slow = ",".join(d["slow"])
         if n <= 12:
             ax.text(d["dst"], d["src"], "%.3g%s" % (d["bw_gbps"], "\n" + slow if slow else ""), ha="center",
-                    va="center", color="white", fontsize="x-small")
+                    va="center", color="white" if slow else "black", fontsize="x-small")
         if slow:
             ax.add_patch(Rectangle((d["dst"] - 0.5, d["src"] - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
     r = q["reference"]
