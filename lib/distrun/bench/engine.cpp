@@ -32,7 +32,18 @@ double tolerance(ReduceOp op, DType t) {
 
 struct Buffers {
   Tensor in, out;
+  Tensor aside;  // InPlace::Staged: where the input is copied before each run
 };
+
+// One run of `c`; a staged in-place run copies its input aside first.
+void run_once(const Collective& c, Backend& b, Buffers& buf, const RunArgs& a) {
+  if (buf.aside.defined()) {
+    buf.aside.copy_from(buf.in);
+    c.run(b, buf.aside, buf.out, a);
+    return;
+  }
+  c.run(b, buf.in, buf.out, a);
+}
 
 Buffers make_buffers(const Collective& c, Placement p, int64_t count, int64_t block, int me, DType dtype,
                      Device device) {
@@ -44,6 +55,11 @@ Buffers make_buffers(const Collective& c, Placement p, int64_t count, int64_t bl
   }
   switch (c.in_place) {
     case InPlace::Same: b.in = b.out = Tensor::zeros({count}, dtype, device); break;
+    case InPlace::Staged:
+      b.out = Tensor::zeros({count}, dtype, device);
+      b.in = b.out;
+      b.aside = Tensor::zeros({count}, dtype, device);
+      break;
     case InPlace::InIsOwnSlot:
       b.out = Tensor::zeros({count}, dtype, device);
       b.in = b.out.slice(0, me * block, block);
@@ -122,11 +138,11 @@ LocalTimes measure(Backend& b, const BenchConfig& cfg, Placement p, int64_t coun
   for (int k = 0; k < std::max(cfg.check, 1); ++k) {
     if (cfg.check > 0) buf.in.copy_from(fill);
     const auto t0 = Clock::now();
-    c.run(b, buf.in, buf.out, a);
+    run_once(c, b, buf, a);
     if (k == 0) t.samples.push_back(micros_since(t0));
     if (cfg.check > 0) t.wrong += count_wrong(c, buf.out, a, cfg.dtype, corrupt);
   }
-  for (int i = 0; i < cfg.warmup; ++i) c.run(b, buf.in, buf.out, a);
+  for (int i = 0; i < cfg.warmup; ++i) run_once(c, b, buf, a);
   BarrierOptions bo;
   bo.timeout = cfg.timeout;
   for (int i = 0; i < kClockSyncs; ++i) {
@@ -140,7 +156,7 @@ LocalTimes measure(Backend& b, const BenchConfig& cfg, Placement p, int64_t coun
     const auto t0 = Clock::now();
     t.entered.push_back(clock_us());
     for (int k = 0; k < cfg.agg; ++k) {
-      c.run(b, buf.in, buf.out, a);
+      run_once(c, b, buf, a);
       if (cfg.blocking == 1) b.barrier(bo);
     }
     t.samples.push_back(micros_since(t0) / cfg.agg);
