@@ -3,7 +3,10 @@ variables, no launcher, so the test knows each rank's pid), one of them held to 
 a CPU quota in a cgroup of its own (v2 cpu.max, or v1 cpu.cfs_quota_us), the slowed rank
 going round the four in turn; `slowest_rank` must name it in at least 9 of 10 runs. Also:
 --raw-samples writes each rank's time of each iteration, and an iteration's time is the slowest
-rank's (nccl-tests' -I). Needs root and a writable cgroup cpu controller."""
+rank's (nccl-tests' -I). Then the same across two network-namespace hosts of two ranks each
+(the hosts' clocks lined up by barriers): the held rank's host must be named `slowest_address`
+in at least 9 of 10 runs. Needs root and a writable cgroup cpu controller (and ip for the
+hosts)."""
 import json
 import os
 import shutil
@@ -49,15 +52,20 @@ def cgroup_dir():
     return None
 
 
-def run_once(tmp, slowed, group):
+def run_once(tmp, slowed, group, hosts=None):
+    """One run of RANKS ranks, `slowed` in `group`; `hosts`: the namespace and address of each
+    rank (None: all on this host). Returns the -J document."""
     path = os.path.join(tmp, f"run{slowed}.json")
     port = str(free_port())
     procs = []
+    per_host = RANKS // len({h for h in hosts}) if hosts else RANKS
     try:
         for r in range(RANKS):
-            env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(RANKS), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(RANKS),
-                       MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
-            cmd = [BENCH, *ARGS, "-T", "60"] + (["-J", path] if r == 0 else [])
+            env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(RANKS), LOCAL_RANK=str(r % per_host),
+                       LOCAL_WORLD_SIZE=str(per_host), MASTER_ADDR=hosts[0][1] if hosts else "127.0.0.1",
+                       MASTER_PORT=port)
+            prefix = ["ip", "netns", "exec", hosts[r][0]] if hosts else []
+            cmd = [*prefix, BENCH, *ARGS, "-T", "60"] + (["-J", path] if r == 0 else [])
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
             if r == slowed:
                 with open(os.path.join(group, "cgroup.procs"), "w") as f:
@@ -99,9 +107,35 @@ def test():
                       abs(rec["min_us"] - per_iteration[0]) <= 1e-6 * per_iteration[0],
                       "an iteration's time is the slowest rank's")
         check(sum(named) >= 9, f"the slowed rank named in {sum(named)} of {RUNS} runs (need 9)")
+        across_hosts(tmp, group)
     finally:
         os.rmdir(group)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def across_hosts(tmp, group):
+    if not shutil.which("ip"):
+        print("two hosts: skipped, `ip` not found", flush=True)
+        return
+    os.environ["DISTRUN_QUALIFY_HOSTS"] = "2"
+    import qualify_netns_test as net  # its namespace hosts on a bridge
+    try:
+        try:
+            net.setup()
+        except subprocess.CalledProcessError as e:
+            print(f"two hosts: skipped, no namespaces here: {e.stderr.strip()}", flush=True)
+            return
+        hosts = [(net.NS[r // 2], net.ADDR[r // 2]) for r in range(RANKS)]
+        named = []
+        for i in range(RUNS):
+            slowed = i % RANKS
+            rec = run_once(tmp, slowed, group, hosts)["results"][0]
+            named.append(rec["slowest_address"] == hosts[slowed][1])
+            print(f"two hosts, run {i + 1}: slowed rank {slowed} on {hosts[slowed][1]}, named rank "
+                  f"{rec['slowest_rank']} on {rec['slowest_address']}", flush=True)
+        check(sum(named) >= 9, f"the slowed rank's host named in {sum(named)} of {RUNS} runs (need 9)")
+    finally:
+        net.teardown()
 
 
 if __name__ == "__main__":
