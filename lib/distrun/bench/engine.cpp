@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include "distrun/comm/collectives.hpp"
 #include "distrun/core/error.hpp"
@@ -195,15 +196,15 @@ PlacementResult summarize_ranks(Backend& b, const BenchConfig& cfg, const LocalT
   const size_t iters = mine.entered.size();
   auto entered = [&](int k, size_t i) { return at(k, per + i); };
   // Each host's clock against rank 0's: the median over its ranks and the barriers.
-  std::vector<double> offset(static_cast<size_t>(n));
   auto host = [&](int k) { return size_t(k) < cfg.host_of_rank.size() ? cfg.host_of_rank[size_t(k)] : -1 - k; };
-  for (int k = 0; k < n; ++k) {
-    std::vector<double> d;
-    for (int m = 0; m < n; ++m)
-      if (host(m) == host(k))
-        for (size_t j = 0; j < size_t(kClockSyncs); ++j) d.push_back(at(m, per + iters + j) - at(0, per + iters + j));
-    offset[size_t(k)] = host(k) == host(0) ? 0 : median(d);
-  }
+  std::map<int, std::vector<double>> differences;
+  for (int k = 0; k < n; ++k)
+    for (size_t j = 0; j < size_t(kClockSyncs); ++j)
+      differences[host(k)].push_back(at(k, per + iters + j) - at(0, per + iters + j));
+  std::map<int, double> host_offset;
+  for (auto& [h, d] : differences) host_offset[h] = h == host(0) ? 0 : median(std::move(d));
+  std::vector<double> offset(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) offset[size_t(k)] = host_offset[host(k)];
   // Iteration i of every rank is the same collective call; -n 0 leaves the first run alone.
   const size_t from = per > 1 ? 1 : 0;
   std::vector<double> iteration, means(size_t(n), 0.0), late(size_t(n), 0.0), least(size_t(n), 0.0);

@@ -24,31 +24,32 @@ double quantile(std::vector<double> v, double q) {
 // The tail: the 80th percentile exchange, so that a fault hitting a fifth of the exchanges
 // shows while one preempted exchange on a loaded host does not.
 constexpr double kTail = 80;
-// Each round has this many waits per exchange (sync, bulk, sync, small).
-constexpr int kWaitsPerExchange = 4;
+// A step waits at most this many times (sync, bulk, sync, bulk, sync, small exchange).
+constexpr int kWaitsPerExchange = 6;
 
 struct Exchange {
   Tensor out, in;
 };
 
-// One partner's (or the ring's) exchanges: buffers and the times of each timed exchange.
+// The buffers of every exchange, one set per node: the steps run one after another.
+struct Buffers {
+  Exchange tick, bulk, small;
+};
+
+Buffers buffers(Backend& g, const QualifyConfig& cfg) {
+  const Device dev = g.tensor_device();
+  auto pair = [&](int64_t bytes) {
+    return Exchange{Tensor::zeros({bytes}, DType::UInt8, dev), Tensor::zeros({bytes}, DType::UInt8, dev)};
+  };
+  return {pair(1), pair(cfg.bw_bytes), pair(cfg.lat_bytes)};
+}
+
+// One partner's (or the ring's) times of each timed exchange.
 struct Partner {
   int peer = -1, from = -1;  // send to peer, receive from `from` (the same but in the ring)
   int tag = 0;
-  Exchange tick, bulk, small;
   std::vector<double> recv_us, lat_us;
 };
-
-Partner partner(Backend& g, int to, int from, int tag, const QualifyConfig& cfg) {
-  const Device dev = g.tensor_device();
-  auto buffers = [&](int64_t bytes) {
-    return Exchange{Tensor::zeros({bytes}, DType::UInt8, dev), Tensor::zeros({bytes}, DType::UInt8, dev)};
-  };
-  Partner p{to, from, tag, buffers(1), buffers(cfg.bw_bytes), buffers(cfg.lat_bytes), {}, {}};
-  p.recv_us.reserve(size_t(cfg.iters));
-  p.lat_us.reserve(size_t(cfg.iters));
-  return p;
-}
 
 // Sends to p.peer and receives from p.from at once: the time until the receive completed
 // (the direction from -> me) and until both did.
@@ -62,16 +63,37 @@ std::pair<double, double> exchange(Backend& g, Exchange& x, const Partner& p, co
   return {recv_us, us_since(t0)};
 }
 
-// One exchange of each size with `p`, each right after a one-byte one so both ends start
-// together: the receive time is then the transfer's, not the other end's lateness.
-void step(Backend& g, Partner& p, const QualifyConfig& cfg, bool timed) {
+// The receiving half of a one-way transfer: its time from posting the receive.
+double receive(Backend& g, Tensor& in, int from, const SendOptions& o) {
+  const auto t0 = Clock::now();
+  g.irecv(in, from, o)->wait(o.timeout);
+  return us_since(t0);
+}
+
+// One step with `p`: the bulk transfer and a small exchange, each right after a one-byte
+// exchange so both ends start together (the receive time is then the transfer's, not the
+// other end's lateness). A pair's bulk goes one way at a time, the lower node first: sent both
+// ways at once, a direction slowed by a rate limiter also slows the other, whose TCP
+// acknowledgements queue behind its data. The ring's goes both ways at once, as a collective's.
+void step(Backend& g, Buffers& buf, Partner& p, const QualifyConfig& cfg, bool timed) {
   SendOptions o;
   o.tag = p.tag;
   o.timeout = cfg.timeout;
-  exchange(g, p.tick, p, o);
-  const double bw = exchange(g, p.bulk, p, o).first;
-  exchange(g, p.tick, p, o);
-  const double lat = exchange(g, p.small, p, o).second;
+  exchange(g, buf.tick, p, o);
+  double bw = 0;
+  if (p.peer != p.from) {
+    bw = exchange(g, buf.bulk, p, o).first;
+  } else {
+    auto send = [&] { g.isend(buf.bulk.out, p.peer, o)->wait(o.timeout); };
+    const bool first = g.rank() < p.peer;
+    if (first) send();
+    else bw = receive(g, buf.bulk.in, p.peer, o);
+    exchange(g, buf.tick, p, o);
+    if (first) bw = receive(g, buf.bulk.in, p.peer, o);
+    else send();
+  }
+  exchange(g, buf.tick, p, o);
+  const double lat = exchange(g, buf.small, p, o).second;
   if (!timed) return;
   p.recv_us.push_back(bw);
   p.lat_us.push_back(lat);
@@ -102,16 +124,17 @@ std::vector<Edge> measure(Backend& g, const std::vector<std::vector<std::pair<in
   std::vector<Partner> partners;
   for (size_t r = 0; r < rounds.size(); ++r)
     for (const auto& [a, b] : rounds[r])
-      if (a == me || b == me) partners.push_back(partner(g, a == me ? b : a, a == me ? b : a, tag + int(r), cfg));
-  if (ring) partners.push_back(partner(g, (me + 1) % n, (me + n - 1) % n, tag - 1, cfg));
+      if (a == me || b == me) partners.push_back({a == me ? b : a, a == me ? b : a, tag + int(r), {}, {}});
+  if (ring) partners.push_back({(me + 1) % n, (me + n - 1) % n, tag - 1, {}, {}});
+  Buffers buf = buffers(g, cfg);
   BarrierOptions bo;
   bo.timeout = step_bound(cfg) * int64_t(rounds.size() + 1);
   for (int i = 0; i < cfg.warmup + cfg.iters; ++i) {
     if (ring) {
       g.barrier(bo);  // the ring's step starts everywhere at once
-      step(g, partners.back(), cfg, i >= cfg.warmup);
+      step(g, buf, partners.back(), cfg, i >= cfg.warmup);
     }
-    for (size_t k = 0; k + ring < partners.size(); ++k) step(g, partners[k], cfg, i >= cfg.warmup);
+    for (size_t k = 0; k + ring < partners.size(); ++k) step(g, buf, partners[k], cfg, i >= cfg.warmup);
   }
   std::vector<Edge> mine;
   for (const Partner& p : partners) {
