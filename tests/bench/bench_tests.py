@@ -170,7 +170,8 @@ def test_mpirun():
 
 
 def test_plot():
-    """plot.py draws a bench document and a qualify document as PNG files."""
+    """plot.py draws a bench document and a qualify document as PNG files (the qualify run's
+    thresholds are loose: three ranks of one loaded host are judged elsewhere)."""
     if subprocess.run([PYTHON, "-c", "import matplotlib"], capture_output=True).returncode != 0:
         skip("python3-matplotlib is not installed (scripts/deps.sh test)")
     plot = os.path.join(ROOT, "scripts", "bench", "plot.py")
@@ -178,7 +179,8 @@ def test_plot():
     check(rc == 0, f"bench: rc {rc}", out + err)
     qpath = os.path.join(TMP, "q.json")
     r = run([DISTRUN, "--nproc-per-node", "3", "--", BENCH, "qualify", "--per-device", "-b", "64K", "-n", "2",
-             "--min-fraction", "0.01", "-J", qpath], timeout=90, env={"DISTRUN_CMA": "0"})
+             "--min-fraction", "0.01", "--max-latency-factor", "1000", "-J", qpath], timeout=90,
+            env={"DISTRUN_CMA": "0"})
     check(r.returncode == 0 and "# verdict: OK" in r.stdout, f"qualify --per-device: rc {r.returncode}",
           r.stdout + r.stderr)
     validate(json.load(open(qpath)), "qualify --per-device -J")

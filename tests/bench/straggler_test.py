@@ -1,5 +1,5 @@
 """The straggler named by its arrival: four distrun-bench ranks on this host (torchrun's
-variables, no launcher, so the test knows each rank's pid), one of them held to 5% of a CPU by
+variables, no launcher, so the test knows each rank's pid), one of them held to 2% of a CPU by
 a CPU quota in a cgroup of its own (v2 cpu.max, or v1 cpu.cfs_quota_us), the slowed rank
 going round the four in turn; `slowest_rank` must name it in at least 9 of 10 runs. Also:
 --raw-samples writes each rank's time of each iteration, and an iteration's time is the slowest
@@ -25,7 +25,7 @@ ARGS = ["all_reduce", "-b", "512K", "-e", "512K", "-n", str(ITERS), "-w", "2", "
 
 
 def cgroup_dir():
-    """A fresh cgroup with a 5% CPU quota (1 ms per 20 ms: a short period, so the quota bites
+    """A fresh cgroup with a 2% CPU quota (1 ms per 50 ms: a short period, so the quota bites
     within every run's timed iterations, not only now and then), or None when there is none to write."""
     name = f"distrun-straggler-{os.getpid()}"
     for root, v2 in (("/sys/fs/cgroup", True), ("/sys/fs/cgroup/cpu", False)):
@@ -38,10 +38,10 @@ def cgroup_dir():
             os.mkdir(d)
             if v2:
                 with open(os.path.join(d, "cpu.max"), "w") as f:
-                    f.write("1000 20000")
+                    f.write("1000 50000")
             else:
                 with open(os.path.join(d, "cpu.cfs_period_us"), "w") as f:
-                    f.write("20000")
+                    f.write("50000")
                 with open(os.path.join(d, "cpu.cfs_quota_us"), "w") as f:
                     f.write("1000")
             return d

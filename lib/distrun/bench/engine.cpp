@@ -115,9 +115,9 @@ struct LocalTimes {
 };
 
 // Barriers whose ends line the hosts' clocks up: every rank leaves a barrier at about the same
-// moment, so the median difference of the ends is the difference of the clocks. Ranks of one
-// host read one clock: theirs is never estimated (a straggler leaves barriers late too, and
-// would hide in its own estimate).
+// moment, so the difference of the ends is the difference of the clocks. Ranks of one host
+// read one clock: theirs is never estimated (a straggler leaves barriers late too, and would
+// hide in its own estimate).
 constexpr int kClockSyncs = 5;
 
 double clock_us() { return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count(); }
@@ -195,14 +195,21 @@ PlacementResult summarize_ranks(Backend& b, const BenchConfig& cfg, const LocalT
   auto at = [&](int k, size_t i) { return v[size_t(k) * row + i]; };
   const size_t iters = mine.entered.size();
   auto entered = [&](int k, size_t i) { return at(k, per + i); };
-  // Each host's clock against rank 0's: the median over its ranks and the barriers.
+  // Each host's clock against rank 0's: per barrier, the earliest of the host's ranks to
+  // leave it (the one least held up; a straggler leaves late), against rank 0's host's
+  // earliest; the median over the barriers.
   auto host = [&](int k) { return size_t(k) < cfg.host_of_rank.size() ? cfg.host_of_rank[size_t(k)] : -1 - k; };
-  std::map<int, std::vector<double>> differences;
-  for (int k = 0; k < n; ++k)
-    for (size_t j = 0; j < size_t(kClockSyncs); ++j)
-      differences[host(k)].push_back(at(k, per + iters + j) - at(0, per + iters + j));
+  std::map<int, std::vector<double>> earliest;  // host -> per barrier
+  for (int k = 0; k < n; ++k) {
+    auto& e = earliest.try_emplace(host(k), size_t(kClockSyncs), INFINITY).first->second;
+    for (size_t j = 0; j < size_t(kClockSyncs); ++j) e[j] = std::min(e[j], at(k, per + iters + j));
+  }
   std::map<int, double> host_offset;
-  for (auto& [h, d] : differences) host_offset[h] = h == host(0) ? 0 : median(std::move(d));
+  for (const auto& [h, e] : earliest) {
+    std::vector<double> d;
+    for (size_t j = 0; j < size_t(kClockSyncs); ++j) d.push_back(e[j] - earliest.at(host(0))[j]);
+    host_offset[h] = h == host(0) ? 0 : median(d);
+  }
   std::vector<double> offset(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) offset[size_t(k)] = host_offset[host(k)];
   // Iteration i of every rank is the same collective call; -n 0 leaves the first run alone.
@@ -220,11 +227,17 @@ PlacementResult summarize_ranks(Backend& b, const BenchConfig& cfg, const LocalT
     iteration.push_back(slowest);
     least[size_t(shortest)] += 1;
   }
-  // Arrivals on rank 0's clock: how much later than the first each rank entered.
-  for (size_t i = 0; i < iters; ++i) {
-    double first = entered(0, i) - offset[0];
-    for (int k = 0; k < n; ++k) first = std::min(first, entered(k, i) - offset[size_t(k)]);
-    for (int k = 0; k < n; ++k) late[size_t(k)] += entered(k, i) - offset[size_t(k)] - first;
+  // Arrivals on rank 0's clock: the last to enter an iteration alone kept the others waiting
+  // for as long as it came after the last but one. (After a long wait inside a call, the ranks
+  // that waited are all slow to wake up: none of them stands out of the others.)
+  for (size_t i = 0; i < iters && n > 1; ++i) {
+    int last = 0;
+    for (int k = 1; k < n; ++k)
+      if (entered(k, i) - offset[size_t(k)] > entered(last, i) - offset[size_t(last)]) last = k;
+    double before = -INFINITY;
+    for (int k = 0; k < n; ++k)
+      if (k != last) before = std::max(before, entered(k, i) - offset[size_t(k)]);
+    late[size_t(last)] += entered(last, i) - offset[size_t(last)] - before;
   }
   const double count = double(per - from);
   auto before = [&](int x, int y) { return late[size_t(x)] != late[size_t(y)] ? late[size_t(x)] > late[size_t(y)]

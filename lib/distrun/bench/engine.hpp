@@ -64,13 +64,14 @@ struct PlacementResult {
   Summary stats;            // per-run time of each timed iteration: the slowest rank's
   double first_us = 0;      // the very first run of this size (the slowest rank's), cold
   // The straggler, by arrival: each rank notes when it entered each iteration, on its host's
-  // clock (hosts' clocks lined up by the ends of a few barriers); the straggler arrived latest
-  // after the first rank, on average. Held up before a call it arrives late at it; held up
-  // inside one, everyone waits for it there and it arrives late at the next. Its own time
+  // clock (hosts' clocks lined up by the ends of a few barriers). In each iteration the last to
+  // arrive kept everyone waiting for as long as it came after the last but one; the straggler
+  // is the rank that did so for longest in all. Held up before a call it arrives late at it;
+  // held up inside one, everyone waits with it there (and wakes up late alike). Its own time
   // alone tells little (held up inside a call it takes as long as everyone; before, it waits
   // least), nor does a pooled percentile (the ranks that waited least pull it down).
   int slowest_rank = 0;
-  double slowest_late_us = 0;  // its mean arrival after the first rank's
+  double slowest_late_us = 0;  // per iteration on average, how long it alone kept the others waiting
   double slowest_share = 0;    // the share of the iterations in which it waited least inside
   // With BenchConfig::raw_samples, [rank][iteration]: each time, and each arrival (on rank 0's
   // clock, from rank 0's first).

@@ -111,7 +111,7 @@ std::vector<std::string> stats_lines(const SizeResult& size, const std::vector<R
     if (!r.measured) continue;
     const Summary& s = r.stats;
     lines.push_back(format("#   %-12s us: min %.2f p50 %.2f p90 %.2f p99 %.2f max %.2f mean %.2f cv %.3f first %.2f"
-                           " | slowest rank %d on %s: arrived %.2f us after the first on average, waited least in %.0f%%",
+                           " | slowest rank %d on %s: kept the others waiting %.2f us on average, waited least in %.0f%%",
                            placement_name(p), s.min, s.p50, s.p90, s.p99, s.max, s.mean, s.cv, r.first_us,
                            r.slowest_rank, rank_place(ranks, r.slowest_rank).c_str(), r.slowest_late_us,
                            100 * r.slowest_share));
