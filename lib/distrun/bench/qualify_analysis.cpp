@@ -27,10 +27,10 @@ std::string slow_reasons(unsigned bits) {
 
 namespace {
 
-// The typical healthy value of a bandwidth. The values are split in two where the split separates them best (Otsu's
-// method on their logarithms); when the faster group's median is at least `ratio` times the
-// slower group's, the values are bimodal and the faster group is the healthy one, however many
-// nodes the slower one holds; otherwise the median of all.
+// The typical healthy value of a bandwidth. The values are split in two where the split
+// separates them best (Otsu's method on their logarithms); when the faster group's median is at
+// least `ratio` times the slower group's, the values are bimodal and the faster group is the
+// healthy one, however many nodes the slower one holds; otherwise the median of all.
 double upper_mode(std::vector<double> v, double ratio) {
   v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !(x > 0); }), v.end());
   if (v.empty()) return 0;

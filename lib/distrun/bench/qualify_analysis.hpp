@@ -29,8 +29,8 @@ std::string slow_reasons(unsigned bits);  // "bw,bw-tail,lat,lat-tail" for the b
 /// One direction of one pair, measured by its receiver over repeated exchanges.
 struct Edge {
   int src = 0, dst = 0;       // node indices: src sends, dst receives
-  double bw_gbps = 0;         // bytes / the median exchange time
-  double bw_tail_gbps = 0;    // bytes / the 80th percentile exchange time
+  double bw_gbps = 0;         // bytes / the median transfer time (one way)
+  double bw_tail_gbps = 0;    // bytes / the 80th percentile transfer time
   double lat_us = 0;          // small exchange (both ways at once): median
   double lat_tail_us = 0;     //   and 80th percentile
   bool bisect = false;        // measured by the bisection step
@@ -85,7 +85,7 @@ struct Link {
 struct Judgement {
   Thresholds limits;              // in force (widened by the jitter)
   Reference ref;                  // the reference (judge() says where it came from)
-  std::string ref_source;         // "measured", "expected", "baseline"
+  std::string ref_source;         // "bandwidth B, latency L", each "measured", "expected" or "baseline"
   std::vector<NodeVerdict> nodes;
   std::vector<int> suspect_nodes;
   std::vector<Link> suspect_links;
