@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
@@ -33,6 +34,17 @@ int64_t bytes_of(const std::string& flag, const std::string& text) {
   return *v;
 }
 
+// nccl-tests' NCCL_TESTS_MIN_BW (GB/s): the run fails when the average bus bandwidth is below
+// 90% of it; -1 when unset.
+double min_bw_from_env() {
+  const char* v = std::getenv("NCCL_TESTS_MIN_BW");
+  if (!v || !*v) return -1;
+  char* end = nullptr;
+  const double x = std::strtod(v, &end);
+  if (*end || !(x >= 0)) throw ConfigError(std::string("NCCL_TESTS_MIN_BW: not a bandwidth in GB/s: '") + v + "'");
+  return x;
+}
+
 struct Common {
   std::string backend = "auto", device = "cpu", json_path, log_level = "warn";
   double timeout_s = 300;
@@ -43,19 +55,25 @@ void add_common(CLI::App& app, Common& c) {
       ->check(CLI::IsMember({"gloo", "nccl", "auto"}));
   app.add_option("--device", c.device, "Where the buffers live: cpu or cuda (the rank's GPU, chosen as by the NCCL backend: docs/gpu.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_option("-T,--timeout", c.timeout_s, "Seconds any one collective may take before the run fails (default 300)");
+  app.add_option("-T,--timeout", c.timeout_s,
+                 "Seconds any one collective may take before the run fails (default 300; 0, nccl-tests' none, is 300)");
   app.add_option("-J,--output_file", c.json_path, "Write the results as JSON to FILE (rank 0)");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error, critical or off");
+}
+
+// -T 0 is nccl-tests' "no timeout"; distrun never waits without a bound, so it is the default.
+std::chrono::milliseconds timeout_of(const Common& c) {
+  return std::chrono::milliseconds(int64_t(std::ceil((c.timeout_s > 0 ? c.timeout_s : 300) * 1000)));
 }
 
 std::shared_ptr<distrun::ProcessGroup> join(const Common& c) {
   const auto level = spdlog::level::from_str(c.log_level);
   if (level == spdlog::level::off && c.log_level != "off") throw ConfigError("--log-level: unknown level '" + c.log_level + "'");
   spdlog::set_level(level);
-  if (!(c.timeout_s > 0)) throw ConfigError("-T: the timeout must be more than 0 seconds");
+  if (!(c.timeout_s >= 0)) throw ConfigError("-T: the timeout must be 0 (distrun's default) or more seconds");
   distrun::InitOptions init;
   init.backend = distrun::parse_backend(c.backend == "auto" ? (c.device == "cuda" ? "nccl" : "gloo") : c.backend);
-  init.timeout = std::chrono::milliseconds(int64_t(std::ceil(c.timeout_s * 1000)));
+  init.timeout = timeout_of(c);
   return distrun::ProcessGroup::init(init);
 }
 
@@ -72,8 +90,8 @@ int run_bench(int argc, char** argv) {
   Common common;
   std::string collective, minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum", csv_path;
   double factor = 1;
-  int iters = 20, warmup = 5, agg = 1, check = 1, root = 0, average = 1, blocking = 0;
-  bool verbose = false;
+  int iters = 20, warmup = 1, agg = 1, check = 1, root = 0, average = 1, blocking = 0;
+  bool verbose = false, raw_samples = false;
   app.add_option("collective", collective, "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, "
                                            "gather, scatter, send_recv, or all (each in turn); `qualify` finds a bad node")
       ->required();
@@ -82,18 +100,22 @@ int run_bench(int argc, char** argv) {
   app.add_option("-i,--stepbytes", stepb, "Step between sizes when -f is 1 (default 1M)");
   app.add_option("-f,--stepfactor", factor, "Multiply each size by this to get the next (default 1: use -i)");
   app.add_option("-n,--iters", iters, "Timed iterations per size (default 20)");
-  app.add_option("-w,--warmup_iters", warmup, "Untimed iterations before them (default 5)");
+  app.add_option("-w,--warmup_iters", warmup, "Untimed iterations before them (default 1)");
   app.add_option("-m,--agg_iters", agg, "Collectives per timed iteration, the time divided among them (default 1)");
-  app.add_option("-c,--check", check, "1: check one run's result per size and count #wrong elements; 0: do not")
-      ->check(CLI::IsMember({0, 1}));
+  app.add_option("-c,--check", check, "N: check N runs' results per size (before the warm-up) and count #wrong "
+                                      "elements; 0: do not (default 1)");
   app.add_option("-d,--datatype", dtype, "float, half, bfloat16, double, int8, uint8, int32, int64, or all");
   app.add_option("-o,--op", op, "Reduce op: sum, prod, min, max, avg, band, bor, bxor, or all (sum..avg)");
-  app.add_option("-r,--root", root, "Root rank of broadcast, reduce, gather and scatter (default 0)");
+  app.add_option("-r,--root", root, "Root rank of broadcast, reduce, gather and scatter; -1: every rank in turn "
+                                    "(default 0)");
   app.add_option("-a,--average", average, "Time reported from the ranks' means: 0 rank 0, 1 average, 2 min, 3 max")
       ->check(CLI::IsMember({0, 1, 2, 3}));
-  app.add_option("-z,--blocking", blocking, "1: blocking collectives; distrun's backend calls always complete "
-                                            "before returning, so 0 and 1 time the same (recorded)")
-      ->check(CLI::IsMember({0, 1}));
+  app.add_option("-z,--blocking", blocking, "distrun's backend calls always complete before returning: 0 and 2 "
+                                            "time the same; 1 adds a barrier after each run (timed), 3 one after "
+                                            "each iteration (not timed)")
+      ->check(CLI::IsMember({0, 1, 2, 3}));
+  app.add_flag("--raw-samples", raw_samples, "Add every rank's time of every timed iteration to each -J record "
+                                             "(rank_times_us)");
   app.add_option("--csv", csv_path, "Write one line per size and placement as CSV to FILE (rank 0)");
   app.add_flag("-v,--verbose", verbose, "Print the statistics of every size under its row: min, p50, p90, p99, max, "
                                         "mean, cv, the first run and the slowest rank with its host; and the path each group takes");
@@ -126,14 +148,22 @@ int run_bench(int argc, char** argv) {
     throw ConfigError("-o " + op + " needs an integer type (-d int8, uint8, int32 or int64), not " + dtype);
   const auto sizes = bench::size_sweep(bytes_of("-b", minb), bytes_of("-e", maxb), factor, bytes_of("-i", stepb));
   if (iters < 0 || warmup < 0 || agg < 1) throw ConfigError("need -n >= 0, -w >= 0 and -m >= 1");
+  if (check < 0) throw ConfigError("-c: need 0 (no check) or more checked runs");
+  if (root < -1) throw ConfigError("-r: need a rank, or -1 for every rank in turn");
+  const double min_bw = min_bw_from_env();
   // -v also shows the path each group takes (logged once per group, at info level).
   if (verbose && common.log_level == "warn") common.log_level = "info";
 
   auto pg = join(common);
   distrun::Backend& b = pg->backend();
   const bool rank0 = pg->rank() == 0;
-  if (root < 0 || root >= b.size())
+  if (root >= b.size())
     throw ConfigError("-r: root " + std::to_string(root) + " is not a rank of this world of " + std::to_string(b.size()));
+  std::vector<int> roots{root};
+  if (root == -1) {
+    roots.clear();
+    for (int r = 0; r < b.size(); ++r) roots.push_back(r);
+  }
   auto json_file = open_output(common.json_path, rank0);
   auto csv_file = open_output(csv_path, rank0);
   const auto ranks = bench::gather_ranks(b, pg->world().master_addr);
@@ -165,28 +195,31 @@ int run_bench(int argc, char** argv) {
                         << ": skipped, the op needs an integer type\n";
           continue;
         }
-        bench::BenchConfig cfg;
-        cfg.collective = c;
-        cfg.dtype = t;
-        cfg.op = o;
-        cfg.root = root;
-        cfg.iters = iters;
-        cfg.warmup = warmup;
-        cfg.agg = agg;
-        cfg.check = check == 1;
-        cfg.blocking = blocking == 1;
-        cfg.average = bench::Average(average);
-        cfg.device = common.device != "cuda"        ? distrun::Device::cpu()
-                     : b.tensor_device().is_cuda() ? b.tensor_device()  // NCCL chose it
-                     : distrun::Device::cuda(distrun::nccl::cuda_device_for_local_rank(
-                           pg->world().local_rank, pg->world().local_world_size, /*exclusive=*/false));
-        output.column_header = c != last;
-        if (out && colls.size() > 1 && c != last) *out << "# " << c->name << "\n";
-        last = c;
-        bench::run_sweep(b, cfg, sizes, ranks, output, totals);
+        for (int rt : (c->rooted ? roots : std::vector<int>{0})) {
+          bench::BenchConfig cfg;
+          cfg.collective = c;
+          cfg.dtype = t;
+          cfg.op = o;
+          cfg.root = rt;
+          cfg.iters = iters;
+          cfg.warmup = warmup;
+          cfg.agg = agg;
+          cfg.check = check;
+          cfg.blocking = blocking;
+          cfg.average = bench::Average(average);
+          cfg.raw_samples = raw_samples;
+          cfg.device = common.device != "cuda"        ? distrun::Device::cpu()
+                       : b.tensor_device().is_cuda() ? b.tensor_device()  // NCCL chose it
+                       : distrun::Device::cuda(distrun::nccl::cuda_device_for_local_rank(
+                             pg->world().local_rank, pg->world().local_world_size, /*exclusive=*/false));
+          output.column_header = c != last;
+          if (out && colls.size() > 1 && c != last) *out << "# " << c->name << "\n";
+          last = c;
+          bench::run_sweep(b, cfg, sizes, ranks, output, totals);
+        }
       }
   if (out)
-    for (const auto& l : bench::footer(totals.avg_busbw(), totals.wrong)) *out << l << std::endl;
+    for (const auto& l : bench::footer(totals.avg_busbw(), totals.wrong, min_bw)) *out << l << std::endl;
   if (json_file) {
     nlohmann::ordered_json doc;
     doc["kind"] = "bench";
@@ -202,29 +235,33 @@ int run_bench(int argc, char** argv) {
     json_file->commit({doc.dump(2)});
   }
   if (csv_file) csv_file->commit(bench::csv_lines(totals.records));
-  return totals.wrong > 0 ? 1 : 0;
+  return totals.wrong > 0 || bench::below_min_bw(totals.avg_busbw(), min_bw) ? 1 : 0;
 }
 
 int run_qualify(int argc, char** argv) {
-  CLI::App app{"Finds the bad node or link: a ring test of the whole world, then every pair of nodes (rounds of "
-               "disjoint pairs in large worlds), then the ends of each slow pair against healthy nodes. Exit 1 when "
-               "any node or link is a suspect.",
+  CLI::App app{"Finds the bad node or link: a ring test of the whole world, then rounds of disjoint pairs (each node "
+               "meets ceil(log2 n) + 2 others), each direction timed over repeated exchanges and judged against an "
+               "expectation, a healthy baseline, or the upper mode of the directions measured; the nodes in doubt are "
+               "measured again against healthy ones. Exit 1 when any node, link or the ring is slow.",
                "distrun-bench qualify"};
   Common common;
   bench::QualifyConfig cfg;
   std::string bw = "4M", lat = "8", baseline_path, save_path;
+  double expect_gbps = 0, expect_lat = 0;
   app.add_option("-b,--bytes", bw, "Bytes each way per exchange, for bandwidth (default 4M)");
   app.add_option("--latency-bytes", lat, "Bytes each way per exchange, for latency (default 8)");
-  app.add_option("-n,--iters", cfg.iters, "Timed exchanges per pair and size (default 5)");
+  app.add_option("-n,--iters", cfg.iters, "Timed exchanges per pair and size (default 10)");
   app.add_option("-w,--warmup_iters", cfg.warmup, "Untimed exchanges before them (default 1)");
   app.add_flag("--per-device", cfg.per_device, "Every rank is a node (e.g. one rank per GPU); default: one rank per host");
-  app.add_option("--min-fraction", cfg.min_fraction,
-                 "A pair is slow below this fraction of the median pair (or of its baseline) bandwidth (default 0.5)");
-  app.add_option("--baseline", baseline_path, "Judge against the pairs of an earlier --save-baseline FILE");
-  app.add_option("--save-baseline", save_path, "Write this run's pairs as a baseline to FILE (rank 0)");
-  app.add_option("--all-pairs-max", cfg.all_pairs_max,
-                 "Up to this many nodes every pair is measured alone; above, rounds of disjoint pairs (default 16)");
-  app.add_option("--rounds", cfg.max_rounds, "Above --all-pairs-max: at most this many rounds (default 0: all)");
+  app.add_option("--min-fraction", cfg.expect.min_fraction,
+                 "A direction is slow when its median or tail bandwidth is below this fraction of the reference (default 0.5)");
+  app.add_option("--max-latency-factor", cfg.expect.max_latency_factor,
+                 "A direction is slow when its median or tail latency is above this multiple of the reference (default 4)");
+  app.add_option("--expect-gbps", expect_gbps, "The bandwidth each direction should reach (GB/s): the reference");
+  app.add_option("--expect-latency-us", expect_lat, "The latency each small exchange should stay under (us): the reference");
+  app.add_option("--baseline", baseline_path, "Judge each direction against an earlier --save-baseline FILE");
+  app.add_option("--save-baseline", save_path, "Write this run's directions as a baseline to FILE (rank 0)");
+  app.add_option("--rounds", cfg.rounds, "Rounds of disjoint pairs (default 0: ceil(log2 n) + 2, at most every pair)");
   add_common(app, common);
   try {
     app.parse(argc, argv);
@@ -236,16 +273,27 @@ int run_qualify(int argc, char** argv) {
   cfg.lat_bytes = bytes_of("--latency-bytes", lat);
   if (cfg.bw_bytes < 1 || cfg.lat_bytes < 1) throw ConfigError("qualify: sizes must be at least 1 byte");
   if (cfg.iters < 1 || cfg.warmup < 0) throw ConfigError("qualify: need -n >= 1 and -w >= 0");
-  if (!(cfg.min_fraction > 0 && cfg.min_fraction <= 1)) throw ConfigError("--min-fraction: must be in (0, 1]");
+  if (cfg.rounds < 0) throw ConfigError("--rounds: must be 0 (the default) or more");
+  const auto& e = cfg.expect;
+  if (!(e.min_fraction > 0 && e.min_fraction <= 1)) throw ConfigError("--min-fraction: must be in (0, 1]");
+  if (!(e.max_latency_factor >= 1)) throw ConfigError("--max-latency-factor: must be 1 or more");
+  if (app.count("--expect-gbps")) {
+    if (!(expect_gbps > 0)) throw ConfigError("--expect-gbps: must be more than 0");
+    cfg.expect.gbps = expect_gbps;
+  }
+  if (app.count("--expect-latency-us")) {
+    if (!(expect_lat > 0)) throw ConfigError("--expect-latency-us: must be more than 0");
+    cfg.expect.latency_us = expect_lat;
+  }
   if (!baseline_path.empty()) {
     std::ifstream f(baseline_path);
     if (!f) throw ConfigError(baseline_path + ": cannot read the baseline");
     nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
     if (j.is_discarded()) throw ConfigError(baseline_path + ": not JSON");
-    cfg.baseline = bench::parse_baseline(j, baseline_path);
+    cfg.expect.baseline = bench::parse_baseline(j, baseline_path);
   }
   auto pg = join(common);
-  cfg.timeout = std::chrono::milliseconds(int64_t(std::ceil(common.timeout_s * 1000)));
+  cfg.timeout = timeout_of(common);
   distrun::Backend& b = pg->backend();
   const bool rank0 = pg->rank() == 0;
   auto json_file = open_output(common.json_path, rank0);
@@ -253,7 +301,7 @@ int run_qualify(int argc, char** argv) {
   const auto ranks = bench::gather_ranks(b, pg->world().master_addr);
   const auto result = bench::qualify(b, ranks, cfg);
   if (rank0) {
-    for (const auto& l : bench::qualify_report(result)) std::cout << l << "\n";
+    for (const auto& l : bench::qualify_report(result, cfg)) std::cout << l << "\n";
     std::cout << std::flush;
   }
   if (json_file) {
@@ -264,7 +312,7 @@ int run_qualify(int argc, char** argv) {
     json_file->commit({doc.dump(2)});
   }
   if (save_file) save_file->commit({bench::baseline_json(result).dump(2)});
-  return result.any_suspect() ? 1 : 0;
+  return result.failed() ? 1 : 0;
 }
 
 }  // namespace

@@ -2,9 +2,11 @@
 """Pictures of benchmark results, as PNG. Uses Debian's python3-matplotlib (run with
 /usr/bin/python3). The input decides the picture:
 
-- a `distrun-bench -J` document of kind "bench": busbw, and p50 and p99 time per run, against
-  the size, one line per collective (and placement, dtype, op);
-- a `distrun-bench qualify -J` document: the pair bandwidth matrix as a heatmap, suspects marked;
+- a `distrun-bench -J` document of kind "bench": one panel per collective (a grid), busbw
+  against the size, one colour per dtype (and op), solid out of place, dashed in place, the p50
+  time too when a panel has few lines; the legend below the panels;
+- a `distrun-bench qualify -J` document: the bandwidth of each direction (row sends, column
+  receives) as a heatmap, slow directions framed, suspects in red;
 - compare.sh's results (JSON Lines rows with "kind": "busbw"; the median over repetitions is
   plotted): busbw for distrun, torch.distributed (gloo) and Open MPI, one panel per
   collective, one colour per system, solid lines for 2 ranks and dashed for 4.
@@ -47,54 +49,99 @@ def where(doc):
 
 
 def plot_bench(doc, png, title):
-    lines = defaultdict(list)
+    """One panel per collective in a grid: busbw against the size, one colour per dtype (and
+    op), solid out of place and dashed in place; with few lines also the p50 time (dotted, right
+    axis). The legend sits below the grid, outside every panel."""
+    import math
+
+    by_coll = defaultdict(lambda: defaultdict(list))
     for r in doc["results"]:
-        key = (r["collective"], r["placement"].replace("_", "-"), r["dtype"], r["redop"])
-        lines[key].append(r)
-    several_types = len({k[2:] for k in lines}) > 1
-    fig, (bw, lat) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for i, (key, rows) in enumerate(sorted(lines.items())):
-        rows.sort(key=lambda r: r["bytes"])
-        label = "%s %s" % key[:2] + (" %s %s" % key[2:] if several_types else "")
-        colour = "C%d" % (i % 10)
-        xs = [r["bytes"] for r in rows]
-        bw.plot(xs, [r["busbw_gbps"] for r in rows], marker="o", color=colour, label=label)
-        lat.plot(xs, [r["p50_us"] for r in rows], marker="o", color=colour, label=label + " p50")
-        lat.plot(xs, [r["p99_us"] for r in rows], linestyle="--", color=colour, label=label + " p99")
-    for ax, ylabel in ((bw, "busbw (GB/s)"), (lat, "time per run (us), p50 solid, p99 dashed")):
+        by_coll[r["collective"]][(r["dtype"], r["redop"], r["placement"])].append(r)
+    colls = [c for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "gather",
+                         "scatter", "send_recv") if c in by_coll]
+    several_ops = len({k[1] for c in colls for k in by_coll[c] if k[1] != "none"}) > 1
+    kind = lambda k: (k[0], k[1] if several_ops and k[1] != "none" else "")  # what picks the colour
+    kinds = sorted({kind(k) for c in colls for k in by_coll[c]})
+    colour = {k: "C%d" % (i % 10) for i, k in enumerate(kinds)}
+    with_times = max(len(by_coll[c]) for c in colls) <= 4
+    cols = min(3, len(colls))
+    rows = (len(colls) + cols - 1) // cols
+    legend_rows = math.ceil((len(kinds) + 2) / 6)
+    legend_in = 0.3 + 0.22 * legend_rows
+    height = 3.4 * rows + legend_in + 0.8
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, height), squeeze=False)
+    for ax, coll in zip(axes.flat, colls):
+        times = ax.twinx() if with_times else None
+        for key, recs in sorted(by_coll[coll].items()):
+            recs.sort(key=lambda r: r["bytes"])
+            xs = [r["bytes"] for r in recs]
+            style = "--" if key[2] == "in_place" else "-"
+            ax.plot(xs, [r["busbw_gbps"] for r in recs], style, marker="o", markersize=3, color=colour[kind(key)])
+            if times:
+                times.plot(xs, [r["p50_us"] for r in recs], linestyle=":", color=colour[kind(key)])
+        ax.set_title(coll, fontsize="medium")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("size (bytes)")
-        ax.set_ylabel(ylabel)
+        ax.set_ylabel("busbw (GB/s)")
+        if times:
+            times.set_yscale("log")
+            times.set_ylabel("p50 time (us), dotted")
         ax.grid(True, which="both", alpha=0.3)
-    lat.set_yscale("log")
-    bw.legend(fontsize="small")
+    for ax in list(axes.flat)[len(colls):]:
+        ax.axis("off")
+    from matplotlib.lines import Line2D
+    handles = {" ".join(k).strip(): Line2D([], [], color=colour[k], marker="o", markersize=3) for k in kinds}
+    handles["out of place"] = Line2D([], [], color="black", linestyle="-")
+    handles["in place"] = Line2D([], [], color="black", linestyle="--")
+    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=6, fontsize="small",
+               frameon=False)
     fig.suptitle((title or "distrun-bench") + "\n" + where(doc), fontsize="medium")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, legend_in / height, 1, 1))
     fig.savefig(png, dpi=100)
 
 
 def plot_qualify(doc, png, title):
+    """The direction matrix (row sends, column receives) as a heatmap on a log scale, slow
+    directions framed in red with their reasons, suspect nodes' names in red."""
+    import math
+    from matplotlib.colors import LogNorm
+    from matplotlib.patches import Rectangle
+
     q = doc["qualify"]
     nodes = q["nodes"]
     n = len(nodes)
     matrix = [[float("nan")] * n for _ in range(n)]
-    for p in q["pairs"]:
-        matrix[p["a"]][p["b"]] = matrix[p["b"]][p["a"]] = p["bw_gbps"]
-    names = ["%d %s\n%s" % (k["node"], k["host"], k["address"]) for k in nodes]
-    fig, ax = plt.subplots(figsize=(2.2 + 1.1 * n, 1.6 + 1.0 * n))
-    im = ax.imshow(matrix, cmap="viridis")
-    fig.colorbar(im, ax=ax, label="pair bandwidth, each way (GB/s)")
+    for d in q["directions"]:
+        matrix[d["src"]][d["dst"]] = d["bw_gbps"]
+    suspect = {s["node"] for s in q["suspect_nodes"]}
+    names = ["%d %s\n%s%s" % (k["node"], k["host"], k["address"], "\nSUSPECT" if k["node"] in suspect else "")
+             for k in nodes]
+    size = min(0.9 * n, 14)
+    fig, ax = plt.subplots(figsize=(3.5 + size, 2.5 + size))
+    values = [v for row in matrix for v in row if not math.isnan(v) and v > 0]
+    im = ax.imshow(matrix, cmap="viridis", norm=LogNorm(vmin=min(values), vmax=max(values)) if values else None)
+    fig.colorbar(im, ax=ax, label="bandwidth of the direction, median exchange (GB/s)")
     ax.set_xticks(range(n))
     ax.set_yticks(range(n))
-    ax.set_xticklabels(names, fontsize="small")
-    ax.set_yticklabels(names, fontsize="small")
-    for p in q["pairs"]:
-        for a, b in ((p["a"], p["b"]), (p["b"], p["a"])):
-            ax.text(b, a, "%.3g%s" % (p["bw_gbps"], "\nslow" if p["slow"] else ""), ha="center", va="center",
-                    color="white" if p["slow"] else "black", fontsize="small")
-    suspects = ", ".join("%s (%s)" % (s["host"], s["address"]) for s in q["suspect_nodes"]) or "none"
-    ax.set_title("%s\nsuspect nodes: %s; suspect links: %d\n%s" % (
-        title or "distrun-bench qualify", suspects, len(q["suspect_links"]), where(doc)), fontsize="small")
+    ax.set_xticklabels(names, fontsize="x-small" if n > 8 else "small")
+    ax.set_yticklabels(names, fontsize="x-small" if n > 8 else "small")
+    for i in suspect:
+        ax.get_xticklabels()[i].set_color("red")
+        ax.get_yticklabels()[i].set_color("red")
+    ax.set_xlabel("receives")
+    ax.set_ylabel("sends")
+    for d in q["directions"]:
+        slow = ",".join(d["slow"])
+        if n <= 12:
+            ax.text(d["dst"], d["src"], "%.3g%s" % (d["bw_gbps"], "\n" + slow if slow else ""), ha="center",
+                    va="center", color="white" if slow else "black", fontsize="x-small")
+        if slow:
+            ax.add_patch(Rectangle((d["dst"] - 0.5, d["src"] - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2))
+    r = q["reference"]
+    ax.set_title("%s\nsuspect nodes: %s; suspect links: %d; exclude: %s\nreference %.3g GB/s (%s)\n%s" % (
+        title or "distrun-bench qualify", ", ".join("%s (%s)" % (s["host"], s["address"]) for s in q["suspect_nodes"])
+        or "none", len(q["suspect_links"]), q["exclude"] or "none", r["bw_gbps"], r["source"], where(doc)),
+        fontsize="small")
     fig.tight_layout()
     fig.savefig(png, dpi=100)
 

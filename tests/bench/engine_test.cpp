@@ -1,7 +1,9 @@
 // The engine's pure parts: statistics, nccl-tests' size sweep and names, the collective table,
-// and the qualify judge (slow pairs, node or link, bisection, rounds, hostlists).
+// and the qualify judge (references, slow directions, node or link, bisection, rounds, scale,
+// hostlists).
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <set>
 
 #include "distrun/bench/collectives.hpp"
@@ -10,6 +12,7 @@
 #include "distrun/bench/statistics.hpp"
 #include "distrun/bench/vocabulary.hpp"
 #include "distrun/core/error.hpp"
+#include "distrun/env/hostlist.hpp"
 
 using namespace distrun::bench;
 
@@ -80,71 +83,203 @@ TEST_CASE("expected results follow from the fill pattern", "[bench]") {
 }
 
 namespace {
-std::vector<NodeId> four() { return {{"n", "10.0.0.1"}, {"n", "10.0.0.2"}, {"n", "10.0.0.3"}, {"n", "10.0.0.4"}}; }
-std::vector<PairResult> all_pairs(double slow_bw, std::set<int> slow_nodes, std::set<std::pair<int, int>> slow_links) {
-  std::vector<PairResult> pairs;
-  for (int a = 0; a < 4; ++a)
-    for (int b = a + 1; b < 4; ++b) {
-      PairResult p;
-      p.a = a;
-      p.b = b;
-      const bool slow = slow_nodes.count(a) || slow_nodes.count(b) || slow_links.count({a, b});
-      p.bw_gbps = slow ? slow_bw : 1.0 + 0.01 * (a + b);
-      p.lat_us = 10;
-      pairs.push_back(p);
-    }
-  return pairs;
+
+std::vector<NodeId> names(int n) {
+  std::vector<NodeId> v;
+  for (int i = 0; i < n; ++i) v.push_back({"node" + std::to_string(i), "10.0." + std::to_string(i / 256) + "." + std::to_string(i % 256)});
+  return v;
 }
+
+// A synthetic measurement: every direction of `rounds` (each pair both ways) at about 1 GB/s
+// and 50 us, each figure off by up to +-30% (a loaded machine); what leaves a bad node, or
+// crosses a slow direction, runs at `slow` GB/s.
+struct Synthetic {
+  std::set<int> bad;
+  std::set<std::pair<int, int>> slow_dirs;  // (src, dst)
+  double slow = 0.05;
+  uint64_t seed = 1;
+  double noise() {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return 0.7 + 0.6 * double(seed >> 11) / double(1ULL << 53);
+  }
+  Edge edge(int src, int dst) {
+    Edge e;
+    e.src = src, e.dst = dst;
+    const bool slowed = bad.count(src) || bad.count(dst) || slow_dirs.count({src, dst});
+    e.bw_gbps = (slowed ? slow : 1.0) * noise();
+    e.bw_tail_gbps = e.bw_gbps * 0.8;
+    e.lat_us = 50 * noise();
+    e.lat_tail_us = e.lat_us * 1.3;
+    return e;
+  }
+  std::vector<Edge> measure(const std::vector<std::vector<std::pair<int, int>>>& rounds, bool bisect = false) {
+    std::vector<Edge> out;
+    for (const auto& r : rounds)
+      for (const auto& [a, b] : r) {
+        out.push_back(edge(a, b));
+        out.push_back(edge(b, a));
+        out[out.size() - 1].bisect = out[out.size() - 2].bisect = bisect;
+      }
+    return out;
+  }
+  // The whole of qualify's judging: rounds, judge, bisection, judge again.
+  Judgement run(int n, int rounds, std::vector<Edge>* kept = nullptr, const Expectation& e = {}) {
+    const auto ids = names(n);
+    std::vector<Edge> edges = measure(pair_rounds(n, rounds));
+    Judgement j = judge(ids, edges, e);
+    auto extra = measure(bisection_rounds(edges, j), true);
+    edges.insert(edges.end(), extra.begin(), extra.end());
+    j = judge(ids, edges, e);
+    if (kept) *kept = edges;
+    return j;
+  }
+};
+
+std::vector<int> sorted(std::set<int> s) { return {s.begin(), s.end()}; }
+
 }  // namespace
 
-TEST_CASE("a node whose every pair is slow is the suspect, a lone slow pair is a link", "[bench]") {
-  auto pairs = all_pairs(0.01, {2}, {});
-  Judgement j = judge(four(), pairs, 0.5, std::nullopt);
+TEST_CASE("a bad node is the suspect, and so are two bad nodes of four", "[bench]") {
+  for (std::set<int> bad : {std::set<int>{2}, {1, 2}, {0, 3}}) {
+    Synthetic w;
+    w.bad = bad;
+    const Judgement j = w.run(4, 0);
+    CHECK(j.suspect_nodes == sorted(bad));
+    CHECK(j.suspect_links.empty());
+    for (int i = 0; i < 4; ++i) CHECK((j.nodes[size_t(i)].verdict == Verdict::Suspect) == (bad.count(i) == 1));
+  }
+}
+
+TEST_CASE("a one-way slow direction is a link, named with its direction", "[bench]") {
+  Synthetic w;
+  w.slow_dirs = {{3, 1}};
+  const Judgement j = w.run(4, 0);
+  CHECK(j.suspect_nodes.empty());
+  REQUIRE(j.suspect_links.size() == 1);
+  const Link& l = j.suspect_links[0];
+  CHECK((l.a == 1 && l.b == 3));
+  CHECK(l.a_to_b == 0);
+  CHECK((l.b_to_a & SlowBw));
+  CHECK(j.nodes[1].verdict == Verdict::SuspectLink);
+  CHECK(j.nodes[0].verdict == Verdict::Ok);
+}
+
+TEST_CASE("the thresholds widen with the jitter of the exchanges", "[bench]") {
+  std::vector<Edge> edges(3);
+  for (Edge& e : edges) e.bw_gbps = 1, e.bw_tail_gbps = 1, e.lat_us = 10, e.lat_tail_us = 10;
+  Thresholds t = thresholds(edges, {});
+  CHECK(t.bw_fraction == Approx(0.5));
+  CHECK(t.latency_factor == Approx(4));
+  for (Edge& e : edges) e.bw_tail_gbps = 0.5, e.lat_tail_us = 30;
+  t = thresholds(edges, {});
+  CHECK(t.bw_fraction == Approx(0.125));
+  CHECK(t.latency_factor == Approx(36));
+}
+
+TEST_CASE("healthy directions spread +-30% give no suspect", "[bench]") {
+  for (uint64_t seed = 1; seed <= 50; ++seed)
+    for (int n : {3, 4, 8, 16, 33}) {
+      Synthetic w;
+      w.seed = seed;
+      const Judgement j = w.run(n, 0);
+      CHECK(!j.failed());
+    }
+}
+
+TEST_CASE("the tails judge an intermittent fault, latency is judged too", "[bench]") {
+  Synthetic w;
+  auto ids = names(4);
+  auto edges = w.measure(pair_rounds(4));
+  for (Edge& e : edges)
+    if (e.src == 2) e.bw_tail_gbps /= 10;  // a fifth of node 2's sends stall
+  Judgement j = judge(ids, edges, {});
+  CHECK(j.suspect_nodes == std::vector<int>{2});
+  for (const Edge& e : edges) CHECK(e.slow == (e.src == 2 ? unsigned(SlowBwTail) : 0u));
+
+  edges = w.measure(pair_rounds(4));
+  for (Edge& e : edges)
+    if (e.src == 1 || e.dst == 1) e.lat_us *= 10, e.lat_tail_us *= 10;
+  j = judge(ids, edges, {});
+  CHECK(j.suspect_nodes == std::vector<int>{1});
+  CHECK(slow_reasons(SlowLat | SlowLatTail) == "lat,lat-tail");
+}
+
+TEST_CASE("an expectation judges a uniformly slow world that no statistic can", "[bench]") {
+  Synthetic w;
+  w.bad = {0, 1, 2, 3};
+  CHECK(!w.run(4, 0).failed());
+  Expectation e;
+  e.gbps = 1.0;
+  const Judgement j = w.run(4, 0, nullptr, e);
+  CHECK(j.suspect_nodes.size() == 4);
+  CHECK(j.ref_source == "bandwidth expected, latency measured");
+  e = {};
+  e.latency_us = 5;  // 50 us measured: ten times over
+  CHECK(w.run(4, 0, nullptr, e).suspect_nodes.size() == 4);
+}
+
+TEST_CASE("a baseline judges each direction against its healthy figure", "[bench]") {
+  auto ids = names(4);
+  Synthetic healthy;
+  Baseline base;
+  base.ref = {6.0, 4.8, 40, 50};
+  std::vector<Edge> edges = healthy.measure(pair_rounds(4));
+  // Every direction 5 GB/s in the baseline: today's 1 GB/s is below half of it, even with the
+  // threshold widened by the synthetic jitter (tail 0.8 of the median: 0.5 / 1.25^2 = 0.32).
+  for (const Edge& e : edges) base.edges[Baseline::edge_key(ids[size_t(e.src)], ids[size_t(e.dst)])] = {5, 4, 40, 50};
+  Expectation x;
+  x.baseline = base;
+  Judgement j = judge(ids, edges, x);
+  CHECK(j.suspect_nodes.size() == 4);
+  CHECK(j.ref_source == "bandwidth baseline, latency baseline");
+  // A direction lucky in the baseline (20 GB/s) is capped at the baseline's reference.
+  base.ref.bw_gbps = 1.2;
+  base.ref.bw_tail_gbps = 0.9;
+  for (auto& [k, v] : base.edges) v = {20, 20, 40, 50};
+  x.baseline = base;
+  j = judge(ids, edges, x);
+  CHECK(!j.failed());
+}
+
+TEST_CASE("the ring is judged against the pairs' reference", "[bench]") {
+  Synthetic w;
+  auto ids = names(4);
+  auto edges = w.measure(pair_rounds(4));
+  CHECK(!judge(ids, edges, {}, 0.9).failed());
+  const Judgement j = judge(ids, edges, {}, 0.1);
+  CHECK(j.ring_slow);
+  CHECK(j.failed());
+}
+
+TEST_CASE("bisection tells a bad node from a link when the rounds did not pair everyone", "[bench]") {
+  Synthetic w;
+  w.bad = {2};
+  auto ids = names(4);
+  auto edges = w.measure(pair_rounds(4, 1));  // (0,3) (1,2)
+  Judgement j = judge(ids, edges, {});
+  REQUIRE(j.suspect_links.size() == 1);  // one slow pair: node or link cannot be told yet
+  const auto extra = bisection_rounds(edges, j);
+  std::set<std::pair<int, int>> planned;
+  for (const auto& r : extra) {
+    std::set<int> busy;
+    for (const auto& [a, b] : r) {
+      CHECK(busy.insert(a).second);
+      CHECK(busy.insert(b).second);
+      planned.insert({a, b});
+    }
+  }
+  CHECK(planned == std::set<std::pair<int, int>>{{0, 1}, {0, 2}, {1, 3}, {2, 3}});
+  auto more = w.measure(extra, true);
+  edges.insert(edges.end(), more.begin(), more.end());
+  j = judge(ids, edges, {});
   CHECK(j.suspect_nodes == std::vector<int>{2});
   CHECK(j.suspect_links.empty());
-  CHECK(j.nodes[0].verdict == Verdict::Ok);
-  CHECK(j.nodes[2].verdict == Verdict::Suspect);
-
-  pairs = all_pairs(0.01, {}, {{1, 3}});
-  j = judge(four(), pairs, 0.5, std::nullopt);
-  CHECK(j.suspect_nodes.empty());
-  CHECK(j.suspect_links == std::vector<std::pair<int, int>>{{1, 3}});
-  CHECK(j.nodes[1].verdict == Verdict::SuspectLink);
-
-  pairs = all_pairs(0.01, {}, {});
-  j = judge(four(), pairs, 0.5, std::nullopt);
-  CHECK(j.suspect_nodes.empty());
-  CHECK(j.suspect_links.empty());
 }
 
-TEST_CASE("a baseline sets the threshold, capped at its median", "[bench]") {
-  auto pairs = all_pairs(0.01, {}, {});  // all about 1 GB/s
-  Baseline base;
-  base.median_bw_gbps = 4;
-  base.pairs.push_back({{"n", "10.0.0.1"}, {"n", "10.0.0.2"}, 10, 10});
-  // Half of 4 GB/s: every pair is now slow, so every node is a suspect.
-  Judgement j = judge(four(), pairs, 0.5, base);
-  CHECK(j.suspect_nodes.size() == 4);
-  CHECK(pairs[0].threshold_gbps == Approx(2));  // 10 GB/s capped at the median
-  base.median_bw_gbps = 1.5;
-  j = judge(four(), pairs, 0.5, base);
-  CHECK(j.suspect_nodes.empty());
-}
-
-TEST_CASE("bisection measures the ends of a slow pair against healthy nodes", "[bench]") {
-  std::vector<PairResult> pairs(2);
-  pairs[0].a = 0, pairs[0].b = 3, pairs[0].slow = true;
-  pairs[1].a = 1, pairs[1].b = 2;
-  auto plan = bisection_pairs(4, pairs);
-  CHECK(plan == std::vector<std::pair<int, int>>{{0, 1}, {0, 2}, {1, 3}, {2, 3}});
-  pairs[0].slow = false;
-  CHECK(bisection_pairs(4, pairs).empty());
-}
-
-TEST_CASE("rounds of disjoint pairs cover every pair once", "[bench]") {
+TEST_CASE("rounds of disjoint pairs: every pair when few, ceil(log2 n) + 2 rounds when many", "[bench]") {
   for (int n : {2, 3, 4, 7, 8}) {
     std::set<std::pair<int, int>> seen;
-    for (const auto& round : pair_rounds(n)) {
+    for (const auto& round : pair_rounds(n, n)) {
       std::set<int> busy;
       for (const auto& [a, b] : round) {
         CHECK(busy.insert(a).second);
@@ -154,14 +289,42 @@ TEST_CASE("rounds of disjoint pairs cover every pair once", "[bench]") {
     }
     CHECK(int(seen.size()) == n * (n - 1) / 2);
   }
+  CHECK(default_rounds(4) == 3);
+  CHECK(default_rounds(5) == 5);
+  CHECK(default_rounds(8) == 5);
+  CHECK(default_rounds(4096) == 14);
   CHECK(pair_rounds(8, 2).size() == 2);
 }
 
+// The judging at scale: half the nodes bad (the most the statistics are meant to survive), the
+// default rounds, bisection, judged twice. Memory is bounded by counting what is held (the
+// directions: n x rounds x 2 at most, each a fixed-size record) and time with a margin wide
+// enough for a loaded 2-core machine (it takes milliseconds).
+TEST_CASE("the analysis of 512 and 4096 nodes stays within its time and memory", "[bench]") {
+  for (int n : {512, 4096}) {
+    Synthetic w;
+    for (int i = 0; i < n; i += 2) w.bad.insert(i);
+    std::vector<Edge> edges;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Judgement j = w.run(n, 0, &edges);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    INFO(n << " nodes: " << s << " s, " << edges.size() << " directions");
+    CHECK(j.suspect_nodes == sorted(w.bad));
+    CHECK(j.suspect_links.empty());
+    const size_t bound = size_t(n) * size_t(default_rounds(n)) * 2 * 2;  // rounds + as many of bisection, both ways
+    CHECK(edges.size() <= bound);
+    CHECK(edges.size() * sizeof(Edge) <= size_t(n) * 4096);  // O(n log n) records: 4 KiB per node at 4096
+    CHECK(s < 30);
+  }
+}
+
 TEST_CASE("suspects as a SLURM hostlist", "[bench]") {
-  CHECK(compress_hostlist({"node03", "node01", "node02", "node07", "login"}) == "node[01-03,07],login");
-  CHECK(compress_hostlist({"gpu5"}) == "gpu5");
-  CHECK(compress_hostlist({"a1", "a1", "a2"}) == "a[1-2]");
-  CHECK(compress_hostlist({}).empty());
+  CHECK(distrun::compress_hostlist({"node03", "node01", "node02", "node07", "login"}) == "node[01-03,07],login");
+  CHECK(distrun::compress_hostlist({"gpu5"}) == "gpu5");
+  CHECK(distrun::compress_hostlist({"a1", "a1", "a2"}) == "a[1-2]");
+  CHECK(distrun::compress_hostlist({}).empty());
+  CHECK(distrun::expand_hostlist(distrun::compress_hostlist({"n07", "n01", "n02"})) ==
+        std::vector<std::string>{"n01", "n02", "n07"});
 }
 
 TEST_CASE("CSV has the JSON record's keys and values", "[bench]") {

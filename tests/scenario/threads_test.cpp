@@ -120,9 +120,9 @@ TEST_CASE("the results file holds one sorted record per step and rank with a res
 TEST_CASE("bench on threads: rows with nccl-tests columns and no wrong elements", "[threads]") {
   auto r = run_threads("steps:\n  - {op: bench, collective: reduce_scatter, bytes: [1K, 4K], iters: 2, warmup: 1}\n", 2);
   CHECK(r.codes == std::vector<int>{0, 0});
-  // nccl-tests' layout: titles, units, then size, count, type, redop, root and the
+  // nccl-tests' layout: titles, units, then size, count (each rank's part), type, redop, root and the
   // out-of-place columns (reduce_scatter's native placement; in-place reads N/A here).
   CHECK_THAT(r.out, Catch::Contains("busbw  #wrong") && Catch::Contains("(B)    (elements)"));
-  CHECK_THAT(r.out, Catch::Contains("        1024           256     float     sum      -1"));
+  CHECK_THAT(r.out, Catch::Contains("        1024           128     float     sum      -1"));
   CHECK_THAT(r.out, Catch::Contains("# Avg bus bandwidth"));
 }

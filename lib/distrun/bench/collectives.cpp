@@ -134,14 +134,14 @@ const std::vector<Collective>& collectives() {
        want_gathered},
       {"reduce_scatter", Layout::Splits, InPlace::OutIsOwnSlot, true, false, ring_factor, run_reduce_scatter,
        everywhere, want_own_block_reduced},
-      {"all_to_all", Layout::Exchange, InPlace::None, false, false, ring_factor, run_all_to_all, everywhere,
+      {"all_to_all", Layout::Exchange, InPlace::Staged, false, false, ring_factor, run_all_to_all, everywhere,
        want_exchanged},
       {"broadcast", Layout::Whole, InPlace::Same, false, true, one, run_broadcast, everywhere, want_roots},
       {"reduce", Layout::Whole, InPlace::Same, true, true, one, run_reduce, on_root, want_reduced},
       {"gather", Layout::Gathers, InPlace::InIsOwnSlot, false, true, ring_factor, run_gather, on_root, want_gathered},
       {"scatter", Layout::Splits, InPlace::OutIsOwnSlot, false, true, ring_factor, run_scatter, everywhere,
        want_own_block_of_roots},
-      {"send_recv", Layout::Whole, InPlace::None, false, false, one, run_send_recv, everywhere, want_previous},
+      {"send_recv", Layout::Whole, InPlace::Staged, false, false, one, run_send_recv, everywhere, want_previous},
   };
   return table;
 }

@@ -25,6 +25,9 @@ enum class InPlace {
   Same,         // out is in
   InIsOwnSlot,  // in is block `rank` of out (all_gather, gather)
   OutIsOwnSlot, // out is block `rank` of in (reduce_scatter, scatter)
+  // out is in, but the backend reads in while it writes out (all_to_all, send_recv): the run
+  // copies in aside first, as a caller of an in-place API must, and the time includes the copy
+  Staged,
 };
 
 /// What one run needs besides its buffers; ranks are ranks of the backend's group.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 
 #include "distrun/comm/collectives.hpp"
 #include "distrun/core/error.hpp"
@@ -32,7 +33,18 @@ double tolerance(ReduceOp op, DType t) {
 
 struct Buffers {
   Tensor in, out;
+  Tensor aside;  // InPlace::Staged: where the input is copied before each run
 };
+
+// One run of `c`; a staged in-place run copies its input aside first.
+void run_once(const Collective& c, Backend& b, Buffers& buf, const RunArgs& a) {
+  if (buf.aside.defined()) {
+    buf.aside.copy_from(buf.in);
+    c.run(b, buf.aside, buf.out, a);
+    return;
+  }
+  c.run(b, buf.in, buf.out, a);
+}
 
 Buffers make_buffers(const Collective& c, Placement p, int64_t count, int64_t block, int me, DType dtype,
                      Device device) {
@@ -44,6 +56,11 @@ Buffers make_buffers(const Collective& c, Placement p, int64_t count, int64_t bl
   }
   switch (c.in_place) {
     case InPlace::Same: b.in = b.out = Tensor::zeros({count}, dtype, device); break;
+    case InPlace::Staged:
+      b.out = Tensor::zeros({count}, dtype, device);
+      b.in = b.out;
+      b.aside = Tensor::zeros({count}, dtype, device);
+      break;
     case InPlace::InIsOwnSlot:
       b.out = Tensor::zeros({count}, dtype, device);
       b.in = b.out.slice(0, me * block, block);
@@ -92,8 +109,18 @@ double combine(const std::vector<double>& per_rank, Average how) {
 // time per run; wrong elements of the checked run.
 struct LocalTimes {
   std::vector<double> samples;  // [first, iteration 1, ..., iteration iters]
+  std::vector<double> entered;  // when each iteration began, on this rank's clock (us)
+  std::vector<double> synced;   // when each of kClockSyncs barriers ended, on this rank's clock
   int64_t wrong = 0;
 };
+
+// Barriers whose ends line the hosts' clocks up: every rank leaves a barrier at about the same
+// moment, so the difference of the ends is the difference of the clocks. Ranks of one host
+// read one clock: theirs is never estimated (a straggler leaves barriers late too, and would
+// hide in its own estimate).
+constexpr int kClockSyncs = 5;
+
+double clock_us() { return std::chrono::duration<double, std::micro>(Clock::now().time_since_epoch()).count(); }
 
 LocalTimes measure(Backend& b, const BenchConfig& cfg, Placement p, int64_t count, int64_t block) {
   const Collective& c = *cfg.collective;
@@ -101,21 +128,40 @@ LocalTimes measure(Backend& b, const BenchConfig& cfg, Placement p, int64_t coun
   RunArgs a{cfg.op, cfg.root, me, b.size(), block, cfg.timeout};
   Buffers buf = make_buffers(c, p, count, block, me, cfg.dtype, cfg.device.value_or(b.tensor_device()));
   LocalTimes t;
-  if (cfg.check) {
-    Tensor fill = Tensor::empty({buf.in.numel()}, cfg.dtype);
+  // The checked runs (the first of them, cold, is timed too): each from a fresh fill, since a
+  // run in place overwrote the input.
+  Tensor fill;
+  if (cfg.check > 0) {
+    fill = Tensor::empty({buf.in.numel()}, cfg.dtype);
     for (int64_t e = 0; e < fill.numel(); ++e) fill.set(e, fill_value(cfg.op, b.size(), me, e));
-    buf.in.copy_from(fill);
   }
-  auto t0 = Clock::now();
-  c.run(b, buf.in, buf.out, a);
-  t.samples.push_back(micros_since(t0));
-  if (cfg.check) t.wrong = count_wrong(c, buf.out, a, cfg.dtype, corrupt_rank_from_env() == b.global_rank(me));
-  for (int i = 0; i < cfg.warmup; ++i) c.run(b, buf.in, buf.out, a);
-  t.samples.reserve(size_t(cfg.iters) + 1);  // no reallocation (and page faults) while timing
+  const bool corrupt = corrupt_rank_from_env() == b.global_rank(me);
+  for (int k = 0; k < std::max(cfg.check, 1); ++k) {
+    if (cfg.check > 0) buf.in.copy_from(fill);
+    const auto t0 = Clock::now();
+    run_once(c, b, buf, a);
+    if (k == 0) t.samples.push_back(micros_since(t0));
+    if (cfg.check > 0) t.wrong += count_wrong(c, buf.out, a, cfg.dtype, corrupt);
+  }
+  for (int i = 0; i < cfg.warmup; ++i) run_once(c, b, buf, a);
+  BarrierOptions bo;
+  bo.timeout = cfg.timeout;
+  for (int i = 0; i < kClockSyncs; ++i) {
+    b.barrier(bo);
+    t.synced.push_back(clock_us());
+  }
+  // No reallocation (and page faults) while timing.
+  t.samples.reserve(size_t(cfg.iters) + 1);
+  t.entered.reserve(size_t(cfg.iters));
   for (int i = 0; i < cfg.iters; ++i) {
-    t0 = Clock::now();
-    for (int k = 0; k < cfg.agg; ++k) c.run(b, buf.in, buf.out, a);
+    const auto t0 = Clock::now();
+    t.entered.push_back(clock_us());
+    for (int k = 0; k < cfg.agg; ++k) {
+      run_once(c, b, buf, a);
+      if (cfg.blocking == 1) b.barrier(bo);
+    }
     t.samples.push_back(micros_since(t0) / cfg.agg);
+    if (cfg.blocking == 3) b.barrier(bo);
   }
   return t;
 }
@@ -123,10 +169,13 @@ LocalTimes measure(Backend& b, const BenchConfig& cfg, Placement p, int64_t coun
 PlacementResult summarize_ranks(Backend& b, const BenchConfig& cfg, const LocalTimes& mine, int64_t bytes) {
   const int n = b.size();
   const size_t per = mine.samples.size();
-  // Every rank's samples, and the wrong elements summed, on every rank.
-  Tensor local = Tensor::empty({int64_t(per)}, DType::Float64);
-  std::copy(mine.samples.begin(), mine.samples.end(), local.data_as<double>());
-  Tensor all = Tensor::empty({int64_t(per) * n}, DType::Float64, b.tensor_device());
+  const size_t row = per + mine.entered.size() + kClockSyncs;
+  // Every rank's samples, arrivals and clock, and the wrong elements summed, on every rank.
+  Tensor local = Tensor::empty({int64_t(row)}, DType::Float64);
+  double* out = std::copy(mine.samples.begin(), mine.samples.end(), local.data_as<double>());
+  out = std::copy(mine.entered.begin(), mine.entered.end(), out);
+  std::copy(mine.synced.begin(), mine.synced.end(), out);
+  Tensor all = Tensor::empty({int64_t(row) * n}, DType::Float64, b.tensor_device());
   AllgatherOptions go;
   go.timeout = cfg.timeout;
   b.all_gather(local.to(b.tensor_device()), all, go);
@@ -140,25 +189,74 @@ PlacementResult summarize_ranks(Backend& b, const BenchConfig& cfg, const LocalT
 
   PlacementResult r;
   r.measured = true;
-  r.checked = cfg.check;
+  r.checked = cfg.check > 0;
   r.wrong = to_cpu(wrong_dev).data_as<int64_t>()[0];
   const double* v = all_cpu.data_as<double>();
-  std::vector<double> every, means;
-  r.slowest_p50_us = -1;
+  auto at = [&](int k, size_t i) { return v[size_t(k) * row + i]; };
+  const size_t iters = mine.entered.size();
+  auto entered = [&](int k, size_t i) { return at(k, per + i); };
+  // Each host's clock against rank 0's: per barrier, the earliest of the host's ranks to
+  // leave it (the one least held up; a straggler leaves late), against rank 0's host's
+  // earliest; the median over the barriers.
+  auto host = [&](int k) { return size_t(k) < cfg.host_of_rank.size() ? cfg.host_of_rank[size_t(k)] : -1 - k; };
+  std::map<int, std::vector<double>> earliest;  // host -> per barrier
   for (int k = 0; k < n; ++k) {
-    const double* row = v + size_t(k) * per;
-    r.first_us = std::max(r.first_us, row[0]);
-    std::vector<double> own(row + 1, row + per);
-    if (own.empty()) own.push_back(row[0]);  // -n 0: the first run is all there is
-    every.insert(every.end(), own.begin(), own.end());
-    const Summary s = summarize(own);
-    means.push_back(s.mean);
-    if (s.p50 > r.slowest_p50_us) {
-      r.slowest_p50_us = s.p50;
-      r.slowest_rank = k;
-    }
+    auto& e = earliest.try_emplace(host(k), size_t(kClockSyncs), INFINITY).first->second;
+    for (size_t j = 0; j < size_t(kClockSyncs); ++j) e[j] = std::min(e[j], at(k, per + iters + j));
   }
-  r.stats = summarize(every);
+  std::map<int, double> host_offset;
+  for (const auto& [h, e] : earliest) {
+    std::vector<double> d;
+    for (size_t j = 0; j < size_t(kClockSyncs); ++j) d.push_back(e[j] - earliest.at(host(0))[j]);
+    host_offset[h] = h == host(0) ? 0 : median(d);
+  }
+  std::vector<double> offset(static_cast<size_t>(n));
+  for (int k = 0; k < n; ++k) offset[size_t(k)] = host_offset[host(k)];
+  // Iteration i of every rank is the same collective call; -n 0 leaves the first run alone.
+  const size_t from = per > 1 ? 1 : 0;
+  std::vector<double> iteration, means(size_t(n), 0.0), late(size_t(n), 0.0), least(size_t(n), 0.0);
+  for (int k = 0; k < n; ++k) r.first_us = std::max(r.first_us, at(k, 0));
+  for (size_t i = from; i < per; ++i) {
+    double slowest = 0;
+    int shortest = 0;
+    for (int k = 0; k < n; ++k) {
+      slowest = std::max(slowest, at(k, i));
+      means[size_t(k)] += at(k, i);
+      if (at(k, i) < at(shortest, i)) shortest = k;
+    }
+    iteration.push_back(slowest);
+    least[size_t(shortest)] += 1;
+  }
+  // Arrivals on rank 0's clock: the last to enter an iteration alone kept the others waiting
+  // for as long as it came after the last but one. (After a long wait inside a call, the ranks
+  // that waited are all slow to wake up: none of them stands out of the others.)
+  for (size_t i = 0; i < iters && n > 1; ++i) {
+    int last = 0;
+    for (int k = 1; k < n; ++k)
+      if (entered(k, i) - offset[size_t(k)] > entered(last, i) - offset[size_t(last)]) last = k;
+    double before = -INFINITY;
+    for (int k = 0; k < n; ++k)
+      if (k != last) before = std::max(before, entered(k, i) - offset[size_t(k)]);
+    late[size_t(last)] += entered(last, i) - offset[size_t(last)] - before;
+  }
+  const double count = double(per - from);
+  auto before = [&](int x, int y) { return late[size_t(x)] != late[size_t(y)] ? late[size_t(x)] > late[size_t(y)]
+                                                                              : least[size_t(x)] > least[size_t(y)]; };
+  for (int k = 0; k < n; ++k) {
+    means[size_t(k)] /= count;
+    least[size_t(k)] /= count;
+    if (iters > 0) late[size_t(k)] /= double(iters);
+  }
+  for (int k = 0; k < n; ++k) {
+    if (before(k, r.slowest_rank)) r.slowest_rank = k;
+    if (!cfg.raw_samples) continue;
+    r.raw_us.emplace_back(v + size_t(k) * row + from, v + size_t(k) * row + per);
+    r.raw_arrival_us.emplace_back();
+    for (size_t i = 0; i < iters; ++i) r.raw_arrival_us.back().push_back(entered(k, i) - offset[size_t(k)] - entered(0, 0));
+  }
+  r.slowest_late_us = late[size_t(r.slowest_rank)];
+  r.slowest_share = least[size_t(r.slowest_rank)];
+  r.stats = summarize(iteration);
   r.time_us = combine(means, cfg.average);
   r.algbw_gbps = r.time_us > 0 ? double(bytes) / 1e3 / r.time_us : 0;  // bytes/us/1e3 = GB/s
   r.busbw_gbps = r.algbw_gbps * cfg.collective->bus_factor(n);
@@ -206,6 +304,7 @@ SizeResult run_size(Backend& b, const BenchConfig& cfg, int64_t bytes) {
   SizeResult res;
   res.bytes = sc.bytes;
   res.count = sc.count;
+  res.count_per_rank = block;
   for (Placement p : {Placement::OutOfPlace, Placement::InPlace}) {
     if (!cfg.placements[int(p)] || !supported(c, p)) continue;
     const LocalTimes mine = measure(b, cfg, p, sc.count, block);

@@ -1,7 +1,7 @@
 // The measuring engine of distrun-bench and of the scenario `bench` step: for one collective
 // and one size, a checked run (#wrong), warm-up, then timed iterations of `agg` runs each,
-// out of place and in place; every rank's per-iteration times are gathered so the statistics
-// cover all ranks and name the slowest one.
+// out of place and in place; every rank's per-iteration times are gathered: an iteration
+// takes the slowest rank's time (nccl-tests' -I), and the straggler is named by its arrival.
 #pragma once
 #include <chrono>
 #include <optional>
@@ -37,14 +37,20 @@ struct BenchConfig {
   ReduceOp op = ReduceOp::Sum;
   int root = 0;               // a rank of the backend's group
   int iters = 20;             // -n
-  int warmup = 5;             // -w
+  int warmup = 1;             // -w
   int agg = 1;                // -m: runs per timed iteration
-  bool check = true;          // -c
-  bool blocking = false;      // -z (recorded; every distrun backend call already completes)
+  int check = 1;              // -c: checked runs before the warm-up (0: none)
+  // -z: every distrun backend call completes before it returns, so 0 and 2 time the same; 1
+  // adds a barrier after each run (timed), 3 one after each iteration (not timed).
+  int blocking = 0;
   Average average = Average::Mean;  // -a
   bool placements[2] = {true, true};  // out of place, in place
   std::chrono::milliseconds timeout{0};  // per run; 0: the backend's
   std::optional<Device> device;          // where the buffers live; default: the backend's
+  bool raw_samples = false;              // keep every rank's time of every iteration
+  // The host of each rank (any numbering): ranks of one host share a clock, so only hosts'
+  // clocks are lined up. Empty: every rank on a clock of its own.
+  std::vector<int> host_of_rank;
 };
 
 /// One placement's measurements for one size; every rank holds the same values.
@@ -55,15 +61,27 @@ struct PlacementResult {
   double busbw_gbps = 0;
   bool checked = false;
   int64_t wrong = 0;        // wrong elements over all ranks
-  Summary stats;            // per-run time of every timed iteration on every rank
+  Summary stats;            // per-run time of each timed iteration: the slowest rank's
   double first_us = 0;      // the very first run of this size (the slowest rank's), cold
-  int slowest_rank = 0;     // by its own p50
-  double slowest_p50_us = 0;
+  // The straggler, by arrival: each rank notes when it entered each iteration, on its host's
+  // clock (hosts' clocks lined up by the ends of a few barriers). In each iteration the last to
+  // arrive kept everyone waiting for as long as it came after the last but one; the straggler
+  // is the rank that did so for longest in all. Held up before a call it arrives late at it;
+  // held up inside one, everyone waits with it there (and wakes up late alike). Its own time
+  // alone tells little (held up inside a call it takes as long as everyone; before, it waits
+  // least), nor does a pooled percentile (the ranks that waited least pull it down).
+  int slowest_rank = 0;
+  double slowest_late_us = 0;  // per iteration on average, how long it alone kept the others waiting
+  double slowest_share = 0;    // the share of the iterations in which it waited least inside
+  // With BenchConfig::raw_samples, [rank][iteration]: each time, and each arrival (on rank 0's
+  // clock, from rank 0's first).
+  std::vector<std::vector<double>> raw_us, raw_arrival_us;
 };
 
 struct SizeResult {
   int64_t bytes = 0;
-  int64_t count = 0;
+  int64_t count = 0;           // elements of the whole buffer
+  int64_t count_per_rank = 0;  // nccl-tests' count column: each rank's part (or the whole)
   PlacementResult placement[2];
 };
 

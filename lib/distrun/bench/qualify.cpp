@@ -6,6 +6,7 @@
 
 #include "distrun/bench/statistics.hpp"
 #include "distrun/core/error.hpp"
+#include "distrun/env/hostlist.hpp"
 
 namespace distrun::bench {
 
@@ -13,107 +14,192 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct ExchangeTimes {
-  double best_us, p50_us;
+double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return percentile(v, q);
+}
+
+// The tail: the 80th percentile exchange, so that a fault hitting a fifth of the exchanges
+// shows while one preempted exchange on a loaded host does not.
+constexpr double kTail = 80;
+// A step waits at most this many times (sync, bulk, sync, bulk, sync, small exchange).
+constexpr int kWaitsPerExchange = 6;
+
+struct Exchange {
+  Tensor out, in;
 };
 
-// Both directions at once between this rank and `peer` (group ranks): the fastest and the p50
-// time of `iters` exchanges of `bytes`, after `warmup` untimed ones.
-ExchangeTimes exchange_us(Backend& g, int peer, int64_t bytes, const QualifyConfig& cfg, int tag) {
-  Tensor out = Tensor::zeros({bytes}, DType::UInt8, g.tensor_device());
-  Tensor in = Tensor::zeros({bytes}, DType::UInt8, g.tensor_device());
+// The buffers of every exchange, one set per node: the steps run one after another.
+struct Buffers {
+  Exchange tick, bulk, small;
+};
+
+Buffers buffers(Backend& g, const QualifyConfig& cfg) {
+  const Device dev = g.tensor_device();
+  auto pair = [&](int64_t bytes) {
+    return Exchange{Tensor::zeros({bytes}, DType::UInt8, dev), Tensor::zeros({bytes}, DType::UInt8, dev)};
+  };
+  return {pair(1), pair(cfg.bw_bytes), pair(cfg.lat_bytes)};
+}
+
+// One partner's (or the ring's) times of each timed exchange.
+struct Partner {
+  int peer = -1, from = -1;  // send to peer, receive from `from` (the same but in the ring)
+  int tag = 0;
+  std::vector<double> recv_us, lat_us;
+};
+
+// Sends to p.peer and receives from p.from at once: the time until the receive completed
+// (the direction from -> me) and until both did.
+std::pair<double, double> exchange(Backend& g, Exchange& x, const Partner& p, const SendOptions& o) {
+  const auto t0 = Clock::now();
+  auto s = g.isend(x.out, p.peer, o);
+  auto r = g.irecv(x.in, p.from, o);
+  r->wait(o.timeout);
+  const double recv_us = us_since(t0);
+  s->wait(o.timeout);
+  return {recv_us, us_since(t0)};
+}
+
+// The receiving half of a one-way transfer: its time from posting the receive.
+double receive(Backend& g, Tensor& in, int from, const SendOptions& o) {
+  const auto t0 = Clock::now();
+  g.irecv(in, from, o)->wait(o.timeout);
+  return us_since(t0);
+}
+
+// One step with `p`: the bulk transfer and a small exchange, each right after a one-byte
+// exchange so both ends start together (the receive time is then the transfer's, not the
+// other end's lateness). A pair's bulk goes one way at a time, the lower node first: sent both
+// ways at once, a direction slowed by a rate limiter also slows the other, whose TCP
+// acknowledgements queue behind its data. The ring's goes both ways at once, as a collective's.
+void step(Backend& g, Buffers& buf, Partner& p, const QualifyConfig& cfg, bool timed) {
   SendOptions o;
-  o.tag = tag;
+  o.tag = p.tag;
   o.timeout = cfg.timeout;
-  std::vector<double> times;
-  for (int i = 0; i < cfg.warmup + std::max(cfg.iters, 1); ++i) {
-    const auto t0 = Clock::now();
-    auto s = g.isend(out, peer, o);
-    auto r = g.irecv(in, peer, o);
-    s->wait(cfg.timeout);
-    r->wait(cfg.timeout);
-    if (i >= cfg.warmup) times.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  exchange(g, buf.tick, p, o);
+  double bw = 0;
+  if (p.peer != p.from) {
+    bw = exchange(g, buf.bulk, p, o).first;
+  } else {
+    auto send = [&] { g.isend(buf.bulk.out, p.peer, o)->wait(o.timeout); };
+    const bool first = g.rank() < p.peer;
+    if (first) send();
+    else bw = receive(g, buf.bulk.in, p.peer, o);
+    exchange(g, buf.tick, p, o);
+    if (first) bw = receive(g, buf.bulk.in, p.peer, o);
+    else send();
   }
-  return {*std::min_element(times.begin(), times.end()), median(times)};
+  exchange(g, buf.tick, p, o);
+  const double lat = exchange(g, buf.small, p, o).second;
+  if (!timed) return;
+  p.recv_us.push_back(bw);
+  p.lat_us.push_back(lat);
 }
 
-// The measurements of one phase, as flat node x node matrices (this rank fills its row).
-struct Matrices {
-  int n;
-  std::vector<double> bw, lat, bisect;  // bisect: 1 where the pair was measured by the bisection
-  explicit Matrices(int nodes) : n(nodes), bw(size_t(n * n)), lat(size_t(n * n)), bisect(size_t(n * n)) {}
-  double& at(std::vector<double>& m, int a, int b) { return m[size_t(a * n + b)]; }
-};
-
-// Element-wise max over the members of `b` of [ring bw, ring lat, bw..., lat..., bisect...].
-void share(Backend& b, Matrices& m, double ring[2], std::chrono::milliseconds timeout) {
-  const size_t nn = m.bw.size();
-  Tensor t = Tensor::empty({int64_t(2 + 3 * nn)}, DType::Float64);
-  double* p = t.data_as<double>();
-  p[0] = ring[0];
-  p[1] = ring[1];
-  std::copy(m.bw.begin(), m.bw.end(), p + 2);
-  std::copy(m.lat.begin(), m.lat.end(), p + 2 + nn);
-  std::copy(m.bisect.begin(), m.bisect.end(), p + 2 + 2 * nn);
-  Tensor d = t.to(b.tensor_device());
-  AllreduceOptions o;
-  o.op = ReduceOp::Max;
-  o.timeout = timeout;
-  b.all_reduce(d, o);
-  const Tensor c = d.device().is_cuda() ? d.to(Device::cpu()) : d;
-  const double* q = c.data_as<double>();
-  ring[0] = q[0];
-  ring[1] = q[1];
-  std::copy(q + 2, q + 2 + nn, m.bw.begin());
-  std::copy(q + 2 + nn, q + 2 + 2 * nn, m.lat.begin());
-  std::copy(q + 2 + 2 * nn, q + 2 + 3 * nn, m.bisect.begin());
+Edge edge_of(const Partner& p, int me, const QualifyConfig& cfg) {
+  Edge e;
+  e.src = p.from;
+  e.dst = me;
+  const double gb = double(cfg.bw_bytes) / 1e3;  // bytes/us/1e3 = GB/s
+  e.bw_gbps = gb / quantile(p.recv_us, 50);
+  e.bw_tail_gbps = gb / quantile(p.recv_us, kTail);
+  e.lat_us = quantile(p.lat_us, 50);
+  e.lat_tail_us = quantile(p.lat_us, kTail);
+  return e;
 }
 
-std::vector<PairResult> pairs_of(Matrices& m) {
-  std::vector<PairResult> pairs;
-  for (int a = 0; a < m.n; ++a)
-    for (int b = a + 1; b < m.n; ++b) {
-      const double ab = m.at(m.bw, a, b), ba = m.at(m.bw, b, a);
-      if (ab <= 0 && ba <= 0) continue;
-      PairResult p;
-      p.a = a;
-      p.b = b;
-      // Each end timed the same exchanges; the slower view is the pair's.
-      p.bw_gbps = ab > 0 && ba > 0 ? std::min(ab, ba) : std::max(ab, ba);
-      p.lat_us = std::max(m.at(m.lat, a, b), m.at(m.lat, b, a));
-      p.phase = m.at(m.bisect, a, b) > 0 || m.at(m.bisect, b, a) > 0 ? "bisect" : "pairs";
-      pairs.push_back(p);
-    }
-  return pairs;
-}
+// How long a rank may wait at one point of the schedule: every wait of one step.
+std::chrono::milliseconds step_bound(const QualifyConfig& cfg) { return cfg.timeout * kWaitsPerExchange; }
 
-// Runs `rounds` of disjoint pairs on the node group `g`, recording this node's row.
-void run_rounds(Backend& g, const std::vector<std::vector<std::pair<int, int>>>& rounds, const QualifyConfig& cfg,
-                Matrices& m, bool bisect, int& tag) {
-  const int me = g.rank();
+// The rounds, interleaved: iteration by iteration, one step of the ring (when `ring`; every
+// node sends to the next and receives from the previous at once) and then one step of each
+// round, so that load that comes and goes on a host falls on every direction alike instead of
+// on whichever round ran at the time. Returns this node's received directions, the ring's last.
+std::vector<Edge> measure(Backend& g, const std::vector<std::vector<std::pair<int, int>>>& rounds, bool ring,
+                          const QualifyConfig& cfg, bool bisect, int tag) {
+  const int me = g.rank(), n = g.size();
+  std::vector<Partner> partners;
+  for (size_t r = 0; r < rounds.size(); ++r)
+    for (const auto& [a, b] : rounds[r])
+      if (a == me || b == me) partners.push_back({a == me ? b : a, a == me ? b : a, tag + int(r), {}, {}});
+  if (ring) partners.push_back({(me + 1) % n, (me + n - 1) % n, tag - 1, {}, {}});
+  Buffers buf = buffers(g, cfg);
   BarrierOptions bo;
-  bo.timeout = cfg.timeout;
-  for (const auto& round : rounds) {
-    ++tag;
-    for (const auto& [a, b] : round) {
-      if (a != me && b != me) continue;
-      const int peer = a == me ? b : a;
-      // Bandwidth from the fastest exchange: load elsewhere on a host only slows exchanges
-      // down, while a bad node or link caps every one of them. Latency: the p50.
-      const double bw_us = exchange_us(g, peer, cfg.bw_bytes, cfg, tag).best_us;
-      const double lat_us = exchange_us(g, peer, cfg.lat_bytes, cfg, tag).p50_us;
-      m.at(m.bw, me, peer) = bw_us > 0 ? double(cfg.bw_bytes) / 1e3 / bw_us : 0;
-      m.at(m.lat, me, peer) = lat_us;
-      if (bisect) m.at(m.bisect, me, peer) = 1;
+  bo.timeout = step_bound(cfg) * int64_t(rounds.size() + 1);
+  for (int i = 0; i < cfg.warmup + cfg.iters; ++i) {
+    if (ring) {
+      g.barrier(bo);  // the ring's step starts everywhere at once
+      step(g, buf, partners.back(), cfg, i >= cfg.warmup);
     }
-    g.barrier(bo);  // the next round starts on a quiet network
+    for (size_t k = 0; k + ring < partners.size(); ++k) step(g, buf, partners[k], cfg, i >= cfg.warmup);
   }
+  std::vector<Edge> mine;
+  for (const Partner& p : partners) {
+    mine.push_back(edge_of(p, me, cfg));
+    mine.back().bisect = bisect;
+  }
+  return mine;
 }
 
-std::vector<std::vector<std::pair<int, int>>> one_at_a_time(const std::vector<std::pair<int, int>>& pairs) {
-  std::vector<std::vector<std::pair<int, int>>> rounds;
-  for (const auto& p : pairs) rounds.push_back({p});
-  return rounds;
+constexpr int kFields = 7;  // src, dst, bw, bw tail, lat, lat tail, bisect (src < 0: none)
+
+void pack(const Edge& e, double* p) {
+  p[0] = e.src, p[1] = e.dst, p[2] = e.bw_gbps, p[3] = e.bw_tail_gbps, p[4] = e.lat_us, p[5] = e.lat_tail_us;
+  p[6] = e.bisect;
+}
+
+Edge unpack(const double* p) {
+  Edge e;
+  e.src = int(p[0]), e.dst = int(p[1]), e.bw_gbps = p[2], e.bw_tail_gbps = p[3], e.lat_us = p[4];
+  e.lat_tail_us = p[5], e.bisect = p[6] != 0;
+  return e;
+}
+
+Tensor from_device(const Tensor& t) { return t.device().is_cuda() ? t.to(Device::cpu()) : t; }
+
+// Every node's directions on every node: `width` records per node (a node is in at most one
+// pair per round). O(n x rounds) per rank.
+void gather_edges(Backend& g, const std::vector<Edge>& mine, size_t width, std::vector<Edge>& all,
+                  std::chrono::milliseconds timeout) {
+  if (width == 0) return;
+  Tensor local = Tensor::empty({int64_t(width * kFields)}, DType::Float64);
+  double* p = local.data_as<double>();
+  std::fill(p, p + width * kFields, -1.0);
+  for (size_t i = 0; i < mine.size(); ++i) pack(mine[i], p + i * kFields);
+  Tensor every = Tensor::empty({int64_t(width * kFields) * g.size()}, DType::Float64, g.tensor_device());
+  AllgatherOptions o;
+  o.timeout = timeout;
+  g.all_gather(local.to(g.tensor_device()), every, o);
+  const Tensor c = from_device(every);
+  const double* q = c.data_as<double>();
+  for (size_t i = 0; i < width * size_t(g.size()); ++i)
+    if (q[i * kFields] >= 0) all.push_back(unpack(q + i * kFields));
+}
+
+// The measurements of the nodes, from world rank 0 (a node) to every rank.
+void share_with_world(Backend& world, QualifyResult& r, std::chrono::milliseconds timeout) {
+  BroadcastOptions o;
+  o.root = 0;
+  o.timeout = timeout;
+  Tensor head = Tensor::empty({5}, DType::Float64);
+  double* h = head.data_as<double>();
+  h[0] = double(r.edges.size()), h[1] = r.ring_bw_gbps, h[2] = r.ring_lat_us, h[3] = r.rounds, h[4] = r.bisect_rounds;
+  Tensor hd = head.to(world.tensor_device());
+  world.broadcast(hd, o);
+  const Tensor hc = from_device(hd);
+  const double* got = hc.data_as<double>();
+  const size_t count = size_t(got[0]);
+  r.ring_bw_gbps = got[1], r.ring_lat_us = got[2], r.rounds = int(got[3]), r.bisect_rounds = int(got[4]);
+  Tensor body = Tensor::empty({int64_t(std::max<size_t>(count, 1) * kFields)}, DType::Float64);
+  for (size_t i = 0; i < r.edges.size(); ++i) pack(r.edges[i], body.data_as<double>() + i * kFields);
+  Tensor bd = body.to(world.tensor_device());
+  world.broadcast(bd, o);
+  const Tensor bc = from_device(bd);
+  r.edges.clear();
+  for (size_t i = 0; i < count; ++i) r.edges.push_back(unpack(bc.data_as<double>() + i * kFields));
 }
 
 }  // namespace
@@ -130,162 +216,209 @@ QualifyResult qualify(Backend& world, const std::vector<RankInfo>& ranks, const 
   const int n = int(res.nodes.size());
   if (n < 2) throw ConfigError("qualify needs at least two nodes (or --per-device with two ranks); this world has " +
                                std::to_string(n));
+  const auto rounds = pair_rounds(n, cfg.rounds);
+  res.rounds = int(rounds.size());
   std::shared_ptr<Backend> sub;
   Backend* g = &world;
   if (n != world.size()) {
     sub = world.new_group(res.node_ranks);
     g = sub.get();
   }
-  Matrices m(n);
-  double ring[2] = {0, 0};
-  res.all_pairs = n <= cfg.all_pairs_max;
   if (g) {
-    // The ring: send_recv through every node at once, through the same engine as the bench.
-    BenchConfig rc;
-    rc.collective = find_collective("send_recv");
-    rc.dtype = DType::UInt8;
-    rc.iters = std::max(cfg.iters, 1);
-    rc.warmup = cfg.warmup;
-    rc.check = false;
-    rc.average = Average::Max;
-    rc.placements[int(Placement::InPlace)] = false;
-    rc.timeout = cfg.timeout;
-    ring[0] = run_size(*g, rc, cfg.bw_bytes).placement[0].busbw_gbps;
-    ring[1] = run_size(*g, rc, cfg.lat_bytes).placement[0].stats.p50;
-
-    int tag = 1000;
-    std::vector<std::pair<int, int>> every;
-    for (int a = 0; a < n; ++a)
-      for (int b = a + 1; b < n; ++b) every.emplace_back(a, b);
-    run_rounds(*g, res.all_pairs ? one_at_a_time(every) : pair_rounds(n, cfg.max_rounds), cfg, m, false, tag);
-    share(*g, m, ring, cfg.timeout);
-    // Bisection: split each slow pair and measure its ends against healthy nodes.
-    std::vector<PairResult> first = pairs_of(m);
-    judge(res.nodes, first, cfg.min_fraction, cfg.baseline);
-    const auto plan = bisection_pairs(n, first);
-    if (!plan.empty()) {
-      run_rounds(*g, one_at_a_time(plan), cfg, m, true, tag);
-      share(*g, m, ring, cfg.timeout);
-    }
+    const int tag = 1000;
+    std::vector<Edge> mine = measure(*g, rounds, true, cfg, false, tag);
+    // The ring: each node's receiving direction, gathered apart from the pairs'; its figure is
+    // the median node's (a collective over every node at once).
+    std::vector<Edge> ring;
+    gather_edges(*g, {mine.back()}, 1, ring, cfg.timeout);
+    mine.pop_back();
+    std::vector<double> bw, lat;
+    for (const Edge& e : ring) bw.push_back(e.bw_gbps), lat.push_back(e.lat_us);
+    res.ring_bw_gbps = median(bw);
+    res.ring_lat_us = median(lat);
+    gather_edges(*g, mine, rounds.size(), res.edges, cfg.timeout);
+    res.judgement = judge(res.nodes, res.edges, cfg.expect, res.ring_bw_gbps);
+    // Bisection, in at most as many rounds again as the references: every node holds the
+    // same edges, so every node plans the same rounds.
+    auto extra = bisection_rounds(res.edges, res.judgement, cfg.references);
+    const size_t most = rounds.size() + 2 * size_t(cfg.references);
+    if (extra.size() > most) extra.resize(most);
+    res.bisect_rounds = int(extra.size());
+    if (!extra.empty())
+      gather_edges(*g, measure(*g, extra, false, cfg, true, tag + int(rounds.size())), extra.size(), res.edges,
+                   cfg.timeout);
   }
-  // Every rank learns the result; ranks that speak for no node wait here for the measurements,
-  // a bound of one timeout per exchange the schedule can hold.
-  share(world, m, ring, cfg.timeout * (2 * n * n + 8));
-  res.ring_bw_gbps = ring[0];
-  res.ring_lat_us = ring[1];
-  res.pairs = pairs_of(m);
-  res.judgement = judge(res.nodes, res.pairs, cfg.min_fraction, cfg.baseline);
+  // Ranks that speak for no node wait here for the measurements: every step of the schedule
+  // (the rounds, the ring and the bisection's rounds), each bounded.
+  if (n != world.size())
+    share_with_world(world, res,
+                     step_bound(cfg) * int64_t((2 * res.rounds + 2 * cfg.references + 2) * (cfg.warmup + cfg.iters) + 4));
+  res.judgement = judge(res.nodes, res.edges, cfg.expect, res.ring_bw_gbps);
   return res;
 }
 
-std::vector<std::string> qualify_report(const QualifyResult& r) {
+namespace {
+
+std::string joined(const std::vector<std::string>& parts) {
+  std::string s;
+  for (const auto& p : parts) s += (s.empty() ? "" : ", ") + p;
+  return s.empty() ? "none" : s;
+}
+
+std::string exclude_list(const QualifyResult& r) {
+  std::vector<std::string> hosts;
+  for (int s : r.judgement.suspect_nodes) hosts.push_back(r.nodes[size_t(s)].host);
+  return compress_hostlist(hosts);
+}
+
+// "a -> b [bw,bw-tail]" for each slow direction of a link.
+std::string link_text(const QualifyResult& r, const Link& l) {
+  std::vector<std::string> dirs;
+  const std::string a = r.nodes[size_t(l.a)].str(), b = r.nodes[size_t(l.b)].str();
+  if (l.a_to_b) dirs.push_back(a + " -> " + b + " [" + slow_reasons(l.a_to_b) + "]");
+  if (l.b_to_a) dirs.push_back(b + " -> " + a + " [" + slow_reasons(l.b_to_a) + "]");
+  return joined(dirs);
+}
+
+nlohmann::ordered_json reasons_json(unsigned bits) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (unsigned b : {SlowBw, SlowBwTail, SlowLat, SlowLatTail})
+    if (bits & b) a.push_back(slow_reasons(b));
+  return a;
+}
+
+}  // namespace
+
+std::vector<std::string> qualify_report(const QualifyResult& r, const QualifyConfig& cfg) {
   std::vector<std::string> lines;
-  char buf[512];
-  int bisected = 0;
-  for (const auto& p : r.pairs) bisected += p.phase == "bisect";
-  std::snprintf(buf, sizeof buf, "# qualify: %zu nodes; ring send_recv busbw %.3f GB/s, latency p50 %.2f us; %zu pairs (%s), %d from bisection",
-                r.nodes.size(), r.ring_bw_gbps, r.ring_lat_us, r.pairs.size(),
-                r.all_pairs ? "every pair, one at a time" : "rounds of disjoint pairs", bisected);
+  char buf[640];
+  const Judgement& j = r.judgement;
+  const Expectation& e = cfg.expect;
+  std::snprintf(buf, sizeof buf, "# qualify: %zu nodes; %d rounds of disjoint pairs + %d of bisection; %zu directions measured",
+                r.nodes.size(), r.rounds, r.bisect_rounds, r.edges.size());
   lines.push_back(buf);
-  std::snprintf(buf, sizeof buf, "# %5s  %6s  %-20s  %-16s  %12s  %12s  %10s  %s", "node", "rank", "hostname", "address",
-                "bw(GB/s)", "lat(us)", "slow/pairs", "verdict");
+  std::snprintf(buf, sizeof buf,
+                "# reference (%s): bw %.4f GB/s (tail %.4f), latency %.2f us (tail %.2f); a direction is slow below "
+                "%.3fx its bandwidth or above %.1fx its latency (%.2fx and %.1fx widened by the jitter)",
+                j.ref_source.c_str(), j.ref.bw_gbps, j.ref.bw_tail_gbps, j.ref.lat_us, j.ref.lat_tail_us,
+                j.limits.bw_fraction, j.limits.latency_factor, e.min_fraction, e.max_latency_factor);
+  lines.push_back(buf);
+  std::snprintf(buf, sizeof buf, "# ring send_recv: %.4f GB/s, latency p50 %.2f us: %s", r.ring_bw_gbps, r.ring_lat_us,
+                j.ring_slow ? "SLOW (below the threshold of the pairs' reference)" : "ok");
+  lines.push_back(buf);
+  std::snprintf(buf, sizeof buf, "# %5s  %6s  %-20s  %-16s  %10s  %10s  %10s  %10s  %s", "node", "rank", "hostname",
+                "address", "out(GB/s)", "in(GB/s)", "lat(us)", "slow/pairs", "verdict");
   lines.push_back(buf);
   for (size_t i = 0; i < r.nodes.size(); ++i) {
-    const auto& v = r.judgement.nodes[i];
+    const auto& v = j.nodes[i];
     const std::string sp = std::to_string(v.slow_pairs) + "/" + std::to_string(v.pairs);
-    std::snprintf(buf, sizeof buf, "  %5zu  %6d  %-20s  %-16s  %12.3f  %12.2f  %10s  %s", i, r.node_ranks[i],
-                  r.nodes[i].host.c_str(), r.nodes[i].address.c_str(), v.median_bw_gbps, v.median_lat_us, sp.c_str(),
-                  verdict_name(v.verdict));
+    std::snprintf(buf, sizeof buf, "  %5zu  %6d  %-20s  %-16s  %10.4f  %10.4f  %10.2f  %10s  %s", i, r.node_ranks[i],
+                  r.nodes[i].host.c_str(), r.nodes[i].address.c_str(), v.out_bw_gbps, v.in_bw_gbps, v.lat_us,
+                  sp.c_str(), verdict_name(v.verdict));
     lines.push_back(buf);
   }
-  for (const auto& p : r.pairs) {
-    if (!p.slow) continue;
-    std::snprintf(buf, sizeof buf, "# slow pair: %s <-> %s: %.4f GB/s, below %.4f GB/s", r.nodes[size_t(p.a)].str().c_str(),
-                  r.nodes[size_t(p.b)].str().c_str(), p.bw_gbps, p.threshold_gbps);
+  for (const Edge& x : r.edges) {
+    if (!x.slow) continue;
+    std::snprintf(buf, sizeof buf, "# slow: %s -> %s: bw %.4f GB/s (tail %.4f), latency %.2f us (tail %.2f) [%s]%s",
+                  r.nodes[size_t(x.src)].str().c_str(), r.nodes[size_t(x.dst)].str().c_str(), x.bw_gbps,
+                  x.bw_tail_gbps, x.lat_us, x.lat_tail_us, slow_reasons(x.slow).c_str(), x.bisect ? " (bisection)" : "");
     lines.push_back(buf);
   }
-  std::vector<std::string> names, hosts;
-  for (int s : r.judgement.suspect_nodes) {
-    names.push_back(r.nodes[size_t(s)].str());
-    hosts.push_back(r.nodes[size_t(s)].host);
+  std::vector<std::string> names, links;
+  for (int s : j.suspect_nodes) {
+    const auto& v = j.nodes[size_t(s)];
+    names.push_back(r.nodes[size_t(s)].str() + ": slow sending " + std::to_string(v.slow_out) + ", receiving " +
+                    std::to_string(v.slow_in));
   }
-  std::string joined;
-  for (const auto& s : names) joined += (joined.empty() ? "" : ", ") + s;
-  lines.push_back("# suspect nodes: " + (joined.empty() ? "none" : joined));
-  joined.clear();
-  for (const auto& [a, b] : r.judgement.suspect_links)
-    joined += (joined.empty() ? "" : ", ") + r.nodes[size_t(a)].str() + " <-> " + r.nodes[size_t(b)].str();
-  lines.push_back("# suspect links: " + (joined.empty() ? "none" : joined));
-  lines.push_back("# exclude: " + (hosts.empty() ? std::string("none") : compress_hostlist(hosts)));
-  lines.push_back(std::string("# verdict: ") + (r.any_suspect() ? "FAILED" : "OK"));
+  for (const Link& l : j.suspect_links) links.push_back(link_text(r, l));
+  lines.push_back("# suspect nodes: " + joined(names));
+  lines.push_back("# suspect links: " + joined(links));
+  lines.push_back("# exclude: " + (j.suspect_nodes.empty() ? std::string("none") : exclude_list(r)));
+  lines.push_back(std::string("# verdict: ") + (r.failed() ? "FAILED" : "OK"));
   return lines;
 }
 
 nlohmann::ordered_json qualify_json(const QualifyResult& r, const QualifyConfig& cfg) {
-  nlohmann::ordered_json j;
-  j["config"] = {{"bw_bytes", cfg.bw_bytes},       {"lat_bytes", cfg.lat_bytes},
-                 {"iters", cfg.iters},             {"warmup", cfg.warmup},
-                 {"per_device", cfg.per_device},   {"min_fraction", cfg.min_fraction},
-                 {"baseline", bool(cfg.baseline)}, {"all_pairs", r.all_pairs}};
-  j["ring"] = {{"busbw_gbps", r.ring_bw_gbps}, {"lat_us", r.ring_lat_us}};
-  nlohmann::ordered_json nodes = nlohmann::ordered_json::array(), pairs = nlohmann::ordered_json::array();
+  const Judgement& j = r.judgement;
+  const Expectation& e = cfg.expect;
+  nlohmann::ordered_json q;
+  q["config"] = {{"bw_bytes", cfg.bw_bytes},
+                 {"lat_bytes", cfg.lat_bytes},
+                 {"iters", cfg.iters},
+                 {"warmup", cfg.warmup},
+                 {"per_device", cfg.per_device},
+                 {"min_fraction", e.min_fraction},
+                 {"max_latency_factor", e.max_latency_factor},
+                 {"expect_gbps", e.gbps ? nlohmann::ordered_json(*e.gbps) : nlohmann::ordered_json(nullptr)},
+                 {"expect_latency_us", e.latency_us ? nlohmann::ordered_json(*e.latency_us) : nlohmann::ordered_json(nullptr)},
+                 {"baseline", bool(e.baseline)},
+                 {"rounds", r.rounds},
+                 {"bisect_rounds", r.bisect_rounds}};
+  q["thresholds"] = {{"bw_fraction", j.limits.bw_fraction}, {"latency_factor", j.limits.latency_factor}};
+  q["reference"] = {{"source", j.ref_source}, {"bw_gbps", j.ref.bw_gbps}, {"bw_tail_gbps", j.ref.bw_tail_gbps},
+                    {"lat_us", j.ref.lat_us}, {"lat_tail_us", j.ref.lat_tail_us}};
+  q["ring"] = {{"busbw_gbps", r.ring_bw_gbps}, {"lat_us", r.ring_lat_us}, {"slow", j.ring_slow}};
+  nlohmann::ordered_json nodes = nlohmann::ordered_json::array(), dirs = nlohmann::ordered_json::array();
   for (size_t i = 0; i < r.nodes.size(); ++i) {
-    const auto& v = r.judgement.nodes[i];
-    nodes.push_back({{"node", i},
-                     {"rank", r.node_ranks[i]},
-                     {"host", r.nodes[i].host},
-                     {"address", r.nodes[i].address},
-                     {"median_bw_gbps", v.median_bw_gbps},
-                     {"median_lat_us", v.median_lat_us},
-                     {"pairs", v.pairs},
-                     {"slow_pairs", v.slow_pairs},
-                     {"verdict", verdict_name(v.verdict)}});
+    const auto& v = j.nodes[i];
+    nodes.push_back({{"node", i}, {"rank", r.node_ranks[i]}, {"host", r.nodes[i].host},
+                     {"address", r.nodes[i].address}, {"out_bw_gbps", v.out_bw_gbps}, {"in_bw_gbps", v.in_bw_gbps},
+                     {"lat_us", v.lat_us}, {"pairs", v.pairs}, {"slow_pairs", v.slow_pairs},
+                     {"slow_out", v.slow_out}, {"slow_in", v.slow_in}, {"verdict", verdict_name(v.verdict)}});
   }
-  for (const auto& p : r.pairs)
-    pairs.push_back({{"a", p.a}, {"b", p.b}, {"bw_gbps", p.bw_gbps}, {"lat_us", p.lat_us},
-                     {"threshold_gbps", p.threshold_gbps}, {"slow", p.slow}, {"phase", p.phase}});
-  j["nodes"] = nodes;
-  j["pairs"] = pairs;
+  for (const Edge& x : r.edges)
+    dirs.push_back({{"src", x.src}, {"dst", x.dst}, {"bw_gbps", x.bw_gbps}, {"bw_tail_gbps", x.bw_tail_gbps},
+                    {"lat_us", x.lat_us}, {"lat_tail_us", x.lat_tail_us}, {"phase", x.bisect ? "bisect" : "rounds"},
+                    {"slow", reasons_json(x.slow)}});
+  q["nodes"] = nodes;
+  q["directions"] = dirs;
   nlohmann::ordered_json sn = nlohmann::ordered_json::array(), sl = nlohmann::ordered_json::array();
-  std::vector<std::string> hosts;
-  for (int s : r.judgement.suspect_nodes) {
+  for (int s : j.suspect_nodes)
     sn.push_back({{"node", s}, {"host", r.nodes[size_t(s)].host}, {"address", r.nodes[size_t(s)].address}});
-    hosts.push_back(r.nodes[size_t(s)].host);
-  }
-  for (const auto& [a, b] : r.judgement.suspect_links) sl.push_back({a, b});
-  j["suspect_nodes"] = sn;
-  j["suspect_links"] = sl;
-  j["exclude"] = compress_hostlist(hosts);
-  return j;
+  for (const Link& l : j.suspect_links)
+    sl.push_back({{"a", l.a}, {"b", l.b}, {"a_to_b", reasons_json(l.a_to_b)}, {"b_to_a", reasons_json(l.b_to_a)}});
+  q["suspect_nodes"] = sn;
+  q["suspect_links"] = sl;
+  q["exclude"] = exclude_list(r);
+  return q;
 }
 
+namespace {
+
+nlohmann::ordered_json reference_json(const Reference& f) {
+  return {{"bw_gbps", f.bw_gbps}, {"bw_tail_gbps", f.bw_tail_gbps}, {"lat_us", f.lat_us}, {"lat_tail_us", f.lat_tail_us}};
+}
+
+Reference parse_reference(const nlohmann::json& j) {
+  return {j.at("bw_gbps").get<double>(), j.at("bw_tail_gbps").get<double>(), j.at("lat_us").get<double>(),
+          j.at("lat_tail_us").get<double>()};
+}
+
+nlohmann::ordered_json node_json(const NodeId& n) { return {{"host", n.host}, {"address", n.address}}; }
+
+}  // namespace
+
 nlohmann::ordered_json baseline_json(const QualifyResult& r) {
-  nlohmann::ordered_json pairs = nlohmann::ordered_json::array();
-  for (const auto& p : r.pairs) {
-    const auto& a = r.nodes[size_t(p.a)];
-    const auto& b = r.nodes[size_t(p.b)];
-    pairs.push_back({{"a", {{"host", a.host}, {"address", a.address}}},
-                     {"b", {{"host", b.host}, {"address", b.address}}},
-                     {"bw_gbps", p.bw_gbps},
-                     {"lat_us", p.lat_us}});
+  nlohmann::ordered_json dirs = nlohmann::ordered_json::array();
+  for (const Edge& x : r.edges) {
+    auto d = reference_json({x.bw_gbps, x.bw_tail_gbps, x.lat_us, x.lat_tail_us});
+    d["src"] = node_json(r.nodes[size_t(x.src)]);
+    d["dst"] = node_json(r.nodes[size_t(x.dst)]);
+    dirs.push_back(d);
   }
-  // The same reference judge() takes without a baseline: the median node's median pair.
-  std::vector<double> node_medians;
-  for (const auto& v : r.judgement.nodes)
-    if (v.pairs > 0) node_medians.push_back(v.median_bw_gbps);
-  return {{"kind", "qualify_baseline"}, {"median_bw_gbps", median(node_medians)}, {"pairs", pairs}};
+  return {{"kind", "qualify_baseline"}, {"reference", reference_json(r.judgement.ref)}, {"directions", dirs}};
 }
 
 Baseline parse_baseline(const nlohmann::json& j, const std::string& file) {
   try {
     if (j.at("kind") != "qualify_baseline") throw ConfigError(file + ": not a qualify baseline (kind is not qualify_baseline)");
     Baseline b;
-    b.median_bw_gbps = j.at("median_bw_gbps").get<double>();
-    for (const auto& p : j.at("pairs"))
-      b.pairs.push_back({{p.at("a").at("host").get<std::string>(), p.at("a").at("address").get<std::string>()},
-                         {p.at("b").at("host").get<std::string>(), p.at("b").at("address").get<std::string>()},
-                         p.at("bw_gbps").get<double>(),
-                         p.at("lat_us").get<double>()});
+    b.ref = parse_reference(j.at("reference"));
+    auto node = [](const nlohmann::json& n) {
+      return NodeId{n.at("host").get<std::string>(), n.at("address").get<std::string>()};
+    };
+    for (const auto& d : j.at("directions"))
+      b.edges[Baseline::edge_key(node(d.at("src")), node(d.at("dst")))] = parse_reference(d);
     return b;
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(file + ": not a qualify baseline: " + e.what());

@@ -1,13 +1,13 @@
 // `distrun-bench qualify`: finds the bad node or link of a cluster. One rank per node (or
 // every rank with per_device) takes part: a ring send_recv of the whole world for bandwidth
-// and latency, then pairwise exchanges between nodes (every pair one at a time for small
-// worlds, rounds of disjoint pairs at once for large ones), then the bisection step on what
-// fell below the threshold; qualify_analysis judges.
+// and latency, then rounds of disjoint pairs (each node meets ceil(log2 n) + 2 partners, all
+// pairs exchanging at once, so n log n exchanges in log n rounds), each direction timed by its
+// receiver over repeated exchanges; the judge (qualify_analysis) then asks the nodes in doubt
+// for a few more pairs against healthy nodes (bisection) and judges again.
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include <chrono>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,33 +20,32 @@ namespace distrun::bench {
 struct QualifyConfig {
   int64_t bw_bytes = 4 << 20;  // per exchange, for bandwidth
   int64_t lat_bytes = 8;       // per exchange, for latency
-  int iters = 5;
+  int iters = 10;
   int warmup = 1;
   bool per_device = false;     // every rank is a "node" (e.g. one per GPU)
-  double min_fraction = 0.5;
-  std::optional<Baseline> baseline;
-  int all_pairs_max = 16;      // up to this many nodes: every pair, one at a time
-  int max_rounds = 0;          // above it: at most this many rounds of disjoint pairs (0: all)
-  std::chrono::milliseconds timeout{60000};  // per exchange
+  Expectation expect;
+  int rounds = 0;              // rounds of disjoint pairs (0: default_rounds(n))
+  int references = 2;          // healthy partners the bisection gives each node in doubt
+  std::chrono::milliseconds timeout{60000};  // per wait
 };
 
 struct QualifyResult {
   std::vector<NodeId> nodes;
   std::vector<int> node_ranks;  // the world rank that speaks for each node
-  double ring_bw_gbps = 0;
+  double ring_bw_gbps = 0;      // bytes / the median iteration (the slowest rank's time)
   double ring_lat_us = 0;
-  std::vector<PairResult> pairs;
+  std::vector<Edge> edges;      // every measured direction
+  int rounds = 0, bisect_rounds = 0;
   Judgement judgement;
-  bool all_pairs = true;
-  bool any_suspect() const { return !judgement.suspect_nodes.empty() || !judgement.suspect_links.empty(); }
+  bool failed() const { return judgement.failed(); }
 };
 
 /// Runs qualify on the world backend `b` (every rank calls it; ranks that do not speak for a
 /// node wait). Every rank returns the same result.
 QualifyResult qualify(Backend& b, const std::vector<RankInfo>& ranks, const QualifyConfig& cfg);
 
-/// The printed report: the ring line, a table per node, suspects, the hostlist.
-std::vector<std::string> qualify_report(const QualifyResult& r);
+/// The printed report: the ring line, a table per node, slow directions, suspects, the hostlist.
+std::vector<std::string> qualify_report(const QualifyResult& r, const QualifyConfig& cfg);
 /// The -J document's "qualify" part, and a --save-baseline document.
 nlohmann::ordered_json qualify_json(const QualifyResult& r, const QualifyConfig& cfg);
 nlohmann::ordered_json baseline_json(const QualifyResult& r);

@@ -1,9 +1,8 @@
 #include "distrun/bench/qualify_analysis.hpp"
 
 #include <algorithm>
-#include <cctype>
-#include <map>
-#include <set>
+#include <cmath>
+#include <numeric>
 
 #include "distrun/bench/statistics.hpp"
 
@@ -19,150 +18,279 @@ const char* verdict_name(Verdict v) {
   return "?";
 }
 
+std::string slow_reasons(unsigned bits) {
+  std::string s;
+  for (auto [bit, name] : {std::pair{SlowBw, "bw"}, {SlowBwTail, "bw-tail"}, {SlowLat, "lat"}, {SlowLatTail, "lat-tail"}})
+    if (bits & bit) s += (s.empty() ? "" : ",") + std::string(name);
+  return s;
+}
+
 namespace {
 
-std::optional<double> baseline_of(const Baseline& base, const NodeId& a, const NodeId& b) {
-  for (const auto& p : base.pairs)
-    if ((p.a == a && p.b == b) || (p.a == b && p.b == a)) return p.bw_gbps;
-  return std::nullopt;
+// The typical healthy value of a bandwidth. The values are split in two where the split
+// separates them best (Otsu's method on their logarithms); when the faster group's median is at
+// least `ratio` times the slower group's, the values are bimodal and the faster group is the
+// healthy one, however many nodes the slower one holds; otherwise the median of all.
+double upper_mode(std::vector<double> v, double ratio) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !(x > 0); }), v.end());
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  std::vector<double> prefix(v.size() + 1, 0.0);  // sums of the logarithms
+  for (size_t i = 0; i < v.size(); ++i) prefix[i + 1] = prefix[i] + std::log(v[i]);
+  const double total = prefix.back(), n = double(v.size());
+  size_t split = 0;
+  double best = 0;
+  for (size_t k = 1; k < v.size(); ++k) {
+    const double w0 = double(k), w1 = n - w0;
+    const double d = prefix[k] / w0 - (total - prefix[k]) / w1;
+    if (w0 * w1 * d * d > best) best = w0 * w1 * d * d, split = k;
+  }
+  double m = median(v);
+  if (split > 0) {
+    const double lower = median(std::vector<double>(v.begin(), v.begin() + std::ptrdiff_t(split)));
+    const double upper = median(std::vector<double>(v.begin() + std::ptrdiff_t(split), v.end()));
+    if (upper >= ratio * lower) m = upper;
+  }
+  return m;
+}
+
+struct Pair {
+  int a, b;                   // a < b
+  unsigned a_to_b, b_to_a;    // SlowBits
+  bool slow() const { return (a_to_b | b_to_a) != 0; }
+};
+
+// The measured directions folded into pairs (both directions of a pair together).
+std::vector<Pair> pairs_of(const std::vector<Edge>& edges) {
+  std::vector<size_t> order(edges.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  auto key = [&](size_t i) {
+    const Edge& e = edges[i];
+    return std::pair{std::min(e.src, e.dst), std::max(e.src, e.dst)};
+  };
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key(x) < key(y); });
+  std::vector<Pair> pairs;
+  for (size_t i : order) {
+    const auto [a, b] = key(i);
+    if (pairs.empty() || pairs.back().a != a || pairs.back().b != b) pairs.push_back({a, b, 0, 0});
+    (edges[i].src == a ? pairs.back().a_to_b : pairs.back().b_to_a) |= edges[i].slow;
+  }
+  return pairs;
 }
 
 }  // namespace
 
-Judgement judge(const std::vector<NodeId>& nodes, std::vector<PairResult>& pairs, double min_fraction,
-                const std::optional<Baseline>& baseline) {
-  // The reference is the median node's median pair: one bad node makes half the pairs of a
-  // four-node world slow, which would drag a plain median of the pairs halfway down, but it
-  // moves only its own node's median.
-  std::vector<std::vector<double>> per_node(nodes.size());
-  for (const auto& p : pairs)
-    for (int end : {p.a, p.b}) per_node[size_t(end)].push_back(p.bw_gbps);
-  std::vector<double> node_medians;
-  for (const auto& v : per_node)
-    if (!v.empty()) node_medians.push_back(median(v));
-  const double med = median(node_medians);
-  for (auto& p : pairs) {
-    double ref = med;
-    // Against a baseline: the pair's own figure, but never above the baseline's median, so a
-    // pair that was lucky once does not make an ordinary result look slow.
-    if (baseline)
-      ref = std::min(baseline->median_bw_gbps,
-                     baseline_of(*baseline, nodes[size_t(p.a)], nodes[size_t(p.b)]).value_or(baseline->median_bw_gbps));
-    p.threshold_gbps = min_fraction * ref;
-    p.slow = p.bw_gbps < p.threshold_gbps;
+Thresholds thresholds(const std::vector<Edge>& edges, const Expectation& e) {
+  std::vector<double> bw_jitter, lat_jitter;
+  for (const Edge& x : edges) {
+    if (x.bw_tail_gbps > 0) bw_jitter.push_back(x.bw_gbps / x.bw_tail_gbps);
+    if (x.lat_us > 0) lat_jitter.push_back(x.lat_tail_us / x.lat_us);
   }
+  const double qb = std::max(1.0, median(bw_jitter)), ql = std::max(1.0, median(lat_jitter));
+  return {e.min_fraction / (qb * qb), e.max_latency_factor * ql * ql};
+}
+
+Reference measured_reference(const std::vector<Edge>& edges, const Thresholds& t) {
+  std::vector<double> bw, bw_tail, lat, lat_tail;
+  for (const Edge& x : edges) {
+    bw.push_back(x.bw_gbps);
+    bw_tail.push_back(x.bw_tail_gbps);
+    lat.push_back(x.lat_us);
+    lat_tail.push_back(x.lat_tail_us);
+  }
+  // Latency is not split: on a loaded host it is bimodal by itself (an exchange either finds
+  // both processes running or waits for a CPU); its reference is the fastest quartile.
+  const double bw_ratio = 1 / t.bw_fraction;
+  auto quartile = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : percentile(v, 25);
+  };
+  return {upper_mode(bw, bw_ratio), upper_mode(bw_tail, bw_ratio), quartile(lat), quartile(lat_tail)};
+}
+
+Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e,
+                double ring_bw_gbps) {
   Judgement j;
-  j.nodes.resize(nodes.size());
-  std::vector<std::vector<double>> bw(nodes.size()), lat(nodes.size());
-  for (const auto& p : pairs)
-    for (int end : {p.a, p.b}) {
-      auto& v = j.nodes[size_t(end)];
-      ++v.pairs;
-      v.slow_pairs += p.slow;
-      bw[size_t(end)].push_back(p.bw_gbps);
-      lat[size_t(end)].push_back(p.lat_us);
-    }
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    auto& v = j.nodes[i];
-    v.median_bw_gbps = median(bw[i]);
-    v.median_lat_us = median(lat[i]);
-    if (v.pairs == 0) continue;
-    v.verdict = v.slow_pairs == v.pairs ? Verdict::Suspect : Verdict::Ok;
-    if (v.verdict == Verdict::Suspect) j.suspect_nodes.push_back(int(i));
+  j.limits = thresholds(edges, e);
+  const Thresholds& t = j.limits;
+  j.ref = e.baseline ? e.baseline->ref : measured_reference(edges, t);
+  std::string bw_from = e.baseline ? "baseline" : "measured", lat_from = bw_from;
+  if (e.gbps) {
+    j.ref.bw_gbps = j.ref.bw_tail_gbps = *e.gbps;
+    bw_from = "expected";
   }
-  for (const auto& p : pairs) {
-    if (!p.slow) continue;
-    auto& va = j.nodes[size_t(p.a)];
-    auto& vb = j.nodes[size_t(p.b)];
+  if (e.latency_us) {
+    j.ref.lat_us = j.ref.lat_tail_us = *e.latency_us;
+    lat_from = "expected";
+  }
+  j.ref_source = "bandwidth " + bw_from + ", latency " + lat_from;
+  for (Edge& x : edges) {
+    Reference r = j.ref;
+    // Against a baseline: the direction's own healthy figures, but never better than the
+    // baseline's reference, so a direction that was lucky once does not make an ordinary
+    // result look slow.
+    if (e.baseline && !e.gbps && !e.latency_us) {
+      const auto it = e.baseline->edges.find(Baseline::edge_key(nodes[size_t(x.src)], nodes[size_t(x.dst)]));
+      if (it != e.baseline->edges.end()) {
+        r.bw_gbps = std::min(r.bw_gbps, it->second.bw_gbps);
+        r.bw_tail_gbps = std::min(r.bw_tail_gbps, it->second.bw_tail_gbps);
+        r.lat_us = std::max(r.lat_us, it->second.lat_us);
+        r.lat_tail_us = std::max(r.lat_tail_us, it->second.lat_tail_us);
+      }
+    }
+    x.slow = 0;
+    if (x.bw_gbps < t.bw_fraction * r.bw_gbps) x.slow |= SlowBw;
+    if (x.bw_tail_gbps < t.bw_fraction * r.bw_tail_gbps) x.slow |= SlowBwTail;
+    if (r.lat_us > 0 && x.lat_us > t.latency_factor * r.lat_us) x.slow |= SlowLat;
+    if (r.lat_tail_us > 0 && x.lat_tail_us > t.latency_factor * r.lat_tail_us) x.slow |= SlowLatTail;
+  }
+  j.ring_slow = ring_bw_gbps > 0 && ring_bw_gbps < t.bw_fraction * j.ref.bw_gbps;
+
+  const size_t n = nodes.size();
+  j.nodes.resize(n);
+  std::vector<std::vector<double>> out_bw(n), in_bw(n), lat(n);
+  for (const Edge& x : edges) {
+    out_bw[size_t(x.src)].push_back(x.bw_gbps);
+    in_bw[size_t(x.dst)].push_back(x.bw_gbps);
+    lat[size_t(x.src)].push_back(x.lat_us);
+    lat[size_t(x.dst)].push_back(x.lat_us);
+    if (x.slow) {
+      ++j.nodes[size_t(x.src)].slow_out;
+      ++j.nodes[size_t(x.dst)].slow_in;
+    }
+  }
+  const std::vector<Pair> pairs = pairs_of(edges);
+  std::vector<std::vector<int>> adjacent(n);  // pair indices of each node
+  for (size_t p = 0; p < pairs.size(); ++p)
+    for (int end : {pairs[p].a, pairs[p].b}) {
+      adjacent[size_t(end)].push_back(int(p));
+      ++j.nodes[size_t(end)].pairs;
+      j.nodes[size_t(end)].slow_pairs += pairs[p].slow();
+    }
+  for (size_t i = 0; i < n; ++i) {
+    auto& v = j.nodes[i];
+    v.out_bw_gbps = median(out_bw[i]);
+    v.in_bw_gbps = median(in_bw[i]);
+    v.lat_us = median(lat[i]);
+    if (v.pairs > 0) v.verdict = Verdict::Ok;
+  }
+  // Blame: the nodes with the largest share of slow pairs first, so that two bad nodes of four
+  // explain the slow pairs of the two good ones (each slow with both bad nodes) before those
+  // are considered.
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  auto share = [&](int i) {
+    const auto& v = j.nodes[size_t(i)];
+    return v.pairs ? double(v.slow_pairs) / v.pairs : 0.0;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+    if (share(x) != share(y)) return share(x) > share(y);
+    return j.nodes[size_t(x)].slow_pairs > j.nodes[size_t(y)].slow_pairs;
+  });
+  for (int i : order) {
+    auto& v = j.nodes[size_t(i)];
+    if (v.slow_pairs == 0 || 2 * v.slow_pairs < v.pairs) continue;
+    int unexplained = 0;
+    for (int p : adjacent[size_t(i)]) {
+      const Pair& q = pairs[size_t(p)];
+      const int other = q.a == i ? q.b : q.a;
+      unexplained += q.slow() && j.nodes[size_t(other)].verdict != Verdict::Suspect;
+    }
+    // One slow pair cannot tell the node from the link; a node whose every pair is slow is a
+    // suspect even when its partners are (a world slow everywhere against an expectation).
+    if (unexplained < 2 && !(v.slow_pairs == v.pairs && v.pairs >= 2)) continue;
+    v.verdict = Verdict::Suspect;
+    j.suspect_nodes.push_back(i);
+  }
+  std::sort(j.suspect_nodes.begin(), j.suspect_nodes.end());
+  for (const Pair& q : pairs) {
+    if (!q.slow()) continue;
+    auto& va = j.nodes[size_t(q.a)];
+    auto& vb = j.nodes[size_t(q.b)];
     if (va.verdict == Verdict::Suspect || vb.verdict == Verdict::Suspect) continue;
-    j.suspect_links.emplace_back(p.a, p.b);
+    j.suspect_links.push_back({q.a, q.b, q.a_to_b, q.b_to_a});
     va.verdict = vb.verdict = Verdict::SuspectLink;
   }
   return j;
 }
 
-std::vector<std::pair<int, int>> bisection_pairs(int nodes, const std::vector<PairResult>& pairs, int references) {
-  std::set<int> in_slow;
-  std::set<std::pair<int, int>> measured;
-  for (const auto& p : pairs) {
-    measured.insert({std::min(p.a, p.b), std::max(p.a, p.b)});
-    if (p.slow) in_slow.insert({p.a, p.b});
-  }
-  std::vector<int> healthy;
-  for (int i = 0; i < nodes; ++i)
-    if (!in_slow.count(i)) healthy.push_back(i);
-  std::vector<std::pair<int, int>> plan;
-  for (int x : in_slow) {
-    int have = 0;
-    for (int h : healthy) have += measured.count({std::min(x, h), std::max(x, h)}) ? 1 : 0;
-    for (int h : healthy) {
-      if (have >= references) break;
-      const std::pair<int, int> p{std::min(x, h), std::max(x, h)};
-      if (measured.count(p)) continue;
-      measured.insert(p);
-      plan.push_back(p);
-      ++have;
-    }
-  }
-  return plan;
+int default_rounds(int n) {
+  if (n < 2) return 0;
+  const int every = n % 2 ? n : n - 1;
+  const int log2n = int(std::ceil(std::log2(double(n))));
+  return std::min(every, log2n + 2);
 }
 
-std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n, int max_rounds) {
+std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n, int rounds) {
+  if (rounds <= 0) rounds = default_rounds(n);
   // Circle method: fix the last seat, rotate the others; an odd n gets an empty seat (-1).
+  // The nodes take their seats in a fixed pseudo-random order (the same on every rank), so
+  // that a pattern in the node numbering (every other node bad, a rack) does not line up with
+  // the rounds' pattern (the first rounds pair each node with one of the other parity).
   const int m = n % 2 ? n + 1 : n;
   std::vector<int> seat(static_cast<size_t>(m));
   for (int i = 0; i < m; ++i) seat[size_t(i)] = i < n ? i : -1;
-  std::vector<std::vector<std::pair<int, int>>> rounds;
-  for (int r = 0; r < m - 1; ++r) {
-    if (max_rounds > 0 && int(rounds.size()) >= max_rounds) break;
+  uint64_t state = 0x9E3779B97F4A7C15ULL;
+  for (int i = n - 1; i > 0; --i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    std::swap(seat[size_t(i)], seat[size_t((state >> 33) % uint64_t(i + 1))]);
+  }
+  std::vector<std::vector<std::pair<int, int>>> out;
+  for (int r = 0; r < m - 1 && int(out.size()) < rounds; ++r) {
     std::vector<std::pair<int, int>> round;
     for (int i = 0; i < m / 2; ++i) {
       const int a = seat[size_t(i)], b = seat[size_t(m - 1 - i)];
       if (a >= 0 && b >= 0) round.emplace_back(std::min(a, b), std::max(a, b));
     }
-    rounds.push_back(round);
+    out.push_back(round);
     std::rotate(seat.begin(), seat.begin() + (m - 2), seat.begin() + (m - 1));
   }
-  return rounds;
+  return out;
 }
 
-std::string compress_hostlist(const std::vector<std::string>& hosts) {
-  // prefix -> {digit width -> numbers}; hosts without a numeric tail stand alone.
-  std::map<std::string, std::map<size_t, std::set<long long>>> numbered;
-  std::set<std::string> plain;
-  for (const auto& h : hosts) {
-    size_t k = h.size();
-    while (k > 0 && std::isdigit(static_cast<unsigned char>(h[k - 1]))) --k;
-    if (k == h.size() || h.size() - k > 18) {
-      plain.insert(h);
-      continue;
-    }
-    const std::string digits = h.substr(k);
-    numbered[h.substr(0, k)][digits[0] == '0' ? digits.size() : 0].insert(std::stoll(digits));
+std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const std::vector<Edge>& edges, const Judgement& j,
+                                                               int references) {
+  const int nodes = int(j.nodes.size());
+  std::vector<std::vector<int>> met(static_cast<size_t>(nodes));
+  for (const Edge& e : edges) met[size_t(e.dst)].push_back(e.src), met[size_t(e.src)].push_back(e.dst);
+  for (auto& m : met) {
+    std::sort(m.begin(), m.end());
+    m.erase(std::unique(m.begin(), m.end()), m.end());
   }
-  std::vector<std::string> parts;
-  for (const auto& [prefix, by_width] : numbered)
-    for (const auto& [width, nums] : by_width) {
-      auto pad = [w = width](long long v) {
-        std::string s = std::to_string(v);
-        return s.size() < w ? std::string(w - s.size(), '0') + s : s;
-      };
-      if (nums.size() == 1) {
-        parts.push_back(prefix + pad(*nums.begin()));
-        continue;
+  auto ok = [&](int i) { return j.nodes[size_t(i)].verdict == Verdict::Ok; };
+  auto in_doubt = [&](int i) {
+    const Verdict v = j.nodes[size_t(i)].verdict;
+    return v == Verdict::Suspect || v == Verdict::SuspectLink;
+  };
+  std::vector<int> healthy;
+  for (int i = 0; i < nodes; ++i)
+    if (ok(i)) healthy.push_back(i);
+  std::vector<std::pair<int, int>> plan;
+  if (!healthy.empty())
+    for (int x = 0; x < nodes; ++x) {
+      if (!in_doubt(x)) continue;
+      const auto& mx = met[size_t(x)];
+      int have = 0;
+      for (int p : mx) have += ok(p);
+      // Start at a place of its own among the healthy nodes, so the extra pairs spread.
+      const size_t start = size_t(x) * 2654435761u % healthy.size();
+      for (size_t k = 0; k < healthy.size() && have < references; ++k) {
+        const int h = healthy[(start + k) % healthy.size()];
+        if (std::binary_search(mx.begin(), mx.end(), h)) continue;
+        plan.emplace_back(std::min(x, h), std::max(x, h));
+        ++have;
       }
-      std::string ranges;
-      for (auto it = nums.begin(); it != nums.end();) {
-        long long lo = *it, hi = lo;
-        while (++it != nums.end() && *it == hi + 1) ++hi;
-        ranges += (ranges.empty() ? "" : ",") + pad(lo) + (hi > lo ? "-" + pad(hi) : "");
-      }
-      parts.push_back(prefix + "[" + ranges + "]");
     }
-  for (const auto& h : plain) parts.push_back(h);
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
-  return out;
+  // Rounds of disjoint pairs: each pair in the first round after both its nodes' last one.
+  std::vector<int> next(static_cast<size_t>(nodes), 0);
+  std::vector<std::vector<std::pair<int, int>>> rounds;
+  for (const auto& [a, b] : plan) {
+    const int r = std::max(next[size_t(a)], next[size_t(b)]);
+    if (size_t(r) >= rounds.size()) rounds.resize(size_t(r) + 1);
+    rounds[size_t(r)].emplace_back(a, b);
+    next[size_t(a)] = next[size_t(b)] = r + 1;
+  }
+  return rounds;
 }
 
 }  // namespace distrun::bench

@@ -98,7 +98,8 @@ std::vector<std::string> column_header() {
 }
 
 std::string table_row(const SizeResult& size, const BenchConfig& cfg) {
-  return format("%12lld  %12lld  %8s  %6s  %6d", static_cast<long long>(size.bytes), static_cast<long long>(size.count),
+  return format("%12lld  %12lld  %8s  %6s  %6d", static_cast<long long>(size.bytes),
+                static_cast<long long>(size.count_per_rank),
                 type_name(cfg.dtype), redop_of(cfg).c_str(), root_of(cfg)) +
          placement_columns(size.placement[0]) + placement_columns(size.placement[1]);
 }
@@ -110,16 +111,22 @@ std::vector<std::string> stats_lines(const SizeResult& size, const std::vector<R
     if (!r.measured) continue;
     const Summary& s = r.stats;
     lines.push_back(format("#   %-12s us: min %.2f p50 %.2f p90 %.2f p99 %.2f max %.2f mean %.2f cv %.3f first %.2f"
-                           " | slowest rank %d on %s p50 %.2f",
+                           " | slowest rank %d on %s: kept the others waiting %.2f us on average, waited least in %.0f%%",
                            placement_name(p), s.min, s.p50, s.p90, s.p99, s.max, s.mean, s.cv, r.first_us,
-                           r.slowest_rank, rank_place(ranks, r.slowest_rank).c_str(), r.slowest_p50_us));
+                           r.slowest_rank, rank_place(ranks, r.slowest_rank).c_str(), r.slowest_late_us,
+                           100 * r.slowest_share));
   }
   return lines;
 }
 
-std::vector<std::string> footer(double avg_busbw_gbps, int64_t wrong) {
+bool below_min_bw(double avg_busbw_gbps, double min_bw_gbps) {
+  return min_bw_gbps >= 0 && avg_busbw_gbps < 0.9 * min_bw_gbps;
+}
+
+std::vector<std::string> footer(double avg_busbw_gbps, int64_t wrong, double min_bw_gbps) {
+  const char* verdict = min_bw_gbps < 0 ? "" : below_min_bw(avg_busbw_gbps, min_bw_gbps) ? " FAILED" : " OK";
   return {format("# Wrong elements       : %lld %s", static_cast<long long>(wrong), wrong ? "FAILED" : "OK"),
-          format("# Avg bus bandwidth    : %.4f", avg_busbw_gbps), "#"};
+          format("# Avg bus bandwidth    : %.4f%s", avg_busbw_gbps, verdict), "#"};
 }
 
 std::vector<nlohmann::ordered_json> size_records(const SizeResult& size, const BenchConfig& cfg,
@@ -132,7 +139,7 @@ std::vector<nlohmann::ordered_json> size_records(const SizeResult& size, const B
     j["collective"] = cfg.collective->name;
     j["placement"] = placement_name(p);
     j["bytes"] = size.bytes;
-    j["count"] = size.count;
+    j["count"] = size.count_per_rank;
     j["dtype"] = type_name(cfg.dtype);
     j["redop"] = redop_of(cfg);
     j["root"] = root_of(cfg);
@@ -154,22 +161,31 @@ std::vector<nlohmann::ordered_json> size_records(const SizeResult& size, const B
     j["slowest_rank"] = r.slowest_rank;
     j["slowest_host"] = size_t(r.slowest_rank) < ranks.size() ? ranks[size_t(r.slowest_rank)].host : "";
     j["slowest_address"] = size_t(r.slowest_rank) < ranks.size() ? ranks[size_t(r.slowest_rank)].address : "";
-    j["slowest_p50_us"] = r.slowest_p50_us;
+    j["slowest_share"] = r.slowest_share;
+    j["slowest_late_us"] = r.slowest_late_us;
+    if (cfg.raw_samples) {
+      j["rank_times_us"] = r.raw_us;
+      j["rank_arrivals_us"] = r.raw_arrival_us;
+    }
     out.push_back(std::move(j));
   }
   return out;
 }
 
 std::vector<std::string> csv_lines(const std::vector<nlohmann::ordered_json>& records) {
+  // One value per field: arrays (rank_times_us) stay in the JSON.
+  auto flat = [](const nlohmann::ordered_json& v) { return !v.is_array() && !v.is_object(); };
   std::vector<std::string> lines;
   if (records.empty()) return lines;
   std::string head;
-  for (const auto& [k, v] : records.front().items()) head += (head.empty() ? "" : ",") + k;
+  for (const auto& [k, v] : records.front().items())
+    if (flat(v)) head += (head.empty() ? "" : ",") + k;
   lines.push_back(head);
   for (const auto& r : records) {
     std::string line;
     bool first = true;
     for (const auto& [k, v] : r.items()) {
+      if (!flat(v)) continue;
       if (!first) line += ",";
       first = false;
       if (v.is_null()) continue;  // an empty field: not measured

@@ -29,8 +29,11 @@ std::vector<std::string> column_header();
 std::string table_row(const SizeResult& size, const BenchConfig& cfg);
 /// The -v lines under a row: percentiles, spread, first run and the slowest rank.
 std::vector<std::string> stats_lines(const SizeResult& size, const std::vector<RankInfo>& ranks);
-/// The closing lines: the wrong-element total and nccl-tests' "# Avg bus bandwidth".
-std::vector<std::string> footer(double avg_busbw_gbps, int64_t wrong);
+/// The closing lines: the wrong-element total and nccl-tests' "# Avg bus bandwidth", judged
+/// OK or FAILED against `min_bw_gbps` when that is 0 or more (NCCL_TESTS_MIN_BW).
+std::vector<std::string> footer(double avg_busbw_gbps, int64_t wrong, double min_bw_gbps = -1);
+/// nccl-tests' NCCL_TESTS_MIN_BW gate: the average bus bandwidth below 90% of the minimum.
+bool below_min_bw(double avg_busbw_gbps, double min_bw_gbps);
 
 /// One JSON record per measured placement of `size` (keys: collective, placement, bytes, ...,
 /// p50_us, p99_us, slowest_rank, slowest_host, algbw_gbps, busbw_gbps).

@@ -1,5 +1,7 @@
 #include "distrun/bench/sweep.hpp"
 
+#include <algorithm>
+
 #include "distrun/bench/report.hpp"
 
 namespace distrun::bench {
@@ -12,12 +14,17 @@ void run_sweep(Backend& b, const BenchConfig& cfg, const std::vector<int64_t>& s
   };
   if (output.column_header)
     for (const auto& l : column_header()) emit(l);
+  BenchConfig config = cfg;
+  for (const auto& r : ranks) {
+    const auto same = [&](const RankInfo& o) { return o.host == r.host && o.address == r.address; };
+    config.host_of_rank.push_back(int(std::find_if(ranks.begin(), ranks.end(), same) - ranks.begin()));
+  }
   for (int64_t requested : sizes) {
     if (output.max_bytes > 0 && requested > output.max_bytes) {
       emit("# skipped " + std::to_string(requested) + " B: above the cap of " + std::to_string(output.max_bytes) + " B");
       continue;
     }
-    const SizeResult size = run_size(b, cfg, requested);
+    const SizeResult size = run_size(b, config, requested);
     emit(table_row(size, cfg));
     if (output.verbose)
       for (const auto& l : stats_lines(size, ranks)) emit(l);

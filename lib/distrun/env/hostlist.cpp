@@ -1,6 +1,8 @@
 #include "distrun/env/hostlist.hpp"
 
 #include <cctype>
+#include <map>
+#include <set>
 
 #include "distrun/core/error.hpp"
 
@@ -90,6 +92,45 @@ std::vector<std::string> expand_hostlist(const std::string& expr, size_t limit) 
     }
   }
   if (depth != 0) bad(expr, "unbalanced '['");
+  return out;
+}
+
+std::string compress_hostlist(const std::vector<std::string>& hosts) {
+  // prefix -> {digit width -> numbers}; hosts without a numeric tail stand alone.
+  std::map<std::string, std::map<size_t, std::set<long long>>> numbered;
+  std::set<std::string> plain;
+  for (const auto& h : hosts) {
+    size_t k = h.size();
+    while (k > 0 && std::isdigit(static_cast<unsigned char>(h[k - 1]))) --k;
+    if (k == h.size() || h.size() - k > 18) {
+      plain.insert(h);
+      continue;
+    }
+    const std::string digits = h.substr(k);
+    numbered[h.substr(0, k)][digits[0] == '0' ? digits.size() : 0].insert(std::stoll(digits));
+  }
+  std::vector<std::string> parts;
+  for (const auto& [prefix, by_width] : numbered)
+    for (const auto& [width, nums] : by_width) {
+      auto pad = [w = width](long long v) {
+        std::string s = std::to_string(v);
+        return s.size() < w ? std::string(w - s.size(), '0') + s : s;
+      };
+      if (nums.size() == 1) {
+        parts.push_back(prefix + pad(*nums.begin()));
+        continue;
+      }
+      std::string ranges;
+      for (auto it = nums.begin(); it != nums.end();) {
+        long long lo = *it, hi = lo;
+        while (++it != nums.end() && *it == hi + 1) ++hi;
+        ranges += (ranges.empty() ? "" : ",") + pad(lo) + (hi > lo ? "-" + pad(hi) : "");
+      }
+      parts.push_back(prefix + "[" + ranges + "]");
+    }
+  for (const auto& h : plain) parts.push_back(h);
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
   return out;
 }
 

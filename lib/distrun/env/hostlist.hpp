@@ -10,4 +10,8 @@ namespace distrun {
 /// or when it would expand to more than `limit` hosts.
 std::vector<std::string> expand_hostlist(const std::string& expr, size_t limit = 1u << 20);
 
+/// The reverse: SLURM's compressed form of `hosts` ("node[01-03,07],login1"), each host once
+/// (what `scontrol show hostlist` prints, e.g. for `sbatch --exclude`).
+std::string compress_hostlist(const std::vector<std::string>& hosts);
+
 }  // namespace distrun

@@ -1,0 +1,144 @@
+"""The straggler named by its arrival: four distrun-bench ranks on this host (torchrun's
+variables, no launcher, so the test knows each rank's pid), one of them held to 2% of a CPU by
+a CPU quota in a cgroup of its own (v2 cpu.max, or v1 cpu.cfs_quota_us), the slowed rank
+going round the four in turn; `slowest_rank` must name it in at least 9 of 10 runs. Also:
+--raw-samples writes each rank's time of each iteration, and an iteration's time is the slowest
+rank's (nccl-tests' -I). Then the same across two network-namespace hosts of two ranks each
+(the hosts' clocks lined up by barriers): the held rank's host must be named `slowest_address`
+in at least 9 of 10 runs. Needs root and a writable cgroup cpu controller (and ip for the
+hosts)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from bench_harness import BENCH, check, free_port, main, skip, validate
+
+RANKS = 4
+RUNS = 10
+# Small, so ten runs stay within seconds, and enough iterations that the straggler's share of
+# them stands out of chance (a quarter); each needs the CPU (the reduction), so the quota bites.
+ITERS = 30
+ARGS = ["all_reduce", "-b", "512K", "-e", "512K", "-n", str(ITERS), "-w", "2", "-c", "0", "--raw-samples"]
+
+
+def cgroup_dir():
+    """A fresh cgroup with a 2% CPU quota (1 ms per 50 ms: a short period, so the quota bites
+    within every run's timed iterations, not only now and then), or None when there is none to write."""
+    name = f"distrun-straggler-{os.getpid()}"
+    for root, v2 in (("/sys/fs/cgroup", True), ("/sys/fs/cgroup/cpu", False)):
+        if v2 and not os.path.exists(os.path.join(root, "cgroup.controllers")):
+            continue
+        if not v2 and not os.path.exists(os.path.join(root, "cpu.cfs_quota_us")):
+            continue
+        d = os.path.join(root, name)
+        try:
+            os.mkdir(d)
+            if v2:
+                with open(os.path.join(d, "cpu.max"), "w") as f:
+                    f.write("1000 50000")
+            else:
+                with open(os.path.join(d, "cpu.cfs_period_us"), "w") as f:
+                    f.write("50000")
+                with open(os.path.join(d, "cpu.cfs_quota_us"), "w") as f:
+                    f.write("1000")
+            return d
+        except OSError:
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass
+    return None
+
+
+def run_once(tmp, slowed, group, hosts=None):
+    """One run of RANKS ranks, `slowed` in `group`; `hosts`: the namespace and address of each
+    rank (None: all on this host). Returns the -J document."""
+    path = os.path.join(tmp, f"run{slowed}.json")
+    port = str(free_port())
+    procs = []
+    per_host = RANKS // len({h for h in hosts}) if hosts else RANKS
+    try:
+        for r in range(RANKS):
+            env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(RANKS), LOCAL_RANK=str(r % per_host),
+                       LOCAL_WORLD_SIZE=str(per_host), MASTER_ADDR=hosts[0][1] if hosts else "127.0.0.1",
+                       MASTER_PORT=port)
+            prefix = ["ip", "netns", "exec", hosts[r][0]] if hosts else []
+            cmd = [*prefix, BENCH, *ARGS, "-T", "60"] + (["-J", path] if r == 0 else [])
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
+            if r == slowed:
+                with open(os.path.join(group, "cgroup.procs"), "w") as f:
+                    f.write(str(procs[-1].pid))
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+    check(all(p.returncode == 0 for p in procs), f"every rank exits 0: {[p.returncode for p in procs]}",
+          "".join(o[0] + o[1] for o in outs))
+    return json.load(open(path))
+
+
+def test():
+    if os.geteuid() != 0:
+        skip("needs root to make a cgroup with a CPU quota")
+    group = cgroup_dir()
+    if group is None:
+        skip("no writable cgroup cpu controller (cgroup v2 cpu.max or v1 cpu.cfs_quota_us)")
+    tmp = tempfile.mkdtemp(prefix="distrun-straggler-")
+    try:
+        named = []
+        for i in range(RUNS):
+            slowed = i % RANKS
+            doc = run_once(tmp, slowed, group)
+            rec = doc["results"][0]
+            named.append(rec["slowest_rank"] == slowed)
+            print(f"run {i + 1}: slowed rank {slowed}, named {rec['slowest_rank']} "
+                  f"({rec['slowest_late_us']:.0f} us late on average)",
+                  flush=True)
+            if i == 0:
+                validate(doc, "straggler -J")
+                raw = rec["rank_times_us"]
+                check(len(raw) == RANKS and all(len(r) == ITERS for r in raw), "--raw-samples: a time per rank and iteration")
+                per_iteration = sorted(max(r[i] for r in raw) for i in range(ITERS))
+                check(abs(rec["max_us"] - per_iteration[-1]) <= 1e-6 * per_iteration[-1] and
+                      abs(rec["min_us"] - per_iteration[0]) <= 1e-6 * per_iteration[0],
+                      "an iteration's time is the slowest rank's")
+        check(sum(named) >= 9, f"the slowed rank named in {sum(named)} of {RUNS} runs (need 9)")
+        across_hosts(tmp, group)
+    finally:
+        os.rmdir(group)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def across_hosts(tmp, group):
+    if not shutil.which("ip"):
+        print("two hosts: skipped, `ip` not found", flush=True)
+        return
+    os.environ["DISTRUN_QUALIFY_HOSTS"] = "2"
+    import qualify_netns_test as net  # its namespace hosts on a bridge
+    try:
+        try:
+            net.setup()
+        except subprocess.CalledProcessError as e:
+            print(f"two hosts: skipped, no namespaces here: {e.stderr.strip()}", flush=True)
+            return
+        hosts = [(net.NS[r // 2], net.ADDR[r // 2]) for r in range(RANKS)]
+        named = []
+        for i in range(RUNS):
+            slowed = i % RANKS
+            rec = run_once(tmp, slowed, group, hosts)["results"][0]
+            named.append(rec["slowest_address"] == hosts[slowed][1])
+            print(f"two hosts, run {i + 1}: slowed rank {slowed} on {hosts[slowed][1]}, named rank "
+                  f"{rec['slowest_rank']} on {rec['slowest_address']}", flush=True)
+        check(sum(named) >= 9, f"the slowed rank's host named in {sum(named)} of {RUNS} runs (need 9)")
+    finally:
+        net.teardown()
+
+
+if __name__ == "__main__":
+    sys.argv[1:] = ["straggler"]
+    main({"straggler": test})
