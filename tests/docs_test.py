@@ -131,7 +131,7 @@ def case_readme(bin_dir):
         shutil.copy(os.path.join(ROOT, "configs", "demo.yaml"), os.path.join(work, "s.yaml"))
         secret = os.path.join(work, "job.secret")
         with open(os.open(secret, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
-            f.write("readme-example-secret\n")
+            f.write(os.urandom(16).hex() + "\n")  # as `openssl rand -hex 16` makes one
         env = dict(os.environ, DISTRUN_BENCH_MAX_BYTES="1M", OMP_NUM_THREADS="1")
         nodes, port = [], str(free_port())
 

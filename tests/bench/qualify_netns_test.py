@@ -74,6 +74,9 @@ def unthrottle(i):
                    timeout=20)
 
 
+SECRET = os.urandom(16).hex()
+
+
 def qualify(out_dir, name, extra=()):
     """Runs one rank per host; returns (exit codes, rank 0's stdout, the -J document)."""
     json_path = os.path.join(out_dir, f"{name}.json")
@@ -83,7 +86,9 @@ def qualify(out_dir, name, extra=()):
                    GROUP_RANK=str(i), NODE_RANK=str(i), MASTER_ADDR=ADDR[0], MASTER_PORT="29517",
                    # The namespaces share one kernel: keep the single-copy path off so the
                    # bytes cross the veths.
-                   DISTRUN_CMA="0")
+                   DISTRUN_CMA="0",
+                   # Ranks on several hosts need the job secret (their store is reachable).
+                   DISTRUN_STORE_SECRET=SECRET)
         cmd = ["ip", "netns", "exec", NS[i], BENCH, "qualify", *QUALIFY, *extra]
         if i == 0:
             cmd += ["-J", json_path]

@@ -58,13 +58,16 @@ def run_once(tmp, slowed, group, hosts=None):
     rank (None: all on this host). Returns the -J document."""
     path = os.path.join(tmp, f"run{slowed}.json")
     port = str(free_port())
+    secret = os.urandom(16).hex()
     procs = []
     per_host = RANKS // len({h for h in hosts}) if hosts else RANKS
     try:
         for r in range(RANKS):
             env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(RANKS), LOCAL_RANK=str(r % per_host),
                        LOCAL_WORLD_SIZE=str(per_host), MASTER_ADDR=hosts[0][1] if hosts else "127.0.0.1",
-                       MASTER_PORT=port)
+                       MASTER_PORT=port,
+                       # Ranks on several hosts need the job secret (their store is reachable).
+                       DISTRUN_STORE_SECRET=secret)
             prefix = ["ip", "netns", "exec", hosts[r][0]] if hosts else []
             cmd = [*prefix, BENCH, *ARGS, "-T", "60"] + (["-J", path] if r == 0 else [])
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
