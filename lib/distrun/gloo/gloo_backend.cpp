@@ -41,17 +41,19 @@ void check_numel(const char* op, const Tensor& t, int64_t expected) {
 // themselves, so it moves whether or not either side is in wait() (`isend; recv; wait` on both
 // ranks of an exchange, or a ring's `isend; irecv; wait; wait`, meet). Beside it each side
 // states what it passes (dtype, bytes, tag) and wait() checks the other's statement, so a
-// disagreement is the same CollectiveMismatchError on both ranks. The payload's slot carries 8
-// bits of a hash of (dtype, bytes): a payload longer than the posted receive would make Gloo
-// terminate the process, so a disagreeing payload is posted on another slot than the receive
-// and never moves; only a hash collision (1 in 256) still reaches Gloo's own check. After a
-// mismatch both unmatched halves stay queued in Gloo by weak pointers: this Work may go.
+// disagreement is the same CollectiveMismatchError on both ranks. A payload longer than the
+// posted receive would make Gloo terminate the process, so the payload moves in one message
+// per set bit of its size, bit i (2^i bytes) on a slot of its own: a message only ever meets a
+// receive of exactly its length, and parts of a disagreeing size find no partner and never
+// move. After a mismatch the unmatched parts stay queued in Gloo by weak pointers (this Work
+// may go) and the receive buffer holds whatever parts did match.
 class P2PWork : public Work {
  public:
   struct Side {
     int peer;           // group rank
     int sender_global, receiver_global;
-    uint64_t slot;      // the message's slots: | 0 payload, | 1 sender's statement, | 2 receiver's
+    uint64_t slot;      // the message's slots: | 1 sender's statement, | 2 receiver's; with the top
+                        // byte replaced by a bit number, | 0: the payload's part of that size
   };
   P2PWork(GlooBackend& backend, gloo::Context& context, bool is_send, Side side, Tensor host_buffer, Tensor device_target,
           uint32_t tag, std::chrono::milliseconds timeout)
@@ -63,11 +65,18 @@ class P2PWork : public Work {
     payload_ = context.createUnboundBuffer(keep_.data(), keep_.nbytes());
     mine_buf_->send(side_.peer, side_.slot | (is_send_ ? 1 : 2));
     theirs_buf_->recv(side_.peer, side_.slot | (is_send_ ? 2 : 1));
-    const uint64_t payload_slot = (side_.slot & ~(0xffull << 48)) | shape_hash(mine_) << 48;
-    if (is_send_)
-      payload_->send(side_.peer, payload_slot);
-    else
-      payload_->recv(side_.peer, payload_slot);
+    // Highest bit first; a 0-byte payload has no part at all.
+    size_t at = 0;
+    for (int bit = 63; bit >= 0; --bit) {
+      const size_t part = size_t(1) << bit;
+      if (!(size_t(keep_.nbytes()) & part)) continue;
+      const uint64_t slot = (side_.slot & ~(0xffull << 48)) | uint64_t(bit) << 48;
+      if (is_send_)
+        payload_->send(side_.peer, slot, at, part);
+      else
+        payload_->recv(side_.peer, slot, at, part);
+      at += part, ++parts_;
+    }
   }
 
   void wait(std::chrono::milliseconds timeout) override {
@@ -84,8 +93,13 @@ class P2PWork : public Work {
       // queued send whose buffer is gone.
       require(mine_buf_->waitSend(nullptr, t));
       require(theirs_buf_->waitRecv(nullptr, t));
-      check();
-      require(is_send_ ? payload_->waitSend(nullptr, t) : payload_->waitRecv(nullptr, t));
+      const std::string problem = disagreement();
+      // On a disagreement the parts both sizes share still meet (same slot, same length):
+      // waited for all the same, so that no transfer outlives its buffer.
+      const int moving =
+          problem.empty() ? parts_ : theirs_[0] == kMagic ? __builtin_popcountll(mine_[2] & theirs_[2]) : 0;
+      for (int k = 0; k < moving; ++k) require(is_send_ ? payload_->waitSend(nullptr, t) : payload_->waitRecv(nullptr, t));
+      if (!problem.empty()) throw CollectiveMismatchError(problem);
     } catch (const Error& e) {
       backend_.fail(op, e);
     } catch (const std::exception& e) {
@@ -100,15 +114,8 @@ class P2PWork : public Work {
 
  private:
   static constexpr uint64_t kMagic = 0x64697374702f7032ull;  // "distp/p2"
-  // 8 well-mixed bits of (dtype, bytes): sizes a factor of two apart differ here as often as any.
-  static uint64_t shape_hash(const std::array<uint64_t, 4>& statement) {
-    uint64_t x = statement[2] * 64 + statement[1] + 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return (x ^ (x >> 31)) & 0xff;
-  }
-  // Both ranks compare the same two statements, so both raise the same message.
-  void check() const {
+  // Both ranks compare the same two statements, so both find the same message ("": they agree).
+  std::string disagreement() const {
     const auto& sent = is_send_ ? mine_ : theirs_;
     const auto& expected = is_send_ ? theirs_ : mine_;
     auto what = [](const std::array<uint64_t, 4>& s) {
@@ -116,13 +123,11 @@ class P2PWork : public Work {
     };
     const std::string who = "send/recv from rank " + std::to_string(side_.sender_global) + " to rank " +
                             std::to_string(side_.receiver_global) + " (tag " + std::to_string(mine_[3]) + "): ";
-    if (theirs_[0] != kMagic) throw CollectiveMismatchError(who + "the peer's statement is not one of distrun's");
-    if (sent[3] != expected[3])
-      throw CollectiveMismatchError(who + "the ranks disagree on the tag: " + std::to_string(sent[3]) + " sent, " +
-                                    std::to_string(expected[3]) + " expected");
+    if (theirs_[0] != kMagic) return who + "the peer's statement is not one of distrun's";
     if (sent[1] != expected[1] || sent[2] != expected[2])
-      throw CollectiveMismatchError(who + "rank " + std::to_string(side_.sender_global) + " sends " + what(sent) +
-                                    ", rank " + std::to_string(side_.receiver_global) + " expects " + what(expected));
+      return who + "rank " + std::to_string(side_.sender_global) + " sends " + what(sent) + ", rank " +
+             std::to_string(side_.receiver_global) + " expects " + what(expected);
+    return "";
   }
 
   GlooBackend& backend_;
@@ -132,6 +137,7 @@ class P2PWork : public Work {
   std::chrono::milliseconds timeout_;
   std::array<uint64_t, 4> mine_{}, theirs_{};
   std::unique_ptr<gloo::transport::UnboundBuffer> mine_buf_, theirs_buf_, payload_;
+  int parts_ = 0;  // payload messages: one per set bit of its size
   bool done_ = false;
 };
 
@@ -181,15 +187,28 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   auto tcp = [&] {
     return over(std::make_unique<TcpPath>(context_, rank_, size_, global_ranks_, [this] { return next_tag_++; }));
   };
-  if (size_ < 2 || options_.transport == GlooTransport::Tcp) return tcp();
-  // Every member's host, in group rank order: the same table, hence the same verdict, on all.
+  if (size_ < 2) return tcp();
+  // Every member's settings and host, in group rank order: the same table, hence the same
+  // verdict, on all. Settings that differ would run different schedules or paths on the two
+  // ends of a pair (an abort in Gloo, or a wait until the timeout): an error on every member.
   const std::string me = options_.host_id.empty() ? kernel_boot_id() : options_.host_id;
-  store_->set("hosts/" + std::to_string(rank_), me);
+  const std::string settings = options_.shared_settings();
+  store_->set("members/" + std::to_string(rank_), settings + "\n" + me);
+  std::vector<std::string> member(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) member[size_t(r)] = store_->get("members/" + std::to_string(r));
+  auto settings_of = [&](int r) { return member[size_t(r)].substr(0, member[size_t(r)].find('\n')); };
+  std::string differ;
+  for (int r = 1; r < size_; ++r)
+    if (settings_of(r) != settings_of(0)) differ += ", rank " + std::to_string(global_rank(r)) + " has " + settings_of(r);
+  if (!differ.empty())
+    throw ConfigError("the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO and DISTRUN_HIERARCHY: rank " +
+                      std::to_string(global_rank(0)) + " has " + settings_of(0) + differ);
+  if (options_.transport == GlooTransport::Tcp) return tcp();
   std::vector<std::string> hosts;     // distinct, in order of their first rank
   std::vector<std::vector<int>> on;   // group ranks per host
   std::vector<int> host_of;
   for (int r = 0; r < size_; ++r) {
-    const std::string h = store_->get("hosts/" + std::to_string(r));
+    const std::string h = member[size_t(r)].substr(member[size_t(r)].find('\n') + 1);
     const size_t at = size_t(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
     if (at == hosts.size()) hosts.push_back(h), on.emplace_back();
     on[at].push_back(r);
@@ -267,6 +286,13 @@ void GlooBackendOptions::read_env() {
   else
     throw ConfigError("DISTRUN_HIERARCHY='" + h + "': expected auto or flat");
   if (!env("DISTRUN_HOST_ID").empty()) host_id = env("DISTRUN_HOST_ID");
+}
+
+std::string GlooBackendOptions::shared_settings() const {
+  const char* t = transport == GlooTransport::Tcp ? "tcp" : transport == GlooTransport::SharedMemory ? "shm" : "auto";
+  const char* a = algorithm == Algorithm::Ring ? "ring" : algorithm == Algorithm::Direct ? "direct" : "auto";
+  return std::string("DISTRUN_TRANSPORT=") + t + " DISTRUN_ALGO=" + a +
+         " DISTRUN_HIERARCHY=" + (hierarchy == Hierarchy::Flat ? "flat" : "auto");
 }
 
 std::string GlooBackend::transport_name() const { return transport_->name(); }

@@ -275,6 +275,24 @@ TEST_CASE("all_to_all: even and uneven, rows and columns", "[collectives]") {
   }
 }
 
+TEST_CASE("all_to_all: a rank that sends nothing still receives whole rows", "[collectives]") {
+  // torch's all_to_all_single with split_sizes [2 rank, 0]: rank 0's input is empty along dim,
+  // yet it receives rank 1's two rows (or columns) of 3.
+  run_ranks(2, [&](ProcessGroup& pg) {
+    Backend& b = pg.backend();
+    const int me = pg.rank();
+    for (int dim : {0, 1}) {
+      Shape s = dim == 0 ? Shape{2 * me, 3} : Shape{3, 2 * me};
+      Tensor x = Tensor::empty(s, DType::Float32);
+      for (int64_t e = 0; e < x.numel(); ++e) x.set(e, 100 + e);
+      Tensor y = all_to_all(b, x, dim, {2 * me, 0});
+      const Shape want = me == 0 ? (dim == 0 ? Shape{2, 3} : Shape{3, 2}) : (dim == 0 ? Shape{0, 3} : Shape{3, 0});
+      RANK_REQUIRE(y.shape() == want);
+      for (int64_t e = 0; e < y.numel(); ++e) RANK_REQUIRE(y.get(e) == 100 + e);
+    }
+  });
+}
+
 TEST_CASE("send/recv and isend/irecv pass a chain of ranks", "[collectives]") {
   run_ranks(4, [&](ProcessGroup& pg) {
     Backend& b = pg.backend();

@@ -159,6 +159,67 @@ TEST_CASE("send/recv that disagree on size or dtype: the same typed error on bot
   }
 }
 
+TEST_CASE("send/recv: every size beside the receive's is a typed error, never an abort in Gloo", "[trust]") {
+  // The payload moves in parts of the sizes of its set bits: no part can meet a receive of
+  // another length, whatever the two sizes (a hash of them would collide for some pairs).
+  for (auto path : kPaths) {
+    INFO("path " << path_name(path));
+    auto errors = on_ranks(2, path, [&](GlooBackend& b) {
+      int mismatches = 0;
+      for (int64_t sent = 0; sent <= 400; ++sent) {
+        try {
+          if (b.rank() == 0) {
+            b.send(full(sent, 5.0, DType::UInt8), 1, {});
+          } else {
+            Tensor t = full(16, 0.0, DType::UInt8);
+            b.recv(t, 0, {});
+          }
+        } catch (const CollectiveMismatchError&) {
+          ++mismatches;
+        }
+      }
+      if (mismatches != 400) throw std::runtime_error(std::to_string(mismatches) + " mismatches, not 400");
+      // And the pair still delivers: 396 bytes where 396 are expected.
+      Tensor t = full(396, b.rank() == 0 ? 7.0 : 0.0, DType::UInt8);
+      if (b.rank() == 0) b.send(t, 1, {});
+      else b.recv(t, 0, {});
+      if (t.get(0) != 7.0 || t.get(395) != 7.0) throw std::runtime_error("the agreeing message did not arrive");
+    });
+    for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  }
+}
+
+TEST_CASE("members with different DISTRUN_ALGO, DISTRUN_TRANSPORT or DISTRUN_HIERARCHY: a ConfigError on each",
+          "[trust]") {
+  for (int which = 0; which < 3; ++which) {
+    auto store = std::make_shared<HashStore>();
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        GlooBackendOptions o;
+        o.timeout = std::chrono::seconds(20);
+        o.transport = GlooTransport::Tcp;
+        if (r == 1 && which == 0) o.algorithm = Algorithm::Ring;
+        if (r == 1 && which == 1) o.transport = GlooTransport::Auto;
+        if (r == 1 && which == 2) o.hierarchy = Hierarchy::Flat;
+        try {
+          GlooBackend b(store, r, 2, o);
+        } catch (const ConfigError& e) {
+          errors[size_t(r)] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    const char* rank1[] = {"DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=ring DISTRUN_HIERARCHY=auto",
+                           "DISTRUN_TRANSPORT=auto DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto",
+                           "DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto DISTRUN_HIERARCHY=flat"};
+    const std::string want = std::string("the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO and "
+                                         "DISTRUN_HIERARCHY: rank 0 has DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto "
+                                         "DISTRUN_HIERARCHY=auto, rank 1 has ") + rank1[which];
+    for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == want);
+  }
+}
+
 TEST_CASE("an exchange (isend; blocking recv; wait on both ranks) meets: the payload moves before the sender's wait",
           "[trust]") {
   // Ring and pipeline code posts its send, receives the peer's block, then waits on the send.
