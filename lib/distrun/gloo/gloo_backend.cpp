@@ -357,18 +357,18 @@ void GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
 }
 
 void GlooBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) {
-  check_numel("all_gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = host(out);
   Intent want = intent(CollectiveKind::AllGather, hi.dtype(), hi.nbytes());
+  want.whole = ho.nbytes();
   guarded("all_gather", timeout_of(opts), [&] { transport_->all_gather(want, hi.data(), ho.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 
 void GlooBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opts) {
   const bool root = rank_ == opts.root;
-  if (root) check_numel("gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = root ? host(out) : Tensor();
   Intent want = intent(CollectiveKind::Gather, hi.dtype(), hi.nbytes(), opts.root);
+  if (root) want.whole = ho.nbytes();
   guarded("gather", timeout_of(opts),
           [&] { transport_->gather(want, hi.data(), root ? ho.data() : nullptr, timeout_of(opts)); });
   if (root) copy_back(out, ho);
@@ -376,24 +376,25 @@ void GlooBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
 
 void GlooBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts) {
   const bool root = rank_ == opts.root;
-  if (root) check_numel("scatter", in, out.numel() * size_);
   Tensor hi = root ? host(in) : Tensor(), ho = host(out);
   Intent want = intent(CollectiveKind::Scatter, ho.dtype(), ho.nbytes(), opts.root);
+  if (root) want.whole = hi.nbytes();
   guarded("scatter", timeout_of(opts),
           [&] { transport_->scatter(want, root ? hi.data() : nullptr, ho.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 
 void GlooBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) {
-  check_numel("reduce_scatter", in, out.numel() * size_);
   ReduceFn fn = reduce_kernel(in.dtype(), opts.op);
   const Tensor hin = host(in);
   Tensor hout = host(out);
   const size_t block = hout.nbytes();
   if (size_ == 1) {
+    check_numel("reduce_scatter", in, out.numel());
     std::memcpy(hout.data(), hin.data(), block);
   } else {
     Intent want = intent(CollectiveKind::ReduceScatter, hout.dtype(), block, -1, opts.op);
+    want.whole = hin.nbytes();
     guarded("reduce_scatter", timeout_of(opts), [&] {
       transport_->reduce_scatter(want, hin.data(), hout.data(), hout.element_size(), fn, timeout_of(opts));
     });

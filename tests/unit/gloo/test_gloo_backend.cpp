@@ -76,6 +76,45 @@ TEST_CASE("a peer passing fewer bytes to all_gather is a typed error on every ra
   }
 }
 
+TEST_CASE("a rank whose buffer of n blocks is the wrong size: the same typed error on every rank", "[trust]") {
+  for (auto path : kPaths) {
+    INFO("path " << path_name(path));
+    auto errors = on_ranks(2, path, [&](GlooBackend& b) {
+      // Rank 1's buffer of blocks holds 3 floats instead of 2 blocks of 4.
+      const int64_t whole = b.rank() == 1 ? 3 : 8;
+      std::vector<std::string> seen;
+      auto expect = [&](const std::function<void()>& f) {
+        try {
+          f();
+        } catch (const CollectiveMismatchError& e) {
+          seen.push_back(e.what());
+        }
+      };
+      Tensor block = full(4, 1.0, DType::Float32), blocks = full(whole, 1.0, DType::Float32);
+      expect([&] { b.all_gather(block, blocks, {}); });
+      expect([&] { b.reduce_scatter(blocks, block, {}); });
+      GatherOptions go;
+      go.root = 1;
+      expect([&] { b.gather(block, blocks, go); });
+      ScatterOptions so;
+      so.root = 1;
+      expect([&] { b.scatter(blocks, block, so); });
+      b.all_reduce(block, {});  // the group still works
+      const std::vector<std::string> want = {
+          "all_gather #1: rank 1's output holds 12 bytes, not 2 blocks of 16",
+          "reduce_scatter #2: rank 1's input holds 12 bytes, not 2 blocks of 16",
+          "gather #3: rank 1's output holds 12 bytes, not 2 blocks of 16",
+          "scatter #4: rank 1's input holds 12 bytes, not 2 blocks of 16"};
+      if (seen != want || block.get(0) != 2.0) {
+        std::string got;
+        for (auto& e : seen) got += "\n  " + e;
+        throw std::runtime_error("rank " + std::to_string(b.rank()) + " saw:" + got);
+      }
+    });
+    for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  }
+}
+
 TEST_CASE("disagreeing on the collective, dtype, op, root or all_to_all counts: same typed error everywhere, "
           "and the group still works after it",
           "[trust]") {
