@@ -11,7 +11,8 @@ busbw for 1..16 MiB all_reduce, beside the kernel's own 8-byte TCP round trip be
 namespaces (a Python ping-pong with TCP_NODELAY: an upper bound, by the interpreter's few
 microseconds). Prints the load average before and after: the machine may be shared.
 
-Usage: scripts/bench/hosts.py [--build DIR] [--reps N] [--iters N]
+Usage: scripts/bench/hosts.py [--build DIR] [--baseline DIR] [--reps N] [--iters N]
+--baseline: another build's distrun-bench joins the interleaving (a change's before and after).
 Prints Markdown on stdout; exits 77 (skipped) without root or `ip netns`."""
 import argparse
 import json
@@ -92,6 +93,7 @@ def torch(h, coll, sizes, iters):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(root, "build"))
+    ap.add_argument("--baseline", help="another build directory, measured alongside")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--iters", type=int, default=200, help="timed iterations per latency size (busbw: a tenth)")
     a = ap.parse_args()
@@ -99,9 +101,12 @@ def main():
     sys.path.insert(0, os.path.join(root, "tests", "launcher"))
     from multihost_test import Hosts  # noqa: E402 (needs DISTRUN set first)
 
-    bench = os.path.join(os.path.abspath(a.build), "bin", "distrun-bench")
-    if not os.access(bench, os.X_OK):
-        sys.exit(f"hosts.py: {bench} not built (scripts/build.sh)")
+    benches = {"distrun": os.path.join(os.path.abspath(a.build), "bin", "distrun-bench")}
+    if a.baseline:
+        benches["baseline"] = os.path.join(os.path.abspath(a.baseline), "bin", "distrun-bench")
+    for bench in benches.values():
+        if not os.access(bench, os.X_OK):
+            sys.exit(f"hosts.py: {bench} not built (scripts/build.sh)")
     load_before = open("/proc/loadavg").read().split()[:3]
     lat = {}  # (system, collective, bytes) -> [p50 of each rep]
     bw = {}   # (system, bytes) -> [busbw of each rep]
@@ -110,14 +115,17 @@ def main():
         for rep in range(a.reps):
             rtt.append(kernel_rtt(h))
             for coll in ("all_reduce", "send_recv"):
-                got = {"distrun": distrun(h, bench, coll, LATENCY[:-1], a.iters, f"{tmp}/d.json")}
-                got["distrun"].update(distrun(h, bench, coll, LATENCY[-1:], a.iters, f"{tmp}/d.json"))
+                got = {}
+                for system, bench in benches.items():
+                    got[system] = distrun(h, bench, coll, LATENCY[:-1], a.iters, f"{tmp}/d.json")
+                    got[system].update(distrun(h, bench, coll, LATENCY[-1:], a.iters, f"{tmp}/d.json"))
                 got["torch"] = torch(h, coll, LATENCY, a.iters)
                 for system, rows in got.items():
                     for b, r in rows.items():
                         lat.setdefault((system, coll, b), []).append(r["p50_us"])
-            got = {"distrun": distrun(h, bench, "all_reduce", BUSBW, max(3, a.iters // 10), f"{tmp}/d.json"),
-                   "torch": torch(h, "all_reduce", BUSBW, max(3, a.iters // 10))}
+            got = {system: distrun(h, bench, "all_reduce", BUSBW, max(3, a.iters // 10), f"{tmp}/d.json")
+                   for system, bench in benches.items()}
+            got["torch"] = torch(h, "all_reduce", BUSBW, max(3, a.iters // 10))
             for system, rows in got.items():
                 for b, r in rows.items():
                     bw.setdefault((system, b), []).append(r["busbw_gbps"])
@@ -145,6 +153,18 @@ def main():
         b = size_bytes(s)
         d, t = med(bw[("distrun", b)]), med(bw[("torch", b)])
         print(f"| {s}iB | {d:.3f} | {t:.3f} | **{d / t:.2f}x** |")
+    if a.baseline:
+        print(f"\nBaseline ({a.baseline}), same runs: p50 us / busbw GB/s, and this build's time or busbw "
+              f"relative to it\n")
+        print("| measure | size | baseline | this build | this / baseline |")
+        print("|---|---:|---:|---:|---:|")
+        for coll in ("all_reduce", "send_recv"):
+            for s in LATENCY:
+                d, o = med(lat[("distrun", coll, size_bytes(s))]), med(lat[("baseline", coll, size_bytes(s))])
+                print(f"| {coll} p50 | {s} B | {o:.1f} | {d:.1f} | {d / o:.2f}x |")
+        for s in BUSBW:
+            d, o = med(bw[("distrun", size_bytes(s))]), med(bw[("baseline", size_bytes(s))])
+            print(f"| all_reduce busbw | {s}iB | {o:.3f} | {d:.3f} | {d / o:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ class UnboundBuffer;
 namespace distrun {
 
 /// Every member's intent into `table` (sized to the group), in rank order, through one Gloo
-/// all_gather under `tag`: how TCP, and shared memory without a segment, meet.
+/// all_gather under `tag`: how shared memory without a segment meets (TcpPath sends its rows
+/// to every peer into receives posted in advance).
 void allgather_intents(const std::shared_ptr<gloo::Context>& context, uint32_t tag, std::chrono::milliseconds timeout,
                        const Intent& mine, std::vector<Intent>& table);
 
