@@ -37,6 +37,13 @@ void check_numel(const char* op, const Tensor& t, int64_t expected) {
                        std::to_string(expected));
 }
 
+// A caller's buffer of n blocks of the wrong size still goes to the meeting, whose check
+// refuses it on every rank (Intent::whole); until then the path works on a stand-in of the
+// right size, so that nothing before the check reads or writes past the caller's buffer.
+Tensor right_sized(const Tensor& t, size_t bytes) {
+  return t.nbytes() == bytes ? t : Tensor::zeros({int64_t(bytes)}, DType::UInt8);
+}
+
 // A point-to-point message, with torch's progress: the payload is posted by isend and irecv
 // themselves, so it moves whether or not either side is in wait() (`isend; recv; wait` on both
 // ranks of an exchange, or a ring's `isend; irecv; wait; wait`, meet). Beside it each side
@@ -360,7 +367,8 @@ void GlooBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptio
   Tensor hi = host(in), ho = host(out);
   Intent want = intent(CollectiveKind::AllGather, hi.dtype(), hi.nbytes());
   want.whole = ho.nbytes();
-  guarded("all_gather", timeout_of(opts), [&] { transport_->all_gather(want, hi.data(), ho.data(), timeout_of(opts)); });
+  Tensor whole = right_sized(ho, hi.nbytes() * size_t(size_));
+  guarded("all_gather", timeout_of(opts), [&] { transport_->all_gather(want, hi.data(), whole.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 
@@ -369,8 +377,9 @@ void GlooBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   Tensor hi = host(in), ho = root ? host(out) : Tensor();
   Intent want = intent(CollectiveKind::Gather, hi.dtype(), hi.nbytes(), opts.root);
   if (root) want.whole = ho.nbytes();
+  Tensor whole = root ? right_sized(ho, hi.nbytes() * size_t(size_)) : Tensor();
   guarded("gather", timeout_of(opts),
-          [&] { transport_->gather(want, hi.data(), root ? ho.data() : nullptr, timeout_of(opts)); });
+          [&] { transport_->gather(want, hi.data(), root ? whole.data() : nullptr, timeout_of(opts)); });
   if (root) copy_back(out, ho);
 }
 
@@ -379,8 +388,9 @@ void GlooBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   Tensor hi = root ? host(in) : Tensor(), ho = host(out);
   Intent want = intent(CollectiveKind::Scatter, ho.dtype(), ho.nbytes(), opts.root);
   if (root) want.whole = hi.nbytes();
+  Tensor whole = root ? right_sized(hi, ho.nbytes() * size_t(size_)) : Tensor();
   guarded("scatter", timeout_of(opts),
-          [&] { transport_->scatter(want, root ? hi.data() : nullptr, ho.data(), timeout_of(opts)); });
+          [&] { transport_->scatter(want, root ? whole.data() : nullptr, ho.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 
@@ -395,8 +405,9 @@ void GlooBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScat
   } else {
     Intent want = intent(CollectiveKind::ReduceScatter, hout.dtype(), block, -1, opts.op);
     want.whole = hin.nbytes();
+    const Tensor whole = right_sized(hin, block * size_t(size_));
     guarded("reduce_scatter", timeout_of(opts), [&] {
-      transport_->reduce_scatter(want, hin.data(), hout.data(), hout.element_size(), fn, timeout_of(opts));
+      transport_->reduce_scatter(want, whole.data(), hout.data(), hout.element_size(), fn, timeout_of(opts));
     });
   }
   if (opts.op == ReduceOp::Avg) divide_by(hout, size_);
