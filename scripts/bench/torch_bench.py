@@ -4,7 +4,9 @@
 
 Usage: torch_bench.py --collectives all_reduce,all_gather --sizes 1M,16M,64M --iters 20 --warmup 5
 Prints, on rank 0, one JSON object per (collective, size):
-  {"system": "torch", "collective", "bytes", "world_size", "time_us", "algbw_gbps", "busbw_gbps"}
+  {"system": "torch", "collective", "bytes", "world_size", "time_us", "algbw_gbps", "busbw_gbps", "p50_us"}
+time_us is the slowest rank's mean; p50_us the median of every rank's iterations pooled (as
+distrun-bench's p50). send_recv: each rank sends to its right and receives from its left.
 `bytes` is nccl-tests' size: the whole buffer (all_gather's output, reduce_scatter's input,
 all_to_all's per-rank send buffer, the tensor itself for all_reduce and broadcast).
 """
@@ -23,12 +25,16 @@ def parse_size(s):
     return int(s[:-1]) * UNITS[s[-1]] if s[-1] in UNITS else int(s)
 
 
+def element_count(nbytes):
+    return max(1, nbytes // 4)
+
+
 def bus_factor(coll, n):
-    return {"all_reduce": 2 * (n - 1) / n, "broadcast": 1.0, "reduce": 1.0}.get(coll, (n - 1) / n)
+    return {"all_reduce": 2 * (n - 1) / n, "broadcast": 1.0, "reduce": 1.0, "send_recv": 1.0}.get(coll, (n - 1) / n)
 
 
 def make_op(coll, nbytes, n, rank):
-    count = nbytes // 4
+    count = element_count(nbytes)
     if coll == "all_reduce":
         t = torch.ones(count)
         return lambda: dist.all_reduce(t)
@@ -43,6 +49,14 @@ def make_op(coll, nbytes, n, rank):
         inp = torch.ones(count)
         out = torch.empty(count)
         return lambda: dist.all_to_all_single(out, inp)
+    if coll == "send_recv":
+        t, got = torch.ones(count), torch.empty(count)
+
+        def exchange():
+            reqs = [dist.isend(t, (rank + 1) % n), dist.irecv(got, (rank - 1) % n)]
+            for r in reqs:
+                r.wait()
+        return exchange
     if coll == "reduce_scatter":
         inp = [torch.ones(count // n) for _ in range(n)]
         out = torch.empty(count // n)
@@ -67,15 +81,20 @@ def main():
                 for _ in range(args.warmup):
                     op()
                 dist.barrier()
-                start = time.perf_counter()
+                samples = []
                 for _ in range(args.iters):
+                    start = time.perf_counter()
                     op()
-                mean = torch.tensor([(time.perf_counter() - start) / args.iters], dtype=torch.float64)
+                    samples.append(time.perf_counter() - start)
+                mean = torch.tensor([sum(samples) / args.iters], dtype=torch.float64)
                 dist.all_reduce(mean, op=dist.ReduceOp.MAX)  # the slowest rank's mean, as nccl-tests
+                pooled = [torch.empty(args.iters, dtype=torch.float64) for _ in range(n)]
+                dist.all_gather(pooled, torch.tensor(samples, dtype=torch.float64))
                 t = mean.item()
                 row = {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n,
                        "time_us": t * 1e6, "algbw_gbps": nbytes / t / 1e9,
-                       "busbw_gbps": nbytes / t / 1e9 * bus_factor(coll, n)}
+                       "busbw_gbps": nbytes / t / 1e9 * bus_factor(coll, n),
+                       "p50_us": torch.cat(pooled).median().item() * 1e6}
             except RuntimeError as e:  # e.g. reduce_scatter: not supported by torch's gloo backend
                 row = {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n,
                        "error": str(e).splitlines()[0]}

@@ -39,6 +39,7 @@ void Intent::encode(uint64_t* out, int n) const {
   out[6] = address;
   out[7] = extent;
   out[8] = flags;
+  out[9] = whole;
   if (kind != CollectiveKind::AllToAll) return;
   for (size_t j = 0; j < size_t(n); ++j) {
     out[kHeaderWords + j] = j < send_offset.size() ? send_offset[j] : 0;
@@ -63,6 +64,7 @@ void Intent::decode(const uint64_t* in, int n, Intent& i) {
   i.address = in[6];
   i.extent = in[7];
   i.flags = in[8];
+  i.whole = in[9];
   if (in[0] == uint64_t(CollectiveKind::AllToAll)) {
     i.send_offset.assign(in + kHeaderWords, in + kHeaderWords + n);
     i.send_bytes.assign(in + kHeaderWords + n, in + kHeaderWords + 2 * size_t(n));
@@ -93,6 +95,19 @@ uint64_t readable_bytes(const Intent& in, int r, int n) {
 
 namespace {
 
+// Which buffer of rank r must hold n blocks (nullptr: none, or not stated). A step of a
+// composite collective (kAgreed) was checked as a whole already.
+const char* whole_buffer(const Intent& in, int r) {
+  if (in.whole == Intent::kUnstated || (in.flags & Intent::kAgreed)) return nullptr;
+  switch (in.kind) {
+    case CollectiveKind::AllGather: return "output";
+    case CollectiveKind::ReduceScatter: return "input";
+    case CollectiveKind::Gather: return r == in.root ? "output" : nullptr;
+    case CollectiveKind::Scatter: return r == in.root ? "input" : nullptr;
+    default: return nullptr;
+  }
+}
+
 // The common case, checked without building a word of the messages below: every field that
 // must agree does, every buffer covers its reads. Only when this says no does
 // check_agreement find out which and phrase it.
@@ -112,6 +127,8 @@ bool all_agree(const std::vector<Intent>& all, bool extents) {
         if (size_t(j) >= sent.size() || size_t(i) >= expected.size() || sent[size_t(j)] != expected[size_t(i)])
           return false;
       }
+  for (int r = 0; r < n; ++r)
+    if (whole_buffer(all[size_t(r)], r) && all[size_t(r)].whole != first.bytes * uint64_t(n)) return false;
   if (extents)
     for (int r = 0; r < n; ++r)
       if (all[size_t(r)].extent < readable_bytes(all[size_t(r)], r, n)) return false;
@@ -164,6 +181,11 @@ void check_agreement(const std::vector<Intent>& all, bool extents, const std::ve
       }
   } else {
     differ("the bytes per rank", [](const Intent& i) { return std::to_string(i.bytes) + " bytes"; });
+    for (int r = 0; r < n; ++r)
+      if (const char* buffer = whole_buffer(all[size_t(r)], r); buffer && all[size_t(r)].whole != first.bytes * uint64_t(n))
+        throw CollectiveMismatchError(what + ": rank " + std::to_string(g(r)) + "'s " + buffer + " holds " +
+                                      std::to_string(all[size_t(r)].whole) + " bytes, not " + std::to_string(n) +
+                                      " blocks of " + std::to_string(first.bytes));
   }
   if (!extents) return;
   for (int r = 0; r < n; ++r) {

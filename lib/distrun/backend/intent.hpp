@@ -37,6 +37,12 @@ struct Intent {
   uint64_t address = 0;  // single-copy path: where this rank's buffer starts ...
   uint64_t extent = 0;   // ... and how many bytes of it peers may read (0 on TCP)
   uint64_t flags = 0;    // transport's own: kInline = the extent is also copied in the shared slot
+  // The bytes of this rank's buffer of n blocks, where it has one: all_gather's output,
+  // reduce_scatter's input, gather's output and scatter's input on the root. Checked to be
+  // n * bytes with the rest, so a wrong buffer is the same error on every rank. kUnstated:
+  // the caller sized its buffers itself (a schedule's test, a composite collective's step).
+  static constexpr uint64_t kUnstated = ~uint64_t(0);
+  uint64_t whole = kUnstated;
   // all_to_all only: where the block for rank j starts in the buffer, its bytes, and the bytes
   // expected from rank j.
   std::vector<uint64_t> send_offset, send_bytes, recv_bytes;
@@ -49,7 +55,7 @@ struct Intent {
   /// As decode, into `into`, whose vectors keep their storage (no allocation per collective).
   static void decode(const uint64_t* in, int n, Intent& into);
 
-  static constexpr size_t kHeaderWords = 9;
+  static constexpr size_t kHeaderWords = 10;
   static constexpr uint64_t kInline = 1;
   /// Set by a caller that already checked this collective across a group containing this one
   /// (the hierarchical path checks the whole group once, then runs derived steps on sub-groups):

@@ -151,7 +151,11 @@ Tensor all_to_all(Backend& b, const Tensor& in0, int dim, const std::vector<int6
   check_dim(in, dim, "all_to_all");
   const int n = b.size();
   const int64_t extent = in.shape()[size_t(dim)];
-  const int64_t row = extent ? in.numel() / extent : 0;  // elements per unit along dim
+  // Elements per unit along dim, from the other dims: a rank that sends nothing (extent 0)
+  // still receives rows of this size.
+  Shape unit = in.shape();
+  unit[size_t(dim)] = 1;
+  const int64_t row = numel_of(unit);
   if (split_sizes.empty()) {
     auto sizes = even_sizes(in, dim, n, "all_to_all");
     Tensor out = Tensor::empty({in.numel()}, in.dtype(), in.device());

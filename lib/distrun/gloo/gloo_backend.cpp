@@ -37,21 +37,30 @@ void check_numel(const char* op, const Tensor& t, int64_t expected) {
                        std::to_string(expected));
 }
 
+// A caller's buffer of n blocks of the wrong size still goes to the meeting, whose check
+// refuses it on every rank (Intent::whole); until then the path works on a stand-in of the
+// right size, so that nothing before the check reads or writes past the caller's buffer.
+Tensor right_sized(const Tensor& t, size_t bytes) {
+  return t.nbytes() == bytes ? t : Tensor::zeros({int64_t(bytes)}, DType::UInt8);
+}
+
 // A point-to-point message, with torch's progress: the payload is posted by isend and irecv
 // themselves, so it moves whether or not either side is in wait() (`isend; recv; wait` on both
 // ranks of an exchange, or a ring's `isend; irecv; wait; wait`, meet). Beside it each side
 // states what it passes (dtype, bytes, tag) and wait() checks the other's statement, so a
-// disagreement is the same CollectiveMismatchError on both ranks. The payload's slot carries 8
-// bits of a hash of (dtype, bytes): a payload longer than the posted receive would make Gloo
-// terminate the process, so a disagreeing payload is posted on another slot than the receive
-// and never moves; only a hash collision (1 in 256) still reaches Gloo's own check. After a
-// mismatch both unmatched halves stay queued in Gloo by weak pointers: this Work may go.
+// disagreement is the same CollectiveMismatchError on both ranks. A payload longer than the
+// posted receive would make Gloo terminate the process, so the payload moves in one message
+// per set bit of its size, bit i (2^i bytes) on a slot of its own: a message only ever meets a
+// receive of exactly its length, and parts of a disagreeing size find no partner and never
+// move. After a mismatch the unmatched parts stay queued in Gloo by weak pointers (this Work
+// may go) and the receive buffer holds whatever parts did match.
 class P2PWork : public Work {
  public:
   struct Side {
     int peer;           // group rank
     int sender_global, receiver_global;
-    uint64_t slot;      // the message's slots: | 0 payload, | 1 sender's statement, | 2 receiver's
+    uint64_t slot;      // the message's slots: | 1 sender's statement, | 2 receiver's; with the top
+                        // byte replaced by a bit number, | 0: the payload's part of that size
   };
   P2PWork(GlooBackend& backend, gloo::Context& context, bool is_send, Side side, Tensor host_buffer, Tensor device_target,
           uint32_t tag, std::chrono::milliseconds timeout)
@@ -63,11 +72,18 @@ class P2PWork : public Work {
     payload_ = context.createUnboundBuffer(keep_.data(), keep_.nbytes());
     mine_buf_->send(side_.peer, side_.slot | (is_send_ ? 1 : 2));
     theirs_buf_->recv(side_.peer, side_.slot | (is_send_ ? 2 : 1));
-    const uint64_t payload_slot = (side_.slot & ~(0xffull << 48)) | shape_hash(mine_) << 48;
-    if (is_send_)
-      payload_->send(side_.peer, payload_slot);
-    else
-      payload_->recv(side_.peer, payload_slot);
+    // Highest bit first; a 0-byte payload has no part at all.
+    size_t at = 0;
+    for (int bit = 63; bit >= 0; --bit) {
+      const size_t part = size_t(1) << bit;
+      if (!(size_t(keep_.nbytes()) & part)) continue;
+      const uint64_t slot = (side_.slot & ~(0xffull << 48)) | uint64_t(bit) << 48;
+      if (is_send_)
+        payload_->send(side_.peer, slot, at, part);
+      else
+        payload_->recv(side_.peer, slot, at, part);
+      at += part, ++parts_;
+    }
   }
 
   void wait(std::chrono::milliseconds timeout) override {
@@ -84,8 +100,13 @@ class P2PWork : public Work {
       // queued send whose buffer is gone.
       require(mine_buf_->waitSend(nullptr, t));
       require(theirs_buf_->waitRecv(nullptr, t));
-      check();
-      require(is_send_ ? payload_->waitSend(nullptr, t) : payload_->waitRecv(nullptr, t));
+      const std::string problem = disagreement();
+      // On a disagreement the parts both sizes share still meet (same slot, same length):
+      // waited for all the same, so that no transfer outlives its buffer.
+      const int moving =
+          problem.empty() ? parts_ : theirs_[0] == kMagic ? __builtin_popcountll(mine_[2] & theirs_[2]) : 0;
+      for (int k = 0; k < moving; ++k) require(is_send_ ? payload_->waitSend(nullptr, t) : payload_->waitRecv(nullptr, t));
+      if (!problem.empty()) throw CollectiveMismatchError(problem);
     } catch (const Error& e) {
       backend_.fail(op, e);
     } catch (const std::exception& e) {
@@ -100,15 +121,8 @@ class P2PWork : public Work {
 
  private:
   static constexpr uint64_t kMagic = 0x64697374702f7032ull;  // "distp/p2"
-  // 8 well-mixed bits of (dtype, bytes): sizes a factor of two apart differ here as often as any.
-  static uint64_t shape_hash(const std::array<uint64_t, 4>& statement) {
-    uint64_t x = statement[2] * 64 + statement[1] + 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return (x ^ (x >> 31)) & 0xff;
-  }
-  // Both ranks compare the same two statements, so both raise the same message.
-  void check() const {
+  // Both ranks compare the same two statements, so both find the same message ("": they agree).
+  std::string disagreement() const {
     const auto& sent = is_send_ ? mine_ : theirs_;
     const auto& expected = is_send_ ? theirs_ : mine_;
     auto what = [](const std::array<uint64_t, 4>& s) {
@@ -116,13 +130,11 @@ class P2PWork : public Work {
     };
     const std::string who = "send/recv from rank " + std::to_string(side_.sender_global) + " to rank " +
                             std::to_string(side_.receiver_global) + " (tag " + std::to_string(mine_[3]) + "): ";
-    if (theirs_[0] != kMagic) throw CollectiveMismatchError(who + "the peer's statement is not one of distrun's");
-    if (sent[3] != expected[3])
-      throw CollectiveMismatchError(who + "the ranks disagree on the tag: " + std::to_string(sent[3]) + " sent, " +
-                                    std::to_string(expected[3]) + " expected");
+    if (theirs_[0] != kMagic) return who + "the peer's statement is not one of distrun's";
     if (sent[1] != expected[1] || sent[2] != expected[2])
-      throw CollectiveMismatchError(who + "rank " + std::to_string(side_.sender_global) + " sends " + what(sent) +
-                                    ", rank " + std::to_string(side_.receiver_global) + " expects " + what(expected));
+      return who + "rank " + std::to_string(side_.sender_global) + " sends " + what(sent) + ", rank " +
+             std::to_string(side_.receiver_global) + " expects " + what(expected);
+    return "";
   }
 
   GlooBackend& backend_;
@@ -132,6 +144,7 @@ class P2PWork : public Work {
   std::chrono::milliseconds timeout_;
   std::array<uint64_t, 4> mine_{}, theirs_{};
   std::unique_ptr<gloo::transport::UnboundBuffer> mine_buf_, theirs_buf_, payload_;
+  int parts_ = 0;  // payload messages: one per set bit of its size
   bool done_ = false;
 };
 
@@ -181,15 +194,28 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   auto tcp = [&] {
     return over(std::make_unique<TcpPath>(context_, rank_, size_, global_ranks_, [this] { return next_tag_++; }));
   };
-  if (size_ < 2 || options_.transport == GlooTransport::Tcp) return tcp();
-  // Every member's host, in group rank order: the same table, hence the same verdict, on all.
+  if (size_ < 2) return tcp();
+  // Every member's settings and host, in group rank order: the same table, hence the same
+  // verdict, on all. Settings that differ would run different schedules or paths on the two
+  // ends of a pair (an abort in Gloo, or a wait until the timeout): an error on every member.
   const std::string me = options_.host_id.empty() ? kernel_boot_id() : options_.host_id;
-  store_->set("hosts/" + std::to_string(rank_), me);
+  const std::string settings = options_.shared_settings();
+  store_->set("members/" + std::to_string(rank_), settings + "\n" + me);
+  std::vector<std::string> member(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) member[size_t(r)] = store_->get("members/" + std::to_string(r));
+  auto settings_of = [&](int r) { return member[size_t(r)].substr(0, member[size_t(r)].find('\n')); };
+  std::string differ;
+  for (int r = 1; r < size_; ++r)
+    if (settings_of(r) != settings_of(0)) differ += ", rank " + std::to_string(global_rank(r)) + " has " + settings_of(r);
+  if (!differ.empty())
+    throw ConfigError("the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO and DISTRUN_HIERARCHY: rank " +
+                      std::to_string(global_rank(0)) + " has " + settings_of(0) + differ);
+  if (options_.transport == GlooTransport::Tcp) return tcp();
   std::vector<std::string> hosts;     // distinct, in order of their first rank
   std::vector<std::vector<int>> on;   // group ranks per host
   std::vector<int> host_of;
   for (int r = 0; r < size_; ++r) {
-    const std::string h = store_->get("hosts/" + std::to_string(r));
+    const std::string h = member[size_t(r)].substr(member[size_t(r)].find('\n') + 1);
     const size_t at = size_t(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
     if (at == hosts.size()) hosts.push_back(h), on.emplace_back();
     on[at].push_back(r);
@@ -269,6 +295,13 @@ void GlooBackendOptions::read_env() {
   if (!env("DISTRUN_HOST_ID").empty()) host_id = env("DISTRUN_HOST_ID");
 }
 
+std::string GlooBackendOptions::shared_settings() const {
+  const char* t = transport == GlooTransport::Tcp ? "tcp" : transport == GlooTransport::SharedMemory ? "shm" : "auto";
+  const char* a = algorithm == Algorithm::Ring ? "ring" : algorithm == Algorithm::Direct ? "direct" : "auto";
+  return std::string("DISTRUN_TRANSPORT=") + t + " DISTRUN_ALGO=" + a +
+         " DISTRUN_HIERARCHY=" + (hierarchy == Hierarchy::Flat ? "flat" : "auto");
+}
+
 std::string GlooBackend::transport_name() const { return transport_->name(); }
 
 void GlooBackend::fail(const char* op, const std::exception& e) { raise_failure(op, e); }
@@ -331,45 +364,50 @@ void GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
 }
 
 void GlooBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) {
-  check_numel("all_gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = host(out);
   Intent want = intent(CollectiveKind::AllGather, hi.dtype(), hi.nbytes());
-  guarded("all_gather", timeout_of(opts), [&] { transport_->all_gather(want, hi.data(), ho.data(), timeout_of(opts)); });
+  want.whole = ho.nbytes();
+  Tensor whole = right_sized(ho, hi.nbytes() * size_t(size_));
+  guarded("all_gather", timeout_of(opts), [&] { transport_->all_gather(want, hi.data(), whole.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 
 void GlooBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opts) {
   const bool root = rank_ == opts.root;
-  if (root) check_numel("gather", out, in.numel() * size_);
   Tensor hi = host(in), ho = root ? host(out) : Tensor();
   Intent want = intent(CollectiveKind::Gather, hi.dtype(), hi.nbytes(), opts.root);
+  if (root) want.whole = ho.nbytes();
+  Tensor whole = root ? right_sized(ho, hi.nbytes() * size_t(size_)) : Tensor();
   guarded("gather", timeout_of(opts),
-          [&] { transport_->gather(want, hi.data(), root ? ho.data() : nullptr, timeout_of(opts)); });
+          [&] { transport_->gather(want, hi.data(), root ? whole.data() : nullptr, timeout_of(opts)); });
   if (root) copy_back(out, ho);
 }
 
 void GlooBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts) {
   const bool root = rank_ == opts.root;
-  if (root) check_numel("scatter", in, out.numel() * size_);
   Tensor hi = root ? host(in) : Tensor(), ho = host(out);
   Intent want = intent(CollectiveKind::Scatter, ho.dtype(), ho.nbytes(), opts.root);
+  if (root) want.whole = hi.nbytes();
+  Tensor whole = root ? right_sized(hi, ho.nbytes() * size_t(size_)) : Tensor();
   guarded("scatter", timeout_of(opts),
-          [&] { transport_->scatter(want, root ? hi.data() : nullptr, ho.data(), timeout_of(opts)); });
+          [&] { transport_->scatter(want, root ? whole.data() : nullptr, ho.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 
 void GlooBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) {
-  check_numel("reduce_scatter", in, out.numel() * size_);
   ReduceFn fn = reduce_kernel(in.dtype(), opts.op);
   const Tensor hin = host(in);
   Tensor hout = host(out);
   const size_t block = hout.nbytes();
   if (size_ == 1) {
+    check_numel("reduce_scatter", in, out.numel());
     std::memcpy(hout.data(), hin.data(), block);
   } else {
     Intent want = intent(CollectiveKind::ReduceScatter, hout.dtype(), block, -1, opts.op);
+    want.whole = hin.nbytes();
+    const Tensor whole = right_sized(hin, block * size_t(size_));
     guarded("reduce_scatter", timeout_of(opts), [&] {
-      transport_->reduce_scatter(want, hin.data(), hout.data(), hout.element_size(), fn, timeout_of(opts));
+      transport_->reduce_scatter(want, whole.data(), hout.data(), hout.element_size(), fn, timeout_of(opts));
     });
   }
   if (opts.op == ReduceOp::Avg) divide_by(hout, size_);

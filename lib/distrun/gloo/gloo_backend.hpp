@@ -52,6 +52,9 @@ struct GlooBackendOptions {
   /// algorithm from DISTRUN_ALGO (auto|direct|ring), hierarchy from
   /// DISTRUN_HIERARCHY (auto|flat) and host_id from DISTRUN_HOST_ID; ConfigError otherwise.
   void read_env();
+  /// The settings every member of a group must share (transport, algorithm, hierarchy), as
+  /// text: a group whose members' differ is a ConfigError on every member when it is made.
+  std::string shared_settings() const;
 };
 
 class GlooBackend : public Backend {

@@ -15,8 +15,10 @@ namespace distrun {
 namespace {
 
 // Gloo slots of the phases: this prefix, the collective's tag, the phase (point-to-point
-// messages use slots of their own, GlooBackend::p2p_slot).
+// messages use slots of their own, GlooBackend::p2p_slot); of the intent exchanges: this
+// prefix and the exchange's number.
 constexpr uint64_t kPhaseSlot = 0x4e5c000000000000ull;
+constexpr uint64_t kIntentSlot = 0x4e5d000000000000ull;
 // A piece moves in segments of this size, so that the reader folds one in while the next
 // arrives (and Gloo never holds a whole large piece in one message).
 constexpr size_t kSegment = size_t(1) << 20;
@@ -45,7 +47,20 @@ void allgather_intents(const std::shared_ptr<gloo::Context>& context, uint32_t t
 TcpPath::TcpPath(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<int> global_ranks,
                  std::function<uint32_t()> next_tag)
     : context_(std::move(context)), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)),
-      next_tag_(std::move(next_tag)) {}
+      next_tag_(std::move(next_tag)) {
+  rows_.assign(Intent::words(size_) * size_t(size_), 0);
+  rows_in_ = context_->createUnboundBuffer(rows_.data(), rows_.size() * sizeof(uint64_t));
+  row_out_ = context_->createUnboundBuffer(rows_.data(), rows_.size() * sizeof(uint64_t));
+  post_intent_receives();
+}
+
+TcpPath::~TcpPath() = default;
+
+void TcpPath::post_intent_receives() {
+  const size_t row = Intent::words(size_) * sizeof(uint64_t);
+  for (int r = 0; r < size_; ++r)
+    if (r != rank_) rows_in_->recv(r, kIntentSlot | (exchanges_ + 1), size_t(r) * row, row);
+}
 
 const std::vector<Intent>& TcpPath::meet(Intent intent, const void* base, uint64_t extent,
                                          std::chrono::milliseconds timeout) {
@@ -56,7 +71,17 @@ const std::vector<Intent>& TcpPath::meet(Intent intent, const void* base, uint64
   // Every member skips alike (same flags, same tags). all_to_all's intents differ by rank, so
   // they always travel.
   if (!(intent.flags & Intent::kAgreed) || intent.kind == CollectiveKind::AllToAll) {
-    allgather_intents(context_, next_tag_(), timeout, intent, table_);
+    const size_t words = Intent::words(size_), row = words * sizeof(uint64_t);
+    const uint64_t slot = kIntentSlot | ++exchanges_;
+    intent.encode(rows_.data() + size_t(rank_) * words, size_);
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) row_out_->send(r, slot, size_t(rank_) * row, row);
+    for (int r = 1; r < size_; ++r) require(rows_in_->waitRecv(nullptr, timeout), timeout);
+    for (int r = 1; r < size_; ++r) require(row_out_->waitSend(nullptr, timeout), timeout);
+    for (int r = 0; r < size_; ++r) Intent::decode(rows_.data() + size_t(r) * words, size_, table_[size_t(r)]);
+    // The next exchange's receives go out before the check: a disagreement leaves the group
+    // usable, and every rank posts them alike.
+    post_intent_receives();
     check_agreement(table_, false, global_ranks_);
   }
   tag_ = next_tag_();

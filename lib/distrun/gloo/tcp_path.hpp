@@ -2,7 +2,10 @@
 // not be used; see path.hpp for the model). A rank cannot read a peer's memory here, so in each
 // phase it lists what every reader takes from it and sends that, while receiving its own
 // pieces; pieces go in segments, so folding one segment in overlaps receiving the next. The
-// intent check is one small all_gather before each collective.
+// intent check is one small message to and from every peer before each collective, into
+// receives posted at the end of the collective before: a Gloo message moves at once when its
+// receive is already posted, where otherwise the two sides first trade "send ready" and
+// "receive ready" notes (a round trip and wake-ups of both sides' threads).
 #pragma once
 #include <functional>
 #include <memory>
@@ -12,12 +15,16 @@
 
 namespace gloo {
 class Context;
+namespace transport {
+class UnboundBuffer;
 }
+}  // namespace gloo
 
 namespace distrun {
 
 /// Every member's intent into `table` (sized to the group), in rank order, through one Gloo
-/// all_gather under `tag`: how TCP, and shared memory without a segment, meet.
+/// all_gather under `tag`: how shared memory without a segment meets (TcpPath sends its rows
+/// to every peer into receives posted in advance).
 void allgather_intents(const std::shared_ptr<gloo::Context>& context, uint32_t tag, std::chrono::milliseconds timeout,
                        const Intent& mine, std::vector<Intent>& table);
 
@@ -26,6 +33,7 @@ class TcpPath : public Path {
   /// `next_tag` gives the Gloo tag of each meeting and phase.
   TcpPath(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<int> global_ranks,
           std::function<uint32_t()> next_tag);
+  ~TcpPath() override;
 
   std::string name() const override { return "tcp"; }
   bool reads_peers() const override { return false; }
@@ -44,7 +52,12 @@ class TcpPath : public Path {
   int rank_, size_;
   std::vector<int> global_ranks_;
   std::function<uint32_t()> next_tag_;
+  // Posts the receives of every peer's intent in exchange number `exchanges_ + 1`.
+  void post_intent_receives();
   uint64_t seq_ = 0;
+  uint64_t exchanges_ = 0;  // intent exchanges so far (collectives marked kAgreed skip them)
+  std::vector<uint64_t> rows_;  // every rank's intent row of the next exchange; ours at `rank_`
+  std::unique_ptr<gloo::transport::UnboundBuffer> rows_in_, row_out_;
   uint32_t tag_ = 0;  // this collective's, for the slots of its phases
   std::vector<Intent> table_;
   char* base_ = nullptr;  // what this rank exposes

@@ -221,6 +221,75 @@ TEST_CASE("large buffers: all_reduce, all_gather, reduce_scatter, broadcast, red
   }
 }
 
+TEST_CASE("every collective and dtype at one element either side of each size threshold", "[thresholds]") {
+  // The thresholds: 64 KiB per rank (the shared segment's inline slot; on TCP the switch from
+  // the direct algorithms to the ring, with 3 ranks) and 1 MiB (a TCP piece's segment). Each
+  // count is that many bytes of the dtype, and one element less and more; per rank's block for
+  // all_gather, reduce_scatter, gather, scatter and all_to_all, whole for the others.
+  const int n = 3;
+  run_ranks(n, [&](ProcessGroup& pg) {
+    Backend& b = pg.backend();
+    const int me = pg.rank();
+    auto sum_of = [&](int64_t e) {
+      double want = 0;
+      for (int r = 0; r < n; ++r) want += in_value(r, e);
+      return want;
+    };
+    for (DType dt : kAllTypes) {
+      const int64_t es = int64_t(dtype_size(dt));
+      for (int64_t threshold : {int64_t(64) << 10, int64_t(1) << 20})
+        for (int64_t count : {threshold / es - 1, threshold / es, threshold / es + 1}) {
+          const std::string at = std::string(dtype_name(dt)) + " count " + std::to_string(count);
+          Tensor t = input(me, {count}, dt);
+          b.all_reduce(t, AllreduceOptions{});
+          for (int64_t e = 0; e < count; ++e) RANK_REQUIRE_CTX(t.get(e) == sum_of(e), "all_reduce " << at << " e " << e);
+
+          Tensor g = all_gather(b, input(me, {count}, dt), 0);
+          for (int r = 0; r < n; ++r)
+            for (int64_t e = 0; e < count; ++e)
+              RANK_REQUIRE_CTX(g.get(r * count + e) == in_value(r, e), "all_gather " << at << " e " << e);
+
+          Tensor y = reduce_scatter(b, input(me, {count * n}, dt), 0, ReduceOp::Sum);
+          for (int64_t e = 0; e < count; ++e)
+            RANK_REQUIRE_CTX(y.get(e) == sum_of(me * count + e), "reduce_scatter " << at << " e " << e);
+
+          Tensor c = input(me, {count}, dt);
+          BroadcastOptions bo;
+          bo.root = 1;
+          b.broadcast(c, bo);
+          for (int64_t e = 0; e < count; ++e) RANK_REQUIRE_CTX(c.get(e) == in_value(1, e), "broadcast " << at);
+
+          Tensor red = input(me, {count}, dt);
+          ReduceOptions ro;
+          ro.root = 2;
+          b.reduce(red, ro);
+          if (me == 2)
+            for (int64_t e = 0; e < count; ++e) RANK_REQUIRE_CTX(red.get(e) == sum_of(e), "reduce " << at);
+
+          Tensor gathered = Tensor::empty({count * n}, dt);
+          GatherOptions go;
+          go.root = 0;
+          b.gather(input(me, {count}, dt), gathered, go);
+          if (me == 0)
+            for (int r = 0; r < n; ++r)
+              for (int64_t e = 0; e < count; ++e)
+                RANK_REQUIRE_CTX(gathered.get(r * count + e) == in_value(r, e), "gather " << at);
+
+          Tensor part = Tensor::empty({count}, dt);
+          ScatterOptions so;
+          so.root = 0;
+          b.scatter(input(me, {count * n}, dt), part, so);
+          for (int64_t e = 0; e < count; ++e) RANK_REQUIRE_CTX(part.get(e) == in_value(0, me * count + e), "scatter " << at);
+
+          Tensor z = all_to_all(b, input(me, {count * n}, dt), 0);
+          for (int src = 0; src < n; ++src)
+            for (int64_t e = 0; e < count; ++e)
+              RANK_REQUIRE_CTX(z.get(src * count + e) == in_value(src, me * count + e), "all_to_all " << at);
+        }
+    }
+  });
+}
+
 TEST_CASE("all_to_all: even and uneven, rows and columns", "[collectives]") {
   for (int n : {1, 2, 3, 4}) {
     run_ranks(n, [&](ProcessGroup& pg) {
@@ -273,6 +342,24 @@ TEST_CASE("all_to_all: even and uneven, rows and columns", "[collectives]") {
       }
     });
   }
+}
+
+TEST_CASE("all_to_all: a rank that sends nothing still receives whole rows", "[collectives]") {
+  // torch's all_to_all_single with split_sizes [2 rank, 0]: rank 0's input is empty along dim,
+  // yet it receives rank 1's two rows (or columns) of 3.
+  run_ranks(2, [&](ProcessGroup& pg) {
+    Backend& b = pg.backend();
+    const int me = pg.rank();
+    for (int dim : {0, 1}) {
+      Shape s = dim == 0 ? Shape{2 * me, 3} : Shape{3, 2 * me};
+      Tensor x = Tensor::empty(s, DType::Float32);
+      for (int64_t e = 0; e < x.numel(); ++e) x.set(e, 100 + e);
+      Tensor y = all_to_all(b, x, dim, {2 * me, 0});
+      const Shape want = me == 0 ? (dim == 0 ? Shape{2, 3} : Shape{3, 2}) : (dim == 0 ? Shape{0, 3} : Shape{3, 0});
+      RANK_REQUIRE(y.shape() == want);
+      for (int64_t e = 0; e < y.numel(); ++e) RANK_REQUIRE(y.get(e) == 100 + e);
+    }
+  });
 }
 
 TEST_CASE("send/recv and isend/irecv pass a chain of ranks", "[collectives]") {

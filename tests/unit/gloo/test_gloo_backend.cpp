@@ -76,6 +76,45 @@ TEST_CASE("a peer passing fewer bytes to all_gather is a typed error on every ra
   }
 }
 
+TEST_CASE("a rank whose buffer of n blocks is the wrong size: the same typed error on every rank", "[trust]") {
+  for (auto path : kPaths) {
+    INFO("path " << path_name(path));
+    auto errors = on_ranks(2, path, [&](GlooBackend& b) {
+      // Rank 1's buffer of blocks holds 3 floats instead of 2 blocks of 4.
+      const int64_t whole = b.rank() == 1 ? 3 : 8;
+      std::vector<std::string> seen;
+      auto expect = [&](const std::function<void()>& f) {
+        try {
+          f();
+        } catch (const CollectiveMismatchError& e) {
+          seen.push_back(e.what());
+        }
+      };
+      Tensor block = full(4, 1.0, DType::Float32), blocks = full(whole, 1.0, DType::Float32);
+      expect([&] { b.all_gather(block, blocks, {}); });
+      expect([&] { b.reduce_scatter(blocks, block, {}); });
+      GatherOptions go;
+      go.root = 1;
+      expect([&] { b.gather(block, blocks, go); });
+      ScatterOptions so;
+      so.root = 1;
+      expect([&] { b.scatter(blocks, block, so); });
+      b.all_reduce(block, {});  // the group still works
+      const std::vector<std::string> want = {
+          "all_gather #1: rank 1's output holds 12 bytes, not 2 blocks of 16",
+          "reduce_scatter #2: rank 1's input holds 12 bytes, not 2 blocks of 16",
+          "gather #3: rank 1's output holds 12 bytes, not 2 blocks of 16",
+          "scatter #4: rank 1's input holds 12 bytes, not 2 blocks of 16"};
+      if (seen != want || block.get(0) != 2.0) {
+        std::string got;
+        for (auto& e : seen) got += "\n  " + e;
+        throw std::runtime_error("rank " + std::to_string(b.rank()) + " saw:" + got);
+      }
+    });
+    for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  }
+}
+
 TEST_CASE("disagreeing on the collective, dtype, op, root or all_to_all counts: same typed error everywhere, "
           "and the group still works after it",
           "[trust]") {
@@ -156,6 +195,67 @@ TEST_CASE("send/recv that disagree on size or dtype: the same typed error on bot
       }
     });
     for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  }
+}
+
+TEST_CASE("send/recv: every size beside the receive's is a typed error, never an abort in Gloo", "[trust]") {
+  // The payload moves in parts of the sizes of its set bits: no part can meet a receive of
+  // another length, whatever the two sizes (a hash of them would collide for some pairs).
+  for (auto path : kPaths) {
+    INFO("path " << path_name(path));
+    auto errors = on_ranks(2, path, [&](GlooBackend& b) {
+      int mismatches = 0;
+      for (int64_t sent = 0; sent <= 400; ++sent) {
+        try {
+          if (b.rank() == 0) {
+            b.send(full(sent, 5.0, DType::UInt8), 1, {});
+          } else {
+            Tensor t = full(16, 0.0, DType::UInt8);
+            b.recv(t, 0, {});
+          }
+        } catch (const CollectiveMismatchError&) {
+          ++mismatches;
+        }
+      }
+      if (mismatches != 400) throw std::runtime_error(std::to_string(mismatches) + " mismatches, not 400");
+      // And the pair still delivers: 396 bytes where 396 are expected.
+      Tensor t = full(396, b.rank() == 0 ? 7.0 : 0.0, DType::UInt8);
+      if (b.rank() == 0) b.send(t, 1, {});
+      else b.recv(t, 0, {});
+      if (t.get(0) != 7.0 || t.get(395) != 7.0) throw std::runtime_error("the agreeing message did not arrive");
+    });
+    for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  }
+}
+
+TEST_CASE("members with different DISTRUN_ALGO, DISTRUN_TRANSPORT or DISTRUN_HIERARCHY: a ConfigError on each",
+          "[trust]") {
+  for (int which = 0; which < 3; ++which) {
+    auto store = std::make_shared<HashStore>();
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r)
+      threads.emplace_back([&, r] {
+        GlooBackendOptions o;
+        o.timeout = std::chrono::seconds(20);
+        o.transport = GlooTransport::Tcp;
+        if (r == 1 && which == 0) o.algorithm = Algorithm::Ring;
+        if (r == 1 && which == 1) o.transport = GlooTransport::Auto;
+        if (r == 1 && which == 2) o.hierarchy = Hierarchy::Flat;
+        try {
+          GlooBackend b(store, r, 2, o);
+        } catch (const ConfigError& e) {
+          errors[size_t(r)] = e.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    const char* rank1[] = {"DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=ring DISTRUN_HIERARCHY=auto",
+                           "DISTRUN_TRANSPORT=auto DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto",
+                           "DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto DISTRUN_HIERARCHY=flat"};
+    const std::string want = std::string("the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO and "
+                                         "DISTRUN_HIERARCHY: rank 0 has DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto "
+                                         "DISTRUN_HIERARCHY=auto, rank 1 has ") + rank1[which];
+    for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == want);
   }
 }
 
