@@ -86,7 +86,8 @@ namespace {
 
 std::vector<NodeId> names(int n) {
   std::vector<NodeId> v;
-  for (int i = 0; i < n; ++i) v.push_back({"node" + std::to_string(i), "10.0." + std::to_string(i / 256) + "." + std::to_string(i % 256)});
+  for (int i = 0; i < n; ++i)
+    v.push_back({"node" + std::to_string(i), "10.0." + std::to_string(i / 256) + "." + std::to_string(i % 256)});
   return v;
 }
 
@@ -140,7 +141,7 @@ std::vector<int> sorted(std::set<int> s) { return {s.begin(), s.end()}; }
 }  // namespace
 
 TEST_CASE("a bad node is the suspect, and so are two bad nodes of four", "[bench]") {
-  for (std::set<int> bad : {std::set<int>{2}, {1, 2}, {0, 3}}) {
+  for (const std::set<int>& bad : {std::set<int>{2}, {1, 2}, {0, 3}}) {
     Synthetic w;
     w.bad = bad;
     const Judgement j = w.run(4, 0);

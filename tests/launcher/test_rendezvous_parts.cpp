@@ -70,7 +70,8 @@ TEST_CASE("a failure record from another node shows its control characters escap
 }
 
 TEST_CASE("malformed failure records are MalformedMessage", "[launcher][rendezvous]") {
-  for (const char* bad : {"", "1", "3\nh\n0\n0\nx", "1\nh\n-2\n0\nx", "1\nh\nzero\n0\nx", "1\nh\n0\n-5\nx", "1\nh\n99999999999\n0\nx", "1\nh\n1-2\n0\nx", "1\nh\n-\n0\nx"})
+  for (const char* bad : {"", "1", "3\nh\n0\n0\nx", "1\nh\n-2\n0\nx", "1\nh\nzero\n0\nx", "1\nh\n0\n-5\nx",
+                          "1\nh\n99999999999\n0\nx", "1\nh\n1-2\n0\nx", "1\nh\n-\n0\nx"})
     CHECK_THROWS_AS(FailureRecord::decode(bad), MalformedMessage);
 }
 
@@ -208,6 +209,6 @@ TEST_CASE("a bound workers' port is held: binding it again is a clear ConfigErro
   CHECK_THROWS_WITH(BoundPort("127.0.0.1", held.port()), Catch::Contains("already in use"));
   BoundPort moved = std::move(held);
   CHECK(moved.fd() >= 0);
-  CHECK(held.fd() == -1);
+  CHECK(held.fd() == -1);  // NOLINT(bugprone-use-after-move): the moved-from port is empty
   CHECK_THROWS_AS(BoundPort("not-an-ip", 0), ConfigError);
 }

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 using Catch::Matchers::Contains;
@@ -28,9 +29,10 @@ int free_port() {
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof(a);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
   close(fd);
+  if (!ok) throw std::runtime_error("no free loopback port");
   return ntohs(a.sin_port);
 }
 
@@ -68,7 +70,8 @@ Rank spawn(const std::string& worker, const std::string& scenario, int r, int n,
     setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
     if (!freopen(rank.stderr_path.c_str(), "w", stderr)) _exit(125);
     if (!freopen("/dev/null", "w", stdout)) _exit(125);
-    execl(worker.c_str(), worker.c_str(), scenario.c_str(), "--device", "cuda", "--timeout", "20", static_cast<char*>(nullptr));
+    execl(worker.c_str(), worker.c_str(), scenario.c_str(), "--device", "cuda", "--timeout", "20",
+          static_cast<char*>(nullptr));
     _exit(126);
   }
   return rank;

@@ -1,6 +1,7 @@
 #include "distrun/backend/reduce_kernels.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <type_traits>
 
@@ -13,11 +14,15 @@ namespace {
 
 struct Sum {
   template <typename T>
-  T operator()(T a, T b) const { return T(a + b); }
+  T operator()(T a, T b) const {
+    return T(a + b);
+  }
 };
 struct Prod {
   template <typename T>
-  T operator()(T a, T b) const { return T(a * b); }
+  T operator()(T a, T b) const {
+    return T(a * b);
+  }
 };
 // min and max propagate NaN, as torch.minimum/torch.maximum do: with std::min alone a NaN
 // survived or vanished depending on which rank held it (the order of the operands).
@@ -25,8 +30,8 @@ struct Min {
   template <typename T>
   T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) {
-      if (a != a) return a;
-      if (b != b) return b;
+      if (std::isnan(a)) return a;
+      if (std::isnan(b)) return b;
     }
     return std::min(a, b);
   }
@@ -35,23 +40,29 @@ struct Max {
   template <typename T>
   T operator()(T a, T b) const {
     if constexpr (std::is_floating_point_v<T>) {
-      if (a != a) return a;
-      if (b != b) return b;
+      if (std::isnan(a)) return a;
+      if (std::isnan(b)) return b;
     }
     return std::max(a, b);
   }
 };
 struct BAnd {
   template <typename T>
-  T operator()(T a, T b) const { return T(a & b); }
+  T operator()(T a, T b) const {
+    return T(a & b);
+  }
 };
 struct BOr {
   template <typename T>
-  T operator()(T a, T b) const { return T(a | b); }
+  T operator()(T a, T b) const {
+    return T(a | b);
+  }
 };
 struct BXor {
   template <typename T>
-  T operator()(T a, T b) const { return T(a ^ b); }
+  T operator()(T a, T b) const {
+    return T(a ^ b);
+  }
 };
 
 // Plain loops over restrict-free pointers still vectorise at -O2/-O3 for the native types.
@@ -114,7 +125,8 @@ ReduceFn reduce_kernel(DType dtype, ReduceOp op) {
     case ReduceOp::BXor: f = pick_int<BXor>(dtype); break;
   }
   if (!f)
-    throw BackendError(std::string("reduce op '") + reduce_op_name(op) + "' is not valid for dtype " + dtype_name(dtype));
+    throw BackendError(std::string("reduce op '") + reduce_op_name(op) + "' is not valid for dtype " +
+                       dtype_name(dtype));
   return f;
 }
 

@@ -30,7 +30,8 @@ void check_results_path(const std::string& path, const scenario::Scenario& sc) {
 void explain_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::ostream& out, bool colour,
                       bool values) {
   const int world = world_size.value_or(sc.world_size.value_or(4));
-  scenario::Validation(sc, world, world);  // the same checks as a run: a picture of a valid scenario only
+  // The same checks as a run (they throw): a picture of a valid scenario only.
+  [[maybe_unused]] const scenario::Validation checked(sc, world, world);
   scenario::explain(sc, world, out, colour, values);
 }
 
@@ -42,7 +43,8 @@ int run_scenario_rank(const scenario::Scenario& sc, const ScenarioRunOptions& op
   scenario::Reference reference(sc, world.world_size, world.local_world_size, world.rank);
 
   const std::string device = options.device.value_or(sc.device);
-  if (device != "cpu" && device != "cuda") throw ConfigError("--device: unknown device '" + device + "'; known: cpu, cuda");
+  if (device != "cpu" && device != "cuda")
+    throw ConfigError("--device: unknown device '" + device + "'; known: cpu, cuda");
   std::string backend = options.backend.value_or(sc.backend);
   if (backend == "auto") backend = device == "cuda" ? "nccl" : "gloo";
   InitOptions init;
@@ -63,10 +65,11 @@ int run_scenario_rank(const scenario::Scenario& sc, const ScenarioRunOptions& op
   // NCCL chose the device and its tensors must be there; Gloo stages CUDA tensors through the
   // host from the device the same rule picks (nccl/device_choice.hpp).
   const Device backend_device = pg->backend().tensor_device();
-  settings.device = device != "cuda"           ? Device::cpu()
-                    : backend_device.is_cuda() ? backend_device
-                                               : Device::cuda(nccl::cuda_device_for_local_rank(
-                                                     world.local_rank, world.local_world_size, /*exclusive=*/false));
+  settings.device = device != "cuda" ? Device::cpu()
+                    : backend_device.is_cuda()
+                        ? backend_device
+                        : Device::cuda(nccl::cuda_device_for_local_rank(world.local_rank, world.local_world_size,
+                                                                        /*exclusive=*/false));
   settings.backend_name = backend;
   return scenario::run_scenario(sc, reference, pg->backend_ptr(), settings);
 }

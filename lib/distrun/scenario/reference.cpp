@@ -67,9 +67,12 @@ int64_t count_wrong(const Tensor& got, const RefTensor& want, int64_t* first) {
       ok = get_int(got, e) == get_int(w, e);
     } else {
       const double g = got.get(e), x = w.get(e);
-      if (std::isnan(x) || std::isnan(g)) ok = std::isnan(x) && std::isnan(g);
-      else if (std::isinf(x) || std::isinf(g)) ok = g == x;
-      else ok = g == x || std::fabs(g - x) <= want.ulps * eps * std::max(std::fabs(x), want.scale);
+      if (std::isnan(x) || std::isnan(g))
+        ok = std::isnan(x) && std::isnan(g);
+      else if (std::isinf(x) || std::isinf(g))
+        ok = g == x;
+      else
+        ok = g == x || std::fabs(g - x) <= want.ulps * eps * std::max(std::fabs(x), want.scale);
     }
     if (!ok) {
       if (wrong == 0 && first) *first = e;
@@ -81,7 +84,8 @@ int64_t count_wrong(const Tensor& got, const RefTensor& want, int64_t* first) {
 
 Reference::Reference(const Scenario& sc, int world_size, int local_world_size, std::optional<int> own_rank)
     : WorldView(sc, world_size, local_world_size) {
-  Validation(sc, world_size, local_world_size, own_rank);  // every check; from here on, values only
+  // Every check (they throw); from here on, values only.
+  [[maybe_unused]] const Validation checked(sc, world_size, local_world_size, own_rank);
   state_.resize(size_t(world_size));
   for (int r = 0; r < world_size; ++r)
     for (const auto& [name, spec] : sc.tensors) {
@@ -160,7 +164,8 @@ std::optional<RefTensor> Reference::tensor(int rank, const std::string& name) co
   auto it = st.find(name);
   if (it == st.end()) return std::nullopt;
   if (it->second.unknown)
-    throw Error("internal: the reference reads '" + name + "' of rank " + std::to_string(rank) + ", which its plan left out");
+    throw Error("internal: the reference reads '" + name + "' of rank " + std::to_string(rank) +
+                ", which its plan left out");
   if (!it->second.spec) return it->second;
   return RefTensor{make_tensor(*it->second.spec, sc_.dtype, env(rank), sc_.file)};
 }
