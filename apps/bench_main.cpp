@@ -53,7 +53,8 @@ struct Common {
 void add_common(CLI::App& app, Common& c) {
   app.add_option("--backend", c.backend, "gloo, nccl or auto (nccl with --device cuda)")
       ->check(CLI::IsMember({"gloo", "nccl", "auto"}));
-  app.add_option("--device", c.device, "Where the buffers live: cpu or cuda (the rank's GPU, chosen as by the NCCL backend: docs/gpu.md)")
+  app.add_option("--device", c.device,
+                 "Where the buffers live: cpu or cuda (the rank's GPU, chosen as by the NCCL backend: docs/gpu.md)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("-T,--timeout", c.timeout_s,
                  "Seconds any one collective may take before the run fails (default 300; 0, nccl-tests' none, is 300)");
@@ -68,7 +69,8 @@ std::chrono::milliseconds timeout_of(const Common& c) {
 
 std::shared_ptr<distrun::ProcessGroup> join(const Common& c) {
   const auto level = spdlog::level::from_str(c.log_level);
-  if (level == spdlog::level::off && c.log_level != "off") throw ConfigError("--log-level: unknown level '" + c.log_level + "'");
+  if (level == spdlog::level::off && c.log_level != "off")
+    throw ConfigError("--log-level: unknown level '" + c.log_level + "'");
   spdlog::set_level(level);
   if (!(c.timeout_s >= 0)) throw ConfigError("-T: the timeout must be 0 (distrun's default) or more seconds");
   distrun::InitOptions init;
@@ -84,16 +86,18 @@ std::unique_ptr<distrun::scenario::ResultsFile> open_output(const std::string& p
 }
 
 int run_bench(int argc, char** argv) {
-  CLI::App app{"Times a collective over a range of sizes, as nccl-tests' *_perf programs do, on every rank of a "
-               "distrun, srun or mpirun job.",
-               "distrun-bench"};
+  CLI::App
+      app{"Times a collective over a range of sizes, as nccl-tests' *_perf programs do, on every rank of a "
+          "distrun, srun or mpirun job.",
+          "distrun-bench"};
   Common common;
   std::string collective, minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum", csv_path;
   double factor = 1;
   int iters = 20, warmup = 1, agg = 1, check = 1, root = 0, average = 1, blocking = 0;
   bool verbose = false, raw_samples = false;
-  app.add_option("collective", collective, "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, "
-                                           "gather, scatter, send_recv, or all (each in turn); `qualify` finds a bad node")
+  app.add_option("collective", collective,
+                 "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, "
+                 "gather, scatter, send_recv, or all (each in turn); `qualify` finds a bad node")
       ->required();
   app.add_option("-b,--minbytes", minb, "Smallest size in bytes (K, M, G: powers of 1024; default 32M)");
   app.add_option("-e,--maxbytes", maxb, "Largest size in bytes (default 32M)");
@@ -102,23 +106,28 @@ int run_bench(int argc, char** argv) {
   app.add_option("-n,--iters", iters, "Timed iterations per size (default 20)");
   app.add_option("-w,--warmup_iters", warmup, "Untimed iterations before them (default 1)");
   app.add_option("-m,--agg_iters", agg, "Collectives per timed iteration, the time divided among them (default 1)");
-  app.add_option("-c,--check", check, "N: check N runs' results per size (before the warm-up) and count #wrong "
-                                      "elements; 0: do not (default 1)");
+  app.add_option("-c,--check", check,
+                 "N: check N runs' results per size (before the warm-up) and count #wrong "
+                 "elements; 0: do not (default 1)");
   app.add_option("-d,--datatype", dtype, "float, half, bfloat16, double, int8, uint8, int32, int64, or all");
   app.add_option("-o,--op", op, "Reduce op: sum, prod, min, max, avg, band, bor, bxor, or all (sum..avg)");
-  app.add_option("-r,--root", root, "Root rank of broadcast, reduce, gather and scatter; -1: every rank in turn "
-                                    "(default 0)");
+  app.add_option("-r,--root", root,
+                 "Root rank of broadcast, reduce, gather and scatter; -1: every rank in turn "
+                 "(default 0)");
   app.add_option("-a,--average", average, "Time reported from the ranks' means: 0 rank 0, 1 average, 2 min, 3 max")
       ->check(CLI::IsMember({0, 1, 2, 3}));
-  app.add_option("-z,--blocking", blocking, "distrun's backend calls always complete before returning: 0 and 2 "
-                                            "time the same; 1 adds a barrier after each run (timed), 3 one after "
-                                            "each iteration (not timed)")
+  app.add_option("-z,--blocking", blocking,
+                 "distrun's backend calls always complete before returning: 0 and 2 "
+                 "time the same; 1 adds a barrier after each run (timed), 3 one after "
+                 "each iteration (not timed)")
       ->check(CLI::IsMember({0, 1, 2, 3}));
-  app.add_flag("--raw-samples", raw_samples, "Add every rank's time of every timed iteration to each -J record "
-                                             "(rank_times_us)");
+  app.add_flag("--raw-samples", raw_samples,
+               "Add every rank's time of every timed iteration to each -J record "
+               "(rank_times_us)");
   app.add_option("--csv", csv_path, "Write one line per size and placement as CSV to FILE (rank 0)");
-  app.add_flag("-v,--verbose", verbose, "Print the statistics of every size under its row: min, p50, p90, p99, max, "
-                                        "mean, cv, the first run and the slowest rank with its host; and the path each group takes");
+  app.add_flag("-v,--verbose", verbose,
+               "Print the statistics of every size under its row: min, p50, p90, p99, max, "
+               "mean, cv, the first run and the slowest rank with its host; and the path each group takes");
   add_common(app, common);
   try {
     app.parse(argc, argv);
@@ -136,13 +145,19 @@ int run_bench(int argc, char** argv) {
     throw ConfigError("unknown collective '" + collective + "' (" + bench::collective_names() + ", all or qualify)");
   }
   std::vector<distrun::DType> types;
-  if (dtype == "all") types = bench::all_types();
-  else if (auto t = bench::parse_type(dtype)) types.push_back(*t);
-  else throw ConfigError("-d: unknown type '" + dtype + "' (float, half, bfloat16, double, int8, uint8, int32, int64)");
+  if (dtype == "all")
+    types = bench::all_types();
+  else if (auto t = bench::parse_type(dtype))
+    types.push_back(*t);
+  else
+    throw ConfigError("-d: unknown type '" + dtype + "' (float, half, bfloat16, double, int8, uint8, int32, int64)");
   std::vector<distrun::ReduceOp> ops;
-  if (op == "all") ops = bench::all_reduce_ops();
-  else if (auto o = distrun::parse_reduce_op(op)) ops.push_back(*o);
-  else throw ConfigError("-o: unknown op '" + op + "' (sum, prod, min, max, avg, band, bor, bxor, all)");
+  if (op == "all")
+    ops = bench::all_reduce_ops();
+  else if (auto o = distrun::parse_reduce_op(op))
+    ops.push_back(*o);
+  else
+    throw ConfigError("-o: unknown op '" + op + "' (sum, prod, min, max, avg, band, bor, bxor, all)");
   const bool reduces = std::any_of(colls.begin(), colls.end(), [](auto* c) { return c->reduces; });
   if (reduces && ops.size() == 1 && types.size() == 1 && !distrun::reduce_op_valid_for(ops[0], types[0]))
     throw ConfigError("-o " + op + " needs an integer type (-d int8, uint8, int32 or int64), not " + dtype);
@@ -158,7 +173,8 @@ int run_bench(int argc, char** argv) {
   distrun::Backend& b = pg->backend();
   const bool rank0 = pg->rank() == 0;
   if (root >= b.size())
-    throw ConfigError("-r: root " + std::to_string(root) + " is not a rank of this world of " + std::to_string(b.size()));
+    throw ConfigError("-r: root " + std::to_string(root) + " is not a rank of this world of " +
+                      std::to_string(b.size()));
   std::vector<int> roots{root};
   if (root == -1) {
     roots.clear();
@@ -170,8 +186,10 @@ int run_bench(int argc, char** argv) {
   std::ostream* out = rank0 ? &std::cout : nullptr;
   const int64_t step_bytes = bytes_of("-i", stepb);
   char step[64];
-  if (factor > 1) std::snprintf(step, sizeof step, "%g(factor)", factor);
-  else std::snprintf(step, sizeof step, "%lld(bytes)", static_cast<long long>(step_bytes));
+  if (factor > 1)
+    std::snprintf(step, sizeof step, "%g(factor)", factor);
+  else
+    std::snprintf(step, sizeof step, "%lld(bytes)", static_cast<long long>(step_bytes));
   char settings[400];
   std::snprintf(settings, sizeof settings,
                 "distrun-bench %s  minBytes %lld maxBytes %lld step: %s warmup iters: %d iters: %d agg iters: %d "
@@ -191,8 +209,9 @@ int run_bench(int argc, char** argv) {
     for (auto t : types)
       for (auto o : (c->reduces ? ops : std::vector<distrun::ReduceOp>{ops.front()})) {
         if (c->reduces && !distrun::reduce_op_valid_for(o, t)) {
-          if (out) *out << "# " << c->name << " " << bench::type_name(t) << " " << distrun::reduce_op_name(o)
-                        << ": skipped, the op needs an integer type\n";
+          if (out)
+            *out << "# " << c->name << " " << bench::type_name(t) << " " << distrun::reduce_op_name(o)
+                 << ": skipped, the op needs an integer type\n";
           continue;
         }
         for (int rt : (c->rooted ? roots : std::vector<int>{0})) {
@@ -208,10 +227,13 @@ int run_bench(int argc, char** argv) {
           cfg.blocking = blocking;
           cfg.average = bench::Average(average);
           cfg.raw_samples = raw_samples;
-          cfg.device = common.device != "cuda"        ? distrun::Device::cpu()
-                       : b.tensor_device().is_cuda() ? b.tensor_device()  // NCCL chose it
-                       : distrun::Device::cuda(distrun::nccl::cuda_device_for_local_rank(
-                             pg->world().local_rank, pg->world().local_world_size, /*exclusive=*/false));
+          cfg.device =
+              common.device != "cuda" ? distrun::Device::cpu()
+              : b.tensor_device().is_cuda()
+                  ? b.tensor_device()  // NCCL chose it
+                  : distrun::Device::cuda(distrun::nccl::cuda_device_for_local_rank(pg->world().local_rank,
+                                                                                    pg->world().local_world_size,
+                                                                                    /*exclusive=*/false));
           output.column_header = c != last;
           if (out && colls.size() > 1 && c != last) *out << "# " << c->name << "\n";
           last = c;
@@ -224,10 +246,20 @@ int run_bench(int argc, char** argv) {
     nlohmann::ordered_json doc;
     doc["kind"] = "bench";
     doc["provenance"] = bench::provenance(b, ranks);
-    doc["config"] = {{"collective", collective}, {"datatype", dtype}, {"op", op}, {"root", root},
-                     {"minbytes", bytes_of("-b", minb)}, {"maxbytes", bytes_of("-e", maxb)}, {"stepfactor", factor},
-                     {"stepbytes", step_bytes}, {"iters", iters}, {"warmup_iters", warmup},
-                     {"agg_iters", agg}, {"check", check}, {"average", average}, {"blocking", blocking},
+    doc["config"] = {{"collective", collective},
+                     {"datatype", dtype},
+                     {"op", op},
+                     {"root", root},
+                     {"minbytes", bytes_of("-b", minb)},
+                     {"maxbytes", bytes_of("-e", maxb)},
+                     {"stepfactor", factor},
+                     {"stepbytes", step_bytes},
+                     {"iters", iters},
+                     {"warmup_iters", warmup},
+                     {"agg_iters", agg},
+                     {"check", check},
+                     {"average", average},
+                     {"blocking", blocking},
                      {"device", common.device}};
     doc["results"] = totals.records;
     doc["avg_busbw_gbps"] = totals.avg_busbw();
@@ -239,11 +271,12 @@ int run_bench(int argc, char** argv) {
 }
 
 int run_qualify(int argc, char** argv) {
-  CLI::App app{"Finds the bad node or link: a ring test of the whole world, then rounds of disjoint pairs (each node "
-               "meets ceil(log2 n) + 2 others), each direction timed over repeated exchanges and judged against an "
-               "expectation, a healthy baseline, or the upper mode of the directions measured; the nodes in doubt are "
-               "measured again against healthy ones. Exit 1 when any node, link or the ring is slow.",
-               "distrun-bench qualify"};
+  CLI::App
+      app{"Finds the bad node or link: a ring test of the whole world, then rounds of disjoint pairs (each node "
+          "meets ceil(log2 n) + 2 others), each direction timed over repeated exchanges and judged against an "
+          "expectation, a healthy baseline, or the upper mode of the directions measured; the nodes in doubt are "
+          "measured again against healthy ones. Exit 1 when any node, link or the ring is slow.",
+          "distrun-bench qualify"};
   Common common;
   bench::QualifyConfig cfg;
   std::string bw = "4M", lat = "8", baseline_path, save_path;
@@ -252,13 +285,17 @@ int run_qualify(int argc, char** argv) {
   app.add_option("--latency-bytes", lat, "Bytes each way per exchange, for latency (default 8)");
   app.add_option("-n,--iters", cfg.iters, "Timed exchanges per pair and size (default 10)");
   app.add_option("-w,--warmup_iters", cfg.warmup, "Untimed exchanges before them (default 1)");
-  app.add_flag("--per-device", cfg.per_device, "Every rank is a node (e.g. one rank per GPU); default: one rank per host");
+  app.add_flag("--per-device", cfg.per_device,
+               "Every rank is a node (e.g. one rank per GPU); default: one rank per host");
   app.add_option("--min-fraction", cfg.expect.min_fraction,
-                 "A direction is slow when its median or tail bandwidth is below this fraction of the reference (default 0.5)");
+                 "A direction is slow when its median or tail bandwidth is below this fraction of the reference "
+                 "(default 0.5)");
   app.add_option("--max-latency-factor", cfg.expect.max_latency_factor,
-                 "A direction is slow when its median or tail latency is above this multiple of the reference (default 4)");
+                 "A direction is slow when its median or tail latency is above this multiple of the reference (default "
+                 "4)");
   app.add_option("--expect-gbps", expect_gbps, "The bandwidth each direction should reach (GB/s): the reference");
-  app.add_option("--expect-latency-us", expect_lat, "The latency each small exchange should stay under (us): the reference");
+  app.add_option("--expect-latency-us", expect_lat,
+                 "The latency each small exchange should stay under (us): the reference");
   app.add_option("--baseline", baseline_path, "Judge each direction against an earlier --save-baseline FILE");
   app.add_option("--save-baseline", save_path, "Write this run's directions as a baseline to FILE (rank 0)");
   app.add_option("--rounds", cfg.rounds, "Rounds of disjoint pairs (default 0: ceil(log2 n) + 2, at most every pair)");

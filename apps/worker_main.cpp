@@ -29,13 +29,16 @@ int main(int argc, char** argv) {
   bool check_only = false, explain = false, values = false;
   app.add_option("scenario", scenario_path, "Scenario file (YAML)")->required();
   app.add_option("--results", options.results_path, "Write every result as JSON Lines to FILE (rank 0)");
-  app.add_option("--backend", options.backend, "Override the scenario's backend")->check(CLI::IsMember({"gloo", "nccl", "auto"}));
-  app.add_option("--device", options.device, "Override the scenario's device (cpu or cuda)")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--backend", options.backend, "Override the scenario's backend")
+      ->check(CLI::IsMember({"gloo", "nccl", "auto"}));
+  app.add_option("--device", options.device, "Override the scenario's device (cpu or cuda)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--timeout", options.timeout_seconds, "Seconds per collective (overrides the scenario's)");
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, critical or off");
   app.add_flag("--check", check_only, "Validate the scenario for this world and exit");
   app.add_flag("--explain", explain, "Draw who sends what to whom in each step, and exit");
-  app.add_flag("--values", values, "With --explain: every rank's values before and after each step")->needs("--explain");
+  app.add_flag("--values", values, "With --explain: every rank's values before and after each step")
+      ->needs("--explain");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -52,8 +55,8 @@ int main(int argc, char** argv) {
       // For the launched world when there is one, else the file's world_size (else 4).
       const auto world = distrun::world_from_env();
       const bool colour = ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR");
-      distrun::explain_scenario(sc, world.source == "none" ? std::nullopt : std::optional<int>(world.world_size), std::cout,
-                                colour, values);
+      distrun::explain_scenario(sc, world.source == "none" ? std::nullopt : std::optional<int>(world.world_size),
+                                std::cout, colour, values);
       return 0;
     }
     if (check_only) {

@@ -117,12 +117,14 @@ int run_agent(const LaunchOptions& o) {
   if (o.mode == RunMode::scenario) sc = scenario::load_scenario(o.command.front());
   JobPlan plan = plan_job(o, process_env(), sc ? sc->world_size : std::nullopt);
   if (plan.elastic() && o.mode == RunMode::scenario)
-    throw ConfigError("--nnodes " + o.nnodes + ": an elastic range runs programs only (a scenario is checked for one "
+    throw ConfigError("--nnodes " + o.nnodes +
+                      ": an elastic range runs programs only (a scenario is checked for one "
                       "world size before it starts); give N nodes");
   std::optional<std::string> secret = load_job_secret(o.rdzv_secret_file, process_env());
   if (!plan.single_node() && !secret && !o.check_only) throw ConfigError(missing_secret_message());
   if (!plan.single_node() && secret)
-    check_secret_strength(*secret, o.rdzv_secret_file.empty() ? "DISTRUN_STORE_SECRET" : "--rdzv-secret-file " + o.rdzv_secret_file);
+    check_secret_strength(*secret, o.rdzv_secret_file.empty() ? "DISTRUN_STORE_SECRET"
+                                                              : "--rdzv-secret-file " + o.rdzv_secret_file);
   RendezvousOptions ro;
   ro.timeout = std::chrono::milliseconds(int64_t(o.rdzv_timeout * 1000));
   ro.secret = secret.value_or("");
@@ -202,9 +204,11 @@ int run_agent(const LaunchOptions& o) {
   const EnvMap base_env = current_environment();
   // --monitor-interval paces the watch of the other nodes; it also carries this agent's
   // heartbeat, so it is kept well inside the heartbeat timeout.
-  const auto watch_interval = std::clamp<std::chrono::milliseconds>(
-      std::chrono::milliseconds(int64_t(o.monitor_interval * 1000)), std::chrono::milliseconds(1),
-      std::min<std::chrono::milliseconds>(ro.heartbeat_timeout / 4, std::chrono::milliseconds(750)));
+  const auto watch_interval =
+      std::clamp<std::chrono::milliseconds>(std::chrono::milliseconds(int64_t(o.monitor_interval * 1000)),
+                                            std::chrono::milliseconds(1),
+                                            std::min<std::chrono::milliseconds>(ro.heartbeat_timeout / 4,
+                                                                                std::chrono::milliseconds(750)));
   int restart = 0;
   for (int attempt = 0;; ++attempt) {
     Assignment a;
@@ -232,14 +236,13 @@ int run_agent(const LaunchOptions& o) {
     const int log_attempt = plan.elastic() ? a.round : restart;
     OutputConfig console = output;
     console.prefix = a.world_size > 1 || output.tee.any();  // torchrun prefixes a lone rank only with --tee
-    OutputRouter router(console, plan.nproc_per_node, a.rank_offset, redirected ? &logs : nullptr,
-                        log_attempt);
+    OutputRouter router(console, plan.nproc_per_node, a.rank_offset, redirected ? &logs : nullptr, log_attempt);
     // distrun's own output is a terminal: each worker gets one of its own, of the same size (so
     // isatty() and the columns are what the program sees alone, and its stdout and stderr keep
     // their order), unless a stream goes to the log files, which keep the two apart.
     std::optional<winsize> terminal;
-    if (winsize size{}; !redirected && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO) &&
-                        ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0)
+    if (winsize size{};
+        !redirected && isatty(STDOUT_FILENO) && isatty(STDERR_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0)
       terminal = size;
     const std::string ifname = socket_interface(a.master_addr, o.local_addr);
 
@@ -286,7 +289,7 @@ int run_agent(const LaunchOptions& o) {
 
     GroupResult result;
     std::optional<FailureRecord> first;  // the job's first failure, once known
-    std::string summary;  // this node's own failure, for the console and TORCHELASTIC_ERROR_FILE
+    std::string summary;                 // this node's own failure, for the console and TORCHELASTIC_ERROR_FILE
     // Once the failure is known, this node's flight records go to the store at once, for the
     // other nodes' summaries.
     bool flights_published = false;
@@ -312,7 +315,8 @@ int run_agent(const LaunchOptions& o) {
           if (read_error_file(r.failure->error_file)) logs.keep();  // the summary names it
           // One node: the table of the collectives the others are stuck in, read right now.
           // Several: the other nodes' tables follow once gathered, after the stop.
-          summary = format_failure(*r.failure, host, rendezvous.multi_node() ? "" : flight_table(rendezvous, attempt, a.node_rank));
+          summary = format_failure(*r.failure, host,
+                                   rendezvous.multi_node() ? "" : flight_table(rendezvous, attempt, a.node_rank));
           // A failure a restart recovers from is told, but not as an error (torchrun logs it as info).
           const bool restarts = !rendezvous.multi_node() && restart < o.max_restarts;
           std::cerr << (restarts ? "distrun: " : "distrun: error: ") << summary << std::flush;
@@ -380,20 +384,22 @@ int run_agent(const LaunchOptions& o) {
         write_agent_error_file("worker rank " + std::to_string(f.rank) + " failed: " + what, summary,
                                read_error_file(f.error_file), 1);
       } else {
-        write_agent_error_file("job failed; first failure: " + (first ? first->summary() : std::string("unknown")),
-                               "", std::nullopt, 1);
+        write_agent_error_file("job failed; first failure: " + (first ? first->summary() : std::string("unknown")), "",
+                               std::nullopt, 1);
       }
       return 1;
     }
     if (joining) {
-      note("a node asks to join (" + first->host + "); restarting all workers in a new round with it (not counted "
+      note("a node asks to join (" + first->host +
+           "); restarting all workers in a new round with it (not counted "
            "against --max-restarts)");
       continue;
     }
     note((result.outcome == GroupOutcome::failed ? "rank " + std::to_string(result.failure->rank) + " failed"
           : plan.elastic()                       ? "node " + first->host + " failed or left"
                                                  : std::string("another node failed")) +
-         "; restarting all workers (restart " + std::to_string(restart + 1) + " of " + std::to_string(o.max_restarts) + ")");
+         "; restarting all workers (restart " + std::to_string(restart + 1) + " of " + std::to_string(o.max_restarts) +
+         ")");
     ++restart;
   }
 }

@@ -119,7 +119,8 @@ std::string format_failure(const WorkerFailure& f, const std::string& host, cons
                                   : e->timestamp) +
              "\n";
     }
-    if (!e->traceback.empty()) out += "  traceback (as the worker recorded it):\n" + indent(e->traceback, kMaxTracebackLines);
+    if (!e->traceback.empty())
+      out += "  traceback (as the worker recorded it):\n" + indent(e->traceback, kMaxTracebackLines);
   } else if (f.stderr_tail.empty()) {
     out += "  stderr     : (empty)\n";
   } else {
@@ -159,7 +160,8 @@ std::string format_interrupted(int signal, const std::vector<WorkerEnd>& ends, c
                                const std::string& program) {
   std::string out = "stopped by " + signal_abbrev(signal) + " (forwarded to the workers): " + program + "\n";
   out += "  host       : " + host + "\n";
-  for (const auto& e : ends) out += "  rank " + std::to_string(e.rank) + "     : " + describe_wait_status(e.wait_status) + "\n";
+  for (const auto& e : ends)
+    out += "  rank " + std::to_string(e.rank) + "     : " + describe_wait_status(e.wait_status) + "\n";
   return out;
 }
 

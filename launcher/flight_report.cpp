@@ -31,8 +31,8 @@ std::vector<const FlightEntry*> kept(const RankFlight& r, size_t keep) {
 json encode_rank(const RankFlight& r, size_t keep) {
   json entries = json::array();
   for (const FlightEntry* e : kept(r, keep))
-    entries.push_back({e->seq, e->op, e->group, e->dtype, e->bytes, e->peer, int(e->state), e->start_us, e->end_us,
-                       e->origin});
+    entries.push_back(
+        {e->seq, e->op, e->group, e->dtype, e->bytes, e->peer, int(e->state), e->start_us, e->end_us, e->origin});
   return {{"rank", r.rank}, {"world", r.world_size}, {"pid", r.pid}, {"e", entries}};
 }
 
@@ -50,7 +50,8 @@ int64_t integer(const json& j, int64_t lo, int64_t hi, const char* what) {
 }
 
 std::string text(const json& j, const char* what) {
-  if (!j.is_string() || j.get_ref<const std::string&>().size() > kMaxText) malformed(std::string(what) + " is not a short string");
+  if (!j.is_string() || j.get_ref<const std::string&>().size() > kMaxText)
+    malformed(std::string(what) + " is not a short string");
   return j.get<std::string>();
 }
 
@@ -147,7 +148,8 @@ std::string describe_job_flights(const std::vector<NodeFlights>& nodes) {
   std::set<int> shown;
   std::vector<std::string> notes;
   for (const auto& n : nodes) {
-    const std::string who = "node " + std::to_string(n.node) + " (host " + n.host + ", " + rank_range(n.first_rank, n.nproc) + ")";
+    const std::string who =
+        "node " + std::to_string(n.node) + " (host " + n.host + ", " + rank_range(n.first_rank, n.nproc) + ")";
     if (!n.report) {
       notes.push_back("no report from " + who);
       continue;
@@ -156,7 +158,8 @@ std::string describe_job_flights(const std::vector<NodeFlights>& nodes) {
       // A rank is shown once, and only where its node's share says it lives.
       if (r.rank >= n.first_rank && r.rank < n.first_rank + n.nproc && shown.insert(r.rank).second) ranks.push_back(r);
     if (n.report->left_out > 0)
-      notes.push_back(std::to_string(n.report->left_out) + " rank(s) of " + who + " left out of its report (size bound)");
+      notes.push_back(std::to_string(n.report->left_out) + " rank(s) of " + who +
+                      " left out of its report (size bound)");
   }
   if (!any_unfinished(ranks)) return "";
   return describe_flights(ranks, notes);

@@ -60,7 +60,10 @@ int resolve_nproc_per_node(const std::string& spec) {
 }
 
 std::string detect_launcher(const EnvLookup& env) {
-  auto set = [&](const char* n) { auto v = env(n); return v && !v->empty(); };
+  auto set = [&](const char* n) {
+    auto v = env(n);
+    return v && !v->empty();
+  };
   return set("SLURM_JOB_ID") && set("SLURM_NODEID") && set("SLURM_STEP_ID") ? "slurm" : "pytorch";
 }
 
@@ -69,9 +72,9 @@ namespace {
 // The run id names a folder under --log-dir and the rendezvous keys: one plain name, so it
 // can neither climb out of the folder ("../x") nor hide a path or a control character.
 void check_run_id(const std::string& id) {
-  const bool safe = !id.empty() && id.size() <= 128 && id != "." && id != ".." &&
-                    id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
-                        std::string::npos;
+  const bool safe =
+      !id.empty() && id.size() <= 128 && id != "." && id != ".." &&
+      id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == std::string::npos;
   if (!safe)
     throw ConfigError("--run-id '" + id + "': use 1 to 128 letters, digits, '.', '_' or '-' (it names a folder)");
 }
@@ -153,12 +156,13 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
     plan.master_port.reset();
     const std::string h = random_hex(16);
     const std::string variant(1, "89ab"[std::stoi(h.substr(16, 1), nullptr, 16) & 3]);
-    plan.run_id = h.substr(0, 8) + "-" + h.substr(8, 4) + "-4" + h.substr(13, 3) + "-" + variant + h.substr(17, 3) + "-" +
-                  h.substr(20);
+    plan.run_id = h.substr(0, 8) + "-" + h.substr(8, 4) + "-4" + h.substr(13, 3) + "-" + variant + h.substr(17, 3) +
+                  "-" + h.substr(20);
     plan.port_from_user = false;
   }
   if (plan.node_rank < 0 || plan.node_rank >= plan.nnodes)
-    throw ConfigError("--node-rank " + std::to_string(plan.node_rank) + " outside 0.." + std::to_string(plan.nnodes - 1));
+    throw ConfigError("--node-rank " + std::to_string(plan.node_rank) + " outside 0.." +
+                      std::to_string(plan.nnodes - 1));
   if (plan.nnodes > 1 && !plan.master_port) plan.master_port = 29500;  // torchrun's default
   // One node: only a port the user named is the workers' port; a derived one (SLURM job id)
   // is just as likely to be taken as any other, so a free port is picked instead.

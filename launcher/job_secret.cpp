@@ -74,7 +74,8 @@ std::string missing_secret_message() {
   return "several nodes need a job secret, so that no one else can join the rendezvous or read the "
          "workers' port and secret: set the same DISTRUN_STORE_SECRET on every node, e.g.\n"
          "    export DISTRUN_STORE_SECRET=$(head -c 32 /dev/urandom | base64)\n"
-         "  (or give --rdzv-secret-file PATH, a file of mode 0600 holding it; scripts/slurm/distrun.sbatch makes one per job)";
+         "  (or give --rdzv-secret-file PATH, a file of mode 0600 holding it; scripts/slurm/distrun.sbatch makes one "
+         "per job)";
 }
 
 }  // namespace distrun::launcher

@@ -63,7 +63,8 @@ std::vector<std::vector<int>> numa_cpu_sets(NumaBinding mode, int nproc, const s
     if (mode == NumaBinding::node) {
       out[size_t(r)] = cpus;
     } else if (mode == NumaBinding::socket) {
-      std::string package = read_line(sys_root + "/cpu/cpu" + std::to_string(cpus.front()) + "/topology/physical_package_id");
+      std::string package =
+          read_line(sys_root + "/cpu/cpu" + std::to_string(cpus.front()) + "/topology/physical_package_id");
       for (const auto& other : node_cpus)
         for (int c : other)
           if (read_line(sys_root + "/cpu/cpu" + std::to_string(c) + "/topology/physical_package_id") == package)

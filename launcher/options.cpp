@@ -275,16 +275,24 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   env(app.add_option(both_spellings("--nnodes"), o.nnodes,
                      "number of nodes: N, or MIN:MAX for an elastic job (a round starts once MIN nodes joined "
                      "and last_call_timeout passed, or at once with MAX; a node that leaves or arrives restarts the "
-                     "others with the new world)"), "nnodes");
-  env(app.add_option(both_spellings("--node-rank"), o.node_rank, "rank of this node, 0..nnodes-1 (elastic MIN:MAX: ignored, ranks follow arrival)")->check(kCount), "node_rank");
-  env(app.add_option(both_spellings("--master-addr"), o.master_addr, "address of node 0 (default 127.0.0.1)"), "master_addr");
-  env(app.add_option(both_spellings("--master-port"), o.master_port, "port of node 0's rendezvous")->check(CLI::Range(1, 65535)), "master_port");
+                     "others with the new world)"),
+      "nnodes");
+  env(app.add_option(both_spellings("--node-rank"), o.node_rank,
+                     "rank of this node, 0..nnodes-1 (elastic MIN:MAX: ignored, ranks follow arrival)")
+          ->check(kCount),
+      "node_rank");
+  env(app.add_option(both_spellings("--master-addr"), o.master_addr, "address of node 0 (default 127.0.0.1)"),
+      "master_addr");
+  env(app.add_option(both_spellings("--master-port"), o.master_port, "port of node 0's rendezvous")
+          ->check(CLI::Range(1, 65535)),
+      "master_port");
   env(app.add_option(both_spellings("--rdzv-backend"), o.rdzv_backend,
                      "static or c10d: both use distrun's rendezvous (node 0 hosts it); etcd is not supported")
           ->check(CLI::IsMember({"static", "c10d"})),
       "rdzv_backend");
   env(app.add_option(both_spellings("--rdzv-endpoint"), o.rdzv_endpoint,
-                     "HOST[:PORT] of node 0, instead of --master-addr/--master-port (port 0: a free one, one node only)"),
+                     "HOST[:PORT] of node 0, instead of --master-addr/--master-port (port 0: a free one, one node "
+                     "only)"),
       "rdzv_endpoint");
   env(app.add_option(both_spellings("--rdzv-conf"), o.rdzv_conf,
                      "KEY=VALUE,...: timeout/join_timeout (seconds the nodes wait for each other), "
@@ -292,7 +300,8 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                      "stop_grace, heartbeat_timeout; read_timeout, close_timeout, ... accepted without effect"),
       "rdzv_conf");
   auto* rdzv_timeout = app.add_option(both_spellings("--rdzv-timeout"), o.rdzv_timeout,
-                                      "seconds the nodes wait for each other (default 300)")->check(CLI::PositiveNumber);
+                                      "seconds the nodes wait for each other (default 300)")
+                           ->check(CLI::PositiveNumber);
   app.add_option(both_spellings("--rdzv-secret-file"), o.rdzv_secret_file,
                  "file (mode 0600) holding the job secret, instead of $DISTRUN_STORE_SECRET");
   app.add_flag(both_spellings("--rdzv-bind-all"), o.rdzv_bind_all,
@@ -300,14 +309,20 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   app.add_option(both_spellings("--workers-port"), o.workers_port,
                  "several nodes: the port of the workers' store on node 0 (default: a free one, kept across restarts)")
       ->check(CLI::Range(1, 65535));
-  env(app.add_flag(both_spellings("--standalone"), o.standalone, "one node, as torchrun's: localhost, a free port, a fresh uuid as the run id"), "standalone");
-  env(app.add_option(both_spellings("--max-restarts"), o.max_restarts, "restart the whole group up to N times on failure")->check(kCount), "max_restarts");
+  env(app.add_flag(both_spellings("--standalone"), o.standalone,
+                   "one node, as torchrun's: localhost, a free port, a fresh uuid as the run id"),
+      "standalone");
+  env(app.add_option(both_spellings("--max-restarts"), o.max_restarts,
+                     "restart the whole group up to N times on failure")
+          ->check(kCount),
+      "max_restarts");
   env(app.add_option(both_spellings("--monitor-interval"), o.monitor_interval,
                      "seconds between checks of the other nodes (workers' ends are seen at once; default 0.1)")
           ->check(CLI::PositiveNumber),
       "monitor_interval");
   env(app.add_option(both_spellings("--start-method"), o.start_method,
-                      "spawn, fork or forkserver: accepted; distrun always starts each worker as a fresh process (fork+exec)")
+                     "spawn, fork or forkserver: accepted; distrun always starts each worker as a fresh process "
+                     "(fork+exec)")
           ->check(CLI::IsMember({"spawn", "fork", "forkserver"})),
       "start_method");
   std::string event_log_handler = "null";
@@ -317,19 +332,31 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
       "event_log_handler");
   std::optional<std::string> logs_specs;
   app.add_option(both_spellings("--logs-specs"), logs_specs, "torchrun's logs_specs plugin: not supported (exit 2)");
-  env(app.add_option(both_spellings("--run-id", "--rdzv-id,--rdzv_id"), o.run_id, "job id (TORCHELASTIC_RUN_ID, log folder)"), "rdzv_id");
+  env(app.add_option(both_spellings("--run-id", "--rdzv-id,--rdzv_id"), o.run_id,
+                     "job id (TORCHELASTIC_RUN_ID, log folder)"),
+      "rdzv_id");
   env(app.add_option(both_spellings("--role"), o.role, "ROLE_NAME given to the workers (default: default)"), "role");
-  env(app.add_flag("-m," + both_spellings("--module"), o.module, "run PROGRAM as a Python module: python -u -m PROGRAM"), "module");
-  env(app.add_flag(both_spellings("--no-python"), o.no_python, "run PROGRAM itself, never through python"), "no_python");
+  env(app.add_flag("-m," + both_spellings("--module"), o.module,
+                   "run PROGRAM as a Python module: python -u -m PROGRAM"),
+      "module");
+  env(app.add_flag(both_spellings("--no-python"), o.no_python, "run PROGRAM itself, never through python"),
+      "no_python");
   env(app.add_flag(both_spellings("--run-path"), o.run_path,
                    "run the PROGRAM script with python (torchrun: runpy.run_path); wins over --no-python"),
       "run_path");
   env(app.add_option(both_spellings("--log-dir"), o.log_dir,
-                     "write LOG_DIR/RUN_ID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout,stderr}.log, error.json (a new folder per run)"),
+                     "write LOG_DIR/RUN_ID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout,stderr}.log, error.json (a new folder "
+                     "per run)"),
       "log_dir");
-  env(app.add_option(both_spellings("--redirects", "-r"), o.redirects, "streams sent only to the log files: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:2"), "redirects");
-  env(app.add_option(both_spellings("--tee", "-t"), o.tee, "streams sent to the log files and the console, same values as --redirects"), "tee");
-  env(app.add_option(both_spellings("--local-ranks-filter"), o.local_ranks_filter, "only these local ranks' output on the console, e.g. 0,2"), "local_ranks_filter");
+  env(app.add_option(both_spellings("--redirects", "-r"), o.redirects,
+                     "streams sent only to the log files: 0 none, 1 stdout, 2 stderr, 3 both, or 0:1,1:2"),
+      "redirects");
+  env(app.add_option(both_spellings("--tee", "-t"), o.tee,
+                     "streams sent to the log files and the console, same values as --redirects"),
+      "tee");
+  env(app.add_option(both_spellings("--local-ranks-filter"), o.local_ranks_filter,
+                     "only these local ranks' output on the console, e.g. 0,2"),
+      "local_ranks_filter");
   env(app.add_option(both_spellings("--local-addr"), o.local_addr,
                      "this node's address: its interface becomes GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME (unless set)"),
       "local_addr");
@@ -347,7 +374,8 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
       "signals_to_handle");
   app.add_option(both_spellings("--stdin-rank"), stdin_rank,
                  "local rank that reads distrun's standard input (default 0), or none; the others read EOF");
-  app.add_option(both_spellings("--launcher"), o.launcher, "where nodes and ranks come from: auto, pytorch, slurm or mpi")
+  app.add_option(both_spellings("--launcher"), o.launcher,
+                 "where nodes and ranks come from: auto, pytorch, slurm or mpi")
       ->check(CLI::IsMember({"auto", "pytorch", "slurm", "mpi"}));
   app.add_option(both_spellings("--stop-grace"), o.stop_grace,
                  "seconds the workers get between SIGTERM and SIGKILL when the job stops (after a failure, a peer's "
@@ -357,7 +385,8 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   app.add_option(both_spellings("--device"), o.device, "scenario device override: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option(both_spellings("--results"), o.results, "scenario results file (JSON Lines)");
-  app.add_option(both_spellings("--timeout"), o.timeout, "scenario collective timeout, seconds")->check(CLI::PositiveNumber);
+  app.add_option(both_spellings("--timeout"), o.timeout, "scenario collective timeout, seconds")
+      ->check(CLI::PositiveNumber);
   app.add_option(both_spellings("--log-level"), o.log_level, "worker log level (trace..off)");
   app.add_flag(both_spellings("--check"), o.check_only, "validate the scenario and exit");
   app.add_flag(both_spellings("--explain"), o.explain, "draw who sends what to whom in each step, and exit");
@@ -381,10 +410,14 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   o.rdzv_timeout_given = rdzv_timeout->count() > 0;
   apply_rdzv_conf(o);
   if (logs_specs) throw ConfigError("--logs-specs " + *logs_specs + ": distrun has no logs_specs plugins");
-  if (numa == "node") o.numa_binding = NumaBinding::node;
-  else if (numa == "socket") o.numa_binding = NumaBinding::socket;
-  else if (numa == "exclusive") o.numa_binding = NumaBinding::exclusive;
-  else if (numa == "core-complex") throw ConfigError("--numa-binding core-complex: not yet supported (use node, socket or exclusive)");
+  if (numa == "node")
+    o.numa_binding = NumaBinding::node;
+  else if (numa == "socket")
+    o.numa_binding = NumaBinding::socket;
+  else if (numa == "exclusive")
+    o.numa_binding = NumaBinding::exclusive;
+  else if (numa == "core-complex")
+    throw ConfigError("--numa-binding core-complex: not yet supported (use node, socket or exclusive)");
   o.cpu_bind = cpu_bind == "none" ? CpuBind::none : cpu_bind == "core" ? CpuBind::core : CpuBind::auto_;
   if (stdin_rank == "none") {
     o.stdin_rank.reset();
@@ -414,17 +447,21 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   const std::string& first = o.command.front();
   const bool program_flag = o.module || o.run_path || o.no_python;
   o.mode = (!dashdash && !program_flag && (ends_with(first, ".yaml") || ends_with(first, ".yml"))) ? RunMode::scenario
-                                                                                                  : RunMode::program;
+                                                                                                   : RunMode::program;
   if (o.mode == RunMode::scenario && o.command.size() > 1)
     throw ConfigError("unexpected argument '" + o.command[1] + "' after the scenario " + first +
                       " (use -- PROGRAM ARGS... to run a program)");
   if (o.check_only && o.mode != RunMode::scenario) throw ConfigError("--check needs a SCENARIO.yaml");
   if (o.explain && o.mode != RunMode::scenario) throw ConfigError("--explain needs a SCENARIO.yaml");
   if (o.mode == RunMode::program) {
-    if (o.run_path) o.program_kind = ProgramKind::python_script;
-    else if (o.no_python) o.program_kind = ProgramKind::as_is;
-    else if (o.module) o.program_kind = ProgramKind::python_module;
-    else if (runs_through_python(first)) o.program_kind = ProgramKind::python_script;
+    if (o.run_path)
+      o.program_kind = ProgramKind::python_script;
+    else if (o.no_python)
+      o.program_kind = ProgramKind::as_is;
+    else if (o.module)
+      o.program_kind = ProgramKind::python_module;
+    else if (runs_through_python(first))
+      o.program_kind = ProgramKind::python_script;
   }
   return result;
 }

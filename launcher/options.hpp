@@ -20,51 +20,51 @@ enum class ProgramKind { python_script, python_module, as_is };
 enum class NumaBinding { none, node, socket, exclusive, core_complex };
 
 struct LaunchOptions {
-  std::string nproc_per_node;        // N, auto, cpu or gpu; empty: not given
-  std::string nnodes = "1";          // N (static) or MIN:MAX (elastic when MIN < MAX)
+  std::string nproc_per_node;  // N, auto, cpu or gpu; empty: not given
+  std::string nnodes = "1";    // N (static) or MIN:MAX (elastic when MIN < MAX)
   int node_rank = 0;
-  std::string master_addr;           // empty: not given (127.0.0.1 on one node)
-  std::optional<int> master_port;    // not given: a free port on one node, 29500 across nodes
-  std::string rdzv_endpoint;         // HOST[:PORT], overrides master_addr/port
+  std::string master_addr;         // empty: not given (127.0.0.1 on one node)
+  std::optional<int> master_port;  // not given: a free port on one node, 29500 across nodes
+  std::string rdzv_endpoint;       // HOST[:PORT], overrides master_addr/port
   bool standalone = false;
   int max_restarts = 0;
-  std::string run_id = "none";       // torchrun's default
+  std::string run_id = "none";  // torchrun's default
   std::string role = "default";
   std::string log_dir;
   std::string redirects = "0";
   std::string tee = "0";
-  std::string local_ranks_filter;    // "0,2": only these local ranks' output on the console
-  std::string launcher = "auto";     // auto | pytorch | slurm | mpi
-  double rdzv_timeout = 300;         // seconds the agents wait for each other
-  double last_call_timeout = 30;     // elastic: seconds a round stays open once MIN nodes joined
-  double heartbeat_timeout = 30;     // several nodes: seconds of silence before an agent is gone
-  std::string rdzv_secret_file;      // job secret (else $DISTRUN_STORE_SECRET); mode 0600 checked
-  bool rdzv_bind_all = false;        // node 0's rendezvous on 0.0.0.0, not the master's interface
-  std::optional<int> workers_port;   // several nodes: the workers' store port on node 0 (else free)
-  double stop_grace = 30.0;          // seconds between SIGTERM and SIGKILL when stopping workers (torchrun's 30)
+  std::string local_ranks_filter;   // "0,2": only these local ranks' output on the console
+  std::string launcher = "auto";    // auto | pytorch | slurm | mpi
+  double rdzv_timeout = 300;        // seconds the agents wait for each other
+  double last_call_timeout = 30;    // elastic: seconds a round stays open once MIN nodes joined
+  double heartbeat_timeout = 30;    // several nodes: seconds of silence before an agent is gone
+  std::string rdzv_secret_file;     // job secret (else $DISTRUN_STORE_SECRET); mode 0600 checked
+  bool rdzv_bind_all = false;       // node 0's rendezvous on 0.0.0.0, not the master's interface
+  std::optional<int> workers_port;  // several nodes: the workers' store port on node 0 (else free)
+  double stop_grace = 30.0;         // seconds between SIGTERM and SIGKILL when stopping workers (torchrun's 30)
   // Scenario options, passed on to distrun-worker.
   std::optional<std::string> backend;
-  std::optional<std::string> device;   // scenario device override: cpu or cuda
+  std::optional<std::string> device;  // scenario device override: cpu or cuda
   std::optional<std::string> results;
   std::optional<double> timeout;
   std::optional<std::string> log_level;
   bool check_only = false;
-  bool explain = false;   // draw who sends what to whom per step, and exit
-  bool verbose = false;   // -v: say which interpreter and command the workers run
+  bool explain = false;  // draw who sends what to whom per step, and exit
+  bool verbose = false;  // -v: say which interpreter and command the workers run
   // torchrun 2.x options (see docs/launcher.md for what each does here).
   std::string rdzv_backend = "static";  // static | c10d: both are distrun's rendezvous
-  std::string rdzv_conf;                 // key=value,...; parsed into rdzv_timeout/stop_grace
-  bool rdzv_timeout_given = false;       // --rdzv-timeout wins over --rdzv-conf timeouts
-  double monitor_interval = 0.1;         // seconds between polls of the other nodes
-  std::string start_method = "spawn";    // accepted; distrun always fork+execs a fresh process
-  std::string local_addr;                // picks the interface for GLOO/NCCL_SOCKET_IFNAME
+  std::string rdzv_conf;                // key=value,...; parsed into rdzv_timeout/stop_grace
+  bool rdzv_timeout_given = false;      // --rdzv-timeout wins over --rdzv-conf timeouts
+  double monitor_interval = 0.1;        // seconds between polls of the other nodes
+  std::string start_method = "spawn";   // accepted; distrun always fork+execs a fresh process
+  std::string local_addr;               // picks the interface for GLOO/NCCL_SOCKET_IFNAME
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   NumaBinding numa_binding = NumaBinding::none;
-  CpuBind cpu_bind = CpuBind::auto_;     // --cpu-bind, when no --numa-binding is given
-  bool module = false;                   // -m: run the program as `python -u -m MODULE`
-  bool no_python = false;                // run the program itself, never through python
-  bool run_path = false;                 // python -u SCRIPT (torchrun: runpy.run_path); beats --no-python
-  std::optional<int> stdin_rank = 0;     // local rank that reads distrun's stdin; nullopt: none
+  CpuBind cpu_bind = CpuBind::auto_;  // --cpu-bind, when no --numa-binding is given
+  bool module = false;                // -m: run the program as `python -u -m MODULE`
+  bool no_python = false;             // run the program itself, never through python
+  bool run_path = false;              // python -u SCRIPT (torchrun: runpy.run_path); beats --no-python
+  std::optional<int> stdin_rank = 0;  // local rank that reads distrun's stdin; nullopt: none
   ProgramKind program_kind = ProgramKind::as_is;
 
   RunMode mode = RunMode::program;

@@ -43,14 +43,8 @@ std::set<int> parse_local_ranks_filter(const std::string& text) {
 }
 
 OutputRouter::OutputRouter(OutputConfig config, int nproc, int rank_offset, RunLogDir* logs, int attempt)
-    : config_(std::move(config)),
-      rank_offset_(rank_offset),
-      out_files_(nproc, -1),
-      err_files_(nproc, -1),
-      out_names_(nproc),
-      err_names_(nproc),
-      out_at_start_(nproc, 1),
-      err_at_start_(nproc, 1) {
+    : config_(std::move(config)), rank_offset_(rank_offset), out_files_(nproc, -1), err_files_(nproc, -1),
+      out_names_(nproc), err_names_(nproc), out_at_start_(nproc, 1), err_at_start_(nproc, 1) {
   if (!logs) return;
   try {
     // As torchrun: a file for each stream --redirects or --tee names, and no other.
@@ -66,15 +60,19 @@ OutputRouter::OutputRouter(OutputConfig config, int nproc, int rank_offset, RunL
       }
     }
   } catch (...) {
-    for (int fd : out_files_) if (fd >= 0) close(fd);
-    for (int fd : err_files_) if (fd >= 0) close(fd);
+    for (int fd : out_files_)
+      if (fd >= 0) close(fd);
+    for (int fd : err_files_)
+      if (fd >= 0) close(fd);
     throw;
   }
 }
 
 OutputRouter::~OutputRouter() {
-  for (int fd : out_files_) if (fd >= 0) close(fd);
-  for (int fd : err_files_) if (fd >= 0) close(fd);
+  for (int fd : out_files_)
+    if (fd >= 0) close(fd);
+  for (int fd : err_files_)
+    if (fd >= 0) close(fd);
 }
 
 bool OutputRouter::on_console(int local_rank, bool is_err) const {

@@ -13,10 +13,10 @@ namespace distrun::launcher {
 class RunLogDir;
 
 struct OutputConfig {
-  StdSpec redirects;              // streams that go to the files only
-  StdSpec tee;                    // streams that go to the files and the console
-  std::set<int> console_ranks;    // local ranks shown on the console; empty: all
-  bool prefix = true;             // "[rankN]:" on the console (off for a lone rank, unless --tee)
+  StdSpec redirects;            // streams that go to the files only
+  StdSpec tee;                  // streams that go to the files and the console
+  std::set<int> console_ranks;  // local ranks shown on the console; empty: all
+  bool prefix = true;           // "[rankN]:" on the console (off for a lone rank, unless --tee)
 };
 
 /// Parses --local-ranks-filter ("0,2"); ConfigError when malformed.

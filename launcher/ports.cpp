@@ -63,7 +63,7 @@ BoundPort::BoundPort(const std::string& address, uint16_t port) {
   fd_ = bind_socket(address, port, port_);
   if (fd_ < 0 && errno == EADDRINUSE)
     throw PortInUse("port " + std::to_string(port) + " on " + address +
-                      " is already in use on this host (pick another, or drop the option to use a free one)");
+                    " is already in use on this host (pick another, or drop the option to use a free one)");
   if (fd_ < 0) throw Error("cannot bind " + address + ":" + std::to_string(port) + ": " + strerror(errno));
   if (listen(fd_, SOMAXCONN) != 0) {
     int e = errno;

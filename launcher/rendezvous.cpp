@@ -116,8 +116,10 @@ FailureRecord Rendezvous::store_lost(const std::exception& e) const {
   r.cause = dynamic_cast<const TimeoutError*>(&e)
                 ? "the rendezvous store on node 0 stopped answering for the heartbeat timeout (" +
                       secs(opt_.heartbeat_timeout) + ": its agent is frozen, or its host unreachable): " + e.what()
-                : std::string("the rendezvous store on node 0 stopped answering (its agent died, or its host closed the "
-                              "connection): ") + e.what();
+                : std::string(
+                      "the rendezvous store on node 0 stopped answering (its agent died, or its host closed the "
+                      "connection): ") +
+                      e.what();
   return r;
 }
 
@@ -157,7 +159,8 @@ void Rendezvous::wait_keys(int attempt, const std::vector<std::string>& keys, Cl
     } catch (const TimeoutError&) {
     }
     if (plan_.elastic()) check_closed();
-    if (store_->check({key(attempt, "failed")})) throw JobFailed(FailureRecord::decode(store_->get(key(attempt, "failed"))));
+    if (store_->check({key(attempt, "failed")}))
+      throw JobFailed(FailureRecord::decode(store_->get(key(attempt, "failed"))));
     if (Clock::now() >= deadline) throw TimeoutError("rendezvous: deadline");
   }
 }
@@ -192,7 +195,8 @@ Assignment Rendezvous::join(int attempt) {
     if (attempt == 0 && k != 0) check_same_nnodes(deadline);
     if (attempt == 0 && store_->add(key("claim/" + std::to_string(k)), 1) > 1)
       throw ConfigError("rendezvous: two agents claim --node-rank " + std::to_string(k));
-    store_->set(key(attempt, "node/" + std::to_string(k)), NodeEntry{plan_.nproc_per_node, opt_.results_given, host_}.encode());
+    store_->set(key(attempt, "node/" + std::to_string(k)),
+                NodeEntry{plan_.nproc_per_node, opt_.results_given, host_}.encode());
 
     if (k == 0) {
       std::vector<std::string> keys;
@@ -394,8 +398,9 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
     return store_lost(e);
   } catch (const MalformedMessage& e) {
     // A failure was recorded, but not as this version writes it: still the job's end.
-    return FailureRecord{true, "?", 0, -1, std::string("another agent recorded a failure this one cannot read (") +
-                                               e.what() + "; is every node's distrun the same version?)"};
+    return FailureRecord{true, "?", 0, -1,
+                         std::string("another agent recorded a failure this one cannot read (") + e.what() +
+                             "; is every node's distrun the same version?)"};
   } catch (const Error& e) {
     if (host) throw;  // our own store, in this process: cannot be lost
     store_alive_ = false;
@@ -448,7 +453,8 @@ std::optional<FailureRecord> Rendezvous::finish(int attempt) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  FailureRecord r{true, host_, k, -1, "not every node finished attempt " + std::to_string(attempt) + " within " + secs(opt_.timeout)};
+  FailureRecord r{true, host_, k, -1,
+                  "not every node finished attempt " + std::to_string(attempt) + " within " + secs(opt_.timeout)};
   return report_failure(attempt, r);
 }
 

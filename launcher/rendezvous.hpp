@@ -34,7 +34,8 @@ namespace distrun::launcher {
 /// The job failed on some node: `record` says where first. Exit 1.
 class JobFailed : public Error {
  public:
-  explicit JobFailed(FailureRecord record) : Error("job failed; first failure: " + record.summary()), record_(std::move(record)) {}
+  explicit JobFailed(FailureRecord record)
+      : Error("job failed; first failure: " + record.summary()), record_(std::move(record)) {}
   const FailureRecord& record() const { return record_; }
 
  private:
@@ -63,16 +64,16 @@ struct Assignment {
 };
 
 struct RendezvousOptions {
-  std::chrono::milliseconds timeout{300000};    // the nodes wait this long for each other
-  std::string secret;                           // the job secret (required with several nodes)
-  bool bind_all = false;                        // node 0 listens on 0.0.0.0
-  std::optional<uint16_t> workers_port;         // several nodes: fixed workers' port on node 0
-  bool hand_socket = false;                     // bind the workers' port here, hand it to rank 0
-  bool scenario = false;                        // distrun-worker runs: --results must agree
-  bool results_given = false;                   // this node got --results
+  std::chrono::milliseconds timeout{300000};  // the nodes wait this long for each other
+  std::string secret;                         // the job secret (required with several nodes)
+  bool bind_all = false;                      // node 0 listens on 0.0.0.0
+  std::optional<uint16_t> workers_port;       // several nodes: fixed workers' port on node 0
+  bool hand_socket = false;                   // bind the workers' port here, hand it to rank 0
+  bool scenario = false;                      // distrun-worker runs: --results must agree
+  bool results_given = false;                 // this node got --results
   // An agent (or node 0's store) silent this long is gone; a closed connection is at once.
   std::chrono::milliseconds heartbeat_timeout{30000};
-  std::chrono::milliseconds stop_grace{1000};         // how long stopping workers may take (--stop-grace)
+  std::chrono::milliseconds stop_grace{1000};  // how long stopping workers may take (--stop-grace)
   std::chrono::milliseconds last_call{30000};  // elastic: a round waits this long for more than MIN
 };
 
@@ -132,7 +133,8 @@ class Rendezvous {
   /// Every other node's `name` text, waiting at most `within` for those not there yet
   /// (nullopt for a node that sent none in time, that vanished, or when the store is lost).
   /// The element of this node is left empty.
-  std::vector<std::optional<std::string>> gather(int attempt, const std::string& name, std::chrono::milliseconds within);
+  std::vector<std::optional<std::string>> gather(int attempt, const std::string& name,
+                                                 std::chrono::milliseconds within);
   /// Per node, from the plan of the last join: its host and number of workers.
   const std::vector<std::string>& node_hosts() const { return hosts_; }
   const std::vector<int>& node_nproc() const { return nproc_; }

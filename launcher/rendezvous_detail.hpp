@@ -17,8 +17,8 @@ using std::chrono::milliseconds;
 // Short, so a frozen or unreachable node 0 is noticed within seconds during the run (the
 // store client adds its own 2 s of slack to a request).
 constexpr milliseconds kRequestTimeout{1000};
-constexpr milliseconds kSlice{200};         // waits are cut into slices to see signals at once
-constexpr milliseconds kLinger{3000};       // node 0 waits this long for the others to read
+constexpr milliseconds kSlice{200};    // waits are cut into slices to see signals at once
+constexpr milliseconds kLinger{3000};  // node 0 waits this long for the others to read
 constexpr int kMaxNodes = 1 << 16;
 
 inline std::string where(const JobPlan& plan) { return plan.master_addr + ":" + std::to_string(*plan.master_port); }

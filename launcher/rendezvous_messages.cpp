@@ -46,7 +46,8 @@ std::vector<std::string> all_lines(const std::string& text) {
 
 // A host name travels inside one field: whitespace (never part of a host name) would split it.
 std::string one_field(std::string s) {
-  std::replace_if(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }, '?');
+  std::replace_if(
+      s.begin(), s.end(), [](char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }, '?');
   return s;
 }
 
@@ -83,8 +84,10 @@ std::string FailureRecord::summary() const {
 std::string FailureRecord::encode() const {
   std::string h = host;
   std::replace(h.begin(), h.end(), '\n', ' ');
-  return std::string(joining ? "2" : final ? "1" : "0") + "\n" + h + "\n" + std::to_string(node_rank) + "\n" + std::to_string(rank) +
-         "\n" + cause;
+  return std::string(joining ? "2"
+                     : final ? "1"
+                             : "0") +
+         "\n" + h + "\n" + std::to_string(node_rank) + "\n" + std::to_string(rank) + "\n" + cause;
 }
 
 FailureRecord FailureRecord::decode(const std::string& text) {

@@ -23,8 +23,8 @@ class MalformedMessage : public StoreError {
 struct FailureRecord {
   bool final = false;  // ends the job even with restarts left (an agent is gone or was stopped)
   std::string host;
-  int node_rank = 0;   // -1: a node that has no rank yet (elastic: one asking to join)
-  int rank = -1;  // global rank of the failed worker; -1 when the agent itself failed
+  int node_rank = 0;  // -1: a node that has no rank yet (elastic: one asking to join)
+  int rank = -1;      // global rank of the failed worker; -1 when the agent itself failed
   std::string cause;
   // Elastic: a node asks to join the running round; everyone restarts with it, and (as with
   // torchrun) that restart is not counted against --max-restarts.

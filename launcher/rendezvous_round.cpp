@@ -117,7 +117,8 @@ void Rendezvous::check_closed() {
   if (!store_->check({key("closed")})) return;
   std::string closed = store_->get(key("closed"));
   if (closed == "ok")
-    throw JobEndedWithoutUs("the elastic job at " + where(plan_) + " finished before this node was admitted to a round");
+    throw JobEndedWithoutUs("the elastic job at " + where(plan_) +
+                            " finished before this node was admitted to a round");
   throw JobFailed(FailureRecord::decode(closed));
 }
 
@@ -216,7 +217,8 @@ RoundPlan Rendezvous::close_round(int round, Clock::time_point deadline) {
   // The job's restart count: one more after a round that failed, none for a node joining.
   if (round > 0 && store_->check({key(round - 1, "plan")})) {
     p.restart_count = parse_round_plan(store_->get(key(round - 1, "plan"))).restart_count;
-    if (store_->check({key(round - 1, "failed")}) && !FailureRecord::decode(store_->get(key(round - 1, "failed"))).joining)
+    if (store_->check({key(round - 1, "failed")}) &&
+        !FailureRecord::decode(store_->get(key(round - 1, "failed"))).joining)
       ++p.restart_count;
   }
   struct Member {

@@ -47,8 +47,8 @@ std::string describe_wait_status(int status) {
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
     const char* what = strsignal(sig);
-    return "signal " + std::to_string(sig) + " (" + signal_abbrev(sig) + (what ? std::string(": ") + what : "") +
-           ")" + (WCOREDUMP(status) ? ", core dumped" : "");
+    return "signal " + std::to_string(sig) + " (" + signal_abbrev(sig) + (what ? std::string(": ") + what : "") + ")" +
+           (WCOREDUMP(status) ? ", core dumped" : "");
   }
   return "status " + std::to_string(status);
 }

@@ -47,8 +47,10 @@ int SignalWatch::next() {
 
 int SignalWatch::next_stop() {
   while (int sig = next()) {
-    if (sig == SIGTSTP) kill(getpid(), SIGSTOP);  // no worker to stop yet: distrun alone
-    else if (sig != SIGCHLD && sig != SIGCONT && sig != SIGWINCH) return sig;
+    if (sig == SIGTSTP)
+      kill(getpid(), SIGSTOP);  // no worker to stop yet: distrun alone
+    else if (sig != SIGCHLD && sig != SIGCONT && sig != SIGWINCH)
+      return sig;
   }
   return 0;
 }

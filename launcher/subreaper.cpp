@@ -37,8 +37,8 @@ std::vector<pid_t> children() {
     // its last ')'.
     long ppid = 0;
     char state = 0;
-    if (char* close = std::strrchr(buf, ')'); close && std::sscanf(close + 1, " %c %ld", &state, &ppid) == 2 &&
-                                              ppid == self)
+    if (char* close = std::strrchr(buf, ')');
+        close && std::sscanf(close + 1, " %c %ld", &state, &ppid) == 2 && ppid == self)
       out.push_back(pid_t(pid));
   }
   closedir(d);

@@ -28,8 +28,10 @@ EnvMap worker_environment(EnvMap env, const WorkerIdentity& id) {
   if (!id.store_secret.empty()) env["DISTRUN_STORE_SECRET"] = id.store_secret;
   if (!id.flight_recorder.empty()) env["DISTRUN_FLIGHT_RECORDER"] = id.flight_recorder;
   // The launcher's own TORCHELASTIC_ERROR_FILE is its agent-level file; each worker gets its own.
-  if (!id.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = id.error_file;
-  else env.erase("TORCHELASTIC_ERROR_FILE");
+  if (!id.error_file.empty())
+    env["TORCHELASTIC_ERROR_FILE"] = id.error_file;
+  else
+    env.erase("TORCHELASTIC_ERROR_FILE");
   // What torch's agent sets unless the user did (1.13 reads NCCL_..., 2.x TORCH_NCCL_...);
   // PYTHONUNBUFFERED also reaches Python started by a wrapper script, not only `python -u`.
   env.emplace("PYTHONUNBUFFERED", "1");

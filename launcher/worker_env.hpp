@@ -20,10 +20,10 @@ struct WorkerIdentity {
   int restart_count = 0;
   int max_restarts = 0;
   std::string run_id = "none";
-  std::string store_secret;  // DISTRUN_STORE_SECRET; empty: not set
+  std::string store_secret;     // DISTRUN_STORE_SECRET; empty: not set
   std::string flight_recorder;  // DISTRUN_FLIGHT_RECORDER (the agent's flight file); empty: not set
-  std::string error_file;    // TORCHELASTIC_ERROR_FILE: where torch's @record writes error.json
-  std::string socket_ifname; // the interface that routes to the master; empty: unknown
+  std::string error_file;       // TORCHELASTIC_ERROR_FILE: where torch's @record writes error.json
+  std::string socket_ifname;    // the interface that routes to the master; empty: unknown
 };
 
 using EnvMap = std::map<std::string, std::string>;

@@ -124,8 +124,10 @@ std::optional<Clock::time_point> WorkerGroup::flush_old_held() {
     for (bool is_err : {false, true}) {
       Stream& s = is_err ? w.err : w.out;
       if (s.held.empty()) continue;
-      if (now - s.held_since >= kHoldPartial) flush_held(w, is_err);
-      else if (!next || s.held_since + kHoldPartial < *next) next = s.held_since + kHoldPartial;
+      if (now - s.held_since >= kHoldPartial)
+        flush_held(w, is_err);
+      else if (!next || s.held_since + kHoldPartial < *next)
+        next = s.held_since + kHoldPartial;
     }
   return next;
 }
@@ -263,7 +265,8 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
           // Asked again while the workers have their grace (a second Ctrl-C): no more waiting.
           // The job's outcome stays what began the stop.
           if (!killed && any_running()) {
-            std::cerr << "distrun: " << signal_abbrev(sig) << " while stopping: SIGKILL to every worker now" << std::endl;
+            std::cerr << "distrun: " << signal_abbrev(sig) << " while stopping: SIGKILL to every worker now"
+                      << std::endl;
             signal_all(SIGKILL);
             killed = true;
           }
@@ -286,8 +289,10 @@ GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseco
     if (stopping_ && !killed && now >= note_at_ && note_at_ < kill_at_ && any_running()) {
       // Said once, so a stop that takes the whole grace (a checkpoint being saved) is not a mystery.
       const auto left = std::chrono::duration_cast<milliseconds>(kill_at_ - now).count();
-      std::cerr << "distrun: waiting for " << std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; })
-                << " worker(s) to stop after SIGTERM; SIGKILL in " << (left + 999) / 1000 << " s (--stop-grace)" << std::endl;
+      std::cerr << "distrun: waiting for "
+                << std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; })
+                << " worker(s) to stop after SIGTERM; SIGKILL in " << (left + 999) / 1000 << " s (--stop-grace)"
+                << std::endl;
       note_at_ = kill_at_;
     }
     if (stopping_ && !killed && now >= kill_at_ && any_running()) {

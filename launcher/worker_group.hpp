@@ -20,13 +20,13 @@ namespace distrun::launcher {
 struct WorkerFailure {
   int rank = 0;
   int local_rank = 0;
-  int wait_status = 0;                       // from waitpid
+  int wait_status = 0;  // from waitpid
   std::chrono::system_clock::time_point when;
-  std::vector<std::string> stderr_tail;      // last lines of its stderr, newest last
-  std::string error_file;                    // where torch's @record may have written error.json
-  std::string program;                       // the script or program, as the summary names it
-  std::string interpreter;                   // the python that ran it and why ("" if none)
-  pid_t pid = -1;                            // the program's own pid, as torchrun's summary shows it
+  std::vector<std::string> stderr_tail;  // last lines of its stderr, newest last
+  std::string error_file;                // where torch's @record may have written error.json
+  std::string program;                   // the script or program, as the summary names it
+  std::string interpreter;               // the python that ran it and why ("" if none)
+  pid_t pid = -1;                        // the program's own pid, as torchrun's summary shows it
 };
 
 /// How each worker ended, for the summary after a signal stopped the group.

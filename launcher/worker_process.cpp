@@ -99,7 +99,8 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
     if (in[0] < 0) throw Error(std::string("cannot open /dev/null: ") + strerror(errno));
   }
   int out[2] = {-1, -1}, err[2] = {-1, -1}, status[2] = {-1, -1}, args[2] = {-1, -1};
-  if ((spec.terminal ? !open_terminal(*spec.terminal, out) : pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) ||
+  if ((spec.terminal ? !open_terminal(*spec.terminal, out)
+                     : pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) ||
       pipe2(status, O_CLOEXEC) != 0 || pipe2(args, O_CLOEXEC) != 0) {
     int e = errno;
     close_all({in[0], in[1], out[0], out[1], err[0], err[1], status[0], status[1], args[0], args[1]});
@@ -116,8 +117,10 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
   if (pid == 0) {
     // With a terminal: a session of its own, whose controlling terminal it is (so the worker is
     // its foreground and gets its SIGWINCH); a session leader is also its process group's.
-    if (terminal) setsid();
-    else setpgid(0, 0);
+    if (terminal)
+      setsid();
+    else
+      setpgid(0, 0);
     // Dies with the launcher, even on SIGKILL (the shim turns this into its own clean-up);
     // the getppid check closes the race with a launcher that died before prctl ran.
     prctl(PR_SET_PDEATHSIG, SIGKILL);

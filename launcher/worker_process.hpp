@@ -26,17 +26,17 @@ struct WorkerSpec {
   // master), the controlling terminal of a session of the worker's own, so the program sees a
   // terminal as it would alone and its two streams keep their order. Else: two pipes.
   std::optional<winsize> terminal;
-  std::string shown_name;         // what the summary calls the program (the script, not python)
-  std::string interpreter;        // the python running it and why, for the summary ("" if none)
-  std::string error_file;         // its TORCHELASTIC_ERROR_FILE (torch's @record error.json)
+  std::string shown_name;   // what the summary calls the program (the script, not python)
+  std::string interpreter;  // the python running it and why, for the summary ("" if none)
+  std::string error_file;   // its TORCHELASTIC_ERROR_FILE (torch's @record error.json)
 };
 
 struct SpawnedWorker {
-  pid_t pid = -1;  // the shim's pid, also the process group id of shim and worker
+  pid_t pid = -1;          // the shim's pid, also the process group id of shim and worker
   pid_t program_pid = -1;  // the program's own pid under the shim (what it calls getpid()), if known
   int out_fd = -1;
   int err_fd = -1;  // -1 with a terminal: both streams come through out_fd
-  int in_fd = -1;  // write end of the worker's stdin pipe (non-blocking), when stdin_pipe
+  int in_fd = -1;   // write end of the worker's stdin pipe (non-blocking), when stdin_pipe
 };
 
 /// Forks and execs `spec` under the shim. Throws ConfigError when the program cannot be

@@ -12,9 +12,9 @@ namespace distrun::launcher {
 /// argv[1] that makes distrun act as the shim.
 inline constexpr const char* kShimFlag = "--reaper-shim";
 /// Descriptors the spawner sets up for the shim.
-inline constexpr int kShimListenFd = 3;   // the bound workers' port (rank 0 only)
-inline constexpr int kShimStatusFd = 4;   // exec's errno goes back here (close-on-exec pipe)
-inline constexpr int kShimArgvFd = 5;     // the worker's argv, NUL-separated, then EOF
+inline constexpr int kShimListenFd = 3;  // the bound workers' port (rank 0 only)
+inline constexpr int kShimStatusFd = 4;  // exec's errno goes back here (close-on-exec pipe)
+inline constexpr int kShimArgvFd = 5;    // the worker's argv, NUL-separated, then EOF
 
 /// The shim's main: returns (or ends with) the worker's own exit status or signal.
 int run_reaper_shim(int argc, char** argv);

@@ -25,12 +25,20 @@ static double factor(const char* c, int n) {
 }
 
 static void run(const char* c, float* a, float* b, long count, int n) {
-  if (!strcmp(c, "all_reduce")) MPI_Allreduce(MPI_IN_PLACE, a, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  else if (!strcmp(c, "broadcast")) MPI_Bcast(a, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
-  else if (!strcmp(c, "all_gather")) MPI_Allgather(a, (int)(count / n), MPI_FLOAT, b, (int)(count / n), MPI_FLOAT, MPI_COMM_WORLD);
-  else if (!strcmp(c, "all_to_all")) MPI_Alltoall(a, (int)(count / n), MPI_FLOAT, b, (int)(count / n), MPI_FLOAT, MPI_COMM_WORLD);
-  else if (!strcmp(c, "reduce_scatter")) MPI_Reduce_scatter_block(a, b, (int)(count / n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  else { fprintf(stderr, "unknown collective %s\n", c); MPI_Abort(MPI_COMM_WORLD, 2); }
+  if (!strcmp(c, "all_reduce"))
+    MPI_Allreduce(MPI_IN_PLACE, a, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  else if (!strcmp(c, "broadcast"))
+    MPI_Bcast(a, (int)count, MPI_FLOAT, 0, MPI_COMM_WORLD);
+  else if (!strcmp(c, "all_gather"))
+    MPI_Allgather(a, (int)(count / n), MPI_FLOAT, b, (int)(count / n), MPI_FLOAT, MPI_COMM_WORLD);
+  else if (!strcmp(c, "all_to_all"))
+    MPI_Alltoall(a, (int)(count / n), MPI_FLOAT, b, (int)(count / n), MPI_FLOAT, MPI_COMM_WORLD);
+  else if (!strcmp(c, "reduce_scatter"))
+    MPI_Reduce_scatter_block(a, b, (int)(count / n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  else {
+    fprintf(stderr, "unknown collective %s\n", c);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
 }
 
 int main(int argc, char** argv) {
@@ -60,9 +68,10 @@ int main(int argc, char** argv) {
       double mean = (MPI_Wtime() - t0) / iters, slowest;
       MPI_Allreduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
       if (rank == 0)
-        printf("{\"system\": \"mpi\", \"collective\": \"%s\", \"bytes\": %ld, \"world_size\": %d, \"time_us\": %.3f, "
-               "\"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f}\n",
-               c, bytes, n, slowest * 1e6, bytes / slowest / 1e9, bytes / slowest / 1e9 * factor(c, n));
+        printf(
+            "{\"system\": \"mpi\", \"collective\": \"%s\", \"bytes\": %ld, \"world_size\": %d, \"time_us\": %.3f, "
+            "\"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f}\n",
+            c, bytes, n, slowest * 1e6, bytes / slowest / 1e9, bytes / slowest / 1e9 * factor(c, n));
       fflush(stdout);
       free(a);
       free(b);

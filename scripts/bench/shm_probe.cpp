@@ -42,14 +42,18 @@ long parse_size(const std::string& s) {
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
-  for (size_t comma; (comma = s.find(',', start)) != std::string::npos; start = comma + 1) out.push_back(s.substr(start, comma - start));
+  for (size_t comma; (comma = s.find(',', start)) != std::string::npos; start = comma + 1)
+    out.push_back(s.substr(start, comma - start));
   out.push_back(s.substr(start));
   return out;
 }
 
 void* shared_alloc(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) { perror("mmap"); exit(1); }
+  if (p == MAP_FAILED) {
+    perror("mmap");
+    exit(1);
+  }
   return p;
 }
 
@@ -73,7 +77,10 @@ void tcp_probe() {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof addr;
   if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), len) || listen(lfd, 1) ||
-      getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len)) { perror("tcp"); exit(1); }
+      getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len)) {
+    perror("tcp");
+    exit(1);
+  }
   pid_t child = fork();
   if (child == 0) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -170,12 +177,14 @@ void shm_probe(const char* coll, int n, size_t bytes, int iters) {
   }
   double t = 0;
   for (int r = 0; r < n; ++r) t = std::max(t, sh->slowest[r]);
-  const double factor = !std::strcmp(coll, "all_reduce") ? 2.0 * (n - 1) / n
-                        : !std::strcmp(coll, "all_gather") ? double(n - 1) / n : 1.0;
+  const double factor = !std::strcmp(coll, "all_reduce")   ? 2.0 * (n - 1) / n
+                        : !std::strcmp(coll, "all_gather") ? double(n - 1) / n
+                                                           : 1.0;
   if (ok)
-    std::printf("{\"system\": \"shm_probe\", \"collective\": \"%s\", \"bytes\": %zu, \"world_size\": %d, \"time_us\": %.3f, "
-                "\"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f}\n",
-                coll, bytes, n, t * 1e6, bytes / t / 1e9, bytes / t / 1e9 * factor);
+    std::printf(
+        "{\"system\": \"shm_probe\", \"collective\": \"%s\", \"bytes\": %zu, \"world_size\": %d, \"time_us\": %.3f, "
+        "\"algbw_gbps\": %.4f, \"busbw_gbps\": %.4f}\n",
+        coll, bytes, n, t * 1e6, bytes / t / 1e9, bytes / t / 1e9 * factor);
   std::fflush(stdout);
   munmap(slots, bytes * size_t(n));
   munmap(result, bytes);

@@ -68,7 +68,8 @@ TEST_CASE("a flight report keeps fewer collectives, then fewer ranks, to stay in
   std::vector<RankFlight> many;
   for (int r = 0; r < 200; ++r) {
     std::vector<FlightEntry> es;
-    for (uint64_t s = 1; s <= 64; ++s) es.push_back(entry(s, "all_reduce", FlightState::Completed, std::string(100, 'x')));
+    for (uint64_t s = 1; s <= 64; ++s)
+      es.push_back(entry(s, "all_reduce", FlightState::Completed, std::string(100, 'x')));
     many.push_back(rank_with(r, es));
   }
   std::string text = encode_flight_report(many);
@@ -89,9 +90,12 @@ TEST_CASE("malformed flight reports are MalformedMessage", "[launcher][flight]")
        {"", "[]", "{}", "{\"v\":2,\"ranks\":[],\"left_out\":0}", "{\"v\":1,\"ranks\":{},\"left_out\":0}",
         "{\"v\":1,\"ranks\":[{\"rank\":-1,\"world\":1,\"pid\":1,\"e\":[]}],\"left_out\":0}",
         "{\"v\":1,\"ranks\":[{\"rank\":0,\"world\":1,\"pid\":1,\"e\":[[1]]}],\"left_out\":0}",
-        "{\"v\":1,\"ranks\":[{\"rank\":0,\"world\":1,\"pid\":1,\"e\":[[1,\"a\",\"w\",\"f\",0,-1,9,0,0,\"\"]]}],\"left_out\":0}",
-        "{\"v\":1,\"ranks\":[{\"rank\":0,\"world\":1,\"pid\":1,\"e\":[[-1,\"a\",\"w\",\"f\",0,-1,1,0,0,\"\"]]}],\"left_out\":0}",
-        "{\"v\":1,\"ranks\":[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]],\"left_out\":0}", "{\"v\":1.5,\"ranks\":[],\"left_out\":0}"})
+        "{\"v\":1,\"ranks\":[{\"rank\":0,\"world\":1,\"pid\":1,\"e\":[[1,\"a\",\"w\",\"f\",0,-1,9,0,0,\"\"]]}],\"left_"
+        "out\":0}",
+        "{\"v\":1,\"ranks\":[{\"rank\":0,\"world\":1,\"pid\":1,\"e\":[[-1,\"a\",\"w\",\"f\",0,-1,1,0,0,\"\"]]}],\"left_"
+        "out\":0}",
+        "{\"v\":1,\"ranks\":[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]],\"left_out\":0}",
+        "{\"v\":1.5,\"ranks\":[],\"left_out\":0}"})
     CHECK_THROWS_AS(decode_flight_report(bad), MalformedMessage);
   CHECK(decode_flight_report("{\"v\":1,\"ranks\":[],\"left_out\":0}").ranks.empty());
 }

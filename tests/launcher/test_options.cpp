@@ -23,9 +23,31 @@ TEST_CASE("dash and underscore spellings give the same options", "[launcher][opt
           if (name[i] == '-') name[i] = '_';
       return name;
     };
-    auto r = parse({n("--nproc-per-node"), "4", n("--nnodes"), "2", n("--node-rank"), "1", n("--master-addr"), "h0",
-                    n("--master-port"), "1234", n("--max-restarts"), "3", n("--run-id"), "job7", n("--log-dir"), "/tmp/l",
-                    n("--local-ranks-filter"), "0,2", "--redirects", "3", "--tee", "0:1", "prog", "a", "--b"});
+    auto r = parse({n("--nproc-per-node"),
+                    "4",
+                    n("--nnodes"),
+                    "2",
+                    n("--node-rank"),
+                    "1",
+                    n("--master-addr"),
+                    "h0",
+                    n("--master-port"),
+                    "1234",
+                    n("--max-restarts"),
+                    "3",
+                    n("--run-id"),
+                    "job7",
+                    n("--log-dir"),
+                    "/tmp/l",
+                    n("--local-ranks-filter"),
+                    "0,2",
+                    "--redirects",
+                    "3",
+                    "--tee",
+                    "0:1",
+                    "prog",
+                    "a",
+                    "--b"});
     const auto& o = r.options;
     CHECK(o.nproc_per_node == "4");
     CHECK(o.nnodes == "2");
@@ -97,5 +119,6 @@ TEST_CASE("max restarts and node rank: a count, said plainly", "[launcher][optio
     CHECK(text.size() < 200);  // no 300-digit range
   }
   CHECK(parse({"--max-restarts", "5", "x"}).options.max_restarts == 5);
-  CHECK_THROWS_WITH(parse({"--node-rank", "x1", "x"}), Catch::Contains("expected a whole number from 0 to 1000000, got x1"));
+  CHECK_THROWS_WITH(parse({"--node-rank", "x1", "x"}),
+                    Catch::Contains("expected a whole number from 0 to 1000000, got x1"));
 }

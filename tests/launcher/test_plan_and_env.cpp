@@ -113,10 +113,14 @@ TEST_CASE("plan: nproc cpu and auto count something", "[launcher][plan]") {
 }
 
 TEST_CASE("plan: --launcher slurm and auto read SLURM's variables", "[launcher][plan]") {
-  std::map<std::string, std::string> slurm = {
-      {"SLURM_JOB_ID", "4242"}, {"SLURM_STEP_ID", "0"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "3"},
-      {"SLURM_NODEID", "1"}, {"SLURM_NNODES", "3"}, {"SLURM_JOB_NODELIST", "node[07-09]"},
-      {"SLURM_TASKS_PER_NODE", "1(x3)"}};
+  std::map<std::string, std::string> slurm = {{"SLURM_JOB_ID", "4242"},
+                                              {"SLURM_STEP_ID", "0"},
+                                              {"SLURM_PROCID", "1"},
+                                              {"SLURM_NTASKS", "3"},
+                                              {"SLURM_NODEID", "1"},
+                                              {"SLURM_NNODES", "3"},
+                                              {"SLURM_JOB_NODELIST", "node[07-09]"},
+                                              {"SLURM_TASKS_PER_NODE", "1(x3)"}};
   CHECK(detect_launcher(env_of(slurm)) == "slurm");
   LaunchOptions o;  // launcher auto
   auto p = plan_job(o, env_of(slurm), std::nullopt);
@@ -145,15 +149,20 @@ TEST_CASE("plan: --launcher slurm and auto read SLURM's variables", "[launcher][
 TEST_CASE("plan: --launcher mpi takes one agent per MPI rank", "[launcher][plan]") {
   LaunchOptions o;
   o.launcher = "mpi";
-  auto p = plan_job(o, env_of({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                               {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}, {"MASTER_ADDR", "hostA"}}),
+  auto p = plan_job(o,
+                    env_of({{"OMPI_COMM_WORLD_RANK", "1"},
+                            {"OMPI_COMM_WORLD_SIZE", "2"},
+                            {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"},
+                            {"MASTER_ADDR", "hostA"}}),
                     std::nullopt);
   CHECK(p.nnodes == 2);
   CHECK(p.node_rank == 1);
   CHECK(p.master_addr == "hostA");
   // Several hosts and no MASTER_ADDR: a clear error.
-  CHECK_THROWS_AS(plan_job(o, env_of({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-                                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}}),
+  CHECK_THROWS_AS(plan_job(o,
+                           env_of({{"OMPI_COMM_WORLD_RANK", "0"},
+                                   {"OMPI_COMM_WORLD_SIZE", "2"},
+                                   {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}}),
                            std::nullopt),
                   ConfigError);
 }
@@ -173,19 +182,34 @@ TEST_CASE("worker environment is torchrun's", "[launcher][env]") {
   id.run_id = "r1";
   id.store_secret = "abc";
   auto env = worker_environment({{"PATH", "/bin"}, {"RANK", "stale"}}, id);
-  std::map<std::string, std::string> want = {
-      {"PATH", "/bin"}, {"RANK", "5"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "4"},
-      {"GROUP_RANK", "1"}, {"GROUP_WORLD_SIZE", "2"}, {"ROLE_RANK", "5"}, {"ROLE_WORLD_SIZE", "8"},
-      {"ROLE_NAME", "default"}, {"MASTER_ADDR", "h0"}, {"MASTER_PORT", "4321"},
-      {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_MAX_RESTARTS", "3"}, {"TORCHELASTIC_RUN_ID", "r1"},
-      {"OMP_NUM_THREADS", "1"}, {"DISTRUN_STORE_SECRET", "abc"}, {"PYTHONUNBUFFERED", "1"},
-      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"}, {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
+  std::map<std::string, std::string> want = {{"PATH", "/bin"},
+                                             {"RANK", "5"},
+                                             {"LOCAL_RANK", "1"},
+                                             {"WORLD_SIZE", "8"},
+                                             {"LOCAL_WORLD_SIZE", "4"},
+                                             {"GROUP_RANK", "1"},
+                                             {"GROUP_WORLD_SIZE", "2"},
+                                             {"ROLE_RANK", "5"},
+                                             {"ROLE_WORLD_SIZE", "8"},
+                                             {"ROLE_NAME", "default"},
+                                             {"MASTER_ADDR", "h0"},
+                                             {"MASTER_PORT", "4321"},
+                                             {"TORCHELASTIC_RESTART_COUNT", "2"},
+                                             {"TORCHELASTIC_MAX_RESTARTS", "3"},
+                                             {"TORCHELASTIC_RUN_ID", "r1"},
+                                             {"OMP_NUM_THREADS", "1"},
+                                             {"DISTRUN_STORE_SECRET", "abc"},
+                                             {"PYTHONUNBUFFERED", "1"},
+                                             {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+                                             {"NCCL_ASYNC_ERROR_HANDLING", "1"}};
   CHECK(env == want);
   // Per-worker error file and the master's interface; the user's own settings win.
   id.error_file = "/logs/r_1/attempt_0/1/error.json";
   id.socket_ifname = "eth7";
-  auto more = worker_environment({{"TORCHELASTIC_ERROR_FILE", "/agent.json"}, {"NCCL_SOCKET_IFNAME", "ib0"},
-                                  {"PYTHONUNBUFFERED", "0"}, {"NCCL_ASYNC_ERROR_HANDLING", "3"}},
+  auto more = worker_environment({{"TORCHELASTIC_ERROR_FILE", "/agent.json"},
+                                  {"NCCL_SOCKET_IFNAME", "ib0"},
+                                  {"PYTHONUNBUFFERED", "0"},
+                                  {"NCCL_ASYNC_ERROR_HANDLING", "3"}},
                                  id);
   CHECK(more["TORCHELASTIC_ERROR_FILE"] == id.error_file);
   CHECK(more["GLOO_SOCKET_IFNAME"] == "eth7");
@@ -212,7 +236,8 @@ TEST_CASE("redirect and tee specs, as torchrun", "[launcher][redirects]") {
   CHECK(per.for_rank(2) == Streams::none);
   CHECK(per.any());
   CHECK(!StdSpec::parse("0", "--tee").any());
-  for (const char* bad : {"4", "x", "0:", ":1", "0:1,", "1;2", ""}) CHECK_THROWS_AS(StdSpec::parse(bad, "--tee"), ConfigError);
+  for (const char* bad : {"4", "x", "0:", ":1", "0:1,", "1;2", ""})
+    CHECK_THROWS_AS(StdSpec::parse(bad, "--tee"), ConfigError);
 }
 
 TEST_CASE("local ranks filter", "[launcher][redirects]") {

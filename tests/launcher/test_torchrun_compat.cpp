@@ -44,10 +44,11 @@ TEST_CASE("PET_* variables give torchrun's defaults; the command line wins", "[l
 }
 
 TEST_CASE("rendezvous conf keys (--rdzv-conf)", "[launcher][torchrun]") {
-  auto o = parse({"--rdzv-conf", "join_timeout=12,read_timeout=60,last_call_timeout=3,stop_grace=2.5,is_host=1", "p"}).options;
+  auto o = parse({"--rdzv-conf", "join_timeout=12,read_timeout=60,last_call_timeout=3,stop_grace=2.5,is_host=1", "p"})
+               .options;
   CHECK(o.rdzv_timeout == Approx(12));
   CHECK(o.stop_grace == Approx(2.5));
-  CHECK(o.last_call_timeout == Approx(3));  // elastic rounds' last call
+  CHECK(o.last_call_timeout == Approx(3));                      // elastic rounds' last call
   CHECK(parse({"p"}).options.last_call_timeout == Approx(30));  // torchrun's default
   CHECK_THROWS_AS(parse({"--rdzv-conf", "last_call_timeout=0", "p"}), ConfigError);
   CHECK(parse({"--rdzv-timeout", "7", "--rdzv-conf", "timeout=12", "p"}).options.rdzv_timeout == Approx(7));
@@ -61,7 +62,9 @@ TEST_CASE("rendezvous conf keys (--rdzv-conf)", "[launcher][torchrun]") {
 TEST_CASE("programs start as torchrun starts them", "[launcher][torchrun]") {
   ScopedEnv py("PYTHON", "/opt/py/bin/python3");
   unsetenv("PYTHON_EXEC");
-  auto argv = [](std::vector<std::string> args) { return program_argv(parse(std::move(args)).options, python_interpreter()); };
+  auto argv = [](std::vector<std::string> args) {
+    return program_argv(parse(std::move(args)).options, python_interpreter());
+  };
   using V = std::vector<std::string>;
   CHECK(argv({"train.py", "--lr", "1"}) == V{"/opt/py/bin/python3", "-u", "train.py", "--lr", "1"});
   CHECK(argv({"-m", "pkg.train", "x"}) == V{"/opt/py/bin/python3", "-u", "-m", "pkg.train", "x"});
@@ -138,8 +141,9 @@ TEST_CASE("torch's error.json is read into the summary", "[launcher][torchrun]")
   int fd = mkstemp(path);
   REQUIRE(fd >= 0);
   close(fd);
-  std::ofstream(path) << R"({"message": {"message": "ValueError: bad shard", "extraInfo": )"
-                      << R"({"py_callstack": "Traceback (most recent call last):\n  x\nValueError: bad shard\n", "timestamp": "1700000000"}}})";
+  std::ofstream(path)
+      << R"({"message": {"message": "ValueError: bad shard", "extraInfo": )"
+      << R"({"py_callstack": "Traceback (most recent call last):\n  x\nValueError: bad shard\n", "timestamp": "1700000000"}}})";
   auto e = read_error_file(path);
   REQUIRE(e);
   CHECK(e->message == "ValueError: bad shard");
@@ -162,7 +166,8 @@ TEST_CASE("torch's error.json is read into the summary", "[launcher][torchrun]")
   unlink(path);
 }
 
-TEST_CASE("without $PYTHON: the interpreter of a torchrun on PATH, else a python3 that finds torch", "[launcher][torchrun]") {
+TEST_CASE("without $PYTHON: the interpreter of a torchrun on PATH, else a python3 that finds torch",
+          "[launcher][torchrun]") {
   unsetenv("PYTHON_EXEC");
   unsetenv("PYTHON");
   const std::string saved_path = std::getenv("PATH") ? std::getenv("PATH") : "";
@@ -201,8 +206,8 @@ TEST_CASE("without $PYTHON: the interpreter of a torchrun on PATH, else a python
   CHECK(parse({"train", "--x"}).options.program_kind == ProgramKind::python_script);
   CHECK(parse({"./train"}).options.program_kind == ProgramKind::python_script);  // not executable
   chmod("train", 0755);
-  CHECK(parse({"./train"}).options.program_kind == ProgramKind::as_is);          // executable: run as given
-  CHECK(parse({"train"}).options.program_kind == ProgramKind::python_script);    // exec would not look here
+  CHECK(parse({"./train"}).options.program_kind == ProgramKind::as_is);        // executable: run as given
+  CHECK(parse({"train"}).options.program_kind == ProgramKind::python_script);  // exec would not look here
   CHECK(parse({"sh", "-c", "true"}).options.program_kind == ProgramKind::as_is);
   CHECK(parse({"--no-python", "train"}).options.program_kind == ProgramKind::as_is);
   REQUIRE(chdir(cwd) == 0);

@@ -28,10 +28,21 @@ namespace {
 
 // Catch2's assertions are not thread-safe: ranks (threads) take turns through this lock.
 std::mutex catch_mu;
-#define RANK_CHECK(...) do { std::lock_guard<std::mutex> lock_(catch_mu); CHECK(__VA_ARGS__); } while (0)
-#define RANK_CHECK_THAT(...) do { std::lock_guard<std::mutex> lock_(catch_mu); CHECK_THAT(__VA_ARGS__); } while (0)
-#define RANK_CHECK_THROWS_WITH(...) \
-  do { std::lock_guard<std::mutex> lock_(catch_mu); CHECK_THROWS_WITH(__VA_ARGS__); } while (0)
+#define RANK_CHECK(...)                          \
+  do {                                           \
+    std::lock_guard<std::mutex> lock_(catch_mu); \
+    CHECK(__VA_ARGS__);                          \
+  } while (0)
+#define RANK_CHECK_THAT(...)                     \
+  do {                                           \
+    std::lock_guard<std::mutex> lock_(catch_mu); \
+    CHECK_THAT(__VA_ARGS__);                     \
+  } while (0)
+#define RANK_CHECK_THROWS_WITH(...)              \
+  do {                                           \
+    std::lock_guard<std::mutex> lock_(catch_mu); \
+    CHECK_THROWS_WITH(__VA_ARGS__);              \
+  } while (0)
 
 int world() { return std::min(4, nccl::visible_cuda_devices()); }
 
@@ -97,7 +108,8 @@ TEST_CASE("broadcast and reduce use the root's rank", "[nccl][gpu]") {
     BroadcastOptions bo;
     bo.root = n - 1;
     b.broadcast(t, bo);
-    RANK_CHECK(values(t) == std::vector<double>{100.0 * (n - 1), 100.0 * (n - 1) + 1, 100.0 * (n - 1) + 2, 100.0 * (n - 1) + 3});
+    RANK_CHECK(values(t) ==
+               std::vector<double>{100.0 * (n - 1), 100.0 * (n - 1) + 1, 100.0 * (n - 1) + 2, 100.0 * (n - 1) + 3});
     Tensor u = make(r, {2}, DType::Int32, [r](int64_t) { return double(r + 1); });
     ReduceOptions ro;
     ro.root = 0;
@@ -374,39 +386,39 @@ TEST_CASE("a Work outlives its backend, and fails cleanly after an abort", "[ncc
   std::mutex mu;
   for (int r = 0; r < 2; ++r)
     threads.emplace_back([&, r] {
-     try {
-      NcclBackendOptions o;
-      o.timeout = std::chrono::milliseconds(3000);
-      o.device = r;
-      Tensor t = make(r, {1 << 20}, DType::Float32, [r](int64_t) { return double(10 + r); });
-      std::shared_ptr<Work> work;
-      {
-        NcclBackend b(store, r, 2, o);
-        work = r == 0 ? b.isend(t, 1, SendOptions{}) : b.irecv(t, 0, SendOptions{});
-      }  // the backend is gone; the Work keeps its channel
-      work->wait();
-      RANK_CHECK(work->is_completed());
-      if (r == 1) RANK_CHECK(values(t)[0] == 10.0);
+      try {
+        NcclBackendOptions o;
+        o.timeout = std::chrono::milliseconds(3000);
+        o.device = r;
+        Tensor t = make(r, {1 << 20}, DType::Float32, [r](int64_t) { return double(10 + r); });
+        std::shared_ptr<Work> work;
+        {
+          NcclBackend b(store, r, 2, o);
+          work = r == 0 ? b.isend(t, 1, SendOptions{}) : b.irecv(t, 0, SendOptions{});
+        }  // the backend is gone; the Work keeps its channel
+        work->wait();
+        RANK_CHECK(work->is_completed());
+        if (r == 1) RANK_CHECK(values(t)[0] == 10.0);
 
-      NcclBackend b(store, r, 2, o);
-      Tensor big = Tensor::zeros({1 << 20}, DType::Float32, Device::cuda(r));
-      // Rank 0 starts a receive rank 1 never answers, then a collective rank 1 never joins:
-      // the timeout aborts everything, and the receive's Work says so instead of crashing.
-      if (r == 0) {
-        auto pending = b.irecv(big, 1, SendOptions{});
-        RANK_CHECK_THROWS_WITH(b.all_reduce(big, AllreduceOptions{}), Contains("timed out"));
-        RANK_CHECK(pending->is_completed());
-        RANK_CHECK_THROWS_WITH(pending->wait(), Contains("aborted"));
+        NcclBackend b(store, r, 2, o);
+        Tensor big = Tensor::zeros({1 << 20}, DType::Float32, Device::cuda(r));
+        // Rank 0 starts a receive rank 1 never answers, then a collective rank 1 never joins:
+        // the timeout aborts everything, and the receive's Work says so instead of crashing.
+        if (r == 0) {
+          auto pending = b.irecv(big, 1, SendOptions{});
+          RANK_CHECK_THROWS_WITH(b.all_reduce(big, AllreduceOptions{}), Contains("timed out"));
+          RANK_CHECK(pending->is_completed());
+          RANK_CHECK_THROWS_WITH(pending->wait(), Contains("aborted"));
+        }
+        ++finished;
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (finished < 2 && std::chrono::steady_clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      } catch (...) {
+        ++finished;
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first) first = std::current_exception();
       }
-      ++finished;
-      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-      while (finished < 2 && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-     } catch (...) {
-      ++finished;
-      std::lock_guard<std::mutex> lock(mu);
-      if (!first) first = std::current_exception();
-     }
     });
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);

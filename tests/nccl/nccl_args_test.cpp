@@ -10,8 +10,8 @@ using Catch::Matchers::Contains;
 
 TEST_CASE("a CPU tensor is refused with the devices named", "[nccl]") {
   Tensor t = Tensor::zeros({4}, DType::Float32);
-  CHECK_THROWS_WITH(check_on_device("all_reduce", t, 1), Contains("all_reduce") && Contains("cpu") &&
-                                                             Contains("cuda:1"));
+  CHECK_THROWS_WITH(check_on_device("all_reduce", t, 1),
+                    Contains("all_reduce") && Contains("cpu") && Contains("cuda:1"));
   CHECK_THROWS_AS(check_on_device("all_reduce", Tensor(), 0), BackendError);
 }
 

@@ -84,7 +84,8 @@ TEST_CASE("fills see rank, world size and indices", "[expression]") {
 TEST_CASE("${expr} substitution in objects", "[expression]") {
   ObjectTemplate t;
   t.value = {{"rank", "${rank}"}, {"tag", "r${rank*2}/${world_size}"}, {"half", "${rank / 2}"}, {"keep", 1}};
-  for (const char* e : {"rank", "rank*2", "world_size", "rank / 2"}) t.exprs.emplace_back(e, std::make_shared<Expression>(e));
+  for (const char* e : {"rank", "rank*2", "world_size", "rank / 2"})
+    t.exprs.emplace_back(e, std::make_shared<Expression>(e));
   const auto o = substitute_object(t, RankEnv{3, 4, 3, 4});
   CHECK(o["rank"] == 3);
   CHECK(o["rank"].is_number_integer());

@@ -37,7 +37,8 @@ TEST_CASE("values become nested JSON lists", "[format]") {
 
 TEST_CASE("objects print like Python", "[format]") {
   nlohmann::ordered_json o = {{"rank", 0}, {"ok", true}, {"name", "a'b"}, {"none", nullptr}, {"v", 2.0}};
-  CHECK(python_repr(nlohmann::ordered_json::array({o})) == "[{'rank': 0, 'ok': True, 'name': 'a\\'b', 'none': None, 'v': 2.0}]");
+  CHECK(python_repr(nlohmann::ordered_json::array({o})) ==
+        "[{'rank': 0, 'ok': True, 'name': 'a\\'b', 'none': None, 'v': 2.0}]");
 }
 
 TEST_CASE("multi-indices for error messages", "[format]") {

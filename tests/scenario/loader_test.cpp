@@ -34,8 +34,10 @@ TEST_CASE("unknown ops and keys are errors with a suggestion", "[loader]") {
         "t.yaml:2:9: unknown op 'all_reduse' (did you mean 'all_reduce'?)");
   CHECK(load_error("steps:\n  - op: barrier\n    grop: a\n") ==
         "t.yaml:3:5: unknown key 'grop' in barrier step (did you mean 'group'?)");
-  CHECK_THAT(load_error("stepz: []\n"), Catch::StartsWith("t.yaml:1:1: unknown key 'stepz' in the scenario (did you mean 'steps'?)"));
-  CHECK_THAT(load_error("tensors:\n  x: {shap: [2]}\nsteps: []\n"), Catch::StartsWith("t.yaml:2:7: unknown key 'shap' in tensor spec (did you mean 'shape'?)"));
+  CHECK_THAT(load_error("stepz: []\n"),
+             Catch::StartsWith("t.yaml:1:1: unknown key 'stepz' in the scenario (did you mean 'steps'?)"));
+  CHECK_THAT(load_error("tensors:\n  x: {shap: [2]}\nsteps: []\n"),
+             Catch::StartsWith("t.yaml:2:7: unknown key 'shap' in tensor spec (did you mean 'shape'?)"));
 }
 
 TEST_CASE("bad expressions are errors at load time, pointing into the expression", "[loader]") {
@@ -53,9 +55,12 @@ TEST_CASE("bad values are errors", "[loader]") {
   CHECK_THAT(load_error("tensors:\n  x: {values: [[1, 2], [3]]}\nsteps: []\n"), Catch::Contains("not rectangular"));
   CHECK_THAT(load_error("steps:\n  - op: all_reduce\n    input: x\n    reduce: summ\n"),
              Catch::StartsWith("t.yaml:4:13: unknown reduce op 'summ' (did you mean 'sum'?)"));
-  CHECK_THAT(load_error("steps:\n  - op: send_recv\n    input: x\n    src: 0\n"), Catch::Contains("send_recv needs dst"));
-  CHECK_THAT(load_error("steps:\n  - op: barrier\n    group: nope\n"), Catch::StartsWith("t.yaml:3:12: unknown group 'nope'"));
-  CHECK_THAT(load_error("world_size: two\nsteps: []\n"), Catch::StartsWith("t.yaml:1:13: world_size must be an integer"));
+  CHECK_THAT(load_error("steps:\n  - op: send_recv\n    input: x\n    src: 0\n"),
+             Catch::Contains("send_recv needs dst"));
+  CHECK_THAT(load_error("steps:\n  - op: barrier\n    group: nope\n"),
+             Catch::StartsWith("t.yaml:3:12: unknown group 'nope'"));
+  CHECK_THAT(load_error("world_size: two\nsteps: []\n"),
+             Catch::StartsWith("t.yaml:1:13: world_size must be an integer"));
 }
 
 // Loads `text` and simulates it for `world` ranks; returns the ConfigError message or "".
@@ -78,14 +83,19 @@ TEST_CASE("checks against the world size before anything runs", "[loader][refere
   CHECK_THAT(world_error("tensors:\n  x: {shape: [2]}\nsteps:\n  - op: broadcast\n    input: x\n    src: 4\n", 4),
              Catch::StartsWith("t.yaml:6:10: step 0 (broadcast): src 4 is out of range for a world of 4 ranks"));
   CHECK_THAT(world_error("groups:\n  g: [0, 3]\nsteps: []\n", 2), Catch::StartsWith("t.yaml:2:6: group 'g': member 3"));
-  CHECK_THAT(world_error("tensors:\n  x: {shape: [2]}\nsteps:\n  - op: all_reduce\n    input: x\n    reduce: band\n", 2),
+  CHECK_THAT(world_error("tensors:\n  x: {shape: [2]}\nsteps:\n  - op: all_reduce\n    input: x\n    reduce: band\n",
+                         2),
              Catch::StartsWith("t.yaml:6:13: step 0 (all_reduce): reduce op 'band' needs an integer dtype"));
-  CHECK(world_error("tensors:\n  x: {shape: [2], dtype: int32}\nsteps:\n  - op: all_reduce\n    input: x\n    reduce: band\n", 2) == "");
+  CHECK(world_error("tensors:\n  x: {shape: [2], dtype: int32}\nsteps:\n  - op: all_reduce\n    input: x\n    reduce: "
+                    "band\n",
+                    2) == "");
   CHECK_THAT(world_error("world_size: 4\nsteps: []\n", 2),
              Catch::StartsWith("t.yaml:1:13: the scenario declares world_size 4 but the launched world has 2 ranks"));
   CHECK_THAT(world_error("tensors:\n  x: {shape: [3]}\nsteps:\n  - op: map\n    expr: \"x + y\"\n    output: z\n", 2),
              Catch::Contains("'y' in expr is not a tensor"));
-  CHECK_THAT(world_error("tensors:\n  x: {shape: [4, 2]}\nsteps:\n  - op: all_to_all\n    input: x\n    split_sizes: [1, 2]\n", 2),
+  CHECK_THAT(world_error("tensors:\n  x: {shape: [4, 2]}\nsteps:\n  - op: all_to_all\n    input: x\n    split_sizes: "
+                         "[1, 2]\n",
+                         2),
              Catch::Contains("split_sizes add up to 3 on rank 0 but dim 0 has 4"));
 }
 

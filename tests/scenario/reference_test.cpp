@@ -30,34 +30,43 @@ struct Sim {
 }  // namespace
 
 TEST_CASE("reduce_scatter row-wise: the seed's example", "[reference]") {
-  Sim s("tensors:\n  x: {shape: [world_size, 5], fill: \"rank*10 + i\"}\n"
-        "steps:\n  - {op: reduce_scatter, input: x, output: y, reduce: sum}\n", 4);
+  Sim
+      s("tensors:\n  x: {shape: [world_size, 5], fill: \"rank*10 + i\"}\n"
+        "steps:\n  - {op: reduce_scatter, input: x, output: y, reduce: sum}\n",
+        4);
   CHECK(s.at(0, 2).shape() == Shape{1, 5});
   CHECK(s.values(0, 2) == std::vector<double>(5, 68));
   CHECK(s.ref->expected(0, 2).name == "y");
 }
 
 TEST_CASE("gather only on dst; column-wise all_gather", "[reference]") {
-  Sim s("tensors:\n  x: {shape: [2, 1], fill: \"rank*10 + i\"}\n"
-        "steps:\n  - {op: gather, input: x, output: g0, dst: 1, dim: 1}\n  - {op: all_gather, input: x, output: g, dim: 1}\n", 3);
+  Sim
+      s("tensors:\n  x: {shape: [2, 1], fill: \"rank*10 + i\"}\n"
+        "steps:\n  - {op: gather, input: x, output: g0, dst: 1, dim: 1}\n  - {op: all_gather, input: x, output: g, "
+        "dim: 1}\n",
+        3);
   CHECK(!s.ref->expected(0, 0).has_result);
   CHECK(s.values(0, 1) == std::vector<double>{0, 10, 20, 1, 11, 21});
   CHECK(s.at(1, 2).shape() == Shape{2, 3});
 }
 
 TEST_CASE("uneven all_to_all follows split_sizes per rank", "[reference]") {
-  Sim s("tensors:\n  x: {shape: [3], fill: \"rank*10 + idx\"}\n"
-        "steps:\n  - {op: all_to_all, input: x, split_sizes: [\"rank == 0 ? 1 : 2\", \"rank == 0 ? 2 : 1\"]}\n", 2);
+  Sim
+      s("tensors:\n  x: {shape: [3], fill: \"rank*10 + idx\"}\n"
+        "steps:\n  - {op: all_to_all, input: x, split_sizes: [\"rank == 0 ? 1 : 2\", \"rank == 0 ? 2 : 1\"]}\n",
+        2);
   // rank 0 sends [0] to 0 and [1, 2] to 1; rank 1 sends [10, 11] to 0 and [12] to 1.
   CHECK(s.values(0, 0) == std::vector<double>{0, 10, 11});
   CHECK(s.values(0, 1) == std::vector<double>{1, 2, 12});
 }
 
 TEST_CASE("integer reductions: avg truncates, bitwise ops", "[reference]") {
-  Sim s("tensors:\n  x: {shape: [1], fill: \"rank + 1\", dtype: int32}\n"
+  Sim
+      s("tensors:\n  x: {shape: [1], fill: \"rank + 1\", dtype: int32}\n"
         "steps:\n  - {op: all_reduce, input: x, output: a, reduce: avg}\n"
         "  - {op: all_reduce, input: x, output: b, reduce: bor}\n"
-        "  - {op: reduce, input: x, output: p, reduce: prod, dst: 2}\n", 3);
+        "  - {op: reduce, input: x, output: p, reduce: prod, dst: 2}\n",
+        3);
   CHECK(s.values(0, 0) == std::vector<double>{2});
   CHECK(s.values(1, 1) == std::vector<double>{3});
   CHECK(s.values(2, 2) == std::vector<double>{6});
@@ -65,21 +74,25 @@ TEST_CASE("integer reductions: avg truncates, bitwise ops", "[reference]") {
 }
 
 TEST_CASE("groups: only members run, src is a global rank", "[reference]") {
-  Sim s("groups:\n  high: [2, 3]\ntensors:\n  x: {shape: [2], fill: rank}\n"
-        "steps:\n  - {op: broadcast, group: high, input: x, src: 3}\n  - {op: all_reduce, group: high, input: x}\n", 4);
+  Sim
+      s("groups:\n  high: [2, 3]\ntensors:\n  x: {shape: [2], fill: rank}\n"
+        "steps:\n  - {op: broadcast, group: high, input: x, src: 3}\n  - {op: all_reduce, group: high, input: x}\n",
+        4);
   CHECK(!s.ref->expected(0, 0).has_result);
   CHECK(s.values(0, 2) == std::vector<double>{3, 3});
   CHECK(s.values(1, 3) == std::vector<double>{6, 6});  // x is now 3 on both members
 }
 
 TEST_CASE("softmax with map and local_reduce", "[reference]") {
-  Sim s("tensors:\n  x: {shape: [1, 2], fill: \"rank*2 + j\"}\n"
+  Sim
+      s("tensors:\n  x: {shape: [1, 2], fill: \"rank*2 + j\"}\n"
         "steps:\n  - {op: local_reduce, input: x, output: m, reduce: max, dim: 1}\n"
         "  - {op: all_reduce, input: m, reduce: max}\n"
         "  - {op: map, expr: \"exp(x - m)\", output: e}\n"
         "  - {op: local_reduce, input: e, output: s, reduce: sum}\n"
         "  - {op: all_reduce, input: s, reduce: sum}\n"
-        "  - {op: map, expr: \"e / s\", output: p}\n", 2);
+        "  - {op: map, expr: \"e / s\", output: p}\n",
+        2);
   double total = 0;
   for (int r = 0; r < 2; ++r)
     for (double v : s.values(5, r)) total += v;
@@ -89,8 +102,10 @@ TEST_CASE("softmax with map and local_reduce", "[reference]") {
 }
 
 TEST_CASE("map: 1-element tensors broadcast; ranks filter", "[reference]") {
-  Sim s("tensors:\n  x: {shape: [3], fill: idx}\n  w: {values: [10]}\n"
-        "steps:\n  - {op: map, expr: \"x * w + rank\", output: y, ranks: [1]}\n", 2);
+  Sim
+      s("tensors:\n  x: {shape: [3], fill: idx}\n  w: {values: [10]}\n"
+        "steps:\n  - {op: map, expr: \"x * w + rank\", output: y, ranks: [1]}\n",
+        2);
   CHECK(!s.ref->expected(0, 0).has_result);
   CHECK(s.values(0, 1) == std::vector<double>{1, 11, 21});
 }

@@ -102,23 +102,28 @@ TEST_CASE("the check catches a planted wrong all_reduce result", "[threads]") {
 
 TEST_CASE("the results file holds one sorted record per step and rank with a result", "[threads]") {
   const std::string path = "/tmp/distrun_scenario_threads_results.jsonl";
-  auto r = run_threads("name: res\ntensors:\n  x: {shape: [1, 2], fill: rank}\n"
-                       "steps:\n  - {op: reduce, input: x, dst: 1}\n  - {op: all_gather_object, object: {r: \"${rank}\"}}\n",
-                       2, -1, path);
+  auto r = run_threads(
+      "name: res\ntensors:\n  x: {shape: [1, 2], fill: rank}\n"
+      "steps:\n  - {op: reduce, input: x, dst: 1}\n  - {op: all_gather_object, object: {r: \"${rank}\"}}\n",
+      2, -1, path);
   CHECK(r.codes == std::vector<int>{0, 0});
   std::ifstream f(path);
   std::vector<std::string> lines;
   for (std::string l; std::getline(f, l);) lines.push_back(l);
   REQUIRE(lines.size() == 3);
-  CHECK(lines[0] ==
-        R"({"scenario":"res","step":0,"op":"reduce","rank":1,"name":"x","shape":[1,2],"dtype":"float32","values":[[1,1]],"wrong":0})");
-  CHECK(lines[1] == R"({"scenario":"res","step":1,"op":"all_gather_object","rank":0,"object":[{"r":0},{"r":1}],"wrong":0})");
-  CHECK(lines[2] == R"({"scenario":"res","step":1,"op":"all_gather_object","rank":1,"object":[{"r":0},{"r":1}],"wrong":0})");
+  CHECK(
+      lines[0] ==
+      R"({"scenario":"res","step":0,"op":"reduce","rank":1,"name":"x","shape":[1,2],"dtype":"float32","values":[[1,1]],"wrong":0})");
+  CHECK(lines[1] ==
+        R"({"scenario":"res","step":1,"op":"all_gather_object","rank":0,"object":[{"r":0},{"r":1}],"wrong":0})");
+  CHECK(lines[2] ==
+        R"({"scenario":"res","step":1,"op":"all_gather_object","rank":1,"object":[{"r":0},{"r":1}],"wrong":0})");
   std::remove(path.c_str());
 }
 
 TEST_CASE("bench on threads: rows with nccl-tests columns and no wrong elements", "[threads]") {
-  auto r = run_threads("steps:\n  - {op: bench, collective: reduce_scatter, bytes: [1K, 4K], iters: 2, warmup: 1}\n", 2);
+  auto r =
+      run_threads("steps:\n  - {op: bench, collective: reduce_scatter, bytes: [1K, 4K], iters: 2, warmup: 1}\n", 2);
   CHECK(r.codes == std::vector<int>{0, 0});
   // nccl-tests' layout: titles, units, then size, count (each rank's part), type, redop, root and the
   // out-of-place columns (reduce_scatter's native placement; in-place reads N/A here).

@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
       pg->backend().all_reduce(t, {});
       const float want = float(n * (n + 1) / 2);
       for (int64_t e = 0; e < elements; ++e)
-        if (p[e] != want) throw CheckError("all_reduce gave " + std::to_string(p[e]) + ", expected " + std::to_string(want));
+        if (p[e] != want)
+          throw CheckError("all_reduce gave " + std::to_string(p[e]) + ", expected " + std::to_string(want));
       if (it == 0) std::printf("rank %d: first all_reduce done\n", pg->rank()), std::fflush(stdout);
     }
     std::printf("rank %d: ok %g\n", pg->rank(), double(t.data_as<float>()[0]));

@@ -18,15 +18,15 @@
 
 // Catch2's assertions are not thread-safe, so rank threads check with these instead: a failed
 // check throws, and run_ranks rethrows the first failure on the test's own thread.
-#define RANK_REQUIRE_CTX(cond, ctx)                                                  \
-  do {                                                                               \
-    ++distrun::testing::rank_checks;                                                 \
-    if (!(cond)) {                                                                   \
-      std::ostringstream rank_require_msg_;                                          \
+#define RANK_REQUIRE_CTX(cond, ctx)                                                 \
+  do {                                                                              \
+    ++distrun::testing::rank_checks;                                                \
+    if (!(cond)) {                                                                  \
+      std::ostringstream rank_require_msg_;                                         \
       rank_require_msg_ << __FILE__ << ":" << __LINE__ << ": check failed: " #cond; \
-      rank_require_msg_ << " [" << ctx << "]";                                       \
+      rank_require_msg_ << " [" << ctx << "]";                                      \
       throw std::runtime_error(rank_require_msg_.str());                            \
-    }                                                                                \
+    }                                                                               \
   } while (0)
 #define RANK_REQUIRE(cond) RANK_REQUIRE_CTX(cond, "")
 
@@ -36,7 +36,9 @@ namespace distrun::testing {
 inline std::atomic<long> rank_checks{0};
 
 /// |a - b| within `rel` of |b| (or 1e-9 absolute near zero).
-inline bool near(double a, double b, double rel = 1e-6) { return std::fabs(a - b) <= std::max(1e-9, rel * std::fabs(b)); }
+inline bool near(double a, double b, double rel = 1e-6) {
+  return std::fabs(a - b) <= std::max(1e-9, rel * std::fabs(b));
+}
 
 /// Runs `fn` and returns the message of the E it throws; fails the rank when it throws nothing.
 template <typename E, typename F>

@@ -23,7 +23,8 @@ int main(int argc, char** argv) {
   lim.rlim_cur = lim.rlim_max;
   setrlimit(RLIMIT_NOFILE, &lim);
   if (lim.rlim_cur < rlim_t(2 * clients + 64)) {
-    std::printf("SKIP: RLIMIT_NOFILE hard limit %lu is below the %d descriptors needed\n", lim.rlim_cur, 2 * clients + 64);
+    std::printf("SKIP: RLIMIT_NOFILE hard limit %lu is below the %d descriptors needed\n", lim.rlim_cur,
+                2 * clients + 64);
     return 77;
   }
   TCPStoreServer server({"127.0.0.1", 0});
@@ -55,7 +56,8 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   TCPStore check("127.0.0.1", server.port());
   const int64_t total = check.add("total", 0);
-  std::printf("%d clients connected, %ld updates counted by clients, %ld by the server, %ld mismatched gets, %ld errors\n",
-              connected.load(), long(done.load()), long(total), long(mismatches.load()), long(errors.load()));
+  std::printf(
+      "%d clients connected, %ld updates counted by clients, %ld by the server, %ld mismatched gets, %ld errors\n",
+      connected.load(), long(done.load()), long(total), long(mismatches.load()), long(errors.load()));
   return total == done && mismatches == 0 && errors == 0 && connected == clients ? 0 : 1;
 }

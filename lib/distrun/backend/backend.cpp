@@ -65,9 +65,7 @@ void Backend::raise_failure(const std::string& op, const std::exception& e) cons
   raise_collective_failure(liveness_, members, global_rank(rank_), op, e);
 }
 
-void Backend::unsupported(const char* op) const {
-  throw BackendError("backend " + name() + " does not support " + op);
-}
+void Backend::unsupported(const char* op) const { throw BackendError("backend " + name() + " does not support " + op); }
 
 void Backend::broadcast(Tensor&, const BroadcastOptions&) { unsupported("broadcast"); }
 void Backend::all_reduce(Tensor&, const AllreduceOptions&) { unsupported("all_reduce"); }
@@ -91,7 +89,8 @@ void Backend::all_reduce_coalesced(std::vector<Tensor>& tensors, const Allreduce
   while (i < tensors.size()) {
     const DType dt = tensors[i].dtype();
     size_t j = i, bytes = 0;
-    while (j < tensors.size() && tensors[j].dtype() == dt && (j == i || bytes + tensors[j].nbytes() <= opts.bucket_bytes))
+    while (j < tensors.size() && tensors[j].dtype() == dt &&
+           (j == i || bytes + tensors[j].nbytes() <= opts.bucket_bytes))
       bytes += tensors[j++].nbytes();
     if (j == i + 1) {
       all_reduce(tensors[i], opts);

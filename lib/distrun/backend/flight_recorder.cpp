@@ -209,7 +209,8 @@ FlightFile::FlightFile(int regions, uint32_t slots) {
   fd_ = memfd_create("distrun-flight", MFD_CLOEXEC);
   if (fd_ < 0) throw Error(std::string("flight recorder: memfd_create: ") + std::strerror(errno));
   size_ = sizeof(FileHeader) + size_t(regions) * region_bytes(slots);
-  if (ftruncate(fd_, off_t(size_)) != 0) throw Error(std::string("flight recorder: ftruncate: ") + std::strerror(errno));
+  if (ftruncate(fd_, off_t(size_)) != 0)
+    throw Error(std::string("flight recorder: ftruncate: ") + std::strerror(errno));
   map_ = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
   if (map_ == MAP_FAILED) throw Error(std::string("flight recorder: mmap: ") + std::strerror(errno));
   auto* h = static_cast<FileHeader*>(map_);
@@ -316,8 +317,9 @@ std::string first_mismatch(const std::vector<RankFlight>& ranks) {
       }
       const std::string num = " #" + std::to_string(s) + in_group(g);
       if (ops.size() > 1) {
-        auto majority = std::max_element(ops.begin(), ops.end(),
-                                         [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+        auto majority = std::max_element(ops.begin(), ops.end(), [](const auto& a, const auto& b) {
+          return a.second.size() < b.second.size();
+        });
         for (const auto& [op, who] : ops)
           if (op != majority->first)
             return rank_list(who) + " in " + op + num + " while the others are in " + majority->first + num;
@@ -369,9 +371,9 @@ std::string describe_flights(const std::vector<RankFlight>& input, const std::ve
     out << " #" << last->seq << " (" << last->group << ", " << last->bytes << " B";
     if (!last->dtype.empty()) out << " " << last->dtype;
     out << ") started " << when << frac << ", "
-        << (last->state == FlightState::Started ? "never finished"
+        << (last->state == FlightState::Started  ? "never finished"
             : last->state == FlightState::Failed ? "failed"
-                                                  : "completed");
+                                                 : "completed");
     if (!last->origin.empty()) out << " at " << last->origin;
     out << "\n";
   }

@@ -21,15 +21,15 @@ inline constexpr const char* kFlightRecorderEnv = "DISTRUN_FLIGHT_RECORDER";
 enum class FlightState : uint32_t { Started = 1, Completed = 2, Failed = 3 };
 
 struct FlightEntry {
-  uint64_t seq = 0;        // per group, from 1: the same collective has the same number on every rank
-  std::string op;          // "all_reduce", "send", ...
-  std::string group;       // "world", or "g1", "g1.2" for groups in creation order
+  uint64_t seq = 0;   // per group, from 1: the same collective has the same number on every rank
+  std::string op;     // "all_reduce", "send", ...
+  std::string group;  // "world", or "g1", "g1.2" for groups in creation order
   std::string dtype;
-  std::string origin;      // e.g. "job.yaml:12" (set by the caller, see FlightOrigin)
+  std::string origin;  // e.g. "job.yaml:12" (set by the caller, see FlightOrigin)
   int64_t bytes = 0;
-  int peer = -1;           // point to point: the peer's group rank; -1 for collectives
+  int peer = -1;  // point to point: the peer's group rank; -1 for collectives
   FlightState state = FlightState::Started;
-  int64_t start_us = 0;    // wall clock, microseconds since the epoch
+  int64_t start_us = 0;  // wall clock, microseconds since the epoch
   int64_t end_us = 0;
 };
 
@@ -69,7 +69,8 @@ class FlightRecorder {
   ~FlightRecorder();
 
   /// Records the start of an operation; returns its handle for finish().
-  uint64_t start(const char* op, const std::string& group, uint64_t seq, int64_t bytes, const char* dtype, int peer = -1);
+  uint64_t start(const char* op, const std::string& group, uint64_t seq, int64_t bytes, const char* dtype,
+                 int peer = -1);
   void finish(uint64_t handle, FlightState state);
   /// This rank's records, oldest first.
   RankFlight read() const;

@@ -159,9 +159,11 @@ void check_agreement(const std::vector<Intent>& all, bool extents, const std::ve
     throw CollectiveMismatchError(what + ": the ranks disagree on " + subject + ": rank " + std::to_string(g(0)) +
                                   " has " + base + msg);
   };
-  differ("which collective runs", [](const Intent& i) { return kind_text(uint64_t(i.kind)) + " #" + std::to_string(i.seq); });
+  differ("which collective runs",
+         [](const Intent& i) { return kind_text(uint64_t(i.kind)) + " #" + std::to_string(i.seq); });
   differ("the dtype", [](const Intent& i) {
-    return i.dtype <= uint32_t(DType::Int64) ? std::string(dtype_name(DType(i.dtype))) : "dtype #" + std::to_string(i.dtype);
+    return i.dtype <= uint32_t(DType::Int64) ? std::string(dtype_name(DType(i.dtype)))
+                                             : "dtype #" + std::to_string(i.dtype);
   });
   differ("the reduction", [](const Intent& i) {
     return i.op == 0xff ? std::string("none") : std::string(reduce_op_name(ReduceOp(i.op)));
@@ -173,7 +175,8 @@ void check_agreement(const std::vector<Intent>& all, bool extents, const std::ve
   if (first.kind == CollectiveKind::AllToAll) {
     for (int i = 0; i < n; ++i)
       for (int j = 0; j < n; ++j) {
-        const uint64_t sent = all[size_t(i)].send_bytes.at(size_t(j)), expected = all[size_t(j)].recv_bytes.at(size_t(i));
+        const uint64_t sent = all[size_t(i)].send_bytes.at(size_t(j)),
+                       expected = all[size_t(j)].recv_bytes.at(size_t(i));
         if (sent != expected)
           throw CollectiveMismatchError(what + ": rank " + std::to_string(g(i)) + " sends " + std::to_string(sent) +
                                         " bytes to rank " + std::to_string(g(j)) + ", which expects " +
@@ -182,7 +185,8 @@ void check_agreement(const std::vector<Intent>& all, bool extents, const std::ve
   } else {
     differ("the bytes per rank", [](const Intent& i) { return std::to_string(i.bytes) + " bytes"; });
     for (int r = 0; r < n; ++r)
-      if (const char* buffer = whole_buffer(all[size_t(r)], r); buffer && all[size_t(r)].whole != first.bytes * uint64_t(n))
+      if (const char* buffer = whole_buffer(all[size_t(r)], r);
+          buffer && all[size_t(r)].whole != first.bytes * uint64_t(n))
         throw CollectiveMismatchError(what + ": rank " + std::to_string(g(r)) + "'s " + buffer + " holds " +
                                       std::to_string(all[size_t(r)].whole) + " bytes, not " + std::to_string(n) +
                                       " blocks of " + std::to_string(first.bytes));

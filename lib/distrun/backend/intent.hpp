@@ -16,7 +16,14 @@
 namespace distrun {
 
 enum class CollectiveKind : uint32_t {
-  Broadcast = 1, AllReduce, Reduce, AllGather, Gather, Scatter, ReduceScatter, AllToAll
+  Broadcast = 1,
+  AllReduce,
+  Reduce,
+  AllGather,
+  Gather,
+  Scatter,
+  ReduceScatter,
+  AllToAll
 };
 const char* collective_name(CollectiveKind kind);
 
@@ -31,9 +38,9 @@ struct Intent {
   CollectiveKind kind{};
   uint64_t seq = 0;
   uint32_t dtype = 0;
-  uint32_t op = 0xff;  // ReduceOp, or 0xff for collectives that do not reduce
-  int32_t root = -1;    // -1 for rootless collectives
-  uint64_t bytes = 0;   // per-rank block: what each rank contributes or receives (not all_to_all)
+  uint32_t op = 0xff;    // ReduceOp, or 0xff for collectives that do not reduce
+  int32_t root = -1;     // -1 for rootless collectives
+  uint64_t bytes = 0;    // per-rank block: what each rank contributes or receives (not all_to_all)
   uint64_t address = 0;  // single-copy path: where this rank's buffer starts ...
   uint64_t extent = 0;   // ... and how many bytes of it peers may read (0 on TCP)
   uint64_t flags = 0;    // transport's own: kInline = the extent is also copied in the shared slot

@@ -57,8 +57,8 @@ class Liveness {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  bool poke_ = false;         // heartbeat now (a probe waits for its answer)
-  uint64_t answered_ = 0;     // heartbeats the store answered
+  bool poke_ = false;                      // heartbeat now (a probe waits for its answer)
+  uint64_t answered_ = 0;                  // heartbeats the store answered
   std::atomic<bool> store_failed_{false};  // a heartbeat failed: the connection or the store is gone
   std::atomic<int> last_lost_{-1};
   std::atomic<bool> store_lost_{false};

@@ -36,8 +36,8 @@ RecordingBackend::RecordingBackend(std::shared_ptr<Backend> inner, std::shared_p
 template <typename F>
 void RecordingBackend::record(const char* op, const Tensor* t, F&& f, int peer) {
   const uint64_t seq = peer < 0 ? ++seq_ : seq_;
-  const uint64_t h = recorder_->start(op, group_, seq, t ? int64_t(t->nbytes()) : 0, t ? dtype_name(t->dtype()) : "",
-                                      peer);
+  const uint64_t h =
+      recorder_->start(op, group_, seq, t ? int64_t(t->nbytes()) : 0, t ? dtype_name(t->dtype()) : "", peer);
   try {
     f();
   } catch (...) {
@@ -75,10 +75,12 @@ void RecordingBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllO
   record("all_to_all", &in, [&] { inner_->all_to_all(in, out, o); });
 }
 void RecordingBackend::send(const Tensor& t, int dst, const SendOptions& o) {
-  record("send", &t, [&] { inner_->send(t, dst, o); }, dst);
+  record(
+      "send", &t, [&] { inner_->send(t, dst, o); }, dst);
 }
 void RecordingBackend::recv(Tensor& t, int src, const SendOptions& o) {
-  record("recv", &t, [&] { inner_->recv(t, src, o); }, src);
+  record(
+      "recv", &t, [&] { inner_->recv(t, src, o); }, src);
 }
 std::shared_ptr<Work> RecordingBackend::isend(const Tensor& t, int dst, const SendOptions& o) {
   const uint64_t h = recorder_->start("isend", group_, seq_, int64_t(t.nbytes()), dtype_name(t.dtype()), dst);

@@ -21,10 +21,10 @@ enum class Layout {
 
 /// What "in-place" means for the collective (nccl-tests' second set of columns).
 enum class InPlace {
-  None,         // no in-place form: the in-place columns read N/A
-  Same,         // out is in
-  InIsOwnSlot,  // in is block `rank` of out (all_gather, gather)
-  OutIsOwnSlot, // out is block `rank` of in (reduce_scatter, scatter)
+  None,          // no in-place form: the in-place columns read N/A
+  Same,          // out is in
+  InIsOwnSlot,   // in is block `rank` of out (all_gather, gather)
+  OutIsOwnSlot,  // out is block `rank` of in (reduce_scatter, scatter)
   // out is in, but the backend reads in while it writes out (all_to_all, send_recv): the run
   // copies in aside first, as a caller of an in-place API must, and the time includes the copy
   Staged,

@@ -240,8 +240,9 @@ PlacementResult summarize_ranks(Backend& b, const BenchConfig& cfg, const LocalT
     late[size_t(last)] += entered(last, i) - offset[size_t(last)] - before;
   }
   const double count = double(per - from);
-  auto before = [&](int x, int y) { return late[size_t(x)] != late[size_t(y)] ? late[size_t(x)] > late[size_t(y)]
-                                                                              : least[size_t(x)] > least[size_t(y)]; };
+  auto before = [&](int x, int y) {
+    return late[size_t(x)] != late[size_t(y)] ? late[size_t(x)] > late[size_t(y)] : least[size_t(x)] > least[size_t(y)];
+  };
   for (int k = 0; k < n; ++k) {
     means[size_t(k)] /= count;
     least[size_t(k)] /= count;
@@ -252,7 +253,8 @@ PlacementResult summarize_ranks(Backend& b, const BenchConfig& cfg, const LocalT
     if (!cfg.raw_samples) continue;
     r.raw_us.emplace_back(v + size_t(k) * row + from, v + size_t(k) * row + per);
     r.raw_arrival_us.emplace_back();
-    for (size_t i = 0; i < iters; ++i) r.raw_arrival_us.back().push_back(entered(k, i) - offset[size_t(k)] - entered(0, 0));
+    for (size_t i = 0; i < iters; ++i)
+      r.raw_arrival_us.back().push_back(entered(k, i) - offset[size_t(k)] - entered(0, 0));
   }
   r.slowest_late_us = late[size_t(r.slowest_rank)];
   r.slowest_share = least[size_t(r.slowest_rank)];
@@ -284,7 +286,9 @@ std::vector<RankInfo> gather_ranks(Backend& b, const std::string& master_addr) {
   } catch (const Error&) {
     address = "";  // not routable: the host name alone names this rank
   }
-  nlohmann::ordered_json me{{"host", host}, {"address", address}, {"pid", int(getpid())},
+  nlohmann::ordered_json me{{"host", host},
+                            {"address", address},
+                            {"pid", int(getpid())},
                             {"device", b.tensor_device().str()}};
   std::vector<RankInfo> ranks;
   int k = 0;

@@ -26,7 +26,7 @@ struct RankInfo {
   std::string host;     // hostname
   std::string address;  // the address this rank reaches the others from
   int pid = 0;
-  std::string device;   // "cpu" or "cuda:N"
+  std::string device;  // "cpu" or "cuda:N"
 };
 /// Every member's RankInfo, in group-rank order (every member calls it).
 std::vector<RankInfo> gather_ranks(Backend& b, const std::string& master_addr);
@@ -35,16 +35,16 @@ struct BenchConfig {
   const Collective* collective = nullptr;
   DType dtype = DType::Float32;
   ReduceOp op = ReduceOp::Sum;
-  int root = 0;               // a rank of the backend's group
-  int iters = 20;             // -n
-  int warmup = 1;             // -w
-  int agg = 1;                // -m: runs per timed iteration
-  int check = 1;              // -c: checked runs before the warm-up (0: none)
+  int root = 0;    // a rank of the backend's group
+  int iters = 20;  // -n
+  int warmup = 1;  // -w
+  int agg = 1;     // -m: runs per timed iteration
+  int check = 1;   // -c: checked runs before the warm-up (0: none)
   // -z: every distrun backend call completes before it returns, so 0 and 2 time the same; 1
   // adds a barrier after each run (timed), 3 one after each iteration (not timed).
   int blocking = 0;
-  Average average = Average::Mean;  // -a
-  bool placements[2] = {true, true};  // out of place, in place
+  Average average = Average::Mean;       // -a
+  bool placements[2] = {true, true};     // out of place, in place
   std::chrono::milliseconds timeout{0};  // per run; 0: the backend's
   std::optional<Device> device;          // where the buffers live; default: the backend's
   bool raw_samples = false;              // keep every rank's time of every iteration
@@ -56,13 +56,13 @@ struct BenchConfig {
 /// One placement's measurements for one size; every rank holds the same values.
 struct PlacementResult {
   bool measured = false;
-  double time_us = 0;       // per run, combined across ranks as BenchConfig::average says
+  double time_us = 0;  // per run, combined across ranks as BenchConfig::average says
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   bool checked = false;
-  int64_t wrong = 0;        // wrong elements over all ranks
-  Summary stats;            // per-run time of each timed iteration: the slowest rank's
-  double first_us = 0;      // the very first run of this size (the slowest rank's), cold
+  int64_t wrong = 0;    // wrong elements over all ranks
+  Summary stats;        // per-run time of each timed iteration: the slowest rank's
+  double first_us = 0;  // the very first run of this size (the slowest rank's), cold
   // The straggler, by arrival: each rank notes when it entered each iteration, on its host's
   // clock (hosts' clocks lined up by the ends of a few barriers). In each iteration the last to
   // arrive kept everyone waiting for as long as it came after the last but one; the straggler

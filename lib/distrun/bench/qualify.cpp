@@ -86,11 +86,15 @@ void step(Backend& g, Buffers& buf, Partner& p, const QualifyConfig& cfg, bool t
   } else {
     auto send = [&] { g.isend(buf.bulk.out, p.peer, o)->wait(o.timeout); };
     const bool first = g.rank() < p.peer;
-    if (first) send();
-    else bw = receive(g, buf.bulk.in, p.peer, o);
+    if (first)
+      send();
+    else
+      bw = receive(g, buf.bulk.in, p.peer, o);
     exchange(g, buf.tick, p, o);
-    if (first) bw = receive(g, buf.bulk.in, p.peer, o);
-    else send();
+    if (first)
+      bw = receive(g, buf.bulk.in, p.peer, o);
+    else
+      send();
   }
   exchange(g, buf.tick, p, o);
   const double lat = exchange(g, buf.small, p, o).second;
@@ -214,8 +218,9 @@ QualifyResult qualify(Backend& world, const std::vector<RankInfo>& ranks, const 
     res.node_ranks.push_back(r.rank);
   }
   const int n = int(res.nodes.size());
-  if (n < 2) throw ConfigError("qualify needs at least two nodes (or --per-device with two ranks); this world has " +
-                               std::to_string(n));
+  if (n < 2)
+    throw ConfigError("qualify needs at least two nodes (or --per-device with two ranks); this world has " +
+                      std::to_string(n));
   const auto rounds = pair_rounds(n, cfg.rounds);
   res.rounds = int(rounds.size());
   std::shared_ptr<Backend> sub;
@@ -252,7 +257,8 @@ QualifyResult qualify(Backend& world, const std::vector<RankInfo>& ranks, const 
   // (the rounds, the ring and the bisection's rounds), each bounded.
   if (n != world.size())
     share_with_world(world, res,
-                     step_bound(cfg) * int64_t((2 * res.rounds + 2 * cfg.references + 2) * (cfg.warmup + cfg.iters) + 4));
+                     step_bound(cfg) *
+                         int64_t((2 * res.rounds + 2 * cfg.references + 2) * (cfg.warmup + cfg.iters) + 4));
   res.judgement = judge(res.nodes, res.edges, cfg.expect, res.ring_bw_gbps);
   return res;
 }
@@ -294,7 +300,8 @@ std::vector<std::string> qualify_report(const QualifyResult& r, const QualifyCon
   char buf[640];
   const Judgement& j = r.judgement;
   const Expectation& e = cfg.expect;
-  std::snprintf(buf, sizeof buf, "# qualify: %zu nodes; %d rounds of disjoint pairs + %d of bisection; %zu directions measured",
+  std::snprintf(buf, sizeof buf,
+                "# qualify: %zu nodes; %d rounds of disjoint pairs + %d of bisection; %zu directions measured",
                 r.nodes.size(), r.rounds, r.bisect_rounds, r.edges.size());
   lines.push_back(buf);
   std::snprintf(buf, sizeof buf,
@@ -320,8 +327,8 @@ std::vector<std::string> qualify_report(const QualifyResult& r, const QualifyCon
   for (const Edge& x : r.edges) {
     if (!x.slow) continue;
     std::snprintf(buf, sizeof buf, "# slow: %s -> %s: bw %.4f GB/s (tail %.4f), latency %.2f us (tail %.2f) [%s]%s",
-                  r.nodes[size_t(x.src)].str().c_str(), r.nodes[size_t(x.dst)].str().c_str(), x.bw_gbps,
-                  x.bw_tail_gbps, x.lat_us, x.lat_tail_us, slow_reasons(x.slow).c_str(), x.bisect ? " (bisection)" : "");
+                  r.nodes[size_t(x.src)].str().c_str(), r.nodes[size_t(x.dst)].str().c_str(), x.bw_gbps, x.bw_tail_gbps,
+                  x.lat_us, x.lat_tail_us, slow_reasons(x.slow).c_str(), x.bisect ? " (bisection)" : "");
     lines.push_back(buf);
   }
   std::vector<std::string> names, links;
@@ -350,25 +357,42 @@ nlohmann::ordered_json qualify_json(const QualifyResult& r, const QualifyConfig&
                  {"min_fraction", e.min_fraction},
                  {"max_latency_factor", e.max_latency_factor},
                  {"expect_gbps", e.gbps ? nlohmann::ordered_json(*e.gbps) : nlohmann::ordered_json(nullptr)},
-                 {"expect_latency_us", e.latency_us ? nlohmann::ordered_json(*e.latency_us) : nlohmann::ordered_json(nullptr)},
+                 {"expect_latency_us",
+                  e.latency_us ? nlohmann::ordered_json(*e.latency_us) : nlohmann::ordered_json(nullptr)},
                  {"baseline", bool(e.baseline)},
                  {"rounds", r.rounds},
                  {"bisect_rounds", r.bisect_rounds}};
   q["thresholds"] = {{"bw_fraction", j.limits.bw_fraction}, {"latency_factor", j.limits.latency_factor}};
-  q["reference"] = {{"source", j.ref_source}, {"bw_gbps", j.ref.bw_gbps}, {"bw_tail_gbps", j.ref.bw_tail_gbps},
-                    {"lat_us", j.ref.lat_us}, {"lat_tail_us", j.ref.lat_tail_us}};
+  q["reference"] = {{"source", j.ref_source},
+                    {"bw_gbps", j.ref.bw_gbps},
+                    {"bw_tail_gbps", j.ref.bw_tail_gbps},
+                    {"lat_us", j.ref.lat_us},
+                    {"lat_tail_us", j.ref.lat_tail_us}};
   q["ring"] = {{"busbw_gbps", r.ring_bw_gbps}, {"lat_us", r.ring_lat_us}, {"slow", j.ring_slow}};
   nlohmann::ordered_json nodes = nlohmann::ordered_json::array(), dirs = nlohmann::ordered_json::array();
   for (size_t i = 0; i < r.nodes.size(); ++i) {
     const auto& v = j.nodes[i];
-    nodes.push_back({{"node", i}, {"rank", r.node_ranks[i]}, {"host", r.nodes[i].host},
-                     {"address", r.nodes[i].address}, {"out_bw_gbps", v.out_bw_gbps}, {"in_bw_gbps", v.in_bw_gbps},
-                     {"lat_us", v.lat_us}, {"pairs", v.pairs}, {"slow_pairs", v.slow_pairs},
-                     {"slow_out", v.slow_out}, {"slow_in", v.slow_in}, {"verdict", verdict_name(v.verdict)}});
+    nodes.push_back({{"node", i},
+                     {"rank", r.node_ranks[i]},
+                     {"host", r.nodes[i].host},
+                     {"address", r.nodes[i].address},
+                     {"out_bw_gbps", v.out_bw_gbps},
+                     {"in_bw_gbps", v.in_bw_gbps},
+                     {"lat_us", v.lat_us},
+                     {"pairs", v.pairs},
+                     {"slow_pairs", v.slow_pairs},
+                     {"slow_out", v.slow_out},
+                     {"slow_in", v.slow_in},
+                     {"verdict", verdict_name(v.verdict)}});
   }
   for (const Edge& x : r.edges)
-    dirs.push_back({{"src", x.src}, {"dst", x.dst}, {"bw_gbps", x.bw_gbps}, {"bw_tail_gbps", x.bw_tail_gbps},
-                    {"lat_us", x.lat_us}, {"lat_tail_us", x.lat_tail_us}, {"phase", x.bisect ? "bisect" : "rounds"},
+    dirs.push_back({{"src", x.src},
+                    {"dst", x.dst},
+                    {"bw_gbps", x.bw_gbps},
+                    {"bw_tail_gbps", x.bw_tail_gbps},
+                    {"lat_us", x.lat_us},
+                    {"lat_tail_us", x.lat_tail_us},
+                    {"phase", x.bisect ? "bisect" : "rounds"},
                     {"slow", reasons_json(x.slow)}});
   q["nodes"] = nodes;
   q["directions"] = dirs;
@@ -386,7 +410,10 @@ nlohmann::ordered_json qualify_json(const QualifyResult& r, const QualifyConfig&
 namespace {
 
 nlohmann::ordered_json reference_json(const Reference& f) {
-  return {{"bw_gbps", f.bw_gbps}, {"bw_tail_gbps", f.bw_tail_gbps}, {"lat_us", f.lat_us}, {"lat_tail_us", f.lat_tail_us}};
+  return {{"bw_gbps", f.bw_gbps},
+          {"bw_tail_gbps", f.bw_tail_gbps},
+          {"lat_us", f.lat_us},
+          {"lat_tail_us", f.lat_tail_us}};
 }
 
 Reference parse_reference(const nlohmann::json& j) {
@@ -411,7 +438,8 @@ nlohmann::ordered_json baseline_json(const QualifyResult& r) {
 
 Baseline parse_baseline(const nlohmann::json& j, const std::string& file) {
   try {
-    if (j.at("kind") != "qualify_baseline") throw ConfigError(file + ": not a qualify baseline (kind is not qualify_baseline)");
+    if (j.at("kind") != "qualify_baseline")
+      throw ConfigError(file + ": not a qualify baseline (kind is not qualify_baseline)");
     Baseline b;
     b.ref = parse_reference(j.at("reference"));
     auto node = [](const nlohmann::json& n) {

@@ -22,10 +22,10 @@ struct QualifyConfig {
   int64_t lat_bytes = 8;       // per exchange, for latency
   int iters = 10;
   int warmup = 1;
-  bool per_device = false;     // every rank is a "node" (e.g. one per GPU)
+  bool per_device = false;  // every rank is a "node" (e.g. one per GPU)
   Expectation expect;
-  int rounds = 0;              // rounds of disjoint pairs (0: default_rounds(n))
-  int references = 2;          // healthy partners the bisection gives each node in doubt
+  int rounds = 0;                            // rounds of disjoint pairs (0: default_rounds(n))
+  int references = 2;                        // healthy partners the bisection gives each node in doubt
   std::chrono::milliseconds timeout{60000};  // per wait
 };
 
@@ -34,7 +34,7 @@ struct QualifyResult {
   std::vector<int> node_ranks;  // the world rank that speaks for each node
   double ring_bw_gbps = 0;      // bytes / the median iteration (the slowest rank's time)
   double ring_lat_us = 0;
-  std::vector<Edge> edges;      // every measured direction
+  std::vector<Edge> edges;  // every measured direction
   int rounds = 0, bisect_rounds = 0;
   Judgement judgement;
   bool failed() const { return judgement.failed(); }

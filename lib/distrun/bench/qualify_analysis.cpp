@@ -20,7 +20,8 @@ const char* verdict_name(Verdict v) {
 
 std::string slow_reasons(unsigned bits) {
   std::string s;
-  for (auto [bit, name] : {std::pair{SlowBw, "bw"}, {SlowBwTail, "bw-tail"}, {SlowLat, "lat"}, {SlowLatTail, "lat-tail"}})
+  for (auto [bit, name] :
+       {std::pair{SlowBw, "bw"}, {SlowBwTail, "bw-tail"}, {SlowLat, "lat"}, {SlowLatTail, "lat-tail"}})
     if (bits & bit) s += (s.empty() ? "" : ",") + std::string(name);
   return s;
 }
@@ -55,8 +56,8 @@ double upper_mode(std::vector<double> v, double ratio) {
 }
 
 struct Pair {
-  int a, b;                   // a < b
-  unsigned a_to_b, b_to_a;    // SlowBits
+  int a, b;                 // a < b
+  unsigned a_to_b, b_to_a;  // SlowBits
   bool slow() const { return (a_to_b | b_to_a) != 0; }
 };
 
@@ -108,8 +109,7 @@ Reference measured_reference(const std::vector<Edge>& edges, const Thresholds& t
   return {upper_mode(bw, bw_ratio), upper_mode(bw_tail, bw_ratio), quartile(lat), quartile(lat_tail)};
 }
 
-Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e,
-                double ring_bw_gbps) {
+Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e, double ring_bw_gbps) {
   Judgement j;
   j.limits = thresholds(edges, e);
   const Thresholds& t = j.limits;

@@ -28,13 +28,13 @@ std::string slow_reasons(unsigned bits);  // "bw,bw-tail,lat,lat-tail" for the b
 
 /// One direction of one pair, measured by its receiver over repeated exchanges.
 struct Edge {
-  int src = 0, dst = 0;       // node indices: src sends, dst receives
-  double bw_gbps = 0;         // bytes / the median transfer time (one way)
-  double bw_tail_gbps = 0;    // bytes / the 80th percentile transfer time
-  double lat_us = 0;          // small exchange (both ways at once): median
-  double lat_tail_us = 0;     //   and 80th percentile
-  bool bisect = false;        // measured by the bisection step
-  unsigned slow = 0;          // SlowBits, set by judge()
+  int src = 0, dst = 0;     // node indices: src sends, dst receives
+  double bw_gbps = 0;       // bytes / the median transfer time (one way)
+  double bw_tail_gbps = 0;  // bytes / the 80th percentile transfer time
+  double lat_us = 0;        // small exchange (both ways at once): median
+  double lat_tail_us = 0;   //   and 80th percentile
+  bool bisect = false;      // measured by the bisection step
+  unsigned slow = 0;        // SlowBits, set by judge()
 };
 
 /// What a healthy direction looks like: bandwidth (median and tail) and latency (median and tail).
@@ -51,17 +51,17 @@ struct Baseline {
 
 /// What the measured directions are judged against.
 struct Expectation {
-  double min_fraction = 0.5;        // slow below this fraction of the reference bandwidth
-  double max_latency_factor = 4;    // slow above this multiple of the reference latency
-  std::optional<double> gbps;       // --expect-gbps: the reference bandwidth of every direction
-  std::optional<double> latency_us; // --expect-latency-us
-  std::optional<Baseline> baseline; // a healthy run, direction by direction
+  double min_fraction = 0.5;         // slow below this fraction of the reference bandwidth
+  double max_latency_factor = 4;     // slow above this multiple of the reference latency
+  std::optional<double> gbps;        // --expect-gbps: the reference bandwidth of every direction
+  std::optional<double> latency_us;  // --expect-latency-us
+  std::optional<Baseline> baseline;  // a healthy run, direction by direction
 };
 
 /// The thresholds in force (see thresholds()).
 struct Thresholds {
-  double bw_fraction = 0.5;    // slow below this fraction of the reference bandwidth
-  double latency_factor = 4;   // slow above this multiple of the reference latency
+  double bw_fraction = 0.5;   // slow below this fraction of the reference bandwidth
+  double latency_factor = 4;  // slow above this multiple of the reference latency
 };
 
 enum class Verdict { Ok, Suspect, SuspectLink, Unmeasured };
@@ -78,18 +78,18 @@ struct NodeVerdict {
 
 /// A slow pair blamed on neither of its nodes: each direction's slowness given.
 struct Link {
-  int a = 0, b = 0;             // a < b
+  int a = 0, b = 0;                 // a < b
   unsigned a_to_b = 0, b_to_a = 0;  // SlowBits of each direction
 };
 
 struct Judgement {
-  Thresholds limits;              // in force (widened by the jitter)
-  Reference ref;                  // the reference (judge() says where it came from)
-  std::string ref_source;         // "bandwidth B, latency L", each "measured", "expected" or "baseline"
+  Thresholds limits;       // in force (widened by the jitter)
+  Reference ref;           // the reference (judge() says where it came from)
+  std::string ref_source;  // "bandwidth B, latency L", each "measured", "expected" or "baseline"
   std::vector<NodeVerdict> nodes;
   std::vector<int> suspect_nodes;
   std::vector<Link> suspect_links;
-  bool ring_slow = false;         // the ring's busbw below the threshold of the pairs' reference
+  bool ring_slow = false;  // the ring's busbw below the threshold of the pairs' reference
   bool failed() const { return !suspect_nodes.empty() || !suspect_links.empty() || ring_slow; }
 };
 

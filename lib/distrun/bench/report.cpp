@@ -31,9 +31,7 @@ std::string utc_now() {
   return buf;
 }
 
-std::string redop_of(const BenchConfig& cfg) {
-  return cfg.collective->reduces ? reduce_op_name(cfg.op) : "none";
-}
+std::string redop_of(const BenchConfig& cfg) { return cfg.collective->reduces ? reduce_op_name(cfg.op) : "none"; }
 int root_of(const BenchConfig& cfg) { return cfg.collective->rooted ? cfg.root : -1; }
 
 std::string placement_columns(const PlacementResult& p) {
@@ -99,8 +97,8 @@ std::vector<std::string> column_header() {
 
 std::string table_row(const SizeResult& size, const BenchConfig& cfg) {
   return format("%12lld  %12lld  %8s  %6s  %6d", static_cast<long long>(size.bytes),
-                static_cast<long long>(size.count_per_rank),
-                type_name(cfg.dtype), redop_of(cfg).c_str(), root_of(cfg)) +
+                static_cast<long long>(size.count_per_rank), type_name(cfg.dtype), redop_of(cfg).c_str(),
+                root_of(cfg)) +
          placement_columns(size.placement[0]) + placement_columns(size.placement[1]);
 }
 
@@ -110,11 +108,11 @@ std::vector<std::string> stats_lines(const SizeResult& size, const std::vector<R
     const PlacementResult& r = size.placement[int(p)];
     if (!r.measured) continue;
     const Summary& s = r.stats;
-    lines.push_back(format("#   %-12s us: min %.2f p50 %.2f p90 %.2f p99 %.2f max %.2f mean %.2f cv %.3f first %.2f"
-                           " | slowest rank %d on %s: kept the others waiting %.2f us on average, waited least in %.0f%%",
-                           placement_name(p), s.min, s.p50, s.p90, s.p99, s.max, s.mean, s.cv, r.first_us,
-                           r.slowest_rank, rank_place(ranks, r.slowest_rank).c_str(), r.slowest_late_us,
-                           100 * r.slowest_share));
+    lines.push_back(
+        format("#   %-12s us: min %.2f p50 %.2f p90 %.2f p99 %.2f max %.2f mean %.2f cv %.3f first %.2f"
+               " | slowest rank %d on %s: kept the others waiting %.2f us on average, waited least in %.0f%%",
+               placement_name(p), s.min, s.p50, s.p90, s.p99, s.max, s.mean, s.cv, r.first_us, r.slowest_rank,
+               rank_place(ranks, r.slowest_rank).c_str(), r.slowest_late_us, 100 * r.slowest_share));
   }
   return lines;
 }
@@ -189,7 +187,7 @@ std::vector<std::string> csv_lines(const std::vector<nlohmann::ordered_json>& re
       if (!first) line += ",";
       first = false;
       if (v.is_null()) continue;  // an empty field: not measured
-      line += v.dump();  // strings quoted (JSON escapes)
+      line += v.dump();           // strings quoted (JSON escapes)
     }
     lines.push_back(line);
   }

@@ -21,7 +21,8 @@ void run_sweep(Backend& b, const BenchConfig& cfg, const std::vector<int64_t>& s
   }
   for (int64_t requested : sizes) {
     if (output.max_bytes > 0 && requested > output.max_bytes) {
-      emit("# skipped " + std::to_string(requested) + " B: above the cap of " + std::to_string(output.max_bytes) + " B");
+      emit("# skipped " + std::to_string(requested) + " B: above the cap of " + std::to_string(output.max_bytes) +
+           " B");
       continue;
     }
     const SizeResult size = run_size(b, config, requested);

@@ -11,9 +11,9 @@ struct TypeName {
   DType type;
   const char* name;
 };
-const TypeName kTypes[] = {{DType::Int8, "int8"},         {DType::UInt8, "uint8"},   {DType::Int32, "int32"},
-                           {DType::Int64, "int64"},       {DType::Float16, "half"},  {DType::Float32, "float"},
-                           {DType::Float64, "double"},    {DType::BFloat16, "bfloat16"}};
+const TypeName kTypes[] = {{DType::Int8, "int8"},      {DType::UInt8, "uint8"},      {DType::Int32, "int32"},
+                           {DType::Int64, "int64"},    {DType::Float16, "half"},     {DType::Float32, "float"},
+                           {DType::Float64, "double"}, {DType::BFloat16, "bfloat16"}};
 }  // namespace
 
 const char* type_name(DType t) {

@@ -31,7 +31,8 @@ Tensor unpack_blocks(const Tensor& flat, const Shape& block_shape, int n, int di
   if (dim == 0) return flat.reshape(out);
   Tensor result = Tensor::empty(out, flat.dtype(), flat.device());
   const int64_t per = numel_of(block_shape);
-  for (int r = 0; r < n; ++r) result.assign_slice(dim, r * block_shape[size_t(dim)], flat.slice(0, r * per, per).reshape(block_shape));
+  for (int r = 0; r < n; ++r)
+    result.assign_slice(dim, r * block_shape[size_t(dim)], flat.slice(0, r * per, per).reshape(block_shape));
   return result;
 }
 
@@ -92,8 +93,7 @@ std::vector<std::string> all_gather_bytes(Backend& b, const std::string& mine, c
   }
   all = on_host(all);
   std::vector<std::string> out;
-  for (int r = 0; r < n; ++r)
-    out.emplace_back(all.data_as<char>() + r * longest, size_t(lens.data_as<int64_t>()[r]));
+  for (int r = 0; r < n; ++r) out.emplace_back(all.data_as<char>() + r * longest, size_t(lens.data_as<int64_t>()[r]));
   return out;
 }
 
@@ -170,8 +170,8 @@ Tensor all_to_all(Backend& b, const Tensor& in0, int dim, const std::vector<int6
   int64_t total = 0;
   for (int64_t s : split_sizes) total += s;
   if (total != extent)
-    throw BackendError("all_to_all: split_sizes add up to " + std::to_string(total) + ", dim " +
-                       std::to_string(dim) + " has " + std::to_string(extent));
+    throw BackendError("all_to_all: split_sizes add up to " + std::to_string(total) + ", dim " + std::to_string(dim) +
+                       " has " + std::to_string(extent));
   // Every rank learns what it receives: the sizes each peer sends it, exchanged on the
   // backend's own device (NCCL moves device memory only).
   Tensor mine = Tensor::empty({n}, DType::Int64);
@@ -205,20 +205,22 @@ Tensor all_to_all(Backend& b, const Tensor& in0, int dim, const std::vector<int6
   return out;
 }
 
-std::vector<nlohmann::ordered_json> all_gather_object(Backend& b, const nlohmann::ordered_json& obj, const CollectiveOptions& o) {
+std::vector<nlohmann::ordered_json> all_gather_object(Backend& b, const nlohmann::ordered_json& obj,
+                                                      const CollectiveOptions& o) {
   std::vector<nlohmann::ordered_json> out;
   for (const auto& s : all_gather_bytes(b, to_bytes(obj), o)) out.push_back(from_bytes(s.data(), s.size()));
   return out;
 }
 
 std::vector<nlohmann::ordered_json> gather_object(Backend& b, const nlohmann::ordered_json& obj, int root,
-                                          const CollectiveOptions& o) {
+                                                  const CollectiveOptions& o) {
   std::vector<nlohmann::ordered_json> out;
   for (const auto& s : all_gather_bytes(b, to_bytes(obj), o, root)) out.push_back(from_bytes(s.data(), s.size()));
   return out;
 }
 
-nlohmann::ordered_json broadcast_object(Backend& b, const nlohmann::ordered_json& obj, int root, const CollectiveOptions& o) {
+nlohmann::ordered_json broadcast_object(Backend& b, const nlohmann::ordered_json& obj, int root,
+                                        const CollectiveOptions& o) {
   std::string mine = b.rank() == root ? to_bytes(obj) : std::string();
   Tensor len = Tensor::empty({1}, DType::Int64);
   len.data_as<int64_t>()[0] = int64_t(mine.size());

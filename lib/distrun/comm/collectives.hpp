@@ -24,11 +24,13 @@ Tensor all_to_all(Backend& b, const Tensor& in, int dim, const std::vector<int64
                   const CollectiveOptions& o = {});
 
 /// Every rank's object, in rank order.
-std::vector<nlohmann::ordered_json> all_gather_object(Backend& b, const nlohmann::ordered_json& obj, const CollectiveOptions& o = {});
+std::vector<nlohmann::ordered_json> all_gather_object(Backend& b, const nlohmann::ordered_json& obj,
+                                                      const CollectiveOptions& o = {});
 /// On root, every rank's object in rank order; elsewhere an empty list.
 std::vector<nlohmann::ordered_json> gather_object(Backend& b, const nlohmann::ordered_json& obj, int root,
-                                          const CollectiveOptions& o = {});
+                                                  const CollectiveOptions& o = {});
 /// Root's object on every rank.
-nlohmann::ordered_json broadcast_object(Backend& b, const nlohmann::ordered_json& obj, int root, const CollectiveOptions& o = {});
+nlohmann::ordered_json broadcast_object(Backend& b, const nlohmann::ordered_json& obj, int root,
+                                        const CollectiveOptions& o = {});
 
 }  // namespace distrun

@@ -51,11 +51,12 @@ bool one_host(const WorldInfo& w) { return w.nnodes <= 1 && w.local_world_size >
 // direct start (srun, mpirun) must export one. distrun exports one to its workers itself.
 void require_secret_across_hosts(const WorldInfo& w) {
   if (one_host(w) || !env("DISTRUN_STORE_SECRET").empty()) return;
-  throw ConfigError("the " + std::to_string(w.world_size) + " ranks run on " + std::to_string(std::max(w.nnodes, 2)) +
-                    " hosts (from the " + w.source + " variables), so rank 0's store at " + w.master_addr + ":" +
-                    std::to_string(w.master_port) +
-                    " must be closed to others: export the same DISTRUN_STORE_SECRET to every rank, e.g.\n"
-                    "    export DISTRUN_STORE_SECRET=$(openssl rand -hex 16)   # before srun or mpirun, which pass it on");
+  throw ConfigError(
+      "the " + std::to_string(w.world_size) + " ranks run on " + std::to_string(std::max(w.nnodes, 2)) +
+      " hosts (from the " + w.source + " variables), so rank 0's store at " + w.master_addr + ":" +
+      std::to_string(w.master_port) +
+      " must be closed to others: export the same DISTRUN_STORE_SECRET to every rank, e.g.\n"
+      "    export DISTRUN_STORE_SECRET=$(openssl rand -hex 16)   # before srun or mpirun, which pass it on");
 }
 
 std::string seconds_str(std::chrono::milliseconds t) {
@@ -132,8 +133,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
       // masterListenFd): serve on it, so the port cannot be lost to a race in between.
       ListeningSocket ls = listening_socket_from_env();
       if (ls.fd >= 0 && w.master_port != 0 && ls.port != w.master_port)
-        throw ConfigError(std::string(kStoreListenFdEnv) + "=" + std::to_string(ls.fd) + ": the socket is bound to port " +
-                          std::to_string(ls.port) + ", but MASTER_PORT is " + std::to_string(w.master_port));
+        throw ConfigError(std::string(kStoreListenFdEnv) + "=" + std::to_string(ls.fd) +
+                          ": the socket is bound to port " + std::to_string(ls.port) + ", but MASTER_PORT is " +
+                          std::to_string(w.master_port));
       if (ls.fd >= 0)
         so.listen_fd = ls.fd;
       else
@@ -157,8 +159,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
   const std::string flight_path = env(kFlightRecorderEnv);
   pg->recorder_ = flight_path.empty() ? FlightRecorder::in_memory(w.rank, w.world_size)
                                       : FlightRecorder::attach(flight_path, w.local_rank, w.rank, w.world_size);
-  pg->backend_ = std::make_shared<RecordingBackend>(
-      make_backend(options.backend, pg->store_, w, options.timeout, pg->liveness_), pg->recorder_);
+  pg->backend_ =
+      std::make_shared<RecordingBackend>(make_backend(options.backend, pg->store_, w, options.timeout, pg->liveness_),
+                                         pg->recorder_);
   // As torch's init_process_group ends with a barrier: a fast rank must not start (or finish
   // and close its connections) while a slow one is still connecting its mesh.
   if (w.world_size > 1) pg->backend_->barrier({});
@@ -181,7 +184,8 @@ ProcessGroup::~ProcessGroup() {
     try {
       store_->add("distrun/exit", 1);
       if (world_.rank == 0) {
-        auto deadline = std::chrono::steady_clock::now() + (failing ? std::chrono::seconds(3) : std::chrono::seconds(10));
+        auto deadline =
+            std::chrono::steady_clock::now() + (failing ? std::chrono::seconds(3) : std::chrono::seconds(10));
         while (store_->add("distrun/exit", 0) < world_.world_size && std::chrono::steady_clock::now() < deadline)
           std::this_thread::sleep_for(std::chrono::milliseconds(failing ? 20 : 2));
       }

@@ -42,12 +42,8 @@ std::optional<DType> parse_dtype(std::string_view n) {
   return std::nullopt;
 }
 
-bool is_integer(DType t) {
-  return t == DType::Int8 || t == DType::UInt8 || t == DType::Int32 || t == DType::Int64;
-}
+bool is_integer(DType t) { return t == DType::Int8 || t == DType::UInt8 || t == DType::Int32 || t == DType::Int64; }
 
-std::string dtype_names() {
-  return "float32, float64, float16, bfloat16, int8, uint8, int32, int64";
-}
+std::string dtype_names() { return "float32, float64, float16, bfloat16, int8, uint8, int32, int64"; }
 
 }  // namespace distrun

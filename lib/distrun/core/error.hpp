@@ -54,8 +54,6 @@ class CheckError : public Error {
 };
 
 /// The documented exit status for an error: 2 for bad input, 1 for anything else.
-inline int exit_code(const std::exception& e) {
-  return dynamic_cast<const ConfigError*>(&e) ? 2 : 1;
-}
+inline int exit_code(const std::exception& e) { return dynamic_cast<const ConfigError*>(&e) ? 2 : 1; }
 
 }  // namespace distrun

@@ -48,10 +48,10 @@ inline uint16_t float_to_half(float f) {
   uint32_t b = float_to_bits(f);
   uint16_t sign = uint16_t((b >> 16) & 0x8000u);
   uint32_t abs = b & 0x7fffffffu;
-  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);        // NaN
-  if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);       // overflow -> inf
-  if (abs < 0x38800000u) {                                        // subnormal or zero
-    float v = bits_to_float(abs) * 16777216.0f;                   // scale to units of 2^-24
+  if (abs > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
+  if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // overflow -> inf
+  if (abs < 0x38800000u) {                                  // subnormal or zero
+    float v = bits_to_float(abs) * 16777216.0f;             // scale to units of 2^-24
     uint32_t r = uint32_t(v);
     float frac = v - float(r);
     if (frac > 0.5f || (frac == 0.5f && (r & 1u))) ++r;

@@ -83,8 +83,8 @@ void HostStaging::to_device(void* dst, size_t dst_pitch, const void* src, size_t
     Half& h = halves_[next_];
     next_ ^= 1;
     wait_free(h);  // the DMA of the piece before last may still read this half
-    copy_rows(static_cast<char*>(h.host), p.width, static_cast<const char*>(src) + p.row * src_pitch + p.col,
-              src_pitch, p.width, p.rows);
+    copy_rows(static_cast<char*>(h.host), p.width, static_cast<const char*>(src) + p.row * src_pitch + p.col, src_pitch,
+              p.width, p.rows);
     // Legacy default stream: after every earlier producer, before every consumer that orders
     // itself after it (the NCCL backend's streams, stream_order.hpp).
     check(cudaMemcpy2DAsync(static_cast<char*>(dst) + p.row * dst_pitch + p.col, dst_pitch, h.host, p.width, p.width,
@@ -96,8 +96,7 @@ void HostStaging::to_device(void* dst, size_t dst_pitch, const void* src, size_t
   }
 }
 
-void HostStaging::to_host(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width,
-                          size_t height) {
+void HostStaging::to_host(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t height) {
   check(cudaSetDevice(device_), "cudaSetDevice");
   const std::vector<StagingPiece> pieces = plan_staging(width, height, kHalfBytes);
   std::vector<Half*> used(pieces.size());

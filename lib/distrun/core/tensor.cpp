@@ -16,9 +16,7 @@
 
 namespace distrun {
 
-std::string Device::str() const {
-  return is_cuda() ? "cuda:" + std::to_string(index) : "cpu";
-}
+std::string Device::str() const { return is_cuda() ? "cuda:" + std::to_string(index) : "cpu"; }
 
 int64_t numel_of(const Shape& shape) {
   int64_t n = 1;
@@ -36,8 +34,7 @@ namespace {
 
 #if DISTRUN_HAVE_NCCL
 void cuda_check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess)
-    throw BackendError(std::string(what) + ": " + cudaGetErrorString(err));
+  if (err != cudaSuccess) throw BackendError(std::string(what) + ": " + cudaGetErrorString(err));
 }
 #endif
 
@@ -109,8 +106,8 @@ size_t outer_count(const Tensor& t, int dim) {
 
 }  // namespace
 
-void copy_2d(void* dst, size_t dst_pitch, Device dst_dev, const void* src, size_t src_pitch,
-             Device src_dev, size_t width, size_t height) {
+void copy_2d(void* dst, size_t dst_pitch, Device dst_dev, const void* src, size_t src_pitch, Device src_dev,
+             size_t width, size_t height) {
   if (width == 0 || height == 0) return;
   if (dst_dev.is_cuda() || src_dev.is_cuda()) {
 #if DISTRUN_HAVE_NCCL
@@ -120,8 +117,7 @@ void copy_2d(void* dst, size_t dst_pitch, Device dst_dev, const void* src, size_
       return HostStaging::for_this_thread(dst_dev.index).to_device(dst, dst_pitch, src, src_pitch, width, height);
     if (!dst_dev.is_cuda())
       return HostStaging::for_this_thread(src_dev.index).to_host(dst, dst_pitch, src, src_pitch, width, height);
-    cuda_check(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault),
-               "cudaMemcpy2D");
+    cuda_check(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, height, cudaMemcpyDefault), "cudaMemcpy2D");
     return;
 #else
     throw BackendError("copy involving a CUDA tensor: this build of distrun has no CUDA support");
@@ -160,8 +156,7 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
-  if (numel_of(shape) != numel())
-    throw Error("cannot reshape " + shape_str(shape_) + " to " + shape_str(shape));
+  if (numel_of(shape) != numel()) throw Error("cannot reshape " + shape_str(shape_) + " to " + shape_str(shape));
   Tensor t = *this;
   t.shape_ = shape;
   return t;
@@ -177,16 +172,16 @@ Tensor Tensor::to(Device device) const {
 
 void Tensor::copy_from(const Tensor& src) {
   if (src.dtype_ != dtype_ || src.numel() != numel())
-    throw Error("copy_from: " + std::string(dtype_name(src.dtype_)) + shape_str(src.shape_) +
-                " into " + dtype_name(dtype_) + shape_str(shape_));
+    throw Error("copy_from: " + std::string(dtype_name(src.dtype_)) + shape_str(src.shape_) + " into " +
+                dtype_name(dtype_) + shape_str(shape_));
   copy_2d(data(), nbytes(), device_, src.data(), nbytes(), src.device_, nbytes(), 1);
 }
 
 Tensor Tensor::slice(int dim, int64_t start, int64_t len) const {
   check_dim(*this, dim);
   if (start < 0 || len < 0 || start + len > shape_[dim])
-    throw Error("slice [" + std::to_string(start) + ", " + std::to_string(start + len) +
-                ") out of range along dim " + std::to_string(dim) + " of " + shape_str(shape_));
+    throw Error("slice [" + std::to_string(start) + ", " + std::to_string(start + len) + ") out of range along dim " +
+                std::to_string(dim) + " of " + shape_str(shape_));
   Shape out_shape = shape_;
   out_shape[dim] = len;
   const size_t inner = inner_bytes(*this, dim);
@@ -207,16 +202,15 @@ Tensor Tensor::slice(int dim, int64_t start, int64_t len) const {
 Tensor Tensor::chunk(int dim, int index, int chunks) const {
   check_dim(*this, dim);
   if (chunks <= 0 || shape_[dim] % chunks != 0)
-    throw Error("size " + std::to_string(shape_[dim]) + " of dim " + std::to_string(dim) +
-                " does not split into " + std::to_string(chunks) + " equal chunks");
+    throw Error("size " + std::to_string(shape_[dim]) + " of dim " + std::to_string(dim) + " does not split into " +
+                std::to_string(chunks) + " equal chunks");
   const int64_t len = shape_[dim] / chunks;
   return slice(dim, int64_t(index) * len, len);
 }
 
 void Tensor::assign_slice(int dim, int64_t start, const Tensor& src) {
   check_dim(*this, dim);
-  if (src.dtype_ != dtype_ || src.dim() != this->dim())
-    throw Error("assign_slice: dtype or rank mismatch");
+  if (src.dtype_ != dtype_ || src.dim() != this->dim()) throw Error("assign_slice: dtype or rank mismatch");
   for (int d = 0; d < this->dim(); ++d)
     if (d != dim && src.shape_[d] != shape_[d])
       throw Error("assign_slice: shape " + shape_str(src.shape_) + " does not fit " + shape_str(shape_) +
@@ -225,8 +219,8 @@ void Tensor::assign_slice(int dim, int64_t start, const Tensor& src) {
     throw Error("assign_slice: out of range along dim " + std::to_string(dim));
   const size_t inner = inner_bytes(*this, dim);
   const size_t row = size_t(src.shape_[dim]) * inner;
-  copy_2d(static_cast<std::byte*>(data()) + size_t(start) * inner, size_t(shape_[dim]) * inner, device_,
-          src.data(), row, src.device_, row, outer_count(*this, dim));
+  copy_2d(static_cast<std::byte*>(data()) + size_t(start) * inner, size_t(shape_[dim]) * inner, device_, src.data(),
+          row, src.device_, row, outer_count(*this, dim));
 }
 
 Tensor Tensor::cat(const std::vector<Tensor>& parts, int dim) {
@@ -249,8 +243,7 @@ double Tensor::get(int64_t flat) const {
   switch (dtype_) {
     case DType::Float16: return half_to_float(data_as<uint16_t>()[flat]);
     case DType::BFloat16: return bf16_to_float(data_as<uint16_t>()[flat]);
-    default:
-      return dispatch_storage(dtype_, [&](auto tag) { return double(data_as<decltype(tag)>()[flat]); });
+    default: return dispatch_storage(dtype_, [&](auto tag) { return double(data_as<decltype(tag)>()[flat]); });
   }
 }
 

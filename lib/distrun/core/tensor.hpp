@@ -58,9 +58,13 @@ class Tensor {
   void* data() { return storage_.get() + offset_; }
   const void* data() const { return storage_.get() + offset_; }
   template <typename T>
-  T* data_as() { return reinterpret_cast<T*>(data()); }
+  T* data_as() {
+    return reinterpret_cast<T*>(data());
+  }
   template <typename T>
-  const T* data_as() const { return reinterpret_cast<const T*>(data()); }
+  const T* data_as() const {
+    return reinterpret_cast<const T*>(data());
+  }
 
   /// A tensor sharing this one's storage with another shape of the same element count.
   Tensor reshape(const Shape& shape) const;
@@ -94,7 +98,7 @@ class Tensor {
 /// Copies `height` rows of `width` bytes with pitches `dst_pitch` and `src_pitch`: one
 /// memcpy per row on the CPU; between host and device through the pinned staging buffer
 /// (host_staging.hpp), device to device one cudaMemcpy2D.
-void copy_2d(void* dst, size_t dst_pitch, Device dst_dev, const void* src, size_t src_pitch,
-             Device src_dev, size_t width, size_t height);
+void copy_2d(void* dst, size_t dst_pitch, Device dst_dev, const void* src, size_t src_pitch, Device src_dev,
+             size_t width, size_t height);
 
 }  // namespace distrun

@@ -143,8 +143,9 @@ WorldInfo world_from_env(const EnvLookup& env) {
     w.master_addr = expand_hostlist(*list).front();
   } else if (w.source == "mpi") {
     if (w.local_world_size != w.world_size)
-      throw ConfigError("environment: MPI ranks span several hosts; set MASTER_ADDR to rank 0's host "
-                        "(e.g. mpirun -x MASTER_ADDR=host0)");
+      throw ConfigError(
+          "environment: MPI ranks span several hosts; set MASTER_ADDR to rank 0's host "
+          "(e.g. mpirun -x MASTER_ADDR=host0)");
     w.master_addr = "127.0.0.1";
   }
 

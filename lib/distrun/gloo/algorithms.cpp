@@ -191,7 +191,8 @@ class ReduceScatterRing : public Schedule {
       : rank_(rank), size_(size), bytes_(bytes), in_(in), partial_(partial), out_(out), es_(es), fn_(fn) {}
   int phases() const override { return size_ - 1; }
   void pieces(int phase, int reader, const Emit& emit) const override {
-    if (bytes_ > 0) emit(Piece{mod(reader - 1, size_), uint64_t(mod(reader - phase - 2, size_)) * bytes_, bytes_, nullptr});
+    if (bytes_ > 0)
+      emit(Piece{mod(reader - 1, size_), uint64_t(mod(reader - phase - 2, size_)) * bytes_, bytes_, nullptr});
   }
   void take(const Piece& piece, size_t at, const char* data, size_t bytes) override {
     const size_t block = size_t(piece.offset / bytes_);

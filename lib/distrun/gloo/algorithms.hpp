@@ -37,7 +37,8 @@ class PathCollectives : public CollectiveTransport {
   void gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) override;
   void scatter(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) override;
   void broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) override;
-  void all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout) override;
+  void all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
+                  std::chrono::milliseconds timeout) override;
   void reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout) override;
   void reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
                       std::chrono::milliseconds timeout) override;

@@ -57,15 +57,15 @@ Tensor right_sized(const Tensor& t, size_t bytes) {
 class P2PWork : public Work {
  public:
   struct Side {
-    int peer;           // group rank
+    int peer;  // group rank
     int sender_global, receiver_global;
-    uint64_t slot;      // the message's slots: | 1 sender's statement, | 2 receiver's; with the top
-                        // byte replaced by a bit number, | 0: the payload's part of that size
+    uint64_t slot;  // the message's slots: | 1 sender's statement, | 2 receiver's; with the top
+                    // byte replaced by a bit number, | 0: the payload's part of that size
   };
-  P2PWork(GlooBackend& backend, gloo::Context& context, bool is_send, Side side, Tensor host_buffer, Tensor device_target,
-          uint32_t tag, std::chrono::milliseconds timeout)
-      : backend_(backend), is_send_(is_send), side_(side), keep_(std::move(host_buffer)), target_(std::move(device_target)),
-        timeout_(timeout) {
+  P2PWork(GlooBackend& backend, gloo::Context& context, bool is_send, Side side, Tensor host_buffer,
+          Tensor device_target, uint32_t tag, std::chrono::milliseconds timeout)
+      : backend_(backend), is_send_(is_send), side_(side), keep_(std::move(host_buffer)),
+        target_(std::move(device_target)), timeout_(timeout) {
     mine_ = {kMagic, uint64_t(keep_.dtype()), uint64_t(keep_.nbytes()), tag};
     mine_buf_ = context.createUnboundBuffer(mine_.data(), sizeof mine_);
     theirs_buf_ = context.createUnboundBuffer(theirs_.data(), sizeof theirs_);
@@ -103,9 +103,11 @@ class P2PWork : public Work {
       const std::string problem = disagreement();
       // On a disagreement the parts both sizes share still meet (same slot, same length):
       // waited for all the same, so that no transfer outlives its buffer.
-      const int moving =
-          problem.empty() ? parts_ : theirs_[0] == kMagic ? __builtin_popcountll(mine_[2] & theirs_[2]) : 0;
-      for (int k = 0; k < moving; ++k) require(is_send_ ? payload_->waitSend(nullptr, t) : payload_->waitRecv(nullptr, t));
+      const int moving = problem.empty()        ? parts_
+                         : theirs_[0] == kMagic ? __builtin_popcountll(mine_[2] & theirs_[2])
+                                                : 0;
+      for (int k = 0; k < moving; ++k)
+        require(is_send_ ? payload_->waitSend(nullptr, t) : payload_->waitRecv(nullptr, t));
       if (!problem.empty()) throw CollectiveMismatchError(problem);
     } catch (const Error& e) {
       backend_.fail(op, e);
@@ -164,8 +166,9 @@ GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const
     try {
       device_ = gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
-      throw ConfigError("gloo: cannot use " + (attr.iface.empty() ? "address " + attr.hostname : "interface " + attr.iface) +
-                        ": " + e.what());
+      throw ConfigError("gloo: cannot use " +
+                        (attr.iface.empty() ? "address " + attr.hostname : "interface " + attr.iface) + ": " +
+                        e.what());
     }
   }
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
@@ -206,13 +209,14 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   auto settings_of = [&](int r) { return member[size_t(r)].substr(0, member[size_t(r)].find('\n')); };
   std::string differ;
   for (int r = 1; r < size_; ++r)
-    if (settings_of(r) != settings_of(0)) differ += ", rank " + std::to_string(global_rank(r)) + " has " + settings_of(r);
+    if (settings_of(r) != settings_of(0))
+      differ += ", rank " + std::to_string(global_rank(r)) + " has " + settings_of(r);
   if (!differ.empty())
     throw ConfigError("the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO and DISTRUN_HIERARCHY: rank " +
                       std::to_string(global_rank(0)) + " has " + settings_of(0) + differ);
   if (options_.transport == GlooTransport::Tcp) return tcp();
-  std::vector<std::string> hosts;     // distinct, in order of their first rank
-  std::vector<std::vector<int>> on;   // group ranks per host
+  std::vector<std::string> hosts;    // distinct, in order of their first rank
+  std::vector<std::vector<int>> on;  // group ranks per host
   std::vector<int> host_of;
   for (int r = 0; r < size_; ++r) {
     const std::string h = member[size_t(r)].substr(member[size_t(r)].find('\n') + 1);
@@ -224,8 +228,9 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   if (hosts.size() == 1) {
     std::unique_ptr<ShmPath> shm;
     try {
-      shm = ShmPath::create(context_, *std::make_shared<PrefixStore>("shm", store_), rank_, size_,
-                            [this] { return next_tag_++; }, global_ranks_);
+      shm = ShmPath::create(
+          context_, *std::make_shared<PrefixStore>("shm", store_), rank_, size_, [this] { return next_tag_++; },
+          global_ranks_);
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -235,8 +240,9 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   }
   // Every member reached the same verdict above, so all of them throw or none.
   if (options_.transport == GlooTransport::SharedMemory)
-    throw BackendError("DISTRUN_TRANSPORT=shm: the members of this group cannot read each other's memory "
-                       "(other hosts, other PID namespaces, or ptrace restrictions)");
+    throw BackendError(
+        "DISTRUN_TRANSPORT=shm: the members of this group cannot read each other's memory "
+        "(other hosts, other PID namespaces, or ptrace restrictions)");
   const size_t k = on[0].size();
   const bool even = std::all_of(on.begin(), on.end(), [&](const std::vector<int>& v) { return v.size() == k; });
   if (hosts.size() == 1 || k < 2 || !even || options_.hierarchy == Hierarchy::Flat) return tcp();
@@ -252,8 +258,9 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   auto local = std::make_shared<GlooBackend>(std::make_shared<PrefixStore>("hier/host" + std::to_string(host), store_),
                                              slice, int(k), inner, liveness_, local_globals, device_);
   inner.transport = GlooTransport::Tcp;
-  auto cross = std::make_shared<GlooBackend>(std::make_shared<PrefixStore>("hier/slice" + std::to_string(slice), store_),
-                                             host, int(hosts.size()), inner, liveness_, cross_globals, device_);
+  auto cross =
+      std::make_shared<GlooBackend>(std::make_shared<PrefixStore>("hier/slice" + std::to_string(slice), store_), host,
+                                    int(hosts.size()), inner, liveness_, cross_globals, device_);
   return std::make_unique<HierarchicalTransport>(tcp(), std::move(local), std::move(cross), on, host, slice);
 }
 
@@ -274,8 +281,9 @@ void GlooBackendOptions::read_env() {
   else
     throw ConfigError("DISTRUN_TRANSPORT='" + t + "': expected auto, shm or tcp");
   if (!env("DISTRUN_ALLREDUCE_ALGO").empty())
-    throw ConfigError("DISTRUN_ALLREDUCE_ALGO is gone: Gloo's own algorithms are no longer used; "
-                      "DISTRUN_ALGO=auto|direct|ring picks ours");
+    throw ConfigError(
+        "DISTRUN_ALLREDUCE_ALGO is gone: Gloo's own algorithms are no longer used; "
+        "DISTRUN_ALGO=auto|direct|ring picks ours");
   const std::string a = env("DISTRUN_ALGO");
   if (a == "ring")
     algorithm = Algorithm::Ring;
@@ -345,9 +353,8 @@ void GlooBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
   Intent want = intent(CollectiveKind::AllReduce, h.dtype(), h.nbytes(), -1, opts.op);
-  guarded("all_reduce", timeout_of(opts), [&] {
-    transport_->all_reduce(want, h.data(), h.element_size(), fn, timeout_of(opts));
-  });
+  guarded("all_reduce", timeout_of(opts),
+          [&] { transport_->all_reduce(want, h.data(), h.element_size(), fn, timeout_of(opts)); });
   if (opts.op == ReduceOp::Avg) divide_by(h, size_);
   copy_back(tensor, h);
 }
@@ -368,7 +375,8 @@ void GlooBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptio
   Intent want = intent(CollectiveKind::AllGather, hi.dtype(), hi.nbytes());
   want.whole = ho.nbytes();
   Tensor whole = right_sized(ho, hi.nbytes() * size_t(size_));
-  guarded("all_gather", timeout_of(opts), [&] { transport_->all_gather(want, hi.data(), whole.data(), timeout_of(opts)); });
+  guarded("all_gather", timeout_of(opts),
+          [&] { transport_->all_gather(want, hi.data(), whole.data(), timeout_of(opts)); });
   copy_back(out, ho);
 }
 

@@ -35,8 +35,8 @@ enum class Hierarchy { Auto, Flat };
 
 struct GlooBackendOptions {
   std::chrono::milliseconds timeout{30000};  // default for every collective and the rendezvous
-  std::string hostname;                       // local address to bind (see local_address_towards)
-  std::string iface;                          // or an interface name (GLOO_SOCKET_IFNAME)
+  std::string hostname;                      // local address to bind (see local_address_towards)
+  std::string iface;                         // or an interface name (GLOO_SOCKET_IFNAME)
   GlooTransport transport = GlooTransport::Auto;
   Algorithm algorithm = Algorithm::Auto;  // algorithms.hpp
   Hierarchy hierarchy = Hierarchy::Auto;
@@ -98,7 +98,8 @@ class GlooBackend : public Backend {
   template <typename F>
   void guarded(const char* op, std::chrono::milliseconds timeout, F&& f);
   // This rank's statement of the collective about to run (the transport numbers it).
-  static Intent intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root = -1, std::optional<ReduceOp> op = {});
+  static Intent intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root = -1,
+                       std::optional<ReduceOp> op = {});
   // The path for this group, decided from every member's host (the same verdict on all).
   std::unique_ptr<CollectiveTransport> choose_transport();
   // The Gloo slots of the next point-to-point message with `peer` under `tag` (low two bits

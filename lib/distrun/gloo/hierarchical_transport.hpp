@@ -44,7 +44,8 @@ class HierarchicalTransport : public CollectiveTransport {
 
   /// e.g. "hierarchical(shm x2, tcp x2)": the host's path and size, then the hosts' path and count.
   std::string name() const override;
-  void all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout) override;
+  void all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
+                  std::chrono::milliseconds timeout) override;
 
   void all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) override;
   void reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
@@ -53,12 +54,18 @@ class HierarchicalTransport : public CollectiveTransport {
 
   // Flat: rooted ones move at most one copy between hosts either way; all_to_all's blocks are
   // all different, so nothing is shared within a host.
-  void gather(Intent i, const void* in, void* out, std::chrono::milliseconds t) override { flat_->gather(i, in, out, t); }
-  void scatter(Intent i, const void* in, void* out, std::chrono::milliseconds t) override { flat_->scatter(i, in, out, t); }
+  void gather(Intent i, const void* in, void* out, std::chrono::milliseconds t) override {
+    flat_->gather(i, in, out, t);
+  }
+  void scatter(Intent i, const void* in, void* out, std::chrono::milliseconds t) override {
+    flat_->scatter(i, in, out, t);
+  }
   void reduce(Intent i, void* data, size_t es, ReduceFn fn, std::chrono::milliseconds t) override {
     flat_->reduce(i, data, es, fn, t);
   }
-  void all_to_all(Intent i, const void* in, void* out, std::chrono::milliseconds t) override { flat_->all_to_all(i, in, out, t); }
+  void all_to_all(Intent i, const void* in, void* out, std::chrono::milliseconds t) override {
+    flat_->all_to_all(i, in, out, t);
+  }
 
  private:
   std::unique_ptr<PathCollectives> flat_;
@@ -69,7 +76,7 @@ class HierarchicalTransport : public CollectiveTransport {
 
   std::vector<std::vector<int>> on_;  // group ranks per host, by place
   int host_, place_;
-  std::vector<char> slice_;  // this rank's slice between the steps, kept across calls
+  std::vector<char> slice_;              // this rank's slice between the steps, kept across calls
   std::vector<char> staged_, gathered_;  // all_gather's and reduce_scatter's blocks between steps
 };
 

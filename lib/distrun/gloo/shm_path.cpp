@@ -104,7 +104,8 @@ CmaBox* ShmPath::box(int r) const {
   return reinterpret_cast<CmaBox*>(reinterpret_cast<char*>(shared_) + header_bytes() + size_t(r) * box_bytes(size_));
 }
 uint64_t* ShmPath::row(int r, uint64_t seq) const {
-  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(box(r)) + round64(sizeof(CmaBox)) + (seq & 1) * row_bytes(size_));
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(box(r)) + round64(sizeof(CmaBox)) +
+                                     (seq & 1) * row_bytes(size_));
 }
 char* ShmPath::slot(int r, uint64_t seq) const {
   return reinterpret_cast<char*>(box(r)) + round64(sizeof(CmaBox)) + 2 * row_bytes(size_) + (seq & 1) * kInlineCapacity;
@@ -148,8 +149,8 @@ std::unique_ptr<ShmPath> ShmPath::create(std::shared_ptr<gloo::Context> context,
   store.set("cma/ok/" + std::to_string(rank), ok ? "1" : "0");
   for (int r = 0; r < size; ++r) ok = store.get("cma/ok/" + std::to_string(r)) == "1" && ok;
   if (!ok) return nullptr;
-  std::unique_ptr<ShmPath> t(new ShmPath(std::move(context), rank, size, std::move(pids), std::move(next_tag),
-                                         std::move(global_ranks)));
+  std::unique_ptr<ShmPath> t(
+      new ShmPath(std::move(context), rank, size, std::move(pids), std::move(next_tag), std::move(global_ranks)));
   t->map_shared(store);
   return t;
 }
@@ -197,7 +198,8 @@ ShmPath::ShmPath(std::shared_ptr<gloo::Context> context, int rank, int size, std
   // Where copying through the slot stops paying and single-copy reads take over: measured
   // (docs/performance.md); settable for that measurement. Each rank says in its intent which
   // it did, so ranks with different settings still agree on where to read.
-  if (const char* v = std::getenv("DISTRUN_SHM_INLINE_BYTES")) inline_limit_ = std::min<size_t>(std::strtoull(v, nullptr, 10), kInlineCapacity);
+  if (const char* v = std::getenv("DISTRUN_SHM_INLINE_BYTES"))
+    inline_limit_ = std::min<size_t>(std::strtoull(v, nullptr, 10), kInlineCapacity);
 }
 
 const std::vector<Intent>& ShmPath::meet(Intent intent, const void* base, uint64_t extent,
@@ -323,8 +325,7 @@ void ShmPath::wait_all(Ready ready, std::chrono::milliseconds timeout, const cha
   sleep_on(shared_->bell, all_ready, true, timeout, [&] {
     std::string late;
     for (int r = 0; r < size_; ++r)
-      if (r != rank_ && !ready(r))
-        late += (late.empty() ? "" : ", ") + std::to_string(global(r));
+      if (r != rank_ && !ready(r)) late += (late.empty() ? "" : ", ") + std::to_string(global(r));
     return "waiting for rank(s) " + late + " in collective #" + std::to_string(seq_) + " (" + what + ")";
   });
 }
@@ -341,7 +342,8 @@ void ShmPath::sleep_on(std::atomic<uint32_t>& word, Done done, bool counted, std
       throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms " + late());
     for (int r = 0; r < size_; ++r)
       if (r != rank_ && kill(pids_[size_t(r)], 0) != 0 && errno == ESRCH)
-        throw BackendError("rank " + std::to_string(global(r)) + " (process " + std::to_string(pids_[size_t(r)]) + ") is gone");
+        throw BackendError("rank " + std::to_string(global(r)) + " (process " + std::to_string(pids_[size_t(r)]) +
+                           ") is gone");
     if (counted) {
       shared_->sleepers.fetch_add(1, std::memory_order_seq_cst);
       std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with ring()'s
@@ -364,15 +366,15 @@ void ShmPath::read(int peer, const Intent& of, uint64_t offset, void* dst, size_
   if (bytes == 0) return;
   if (offset > of.extent || bytes > of.extent - offset)
     throw CollectiveMismatchError("reading " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
-                                  " of rank " + std::to_string(global(peer)) +
-                                  "'s buffer, which holds " + std::to_string(of.extent));
+                                  " of rank " + std::to_string(global(peer)) + "'s buffer, which holds " +
+                                  std::to_string(of.extent));
   if (const char* v = view(peer, of, offset, bytes)) {
     std::memcpy(dst, v, bytes);
     return;
   }
   if (int err = read_remote(pids_[size_t(peer)], of.address + offset, dst, bytes))
-    throw BackendError("reading rank " + std::to_string(global(peer)) + "'s buffer (process " + std::to_string(pids_[size_t(peer)]) +
-                       ") failed: " + std::strerror(err));
+    throw BackendError("reading rank " + std::to_string(global(peer)) + "'s buffer (process " +
+                       std::to_string(pids_[size_t(peer)]) + ") failed: " + std::strerror(err));
 }
 
 void ShmPath::barrier(std::chrono::milliseconds timeout) {

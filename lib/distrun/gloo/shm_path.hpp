@@ -112,8 +112,8 @@ class ShmPath : public Path {
   std::vector<int> global_ranks_;
   std::vector<char> scratch_;  // a piece folded in parts passes through it, when not inlined
   std::vector<Intent> table_;  // every rank's intent in the current collective
-  uint64_t seq_ = 0;  // collectives run, the same count on every member
-  int phase_ = 0;     // the last phase run in the current collective
+  uint64_t seq_ = 0;           // collectives run, the same count on every member
+  int phase_ = 0;              // the last phase run in the current collective
   size_t inline_limit_ = kInlineCapacity;
   CmaShared* shared_ = nullptr;  // mapped segment, or nullptr: meet over Gloo instead
   size_t shared_bytes_ = 0;

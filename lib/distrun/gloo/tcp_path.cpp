@@ -112,9 +112,9 @@ void TcpPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeo
     schedule.pieces(phase, reader, [&](const Piece& p) {
       if (p.peer != rank_) return;
       if (p.offset > extent_ || p.bytes > extent_ - p.offset)
-        throw CollectiveMismatchError("rank " + std::to_string(global_rank_of(global_ranks_, reader)) +
-                                      " would take " + std::to_string(p.bytes) + " bytes at offset " +
-                                      std::to_string(p.offset) + " of a buffer of " + std::to_string(extent_));
+        throw CollectiveMismatchError("rank " + std::to_string(global_rank_of(global_ranks_, reader)) + " would take " +
+                                      std::to_string(p.bytes) + " bytes at offset " + std::to_string(p.offset) +
+                                      " of a buffer of " + std::to_string(extent_));
       sends.push_back(Send{reader, p.offset, p.bytes});
     });
   }
@@ -124,7 +124,8 @@ void TcpPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeo
     char* into = p.dst ? p.dst : scratch_.data() + at;
     if (!p.dst) at += p.bytes;
     recvs.push_back(context_->createUnboundBuffer(into, p.bytes));
-    for (size_t off = 0; off < p.bytes; off += kSegment) recvs.back()->recv(p.peer, slot, off, std::min(kSegment, p.bytes - off));
+    for (size_t off = 0; off < p.bytes; off += kSegment)
+      recvs.back()->recv(p.peer, slot, off, std::min(kSegment, p.bytes - off));
   }
   std::unique_ptr<gloo::transport::UnboundBuffer> exposed;
   int segments = 0;

@@ -55,7 +55,7 @@ class TcpPath : public Path {
   // Posts the receives of every peer's intent in exchange number `exchanges_ + 1`.
   void post_intent_receives();
   uint64_t seq_ = 0;
-  uint64_t exchanges_ = 0;  // intent exchanges so far (collectives marked kAgreed skip them)
+  uint64_t exchanges_ = 0;      // intent exchanges so far (collectives marked kAgreed skip them)
   std::vector<uint64_t> rows_;  // every rank's intent row of the next exchange; ours at `rank_`
   std::unique_ptr<gloo::transport::UnboundBuffer> rows_in_, row_out_;
   uint32_t tag_ = 0;  // this collective's, for the slots of its phases

@@ -31,7 +31,8 @@ class CollectiveTransport {
   virtual void all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
                           std::chrono::milliseconds timeout) = 0;
   /// As all_reduce, into root's `data` only (the others' are left as they were).
-  virtual void reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout) = 0;
+  virtual void reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
+                      std::chrono::milliseconds timeout) = 0;
   /// Block `rank` (intent.bytes) of the reduction of every rank's `in` (size blocks) into `out`.
   virtual void reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
                               std::chrono::milliseconds timeout) = 0;

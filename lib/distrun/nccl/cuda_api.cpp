@@ -20,10 +20,10 @@ using distrun::nccl::CudaLibrary;
 // The symbol name after macro expansion: the headers may map a name to a versioned entry point.
 #define DISTRUN_SYMBOL_NAME(name) DISTRUN_SYMBOL_NAME_(name)
 #define DISTRUN_SYMBOL_NAME_(name) #name
-#define DISTRUN_FORWARD(lib, ret, name, params, args)                                                       \
-  ret name params {                                                                                         \
+#define DISTRUN_FORWARD(lib, ret, name, params, args)                                                                 \
+  ret name params {                                                                                                   \
     static const auto fn = reinterpret_cast<ret(*) params>(cuda_symbol(CudaLibrary::lib, DISTRUN_SYMBOL_NAME(name))); \
-    return fn args;                                                                                         \
+    return fn args;                                                                                                   \
   }
 
 extern "C" {
@@ -38,8 +38,8 @@ DISTRUN_FORWARD(Runtime, cudaError_t, cudaDeviceGetAttribute, (int* value, enum 
                 (value, attr, device))
 DISTRUN_FORWARD(Runtime, cudaError_t, cudaDeviceGetPCIBusId, (char* id, int len, int device), (id, len, device))
 DISTRUN_FORWARD(Runtime, cudaError_t, cudaDeviceGetDefaultMemPool, (cudaMemPool_t * pool, int device), (pool, device))
-DISTRUN_FORWARD(Runtime, cudaError_t, cudaMemPoolSetAttribute, (cudaMemPool_t pool, enum cudaMemPoolAttr attr, void* value),
-                (pool, attr, value))
+DISTRUN_FORWARD(Runtime, cudaError_t, cudaMemPoolSetAttribute,
+                (cudaMemPool_t pool, enum cudaMemPoolAttr attr, void* value), (pool, attr, value))
 DISTRUN_FORWARD(Runtime, cudaError_t, cudaStreamCreateWithFlags, (cudaStream_t * s, unsigned int flags), (s, flags))
 DISTRUN_FORWARD(Runtime, cudaError_t, cudaStreamDestroy, (cudaStream_t s), (s))
 DISTRUN_FORWARD(Runtime, cudaError_t, cudaStreamWaitEvent, (cudaStream_t s, cudaEvent_t e, unsigned int flags),
@@ -78,7 +78,7 @@ DISTRUN_FORWARD(Nccl, ncclResult_t, ncclCommInitRankConfig,
 DISTRUN_FORWARD(Nccl, ncclResult_t, ncclCommSplit,
                 (ncclComm_t comm, int color, int key, ncclComm_t* child, ncclConfig_t* config),
                 (comm, color, key, child, config))
-DISTRUN_FORWARD(Nccl, ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t * state), (comm, state))
+DISTRUN_FORWARD(Nccl, ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* state), (comm, state))
 DISTRUN_FORWARD(Nccl, ncclResult_t, ncclCommFinalize, (ncclComm_t comm), (comm))
 DISTRUN_FORWARD(Nccl, ncclResult_t, ncclCommDestroy, (ncclComm_t comm), (comm))
 DISTRUN_FORWARD(Nccl, ncclResult_t, ncclCommAbort, (ncclComm_t comm), (comm))

@@ -26,7 +26,8 @@ std::string missing_before_devices() {
   cudaRuntimeGetVersion(&runtime);
   if (driver == 0)
     return "no NVIDIA driver is loaded (libcuda.so.1 or the kernel module is missing): install the NVIDIA driver for "
-           "CUDA " + cuda_version(runtime) + " or newer";
+           "CUDA " +
+           cuda_version(runtime) + " or newer";
   if (driver < runtime)
     return "the NVIDIA driver supports CUDA " + cuda_version(driver) + ", older than the CUDA runtime distrun uses (" +
            cuda_version(runtime) + "): install a driver for CUDA " + cuda_version(runtime) + " or newer";

@@ -11,9 +11,7 @@ class CudaEvent {
  public:
   /// A timing-free event on the current device; a thread waiting for it sleeps in the driver
   /// instead of spinning (blocking sync), so a long transfer costs no CPU.
-  CudaEvent() {
-    DISTRUN_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming | cudaEventBlockingSync));
-  }
+  CudaEvent() { DISTRUN_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming | cudaEventBlockingSync)); }
   // Destroying a pending event is allowed: CUDA releases it once it completes.
   ~CudaEvent() { cudaEventDestroy(event_); }
   CudaEvent(const CudaEvent&) = delete;

@@ -30,8 +30,9 @@ int choose_cuda_device(const DeviceChoice& c, const std::string& why_none) {
   if (c.local_rank < 0) throw ConfigError("LOCAL_RANK " + std::to_string(c.local_rank) + " is negative");
   const bool own_devices = c.gpus_per_task > 0 && c.visible == c.gpus_per_task;
   if (c.exclusive && c.local_world_size > 1 && names_mig(c.visible_devices))
-    throw ConfigError(std::to_string(c.local_world_size) + " ranks on this node on MIG instances (CUDA_VISIBLE_DEVICES=" +
-                      c.visible_devices + "): NCCL counts the MIG instances of one GPU as one device and refuses "
+    throw ConfigError(std::to_string(c.local_world_size) +
+                      " ranks on this node on MIG instances (CUDA_VISIBLE_DEVICES=" + c.visible_devices +
+                      "): NCCL counts the MIG instances of one GPU as one device and refuses "
                       "them (\"Duplicate GPU detected\"); run one rank per physical GPU, or use backend gloo");
   if (own_devices) return 0;
   if (c.exclusive && c.visible > 1 && c.local_world_size > c.visible)
@@ -46,7 +47,8 @@ int count_visible_cuda_devices(std::string* why) {
 #if DISTRUN_HAVE_NCCL
   return visible_cuda_devices(why);
 #else
-  if (why) *why = "this build of distrun has no CUDA support (configure it where the CUDA toolkit and NCCL are installed)";
+  if (why)
+    *why = "this build of distrun has no CUDA support (configure it where the CUDA toolkit and NCCL are installed)";
   return 0;
 #endif
 }

@@ -20,8 +20,8 @@ namespace distrun::nccl {
 struct DeviceChoice {
   int local_rank = 0;
   int local_world_size = 1;
-  int visible = 0;        // devices this process sees (cudaGetDeviceCount)
-  int gpus_per_task = 0;  // SLURM_GPUS_PER_TASK: each rank sees its own devices; 0 when unset
+  int visible = 0;              // devices this process sees (cudaGetDeviceCount)
+  int gpus_per_task = 0;        // SLURM_GPUS_PER_TASK: each rank sees its own devices; 0 when unset
   std::string visible_devices;  // CUDA_VISIBLE_DEVICES as set ("" when unset)
   bool exclusive = true;        // one rank per GPU (NCCL)
 };

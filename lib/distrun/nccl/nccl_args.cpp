@@ -32,14 +32,14 @@ AllToAllLayout all_to_all_layout(const Tensor& in, const Tensor& out, const AllT
   if (even) {
     check_numel("all_to_all", out, in.numel());
     if (in.numel() % size != 0)
-      throw BackendError("backend nccl: all_to_all: " + std::to_string(in.numel()) +
-                         " elements do not split into " + std::to_string(size) + " equal blocks");
+      throw BackendError("backend nccl: all_to_all: " + std::to_string(in.numel()) + " elements do not split into " +
+                         std::to_string(size) + " equal blocks");
     l.send_counts.assign(size_t(size), size_t(in.numel() / size));
     l.recv_counts = l.send_counts;
   } else {
     if (int(opts.send_counts.size()) != size || int(opts.recv_counts.size()) != size)
-      throw BackendError("backend nccl: all_to_all: send/recv counts need one entry per rank (" +
-                         std::to_string(size) + ")");
+      throw BackendError("backend nccl: all_to_all: send/recv counts need one entry per rank (" + std::to_string(size) +
+                         ")");
     int64_t s = 0, r = 0;
     for (int i = 0; i < size; ++i) {
       if (opts.send_counts[size_t(i)] < 0 || opts.recv_counts[size_t(i)] < 0)

@@ -115,9 +115,13 @@ void NcclBackend::create_channels(std::chrono::steady_clock::time_point deadline
   };
   std::vector<std::string> send_ids(static_cast<size_t>(size_)), recv_ids(static_cast<size_t>(size_));
   for (int p = 0; p < size_; ++p)
-    if (p != rank_) send_ids[size_t(p)] = nccl::exchange_unique_id(*store_, key(rank_, p), rank_, rank_, sizeof(ncclUniqueId), make_id, remaining());
+    if (p != rank_)
+      send_ids[size_t(p)] =
+          nccl::exchange_unique_id(*store_, key(rank_, p), rank_, rank_, sizeof(ncclUniqueId), make_id, remaining());
   for (int p = 0; p < size_; ++p)
-    if (p != rank_) recv_ids[size_t(p)] = nccl::exchange_unique_id(*store_, key(p, rank_), rank_, p, sizeof(ncclUniqueId), make_id, remaining());
+    if (p != rank_)
+      recv_ids[size_t(p)] =
+          nccl::exchange_unique_id(*store_, key(p, rank_), rank_, p, sizeof(ncclUniqueId), make_id, remaining());
   send_channels_.assign(size_t(size_), nullptr);
   recv_channels_.assign(size_t(size_), nullptr);
   auto start = [](const std::string& raw, int me) {
@@ -152,7 +156,8 @@ void NcclBackend::create_channels(std::chrono::steady_clock::time_point deadline
       if (p == rank_) continue;
       nccl::P2PChannel& out = *send_channels_[size_t(p)];
       nccl::P2PChannel& in = *recv_channels_[size_t(p)];
-      DISTRUN_NCCL_CHECK_ASYNC(ncclSend(bytes(probe), 1, ncclFloat32, out.peer_in_comm, out.comm->get(), out.stream.get()));
+      DISTRUN_NCCL_CHECK_ASYNC(
+          ncclSend(bytes(probe), 1, ncclFloat32, out.peer_in_comm, out.comm->get(), out.stream.get()));
       DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(bytes(probe) + (size_t(size_) + size_t(p)) * sizeof(float), 1, ncclFloat32,
                                         in.peer_in_comm, in.comm->get(), in.stream.get()));
     }
@@ -296,17 +301,17 @@ void NcclBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   run("gather", timeout_of(opts), [&](auto deadline) {
 #if DISTRUN_NCCL_HAS_NATIVE_ROOTED
     if (nccl::native_gather_scatter_all_to_all())
-      return comm_->settle(ncclGather(in.data(), recv, size_t(in.numel()), dt, opts.root,
-                                      comm_->get(), stream_),
+      return comm_->settle(ncclGather(in.data(), recv, size_t(in.numel()), dt, opts.root, comm_->get(), stream_),
                            "ncclGather", deadline);
 #endif
     if (root)
-      DISTRUN_CUDA_CHECK(cudaMemcpyAsync(bytes(out) + size_t(rank_) * block, in.data(), block,
-                                         cudaMemcpyDeviceToDevice, stream_));
+      DISTRUN_CUDA_CHECK(
+          cudaMemcpyAsync(bytes(out) + size_t(rank_) * block, in.data(), block, cudaMemcpyDeviceToDevice, stream_));
     nccl::NcclGroup group;
     for (int r = 0; r < size_; ++r) {
       if (root && r != rank_)
-        DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(bytes(out) + size_t(r) * block, size_t(in.numel()), dt, r, comm_->get(), stream_));
+        DISTRUN_NCCL_CHECK_ASYNC(
+            ncclRecv(bytes(out) + size_t(r) * block, size_t(in.numel()), dt, r, comm_->get(), stream_));
     }
     if (!root) DISTRUN_NCCL_CHECK_ASYNC(ncclSend(in.data(), size_t(in.numel()), dt, opts.root, comm_->get(), stream_));
     comm_->settle(group.end(), "ncclGroupEnd (gather)", deadline);
@@ -329,19 +334,20 @@ void NcclBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   run("scatter", timeout_of(opts), [&](auto deadline) {
 #if DISTRUN_NCCL_HAS_NATIVE_ROOTED
     if (nccl::native_gather_scatter_all_to_all())
-      return comm_->settle(ncclScatter(send, out.data(), size_t(out.numel()), dt, opts.root,
-                                       comm_->get(), stream_),
+      return comm_->settle(ncclScatter(send, out.data(), size_t(out.numel()), dt, opts.root, comm_->get(), stream_),
                            "ncclScatter", deadline);
 #endif
     if (root)
-      DISTRUN_CUDA_CHECK(cudaMemcpyAsync(out.data(), bytes(in) + size_t(rank_) * block, block,
-                                         cudaMemcpyDeviceToDevice, stream_));
+      DISTRUN_CUDA_CHECK(
+          cudaMemcpyAsync(out.data(), bytes(in) + size_t(rank_) * block, block, cudaMemcpyDeviceToDevice, stream_));
     nccl::NcclGroup group;
     for (int r = 0; r < size_; ++r) {
       if (root && r != rank_)
-        DISTRUN_NCCL_CHECK_ASYNC(ncclSend(bytes(in) + size_t(r) * block, size_t(out.numel()), dt, r, comm_->get(), stream_));
+        DISTRUN_NCCL_CHECK_ASYNC(
+            ncclSend(bytes(in) + size_t(r) * block, size_t(out.numel()), dt, r, comm_->get(), stream_));
     }
-    if (!root) DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(out.data(), size_t(out.numel()), dt, opts.root, comm_->get(), stream_));
+    if (!root)
+      DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(out.data(), size_t(out.numel()), dt, opts.root, comm_->get(), stream_));
     comm_->settle(group.end(), "ncclGroupEnd (scatter)", deadline);
   });
 }
@@ -370,8 +376,9 @@ void NcclBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
   if (l.send_counts[me] != l.recv_counts[me])
     throw BackendError("backend nccl: all_to_all: this rank sends itself " + std::to_string(l.send_counts[me]) +
                        " elements but expects " + std::to_string(l.recv_counts[me]));
-  [[maybe_unused]] const bool even = std::all_of(l.send_counts.begin(), l.send_counts.end(), [&](size_t c) { return c == l.send_counts[0]; }) &&
-                    l.recv_counts == l.send_counts;
+  [[maybe_unused]] const bool even =
+      std::all_of(l.send_counts.begin(), l.send_counts.end(), [&](size_t c) { return c == l.send_counts[0]; }) &&
+      l.recv_counts == l.send_counts;
   run("all_to_all", timeout_of(opts), [&](auto deadline) {
 #if DISTRUN_NCCL_HAS_NATIVE_ROOTED
     if (even && nccl::native_gather_scatter_all_to_all())
@@ -429,9 +436,11 @@ std::shared_ptr<Work> NcclBackend::launch_p2p(bool is_send, const Tensor& tensor
     // const_cast: ncclRecv writes into the tensor, whose storage the caller handed us as writable.
     void* data = const_cast<void*>(tensor.data());
     if (is_send)
-      ch->comm->settle(ncclSend(data, count, dt, ch->peer_in_comm, ch->comm->get(), ch->stream.get()), "ncclSend", deadline);
+      ch->comm->settle(ncclSend(data, count, dt, ch->peer_in_comm, ch->comm->get(), ch->stream.get()), "ncclSend",
+                       deadline);
     else
-      ch->comm->settle(ncclRecv(data, count, dt, ch->peer_in_comm, ch->comm->get(), ch->stream.get()), "ncclRecv", deadline);
+      ch->comm->settle(ncclRecv(data, count, dt, ch->peer_in_comm, ch->comm->get(), ch->stream.get()), "ncclRecv",
+                       deadline);
     event->record(ch->stream.get());
   } catch (const std::exception& e) {
     ch->comm->abort();
@@ -445,8 +454,8 @@ void NcclBackend::barrier(const BarrierOptions& opts) {
   prepare("barrier");
   void* buf = scratch();
   run("barrier", timeout_of(opts), [&](auto deadline) {
-    comm_->settle(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, comm_->get(), stream_),
-                  "ncclAllReduce (barrier)", deadline);
+    comm_->settle(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, comm_->get(), stream_), "ncclAllReduce (barrier)",
+                  deadline);
   });
 }
 
@@ -467,8 +476,8 @@ std::shared_ptr<Backend> NcclBackend::new_group(const std::vector<int>& ranks) {
   if (!member) return nullptr;
   std::vector<int> globals;
   for (int r : ranks) globals.push_back(global_rank(r));
-  return std::shared_ptr<NcclBackend>(
-      new NcclBackend(store_, child_tag, std::move(child), int(it - ranks.begin()), int(ranks.size()), options_, liveness_, globals));
+  return std::shared_ptr<NcclBackend>(new NcclBackend(store_, child_tag, std::move(child), int(it - ranks.begin()),
+                                                      int(ranks.size()), options_, liveness_, globals));
 }
 
 }  // namespace distrun

@@ -24,11 +24,11 @@ class NcclComm;
 class CudaEvent;
 struct P2PChannel;
 struct FailureNamer;
-}
+}  // namespace nccl
 
 struct NcclBackendOptions {
   std::chrono::milliseconds timeout{30000};  // default for every collective and the rendezvous
-  int device = 0;  // the CUDA device (device_for_local_rank()); tensors must live there
+  int device = 0;                            // the CUDA device (device_for_local_rank()); tensors must live there
 };
 
 class NcclBackend : public Backend {
@@ -91,7 +91,7 @@ class NcclBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;      // recorded after each blocking collective
   cudaEvent_t produced_ = nullptr;  // recorded on the default stream before each launch
-  Tensor scratch_;               // one element: barrier()'s, and the unused buffer of a non-root
+  Tensor scratch_;                  // one element: barrier()'s, and the unused buffer of a non-root
   // scratch_'s address, made at first use.
   void* scratch();
   std::shared_ptr<const nccl::FailureNamer> namer_;

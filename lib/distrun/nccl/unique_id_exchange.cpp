@@ -4,9 +4,7 @@
 
 namespace distrun::nccl {
 
-int next_comm_sequence(Store& store, int rank) {
-  return int(store.add("nccl/seq/" + std::to_string(rank), 1) - 1);
-}
+int next_comm_sequence(Store& store, int rank) { return int(store.add("nccl/seq/" + std::to_string(rank), 1) - 1); }
 
 std::string unique_id_key(int seq, const std::string& what) { return unique_id_key(std::to_string(seq), what); }
 

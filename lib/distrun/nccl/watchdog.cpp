@@ -40,7 +40,7 @@ void Watchdog::run() {
       continue;
     }
     auto first = std::min_element(watches_.begin(), watches_.end(),
-                                   [](const auto& a, const auto& b) { return a.second.deadline < b.second.deadline; });
+                                  [](const auto& a, const auto& b) { return a.second.deadline < b.second.deadline; });
     cv_.wait_until(lock, std::min(first->second.deadline, next_check));
     // Woken by a watch that began or ended, or by the clock. Everything from here runs under the
     // lock, on the watches in flight now: a wait that ended meanwhile is never timed out (its

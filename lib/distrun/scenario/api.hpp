@@ -30,10 +30,10 @@ void explain_scenario(const scenario::Scenario& sc, std::optional<int> world_siz
                       bool values = false);
 
 struct ScenarioRunOptions {
-  std::string results_path;                // --results FILE (JSON Lines), empty: none
-  std::optional<std::string> backend;      // --backend overrides the scenario's
-  std::optional<std::string> device;       // --device (cpu or cuda) overrides the scenario's
-  std::optional<double> timeout_seconds;   // --timeout overrides the scenario's
+  std::string results_path;               // --results FILE (JSON Lines), empty: none
+  std::optional<std::string> backend;     // --backend overrides the scenario's
+  std::optional<std::string> device;      // --device (cpu or cuda) overrides the scenario's
+  std::optional<double> timeout_seconds;  // --timeout overrides the scenario's
 };
 
 /// Runs the scenario as this process's rank (world from the environment, see env/world.hpp).

@@ -16,8 +16,8 @@ double bus_factor(Op op, int n);
 /// Elements per rank buffer and the "size" nccl-tests reports for `bytes` requested:
 /// collectives that split a buffer across ranks round the count down to a multiple of n.
 struct BenchSize {
-  int64_t count;        // elements in the reported size
-  int64_t bytes;        // count * element size
+  int64_t count;  // elements in the reported size
+  int64_t bytes;  // count * element size
 };
 BenchSize bench_size(Op op, int64_t bytes, size_t element_size, int n);
 
@@ -32,7 +32,7 @@ struct BenchContext {
   Device device;
   bool check = true;
   DType dtype = DType::Float32;
-  std::ostream* out = nullptr;   // rank 0 prints each row here as its size completes
+  std::ostream* out = nullptr;  // rank 0 prints each row here as its size completes
 };
 
 struct BenchResult {

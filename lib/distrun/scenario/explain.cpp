@@ -99,7 +99,8 @@ void render(const Picture& p, std::ostream& out, bool colour) {
       for (const auto& b : *v) width = std::max(width, width_of(label(b)) + 2);
   for (const auto& r : p.ranks) {
     const auto before = draw(r.before, p.column_blocks, width, colour);
-    const auto after = r.has_after ? draw(r.after, p.column_blocks, width, colour) : std::vector<std::string>{"(no result)"};
+    const auto after =
+        r.has_after ? draw(r.after, p.column_blocks, width, colour) : std::vector<std::string>{"(no result)"};
     size_t left = 0;
     for (const auto& l : before) left = std::max(left, visible(l));
     const size_t lines = std::max(before.size(), after.size());
@@ -188,9 +189,12 @@ class HeldValues {
       std::string line = "  rank " + std::to_string(r) + ": ";
       if (s.has_input) line += shown(input(s, r)) + "  ->  ";
       const Expected& e = ref_.expected(s.index, r);
-      if (e.object) line += python_repr(*e.object);
-      else if (e.has_result && e.tensor.value.defined()) line += shown(e.tensor.value);
-      else line += "(no result)";
+      if (e.object)
+        line += python_repr(*e.object);
+      else if (e.has_result && e.tensor.value.defined())
+        line += shown(e.tensor.value);
+      else
+        line += "(no result)";
       out << line << "\n";
     }
     for (int r : members) {  // after the step has read every member's input
@@ -231,11 +235,13 @@ void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour,
   for (const auto& s : sc.steps) {
     const OpSpec& spec = op_spec(s.op);
     std::vector<int> members;
-    if (s.group) members = sc.find_group(*s.group)->members;
+    if (s.group)
+      members = sc.find_group(*s.group)->members;
     else
       for (int r = 0; r < world_size; ++r) members.push_back(r);
     out << "\nstep " << s.index << ": " << spec.name << (spec.header_detail ? spec.header_detail(s) : "");
-    if (s.has_input) out << "  " << (s.input.name.empty() ? std::string("(inline)") : s.input.name) << " -> " << s.output;
+    if (s.has_input)
+      out << "  " << (s.input.name.empty() ? std::string("(inline)") : s.input.name) << " -> " << s.output;
     if (s.group) out << "  group " << *s.group;
     if (!spec.picture) {
       out << "\n  " << (spec.object_result ? "objects" : "no data moves between ranks") << "\n";
@@ -246,8 +252,10 @@ void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour,
     if (s.has_split_sizes) size_chunks(p, s, members, world_size);
     bool blocks = false;
     for (const auto& r : p.ranks) blocks = blocks || r.before.size() > 1 || r.after.size() > 1;
-    if (spec.object_result) out << "  (objects, whole)";
-    else if (blocks) out << blocks_heading(s, p);
+    if (spec.object_result)
+      out << "  (objects, whole)";
+    else if (blocks)
+      out << blocks_heading(s, p);
     out << "\n";
     render(p, out, colour);
     if (held) held->write(s, members, out);

@@ -16,7 +16,7 @@ namespace distrun::scenario {
 /// One block of a member's tensor: `from` is a global rank (-1: the reduction over all).
 struct Block {
   int from = -1;
-  int chunk = -1;   // -1: the whole tensor
+  int chunk = -1;     // -1: the whole tensor
   int64_t size = -1;  // the chunk's size along dim where chunks are uneven (split_sizes), else -1
 };
 
@@ -29,8 +29,8 @@ struct RankPicture {
 
 struct Picture {
   std::vector<RankPicture> ranks;
-  bool column_blocks = false;   // dim 1 or more: blocks side by side
-  std::string note;             // a sentence instead of (or under) the blocks
+  bool column_blocks = false;  // dim 1 or more: blocks side by side
+  std::string note;            // a sentence instead of (or under) the blocks
 };
 
 /// The usual pictures, for the op table's `picture` entries. `members`: global ranks of the

@@ -103,7 +103,8 @@ double Expression::eval(const Bindings& values) const {
   return ev.eval();
 }
 
-Expression::Evaluator::Evaluator(std::shared_ptr<Compiled> c) : compiled_(std::move(c)), slots_(compiled_->slots.data()) {}
+Expression::Evaluator::Evaluator(std::shared_ptr<Compiled> c)
+    : compiled_(std::move(c)), slots_(compiled_->slots.data()) {}
 
 void Expression::Evaluator::set(const Bindings& values) {
   std::copy(values.begin(), values.begin() + std::min(values.size(), compiled_->slots.size()), slots_);

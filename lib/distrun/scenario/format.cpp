@@ -81,8 +81,10 @@ std::string format_values(const Tensor& t) {
     const bool last_dim = d == int(shape.size()) - 1;
     for (size_t n = 0; n < idx.size(); ++n) {
       if (n > 0) {
-        if (last_dim) out += " ";
-        else out += std::string(shape.size() - size_t(d) - 1, '\n') + std::string(size_t(d) + 1, ' ');
+        if (last_dim)
+          out += " ";
+        else
+          out += std::string(shape.size() - size_t(d) - 1, '\n') + std::string(size_t(d) + 1, ' ');
       }
       if (idx[n] < 0) {
         out += "...";
@@ -105,7 +107,8 @@ nlohmann::ordered_json values_json(const Tensor& t) {
     const double v = t.get(e);
     if (is_integer(t.dtype())) return get_int(t, e);  // exact, even beyond 2^53
     // Whole floats print as integers (68, not 68.0), except -0.0, which would lose its sign.
-    if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9e15 && !(v == 0 && std::signbit(v))) return int64_t(v);
+    if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9e15 && !(v == 0 && std::signbit(v)))
+      return int64_t(v);
     return v;
   };
   const Shape& shape = t.shape();
@@ -126,7 +129,8 @@ std::string python_repr(const nlohmann::ordered_json& v) {
   if (v.is_boolean()) return v.get<bool>() ? "True" : "False";
   if (v.is_string()) {
     std::string out = "'";
-    for (char c : v.get<std::string>()) out += (c == '\'' ? std::string("\\'") : c == '\\' ? std::string("\\\\") : std::string(1, c));
+    for (char c : v.get<std::string>())
+      out += (c == '\'' ? std::string("\\'") : c == '\\' ? std::string("\\\\") : std::string(1, c));
     return out + "'";
   }
   if (v.is_array()) {

@@ -8,7 +8,9 @@ namespace distrun::scenario {
 namespace {
 // A prefix no scenario writes by accident: control characters cannot appear in a plain YAML
 // scalar.
-const std::string kTag = "\x01" "distrun-float:";
+const std::string kTag =
+    "\x01"
+    "distrun-float:";
 
 const char* nonfinite_name(double d) { return std::isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity"; }
 

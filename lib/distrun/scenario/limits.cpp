@@ -22,10 +22,14 @@ std::optional<int64_t> parse_byte_size(const std::string& text) {
   std::string suffix = text.substr(used);
   if (!suffix.empty() && (suffix.back() == 'B' || suffix.back() == 'b')) suffix.pop_back();
   double mult = 1;
-  if (suffix == "K" || suffix == "k") mult = 1024.0;
-  else if (suffix == "M" || suffix == "m") mult = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "g") mult = 1024.0 * 1024 * 1024;
-  else if (!suffix.empty()) return std::nullopt;
+  if (suffix == "K" || suffix == "k")
+    mult = 1024.0;
+  else if (suffix == "M" || suffix == "m")
+    mult = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!suffix.empty())
+    return std::nullopt;
   const double bytes = v * mult;
   if (!(bytes >= 0) || bytes > 9e18 || bytes != std::floor(bytes)) return std::nullopt;
   return int64_t(bytes);
@@ -63,7 +67,8 @@ std::string human_bytes(double bytes) {
 
 std::optional<std::string> unrepresentable(double v, DType dtype) {
   if (is_integer(dtype)) {
-    if (std::isnan(v) || std::isinf(v)) return std::string(std::isnan(v) ? "nan" : "inf") + " cannot be stored in " + dtype_name(dtype);
+    if (std::isnan(v) || std::isinf(v))
+      return std::string(std::isnan(v) ? "nan" : "inf") + " cannot be stored in " + dtype_name(dtype);
     double lo = 0, hi = 0;
     switch (dtype) {
       case DType::Int8: lo = -128, hi = 127; break;
@@ -94,7 +99,8 @@ std::optional<std::string> unrepresentable(double v, DType dtype) {
 
 std::optional<std::string> bad_timeout(double seconds) {
   if (!(seconds > 0)) return std::string("must be more than 0 seconds");
-  if (!(seconds <= kMaxTimeoutSeconds)) return "must be at most " + std::to_string(int64_t(kMaxTimeoutSeconds)) + " seconds (a year)";
+  if (!(seconds <= kMaxTimeoutSeconds))
+    return "must be at most " + std::to_string(int64_t(kMaxTimeoutSeconds)) + " seconds (a year)";
   return std::nullopt;
 }
 

@@ -12,14 +12,14 @@ namespace distrun::scenario {
 
 namespace {
 
-const std::vector<std::string> kTopKeys = {"name", "description", "world_size", "backend", "device", "dtype",
-                                           "timeout", "groups", "tensors", "steps"};
+const std::vector<std::string> kTopKeys = {"name",  "description", "world_size", "backend", "device",
+                                           "dtype", "timeout",     "groups",     "tensors", "steps"};
 const std::vector<std::string> kSpecKeys = {"shape", "fill", "values", "dtype"};
 const std::vector<std::string> kCommonStepKeys = {"op", "group", "print", "check"};
 // Names an expression may use outside map: the rank's place in the job (+ indices in fills).
 const std::vector<std::string> kRankVars = {"rank", "world_size", "local_rank", "local_world_size"};
 const std::vector<std::string> kFillVars = {"rank", "world_size", "local_rank", "local_world_size",
-                                            "i", "j", "k", "idx"};
+                                            "i",    "j",          "k",          "idx"};
 
 bool is_quoted(const YAML::Node& n) { return n.Tag() == "!"; }
 
@@ -43,7 +43,9 @@ class Loader {
     return n.Scalar();
   }
 
-  std::string shown(const YAML::Node& n) const { return n.IsScalar() ? excerpt(n.Scalar()) : std::string("a ") + kind(n); }
+  std::string shown(const YAML::Node& n) const {
+    return n.IsScalar() ? excerpt(n.Scalar()) : std::string("a ") + kind(n);
+  }
 
   int64_t integer(const YAML::Node& n, const std::string& what) const {
     const CoreScalar c = resolve_scalar(n);
@@ -65,9 +67,12 @@ class Loader {
     const CoreScalar c = resolve_scalar(n);
     Literal out;
     out.real = c.real;
-    if (c.kind == CoreScalar::Int && c.fits_int64) out.integer = c.integer;
-    else if (c.kind == CoreScalar::Int && !c.fits_uint64) fail(n, what + ": " + excerpt(n.Scalar()) + " is beyond every dtype's range");
-    else if (c.kind != CoreScalar::Float && c.kind != CoreScalar::Int) fail(n, what + " must be a number, got '" + shown(n) + "'");
+    if (c.kind == CoreScalar::Int && c.fits_int64)
+      out.integer = c.integer;
+    else if (c.kind == CoreScalar::Int && !c.fits_uint64)
+      fail(n, what + ": " + excerpt(n.Scalar()) + " is beyond every dtype's range");
+    else if (c.kind != CoreScalar::Float && c.kind != CoreScalar::Int)
+      fail(n, what + " must be a number, got '" + shown(n) + "'");
     return out;
   }
 
@@ -104,8 +109,8 @@ class Loader {
     if (allowed)
       for (const auto& v : e->variables())
         if (std::find(allowed->begin(), allowed->end(), v) == allowed->end())
-          fail(n, "unknown name '" + excerpt(v) + "' in expression '" + excerpt(text) + "'" + did_you_mean(v, *allowed) +
-                      "; names allowed here: " + join(*allowed));
+          fail(n, "unknown name '" + excerpt(v) + "' in expression '" + excerpt(text) + "'" +
+                      did_you_mean(v, *allowed) + "; names allowed here: " + join(*allowed));
     return e;
   }
 
@@ -135,7 +140,8 @@ class Loader {
     auto d = parse_dtype(str(n, "dtype"));
     if (!d) {
       std::vector<std::string> names = {"float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"};
-      fail(n, "unknown dtype '" + excerpt(n.Scalar()) + "'" + did_you_mean(n.Scalar(), names) + "; known: " + dtype_names());
+      fail(n, "unknown dtype '" + excerpt(n.Scalar()) + "'" + did_you_mean(n.Scalar(), names) +
+                  "; known: " + dtype_names());
     }
     return *d;
   }
@@ -145,16 +151,19 @@ class Loader {
     std::vector<std::string> names = {"sum", "avg", "prod", "min", "max"};
     if (!local) names.insert(names.end(), {"band", "bor", "bxor"});
     if (!r || (local && int(*r) > int(ReduceOp::Max)))
-      fail(n, "unknown reduce op '" + excerpt(n.Scalar()) + "'" + did_you_mean(n.Scalar(), names) + "; known: " + join(names));
+      fail(n, "unknown reduce op '" + excerpt(n.Scalar()) + "'" + did_you_mean(n.Scalar(), names) +
+                  "; known: " + join(names));
     return *r;
   }
 
   void flatten_values(const YAML::Node& n, size_t depth, TensorSpec& spec) const {
     if (n.IsSequence()) {
-      if (depth == spec.values_shape.size()) spec.values_shape.push_back(int64_t(n.size()));
+      if (depth == spec.values_shape.size())
+        spec.values_shape.push_back(int64_t(n.size()));
       else if (depth > spec.values_shape.size() || spec.values_shape[depth] != int64_t(n.size()))
         fail(n, "values is not rectangular: expected " +
-                    (depth < spec.values_shape.size() ? std::to_string(spec.values_shape[depth]) : std::string("a number")) +
+                    (depth < spec.values_shape.size() ? std::to_string(spec.values_shape[depth])
+                                                      : std::string("a number")) +
                     " entries here");
       for (const auto& c : n) flatten_values(c, depth + 1, spec);
       return;
@@ -186,7 +195,8 @@ class Loader {
     if (const auto f = n["fill"]) {
       spec.fill = number(f, "fill", kFillVars);
       if (!spec.fill.expr)
-        if (auto why = unrepresentable_literal({spec.fill.value, spec.fill.integer}, spec.dtype.value_or(default_dtype_)))
+        if (auto why =
+                unrepresentable_literal({spec.fill.value, spec.fill.integer}, spec.dtype.value_or(default_dtype_)))
           fail(f, *why);
     }
     return spec;
@@ -195,8 +205,10 @@ class Loader {
   TensorRef tensor_ref(const YAML::Node& n) const {
     TensorRef ref;
     ref.mark = mark_of(n);
-    if (n.IsScalar()) ref.name = n.Scalar();
-    else ref.spec = std::make_shared<TensorSpec>(tensor_spec(n));
+    if (n.IsScalar())
+      ref.name = n.Scalar();
+    else
+      ref.spec = std::make_shared<TensorSpec>(tensor_spec(n));
     return ref;
   }
 
@@ -259,8 +271,9 @@ class Loader {
     BenchSpec b;
     if (const auto c = n["collective"]) {
       auto op = parse_op(str(c, "collective"));
-      static const std::vector<std::string> tensor_ops = {"broadcast", "scatter", "gather", "all_gather", "reduce",
-                                                          "all_reduce", "reduce_scatter", "all_to_all", "send_recv"};
+      static const std::vector<std::string> tensor_ops = {"broadcast",      "scatter",    "gather",
+                                                          "all_gather",     "reduce",     "all_reduce",
+                                                          "reduce_scatter", "all_to_all", "send_recv"};
       if (!op || std::find(tensor_ops.begin(), tensor_ops.end(), c.Scalar()) == tensor_ops.end())
         fail(c, "bench: unknown collective '" + excerpt(c.Scalar()) + "'" + did_you_mean(c.Scalar(), tensor_ops) +
                     "; known: " + join(tensor_ops));
@@ -289,7 +302,8 @@ class Loader {
       // A factor a hair above 1 would make a list without end: count it before making it.
       const double count = std::floor(std::log(double(hi) / double(lo)) / std::log(factor) + 1e-9) + 1;
       if (!(count <= double(kMaxBenchSizes)))
-        fail(bytes["factor"] ? bytes["factor"] : bytes, "bench: min, max and factor make " +
+        fail(bytes["factor"] ? bytes["factor"] : bytes,
+             "bench: min, max and factor make " +
                  (std::isfinite(count) && count < 1e15 ? std::to_string(int64_t(count)) : std::string("endless")) +
                  " sizes; at most " + std::to_string(kMaxBenchSizes));
       b.bytes = byte_size_range(lo, hi, factor);
@@ -321,7 +335,9 @@ class Loader {
     for (auto& k : spec.keys) allowed.push_back(k);
     check_keys(n, allowed, std::string(spec.name) + " step");
     for (const auto& k : spec.required)
-      if (!n[k]) fail(n, std::string(spec.name) + " needs " + (k == "input" || k == "object" || k == "expr" || k == "output" ? "an " : "") + k);
+      if (!n[k])
+        fail(n, std::string(spec.name) + " needs " +
+                    (k == "input" || k == "object" || k == "expr" || k == "output" ? "an " : "") + k);
 
     if (const auto g = n["group"]) {
       s.group = str(g, "group");
@@ -349,8 +365,10 @@ class Loader {
     }
     if (const auto d = n["dim"]) {
       const int v = int_field(d, "dim", 0, "0 or more");
-      if (spec.whole_tensor_dim) s.local_dim = int(v);
-      else s.dim = int(v);
+      if (spec.whole_tensor_dim)
+        s.local_dim = int(v);
+      else
+        s.dim = int(v);
       s.dim_mark = mark_of(d);
     }
     if (n["keepdim"]) s.keepdim = boolean(n["keepdim"], "keepdim");
@@ -365,7 +383,8 @@ class Loader {
     }
     if (has("src")) s.src = rank_field(n, "src", s.src_mark);
     if (has("dst")) s.dst = rank_field(n, "dst", s.dst_mark);
-    if (has("src") && has("dst") && s.src == s.dst) fail(n["dst"], std::string(spec.name) + ": src and dst are the same rank");
+    if (has("src") && has("dst") && s.src == s.dst)
+      fail(n["dst"], std::string(spec.name) + ": src and dst are the same rank");
     if (n["async"]) s.async = boolean(n["async"], "async");
     if (const auto ss = n["split_sizes"]) {
       if (!ss.IsSequence()) fail(ss, "split_sizes must be a list (one size per rank)");
@@ -416,7 +435,8 @@ class Loader {
     if (const auto d = root["device"]) {
       sc.device = str(d, "device");
       if (sc.device != "cpu" && sc.device != "cuda")
-        fail(d, "unknown device '" + excerpt(sc.device) + "'" + did_you_mean(sc.device, {"cpu", "cuda"}) + "; known: cpu, cuda");
+        fail(d, "unknown device '" + excerpt(sc.device) + "'" + did_you_mean(sc.device, {"cpu", "cuda"}) +
+                    "; known: cpu, cuda");
     }
     if (root["dtype"]) sc.dtype = dtype(root["dtype"]);
     default_dtype_ = sc.dtype;
@@ -430,7 +450,8 @@ class Loader {
         Group grp;
         grp.name = kv.first.as<std::string>();
         grp.mark = mark_of(kv.second);
-        if (!kv.second.IsSequence() || kv.second.size() == 0) fail(kv.second, "group '" + excerpt(grp.name) + "' must be a non-empty list of ranks");
+        if (!kv.second.IsSequence() || kv.second.size() == 0)
+          fail(kv.second, "group '" + excerpt(grp.name) + "' must be a non-empty list of ranks");
         for (const auto& r : kv.second) {
           grp.members.push_back(int_field(r, "a group member", 0, "a rank (0 or more)"));
         }

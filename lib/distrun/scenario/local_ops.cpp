@@ -10,8 +10,8 @@ namespace distrun::scenario {
 
 namespace {
 bool is_rank_or_index_var(const std::string& n) {
-  return n == "rank" || n == "world_size" || n == "local_rank" || n == "local_world_size" || n == "i" ||
-         n == "j" || n == "k" || n == "idx";
+  return n == "rank" || n == "world_size" || n == "local_rank" || n == "local_world_size" || n == "i" || n == "j" ||
+         n == "k" || n == "idx";
 }
 
 // Binds i, j, k and idx for flat index `flat` of `shape`.
@@ -36,8 +36,10 @@ struct IndexVars {
 
 // A literal into an element: integers exactly into integer dtypes, everything else through double.
 void store(Tensor& t, int64_t flat, const Literal& v) {
-  if (v.integer && is_integer(t.dtype())) set_int(t, flat, *v.integer);
-  else t.set(flat, v.real);
+  if (v.integer && is_integer(t.dtype()))
+    set_int(t, flat, *v.integer);
+  else
+    t.set(flat, v.real);
 }
 
 std::string format_number(double v) {
@@ -72,9 +74,10 @@ void fill_values(const TensorSpec& spec, DType dtype, const Shape& shape, const 
       bad = std::isinf(scratch.get(0)) && std::isfinite(v);
     }
     if (bad)
-      throw error_at(file, spec.fill.mark, "fill '" + ex.text() + "' gives " + format_number(v) + " at index " +
-                                               std::to_string(e) + " on rank " + std::to_string(env.rank) + ": " +
-                                               unrepresentable(v, dtype).value_or("out of range"));
+      throw error_at(file, spec.fill.mark,
+                     "fill '" + ex.text() + "' gives " + format_number(v) + " at index " + std::to_string(e) +
+                         " on rank " + std::to_string(env.rank) + ": " +
+                         unrepresentable(v, dtype).value_or("out of range"));
     put(e, v);
   }
 }
@@ -100,14 +103,16 @@ Shape spec_shape(const TensorSpec& spec, DType default_dtype, const RankEnv& env
   for (const auto& s : spec.shape) {
     const double v = eval_number(s, env);
     if (!(v >= 0) || v != std::floor(v) || v > 1e12)
-      throw error_at(file, s.mark, "a shape entry must be a whole number of 0 or more, got " + format_number(v) +
-                                       " on rank " + std::to_string(env.rank));
+      throw error_at(file, s.mark,
+                     "a shape entry must be a whole number of 0 or more, got " + format_number(v) + " on rank " +
+                         std::to_string(env.rank));
     shape.push_back(int64_t(v));
   }
   if (spec.has_values && !spec.has_shape) shape = spec.values_shape;
   if (!checked_bytes(shape, dtype))
-    throw error_at(file, spec.mark, "shape " + shape_str(shape) + " of " + dtype_name(dtype) +
-                                        " has more bytes than int64 can count (on rank " + std::to_string(env.rank) + ")");
+    throw error_at(file, spec.mark,
+                   "shape " + shape_str(shape) + " of " + dtype_name(dtype) +
+                       " has more bytes than int64 can count (on rank " + std::to_string(env.rank) + ")");
   return shape;
 }
 
@@ -119,8 +124,9 @@ Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& e
     if (spec.values.size() == 1 && t.numel() != 1) {
       for (int64_t e = 0; e < t.numel(); ++e) store(t, e, spec.values[0]);  // a scalar fills the shape
     } else if (int64_t(spec.values.size()) != t.numel()) {
-      throw error_at(file, spec.mark, "values has " + std::to_string(spec.values.size()) + " elements, shape " +
-                                          shape_str(shape) + " needs " + std::to_string(t.numel()));
+      throw error_at(file, spec.mark,
+                     "values has " + std::to_string(spec.values.size()) + " elements, shape " + shape_str(shape) +
+                         " needs " + std::to_string(t.numel()));
     } else {
       for (int64_t e = 0; e < t.numel(); ++e) store(t, e, spec.values[size_t(e)]);
     }
@@ -169,13 +175,13 @@ Tensor apply_map(const Expression& e, const std::map<std::string, Tensor>& input
   Tensor out = Tensor::empty(shape, dtype);
   for (int64_t el = 0; el < out.numel(); ++el) {
     idx.set(values, shape, el);
-    for (const auto& b : bound)
-      values.set(b.index, b.t->get(b.broadcast ? 0 : el));
+    for (const auto& b : bound) values.set(b.index, b.t->get(b.broadcast ? 0 : el));
     const double v = values.eval();
     if (is_integer(dtype))
       if (auto why = unrepresentable(v, dtype))  // a cast would give 0 or a wrapped number silently
-        throw error_at(file, mark, "map '" + excerpt(e.text()) + "' gives " + format_number(v) + " at element " +
-                                       std::to_string(el) + " on rank " + std::to_string(env.rank) + ": " + *why);
+        throw error_at(file, mark,
+                       "map '" + excerpt(e.text()) + "' gives " + format_number(v) + " at element " +
+                           std::to_string(el) + " on rank " + std::to_string(env.rank) + ": " + *why);
     out.set(el, v);
   }
   return out;
@@ -184,8 +190,10 @@ Tensor apply_map(const Expression& e, const std::map<std::string, Tensor>& input
 Shape local_reduce_shape(const Shape& in, std::optional<int> dim, bool keepdim) {
   if (!dim) return keepdim ? Shape(in.size(), 1) : Shape{};
   Shape out = in;
-  if (keepdim) out[size_t(*dim)] = 1;
-  else out.erase(out.begin() + *dim);
+  if (keepdim)
+    out[size_t(*dim)] = 1;
+  else
+    out.erase(out.begin() + *dim);
   return out;
 }
 
@@ -217,13 +225,17 @@ Tensor local_reduce(const Tensor& in, ReduceOp op, std::optional<int> dim, bool 
         if (op == ReduceOp::Avg && extent > 0) set_int(out, o * inner + n, get_int(out, o * inner + n) / extent);
         continue;
       }
-      double acc = op == ReduceOp::Prod ? 1.0 : op == ReduceOp::Min ? std::numeric_limits<double>::infinity()
-                                             : op == ReduceOp::Max ? -std::numeric_limits<double>::infinity() : 0.0;
+      double acc = op == ReduceOp::Prod  ? 1.0
+                   : op == ReduceOp::Min ? std::numeric_limits<double>::infinity()
+                   : op == ReduceOp::Max ? -std::numeric_limits<double>::infinity()
+                                         : 0.0;
       for (int64_t x = 0; x < extent; ++x) {
         const double v = in.get(at(x));
         switch (op) {
           case ReduceOp::Prod: acc *= v; break;
-          case ReduceOp::Min: acc = std::isnan(v) || std::isnan(acc) ? v + acc : std::fmin(acc, v); break;  // NaN propagates
+          case ReduceOp::Min:
+            acc = std::isnan(v) || std::isnan(acc) ? v + acc : std::fmin(acc, v);
+            break;  // NaN propagates
           case ReduceOp::Max: acc = std::isnan(v) || std::isnan(acc) ? v + acc : std::fmax(acc, v); break;
           default: acc += v; break;
         }
@@ -269,21 +281,27 @@ nlohmann::ordered_json substitute(const nlohmann::ordered_json& v, const ObjectT
 }
 }  // namespace
 
-nlohmann::ordered_json substitute_object(const ObjectTemplate& t, const RankEnv& env) { return substitute(t.value, t, env); }
+nlohmann::ordered_json substitute_object(const ObjectTemplate& t, const RankEnv& env) {
+  return substitute(t.value, t, env);
+}
 
 int64_t get_int(const Tensor& t, int64_t flat) {
   return dispatch_storage(t.dtype(), [&](auto tag) -> int64_t {
     using T = decltype(tag);
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, uint16_t>) return int64_t(t.data_as<T>()[flat]);
-    else return int64_t(t.get(flat));
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, uint16_t>)
+      return int64_t(t.data_as<T>()[flat]);
+    else
+      return int64_t(t.get(flat));
   });
 }
 
 void set_int(Tensor& t, int64_t flat, int64_t value) {
   dispatch_storage(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, uint16_t>) t.data_as<T>()[flat] = T(value);
-    else t.set(flat, double(value));
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, uint16_t>)
+      t.data_as<T>()[flat] = T(value);
+    else
+      t.set(flat, double(value));
   });
 }
 

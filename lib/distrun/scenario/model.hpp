@@ -16,8 +16,22 @@
 namespace distrun::scenario {
 
 enum class Op {
-  Broadcast, Scatter, Gather, AllGather, Reduce, AllReduce, ReduceScatter, AllToAll, SendRecv,
-  Barrier, Map, AllGatherObject, GatherObject, BroadcastObject, Bench, LocalReduce
+  Broadcast,
+  Scatter,
+  Gather,
+  AllGather,
+  Reduce,
+  AllReduce,
+  ReduceScatter,
+  AllToAll,
+  SendRecv,
+  Barrier,
+  Map,
+  AllGatherObject,
+  GatherObject,
+  BroadcastObject,
+  Bench,
+  LocalReduce
 };
 
 /// The scenario-format name of an op ("all_reduce", ...).
@@ -37,7 +51,7 @@ struct Literal {
 /// A number written either as a literal or as an expression string.
 struct Number {
   double value = 0;
-  std::optional<int64_t> integer;  // a literal integer, exact
+  std::optional<int64_t> integer;          // a literal integer, exact
   std::shared_ptr<const Expression> expr;  // set when written as an expression
   Mark mark;
 };
@@ -47,17 +61,17 @@ struct TensorSpec {
   Mark mark;
   bool has_shape = false;
   std::vector<Number> shape;
-  Number fill;                     // default 0
+  Number fill;  // default 0
   bool has_values = false;
-  std::vector<Literal> values;     // flattened, row-major
-  Shape values_shape;              // the nesting of `values` ([] for a scalar)
-  std::optional<DType> dtype;      // default: the scenario's
+  std::vector<Literal> values;  // flattened, row-major
+  Shape values_shape;           // the nesting of `values` ([] for a scalar)
+  std::optional<DType> dtype;   // default: the scenario's
 };
 
 /// A step input: the name of a tensor, or an inline spec.
 struct TensorRef {
-  std::string name;                    // empty for an inline spec
-  std::shared_ptr<TensorSpec> spec;    // set for an inline spec
+  std::string name;                  // empty for an inline spec
+  std::shared_ptr<TensorSpec> spec;  // set for an inline spec
   Mark mark;
 };
 
@@ -81,7 +95,7 @@ struct BenchSpec {
 struct Step {
   Op op = Op::Barrier;
   Mark mark;
-  int index = 0;                      // position in steps, from 0
+  int index = 0;  // position in steps, from 0
   std::optional<std::string> group;
   Mark group_mark;
   bool print = true;
@@ -89,11 +103,11 @@ struct Step {
 
   TensorRef input;
   bool has_input = false;
-  std::string output;                 // resolved: defaults to the input's name
+  std::string output;  // resolved: defaults to the input's name
   Mark output_mark;
   int dim = 0;
   Mark dim_mark;
-  std::optional<int> local_dim;       // local_reduce: absent = over all elements
+  std::optional<int> local_dim;  // local_reduce: absent = over all elements
   bool keepdim = true;
   ReduceOp reduce = ReduceOp::Sum;
   bool has_reduce = false;
@@ -104,11 +118,11 @@ struct Step {
   std::vector<Number> split_sizes;
   Mark split_mark;
   bool async = false;
-  std::shared_ptr<const Expression> expr;   // map
+  std::shared_ptr<const Expression> expr;  // map
   Mark expr_mark;
   std::optional<std::vector<int>> ranks;
   Mark ranks_mark;
-  std::optional<DType> dtype;         // map: the output's dtype
+  std::optional<DType> dtype;  // map: the output's dtype
   ObjectTemplate object;
   BenchSpec bench;
 };

@@ -16,19 +16,21 @@ void validate_bench(Validation& v, const Step& s) {
   const DType dtype = b.dtype.value_or(v.scenario().dtype);
   if (!reduce_op_valid_for(b.reduce, dtype))
     v.fail(s.mark, v.where(s) + ": reduce op '" + reduce_op_name(b.reduce) + "' needs an integer dtype, bench uses " +
-                         dtype_name(dtype));
+                       dtype_name(dtype));
   if (b.root < 0 || b.root >= v.world_size())
     v.fail(s.mark, v.where(s) + ": root " + std::to_string(b.root) + " is out of range for a world of " +
-                         ranks_str(v.world_size()));
+                       ranks_str(v.world_size()));
   if (std::find(members.begin(), members.end(), b.root) == members.end())
     v.fail(s.mark, v.where(s) + ": root " + std::to_string(b.root) + " is not a member of group '" + *s.group + "'");
   // A bench rank holds an input, an output and the expected values of its largest size.
   for (size_t k = 0; k < b.bytes.size(); ++k) {
     int64_t need = 0;
     if (__builtin_mul_overflow(b.bytes[k], int64_t(3), &need)) need = INT64_MAX;
-    v.check_fits(need, s.mark, v.where(s) + ": size " + human_bytes(double(b.bytes[k])) + " (input, output and expected values)");
+    v.check_fits(need, s.mark,
+                 v.where(s) + ": size " + human_bytes(double(b.bytes[k])) + " (input, output and expected values)");
   }
-  if (b.collective == Op::SendRecv && members.size() < 2) v.fail(s.mark, v.where(s) + ": send_recv needs at least 2 ranks");
+  if (b.collective == Op::SendRecv && members.size() < 2)
+    v.fail(s.mark, v.where(s) + ": send_recv needs at least 2 ranks");
 }
 
 StepOutput run_bench_step(StepRunner& r, const Step& s, Backend& b) {
@@ -61,7 +63,9 @@ StepOutput run_bench_step(StepRunner& r, const Step& s, Backend& b) {
 
 std::vector<OpSpec> bench_ops() {
   std::vector<OpSpec> ops;
-  ops.push_back({Op::Bench, "bench", {"collective", "bytes", "dtype", "reduce", "iters", "warmup", "root"},
+  ops.push_back({Op::Bench,
+                 "bench",
+                 {"collective", "bytes", "dtype", "reduce", "iters", "warmup", "root"},
                  {"collective", "bytes"}});
   ops.back().result_at = ResultAt::None;
   ops.back().validate = validate_bench;

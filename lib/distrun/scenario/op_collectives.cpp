@@ -71,7 +71,9 @@ void validate_scatter(Validation& v, const Step& s) {
   validate_scatter_chunks(v, s, members, v.input(s, s.src));
 }
 
-void simulate_scatter(Reference& ref, const Step& s) { scatter_chunks(ref, s, ref.participants(s), ref.input(s, s.src)); }
+void simulate_scatter(Reference& ref, const Step& s) {
+  scatter_chunks(ref, s, ref.participants(s), ref.input(s, s.src));
+}
 
 StepOutput run_scatter(StepRunner& r, const Step& s, Backend& b) {
   Tensor in;
@@ -101,7 +103,8 @@ void validate_gather_any(Validation& v, const Step& s, bool to_one) {
     if (__builtin_add_overflow(out_bytes, *checked_bytes(t.shape, t.dtype), &out_bytes)) out_bytes = INT64_MAX;
   v.check_fits(out_bytes, s.mark, v.where(s) + ": the result");
   out[size_t(dim)] *= int64_t(members.size());
-  if (to_one) v.set_result(s, s.dst, {out, in[0].dtype});
+  if (to_one)
+    v.set_result(s, s.dst, {out, in[0].dtype});
   else
     for (int r : members) v.set_result(s, r, {out, in[0].dtype});
 }
@@ -117,7 +120,8 @@ void simulate_gather_any(Reference& ref, const Step& s, bool to_one) {
     out.scale = std::max(out.scale, t.scale);
   }
   out.value = Tensor::cat(parts, s.dim);
-  if (to_one) ref.set_result(s, s.dst, out);
+  if (to_one)
+    ref.set_result(s, s.dst, out);
   else
     for (int r : members) ref.set_result(s, r, out);
 }
@@ -137,13 +141,17 @@ void validate_reduction(Validation& v, const Step& s, bool to_one, bool scattere
   v.check_reduce(s, first.dtype);
   for (size_t k = 1; k < members.size(); ++k)
     v.require_same_shapes(s, {first, v.input(s, members[k])}, {members[0], members[k]}, -1);
-  if (scattered) validate_scatter_chunks(v, s, members, first);
-  else if (to_one) v.set_result(s, s.dst, first);
+  if (scattered)
+    validate_scatter_chunks(v, s, members, first);
+  else if (to_one)
+    v.set_result(s, s.dst, first);
   else
     for (int r : members) v.set_result(s, r, first);
 }
 
-void simulate_reduce(Reference& ref, const Step& s) { ref.set_result(s, s.dst, ref.reduce_members(s, ref.participants(s))); }
+void simulate_reduce(Reference& ref, const Step& s) {
+  ref.set_result(s, s.dst, ref.reduce_members(s, ref.participants(s)));
+}
 
 StepOutput run_reduce(StepRunner& r, const Step& s, Backend& b) {
   Tensor t = r.input(s).clone();
@@ -219,8 +227,8 @@ void validate_all_to_all(Validation& v, const Step& s) {
     const std::string on_rank = " on rank " + std::to_string(members[size_t(r)]);
     if (!s.has_split_sizes) {
       if (extent % n != 0)
-        v.fail(s.input.mark, v.where(s) + ": size " + std::to_string(extent) + " of dim " + std::to_string(dim) + on_rank +
-                                 " does not split into " + std::to_string(n) +
+        v.fail(s.input.mark, v.where(s) + ": size " + std::to_string(extent) + " of dim " + std::to_string(dim) +
+                                 on_rank + " does not split into " + std::to_string(n) +
                                  " equal chunks (give split_sizes for uneven splits)");
       for (auto& x : received) x += extent / n;
       continue;
@@ -233,7 +241,8 @@ void validate_all_to_all(Validation& v, const Step& s) {
       const Number& num = s.split_sizes[j];
       const double x = splits.at(j, v.env(members[size_t(r)]));
       if (!(x >= 0) || x != std::floor(x) || x > 1e15)
-        v.fail(num.mark, v.where(s) + ": a split size must be a whole number of 0 or more, got " + std::to_string(x) + on_rank);
+        v.fail(num.mark,
+               v.where(s) + ": a split size must be a whole number of 0 or more, got " + std::to_string(x) + on_rank);
       total += int64_t(x);
       received[j] += int64_t(x);
     }
@@ -299,12 +308,16 @@ StepOutput run_send_recv(StepRunner& r, const Step& s, Backend& b) {
   o.tag = s.index;
   if (r.rank() == s.src) {
     Tensor t = r.input(s);
-    if (s.async) b.isend(t, b.group_rank(s.dst), o)->wait();
-    else b.send(t, b.group_rank(s.dst), o);
+    if (s.async)
+      b.isend(t, b.group_rank(s.dst), o)->wait();
+    else
+      b.send(t, b.group_rank(s.dst), o);
   } else if (r.rank() == s.dst) {
     Tensor t = r.empty_like_expected(s);
-    if (s.async) b.irecv(t, b.group_rank(s.src), o)->wait();
-    else b.recv(t, b.group_rank(s.src), o);
+    if (s.async)
+      b.irecv(t, b.group_rank(s.src), o)->wait();
+    else
+      b.recv(t, b.group_rank(s.src), o);
     return {t, {}, {}};
   }
   return {};
@@ -345,7 +358,9 @@ std::vector<OpSpec> collective_ops() {
   ops.back().reads = Reads::EveryMember;
   ops.back().validate = [](Validation& v, const Step& s) { validate_gather_any(v, s, false); };
   ops.back().simulate = [](Reference& ref, const Step& s) { simulate_gather_any(ref, s, false); };
-  ops.back().run = [](StepRunner& r, const Step& s, Backend& b) { return StepOutput{all_gather(b, r.input(s), s.dim), {}, {}}; };
+  ops.back().run = [](StepRunner& r, const Step& s, Backend& b) {
+    return StepOutput{all_gather(b, r.input(s), s.dim), {}, {}};
+  };
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, -1); };
 
   ops.push_back({Op::Reduce, "reduce", keys({"dst", "reduce"}), {"input"}});

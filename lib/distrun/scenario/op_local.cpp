@@ -12,13 +12,15 @@ namespace {
 
 bool floating(DType t) { return !is_integer(t); }
 
-double propagated_error(Reference& ref, const Step& s, const std::map<std::string, Tensor>& inputs, const Shape& shape, int rank) {
+double propagated_error(Reference& ref, const Step& s, const std::map<std::string, Tensor>& inputs, const Shape& shape,
+                        int rank) {
   // How far the map's result can move when each input moves within its own tolerance: the
   // map evaluated (in float64) with one input shifted up and down by twice its allowed
   // error, the others held. This follows steep functions (exp(s) amplifies an ulp of s by s)
   // where a fixed number of ulps would not.
   const Reference::State& st = ref.state(rank);
-  const Tensor base = apply_map(*s.expr, inputs, shape, DType::Float64, ref.env(rank), ref.scenario().file, s.expr_mark);
+  const Tensor base =
+      apply_map(*s.expr, inputs, shape, DType::Float64, ref.env(rank), ref.scenario().file, s.expr_mark);
   std::vector<double> err(size_t(base.numel()), 0.0);
   for (const auto& [name, t] : inputs) {
     const RefTensor& tol = st.at(name);  // a tensor still as its spec made it is exact (ulps 0)
@@ -32,7 +34,8 @@ double propagated_error(Reference& ref, const Step& s, const std::map<std::strin
       }
       auto shifted = inputs;
       shifted[name] = moved;
-      const Tensor y = apply_map(*s.expr, shifted, shape, DType::Float64, ref.env(rank), ref.scenario().file, s.expr_mark);
+      const Tensor y =
+          apply_map(*s.expr, shifted, shape, DType::Float64, ref.env(rank), ref.scenario().file, s.expr_mark);
       for (int64_t e = 0; e < y.numel(); ++e) {
         const double d = std::fabs(y.get(e) - base.get(e));
         if (std::isfinite(d)) err[size_t(e)] += d / 2;  // the two directions, averaged
@@ -54,21 +57,23 @@ void validate_map_on_rank(Validation& v, const Step& s, int rank) {
     if (!t) {
       std::vector<std::string> names = {"rank", "world_size", "local_rank", "local_world_size", "i", "j", "k", "idx"};
       for (const auto& n : v.names(rank)) names.push_back(n);
-      v.fail(s.expr_mark, v.where(s) + ": '" + name + "' in expr is not a tensor defined on rank " + std::to_string(rank) +
-                              " nor a known name" + did_you_mean(name, names));
+      v.fail(s.expr_mark, v.where(s) + ": '" + name + "' in expr is not a tensor defined on rank " +
+                              std::to_string(rank) + " nor a known name" + did_you_mean(name, names));
     }
     if (!first) first = *t;
     if (numel_of(t->shape) != 1) {
       if (shape && *shape != t->shape)
-        v.fail(s.expr_mark, v.where(s) + ": tensors in expr have different shapes on rank " + std::to_string(rank) + ": " +
-                                shape_str(*shape) + " and " + shape_str(t->shape) + " ('" + name + "')");
+        v.fail(s.expr_mark, v.where(s) + ": tensors in expr have different shapes on rank " + std::to_string(rank) +
+                                ": " + shape_str(*shape) + " and " + shape_str(t->shape) + " ('" + name + "')");
       shape = t->shape;
     }
   }
   const TensorMeta* old_out = v.tensor(rank, s.output);
   if (!shape) {
-    if (first) shape = first->shape;
-    else if (old_out) shape = old_out->shape;
+    if (first)
+      shape = first->shape;
+    else if (old_out)
+      shape = old_out->shape;
     else
       v.fail(s.expr_mark, v.where(s) + ": expr names no tensor and output '" + s.output + "' does not exist on rank " +
                               std::to_string(rank) + ", so its shape is unknown");
@@ -93,7 +98,10 @@ void map_on_rank(Reference& ref, const Step& s, int rank) {
   }
   const std::optional<RefTensor> old_out = ref.tensor(rank, s.output);
   if (!shape) shape = !inputs.empty() ? inputs.begin()->second.shape() : old_out->value.shape();
-  DType dtype = s.dtype ? *s.dtype : first_dtype ? *first_dtype : old_out ? old_out->value.dtype() : ref.scenario().dtype;
+  DType dtype = s.dtype       ? *s.dtype
+                : first_dtype ? *first_dtype
+                : old_out     ? old_out->value.dtype()
+                              : ref.scenario().dtype;
   RefTensor out{apply_map(*s.expr, inputs, *shape, dtype, ref.env(rank), ref.scenario().file, s.expr_mark)};
   if (floating(dtype) && ulps > 0) {
     // Inexact inputs: allow their error to grow through the expression (exp, log, division).
@@ -127,7 +135,8 @@ StepOutput run_map(StepRunner& r, const Step& s, Backend&) {
   const Tensor& shape_of = r.expected(s).tensor.value;
   return {apply_map(*s.expr, inputs, shape_of.shape(), shape_of.dtype(), r.env(), r.scenario().file, s.expr_mark)
               .to(r.settings().device),
-          {}, {}};
+          {},
+          {}};
 }
 
 void validate_local_reduce(Validation& v, const Step& s) {

@@ -11,7 +11,9 @@ namespace distrun::scenario {
 
 namespace {
 
-nlohmann::ordered_json mine(StepRunner& r, const Step& s) { return encode_nonfinite(substitute_object(s.object, r.env())); }
+nlohmann::ordered_json mine(StepRunner& r, const Step& s) {
+  return encode_nonfinite(substitute_object(s.object, r.env()));
+}
 
 nlohmann::ordered_json as_list(const std::vector<nlohmann::ordered_json>& got) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
@@ -44,8 +46,12 @@ std::vector<OpSpec> object_ops() {
 
   ops.push_back({Op::GatherObject, "gather_object", {"object", "dst"}, {"object"}, true});
   ops.back().result_at = ResultAt::Dst;
-  ops.back().validate = [](Validation& v, const Step& s) { v.member_index(s, v.participants(s), s.dst, s.dst_mark, "dst"); };
-  ops.back().simulate = [](Reference& ref, const Step& s) { ref.set_object(s, s.dst, simulated_list(ref, s, ref.participants(s))); };
+  ops.back().validate = [](Validation& v, const Step& s) {
+    v.member_index(s, v.participants(s), s.dst, s.dst_mark, "dst");
+  };
+  ops.back().simulate = [](Reference& ref, const Step& s) {
+    ref.set_object(s, s.dst, simulated_list(ref, s, ref.participants(s)));
+  };
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) {
     auto got = gather_object(b, mine(r, s), b.group_rank(s.dst));
     if (r.rank() != s.dst) return StepOutput{};
@@ -54,7 +60,9 @@ std::vector<OpSpec> object_ops() {
   ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, s.dst); };
 
   ops.push_back({Op::BroadcastObject, "broadcast_object", {"object", "src"}, {"object"}, true});
-  ops.back().validate = [](Validation& v, const Step& s) { v.member_index(s, v.participants(s), s.src, s.src_mark, "src"); };
+  ops.back().validate = [](Validation& v, const Step& s) {
+    v.member_index(s, v.participants(s), s.src, s.src_mark, "src");
+  };
   ops.back().simulate = [](Reference& ref, const Step& s) {
     const auto members = ref.participants(s);
     const nlohmann::ordered_json obj = substitute_object(s.object, ref.env(s.src));

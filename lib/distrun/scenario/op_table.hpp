@@ -37,7 +37,9 @@ struct StepReport {
   std::vector<std::string> problems;
   int64_t wrong = 0;
 
-  nlohmann::ordered_json to_json() const { return {{"text", text}, {"records", records}, {"problems", problems}, {"wrong", wrong}}; }
+  nlohmann::ordered_json to_json() const {
+    return {{"text", text}, {"records", records}, {"problems", problems}, {"wrong", wrong}};
+  }
 };
 
 /// What one rank's run of a step produced: a tensor, an object, or (bench) a finished report.

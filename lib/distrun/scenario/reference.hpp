@@ -32,7 +32,7 @@ struct RefTensor {
 /// One rank's result of one step (nothing, a tensor, or an object).
 struct Expected {
   bool has_result = false;
-  std::string name;               // tensor results: the output name
+  std::string name;  // tensor results: the output name
   RefTensor tensor;
   std::optional<nlohmann::ordered_json> object;
 };
@@ -66,10 +66,10 @@ class Reference : public WorldView {
  private:
   // Marks, from the last step back, the results `own` needs: its own and those they read.
   void plan(std::optional<int> own);
-  std::vector<State> state_;                      // per rank
-  std::vector<std::vector<char>> wanted_;         // [step][rank]
-  std::vector<std::vector<int>> dropped_;         // [step]: ranks whose result nobody reads
-  std::vector<std::vector<Expected>> results_;    // [step][rank]
+  std::vector<State> state_;                    // per rank
+  std::vector<std::vector<char>> wanted_;       // [step][rank]
+  std::vector<std::vector<int>> dropped_;       // [step]: ranks whose result nobody reads
+  std::vector<std::vector<Expected>> results_;  // [step][rank]
 };
 
 /// The input as the collectives see it: a scalar takes part as a one-element vector.

@@ -27,7 +27,9 @@ bool tmpfile_unsupported(int e) { return e == EOPNOTSUPP || e == EISDIR || e == 
 
 ResultsFile::ResultsFile(const std::string& path, const std::string& keep)
     : path_(path), tmp_path_(path + ".tmp." + std::to_string(::getpid())) {
-  const auto refuse = [&](const std::string& why) { return ConfigError("cannot write the results file '" + path + "': " + why); };
+  const auto refuse = [&](const std::string& why) {
+    return ConfigError("cannot write the results file '" + path + "': " + why);
+  };
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (S_ISLNK(st.st_mode)) throw refuse("it is a symbolic link (give the file it points to)");
@@ -64,7 +66,8 @@ void ResultsFile::commit(const std::vector<std::string>& lines) {
     // rename it over the target, which replaces it atomically.
     const std::string self = "/proc/self/fd/" + std::to_string(::fileno(file_));
     std::remove(tmp_path_.c_str());
-    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp_path_.c_str(), AT_SYMLINK_FOLLOW) != 0) ok = false, error = errno;
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp_path_.c_str(), AT_SYMLINK_FOLLOW) != 0)
+      ok = false, error = errno;
   }
   if (std::fclose(file_) != 0 && ok) ok = false, error = errno;
   file_ = nullptr;

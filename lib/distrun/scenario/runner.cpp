@@ -195,7 +195,8 @@ class Runner final : public StepRunner {
     if (s.check && (!want.object || !same_json(*want.object, got))) {
       wrong = 1;
       report.problems.push_back("check failed: " + where(s) + " on rank " + std::to_string(world_->rank()) + ": got " +
-                                dump_lossless(got) + ", expected " + (want.object ? dump_lossless(*want.object) : "no result"));
+                                dump_lossless(got) + ", expected " +
+                                (want.object ? dump_lossless(*want.object) : "no result"));
     }
     report.wrong += wrong;
     if (s.print) report.text = header(s) + ": " + python_repr(got) + "\n";

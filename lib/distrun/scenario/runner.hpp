@@ -14,14 +14,14 @@ namespace distrun::scenario {
 class ResultsFile;
 
 struct RunSettings {
-  std::string results_path;          // empty: no results file
+  std::string results_path;                   // empty: no results file
   std::shared_ptr<ResultsFile> results_file;  // opened early by the caller (rank 0), else opened here
   int local_rank = 0;
   int local_world_size = 1;
-  Device device = Device::cpu();     // where the tensors live
-  std::string backend_name = "gloo"; // for bench rows
-  std::ostream* out = &std::cout;    // rank 0's results
-  std::ostream* err = &std::cerr;    // rank 0's check failures
+  Device device = Device::cpu();      // where the tensors live
+  std::string backend_name = "gloo";  // for bench rows
+  std::ostream* out = &std::cout;     // rank 0's results
+  std::ostream* err = &std::cerr;     // rank 0's check failures
 };
 
 /// Runs `scenario` (already validated by `reference`) as world->rank(). Collective: every

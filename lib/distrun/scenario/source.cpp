@@ -84,8 +84,10 @@ std::string normalize_line_ends(std::string text) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '\r') out += text[i];
-    else if (i + 1 >= text.size() || text[i + 1] != '\n') out += '\n';
+    if (text[i] != '\r')
+      out += text[i];
+    else if (i + 1 >= text.size() || text[i + 1] != '\n')
+      out += '\n';
   }
   return out;
 }
@@ -97,7 +99,8 @@ std::string read_scenario_text(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
   if (fd.get() < 0) throw ConfigError(path + ":0:0: cannot read the scenario file: " + std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw ConfigError(path + ":0:0: cannot read the scenario file: " + std::strerror(errno));
+  if (::fstat(fd.get(), &st) != 0)
+    throw ConfigError(path + ":0:0: cannot read the scenario file: " + std::strerror(errno));
   if (!S_ISREG(st.st_mode))
     throw ConfigError(path + ":0:0: the scenario is " + file_kind(st.st_mode) + ", not a regular file");
   const int64_t bound = max_scenario_bytes();
@@ -123,14 +126,13 @@ std::string read_scenario_text(const std::string& path) {
   for (size_t i = 0; i < text.size();) {
     const size_t n = utf8_sequence_length(text, i);
     if (n == 0)
-      throw error_at(path, {line, col}, "the file is not valid UTF-8 (bad byte 0x" +
-                                            hex_byte(static_cast<unsigned char>(text[i])) + ")");
+      throw error_at(path, {line, col},
+                     "the file is not valid UTF-8 (bad byte 0x" + hex_byte(static_cast<unsigned char>(text[i])) + ")");
     // YAML allows no control characters but tab, line feed and carriage return; yaml-cpp does
     // not refuse them itself, and a NUL byte can make its scanner loop while its memory grows.
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
-      throw error_at(path, {line, col}, "control character 0x" +
-                                            hex_byte(c) + " is not allowed in a YAML file");
+      throw error_at(path, {line, col}, "control character 0x" + hex_byte(c) + " is not allowed in a YAML file");
     if (text[i] == '\n') {
       ++line;
       col = 1;

@@ -18,7 +18,9 @@ RankEnv WorldView::env(int rank) const {
 
 void WorldView::fail(Mark m, const std::string& msg) const { throw error_at(sc_.file, m, msg); }
 
-std::string WorldView::where(const Step& s) const { return "step " + std::to_string(s.index) + " (" + op_name(s.op) + ")"; }
+std::string WorldView::where(const Step& s) const {
+  return "step " + std::to_string(s.index) + " (" + op_name(s.op) + ")";
+}
 
 std::vector<int> WorldView::participants(const Step& s) const {
   if (s.group) return sc_.find_group(*s.group)->members;
@@ -31,7 +33,9 @@ std::vector<int> WorldView::result_ranks(const Step& s) const {
   const auto members = participants(s);
   switch (op_spec(s.op).result_at) {
     case ResultAt::None: return {};
-    case ResultAt::Dst: return std::find(members.begin(), members.end(), s.dst) != members.end() ? std::vector<int>{s.dst} : std::vector<int>{};
+    case ResultAt::Dst:
+      return std::find(members.begin(), members.end(), s.dst) != members.end() ? std::vector<int>{s.dst}
+                                                                               : std::vector<int>{};
     case ResultAt::Members: break;
   }
   if (!s.ranks) return members;
@@ -98,8 +102,8 @@ void Validation::check_fits(int64_t bytes_per_rank, Mark m, const std::string& w
   int64_t on_host = 0;
   if (!__builtin_mul_overflow(bytes_per_rank, ranks_here, &on_host) && on_host <= memory) return;
   fail(m, what + " need" + (what.rfind("the ", 0) == 0 ? "" : "s") + " " + human_bytes(double(bytes_per_rank)) +
-              " per rank; " + std::to_string(ranks_here) + (ranks_here == 1 ? " rank" : " ranks") + " on this host need " +
-              human_bytes(double(bytes_per_rank) * double(ranks_here)) + ", more than its " +
+              " per rank; " + std::to_string(ranks_here) + (ranks_here == 1 ? " rank" : " ranks") +
+              " on this host need " + human_bytes(double(bytes_per_rank) * double(ranks_here)) + ", more than its " +
               human_bytes(double(memory)) + " of memory");
 }
 
@@ -137,7 +141,8 @@ void Validation::require_same_shapes(const Step& s, const std::vector<TensorMeta
                                      int except_dim) const {
   for (size_t i = 1; i < in.size(); ++i) {
     Shape a = as_vector_shape(in[0].shape), b = as_vector_shape(in[i].shape);
-    if (except_dim >= 0 && a.size() == b.size() && size_t(except_dim) < a.size()) a[size_t(except_dim)] = b[size_t(except_dim)];
+    if (except_dim >= 0 && a.size() == b.size() && size_t(except_dim) < a.size())
+      a[size_t(except_dim)] = b[size_t(except_dim)];
     if (a != b || in[0].dtype != in[i].dtype)
       fail(s.input.mark, where(s) + ": rank " + std::to_string(members[i]) + " has " + dtype_name(in[i].dtype) + " " +
                              shape_str(in[i].shape) + " but rank " + std::to_string(members[0]) + " has " +
@@ -159,21 +164,22 @@ std::vector<std::string> Validation::names(int rank) const {
 
 void Validation::check_reduce(const Step& s, DType dtype) const {
   if (!reduce_op_valid_for(s.reduce, dtype))
-    fail(s.reduce_mark, where(s) + ": reduce op '" + reduce_op_name(s.reduce) + "' needs an integer dtype, the tensor is " +
-                            dtype_name(dtype));
+    fail(s.reduce_mark, where(s) + ": reduce op '" + reduce_op_name(s.reduce) +
+                            "' needs an integer dtype, the tensor is " + dtype_name(dtype));
 }
 
 int Validation::check_dim(const Step& s, const Shape& shape) const {
   const int ndim = std::max(1, int(shape.size()));
   if (s.dim >= ndim)
-    fail(s.dim_mark, where(s) + ": dim " + std::to_string(s.dim) + " is out of range for shape " + shape_str(as_vector_shape(shape)));
+    fail(s.dim_mark, where(s) + ": dim " + std::to_string(s.dim) + " is out of range for shape " +
+                         shape_str(as_vector_shape(shape)));
   return s.dim;
 }
 
 void Validation::require_even_split(const Step& s, const Shape& shape, int dim, int n, const Shape& shown) const {
   if (shape[size_t(dim)] % n != 0)
-    fail(s.input.mark, where(s) + ": size " + std::to_string(shape[size_t(dim)]) + " of dim " + std::to_string(dim) + " of " +
-                           shape_str(shown) + " does not split into " + std::to_string(n) + " equal chunks");
+    fail(s.input.mark, where(s) + ": size " + std::to_string(shape[size_t(dim)]) + " of dim " + std::to_string(dim) +
+                           " of " + shape_str(shown) + " does not split into " + std::to_string(n) + " equal chunks");
 }
 
 void Validation::set_result(const Step& s, int rank, const TensorMeta& t) { state_[size_t(rank)][s.output] = t; }

@@ -50,7 +50,8 @@ class Validation : public WorldView {
   /// evaluated for every rank while they total at most kFillBudget, else for the first and the
   /// last rank; `own_rank` (a worker's) always has all of its own checked. Throws ConfigError
   /// "file:line:col: ..." for anything that cannot run.
-  Validation(const Scenario& scenario, int world_size, int local_world_size, std::optional<int> own_rank = std::nullopt);
+  Validation(const Scenario& scenario, int world_size, int local_world_size,
+             std::optional<int> own_rank = std::nullopt);
 
   static constexpr int64_t kFillBudget = int64_t(1) << 22;
 
@@ -85,7 +86,7 @@ class Validation : public WorldView {
   std::optional<int> own_;
   std::set<std::pair<const TensorSpec*, Shape>> fills_checked_;  // rank-independent fills, per shape
   int64_t fill_budget_ = kFillBudget;
-  bool sample_fills_ = false;                         // the budget cannot cover every rank
+  bool sample_fills_ = false;                             // the budget cannot cover every rank
   std::vector<std::map<std::string, TensorMeta>> state_;  // per rank
 };
 

@@ -60,7 +60,8 @@ class Walker {
       std::set<std::string> keys;
       for (const auto& kv : n) {
         if (kv.first.IsNull())
-          throw error_at(file_, mark_of(kv.first), "a mapping key must be a name, not null (quote it to mean the word)");
+          throw error_at(file_, mark_of(kv.first),
+                         "a mapping key must be a name, not null (quote it to mean the word)");
         if (!kv.first.IsScalar())
           throw error_at(file_, mark_of(kv.first), "a mapping key must be a plain name, not a list or a mapping");
         if (!keys.insert(kv.first.Scalar()).second)
@@ -75,13 +76,15 @@ class Walker {
   void count(const YAML::Node& n, int64_t more) {
     nodes_ += more;
     if (nodes_ > limits_.max_nodes)
-      throw error_at(file_, mark_of(n), "the document expands to more than " + std::to_string(limits_.max_nodes) +
-                                            " nodes (aliases count each time they are used)");
+      throw error_at(file_, mark_of(n),
+                     "the document expands to more than " + std::to_string(limits_.max_nodes) +
+                         " nodes (aliases count each time they are used)");
   }
 
   [[noreturn]] void too_deep(const YAML::Node& n) const {
-    throw error_at(file_, mark_of(n), "the document nests deeper than " + std::to_string(limits_.max_depth) +
-                                          " levels (aliases count each time they are used)");
+    throw error_at(file_, mark_of(n),
+                   "the document nests deeper than " + std::to_string(limits_.max_depth) +
+                       " levels (aliases count each time they are used)");
   }
 
   const std::string& file_;
@@ -107,7 +110,8 @@ void check_flow_depth(const std::string& file, const std::string& text, int max_
     if (quote) {
       if ((quote == '"' && c == '\\') || (quote == '\'' && c == '\'' && i + 1 < text.size() && text[i + 1] == '\''))
         ++i, ++col;
-      else if (c == quote) quote = 0;
+      else if (c == quote)
+        quote = 0;
       continue;
     }
     if (c == '#' && (i == 0 || text[i - 1] == ' ' || text[i - 1] == '\t' || text[i - 1] == '\n')) {
@@ -115,12 +119,12 @@ void check_flow_depth(const std::string& file, const std::string& text, int max_
       continue;
     }
     // A quote opens a scalar only where one may start (not inside a word such as it's).
-    if ((c == '"' || c == '\'') &&
-        (i == 0 || std::strchr(" \t\n[{,:-", text[i - 1]) != nullptr)) {
+    if ((c == '"' || c == '\'') && (i == 0 || std::strchr(" \t\n[{,:-", text[i - 1]) != nullptr)) {
       quote = c;
     } else if (c == '[' || c == '{') {
       if (++depth > max_depth)
-        throw error_at(file, Mark{line, col}, "the document nests deeper than " + std::to_string(max_depth) + " levels");
+        throw error_at(file, Mark{line, col},
+                       "the document nests deeper than " + std::to_string(max_depth) + " levels");
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
     }
@@ -187,7 +191,9 @@ bool all_of(std::string_view s, bool (*ok)(char)) { return !s.empty() && std::al
 bool is_dec(char c) { return c >= '0' && c <= '9'; }
 bool is_oct(char c) { return c >= '0' && c <= '7'; }
 bool is_hex(char c) { return is_dec(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-std::string_view unsigned_part(std::string_view s) { return !s.empty() && (s[0] == '-' || s[0] == '+') ? s.substr(1) : s; }
+std::string_view unsigned_part(std::string_view s) {
+  return !s.empty() && (s[0] == '-' || s[0] == '+') ? s.substr(1) : s;
+}
 
 // [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
 bool is_core_float(std::string_view s) {
@@ -207,7 +213,9 @@ bool is_core_float(std::string_view s) {
   return i == s.size();
 }
 
-bool one_of(std::string_view s, std::string_view a, std::string_view b, std::string_view c) { return s == a || s == b || s == c; }
+bool one_of(std::string_view s, std::string_view a, std::string_view b, std::string_view c) {
+  return s == a || s == b || s == c;
+}
 
 }  // namespace
 

@@ -99,8 +99,12 @@ double estimated_entropy_bits(std::string_view s) {
   while (period <= s.size() / 2 && !std::equal(s.begin() + long(period), s.end(), s.begin())) ++period;
   if (period > s.size() / 2) period = s.size();
   const std::set<char> distinct(s.begin(), s.end());
-  const auto any = [&](auto pred) { return std::any_of(s.begin(), s.end(), [&](char c) { return pred((unsigned char)c); }); };
-  const auto all = [&](auto pred) { return std::all_of(s.begin(), s.end(), [&](char c) { return pred((unsigned char)c); }); };
+  const auto any = [&](auto pred) {
+    return std::any_of(s.begin(), s.end(), [&](char c) { return pred((unsigned char)c); });
+  };
+  const auto all = [&](auto pred) {
+    return std::all_of(s.begin(), s.end(), [&](char c) { return pred((unsigned char)c); });
+  };
   const bool hex = all([](int c) { return std::isdigit(c) || (c >= 'a' && c <= 'f'); }) ||
                    all([](int c) { return std::isdigit(c) || (c >= 'A' && c <= 'F'); });
   double alphabet = 0;

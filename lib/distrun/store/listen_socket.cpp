@@ -60,8 +60,7 @@ ListeningSocket listening_socket_from_env() {
   char* end = nullptr;
   errno = 0;
   long fd = std::strtol(v, &end, 10);
-  if (errno != 0 || *end != '\0' || fd < 0 || fd > 1 << 24)
-    throw ConfigError(origin + ": not a descriptor number");
+  if (errno != 0 || *end != '\0' || fd < 0 || fd > 1 << 24) throw ConfigError(origin + ": not a descriptor number");
   return inspect_listening_socket(int(fd), origin);
 }
 

@@ -69,8 +69,9 @@ SessionAction ServerSession::handle_unauthenticated(const wire::Request& r) {
     // Our own proof, so the client knows it talks to its job's store before it writes to it.
     return reply(wire::Status::Ok, auth::proof(secret_, auth::Side::Server, ours, theirs));
   }
-  return close_because("missing or wrong job secret (" + std::string(phase_ == Phase::Fresh ? "no challenge asked" : "no proof") +
-                       " before command " + std::to_string(int(r.cmd)) + ")");
+  return close_because("missing or wrong job secret (" +
+                       std::string(phase_ == Phase::Fresh ? "no challenge asked" : "no proof") + " before command " +
+                       std::to_string(int(r.cmd)) + ")");
 }
 
 std::string ServerSession::reply_payload(const SessionAction& a) {

@@ -25,9 +25,7 @@ std::string PrefixStore::get(const std::string& key) {
   return inner_->get(k(key));
 }
 int64_t PrefixStore::add(const std::string& key, int64_t delta) { return inner_->add(k(key), delta); }
-void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds t) {
-  inner_->wait(k(keys), t);
-}
+void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds t) { inner_->wait(k(keys), t); }
 bool PrefixStore::check(const std::vector<std::string>& keys) { return inner_->check(k(keys)); }
 bool PrefixStore::remove(const std::string& key) { return inner_->remove(k(key)); }
 
@@ -92,8 +90,8 @@ void HashStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
     return true;
   };
   if (!cv_.wait_for(lock, timeout, all))
-    throw TimeoutError("store: timed out after " + std::to_string(timeout.count()) +
-                       " ms waiting for key(s) " + missing_keys(keys, has));
+    throw TimeoutError("store: timed out after " + std::to_string(timeout.count()) + " ms waiting for key(s) " +
+                       missing_keys(keys, has));
 }
 
 bool HashStore::check(const std::vector<std::string>& keys) {

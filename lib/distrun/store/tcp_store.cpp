@@ -34,7 +34,7 @@ struct TCPStore::Conn {
   std::shared_ptr<Exchange> late;  // a request whose reply did not come in time (kept connection)
   bool broken = false;
   std::string where;
-  auth::FrameSeal seal;  // every frame after the handshake, both ways (auth.hpp)
+  auth::FrameSeal seal;     // every frame after the handshake, both ways (auth.hpp)
   std::atomic<int> fd{-1};  // for abort() from another thread
 
   void start(const std::shared_ptr<Exchange>& x);
@@ -176,8 +176,10 @@ void TCPStore::authenticate(const std::string& secret, std::chrono::milliseconds
   } catch (const HandshakeCut&) {
     throw;
   } catch (const StoreError& e) {
-    throw StoreError("store: " + conn_->where + " refused this process's job secret (DISTRUN_STORE_SECRET differs "
-                     "from the store's?): " + e.what());
+    throw StoreError("store: " + conn_->where +
+                     " refused this process's job secret (DISTRUN_STORE_SECRET differs "
+                     "from the store's?): " +
+                     e.what());
   }
   if (!auth::equal_in_constant_time(theirs, auth::proof(secret, auth::Side::Server, server_nonce, client_nonce)))
     throw StoreError("store: the server at " + conn_->where + " could not prove the job secret: not this job's store");
@@ -235,9 +237,10 @@ void TCPStore::Conn::start(const std::shared_ptr<Exchange>& x) {
 std::string TCPStore::Conn::result(Exchange& x) {
   if (x.err) {
     broken = true;
-    std::string why = x.err == asio::error::eof            ? "connection closed by the server"
-                      : x.err == asio::error::message_size ? "a reply over the bound of " + std::to_string(wire::kMaxReply) + " bytes"
-                                                           : x.err.message();
+    std::string why = x.err == asio::error::eof ? "connection closed by the server"
+                      : x.err == asio::error::message_size
+                          ? "a reply over the bound of " + std::to_string(wire::kMaxReply) + " bytes"
+                          : x.err.message();
     throw StoreError("store: lost connection to " + where + ": " + why);
   }
   std::string_view reply;

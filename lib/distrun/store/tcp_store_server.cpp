@@ -120,7 +120,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       timer_.expires_after(srv_.opt.auth_timeout);
       timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
         if (!ec && !self->session_.open())
-          self->close_stranger("no authentication within " + std::to_string(self->srv_.opt.auth_timeout.count()) + " ms");
+          self->close_stranger("no authentication within " + std::to_string(self->srv_.opt.auth_timeout.count()) +
+                               " ms");
       });
     }
     read_header();
@@ -306,9 +307,10 @@ void TCPStoreServer::Impl::back_off(int err) {
   if (exhausted) {
     ++refused_while_exhausted;
     if (!exhausted_logged)
-      log().warn("distrun store: cannot accept a connection: {} (out of file descriptors); backing off, and "
-                 "closing the oldest unauthenticated connection to make room (logged once until accepting works)",
-                 std::strerror(err));
+      log().warn(
+          "distrun store: cannot accept a connection: {} (out of file descriptors); backing off, and "
+          "closing the oldest unauthenticated connection to make room (logged once until accepting works)",
+          std::strerror(err));
     exhausted_logged = true;
     for (int i = 0; i < 8 && !strangers.empty(); ++i) evict_oldest_stranger("the store ran out of descriptors");
   } else {
@@ -356,8 +358,8 @@ TCPStoreServer::TCPStoreServer(const TCPStoreServerOptions& options) : impl_(std
   auto& a = impl_->acceptor;
   if (options.listen_fd >= 0) {
     // Adopted, not bound: the one who bound it already holds the port, so no race to lose.
-    auto ls = inspect_listening_socket(options.listen_fd, "store server: listening descriptor " +
-                                                              std::to_string(options.listen_fd));
+    auto ls = inspect_listening_socket(options.listen_fd,
+                                       "store server: listening descriptor " + std::to_string(options.listen_fd));
     fcntl(ls.fd, F_SETFD, fcntl(ls.fd, F_GETFD) | FD_CLOEXEC);  // not for the workers' own children
     a.assign(ls.ipv6 ? tcp::v6() : tcp::v4(), ls.fd);
     impl_->address = ls.address;
@@ -373,8 +375,8 @@ TCPStoreServer::TCPStoreServer(const TCPStoreServerOptions& options) : impl_(std
       a.listen(asio::socket_base::max_listen_connections);
     } catch (const std::system_error& e) {
       std::string why = e.code() == asio::error::address_in_use ? "the port is already in use" : e.code().message();
-      throw StoreError("store server: cannot listen on " + options.host + ":" + std::to_string(options.port) +
-                       ": " + why);
+      throw StoreError("store server: cannot listen on " + options.host + ":" + std::to_string(options.port) + ": " +
+                       why);
     }
     impl_->address = a.local_endpoint().address().to_string();
   }

@@ -33,8 +33,8 @@ void failure_record(const std::string& text) {
   } catch (const MalformedMessage&) {
     // A record this version could have written decodes to what it was made from; the
     // host's line breaks are the one thing the encoder changes.
-    FailureRecord made{text.size() % 2 == 1, text.substr(0, text.size() / 3), int(text.size() % 7), int(text.size() % 5) - 1,
-                       text.substr(text.size() / 3)};
+    FailureRecord made{text.size() % 2 == 1, text.substr(0, text.size() / 3), int(text.size() % 7),
+                       int(text.size() % 5) - 1, text.substr(text.size() / 3)};
     FailureRecord back = FailureRecord::decode(made.encode());
     if (made.host.find('\n') == std::string::npos && !same(made, back)) std::abort();
     return;

@@ -40,7 +40,8 @@ void require_own_matches_whole(const std::string& path, int world) {
                a.tensor.ulps == b.tensor.ulps && a.tensor.scale == b.tensor.scale &&
                std::memcmp(a.tensor.value.data(), b.tensor.value.data(), a.tensor.value.nbytes()) == 0;
       if (!same) {
-        std::fprintf(stderr, "step %d on rank %d: the rank's own reference differs from the whole world's\n", s.index, rank);
+        std::fprintf(stderr, "step %d on rank %d: the rank's own reference differs from the whole world's\n", s.index,
+                     rank);
         std::abort();
       }
     }

@@ -76,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!was_open && c.session->open())
       c.seal = auth::FrameSeal(auth::session_key(kSecret, c.challenge, c.client_nonce), auth::Side::Client);
     if (!was_open) {
-      if (store.kv != before) std::abort();  // a stranger changed a key
+      if (store.kv != before) std::abort();                       // a stranger changed a key
       if (a.body.find(kPlan) != std::string::npos) std::abort();  // ...or read one
       if (a.kind == SessionAction::Reply && c.session->phase() == ServerSession::Phase::Challenged &&
           c.challenge.empty()) {

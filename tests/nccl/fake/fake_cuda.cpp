@@ -44,7 +44,9 @@ std::set<Event*> g_held;
 std::set<const void*> g_freed;
 
 int64_t now_ns() { return Clock::now().time_since_epoch() / std::chrono::nanoseconds(1); }
-Stream* as_stream(cudaStream_t s) { return s && s != cudaStreamLegacy && s != cudaStreamPerThread ? reinterpret_cast<Stream*>(s) : nullptr; }
+Stream* as_stream(cudaStream_t s) {
+  return s && s != cudaStreamLegacy && s != cudaStreamPerThread ? reinterpret_cast<Stream*>(s) : nullptr;
+}
 Event* as_event(cudaEvent_t e) { return reinterpret_cast<Event*>(e); }
 Comm* as_comm(ncclComm_t c) { return reinterpret_cast<Comm*>(c); }
 bool pending(Event* e) { return e->ready_at.load() > now_ns(); }
@@ -81,9 +83,13 @@ ncclResult_t launch(ncclComm_t comm, cudaStream_t stream, bool p2p, const void* 
 
 size_t type_size(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: case ncclUint8: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt8:
+    case ncclUint8: return 1;
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
     default: return 8;
   }
 }
@@ -101,18 +107,39 @@ cudaError_t cudaGetDeviceCount(int* count) {
     if (p == mask || p[-1] == ',') ++*count;
   return *count ? cudaSuccess : cudaErrorNoDevice;
 }
-cudaError_t cudaDriverGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
-cudaError_t cudaRuntimeGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
+cudaError_t cudaDriverGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char* cudaGetErrorString(cudaError_t) { return "fake CUDA error"; }
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
-cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr, int) { *value = 0; return cudaSuccess; }
-cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) { std::snprintf(id, size_t(len), "0000:%02x:00.0", device); return cudaSuccess; }
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr, int) {
+  *value = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int device) {
+  std::snprintf(id, size_t(len), "0000:%02x:00.0", device);
+  return cudaSuccess;
+}
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t*, int) { return cudaErrorNotSupported; }
 cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, enum cudaMemPoolAttr, void*) { return cudaErrorNotSupported; }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) { *s = reinterpret_cast<cudaStream_t>(new Stream); return cudaSuccess; }
-cudaError_t cudaStreamDestroy(cudaStream_t s) { delete as_stream(s); return cudaSuccess; }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) { *e = reinterpret_cast<cudaEvent_t>(new Event); return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
+  *s = reinterpret_cast<cudaStream_t>(new Stream);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete as_stream(s);
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) {
+  *e = reinterpret_cast<cudaEvent_t>(new Event);
+  return cudaSuccess;
+}
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_held.erase(as_event(e));
@@ -139,7 +166,10 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
   if (s == cudaStreamLegacy && pending(as_event(e))) ++g_legacy_waits_on_pending;
   return cudaSuccess;
 }
-cudaError_t cudaMalloc(void** p, size_t size) { *p = std::malloc(size ? size : 1); return cudaSuccess; }
+cudaError_t cudaMalloc(void** p, size_t size) {
+  *p = std::malloc(size ? size : 1);
+  return cudaSuccess;
+}
 cudaError_t cudaFree(void* p) {
   std::lock_guard<std::mutex> lock(g_mu);
   g_freed.insert(p);  // never reused: a test can ask whether it was freed
@@ -147,9 +177,18 @@ cudaError_t cudaFree(void* p) {
 }
 cudaError_t cudaMallocAsync(void** p, size_t size, cudaStream_t) { return cudaMalloc(p, size); }
 cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
-cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int) { *p = std::malloc(size); return cudaSuccess; }
-cudaError_t cudaFreeHost(void* p) { std::free(p); return cudaSuccess; }
-cudaError_t cudaMemset(void* p, int value, size_t count) { std::memset(p, value, count); return cudaSuccess; }
+cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int) {
+  *p = std::malloc(size);
+  return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMemset(void* p, int value, size_t count) {
+  std::memset(p, value, count);
+  return cudaSuccess;
+}
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind, cudaStream_t) {
   std::memmove(dst, src, count);
   return cudaSuccess;
@@ -166,7 +205,10 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
 }
 
 // --- NCCL 2.28's calls, on communicators that are ready at once.
-ncclResult_t ncclGetVersion(int* version) { *version = NCCL_VERSION_CODE; return ncclSuccess; }
+ncclResult_t ncclGetVersion(int* version) {
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   for (char& c : id->internal) c = char(std::rand());
   return ncclSuccess;
@@ -182,7 +224,10 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, 
 }
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* child, ncclConfig_t*) {
   Inside inside(comm, 0);
-  if (color == NCCL_SPLIT_NOCOLOR) { *child = nullptr; return ncclSuccess; }
+  if (color == NCCL_SPLIT_NOCOLOR) {
+    *child = nullptr;
+    return ncclSuccess;
+  }
   Comm* c = new Comm;
   c->rank = key;
   c->size = as_comm(comm)->size;  // the tests split into the whole group
@@ -194,8 +239,14 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   *state = ncclSuccess;
   return ncclSuccess;
 }
-ncclResult_t ncclCommFinalize(ncclComm_t comm) { Inside inside(comm, 0); return ncclSuccess; }
-ncclResult_t ncclCommDestroy(ncclComm_t comm) { delete as_comm(comm); return ncclSuccess; }
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  Inside inside(comm, 0);
+  return ncclSuccess;
+}
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  delete as_comm(comm);
+  return ncclSuccess;
+}
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   release_held();  // an abort makes the kernels return
   delete as_comm(comm);
@@ -204,29 +255,44 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 ncclResult_t ncclGroupStart() { return ncclSuccess; }
 ncclResult_t ncclGroupEnd() { return ncclSuccess; }
 ncclResult_t ncclAllReduce(const void* in, void* out, size_t count, ncclDataType_t dt, ncclRedOp_t, ncclComm_t comm,
-                           cudaStream_t s) { return launch(comm, s, false, in, out, count * type_size(dt)); }
+                           cudaStream_t s) {
+  return launch(comm, s, false, in, out, count * type_size(dt));
+}
 ncclResult_t ncclBroadcast(const void* in, void* out, size_t count, ncclDataType_t dt, int, ncclComm_t comm,
-                           cudaStream_t s) { return launch(comm, s, false, in, out, count * type_size(dt)); }
+                           cudaStream_t s) {
+  return launch(comm, s, false, in, out, count * type_size(dt));
+}
 ncclResult_t ncclReduce(const void* in, void* out, size_t count, ncclDataType_t dt, ncclRedOp_t, int, ncclComm_t comm,
-                        cudaStream_t s) { return launch(comm, s, false, in, out, count * type_size(dt)); }
-ncclResult_t ncclAllGather(const void* in, void* out, size_t count, ncclDataType_t dt, ncclComm_t comm, cudaStream_t s) {
+                        cudaStream_t s) {
+  return launch(comm, s, false, in, out, count * type_size(dt));
+}
+ncclResult_t ncclAllGather(const void* in, void* out, size_t count, ncclDataType_t dt, ncclComm_t comm,
+                           cudaStream_t s) {
   return launch(comm, s, false, in, out, count * type_size(dt));
 }
 ncclResult_t ncclReduceScatter(const void* in, void* out, size_t count, ncclDataType_t dt, ncclRedOp_t, ncclComm_t comm,
-                               cudaStream_t s) { return launch(comm, s, false, in, out, count * type_size(dt)); }
+                               cudaStream_t s) {
+  return launch(comm, s, false, in, out, count * type_size(dt));
+}
 ncclResult_t ncclAlltoAll(const void* in, void* out, size_t count, ncclDataType_t dt, ncclComm_t comm, cudaStream_t s) {
   return launch(comm, s, false, in, out, count * type_size(dt));
 }
-ncclResult_t ncclGather(const void* in, void* out, size_t count, ncclDataType_t dt, int, ncclComm_t comm, cudaStream_t s) {
+ncclResult_t ncclGather(const void* in, void* out, size_t count, ncclDataType_t dt, int, ncclComm_t comm,
+                        cudaStream_t s) {
   if (!in || !out) return ncclInvalidArgument;
   return launch(comm, s, false, in, out, count * type_size(dt));
 }
-ncclResult_t ncclScatter(const void* in, void* out, size_t count, ncclDataType_t dt, int, ncclComm_t comm, cudaStream_t s) {
+ncclResult_t ncclScatter(const void* in, void* out, size_t count, ncclDataType_t dt, int, ncclComm_t comm,
+                         cudaStream_t s) {
   if (!in || !out) return ncclInvalidArgument;
   return launch(comm, s, false, in, out, count * type_size(dt));
 }
-ncclResult_t ncclSend(const void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t s) { return launch(comm, s, true); }
-ncclResult_t ncclRecv(void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t s) { return launch(comm, s, true); }
+ncclResult_t ncclSend(const void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t s) {
+  return launch(comm, s, true);
+}
+ncclResult_t ncclRecv(void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t s) {
+  return launch(comm, s, true);
+}
 
 // --- The tests' controls.
 void fake_cuda_set_event_delay_us(int us) { g_delay_ns = int64_t(us) * 1000; }

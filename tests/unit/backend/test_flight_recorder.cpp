@@ -11,8 +11,7 @@ using namespace distrun;
 
 namespace {
 
-FlightEntry entry(uint64_t seq, const char* op, const char* group = "world",
-                  FlightState st = FlightState::Completed) {
+FlightEntry entry(uint64_t seq, const char* op, const char* group = "world", FlightState st = FlightState::Completed) {
   FlightEntry e;
   e.seq = seq;
   e.op = op;
@@ -33,8 +32,8 @@ RankFlight rank_with(int r, std::vector<FlightEntry> es) {
 TEST_CASE("flight analysis: the rank in another collective is named") {
   std::vector<RankFlight> ranks;
   for (int r = 0; r < 4; ++r)
-    ranks.push_back(rank_with(r, {entry(16, "all_reduce"), entry(17, r == 3 ? "all_gather" : "all_reduce", "world",
-                                                                   FlightState::Started)}));
+    ranks.push_back(rank_with(r, {entry(16, "all_reduce"),
+                                  entry(17, r == 3 ? "all_gather" : "all_reduce", "world", FlightState::Started)}));
   CHECK(first_mismatch(ranks) == "rank 3 in all_gather #17 while the others are in all_reduce #17");
   CHECK(any_unfinished(ranks));
   std::string table = describe_flights(ranks);
@@ -60,7 +59,8 @@ TEST_CASE("flight analysis: subgroups are compared among their members; agreemen
   ranks[0].entries.push_back(entry(2, "all_reduce", "g1", FlightState::Started));
   ranks[2].entries.push_back(entry(2, "all_reduce", "g1"));
   // Three members now: two in all_reduce, one in broadcast.
-  CHECK(first_mismatch(ranks) == "rank 1 in broadcast #2 of group g1 while the others are in all_reduce #2 of group g1");
+  CHECK(first_mismatch(ranks) ==
+        "rank 1 in broadcast #2 of group g1 while the others are in all_reduce #2 of group g1");
 }
 
 TEST_CASE("flight recorder: a ring keeps the last N, and a file is read by another reader") {
@@ -68,7 +68,8 @@ TEST_CASE("flight recorder: a ring keeps the last N, and a file is read by anoth
   auto a = FlightRecorder::attach(file.path(), 1, 7, 8);
   {
     FlightOrigin where("job.yaml:12");
-    for (uint64_t s = 1; s <= 6; ++s) a->finish(a->start("all_reduce", "world", s, 64, "float32"), FlightState::Completed);
+    for (uint64_t s = 1; s <= 6; ++s)
+      a->finish(a->start("all_reduce", "world", s, 64, "float32"), FlightState::Completed);
   }
   a->start("all_gather", "world", 7, 32, "int64");
   auto seen = read_flight_file(file.path());
@@ -108,8 +109,10 @@ TEST_CASE("RecordingBackend: every rank numbers the same collectives alike, grou
 
 TEST_CASE("flight analysis: far-apart sequence numbers are compared without walking the gap") {
   // The fuzzer's case: a report (or a corrupted ring) with #1 and #2^64-1 once looped for ever.
-  std::vector<RankFlight> ranks = {rank_with(0, {entry(1, "barrier"), entry(UINT64_MAX, "all_reduce", "world", FlightState::Started)}),
-                                   rank_with(1, {entry(1, "barrier"), entry(UINT64_MAX, "all_gather", "world", FlightState::Started)}),
-                                   rank_with(2, {entry(1, "barrier"), entry(UINT64_MAX, "all_reduce", "world", FlightState::Started)})};
-  CHECK(first_mismatch(ranks) == "rank 1 in all_gather #18446744073709551615 while the others are in all_reduce #18446744073709551615");
+  std::vector<RankFlight> ranks =
+      {rank_with(0, {entry(1, "barrier"), entry(UINT64_MAX, "all_reduce", "world", FlightState::Started)}),
+       rank_with(1, {entry(1, "barrier"), entry(UINT64_MAX, "all_gather", "world", FlightState::Started)}),
+       rank_with(2, {entry(1, "barrier"), entry(UINT64_MAX, "all_reduce", "world", FlightState::Started)})};
+  CHECK(first_mismatch(ranks) ==
+        "rank 1 in all_gather #18446744073709551615 while the others are in all_reduce #18446744073709551615");
 }

@@ -34,11 +34,11 @@ TEST_CASE("all_reduce: every op, every dtype, world sizes 1..8", "[collectives]"
   for (int n = 1; n <= 8; ++n) {
     run_ranks(n, [&](ProcessGroup& pg) {
       for (DType dt : kAllTypes) {
-        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max,
-                            ReduceOp::BAnd, ReduceOp::BOr, ReduceOp::BXor}) {
+        for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::BAnd,
+                            ReduceOp::BOr, ReduceOp::BXor}) {
           if (!reduce_op_valid_for(op, dt)) continue;
-          if (op == ReduceOp::Prod && (dt == DType::Int8 || dt == DType::UInt8 || dt == DType::Float16 ||
-                                       dt == DType::BFloat16) && n > 3)
+          if (op == ReduceOp::Prod &&
+              (dt == DType::Int8 || dt == DType::UInt8 || dt == DType::Float16 || dt == DType::BFloat16) && n > 3)
             continue;  // 8! overflows these types; covered at small n
           Tensor t = input(pg.rank(), {7}, dt);
           AllreduceOptions o;
@@ -242,7 +242,8 @@ TEST_CASE("every collective and dtype at one element either side of each size th
           const std::string at = std::string(dtype_name(dt)) + " count " + std::to_string(count);
           Tensor t = input(me, {count}, dt);
           b.all_reduce(t, AllreduceOptions{});
-          for (int64_t e = 0; e < count; ++e) RANK_REQUIRE_CTX(t.get(e) == sum_of(e), "all_reduce " << at << " e " << e);
+          for (int64_t e = 0; e < count; ++e)
+            RANK_REQUIRE_CTX(t.get(e) == sum_of(e), "all_reduce " << at << " e " << e);
 
           Tensor g = all_gather(b, input(me, {count}, dt), 0);
           for (int r = 0; r < n; ++r)
@@ -279,7 +280,8 @@ TEST_CASE("every collective and dtype at one element either side of each size th
           ScatterOptions so;
           so.root = 0;
           b.scatter(input(me, {count * n}, dt), part, so);
-          for (int64_t e = 0; e < count; ++e) RANK_REQUIRE_CTX(part.get(e) == in_value(0, me * count + e), "scatter " << at);
+          for (int64_t e = 0; e < count; ++e)
+            RANK_REQUIRE_CTX(part.get(e) == in_value(0, me * count + e), "scatter " << at);
 
           Tensor z = all_to_all(b, input(me, {count * n}, dt), 0);
           for (int src = 0; src < n; ++src)
@@ -406,13 +408,16 @@ TEST_CASE("subgroups: halves reduce separately, non-members get nothing", "[coll
 
 TEST_CASE("object collectives carry JSON values", "[collectives]") {
   run_ranks(3, [&](ProcessGroup& pg) {
-    nlohmann::ordered_json mine = {{"rank", pg.rank()}, {"value", pg.rank() * 10}, {"s", std::string(pg.rank() * 5, 'x')}};
+    nlohmann::ordered_json mine = {{"rank", pg.rank()},
+                                   {"value", pg.rank() * 10},
+                                   {"s", std::string(pg.rank() * 5, 'x')}};
     auto all = all_gather_object(pg.backend(), mine);
     RANK_REQUIRE(all.size() == 3);
     for (int r = 0; r < 3; ++r) RANK_REQUIRE(all[size_t(r)]["value"] == r * 10);
     auto g = gather_object(pg.backend(), mine, 1);
     RANK_REQUIRE(g.size() == (pg.rank() == 1 ? 3u : 0u));
-    auto b = broadcast_object(pg.backend(), pg.rank() == 2 ? nlohmann::ordered_json("from two") : nlohmann::ordered_json(nullptr), 2);
+    auto b = broadcast_object(pg.backend(),
+                              pg.rank() == 2 ? nlohmann::ordered_json("from two") : nlohmann::ordered_json(nullptr), 2);
     RANK_REQUIRE(b == "from two");
   });
 }
@@ -436,19 +441,22 @@ TEST_CASE("a missing peer becomes a timeout error, not a hang", "[collectives]")
   std::mutex mu;
   std::string error;
   REQUIRE_THROWS([&] {
-    run_ranks(2, [&](ProcessGroup& pg) {
-      if (pg.rank() == 1) return;
-      Tensor t = Tensor::zeros({4}, DType::Float32);
-      AllreduceOptions o;
-      o.timeout = std::chrono::milliseconds(300);
-      try {
-        pg.backend().all_reduce(t, o);
-      } catch (const Error& e) {
-        std::lock_guard<std::mutex> lock(mu);
-        error = e.what();
-        throw;
-      }
-    }, std::chrono::milliseconds(5000));
+    run_ranks(
+        2,
+        [&](ProcessGroup& pg) {
+          if (pg.rank() == 1) return;
+          Tensor t = Tensor::zeros({4}, DType::Float32);
+          AllreduceOptions o;
+          o.timeout = std::chrono::milliseconds(300);
+          try {
+            pg.backend().all_reduce(t, o);
+          } catch (const Error& e) {
+            std::lock_guard<std::mutex> lock(mu);
+            error = e.what();
+            throw;
+          }
+        },
+        std::chrono::milliseconds(5000));
   }());
   CHECK_THAT(error, Catch::Contains("rank 0: all_reduce failed"));
 }
@@ -461,8 +469,9 @@ TEST_CASE("invalid requests are clear errors", "[collectives]") {
     using distrun::testing::throws;
     RANK_REQUIRE(throws<BackendError>([&] { pg.backend().all_reduce(f, o); }).find("not valid for dtype float32") !=
                  std::string::npos);
-    RANK_REQUIRE(throws<BackendError>([&] { scatter(pg.backend(), Tensor::zeros({3}, DType::Float32), 0, 0); })
-                     .find("does not split") != std::string::npos);
+    RANK_REQUIRE(throws<BackendError>([&] {
+                   scatter(pg.backend(), Tensor::zeros({3}, DType::Float32), 0, 0);
+                 }).find("does not split") != std::string::npos);
     throws<BackendError>([&] { pg.backend().send(f, pg.rank(), {}); });
   });
 }

@@ -97,7 +97,9 @@ TEST_CASE("clone is deep, copies share storage") {
 
 TEST_CASE("pinned staging plan: every byte of a strided copy in exactly one piece that fits a half") {
   // The plan host_staging.cpp copies by (the copies themselves need a GPU: nccl_gpu_tests).
-  struct Case { size_t width, height, chunk; };
+  struct Case {
+    size_t width, height, chunk;
+  };
   for (Case c : {Case{8, 10, 32}, Case{32, 10, 32}, Case{33, 3, 32}, Case{100, 7, 32}, Case{5, 1, 4096},
                  Case{4096, 4096, 4096 * 3 + 1}, Case{1, 1, 1}}) {
     std::vector<int> seen(c.width * c.height, 0);
@@ -107,8 +109,10 @@ TEST_CASE("pinned staging plan: every byte of a strided copy in exactly one piec
       empty += p.bytes() == 0;
       for (size_t r = p.row; r < p.row + p.rows; ++r)
         for (size_t b = p.col; b < p.col + p.width; ++b) {
-          if (r < c.height && b < c.width) ++seen[r * c.width + b];
-          else ++outside;
+          if (r < c.height && b < c.width)
+            ++seen[r * c.width + b];
+          else
+            ++outside;
         }
     }
     CHECK(outside == 0);

@@ -17,8 +17,8 @@ TEST_CASE("hostlists expand like scontrol show hostnames") {
 }
 
 TEST_CASE("malformed hostlists are clear errors") {
-  for (const char* bad : {"node[01-04", "node]1[", "node[4-1]", "node[a-b]", "", "a,,b", "n[1-2", "n[[1]]",
-                          "n[]", "n[1-99999999999]"}) {
+  for (const char* bad :
+       {"node[01-04", "node]1[", "node[4-1]", "node[a-b]", "", "a,,b", "n[1-2", "n[[1]]", "n[]", "n[1-99999999999]"}) {
     INFO(bad);
     CHECK_THROWS_AS(expand_hostlist(bad), distrun::ConfigError);
   }

@@ -26,9 +26,15 @@ TEST_CASE("no variables: a world of one") {
 }
 
 TEST_CASE("PyTorch variables win over SLURM's") {
-  WorldInfo w = world_from_env(env({{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"},
-                                    {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "1"}, {"MASTER_ADDR", "h0"},
-                                    {"MASTER_PORT", "1234"}, {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "9"}}));
+  WorldInfo w = world_from_env(env({{"RANK", "3"},
+                                    {"WORLD_SIZE", "8"},
+                                    {"LOCAL_RANK", "1"},
+                                    {"LOCAL_WORLD_SIZE", "2"},
+                                    {"GROUP_RANK", "1"},
+                                    {"MASTER_ADDR", "h0"},
+                                    {"MASTER_PORT", "1234"},
+                                    {"SLURM_PROCID", "5"},
+                                    {"SLURM_NTASKS", "9"}}));
   CHECK(w.source == "pytorch");
   CHECK(w.rank == 3);
   CHECK(w.world_size == 8);
@@ -40,10 +46,14 @@ TEST_CASE("PyTorch variables win over SLURM's") {
 }
 
 TEST_CASE("SLURM: rank, local size from tasks per node, master from the nodelist, port from the job") {
-  auto vars = std::map<std::string, std::string>{{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "7"},
-                                                 {"SLURM_LOCALID", "1"}, {"SLURM_NODEID", "2"},
-                                                 {"SLURM_JOB_NUM_NODES", "3"}, {"SLURM_TASKS_PER_NODE", "2(x2),3"},
-                                                 {"SLURM_JOB_NODELIST", "gpu[07-09]"}, {"SLURM_JOB_ID", "4242"}};
+  auto vars = std::map<std::string, std::string>{{"SLURM_PROCID", "5"},
+                                                 {"SLURM_NTASKS", "7"},
+                                                 {"SLURM_LOCALID", "1"},
+                                                 {"SLURM_NODEID", "2"},
+                                                 {"SLURM_JOB_NUM_NODES", "3"},
+                                                 {"SLURM_TASKS_PER_NODE", "2(x2),3"},
+                                                 {"SLURM_JOB_NODELIST", "gpu[07-09]"},
+                                                 {"SLURM_JOB_ID", "4242"}};
   WorldInfo w = world_from_env(env(vars));
   CHECK(w.source == "slurm");
   CHECK(w.rank == 5);
@@ -73,8 +83,10 @@ TEST_CASE("a port from a job id stays below the ephemeral ports and spreads over
 }
 
 TEST_CASE("MPI: Open MPI, PMI and MVAPICH variables") {
-  WorldInfo o = world_from_env(env({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"},
-                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+  WorldInfo o = world_from_env(env({{"OMPI_COMM_WORLD_RANK", "2"},
+                                    {"OMPI_COMM_WORLD_SIZE", "4"},
+                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
                                     {"OMPI_MCA_ess_base_jobid", "77"}}));
   CHECK(o.source == "mpi");
   CHECK(o.rank == 2);

@@ -100,11 +100,10 @@ TEST_CASE("a rank whose buffer of n blocks is the wrong size: the same typed err
       so.root = 1;
       expect([&] { b.scatter(blocks, block, so); });
       b.all_reduce(block, {});  // the group still works
-      const std::vector<std::string> want = {
-          "all_gather #1: rank 1's output holds 12 bytes, not 2 blocks of 16",
-          "reduce_scatter #2: rank 1's input holds 12 bytes, not 2 blocks of 16",
-          "gather #3: rank 1's output holds 12 bytes, not 2 blocks of 16",
-          "scatter #4: rank 1's input holds 12 bytes, not 2 blocks of 16"};
+      const std::vector<std::string> want = {"all_gather #1: rank 1's output holds 12 bytes, not 2 blocks of 16",
+                                             "reduce_scatter #2: rank 1's input holds 12 bytes, not 2 blocks of 16",
+                                             "gather #3: rank 1's output holds 12 bytes, not 2 blocks of 16",
+                                             "scatter #4: rank 1's input holds 12 bytes, not 2 blocks of 16"};
       if (seen != want || block.get(0) != 2.0) {
         std::string got;
         for (auto& e : seen) got += "\n  " + e;
@@ -115,9 +114,10 @@ TEST_CASE("a rank whose buffer of n blocks is the wrong size: the same typed err
   }
 }
 
-TEST_CASE("disagreeing on the collective, dtype, op, root or all_to_all counts: same typed error everywhere, "
-          "and the group still works after it",
-          "[trust]") {
+TEST_CASE(
+    "disagreeing on the collective, dtype, op, root or all_to_all counts: same typed error everywhere, "
+    "and the group still works after it",
+    "[trust]") {
   for (auto path : kPaths) {
     INFO("path " << path_name(path));
     auto errors = on_ranks(3, path, [&](GlooBackend& b) {
@@ -153,7 +153,8 @@ TEST_CASE("disagreeing on the collective, dtype, op, root or all_to_all counts: 
       // Every rank stopped at the same collectives, so the next one still meets.
       Tensor ok = full(5, double(r + 1), DType::Float32);
       b.all_reduce(ok, {});
-      if (ok.get(4) != 6.0) throw std::runtime_error("all_reduce after the mismatches gave " + std::to_string(ok.get(4)));
+      if (ok.get(4) != 6.0)
+        throw std::runtime_error("all_reduce after the mismatches gave " + std::to_string(ok.get(4)));
     });
     for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
   }
@@ -180,14 +181,17 @@ TEST_CASE("send/recv that disagree on size or dtype: the same typed error on bot
           seen.push_back(e.what());
         }
       };
-      exchange(16, DType::Float32, 4, DType::Float32);   // longer than the receive: was an abort in Gloo
-      exchange(4, DType::Float32, 16, DType::Float32);   // shorter: was a silently short receive
-      exchange(4, DType::Int32, 4, DType::Float32);      // same bytes, another dtype
-      exchange(8, DType::Float64, 8, DType::Float64);    // agreeing: still delivered afterwards
-      const std::vector<std::string> want = {
-          "send/recv from rank 0 to rank 1 (tag 0): rank 0 sends 64 bytes of float32, rank 1 expects 16 bytes of float32",
-          "send/recv from rank 0 to rank 1 (tag 0): rank 0 sends 16 bytes of float32, rank 1 expects 64 bytes of float32",
-          "send/recv from rank 0 to rank 1 (tag 0): rank 0 sends 16 bytes of int32, rank 1 expects 16 bytes of float32"};
+      exchange(16, DType::Float32, 4, DType::Float32);  // longer than the receive: was an abort in Gloo
+      exchange(4, DType::Float32, 16, DType::Float32);  // shorter: was a silently short receive
+      exchange(4, DType::Int32, 4, DType::Float32);     // same bytes, another dtype
+      exchange(8, DType::Float64, 8, DType::Float64);   // agreeing: still delivered afterwards
+      const std::vector<std::string> want =
+          {"send/recv from rank 0 to rank 1 (tag 0): rank 0 sends 64 bytes of float32, rank 1 expects 16 bytes of "
+           "float32",
+           "send/recv from rank 0 to rank 1 (tag 0): rank 0 sends 16 bytes of float32, rank 1 expects 64 bytes of "
+           "float32",
+           "send/recv from rank 0 to rank 1 (tag 0): rank 0 sends 16 bytes of int32, rank 1 expects 16 bytes of "
+           "float32"};
       if (seen != want) {
         std::string got;
         for (auto& s : seen) got += "\n  " + s;
@@ -220,8 +224,10 @@ TEST_CASE("send/recv: every size beside the receive's is a typed error, never an
       if (mismatches != 400) throw std::runtime_error(std::to_string(mismatches) + " mismatches, not 400");
       // And the pair still delivers: 396 bytes where 396 are expected.
       Tensor t = full(396, b.rank() == 0 ? 7.0 : 0.0, DType::UInt8);
-      if (b.rank() == 0) b.send(t, 1, {});
-      else b.recv(t, 0, {});
+      if (b.rank() == 0)
+        b.send(t, 1, {});
+      else
+        b.recv(t, 0, {});
       if (t.get(0) != 7.0 || t.get(395) != 7.0) throw std::runtime_error("the agreeing message did not arrive");
     });
     for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
@@ -252,9 +258,11 @@ TEST_CASE("members with different DISTRUN_ALGO, DISTRUN_TRANSPORT or DISTRUN_HIE
     const char* rank1[] = {"DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=ring DISTRUN_HIERARCHY=auto",
                            "DISTRUN_TRANSPORT=auto DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto",
                            "DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto DISTRUN_HIERARCHY=flat"};
-    const std::string want = std::string("the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO and "
-                                         "DISTRUN_HIERARCHY: rank 0 has DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto "
-                                         "DISTRUN_HIERARCHY=auto, rank 1 has ") + rank1[which];
+    const std::string want = std::string(
+                                 "the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO and "
+                                 "DISTRUN_HIERARCHY: rank 0 has DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto "
+                                 "DISTRUN_HIERARCHY=auto, rank 1 has ") +
+                             rank1[which];
     for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == want);
   }
 }

@@ -92,7 +92,8 @@ void every_collective(Backend& b) {
     Tensor in = filled(2 * n, DType::Int32, [&](int64_t e) { return r * 1000 + (e / 2) * 10 + e % 2; });
     Tensor out = Tensor::zeros({2 * n}, DType::Int32);
     b.all_to_all(in, out, {});
-    for (int q = 0; q < n; ++q) RANK_REQUIRE_CTX(out.get(2 * q + 1) == q * 1000 + r * 10 + 1, ctx << " all_to_all from " << q);
+    for (int q = 0; q < n; ++q)
+      RANK_REQUIRE_CTX(out.get(2 * q + 1) == q * 1000 + r * 10 + 1, ctx << " all_to_all from " << q);
   }
   if (n > 1) {
     Tensor s = filled(4, DType::Float32, [&](int64_t e) { return r * 10 + e; });
@@ -137,9 +138,10 @@ void require_path(const Backend* g, const std::string& want) {
 
 }  // namespace
 
-TEST_CASE("mixed groups: shared memory within a host and TCP across hosts and hierarchical across hosts of 2 ranks "
-          "with every collective on each",
-          "[mixed]") {
+TEST_CASE(
+    "mixed groups: shared memory within a host and TCP across hosts and hierarchical across hosts of 2 ranks "
+    "with every collective on each",
+    "[mixed]") {
   const long before = distrun::testing::rank_checks;
   on_hosts({"hostA", "hostA", "hostB", "hostB"}, Hierarchy::Auto, [](GlooBackend& world) {
     require_path(&world, "hierarchical(shm x2, tcp x2)");
@@ -171,8 +173,7 @@ TEST_CASE("mixed groups: shared memory within a host and TCP across hosts and hi
   CHECK(distrun::testing::rank_checks > before);
 }
 
-TEST_CASE("hierarchical path over 3 hosts of 2 ranks interleaved and DISTRUN_HIERARCHY=flat forcing TCP",
-          "[mixed]") {
+TEST_CASE("hierarchical path over 3 hosts of 2 ranks interleaved and DISTRUN_HIERARCHY=flat forcing TCP", "[mixed]") {
   const long before = distrun::testing::rank_checks;
   on_hosts({"h0", "h1", "h2", "h0", "h1", "h2"}, Hierarchy::Auto, [](GlooBackend& world) {
     require_path(&world, "hierarchical(shm x2, tcp x3)");
@@ -222,9 +223,10 @@ void regrouped_collectives(Backend& b) {
 
 }  // namespace
 
-TEST_CASE("hierarchical all_gather, reduce_scatter and broadcast from every root put every element where the flat "
-          "path does, hosts contiguous or interleaved",
-          "[mixed]") {
+TEST_CASE(
+    "hierarchical all_gather, reduce_scatter and broadcast from every root put every element where the flat "
+    "path does, hosts contiguous or interleaved",
+    "[mixed]") {
   const long before = distrun::testing::rank_checks;
   on_hosts({"hostA", "hostA", "hostB", "hostB"}, Hierarchy::Auto, [](GlooBackend& world) {
     require_path(&world, "hierarchical(shm x2, tcp x2)");
@@ -262,7 +264,9 @@ TEST_CASE("DISTRUN_ALGO picks the algorithm family; a bad value or the retired D
     }
   } restore;
   GlooBackendOptions o;
-  for (auto [value, want] : {std::pair{"ring", Algorithm::Ring}, {"direct", Algorithm::Direct}, {"auto", Algorithm::Auto},
+  for (auto [value, want] : {std::pair{"ring", Algorithm::Ring},
+                             {"direct", Algorithm::Direct},
+                             {"auto", Algorithm::Auto},
                              {"", Algorithm::Auto}}) {
     setenv("DISTRUN_ALGO", value, 1);
     o.read_env();

@@ -74,7 +74,9 @@ std::string read_frame(int fd) {
   return body;
 }
 
-void write_all(int fd, const std::string& s) { REQUIRE(::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == ssize_t(s.size())); }
+void write_all(int fd, const std::string& s) {
+  REQUIRE(::send(fd, s.data(), s.size(), MSG_NOSIGNAL) == ssize_t(s.size()));
+}
 
 // A loopback server opened by the secret "s3cret", and the options of its clients.
 TCPStoreServerOptions secret_server() {
@@ -111,8 +113,8 @@ TEST_CASE("store session: no key is read or written before the secret is proved"
   StoreData data;
   data.kv["plan"] = "port and secret";
   const std::string secret = "job-secret";
-  for (auto cmd : {wire::Cmd::Get, wire::Cmd::Set, wire::Cmd::Add, wire::Cmd::Wait, wire::Cmd::Check,
-                   wire::Cmd::Remove, wire::Cmd::Ping}) {
+  for (auto cmd : {wire::Cmd::Get, wire::Cmd::Set, wire::Cmd::Add, wire::Cmd::Wait, wire::Cmd::Check, wire::Cmd::Remove,
+                   wire::Cmd::Ping}) {
     ServerSession s(data, secret, fixed_nonce);
     auto a = s.on_frame(payload(cmd, {"plan"}, "forged"));
     CHECK(a.kind == SessionAction::Close);
@@ -134,7 +136,8 @@ TEST_CASE("store session: the challenge-response opens the session, a wrong proo
   CHECK(s.phase() == ServerSession::Phase::Challenged);
 
   SECTION("right proof") {
-    auto ok = s.on_frame(payload(wire::Cmd::Auth, {auth::proof(secret, auth::Side::Client, challenge.body, client_nonce)}));
+    auto ok =
+        s.on_frame(payload(wire::Cmd::Auth, {auth::proof(secret, auth::Side::Client, challenge.body, client_nonce)}));
     CHECK(ok.kind == SessionAction::Reply);
     CHECK(ok.body == auth::proof(secret, auth::Side::Server, challenge.body, client_nonce));
     CHECK(s.open());
@@ -144,7 +147,8 @@ TEST_CASE("store session: the challenge-response opens the session, a wrong proo
     CHECK(data.kv["k"] == "v");
   }
   SECTION("the proof of another secret") {
-    auto no = s.on_frame(payload(wire::Cmd::Auth, {auth::proof("guess", auth::Side::Client, challenge.body, client_nonce)}));
+    auto no =
+        s.on_frame(payload(wire::Cmd::Auth, {auth::proof("guess", auth::Side::Client, challenge.body, client_nonce)}));
     CHECK(no.kind == SessionAction::ReplyThenClose);
     CHECK(no.status == wire::Status::Error);
     CHECK_FALSE(s.open());
@@ -157,7 +161,9 @@ TEST_CASE("store session: the challenge-response opens the session, a wrong proo
     auto replay = auth::proof(secret, auth::Side::Server, challenge.body, client_nonce);
     CHECK(s.on_frame(payload(wire::Cmd::Auth, {replay})).kind == SessionAction::ReplyThenClose);
   }
-  SECTION("a second Hello") { CHECK(s.on_frame(payload(wire::Cmd::Hello, {client_nonce})).kind == SessionAction::Close); }
+  SECTION("a second Hello") {
+    CHECK(s.on_frame(payload(wire::Cmd::Hello, {client_nonce})).kind == SessionAction::Close);
+  }
 }
 
 TEST_CASE("store session: add cannot overflow, waits are clamped") {
@@ -210,7 +216,7 @@ TEST_CASE("TCPStore: a reply over the bound is refused without allocating it") {
   FakeServer fake;
   auto server = std::async(std::launch::async, [&] {
     int c = ::accept(fake.fd, nullptr, nullptr);
-    read_frame(c);                  // a set
+    read_frame(c);                     // a set
     write_all(c, "\xff\xff\xff\xff");  // "4 GiB follow"
     std::this_thread::sleep_for(200ms);
     ::close(c);
@@ -255,7 +261,7 @@ TEST_CASE("TCPStore: a flood of strangers stays in its own pool while a rank joi
   TCPStore before("127.0.0.1", server.port(), o);
   std::vector<int> flood;
   for (int i = 0; i < 300; ++i) flood.push_back(raw_connect(server.port()));  // silent strangers
-  TCPStore during("127.0.0.1", server.port(), o);  // joins through the flood
+  TCPStore during("127.0.0.1", server.port(), o);                             // joins through the flood
   during.set("k", "v");
   CHECK(before.get("k") == "v");
   // At most the pool's worth of strangers is held (plus the two ranks).
@@ -339,7 +345,8 @@ namespace {
 auth::FrameSeal open_session(ServerSession& s, const std::string& secret) {
   const std::string client_nonce(auth::kNonceBytes, 'c');
   auto challenge = s.on_frame(payload(wire::Cmd::Hello, {client_nonce}));
-  auto ok = s.on_frame(payload(wire::Cmd::Auth, {auth::proof(secret, auth::Side::Client, challenge.body, client_nonce)}));
+  auto ok =
+      s.on_frame(payload(wire::Cmd::Auth, {auth::proof(secret, auth::Side::Client, challenge.body, client_nonce)}));
   REQUIRE(s.open());
   // The proof's reply is not sealed: it proves the server by itself.
   CHECK(s.reply_payload(ok).size() == 1 + auth::kProofBytes);
@@ -393,9 +400,7 @@ TEST_CASE("store session: after the proof every frame is sealed, and an altered,
     CHECK(s.on_frame(other_client.seal(payload(wire::Cmd::Set, {"k"}, "v"))).kind == SessionAction::Close);
     CHECK_FALSE(data.has("k"));
   }
-  SECTION("the server's own reply reflected back") {
-    CHECK(s.on_frame(reply).kind == SessionAction::Close);
-  }
+  SECTION("the server's own reply reflected back") { CHECK(s.on_frame(reply).kind == SessionAction::Close); }
 }
 
 TEST_CASE("auth: HKDF-SHA256 gives RFC 5869's first test vector") {

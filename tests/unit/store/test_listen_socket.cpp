@@ -105,12 +105,14 @@ TEST_CASE("a descriptor that is not a listening TCP socket is a ConfigError, and
   }
   SECTION("UDP") {
     int fd = bound_socket(SOCK_DGRAM);
-    CHECK_THAT(message_of<ConfigError>([&] { inspect_listening_socket(fd, "test"); }), Catch::Contains("not a stream (TCP) socket"));
+    CHECK_THAT(message_of<ConfigError>([&] { inspect_listening_socket(fd, "test"); }),
+               Catch::Contains("not a stream (TCP) socket"));
     ::close(fd);
   }
   SECTION("a regular file") {
     int fd = ::open("/proc/self/cmdline", O_RDONLY);
-    CHECK_THAT(message_of<ConfigError>([&] { inspect_listening_socket(fd, "test"); }), Catch::Contains("is not a socket"));
+    CHECK_THAT(message_of<ConfigError>([&] { inspect_listening_socket(fd, "test"); }),
+               Catch::Contains("is not a socket"));
     ::close(fd);
   }
   SECTION("a closed descriptor") {
@@ -120,7 +122,8 @@ TEST_CASE("a descriptor that is not a listening TCP socket is a ConfigError, and
   }
   SECTION("a Unix socket") {
     int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    CHECK_THAT(message_of<ConfigError>([&] { inspect_listening_socket(fd, "test"); }), Catch::Contains("not an IPv4 or IPv6 socket"));
+    CHECK_THAT(message_of<ConfigError>([&] { inspect_listening_socket(fd, "test"); }),
+               Catch::Contains("not an IPv4 or IPv6 socket"));
     ::close(fd);
   }
 }
@@ -130,7 +133,8 @@ TEST_CASE("DISTRUN_STORE_LISTEN_FD: unset, malformed, or naming a listening sock
   CHECK(listening_socket_from_env().fd == -1);
   {
     ScopedEnv e(kStoreListenFdEnv, "7x");
-    CHECK_THAT(message_of<ConfigError>([&] { listening_socket_from_env(); }), Catch::Contains("DISTRUN_STORE_LISTEN_FD=7x: not a descriptor number"));
+    CHECK_THAT(message_of<ConfigError>([&] { listening_socket_from_env(); }),
+               Catch::Contains("DISTRUN_STORE_LISTEN_FD=7x: not a descriptor number"));
   }
   int fd = bound_socket();
   ScopedEnv e(kStoreListenFdEnv, std::to_string(fd));
