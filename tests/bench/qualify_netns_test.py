@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_harness import BENCH, SCHEMA, check, main, skip, validate
+from bench_harness import BENCH, SCHEMA, Failed, check, main, skip, validate
 
 TAG = f"dq{os.getpid() % 100000}{random.randint(0, 9)}"
 HOSTS = int(os.environ.get("DISTRUN_QUALIFY_HOSTS", "4"))  # scripts/bench/qualify_times.py sets more
@@ -196,6 +196,22 @@ def test():
         shutil.rmtree(d, ignore_errors=True)
 
 
+# qualify's verdicts rest on bandwidths measured between namespaces on a shared 2-core host,
+# where a noisy minute can still fool the judge (a healthy run named two hosts once in CI's
+# suite). The test gets three attempts, each printing why it failed; a broken judge fails all.
+ATTEMPTS = 3
+
+
+def test_with_attempts():
+    for attempt in range(1, ATTEMPTS + 1):
+        try:
+            return test()
+        except Failed as e:
+            if attempt == ATTEMPTS:
+                raise
+            print(f"attempt {attempt} of {ATTEMPTS} failed, trying again:\n{e}", flush=True)
+
+
 if __name__ == "__main__":
     sys.argv[1:] = ["qualify_netns"]
-    main({"qualify_netns": test})
+    main({"qualify_netns": test_with_attempts})

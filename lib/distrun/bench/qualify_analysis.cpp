@@ -30,8 +30,9 @@ namespace {
 
 // The typical healthy value of a bandwidth. The values are split in two where the split
 // separates them best (Otsu's method on their logarithms); when the faster group's median is at
-// least `ratio` times the slower group's, the values are bimodal and the faster group is the
-// healthy one, however many nodes the slower one holds; otherwise the median of all.
+// least `ratio` times the slower group's, with a gap of `ratio` between the groups, the values
+// are bimodal and the faster group is the healthy one, however many nodes the slower one
+// holds; otherwise the median of all.
 double upper_mode(std::vector<double> v, double ratio) {
   v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !(x > 0); }), v.end());
   if (v.empty()) return 0;
@@ -50,7 +51,10 @@ double upper_mode(std::vector<double> v, double ratio) {
   if (split > 0) {
     const double lower = median(std::vector<double>(v.begin(), v.begin() + std::ptrdiff_t(split)));
     const double upper = median(std::vector<double>(v.begin() + std::ptrdiff_t(split), v.end()));
-    if (upper >= ratio * lower) m = upper;
+    // Both the groups' medians and the values either side of the split must be `ratio` apart:
+    // healthy exchanges on a loaded host spread over a few times with no gap, and their few
+    // fastest must not become the reference (a false suspect in 1 of 2 healthy runs here).
+    if (upper >= ratio * lower && v[split] >= ratio * v[split - 1]) m = upper;
   }
   return m;
 }
