@@ -41,7 +41,10 @@ void Watchdog::run() {
     }
     auto first = std::min_element(watches_.begin(), watches_.end(),
                                   [](const auto& a, const auto& b) { return a.second.deadline < b.second.deadline; });
-    cv_.wait_until(lock, std::min(first->second.deadline, next_check));
+    // A copy: wait_until reads its time point again after waking, when done() may have erased
+    // the watch it came from (std::min returns a reference into the map).
+    const Clock::time_point until = std::min(first->second.deadline, next_check);
+    cv_.wait_until(lock, until);
     // Woken by a watch that began or ended, or by the clock. Everything from here runs under the
     // lock, on the watches in flight now: a wait that ended meanwhile is never timed out (its
     // deadline is not carried over to the next operation), and done() cannot return between the
