@@ -289,8 +289,9 @@ void PathCollectives::all_to_all(Intent intent, const void* in, void* out, std::
   // Where the block from rank p lands in `out`: the blocks in rank order.
   std::vector<size_t> at(size_t(size_) + 1, 0);
   for (int p = 0; p < size_; ++p) at[size_t(p) + 1] = at[size_t(p)] + mine.recv_bytes[size_t(p)];
-  std::memcpy(o + at[size_t(rank_)], static_cast<const char*>(in) + mine.send_offset[size_t(rank_)],
-              mine.recv_bytes[size_t(rank_)]);
+  if (mine.recv_bytes[size_t(rank_)] != 0)  // an empty block may come with null buffers
+    std::memcpy(o + at[size_t(rank_)], static_cast<const char*>(in) + mine.send_offset[size_t(rank_)],
+                mine.recv_bytes[size_t(rank_)]);
   auto s = direct_copy(size_, [&](int reader, int p) {
     const Intent& from = table[size_t(p)];
     return Piece{p, from.send_offset[size_t(reader)], size_t(from.send_bytes[size_t(reader)]),
