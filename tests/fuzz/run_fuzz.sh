@@ -30,10 +30,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -r "$here/corpus/$target/." "$work/" 2>/dev/null || true
 # -rss_limit_mb and -timeout turn memory blow-ups and hangs into failures; leaks fail via ASan.
+# -error_exitcode=1: libFuzzer exits 77 on a crash by default, which ctest reads as SKIP.
 cd "$work"
 # (set +e: under pipefail a failing fuzzer would end the script here, before its artifact is shown)
 set +e
-"$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+"$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -error_exitcode=1 -print_final_stats=1 \
   -artifact_prefix="$work/" "$work" 2>&1 | tail -n 25
 status=${PIPESTATUS[0]}
 set -e
