@@ -47,6 +47,16 @@ def named_paths(doc):
     return out
 
 
+def report(missing, failure, success):
+    """Prints the verdict of a check over the docs: each missing item under FAIL, else PASS."""
+    if missing:
+        print(f"FAIL: {failure}:")
+        print("\n".join("  " + m for m in missing))
+        return 1
+    print(f"PASS: {success}")
+    return 0
+
+
 def case_paths():
     missing, checked = [], 0
     for doc in DOCS:
@@ -56,12 +66,8 @@ def case_paths():
             ok = os.path.isdir(full) if path.endswith("/") else os.path.exists(full)
             if not ok:
                 missing.append(f"{doc}:{line}: {path}")
-    if missing:
-        print(f"FAIL: {len(missing)} of the {checked} paths the docs name do not exist:")
-        print("\n".join("  " + m for m in missing))
-        return 1
-    print(f"PASS: the {checked} paths named by {len(DOCS)} docs exist")
-    return 0
+    return report(missing, f"{len(missing)} of the {checked} paths the docs name do not exist",
+                  f"the {checked} paths named by {len(DOCS)} docs exist")
 
 
 AREAS = ("unit", "launcher", "faults", "scenario", "store", "bench", "nccl", "package", "oracle", "suite", "fuzz")
@@ -84,12 +90,8 @@ def case_tests(ctest, build_dir):
             pattern = re.sub(r"\{[^}]*\}", "*", cited)
             if not any(fnmatch.fnmatchcase(n, pattern) for n in names):
                 missing.append(f"{doc}:{text.count(chr(10), 0, m.start()) + 1}: {cited}")
-    if missing:
-        print(f"FAIL: {len(missing)} of the {checked} tests the docs cite are not in the suite:")
-        print("\n".join("  " + m for m in missing))
-        return 1
-    print(f"PASS: the {checked} tests cited by {len(DOCS)} docs are in the suite ({len(names)} tests)")
-    return 0
+    return report(missing, f"{len(missing)} of the {checked} tests the docs cite are not in the suite",
+                  f"the {checked} tests cited by {len(DOCS)} docs are in the suite ({len(names)} tests)")
 
 
 def readme_commands():
