@@ -19,6 +19,7 @@ namespace {
 // prefix and the exchange's number.
 constexpr uint64_t kPhaseSlot = 0x4e5c000000000000ull;
 constexpr uint64_t kIntentSlot = 0x4e5d000000000000ull;
+constexpr uint64_t kConfirmSlot = 0x4e5e000000000000ull;
 // A piece moves in segments of this size, so that the reader folds one in while the next
 // arrives (and Gloo never holds a whole large piece in one message).
 constexpr size_t kSegment = size_t(1) << 20;
@@ -82,10 +83,34 @@ const std::vector<Intent>& TcpPath::meet(Intent intent, const void* base, uint64
     // The next exchange's receives go out before the check: a disagreement leaves the group
     // usable, and every rank posts them alike.
     post_intent_receives();
-    check_agreement(table_, false, global_ranks_);
+    try {
+      check_agreement(table_, false, global_ranks_);
+    } catch (const CollectiveMismatchError&) {
+      confirm_rows_read(timeout);
+      throw;
+    }
   }
   tag_ = next_tag_();
   return table_;
+}
+
+void TcpPath::confirm_rows_read(std::chrono::milliseconds timeout) noexcept {
+  try {
+    const uint64_t slot = kConfirmSlot | exchanges_;
+    std::vector<char> notes(size_t(size_), 0);
+    auto in = context_->createUnboundBuffer(notes.data(), notes.size());
+    char note = 1;
+    auto out = context_->createUnboundBuffer(&note, 1);
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_) {
+        in->recv(r, slot, size_t(r), 1);
+        out->send(r, slot, 0, 1);
+      }
+    for (int r = 1; r < size_; ++r)
+      if (!in->waitRecv(nullptr, timeout) || !out->waitSend(nullptr, timeout)) return;
+  } catch (const std::exception&) {
+    // A peer that already closed had read our row: its note is all that was lost.
+  }
 }
 
 void TcpPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) {

@@ -54,6 +54,13 @@ class TcpPath : public Path {
   std::function<uint32_t()> next_tag_;
   // Posts the receives of every peer's intent in exchange number `exchanges_ + 1`.
   void post_intent_receives();
+  // After a disagreement, before the error leaves: one note to and from every peer. Every rank
+  // finds the same disagreement in the same rows, but one that throws and closes its pairs at
+  // once can reset a connection whose peer has not yet read that rank's row, and the peer
+  // would report a lost connection instead of the disagreement. A peer's note arrives after its
+  // row on the same connection, and a peer sends its note only once it has read ours. Best
+  // effort: the rows are already here, so nothing a peer does now can change this rank's error.
+  void confirm_rows_read(std::chrono::milliseconds timeout) noexcept;
   uint64_t seq_ = 0;
   uint64_t exchanges_ = 0;      // intent exchanges so far (collectives marked kAgreed skip them)
   std::vector<uint64_t> rows_;  // every rank's intent row of the next exchange; ours at `rank_`
