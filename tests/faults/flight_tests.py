@@ -50,9 +50,10 @@ def case_scenario_origin():
     out = job.output()
     err = job.text("err")
     check(rc == 1, f"distrun exit {rc}, want 1", out)
-    lines = [l for l in err.splitlines() if l.startswith("  rank ") and "all_reduce #" in l]
+    lines = [l for l in err.splitlines() if l.startswith("  rank ") and " #" in l]
     check(len(lines) == 3, "one table line per rank", out)
-    # The second bench (line 13 of the scenario) is where every rank was.
+    # The second bench (line 13 of the scenario) is where every rank was: in its all_reduce
+    # loop, or (a slow start, e.g. under the sanitizers) in the barrier the bench opens with.
     check(all(l.rstrip().endswith(f"{scenario}:13") for l in lines), "each line names the step's file:line", out)
     expect_no_leftovers(mark)
 
