@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 
+from areas import AREAS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = ["README.md", "ARCHITECTURE.md", "CONTRIBUTING.md"] + sorted(
     os.path.join("docs", f) for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
@@ -68,9 +70,6 @@ def case_paths():
                 missing.append(f"{doc}:{line}: {path}")
     return report(missing, f"{len(missing)} of the {checked} paths the docs name do not exist",
                   f"the {checked} paths named by {len(DOCS)} docs exist")
-
-
-AREAS = ("unit", "launcher", "faults", "scenario", "store", "bench", "nccl", "package", "oracle", "suite", "fuzz")
 
 
 def case_tests(ctest, build_dir):

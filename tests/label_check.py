@@ -11,7 +11,8 @@ import re
 import subprocess
 import sys
 
-AREAS = {"unit", "scenario", "launcher", "nccl", "faults", "fuzz", "package", "oracle", "bench", "suite", "store"}
+from areas import AREAS
+
 STAGES = {"stage.lint", "stage.unit", "stage.integration"}
 NAME = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+){2,}$")
 
