@@ -16,7 +16,11 @@ if [[ $action == build ]]; then
     exit 77
   fi
   rm -rf "$probe"
-  cmake -S "$here/project" -B "$dir" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$dir.log" 2>&1 ||
+  # ccache, as scripts/build.sh uses it: a second run of the suite recompiles only what changed.
+  launcher=()
+  command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(cd "$here/../.." && pwd)}
+  cmake -S "$here/project" -B "$dir" "${launcher[@]}" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$dir.log" 2>&1 ||
     { cat "$dir.log"; exit 1; }
   cmake --build "$dir" -j"$(nproc)" >>"$dir.log" 2>&1 || { grep -E "error" -A5 "$dir.log" | head -60; exit 1; }
   echo "fuzz targets built in $dir"
