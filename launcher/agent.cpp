@@ -151,7 +151,7 @@ int run_agent(const LaunchOptions& o) {
       throw;
     }
     if (o.explain) {
-      explain_scenario(*sc, world, std::cout, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
+      explain_scenario(*sc, world, std::cout, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"), o.values);
       return 0;
     }
     if (o.check_only) {
