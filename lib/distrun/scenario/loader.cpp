@@ -466,6 +466,7 @@ class Loader {
     const auto steps = root["steps"];
     if (!steps) fail(root, "the scenario has no steps");
     if (!steps.is_sequence()) fail(steps, "steps must be a list");
+    sc.steps.reserve(steps.size());  // a Step is large: growing the list would copy each several times
     int i = 0;
     for (const auto& st : steps) sc.steps.push_back(step(st, i++));
     for (const auto& st : sc.steps) {
