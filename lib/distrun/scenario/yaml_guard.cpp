@@ -18,8 +18,7 @@ namespace distrun::scenario {
 namespace {
 
 // Refuses flow collections nested deeper than `max_depth` by scanning the raw text, before
-// either parser sees it: both take time quadratic in the depth (24 000 levels took 12 s, a
-// megabyte of '[' did not end). Quoted scalars and comments are skipped; a bracket inside a
+// the parser sees it: its time is quadratic in the depth (a megabyte of '[' would not end). Quoted scalars and comments are skipped; a bracket inside a
 // plain block scalar counts as well, which can only refuse a file that nests this deep by
 // appearance.
 void check_flow_depth(const std::string& file, const std::string& text, int max_depth) {
