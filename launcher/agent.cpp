@@ -1,6 +1,7 @@
 #include "agent.hpp"
 
 #include <sys/ioctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -151,7 +152,7 @@ int run_agent(const LaunchOptions& o) {
       throw;
     }
     if (o.explain) {
-      explain_scenario(*sc, world, std::cout, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"));
+      explain_scenario(*sc, world, std::cout, ::isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"), o.values);
       return 0;
     }
     if (o.check_only) {
@@ -383,6 +384,10 @@ int run_agent(const LaunchOptions& o) {
         const WorkerFailure& f = *result.failure;
         write_agent_error_file("worker rank " + std::to_string(f.rank) + " failed: " + what, summary,
                                read_error_file(f.error_file), 1);
+        // A scenario worker exits 2 when it refuses the scenario before joining (a fill value
+        // that only its own rank computes, past what the launcher evaluated): bad input, so
+        // distrun's status is that of bad input too.
+        if (o.mode == RunMode::scenario && WIFEXITED(f.wait_status) && WEXITSTATUS(f.wait_status) == 2) return 2;
       } else {
         write_agent_error_file("job failed; first failure: " + (first ? first->summary() : std::string("unknown")), "",
                                std::nullopt, 1);

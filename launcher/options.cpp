@@ -389,7 +389,10 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
       ->check(CLI::PositiveNumber);
   app.add_option(both_spellings("--log-level"), o.log_level, "worker log level (trace..off)");
   app.add_flag(both_spellings("--check"), o.check_only, "validate the scenario and exit");
-  app.add_flag(both_spellings("--explain"), o.explain, "draw who sends what to whom in each step, and exit");
+  auto* explain =
+      app.add_flag(both_spellings("--explain"), o.explain, "draw who sends what to whom in each step, and exit");
+  app.add_flag(both_spellings("--values"), o.values, "with --explain: every rank's values before and after each step")
+      ->needs(explain);
   app.add_flag("-v," + both_spellings("--verbose"), o.verbose, "say which interpreter and command the workers run");
 
   try {

@@ -50,6 +50,7 @@ struct LaunchOptions {
   std::optional<std::string> log_level;
   bool check_only = false;
   bool explain = false;  // draw who sends what to whom per step, and exit
+  bool values = false;   // with explain: every rank's values before and after each step
   bool verbose = false;  // -v: say which interpreter and command the workers run
   // torchrun 2.x options (see docs/launcher.md for what each does here).
   std::string rdzv_backend = "static";  // static | c10d: both are distrun's rendezvous

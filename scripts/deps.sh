@@ -12,7 +12,7 @@
 set -euo pipefail
 level=${1:-build}
 
-build_pkgs=(build-essential ccache cmake pkg-config libcli11-dev libgloo-dev libspdlog-dev libyaml-cpp-dev libyaml-dev help2man
+build_pkgs=(build-essential ccache cmake pkg-config libcli11-dev libgloo-dev libspdlog-dev libyaml-dev help2man
   catch2 libmuparser-dev nlohmann-json3-dev libasio-dev libssl-dev)
 lint_pkgs=(clang-format clang-tidy git python3)
 unit_pkgs=(python3 procps)

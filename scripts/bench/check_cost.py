@@ -4,16 +4,19 @@
   1. `distrun --check` of a 1 MiB all_reduce + reduce_scatter + all_to_all at N ranks
      (default 1024 and 4096): wall time, CPU time and peak RSS of the launcher's validation.
      Target: <= 2 s and <= 200 MB at 4096 ranks.
-  2. A checked 4 MiB all_reduce run at M ranks (default 32) on this host: the largest peak RSS
+  2. `distrun --check` of S barrier steps (default 200 000) at 2 ranks: what reading and checking
+     a long file costs. Target: <= 2 s.
+  3. A checked 4 MiB all_reduce run at M ranks (default 32) on this host: the largest peak RSS
      of one distrun-worker (peak_rss.py reads every worker's VmHWM). Target: <= 64 MB.
 
 The old figures are measured with --baseline BUILD (a build of the code before the change, e.g.
 main at 0c88d07) up to --baseline-max-ranks (the old check needs about 2 GB at 1024 ranks and
 8 GB at 4096), and are otherwise the ones recorded below (RECORDED_OLD).
 
-Usage: check_cost.py [--build DIR] [--baseline DIR] [--ranks N ...] [--worker-ranks M] [--label TEXT] [--table]
+Usage: check_cost.py [--build DIR] [--baseline DIR] [--ranks N ...] [--steps S] [--worker-ranks M] [--label TEXT]
+                     [--table]
 Prints one JSON object: {"label", "build", "baseline", "check": [{"ranks", "new": {"seconds",
-"cpu_seconds", "peak_mb", "rc"}, "old": {...}}], "worker": {"ranks", "new": {"largest_worker_mb",
+"cpu_seconds", "peak_mb", "rc"}, "old": {...}}], "steps": {"steps", "new", "old"}, "worker": {"ranks", "new": {"largest_worker_mb",
 "rc"}, "old": {...}}}; --table prints a Markdown table as well. Every measurement runs in a
 process of its own, so one run's peak never hides another's. The scenario files are written
 here, so both builds read the same input.
@@ -111,6 +114,11 @@ def table(out):
         for key, unit, target in (("cpu_seconds", "s CPU", "<= 2 s at 4096"), ("seconds", "s wall", "<= 2 s at 4096"),
                                   ("peak_mb", "MB", "<= 200 MB at 4096")):
             rows.append(f"| `--check` {key} | {c['ranks']} | {fig(c['old'], key, unit)} | {fig(c['new'], key, unit)} | {target} |")
+    if "steps" in out:
+        s = out["steps"]
+        for key, unit in (("cpu_seconds", "s CPU"), ("seconds", "s wall"), ("peak_mb", "MB")):
+            rows.append(f"| `--check` {key}, {s['steps']} barrier steps | 2 | {fig(s['old'], key, unit)} | "
+                        f"{fig(s['new'], key, unit)} | {'<= 2 s' if key != 'peak_mb' else ''} |")
     if "worker" in out:
         w = out["worker"]
         rows.append(f"| largest worker, checked 4 MiB all_reduce | {w['ranks']} | {fig(w['old'], 'largest_worker_mb', 'MB')} | "
@@ -127,6 +135,7 @@ def main():
     ap.add_argument("--baseline", help="a build of the code before the change (its bin/distrun)")
     ap.add_argument("--baseline-max-ranks", type=int, default=1024)
     ap.add_argument("--ranks", type=int, nargs="+", default=[1024, 4096])
+    ap.add_argument("--steps", type=int, default=200000, help="barrier steps of the long file (0: skip it)")
     ap.add_argument("--worker-ranks", type=int, default=32)
     ap.add_argument("--label", default="")
     ap.add_argument("--skip-worker", action="store_true")
@@ -147,6 +156,13 @@ def main():
             else:
                 row["old"] = RECORDED_OLD.get(ranks)
             out["check"].append(row)
+        if a.steps:
+            path = os.path.join(d, "check_cost_steps.yaml")
+            with open(path, "w") as f:
+                f.write("steps:\n" + "  - op: barrier\n" * a.steps)
+            s = {"steps": a.steps, "new": run_check(distrun, path, 2)}
+            s["old"] = dict(run_check(old_distrun, path, 2), source="measured (--baseline)") if old_distrun else None
+            out["steps"] = s
         if not a.skip_worker:
             worker_path = os.path.join(d, "check_cost_worker.yaml")
             with open(worker_path, "w") as f:

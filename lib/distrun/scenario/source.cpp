@@ -12,12 +12,6 @@
 
 namespace distrun::scenario {
 
-Mark mark_of(const YAML::Node& node) {
-  const YAML::Mark m = node.Mark();
-  if (m.is_null()) return {};
-  return {m.line + 1, m.column + 1};
-}
-
 ConfigError error_at(const std::string& file, Mark mark, const std::string& message) {
   return ConfigError(file + ":" + std::to_string(mark.line) + ":" + std::to_string(mark.col) + ": " + message);
 }
@@ -128,8 +122,8 @@ std::string read_scenario_text(const std::string& path) {
     if (n == 0)
       throw error_at(path, {line, col},
                      "the file is not valid UTF-8 (bad byte 0x" + hex_byte(static_cast<unsigned char>(text[i])) + ")");
-    // YAML allows no control characters but tab, line feed and carriage return; yaml-cpp does
-    // not refuse them itself, and a NUL byte can make its scanner loop while its memory grows.
+    // YAML allows no control characters but tab, line feed and carriage return: refused here
+    // with the place, before the parser sees the text.
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f)
       throw error_at(path, {line, col}, "control character 0x" + hex_byte(c) + " is not allowed in a YAML file");

@@ -1,8 +1,6 @@
 // Where things are in a scenario file, for `file:line:col: message` errors, and the helpers
 // that read YAML with those positions kept (UTF-8 check, did-you-mean suggestions).
 #pragma once
-#include <yaml-cpp/yaml.h>
-
 #include <sys/types.h>
 
 #include <string>
@@ -17,9 +15,6 @@ struct Mark {
   int line = 0;
   int col = 0;
 };
-
-/// The position of `node` (yaml-cpp counts from 0; files are read from 1).
-Mark mark_of(const YAML::Node& node);
 
 /// Builds ConfigError("file:line:col: message").
 ConfigError error_at(const std::string& file, Mark mark, const std::string& message);

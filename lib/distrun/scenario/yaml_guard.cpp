@@ -1,15 +1,13 @@
 #include "distrun/scenario/yaml_guard.hpp"
 
-#include <cerrno>
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <map>
-#include <tuple>
-#include <algorithm>
-#include <charconv>
 #include <string_view>
-#include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <yaml.h>
 
@@ -19,82 +17,8 @@ namespace distrun::scenario {
 
 namespace {
 
-// Counts the document as if every alias were expanded, without expanding it: an alias is the
-// same node as its anchor (yaml-cpp shares it), so each distinct node is walked once and its
-// expanded size and height are remembered and added again at every use. Walking a bomb of
-// 10^9 virtual nodes thus costs its few dozen real ones.
-class Walker {
- public:
-  Walker(const std::string& file, const YamlLimits& limits) : file_(file), limits_(limits) {}
-
-  void walk_document(const YAML::Node& n) { walk(n, 0); }
-
- private:
-  struct Extent {
-    int64_t nodes = 0;  // this node and everything below it, aliases expanded
-    int height = 0;     // levels below it
-  };
-
-  Extent walk(const YAML::Node& n, int depth) {
-    if (depth > limits_.max_depth) too_deep(n);
-    // Identity of the underlying node: where it starts in the text and what it is (an alias
-    // reports its anchor's position, so every use of one anchor meets the same entry).
-    const YAML::Mark m = n.Mark();
-    const auto key = std::make_tuple(m.pos, m.line, m.column, int(n.Type()), n.size());
-    if (auto it = seen_.find(key); it != seen_.end()) {
-      count(n, it->second.nodes);
-      if (depth + it->second.height > limits_.max_depth) too_deep(n);
-      return it->second;
-    }
-    Extent e;
-    e.nodes = 1;
-    count(n, 1);
-    auto child = [&](const YAML::Node& c) {
-      const Extent ce = walk(c, depth + 1);
-      e.nodes += ce.nodes;
-      e.height = std::max(e.height, ce.height + 1);
-    };
-    if (n.IsSequence()) {
-      for (const auto& c : n) child(c);
-    } else if (n.IsMap()) {
-      std::set<std::string> keys;
-      for (const auto& kv : n) {
-        if (kv.first.IsNull())
-          throw error_at(file_, mark_of(kv.first),
-                         "a mapping key must be a name, not null (quote it to mean the word)");
-        if (!kv.first.IsScalar())
-          throw error_at(file_, mark_of(kv.first), "a mapping key must be a plain name, not a list or a mapping");
-        if (!keys.insert(kv.first.Scalar()).second)
-          throw error_at(file_, mark_of(kv.first), "duplicate key '" + excerpt(kv.first.Scalar()) + "'");
-        child(kv.second);
-      }
-    }
-    if (!m.is_null()) seen_.emplace(key, e);
-    return e;
-  }
-
-  void count(const YAML::Node& n, int64_t more) {
-    nodes_ += more;
-    if (nodes_ > limits_.max_nodes)
-      throw error_at(file_, mark_of(n),
-                     "the document expands to more than " + std::to_string(limits_.max_nodes) +
-                         " nodes (aliases count each time they are used)");
-  }
-
-  [[noreturn]] void too_deep(const YAML::Node& n) const {
-    throw error_at(file_, mark_of(n),
-                   "the document nests deeper than " + std::to_string(limits_.max_depth) +
-                       " levels (aliases count each time they are used)");
-  }
-
-  const std::string& file_;
-  const YamlLimits& limits_;
-  int64_t nodes_ = 0;
-  std::map<std::tuple<int, int, int, int, std::size_t>, Extent> seen_;
-};
 // Refuses flow collections nested deeper than `max_depth` by scanning the raw text, before
-// either parser sees it: both take time quadratic in the depth (24 000 levels took 12 s, a
-// megabyte of '[' did not end). Quoted scalars and comments are skipped; a bracket inside a
+// the parser sees it: its time is quadratic in the depth (a megabyte of '[' would not end). Quoted scalars and comments are skipped; a bracket inside a
 // plain block scalar counts as well, which can only refuse a file that nests this deep by
 // appearance.
 void check_flow_depth(const std::string& file, const std::string& text, int max_depth) {
@@ -131,55 +55,247 @@ void check_flow_depth(const std::string& file, const std::string& text, int max_
   }
 }
 
-// Parses `text` with libyaml, events only (aliases are not expanded, so this is linear), and
-// throws the first syntax error, or the first scalar longer than `max_scalar`, with its position. yaml-cpp 0.7 can loop forever on some
-// malformed flow collections (found by fuzz_scenario), so it only sees text libyaml accepted.
-void check_syntax(const std::string& file, const std::string& text, size_t max_scalar) {
-  yaml_parser_t parser;
-  if (!yaml_parser_initialize(&parser)) throw ConfigError(file + ":0:0: cannot start the YAML parser");
-  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
-  std::string problem;
-  Mark where;
-  for (bool done = false; !done;) {
-    yaml_event_t event;
-    if (!yaml_parser_parse(&parser, &event)) {
-      problem = parser.problem ? parser.problem : "malformed YAML";
-      if (parser.context) problem = std::string(parser.context) + ": " + problem;
-      problem = "YAML syntax error: " + problem;
-      where = Mark{int(parser.problem_mark.line) + 1, int(parser.problem_mark.column) + 1};
-      break;
-    }
-    done = event.type == YAML_STREAM_END_EVENT;
-    if (event.type == YAML_SCALAR_EVENT && event.data.scalar.length > max_scalar) {
-      problem = "a scalar of " + std::to_string(event.data.scalar.length) + " bytes; at most " +
-                std::to_string(max_scalar) + " are read";
-      where = Mark{int(event.start_mark.line) + 1, int(event.start_mark.column) + 1};
-      yaml_event_delete(&event);
-      break;
-    }
-    yaml_event_delete(&event);
-  }
-  yaml_parser_delete(&parser);
-  if (!problem.empty()) throw error_at(file, where, problem);
-}
-
 }  // namespace
 
-YAML::Node load_one_document(const std::string& file, const std::string& text, const YamlLimits& limits) {
-  check_flow_depth(file, text, limits.max_depth);
-  check_syntax(file, text, limits.max_scalar_bytes);
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(text);
-  } catch (const YAML::Exception& e) {
-    Mark m = e.mark.is_null() ? Mark{} : Mark{e.mark.line + 1, e.mark.column + 1};
-    throw error_at(file, m, "YAML syntax error: " + e.msg);
+// Reads libyaml's events into a YamlDocument (aliases are not expanded, so this is linear in
+// the text) and applies every rule as the events arrive: the expanded size is counted as it
+// grows (an alias adds its anchor's expanded size), so a bomb is refused before it is built.
+class YamlBuilder {
+ public:
+  YamlBuilder(const std::string& file, const YamlLimits& limits, YamlDocument& doc)
+      : file_(file), limits_(limits), doc_(doc) {}
+
+  void run(const std::string& text) {
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser)) throw ConfigError(file_ + ":0:0: cannot start the YAML parser");
+    yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
+    try {
+      for (bool done = false; !done;) {
+        Event event(parser, file_);
+        done = event.e.type == YAML_STREAM_END_EVENT;
+        take(event.e);
+      }
+    } catch (...) {
+      yaml_parser_delete(&parser);
+      throw;
+    }
+    yaml_parser_delete(&parser);
+    if (doc_.nodes_.empty()) doc_.nodes_.emplace_back();  // an empty file: a null root
   }
-  if (docs.empty()) return YAML::Node();
-  if (docs.size() > 1)
-    throw error_at(file, mark_of(docs[1]), "a scenario file holds one YAML document; a second one starts here");
-  Walker(file, limits).walk_document(docs[0]);
-  return docs[0];
+
+ private:
+  using Kind = YamlDocument::Kind;
+
+  // One event, deleted when done with; a syntax error is thrown with its place.
+  struct Event {
+    Event(yaml_parser_t& parser, const std::string& file) {
+      if (yaml_parser_parse(&parser, &e)) return;
+      std::string problem = parser.problem ? parser.problem : "malformed YAML";
+      if (parser.context) problem = std::string(parser.context) + ": " + problem;
+      throw error_at(file, mark_of(parser.problem_mark), "YAML syntax error: " + problem);
+    }
+    ~Event() { yaml_event_delete(&e); }
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+    yaml_event_t e{};
+  };
+
+  // What a node expands to with its aliases: itself and every node below it, and its height.
+  struct Extent {
+    int64_t nodes = 1;
+    int height = 0;
+    bool complete = false;  // false while its collection is open
+  };
+  // A collection whose end has not come yet.
+  struct Open {
+    uint32_t node;
+    size_t first;                          // where its children start in pending_
+    std::unordered_set<std::string> keys;  // a large mapping's keys, for duplicates
+  };
+
+  static Mark mark_of(const yaml_mark_t& m) { return {int(m.line) + 1, int(m.column) + 1}; }
+  [[noreturn]] void fail(Mark m, const std::string& message) const { throw error_at(file_, m, message); }
+
+  void take(const yaml_event_t& e) {
+    switch (e.type) {
+      case YAML_DOCUMENT_START_EVENT: ++documents_; return;
+      case YAML_SCALAR_EVENT:
+      case YAML_ALIAS_EVENT:
+      case YAML_SEQUENCE_START_EVENT:
+      case YAML_MAPPING_START_EVENT: node(e); return;
+      case YAML_SEQUENCE_END_EVENT:
+      case YAML_MAPPING_END_EVENT: close(); return;
+      default: return;
+    }
+  }
+
+  void node(const yaml_event_t& e) {
+    const Mark m = mark_of(e.start_mark);
+    if (documents_ > 1) fail(m, "a scenario file holds one YAML document; a second one starts here");
+    const int depth = int(open_.size());
+    if (depth > limits_.max_depth) too_deep(m);
+    const bool is_key = !open_.empty() && doc_.nodes_[open_.back().node].kind == Kind::Map &&
+                        (pending_.size() - open_.back().first) % 2 == 0;
+    uint32_t index = 0;
+    if (e.type == YAML_ALIAS_EVENT) {
+      const std::string name = reinterpret_cast<const char*>(e.data.alias.anchor);
+      const auto it = anchors_.find(name);
+      if (it == anchors_.end())
+        fail(m, "the alias *" + excerpt(name) + " has no anchor &" + excerpt(name) + " before it");
+      index = it->second;
+      if (!extents_[index].complete) fail(m, "the alias *" + excerpt(name) + " is inside its own anchor");
+      if (!is_key) {
+        count(m, extents_[index].nodes);
+        if (depth + extents_[index].height > limits_.max_depth) too_deep(m);
+      }
+    } else {
+      index = uint32_t(doc_.nodes_.size());
+      YamlDocument::Node& n = doc_.nodes_.emplace_back();
+      n.mark = m;
+      extents_.emplace_back();
+      const unsigned char* anchor = nullptr;
+      if (e.type == YAML_SCALAR_EVENT) {
+        const auto& s = e.data.scalar;
+        if (s.length > limits_.max_scalar_bytes)
+          fail(m, "a scalar of " + std::to_string(s.length) + " bytes; at most " +
+                      std::to_string(limits_.max_scalar_bytes) + " are read");
+        n.text.assign(reinterpret_cast<const char*>(s.value), s.length);
+        n.quoted = s.style != YAML_PLAIN_SCALAR_STYLE ||
+                   (s.tag && std::strcmp(reinterpret_cast<const char*>(s.tag), "!") == 0);
+        n.kind = !n.quoted && is_null_word(n.text) ? Kind::Null : Kind::Scalar;
+        extents_.back().complete = true;
+        anchor = s.anchor;
+      } else if (e.type == YAML_SEQUENCE_START_EVENT) {
+        n.kind = Kind::Sequence;
+        anchor = e.data.sequence_start.anchor;
+      } else {
+        n.kind = Kind::Map;
+        anchor = e.data.mapping_start.anchor;
+      }
+      if (anchor) anchors_[reinterpret_cast<const char*>(anchor)] = index;
+      if (!is_key) count(m, 1);
+    }
+    if (is_key) key(m, index);
+    if (!open_.empty()) pending_.push_back(index);
+    if (doc_.nodes_[index].kind == Kind::Sequence || doc_.nodes_[index].kind == Kind::Map) {
+      if (!extents_[index].complete)
+        open_.push_back({index, pending_.size(), {}});
+      else
+        add_to_parent(index);
+    } else if (!is_key) {
+      add_to_parent(index);
+    }
+  }
+
+  // A mapping key: a scalar name, once per mapping.
+  void key(Mark m, uint32_t index) {
+    const YamlDocument::Node& k = doc_.nodes_[index];
+    if (k.kind == Kind::Null) fail(m, "a mapping key must be a name, not null (quote it to mean the word)");
+    if (k.kind != Kind::Scalar) fail(m, "a mapping key must be a plain name, not a list or a mapping");
+    Open& o = open_.back();
+    const size_t before = (pending_.size() - o.first) / 2;
+    constexpr size_t kScanned = 16;  // small mappings (nearly all) are scanned
+    bool repeated = false;
+    if (before < kScanned) {
+      for (size_t i = 0; i < before && !repeated; ++i) repeated = doc_.nodes_[pending_[o.first + 2 * i]].text == k.text;
+    } else {
+      if (o.keys.empty())
+        for (size_t i = 0; i < before; ++i) o.keys.insert(doc_.nodes_[pending_[o.first + 2 * i]].text);
+      repeated = !o.keys.insert(k.text).second;
+    }
+    if (repeated) fail(m, "duplicate key '" + excerpt(k.text) + "'");
+  }
+
+  void close() {
+    const Open o = std::move(open_.back());
+    open_.pop_back();
+    YamlDocument::Node& n = doc_.nodes_[o.node];
+    n.first = uint32_t(doc_.links_.size());
+    n.count = uint32_t(pending_.size() - o.first);
+    doc_.links_.insert(doc_.links_.end(), pending_.begin() + std::ptrdiff_t(o.first), pending_.end());
+    pending_.resize(o.first);
+    extents_[o.node].complete = true;
+    add_to_parent(o.node);
+  }
+
+  // Adds a complete node's extent to the collection it is a value or an entry of.
+  void add_to_parent(uint32_t index) {
+    if (open_.empty()) return;
+    Extent& parent = extents_[open_.back().node];
+    parent.nodes += extents_[index].nodes;
+    parent.height = std::max(parent.height, extents_[index].height + 1);
+  }
+
+  static bool is_null_word(const std::string& s) {
+    return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+  }
+
+  void count(Mark m, int64_t more) {
+    nodes_ += more;
+    if (nodes_ > limits_.max_nodes)
+      fail(m, "the document expands to more than " + std::to_string(limits_.max_nodes) +
+                  " nodes (aliases count each time they are used)");
+  }
+
+  [[noreturn]] void too_deep(Mark m) const {
+    fail(m, "the document nests deeper than " + std::to_string(limits_.max_depth) +
+                " levels (aliases count each time they are used)");
+  }
+
+  const std::string& file_;
+  const YamlLimits& limits_;
+  YamlDocument& doc_;
+  std::vector<Extent> extents_;  // one per node of doc_
+  std::vector<Open> open_;
+  std::vector<uint32_t> pending_;  // the children of the open collections, innermost last
+  std::unordered_map<std::string, uint32_t> anchors_;
+  int64_t nodes_ = 0;
+  int documents_ = 0;
+};
+
+YamlDocument load_one_document(const std::string& file, const std::string& text, const YamlLimits& limits) {
+  check_flow_depth(file, text, limits.max_depth);
+  YamlDocument doc;
+  YamlBuilder(file, limits, doc).run(text);
+  return doc;
+}
+
+bool YamlNode::is_null() const { return doc_ && doc_->nodes_[index_].kind == YamlDocument::Kind::Null; }
+bool YamlNode::is_scalar() const { return doc_ && doc_->nodes_[index_].kind == YamlDocument::Kind::Scalar; }
+bool YamlNode::is_sequence() const { return doc_ && doc_->nodes_[index_].kind == YamlDocument::Kind::Sequence; }
+bool YamlNode::is_map() const { return doc_ && doc_->nodes_[index_].kind == YamlDocument::Kind::Map; }
+bool YamlNode::is_quoted() const { return doc_ && doc_->nodes_[index_].quoted; }
+
+const std::string& YamlNode::scalar() const {
+  static const std::string none;
+  return is_scalar() ? doc_->nodes_[index_].text : none;
+}
+
+size_t YamlNode::size() const {
+  if (!doc_) return 0;
+  const auto& n = doc_->nodes_[index_];
+  return n.kind == YamlDocument::Kind::Map ? n.count / 2 : n.count;
+}
+
+Mark YamlNode::mark() const { return doc_ ? doc_->nodes_[index_].mark : Mark{}; }
+
+YamlNode YamlNode::item(size_t i) const { return {doc_, doc_->links_[doc_->nodes_[index_].first + i]}; }
+YamlNode YamlNode::key(size_t i) const { return item(2 * i); }
+YamlNode YamlNode::value(size_t i) const { return item(2 * i + 1); }
+
+YamlNode YamlNode::operator[](std::string_view k) const {
+  if (!is_map()) return {};
+  for (size_t i = 0, n = size(); i < n; ++i)
+    if (key(i).scalar() == k) return value(i);
+  return {};
+}
+
+std::vector<YamlNode::Entry> YamlNode::entries() const {
+  std::vector<Entry> out;
+  if (!is_map()) return out;
+  out.reserve(size());
+  for (size_t i = 0, n = size(); i < n; ++i) out.push_back({key(i), value(i)});
+  return out;
 }
 
 namespace {
@@ -219,14 +335,14 @@ bool one_of(std::string_view s, std::string_view a, std::string_view b, std::str
 
 }  // namespace
 
-CoreScalar resolve_scalar(const YAML::Node& n) {
+CoreScalar resolve_scalar(const YamlNode& n) {
   CoreScalar out;
-  if (n.IsNull()) {
+  if (n.is_null()) {
     out.kind = CoreScalar::Null;
     return out;
   }
-  if (!n.IsScalar() || n.Tag() == "!") return out;  // quoted: a string whatever it spells
-  const std::string_view s = n.Scalar();
+  if (!n.is_scalar() || n.is_quoted()) return out;  // quoted: a string whatever it spells
+  const std::string_view s = n.scalar();
   if (one_of(s, "true", "True", "TRUE") || one_of(s, "false", "False", "FALSE")) {
     out.kind = CoreScalar::Bool;
     out.boolean = s[0] == 't' || s[0] == 'T';
