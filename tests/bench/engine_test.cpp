@@ -331,10 +331,13 @@ TEST_CASE("suspects as a SLURM hostlist", "[bench]") {
         std::vector<std::string>{"n01", "n02", "n07"});
 }
 
-TEST_CASE("CSV has the JSON record's keys and values", "[bench]") {
-  nlohmann::ordered_json r{{"collective", "all_reduce"}, {"bytes", 8}, {"wrong", nullptr}};
-  auto lines = csv_lines({r});
-  REQUIRE(lines.size() == 2);
-  CHECK(lines[0] == "collective,bytes,wrong");
-  CHECK(lines[1] == "\"all_reduce\",8,");
+TEST_CASE("CSV has a line per measured placement of each JSON row", "[bench]") {
+  nlohmann::ordered_json row{{"size", 8}, {"collective", "all_reduce"}};
+  row["out_of_place"] = {{"time", 1.5}, {"nwrong", nullptr}, {"rank_times_us", {{1.0}}}};
+  row["in_place"] = nullptr;
+  auto lines = csv_lines({row, row});
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] == "size,collective,placement,time,nwrong");
+  CHECK(lines[1] == "8,\"all_reduce\",\"out_of_place\",1.5,");
+  CHECK(lines[2] == lines[1]);
 }
