@@ -280,6 +280,27 @@ TEST_CASE("bisection tells a bad node from a link when the rounds did not pair e
   CHECK(j.suspect_links.empty());
 }
 
+TEST_CASE("bisection pairs the nodes in doubt with each other when none is healthy", "[bench]") {
+  // One round, (0,3) and (1,2): node 2 is bad and (0,3) slowed by a busy moment, so every node
+  // is in a suspect link and none is a healthy reference.
+  Synthetic w;
+  w.bad = {2};
+  w.slow_dirs = {{3, 0}};
+  auto ids = names(4);
+  auto edges = w.measure(pair_rounds(4, 1));
+  Judgement j = judge(ids, edges, {});
+  REQUIRE(j.suspect_links.size() == 2);
+  const auto extra = bisection_rounds(edges, j);
+  std::set<std::pair<int, int>> planned;
+  for (const auto& r : extra)
+    for (const auto& p : r) CHECK(planned.insert(p).second);  // no pair twice
+  CHECK(planned == std::set<std::pair<int, int>>{{0, 1}, {0, 2}, {1, 3}, {2, 3}});
+  auto more = w.measure(extra, true);
+  edges.insert(edges.end(), more.begin(), more.end());
+  j = judge(ids, edges, {});
+  CHECK(j.suspect_nodes == std::vector<int>{2});
+}
+
 TEST_CASE("rounds of disjoint pairs: every pair when few, ceil(log2 n) + 2 rounds when many", "[bench]") {
   for (int n : {2, 3, 4, 7, 8}) {
     std::set<std::pair<int, int>> seen;
