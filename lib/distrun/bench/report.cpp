@@ -22,12 +22,16 @@ std::string format(const char* fmt, ...) {
   return buf;
 }
 
-std::string utc_now() {
+// The time now as `fmt` says, in UTC or local time.
+std::string time_now(const char* fmt, bool utc) {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
-  gmtime_r(&t, &tm);
+  if (utc)
+    gmtime_r(&t, &tm);
+  else
+    localtime_r(&t, &tm);
   char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::strftime(buf, sizeof buf, fmt, &tm);
   return buf;
 }
 
@@ -71,7 +75,7 @@ nlohmann::ordered_json provenance(Backend& b, const std::vector<RankInfo>& ranks
   for (auto& h : hosts) h["ranks"] = per_host[{h["host"].get<std::string>(), h["address"].get<std::string>()}];
   p["hosts"] = hosts;
   p["ranks"] = list;
-  p["date"] = utc_now();
+  p["date"] = time_now("%Y-%m-%dT%H:%M:%SZ", true);
   return p;
 }
 
@@ -239,13 +243,6 @@ std::vector<std::string> csv_lines(const std::vector<nlohmann::ordered_json>& ro
   return lines;
 }
 
-std::string local_time_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
+std::string local_time_now() { return time_now("%Y-%m-%d %H:%M:%S", false); }
 
 }  // namespace distrun::bench
