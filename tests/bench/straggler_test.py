@@ -18,10 +18,12 @@ from bench_harness import BENCH, check, free_port, main, skip, validate
 
 RANKS = 4
 RUNS = 10
-# Few iterations, so ten runs stay within seconds; 2 MB, so each iteration's reduction needs
-# the CPU long enough for the quota to pause the slowed rank in it (512 KB left a run beside a
-# busy loop misnamed in 2 of 12).
-ITERS = 12
+# Few iterations, so ten runs stay within seconds, yet enough that the held rank's pauses
+# outweigh the ones a host running another test beside gives every rank (12 named it in 8 of 10
+# runs there at load average 31); 2 MB, so each iteration's reduction needs the CPU long enough
+# for the quota to pause the held rank in it (512 KB left a run beside a busy loop misnamed in
+# 2 of 12).
+ITERS = 20
 ARGS = ["all_reduce", "-b", "2M", "-e", "2M", "-n", str(ITERS), "-w", "1", "-c", "0", "--raw-samples"]
 # 1 ms of CPU per 25 ms: a paused rank is late by about 24 ms, several times what a host busy
 # with another test delays any rank (2% made each run 5 s long: the start-up runs under the
