@@ -182,6 +182,7 @@ int run_bench(int argc, char** argv) {
   }
   auto json_file = open_output(common.json_path, rank0);
   auto csv_file = open_output(csv_path, rank0);
+  const std::string start_time = bench::local_time_now();
   const auto ranks = bench::gather_ranks(b, pg->world().master_addr);
   std::ostream* out = rank0 ? &std::cout : nullptr;
   const int64_t step_bytes = bytes_of("-i", stepb);
@@ -243,30 +244,51 @@ int run_bench(int argc, char** argv) {
   if (out)
     for (const auto& l : bench::footer(totals.avg_busbw(), totals.wrong, min_bw)) *out << l << std::endl;
   if (json_file) {
-    nlohmann::ordered_json doc;
+    // nccl-tests' layout (its JSON version 2: version, start_time, args, config, results,
+    // out_of_bounds, average_bus_bandwidth, errors, end_time), with distrun's kind, provenance
+    // and options beside its keys.
+    nlohmann::ordered_json doc, args = nlohmann::ordered_json::array(), devices = nlohmann::ordered_json::array();
+    for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
+    for (const auto& r : ranks)
+      devices.push_back({{"rank", r.rank}, {"group", 0}, {"pid", r.pid}, {"hostname", r.host}, {"device", r.device}});
+    doc["version"] = 2;
     doc["kind"] = "bench";
-    doc["provenance"] = bench::provenance(b, ranks);
-    doc["config"] = {{"collective", collective},
+    doc["start_time"] = start_time;
+    doc["args"] = args;
+    doc["config"] = {{"nthreads", 1},
+                     {"ngpus", 1},
+                     {"minimum_bytes", bytes_of("-b", minb)},
+                     {"maximum_bytes", bytes_of("-e", maxb)},
+                     {factor > 1 ? "step_factor" : "step_bytes",
+                      factor > 1 ? nlohmann::ordered_json(factor) : nlohmann::ordered_json(step_bytes)},
+                     {"warmup_iters", warmup},
+                     {"iterations", iters},
+                     {"aggregated_iterations", agg},
+                     {"validation", check},
+                     {"graph", 0},
+                     {"blocking_collectives", blocking != 0},
+                     {"per_iter_timing", true},
+                     {"parallel_init", false},
+                     {"devices", devices},
+                     {"collective", collective},
                      {"datatype", dtype},
                      {"op", op},
                      {"root", root},
-                     {"minbytes", bytes_of("-b", minb)},
-                     {"maxbytes", bytes_of("-e", maxb)},
-                     {"stepfactor", factor},
-                     {"stepbytes", step_bytes},
-                     {"iters", iters},
-                     {"warmup_iters", warmup},
-                     {"agg_iters", agg},
-                     {"check", check},
                      {"average", average},
                      {"blocking", blocking},
                      {"device", common.device}};
-    doc["results"] = totals.records;
-    doc["avg_busbw_gbps"] = totals.avg_busbw();
-    doc["wrong"] = totals.wrong;
+    doc["provenance"] = bench::provenance(b, ranks);
+    doc["results"] = totals.rows;
+    doc["out_of_bounds"] = {{"count", totals.wrong}, {"okay", totals.wrong == 0}};
+    doc["average_bus_bandwidth"] = {{"bandwidth", totals.avg_busbw()},
+                                    {"okay", min_bw < 0 ? nlohmann::ordered_json("unchecked")
+                                                        : nlohmann::ordered_json(
+                                                              !bench::below_min_bw(totals.avg_busbw(), min_bw))}};
+    doc["errors"] = nlohmann::ordered_json::array();
+    doc["end_time"] = bench::local_time_now();
     json_file->commit({doc.dump(2)});
   }
-  if (csv_file) csv_file->commit(bench::csv_lines(totals.records));
+  if (csv_file) csv_file->commit(bench::csv_lines(totals.rows));
   return totals.wrong > 0 || bench::below_min_bw(totals.avg_busbw(), min_bw) ? 1 : 0;
 }
 

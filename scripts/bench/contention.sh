@@ -83,10 +83,11 @@ import json, sys
 doc = json.load(open(sys.argv[1]))
 place = "out_of_place" if doc["config"]["collective"] == "all_gather" else "in_place"
 for r in doc["results"]:
-    if r["placement"] == place:
+    f = r[place]
+    if f is not None:
         print(json.dumps({"system": sys.argv[2], "load": sys.argv[3], "rep": int(sys.argv[4]), "world_size": int(sys.argv[5]),
-                          "loadavg": float(sys.argv[6]), "collective": r["collective"], "bytes": r["bytes"],
-                          "mean_us": r["time_us"], "p50_us": r["p50_us"], "p99_us": r["p99_us"]}))
+                          "loadavg": float(sys.argv[6]), "collective": r["collective"], "bytes": r["size"],
+                          "mean_us": f["time"], "p50_us": f["p50_us"], "p99_us": f["p99_us"]}))
 PY
   done
 }

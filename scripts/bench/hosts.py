@@ -79,7 +79,8 @@ def distrun(h, bench, coll, sizes, iters, json_path):
     run_pair(h, [[*args, "-b", sizes[0], "-e", sizes[-1], "-f", "2"]] * 2, {"DISTRUN_STORE_SECRET": "hosts-bench"})
     with open(json_path) as f:
         doc = json.load(f)
-    rows = doc["results"] if isinstance(doc, dict) else doc
+    # Each -J row's out-of-place figures, under the keys torch_bench.py's rows have.
+    rows = [{**r["out_of_place"], "bytes": r["size"], "busbw_gbps": r["out_of_place"]["bus_bw"]} for r in doc["results"]]
     return {r["bytes"]: r for r in rows if r["bytes"] in {size_bytes(s) for s in sizes}}
 
 

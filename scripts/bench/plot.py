@@ -55,8 +55,11 @@ def plot_bench(doc, png, title):
     import math
 
     by_coll = defaultdict(lambda: defaultdict(list))
-    for r in doc["results"]:
-        by_coll[r["collective"]][(r["dtype"], r["redop"], r["placement"])].append(r)
+    for row in doc["results"]:  # nccl-tests' rows: a figures object per placement, null when not timed
+        for placement in ("out_of_place", "in_place"):
+            if row[placement] is not None:
+                r = {"bytes": row["size"], "busbw_gbps": row[placement]["bus_bw"], "p50_us": row[placement]["p50_us"]}
+                by_coll[row["collective"]][(row["type"], row["redop"], placement)].append(r)
     colls = [c for c in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "gather",
                          "scatter", "send_recv") if c in by_coll]
     several_ops = len({k[1] for c in colls for k in by_coll[c] if k[1] != "none"}) > 1

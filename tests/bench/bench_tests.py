@@ -25,8 +25,20 @@ def bench(args, n=2, env=None, timeout=90):
     return r.returncode, r.stdout, r.stderr, doc
 
 
+def records(doc):
+    """The -J rows (nccl-tests' layout: one per size, a figures object per placement) as one
+    flat record per measured placement, as the CSV has them."""
+    out = []
+    for row in doc["results"]:
+        for placement in ("out_of_place", "in_place"):
+            if row[placement] is not None:
+                flat = {k: v for k, v in row.items() if k not in ("out_of_place", "in_place")}
+                out.append({**flat, "placement": placement, **row[placement]})
+    return out
+
+
 def rows(doc, placement="out_of_place"):
-    return [r for r in doc["results"] if r["placement"] == placement]
+    return [r for r in records(doc) if r["placement"] == placement]
 
 
 def table_lines(out):
@@ -38,37 +50,38 @@ def test_flags():
     rc, out, err, doc = bench(["all_reduce", "-b", "1K", "-e", "16K", "-f", "4", *SMALL])
     check(rc == 0, f"rc {rc}", out + err)
     validate(doc, "all_reduce -J")
-    check([r["bytes"] for r in rows(doc)] == [1024, 4096, 16384], "-b 1K -e 16K -f 4 sizes", out)
-    check([r["bytes"] for r in rows(doc, "in_place")] == [1024, 4096, 16384], "in-place measured too", out)
+    check([r["size"] for r in rows(doc)] == [1024, 4096, 16384], "-b 1K -e 16K -f 4 sizes", out)
+    check([r["size"] for r in rows(doc, "in_place")] == [1024, 4096, 16384], "in-place measured too", out)
     lines = table_lines(out)
     check(len(lines) == 3 and lines[0].split()[:5] == ["1024", "256", "float", "sum", "-1"], "table rows", out)
     check(len(lines[0].split()) == 13, "out-of-place and in-place columns on one line", out)
     check("# Avg bus bandwidth" in out and "#  Rank  1" in out, "nccl-tests' header and footer", out)
-    check(all(r["wrong"] == 0 and r["samples"] == 3 for r in doc["results"]), "-n 3: 3 iterations", out)
+    check(all(r["nwrong"] == 0 and r["samples"] == 3 for r in records(doc)), "-n 3: 3 iterations", out)
     check(doc["provenance"]["world_size"] == 2 and doc["provenance"]["transport"], "provenance", out)
     check("slowest rank" not in out, "no statistics lines without -v", out)
     # -i with -f 1: linear steps.
     rc, out, err, doc = bench(["all_gather", "-b", "1000", "-e", "3000", "-i", "1000", *SMALL])
-    check(rc == 0 and [r["bytes"] for r in rows(doc)] == [1000, 2000, 3000], "-i 1000 steps", out + err)
+    check(rc == 0 and [r["size"] for r in rows(doc)] == [1000, 2000, 3000], "-i 1000 steps", out + err)
     # -n, -w, -m, -z: recorded; -m divides each iteration's time among its runs.
     rc, out, err, doc = bench(["broadcast", "-b", "64", "-e", "64", "-n", "4", "-w", "2", "-m", "3", "-z", "1",
                                "-r", "1", "-v"])
     check(rc == 0, f"rc {rc}", out + err)
     r0 = rows(doc)[0]
-    check(r0["iters"] == 4 and r0["agg"] == 3 and r0["samples"] == 4 and r0["root"] == 1, "-n -m -r in records", out)
+    check(r0["actual_iterations"] == 4 and doc["config"]["aggregated_iterations"] == 3 and r0["samples"] == 4 and
+          r0["root"] == 1, "-n -m -r in the rows", out)
     check(doc["config"]["warmup_iters"] == 2 and doc["config"]["blocking"] == 1, "-w -z in config", out)
     check(table_lines(out)[0].split()[4] == "1", "-r 1 in the root column", out)
     check("slowest rank" in out and "p99" in out, "-v prints the statistics", out)
     # -d and -o.
     rc, out, err, doc = bench(["reduce_scatter", "-b", "256", "-e", "256", "-d", "int32", "-o", "max", *SMALL], n=3)
-    check(rc == 0 and all(r["dtype"] == "int32" and r["redop"] == "max" for r in doc["results"]), "-d int32 -o max",
+    check(rc == 0 and all(r["type"] == "int32" and r["redop"] == "max" for r in records(doc)), "-d int32 -o max",
           out + err)
     check(table_lines(out)[0].split()[2:4] == ["int32", "max"], "type and redop columns", out)
     rc, out, err, doc = bench(["all_reduce", "-b", "64", "-e", "64", "-d", "half", "-o", "all", *SMALL])
     check(rc == 0 and sorted(r["redop"] for r in rows(doc)) == ["avg", "max", "min", "prod", "sum"], "-o all", out + err)
     # -c 0: nothing checked.
     rc, out, err, doc = bench(["all_to_all", "-b", "1K", "-e", "1K", "-c", "0", *SMALL])
-    check(rc == 0 and all(r["wrong"] is None for r in doc["results"]), "-c 0: wrong is null", out + err)
+    check(rc == 0 and all(r["nwrong"] is None for r in records(doc)), "-c 0: wrong is null", out + err)
     check(table_lines(out)[0].split()[8] == "N/A", "-c 0: #wrong N/A", out)
     check(len(rows(doc, "in_place")) == 1 and table_lines(out)[0].split()[9] != "N/A",
           "all_to_all timed in place too (through a copy aside, as nccl-tests times it)", out)
@@ -81,7 +94,7 @@ def test_flags():
         r0 = rows(doc)[0]
         raw = r0["rank_times_us"]
         want = combine[a]([sum(t) / len(t) for t in raw])
-        check(rc == 0 and abs(r0["time_us"] - want) <= 1e-6 * want, f"-a {a}: time {r0['time_us']} vs {want}", out + err)
+        check(rc == 0 and abs(r0["time"] - want) <= 1e-6 * want, f"-a {a}: time {r0['time']} vs {want}", out + err)
         slowest = [max(t[i] for t in raw) for i in range(3)]
         check(abs(r0["max_us"] - max(slowest)) <= 1e-6 * r0["max_us"] and r0["samples"] == 3,
               "per-iteration statistics: the slowest rank's time", json.dumps(r0))
@@ -96,8 +109,12 @@ def test_flags():
                     "scatter", "send_recv"], f"all: every collective in turn: {colls}", out)
     with open(csv_path) as f:
         table = list(csv.DictReader(f))
-    check(len(table) == len(doc["results"]), "one CSV line per record", str(table[:2]))
-    check([float(t["p50_us"]) for t in table] == [r["p50_us"] for r in doc["results"]], "CSV p50 = JSON p50")
+    check(len(table) == len(records(doc)), "one CSV line per measured placement", str(table[:2]))
+    check([float(t["p50_us"]) for t in table] == [r["p50_us"] for r in records(doc)], "CSV p50 = JSON p50")
+    check(list(table[0])[:9] == ["size", "count", "type", "redop", "root", "actual_iterations", "experiment_name",
+                                 "collective", "placement"] and list(table[0])[9:13] == ["time", "alg_bw", "bus_bw",
+                                                                                          "nwrong"],
+          "CSV: nccl-tests' keys first", str(list(table[0])))
 
 
 def test_compat():
@@ -110,16 +127,27 @@ def test_compat():
     # -c 3: three checked runs, each counted (rank 1 corrupts one element of each).
     rc, out, err, doc = bench(["all_reduce", "-b", "64", "-e", "64", "-c", "3", *SMALL],
                               env={"DISTRUN_BENCH_TEST_CORRUPT": "1"})
-    check(rc == 1 and all(r["wrong"] == 3 for r in doc["results"]), "-c 3: three checked runs", out + err)
+    check(rc == 1 and all(r["nwrong"] == 3 for r in records(doc)), "-c 3: three checked runs", out + err)
     for z in ("0", "1", "2", "3"):
         rc, out, err, doc = bench(["all_reduce", "-b", "64", "-e", "64", "-z", z, "-T", "0", *SMALL])
-        check(rc == 0 and doc["config"]["blocking"] == int(z) and rows(doc)[0]["wrong"] == 0, f"-z {z} -T 0", out + err)
+        check(rc == 0 and doc["config"]["blocking"] == int(z) and rows(doc)[0]["nwrong"] == 0, f"-z {z} -T 0", out + err)
     rc, out, err, doc = bench(["broadcast", "-b", "64", "-e", "64", "-r", "-1", *SMALL], n=3)
     check(rc == 0 and [r["root"] for r in rows(doc)] == [0, 1, 2], "-r -1: every root in turn", out + err)
     check([l.split()[4] for l in table_lines(out)] == ["0", "1", "2"], "-r -1: the root column", out)
+    # -b 1: below one float, 0 B of 0 elements, as nccl-tests prints it; then 4 B of one.
+    rc, out, err, doc = bench(["all_reduce", "-b", "1", "-e", "4", "-f", "4", *SMALL])
+    check(rc == 0 and [l.split()[:2] for l in table_lines(out)] == [["0", "0"], ["4", "1"]], "-b 1: 0 B, 0 elements",
+          out + err)
+    validate(doc, "-b 1 -J")
+    # -J: nccl-tests' layout (rows with out_of_place/in_place objects and its summary keys).
+    check(doc["version"] == 2 and [r["size"] for r in doc["results"]] == [0, 4] and
+          doc["results"][1]["in_place"]["nwrong"] == 0 and doc["out_of_bounds"] == {"count": 0, "okay": True} and
+          doc["average_bus_bandwidth"]["okay"] == "unchecked" and doc["config"]["iterations"] == 3,
+          "-J: nccl-tests' keys", json.dumps(doc)[:3000])
     rc, out, err, doc = bench(["all_reduce", "-b", "64", "-e", "64", *SMALL], env={"NCCL_TESTS_MIN_BW": "1000000"})
     check(rc == 1 and "# Avg bus bandwidth" in out and out.split("# Avg bus bandwidth")[1].split("\n")[0].endswith(
         "FAILED"), "NCCL_TESTS_MIN_BW above the bandwidth: FAILED, exit 1", out + err)
+    check(doc["average_bus_bandwidth"]["okay"] is False, "NCCL_TESTS_MIN_BW: okay false in -J", json.dumps(doc)[:2000])
     rc, out, err, doc = bench(["all_reduce", "-b", "64", "-e", "64", *SMALL], env={"NCCL_TESTS_MIN_BW": "0"})
     check(rc == 0 and out.split("# Avg bus bandwidth")[1].split("\n")[0].endswith("OK"), "NCCL_TESTS_MIN_BW 0: OK",
           out + err)
@@ -131,13 +159,13 @@ def test_wrong():
     env = {"DISTRUN_BENCH_TEST_CORRUPT": "1"}
     rc, out, err, doc = bench(["all", "-b", "1K", "-e", "1K", *SMALL, "-r", "1"], n=3, env=env)
     check(rc == 1, f"exit 1 when #wrong > 0, got {rc}", out + err)
-    check(doc is not None and all(r["wrong"] == 1 for r in doc["results"]), "#wrong = 1 everywhere",
+    check(doc is not None and all(r["nwrong"] == 1 for r in records(doc)), "#wrong = 1 everywhere",
           json.dumps(doc and doc["results"])[:2000])
     check(all(l.split()[8] == "1" for l in table_lines(out)), "#wrong column", out)
     check("FAILED" in out, "footer says FAILED", out)
     # The schema catches a record that lost a key (the validation can fail).
     broken = json.loads(json.dumps(doc))
-    del broken["results"][0]["p50_us"]
+    del broken["results"][0]["out_of_place"]["p50_us"]
     try:
         validate(broken, "broken")
     except Exception:
@@ -165,7 +193,7 @@ def test_mpirun():
     check(r.returncode == 0, f"mpirun: rc {r.returncode}", r.stdout + r.stderr)
     doc = json.load(open(path))
     validate(doc, "mpirun -J")
-    check(doc["provenance"]["world_size"] == 3 and rows(doc)[0]["wrong"] == 0, "3 ranks from Open MPI", r.stdout)
+    check(doc["provenance"]["world_size"] == 3 and rows(doc)[0]["nwrong"] == 0, "3 ranks from Open MPI", r.stdout)
     check(len(table_lines(r.stdout)) == 1, "one table, from rank 0 only", r.stdout)
 
 
@@ -212,9 +240,9 @@ def test_slurm():
         check(r.returncode == 0, f"sbatch: rc {r.returncode}", r.stderr + text)
         doc = json.load(open(path))
         validate(doc, "srun -J")
-        check(doc["provenance"]["world_size"] == 3 and [x["bytes"] for x in rows(doc)] == [1024, 4096],
+        check(doc["provenance"]["world_size"] == 3 and [x["size"] for x in rows(doc)] == [1024, 4096],
               "3 ranks from SLURM, both sizes", text)
-        check(all(x["root"] == 2 and x["wrong"] == 0 for x in doc["results"]), "root 2, right results", text)
+        check(all(x["root"] == 2 and x["nwrong"] == 0 for x in records(doc)), "root 2, right results", text)
 
 
 if __name__ == "__main__":

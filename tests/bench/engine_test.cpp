@@ -61,10 +61,13 @@ TEST_CASE("the table: every collective once, with nccl-tests' bus factors", "[be
   CHECK(find_collective("broadcast")->bus_factor(8) == 1);
   CHECK(find_collective("send_recv")->bus_factor(2) == 1);
   CHECK(find_collective("nope") == nullptr);
-  // Split layouts round to the ranks; whole ones keep the count.
+  // Split layouts round to the ranks; whole ones keep the count; below one element (per rank)
+  // is nothing, as nccl-tests prints -b 1: 0 B, 0 elements.
   CHECK(size_count(*find_collective("all_gather"), 1000, 4, 3).count == 249);
   CHECK(size_count(*find_collective("all_reduce"), 1000, 4, 3).count == 250);
-  CHECK(size_count(*find_collective("all_to_all"), 4, 4, 8).count == 8);
+  CHECK(size_count(*find_collective("all_to_all"), 4, 4, 8).count == 0);
+  CHECK(size_count(*find_collective("all_reduce"), 1, 4, 2).bytes == 0);
+  CHECK(size_count(*find_collective("all_reduce"), 1, 1, 2).count == 1);
 }
 
 TEST_CASE("expected results follow from the fill pattern", "[bench]") {
@@ -277,6 +280,27 @@ TEST_CASE("bisection tells a bad node from a link when the rounds did not pair e
   CHECK(j.suspect_links.empty());
 }
 
+TEST_CASE("bisection pairs the nodes in doubt with each other when none is healthy", "[bench]") {
+  // One round, (0,3) and (1,2): node 2 is bad and (0,3) slowed by a busy moment, so every node
+  // is in a suspect link and none is a healthy reference.
+  Synthetic w;
+  w.bad = {2};
+  w.slow_dirs = {{3, 0}};
+  auto ids = names(4);
+  auto edges = w.measure(pair_rounds(4, 1));
+  Judgement j = judge(ids, edges, {});
+  REQUIRE(j.suspect_links.size() == 2);
+  const auto extra = bisection_rounds(edges, j);
+  std::set<std::pair<int, int>> planned;
+  for (const auto& r : extra)
+    for (const auto& p : r) CHECK(planned.insert(p).second);  // no pair twice
+  CHECK(planned == std::set<std::pair<int, int>>{{0, 1}, {0, 2}, {1, 3}, {2, 3}});
+  auto more = w.measure(extra, true);
+  edges.insert(edges.end(), more.begin(), more.end());
+  j = judge(ids, edges, {});
+  CHECK(j.suspect_nodes == std::vector<int>{2});
+}
+
 TEST_CASE("rounds of disjoint pairs: every pair when few, ceil(log2 n) + 2 rounds when many", "[bench]") {
   for (int n : {2, 3, 4, 7, 8}) {
     std::set<std::pair<int, int>> seen;
@@ -328,10 +352,13 @@ TEST_CASE("suspects as a SLURM hostlist", "[bench]") {
         std::vector<std::string>{"n01", "n02", "n07"});
 }
 
-TEST_CASE("CSV has the JSON record's keys and values", "[bench]") {
-  nlohmann::ordered_json r{{"collective", "all_reduce"}, {"bytes", 8}, {"wrong", nullptr}};
-  auto lines = csv_lines({r});
-  REQUIRE(lines.size() == 2);
-  CHECK(lines[0] == "collective,bytes,wrong");
-  CHECK(lines[1] == "\"all_reduce\",8,");
+TEST_CASE("CSV has a line per measured placement of each JSON row", "[bench]") {
+  nlohmann::ordered_json row{{"size", 8}, {"collective", "all_reduce"}};
+  row["out_of_place"] = {{"time", 1.5}, {"nwrong", nullptr}, {"rank_times_us", {{1.0}}}};
+  row["in_place"] = nullptr;
+  auto lines = csv_lines({row, row});
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0] == "size,collective,placement,time,nwrong");
+  CHECK(lines[1] == "8,\"all_reduce\",\"out_of_place\",1.5,");
+  CHECK(lines[2] == lines[1]);
 }

@@ -1,12 +1,12 @@
-"""The straggler named by its arrival: four distrun-bench ranks on this host (torchrun's
-variables, no launcher, so the test knows each rank's pid), one of them held to 2% of a CPU by
-a CPU quota in a cgroup of its own (v2 cpu.max, or v1 cpu.cfs_quota_us), the slowed rank
-going round the four in turn; `slowest_rank` must name it in at least 9 of 10 runs. Also:
---raw-samples writes each rank's time of each iteration, and an iteration's time is the slowest
-rank's (nccl-tests' -I). Then the same across two network-namespace hosts of two ranks each
-(the hosts' clocks lined up by barriers): the held rank's host must be named `slowest_address`
-in at least 9 of 10 runs. Needs root and a writable cgroup cpu controller (and ip for the
-hosts)."""
+"""The straggler named by its arrival: four distrun-bench ranks (torchrun's variables, no
+launcher, so the test knows each rank's pid), one of them held to 4% of a CPU by a CPU quota in
+a cgroup of its own (v2 cpu.max, or v1 cpu.cfs_quota_us), the slowed rank going round the four
+in turn. Case `one_host`: on this host, `slowest_rank` must name it in at least 9 of 10 runs;
+also --raw-samples writes each rank's time of each iteration, and an iteration's time is the
+slowest rank's (nccl-tests' -I). Case `two_hosts`: across two network-namespace hosts of two
+ranks each (the hosts' clocks lined up by barriers), the held rank's host must be named
+`slowest_address` in at least 9 of 10 runs. Needs root and a writable cgroup cpu controller
+(and ip for the hosts)."""
 import json
 import os
 import shutil
@@ -18,15 +18,22 @@ from bench_harness import BENCH, check, free_port, main, skip, validate
 
 RANKS = 4
 RUNS = 10
-# Small, so ten runs stay within seconds, and enough iterations that the straggler's share of
-# them stands out of chance (a quarter); each needs the CPU (the reduction), so the quota bites.
-ITERS = 30
-ARGS = ["all_reduce", "-b", "512K", "-e", "512K", "-n", str(ITERS), "-w", "2", "-c", "0", "--raw-samples"]
+# Few iterations, so ten runs stay within seconds, yet enough that the held rank's pauses
+# outweigh the ones a host running another test beside gives every rank (12 named it in 8 of 10
+# runs there at load average 31); 2 MB, so each iteration's reduction needs the CPU long enough
+# for the quota to pause the held rank in it (512 KB left a run beside a busy loop misnamed in
+# 2 of 12).
+ITERS = 20
+ARGS = ["all_reduce", "-b", "2M", "-e", "2M", "-n", str(ITERS), "-w", "1", "-c", "0", "--raw-samples"]
+# 1 ms of CPU per 25 ms: a paused rank is late by about 24 ms, several times what a host busy
+# with another test delays any rank (2% made each run 5 s long: the start-up runs under the
+# quota too; 10% left a run beside a busy loop misnamed in 1 of 4).
+QUOTA_US, PERIOD_US = 1000, 25000
 
 
 def cgroup_dir():
-    """A fresh cgroup with a 2% CPU quota (1 ms per 50 ms: a short period, so the quota bites
-    within every run's timed iterations, not only now and then), or None when there is none to write."""
+    """A fresh cgroup with the CPU quota (a short period, so the quota bites within every run's
+    timed iterations, not only now and then), or None when there is none to write."""
     name = f"distrun-straggler-{os.getpid()}"
     for root, v2 in (("/sys/fs/cgroup", True), ("/sys/fs/cgroup/cpu", False)):
         if v2 and not os.path.exists(os.path.join(root, "cgroup.controllers")):
@@ -38,12 +45,12 @@ def cgroup_dir():
             os.mkdir(d)
             if v2:
                 with open(os.path.join(d, "cpu.max"), "w") as f:
-                    f.write("1000 50000")
+                    f.write(f"{QUOTA_US} {PERIOD_US}")
             else:
                 with open(os.path.join(d, "cpu.cfs_period_us"), "w") as f:
-                    f.write("50000")
+                    f.write(str(PERIOD_US))
                 with open(os.path.join(d, "cpu.cfs_quota_us"), "w") as f:
-                    f.write("1000")
+                    f.write(str(QUOTA_US))
             return d
         except OSError:
             try:
@@ -85,7 +92,8 @@ def run_once(tmp, slowed, group, hosts=None):
     return json.load(open(path))
 
 
-def test():
+def with_group(body):
+    """Runs body(tmp, group) with a fresh quota cgroup and a scratch folder, or skips."""
     if os.geteuid() != 0:
         skip("needs root to make a cgroup with a CPU quota")
     group = cgroup_dir()
@@ -93,47 +101,48 @@ def test():
         skip("no writable cgroup cpu controller (cgroup v2 cpu.max or v1 cpu.cfs_quota_us)")
     tmp = tempfile.mkdtemp(prefix="distrun-straggler-")
     try:
-        named = []
-        for i in range(RUNS):
-            slowed = i % RANKS
-            doc = run_once(tmp, slowed, group)
-            rec = doc["results"][0]
-            named.append(rec["slowest_rank"] == slowed)
-            print(f"run {i + 1}: slowed rank {slowed}, named {rec['slowest_rank']} "
-                  f"({rec['slowest_late_us']:.0f} us late on average)",
-                  flush=True)
-            if i == 0:
-                validate(doc, "straggler -J")
-                raw = rec["rank_times_us"]
-                check(len(raw) == RANKS and all(len(r) == ITERS for r in raw), "--raw-samples: a time per rank and iteration")
-                per_iteration = sorted(max(r[i] for r in raw) for i in range(ITERS))
-                check(abs(rec["max_us"] - per_iteration[-1]) <= 1e-6 * per_iteration[-1] and
-                      abs(rec["min_us"] - per_iteration[0]) <= 1e-6 * per_iteration[0],
-                      "an iteration's time is the slowest rank's")
-        check(sum(named) >= 9, f"the slowed rank named in {sum(named)} of {RUNS} runs (need 9)")
-        across_hosts(tmp, group)
+        body(tmp, group)
     finally:
         os.rmdir(group)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def across_hosts(tmp, group):
+def one_host(tmp, group):
+    named = []
+    for i in range(RUNS):
+        slowed = i % RANKS
+        doc = run_once(tmp, slowed, group)
+        rec = doc["results"][0]["out_of_place"]
+        named.append(rec["slowest_rank"] == slowed)
+        print(f"run {i + 1}: slowed rank {slowed}, named {rec['slowest_rank']} "
+              f"({rec['slowest_late_us']:.0f} us late on average)",
+              flush=True)
+        if i == 0:
+            validate(doc, "straggler -J")
+            raw = rec["rank_times_us"]
+            check(len(raw) == RANKS and all(len(r) == ITERS for r in raw), "--raw-samples: a time per rank and iteration")
+            per_iteration = sorted(max(r[i] for r in raw) for i in range(ITERS))
+            check(abs(rec["max_us"] - per_iteration[-1]) <= 1e-6 * per_iteration[-1] and
+                  abs(rec["min_us"] - per_iteration[0]) <= 1e-6 * per_iteration[0],
+                  "an iteration's time is the slowest rank's")
+    check(sum(named) >= 9, f"the slowed rank named in {sum(named)} of {RUNS} runs (need 9)")
+
+
+def two_hosts(tmp, group):
     if not shutil.which("ip"):
-        print("two hosts: skipped, `ip` not found", flush=True)
-        return
+        skip("`ip` not found (iproute2; scripts/deps.sh test)")
     os.environ["DISTRUN_QUALIFY_HOSTS"] = "2"
     import qualify_netns_test as net  # its namespace hosts on a bridge
     try:
         try:
             net.setup()
         except subprocess.CalledProcessError as e:
-            print(f"two hosts: skipped, no namespaces here: {e.stderr.strip()}", flush=True)
-            return
+            skip(f"cannot create namespaces, veths or a bridge here: {e.stderr.strip()}")
         hosts = [(net.NS[r // 2], net.ADDR[r // 2]) for r in range(RANKS)]
         named = []
         for i in range(RUNS):
             slowed = i % RANKS
-            rec = run_once(tmp, slowed, group, hosts)["results"][0]
+            rec = run_once(tmp, slowed, group, hosts)["results"][0]["out_of_place"]
             named.append(rec["slowest_address"] == hosts[slowed][1])
             print(f"two hosts, run {i + 1}: slowed rank {slowed} on {hosts[slowed][1]}, named rank "
                   f"{rec['slowest_rank']} on {rec['slowest_address']}", flush=True)
@@ -143,5 +152,4 @@ def across_hosts(tmp, group):
 
 
 if __name__ == "__main__":
-    sys.argv[1:] = ["straggler"]
-    main({"straggler": test})
+    main({"one_host": lambda: with_group(one_host), "two_hosts": lambda: with_group(two_hosts)})

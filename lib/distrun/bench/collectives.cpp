@@ -162,7 +162,6 @@ SizeCount size_count(const Collective& c, int64_t bytes, size_t element_size, in
   const bool split = c.layout != Layout::Whole;
   int64_t count = bytes / int64_t(element_size);
   if (split) count = count / n * n;
-  if (count <= 0) count = split ? n : 1;
   return {count, count * int64_t(element_size)};
 }
 

@@ -69,8 +69,9 @@ const Collective* find_collective(std::string_view name);
 /// The names, comma separated, for help texts and errors.
 std::string collective_names();
 
-/// Elements per rank buffer and the size nccl-tests reports for `bytes` requested: layouts that
-/// split a buffer across ranks round the count down to a multiple of n (at least n).
+/// Elements per rank buffer and the size nccl-tests reports for `bytes` requested: the whole
+/// elements that fit, and layouts that split a buffer across ranks round the count down to a
+/// multiple of n. As nccl-tests, a size below one element (or one per rank) is 0 elements, 0 B.
 struct SizeCount {
   int64_t count;
   int64_t bytes;

@@ -269,6 +269,11 @@ std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const std::vector
   std::vector<int> healthy;
   for (int i = 0; i < nodes; ++i)
     if (ok(i)) healthy.push_back(i);
+  // With every node in doubt (few rounds, a bad node's pair and a pair that a busy moment
+  // slowed), the nodes in doubt meet each other instead: the bad node is slow with each.
+  if (healthy.empty())
+    for (int i = 0; i < nodes; ++i)
+      if (in_doubt(i)) healthy.push_back(i);
   std::vector<std::pair<int, int>> plan;
   if (!healthy.empty())
     for (int x = 0; x < nodes; ++x) {
@@ -280,8 +285,11 @@ std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const std::vector
       const size_t start = size_t(x) * 2654435761u % healthy.size();
       for (size_t k = 0; k < healthy.size() && have < references; ++k) {
         const int h = healthy[(start + k) % healthy.size()];
-        if (std::binary_search(mx.begin(), mx.end(), h)) continue;
-        plan.emplace_back(std::min(x, h), std::max(x, h));
+        const std::pair<int, int> pair{std::min(x, h), std::max(x, h)};
+        if (h == x || std::binary_search(mx.begin(), mx.end(), h) ||
+            std::find(plan.begin(), plan.end(), pair) != plan.end())
+          continue;
+        plan.push_back(pair);
         ++have;
       }
     }

@@ -22,12 +22,16 @@ std::string format(const char* fmt, ...) {
   return buf;
 }
 
-std::string utc_now() {
+// The time now as `fmt` says, in UTC or local time.
+std::string time_now(const char* fmt, bool utc) {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
-  gmtime_r(&t, &tm);
+  if (utc)
+    gmtime_r(&t, &tm);
+  else
+    localtime_r(&t, &tm);
   char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::strftime(buf, sizeof buf, fmt, &tm);
   return buf;
 }
 
@@ -71,7 +75,7 @@ nlohmann::ordered_json provenance(Backend& b, const std::vector<RankInfo>& ranks
   for (auto& h : hosts) h["ranks"] = per_host[{h["host"].get<std::string>(), h["address"].get<std::string>()}];
   p["hosts"] = hosts;
   p["ranks"] = list;
-  p["date"] = utc_now();
+  p["date"] = time_now("%Y-%m-%dT%H:%M:%SZ", true);
   return p;
 }
 
@@ -127,6 +131,39 @@ std::vector<std::string> footer(double avg_busbw_gbps, int64_t wrong, double min
           format("# Avg bus bandwidth    : %.4f%s", avg_busbw_gbps, verdict), "#"};
 }
 
+namespace {
+
+// distrun's statistics of one placement beside the figures: the percentiles over the iterations
+// (each the slowest rank's time, as nccl-tests' -I), the slowest rank by arrival, and with
+// --raw-samples every rank's times and arrivals.
+void add_statistics(nlohmann::ordered_json& j, const PlacementResult& r, const BenchConfig& cfg,
+                    const std::vector<RankInfo>& ranks) {
+  j["min_us"] = r.stats.min;
+  j["p50_us"] = r.stats.p50;
+  j["p90_us"] = r.stats.p90;
+  j["p99_us"] = r.stats.p99;
+  j["max_us"] = r.stats.max;
+  j["mean_us"] = r.stats.mean;
+  j["cv"] = r.stats.cv;
+  j["first_us"] = r.first_us;
+  j["samples"] = r.stats.samples;
+  j["slowest_rank"] = r.slowest_rank;
+  j["slowest_host"] = size_t(r.slowest_rank) < ranks.size() ? ranks[size_t(r.slowest_rank)].host : "";
+  j["slowest_address"] = size_t(r.slowest_rank) < ranks.size() ? ranks[size_t(r.slowest_rank)].address : "";
+  j["slowest_share"] = r.slowest_share;
+  j["slowest_late_us"] = r.slowest_late_us;
+  if (cfg.raw_samples) {
+    j["rank_times_us"] = r.raw_us;
+    j["rank_arrivals_us"] = r.raw_arrival_us;
+  }
+}
+
+nlohmann::ordered_json wrong_of(const PlacementResult& r) {
+  return r.checked ? nlohmann::ordered_json(r.wrong) : nlohmann::ordered_json(nullptr);
+}
+
+}  // namespace
+
 std::vector<nlohmann::ordered_json> size_records(const SizeResult& size, const BenchConfig& cfg,
                                                  const std::vector<RankInfo>& ranks) {
   std::vector<nlohmann::ordered_json> out;
@@ -146,52 +183,66 @@ std::vector<nlohmann::ordered_json> size_records(const SizeResult& size, const B
     j["time_us"] = r.time_us;
     j["algbw_gbps"] = r.algbw_gbps;
     j["busbw_gbps"] = r.busbw_gbps;
-    j["wrong"] = r.checked ? nlohmann::ordered_json(r.wrong) : nlohmann::ordered_json(nullptr);
-    j["min_us"] = r.stats.min;
-    j["p50_us"] = r.stats.p50;
-    j["p90_us"] = r.stats.p90;
-    j["p99_us"] = r.stats.p99;
-    j["max_us"] = r.stats.max;
-    j["mean_us"] = r.stats.mean;
-    j["cv"] = r.stats.cv;
-    j["first_us"] = r.first_us;
-    j["samples"] = r.stats.samples;
-    j["slowest_rank"] = r.slowest_rank;
-    j["slowest_host"] = size_t(r.slowest_rank) < ranks.size() ? ranks[size_t(r.slowest_rank)].host : "";
-    j["slowest_address"] = size_t(r.slowest_rank) < ranks.size() ? ranks[size_t(r.slowest_rank)].address : "";
-    j["slowest_share"] = r.slowest_share;
-    j["slowest_late_us"] = r.slowest_late_us;
-    if (cfg.raw_samples) {
-      j["rank_times_us"] = r.raw_us;
-      j["rank_arrivals_us"] = r.raw_arrival_us;
-    }
+    j["wrong"] = wrong_of(r);
+    add_statistics(j, r, cfg, ranks);
     out.push_back(std::move(j));
   }
   return out;
 }
 
-std::vector<std::string> csv_lines(const std::vector<nlohmann::ordered_json>& records) {
+nlohmann::ordered_json size_row(const SizeResult& size, const BenchConfig& cfg, const std::vector<RankInfo>& ranks) {
+  nlohmann::ordered_json row;
+  row["size"] = size.bytes;
+  row["count"] = size.count_per_rank;
+  row["type"] = type_name(cfg.dtype);
+  row["redop"] = redop_of(cfg);
+  row["root"] = root_of(cfg);
+  for (Placement p : {Placement::OutOfPlace, Placement::InPlace}) {
+    const PlacementResult& r = size.placement[int(p)];
+    nlohmann::ordered_json j;  // null: not measured (nccl-tests writes null too)
+    if (r.measured) {
+      j["time"] = r.time_us;
+      j["alg_bw"] = r.algbw_gbps;
+      j["bus_bw"] = r.busbw_gbps;
+      j["nwrong"] = wrong_of(r);
+      add_statistics(j, r, cfg, ranks);
+    }
+    row[placement_name(p)] = j;
+  }
+  row["actual_iterations"] = cfg.iters;
+  row["experiment_name"] = "";
+  row["collective"] = cfg.collective->name;
+  return row;
+}
+
+std::vector<std::string> csv_lines(const std::vector<nlohmann::ordered_json>& rows) {
   // One value per field: arrays (rank_times_us) stay in the JSON.
   auto flat = [](const nlohmann::ordered_json& v) { return !v.is_array() && !v.is_object(); };
   std::vector<std::string> lines;
-  if (records.empty()) return lines;
-  std::string head;
-  for (const auto& [k, v] : records.front().items())
-    if (flat(v)) head += (head.empty() ? "" : ",") + k;
-  lines.push_back(head);
-  for (const auto& r : records) {
-    std::string line;
-    bool first = true;
-    for (const auto& [k, v] : r.items()) {
-      if (!flat(v)) continue;
-      if (!first) line += ",";
-      first = false;
-      if (v.is_null()) continue;  // an empty field: not measured
-      line += v.dump();           // strings quoted (JSON escapes)
+  for (const auto& row : rows)
+    for (Placement p : {Placement::OutOfPlace, Placement::InPlace}) {
+      const auto& figures = row.at(placement_name(p));
+      if (!figures.is_object()) continue;
+      std::vector<std::pair<std::string, nlohmann::ordered_json>> fields;
+      for (const auto& [k, v] : row.items())
+        if (k != placement_name(Placement::OutOfPlace) && k != placement_name(Placement::InPlace))
+          fields.emplace_back(k, v);
+      fields.emplace_back("placement", placement_name(p));
+      for (const auto& [k, v] : figures.items()) fields.emplace_back(k, v);
+      std::string head, line;
+      bool first = true;
+      for (const auto& [k, v] : fields) {
+        if (!flat(v)) continue;
+        head += (first ? "" : ",") + k;
+        line += (first ? "" : ",") + (v.is_null() ? "" : v.dump());  // null: an empty field
+        first = false;
+      }
+      if (lines.empty()) lines.push_back(head);
+      lines.push_back(line);
     }
-    lines.push_back(line);
-  }
   return lines;
 }
+
+std::string local_time_now() { return time_now("%Y-%m-%d %H:%M:%S", false); }
 
 }  // namespace distrun::bench

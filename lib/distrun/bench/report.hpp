@@ -35,12 +35,21 @@ std::vector<std::string> footer(double avg_busbw_gbps, int64_t wrong, double min
 /// nccl-tests' NCCL_TESTS_MIN_BW gate: the average bus bandwidth below 90% of the minimum.
 bool below_min_bw(double avg_busbw_gbps, double min_bw_gbps);
 
-/// One JSON record per measured placement of `size` (keys: collective, placement, bytes, ...,
-/// p50_us, p99_us, slowest_rank, slowest_host, algbw_gbps, busbw_gbps).
+/// One flat record per measured placement of `size` (keys: collective, placement, bytes, ...,
+/// p50_us, p99_us, slowest_rank, slowest_host, algbw_gbps, busbw_gbps): a scenario's rows.
 std::vector<nlohmann::ordered_json> size_records(const SizeResult& size, const BenchConfig& cfg,
                                                  const std::vector<RankInfo>& ranks);
 
-/// The records as CSV: a header line with the keys of the first, then one line per record.
-std::vector<std::string> csv_lines(const std::vector<nlohmann::ordered_json>& records);
+/// One -J row for `size` in nccl-tests' layout: size, count, type, redop, root, then
+/// out_of_place and in_place (each time, alg_bw, bus_bw, nwrong, and distrun's statistics
+/// beside them; null when not measured), actual_iterations, experiment_name; and collective.
+nlohmann::ordered_json size_row(const SizeResult& size, const BenchConfig& cfg, const std::vector<RankInfo>& ranks);
+
+/// The rows as CSV: a header line, then one line per measured placement of each row (the row's
+/// keys, `placement`, the placement's keys; arrays left to the JSON).
+std::vector<std::string> csv_lines(const std::vector<nlohmann::ordered_json>& rows);
+
+/// nccl-tests' start_time and end_time: local time, "YYYY-MM-DD HH:MM:SS".
+std::string local_time_now();
 
 }  // namespace distrun::bench

@@ -36,6 +36,7 @@ void run_sweep(Backend& b, const BenchConfig& cfg, const std::vector<int64_t>& s
       totals.wrong += p.wrong;
     }
     for (auto& r : size_records(size, cfg, ranks)) totals.records.push_back(std::move(r));
+    totals.rows.push_back(size_row(size, cfg, ranks));
   }
 }
 

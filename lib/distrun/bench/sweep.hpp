@@ -12,6 +12,7 @@ namespace distrun::bench {
 
 struct SweepTotals {
   std::vector<nlohmann::ordered_json> records;  // one per size and measured placement
+  std::vector<nlohmann::ordered_json> rows;     // one per size, nccl-tests' layout (-J, --csv)
   std::vector<std::string> lines;               // every line printed (rank 0's table)
   double busbw_sum = 0;
   int busbw_count = 0;
