@@ -222,24 +222,21 @@ def main():
     print(f"The link: kernel 8-byte TCP round trip {med(rtt):.1f} us (reps: {', '.join(f'{x:.1f}' for x in rtt)}); "
           f"raw TCP each way, both directions busy, {med(stream):.3f} GB/s (reps: "
           f"{', '.join(f'{x:.3f}' for x in stream)})\n")
-    print("| collective | size | distrun p50 us | torch p50 us | distrun / torch | distrun / round trip |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for coll in lat_colls:
-        for s in LATENCY:
-            b = size_bytes(s)
-            d = lat.get(("distrun", coll, b))
-            print(f"| {coll} | {s} B | {cell('distrun', coll, b, lat, '%.1f')} | {cell('torch', coll, b, lat, '%.1f')} | "
-                  f"{ratio(coll, b, lat)} | {f'{med(d) / med(rtt):.1f}x' if d else 'n/a'} |")
-    print("\n| collective | size | distrun busbw GB/s | torch | distrun / torch | distrun / raw TCP |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for coll in bw_colls:
-        for s in BUSBW:
-            b = size_bytes(s)
-            d = bw.get(("distrun", coll, b))
-            print(f"| {coll} | {s}iB | {cell('distrun', coll, b, bw, '%.3f')} | {cell('torch', coll, b, bw, '%.3f')} | "
-                  f"{ratio(coll, b, bw)} | {f'{med(d) / med(stream):.2f}' if d else 'n/a'} |")
+    for head, colls, sizes, table, fmt, unit, limit, limit_name in (
+            ("distrun p50 us | torch p50 us", lat_colls, LATENCY, lat, "%.1f", " B", med(rtt), "round trip"),
+            ("distrun busbw GB/s | torch", bw_colls, BUSBW, bw, "%.3f", "iB", med(stream), "raw TCP")):
+        print(f"| collective | size | {head} | distrun / torch | distrun / {limit_name} |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for coll in colls:
+            for s in sizes:
+                b = size_bytes(s)
+                d = table.get(("distrun", coll, b))
+                print(f"| {coll} | {s}{unit} | {cell('distrun', coll, b, table, fmt)} | "
+                      f"{cell('torch', coll, b, table, fmt)} | {ratio(coll, b, table)} | "
+                      f"{f'{med(d) / limit:.2f}x' if d else 'n/a'} |")
+        print()
     if a.baseline:
-        print(f"\nBaseline ({a.baseline}), same runs: this build's p50 time or busbw relative to it\n")
+        print(f"Baseline ({a.baseline}), same runs: this build's p50 time or busbw relative to it\n")
         print("| measure | collective | size | baseline | this build | this / baseline |")
         print("|---|---|---:|---:|---:|---:|")
         for measure, colls, sizes, table, fmt in (("p50 us", lat_colls, LATENCY, lat, "%.1f"),
