@@ -23,7 +23,7 @@ constexpr uint64_t kIntentSlot = 0x4e5d000000000000ull;
 // A piece moves in segments of this size, so that the reader folds one in while the next
 // arrives (and Gloo never holds a whole large piece in one message).
 constexpr size_t kSegment = size_t(1) << 20;
-// Eager bytes per peer (TcpPath::eager_bytes): at most the direct algorithms' 64 KiB, and
+// Bytes of a buffer sent with its intent, per peer: at most the direct algorithms' 64 KiB, and
 // within a budget of about 1 MiB over all peers, but never under 4 KiB.
 constexpr size_t kEagerMost = size_t(64) << 10, kEagerLeast = size_t(4) << 10, kEagerBudget = size_t(1) << 20;
 

@@ -7,7 +7,8 @@
 // receives posted at the end of the collective before: a Gloo message moves at once when its
 // receive is already posted, where otherwise the two sides first trade "send ready" and
 // "receive ready" notes (a round trip and wake-ups of both sides' threads). A rank whose
-// exposed buffer is small (up to eager_bytes()) sends it with its intent, so a small
+// exposed buffer is small (up to 64 KiB, the direct algorithms' limit on TCP; less in groups
+// of more than 16, where each rank holds two slots per peer) sends it with its intent, so a small
 // collective's first phase is served from what the check brought: one message each way in
 // all, where a phase of its own would add a rendezvous. The receiver takes those bytes only
 // once every intent agrees, and never past the extent the sender stated.
@@ -51,10 +52,6 @@ class TcpPath : public Path {
   void run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) override;
   /// Nothing to wait for: every phase waited for its sends.
   void finish(std::chrono::milliseconds) override {}
-  /// The most bytes of an exposed buffer that travel with the intent: 64 KiB (the direct
-  /// algorithms' limit on TCP), less in large groups, where every rank holds two slots of
-  /// this size per peer.
-  size_t eager_bytes() const { return eager_; }
 
  private:
   // One exchange's intents: a slot of `stride_` bytes per rank, its row and then up to eager_
@@ -76,8 +73,8 @@ class TcpPath : public Path {
   // Throws when `reader`'s piece lies outside the `extent` that rank `owner` exposed.
   void check_piece(int reader, int owner, const Piece& piece, uint64_t extent) const;
   uint64_t seq_ = 0;
-  uint64_t exchanges_ = 0;  // intent exchanges so far (collectives marked kAgreed skip them)
-  size_t row_bytes_ = 0, eager_ = 0, stride_ = 0;
+  uint64_t exchanges_ = 0;                         // intent exchanges so far (collectives marked kAgreed skip them)
+  size_t row_bytes_ = 0, eager_ = 0, stride_ = 0;  // eager_: the most bytes sent with an intent
   Inbox inbox_[2];
   Inbox* eager_in_ = nullptr;  // this collective's exchange, whose eager bytes serve phase 0
   uint32_t tag_ = 0;           // this collective's, for the slots of its phases
