@@ -13,12 +13,20 @@
 # Every measurement is repeated (--reps) with the systems interleaved, and the median is reported.
 # Raw rows, the Markdown tables and the busbw PNG go to the output folder.
 #
-# Usage: scripts/bench/compare.sh [--build DIR] [--out DIR] [--reps N] [--quick] [--docs] [--strict]
+# With --hosts, between hosts instead (hosts.py, as root: network-namespace hosts, distrun's
+# TCP path against torch.distributed's gloo): 2 hosts x 1 rank, 4 x 1 and 2 x 2, each quiet and
+# beside four busy loops; 8 B..64 KiB all_reduce, all_gather, broadcast, send_recv p50 against
+# torch and the kernel's 8-byte round trip, 1..64 MiB all_reduce, all_gather, reduce_scatter,
+# all_to_all, broadcast busbw against torch and raw TCP on the same link; into OUT/hosts.md,
+# OUT/hosts.jsonl and OUT/hosts_busbw.png. Open MPI is not started in the namespaces.
+#
+# Usage: scripts/bench/compare.sh [--build DIR] [--out DIR] [--reps N] [--quick] [--docs] [--strict] [--hosts]
 #   --build DIR  distrun's build folder (default: build/; built by scripts/build.sh when missing)
 #   --out DIR    where results go (default: BUILD/compare)
 #   --reps N     repetitions of every measurement (default 3; --quick: 1)
 #   --docs       also update docs/performance.md's table and docs/img/busbw.png
 #   --strict     exit 3 when a target is missed
+#   --hosts      the between-hosts tables only (with --quick: 2 hosts x 1 rank, quiet and busy)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/scripts/bench
@@ -27,15 +35,18 @@ out=""
 reps=3
 docs=0
 strict=()
+hosts=0
+quick=0
 while (($#)); do
   case "$1" in
     --build) build=$(cd "$2" && pwd); shift 2 ;;
     --out) out=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
-    --quick) reps=1; shift ;;
+    --quick) reps=1; quick=1; shift ;;
     --docs) docs=1; shift ;;
     --strict) strict=(--strict); shift ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    --hosts) hosts=1; shift ;;
+    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +58,28 @@ small=1M small_iters=200 small_warmup=20
 large=16M,64M large_iters=10 large_warmup=3
 limit=600 # seconds any one job may take; a hung job is an error, never a hang
 
+if ((hosts)); then
+  # Needs torch and root, not the one-host comparison's tools (Open MPI, hyperfine).
+  [[ -x $build/bin/distrun-bench ]] || "$root/scripts/build.sh" "$build"
+  mkdir -p "$out"
+  configs=("2 1 0" "2 1 4" "4 1 0" "4 1 4" "2 2 0" "2 2 4") # hosts, ranks per host, busy loops
+  ((quick)) && configs=("2 1 0" "2 1 4")
+  : >"$out/hosts.jsonl"
+  : >"$out/hosts.md"
+  for config in "${configs[@]}"; do
+    read -r nh per busy <<<"$config"
+    echo "[compare] between hosts: $nh x $per, $busy busy loops, $reps repetitions" >&2
+    rc=0
+    timeout -k 10 3000 "$py" "$here/hosts.py" --build "$build" --hosts "$nh" --per-host "$per" --busy "$busy" \
+      --reps "$reps" --jsonl "$out/hosts.jsonl" >>"$out/hosts.md" || rc=$?
+    ((rc == 77)) && { echo "compare.sh: --hosts skipped (needs root and ip netns)" >&2; exit 77; }
+    ((rc == 0)) || { echo "compare.sh: hosts.py failed ($config)" >&2; exit 1; }
+    echo >>"$out/hosts.md"
+  done
+  cat "$out/hosts.md"
+  "$py" "$here/plot.py" "$out/hosts.jsonl" "$out/hosts_busbw.png" --between-hosts >&2
+  exit 0
+fi
 "$root/scripts/deps.sh" bench
 [[ -x $build/bin/distrun && -x $build/bin/distrun-worker ]] || "$root/scripts/build.sh" "$build"
 mkdir -p "$out"

@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
-"""distrun against torch.distributed (gloo) between two hosts, one rank each, in one interleaved
-run. The hosts are network namespaces on a bridge (the multihost tests' `Hosts`); each rank
-is told its host (DISTRUN_HOST_ID: the namespaces share one kernel, which would otherwise let
-the ranks read each other's memory), so distrun takes its TCP path, as between real hosts.
-Both systems are started the same way: one process per namespace with RANK, WORLD_SIZE,
+"""distrun against torch.distributed (gloo) between namespace hosts, in one interleaved run.
+The hosts are network namespaces on a bridge (the multihost tests' `Hosts`); each rank is told
+its host (DISTRUN_HOST_ID: the namespaces share one kernel, which would otherwise let the
+ranks read each other's memory), so distrun takes its TCP path between them, as between real
+hosts (with several ranks per host, shared memory within each and TCP between: hierarchical).
+Both systems are started the same way: one process per rank with RANK, WORLD_SIZE,
 MASTER_ADDR and MASTER_PORT (no launcher). Each repetition runs distrun-bench, then
 torch_bench.py, on the same sizes; the tables give the median over repetitions of each one's
-p50 (every rank's iterations pooled) for 8 B..64 KiB all_reduce and send_recv, and of its
-busbw for 1..16 MiB all_reduce, beside the kernel's own 8-byte TCP round trip between the
-namespaces (a Python ping-pong with TCP_NODELAY: an upper bound, by the interpreter's few
-microseconds). Prints the load average before and after: the machine may be shared.
+p50 (every rank's iterations pooled) for 8 B..64 KiB all_reduce, all_gather, broadcast and
+send_recv, and of its busbw for 1..64 MiB all_reduce, all_gather, reduce_scatter, all_to_all
+and broadcast, beside two limits of the link measured in the same run: the kernel's own 8-byte
+TCP round trip and what raw TCP moves each way with both directions busy (Python sockets
+with TCP_NODELAY: the interpreter's few microseconds make both slightly pessimistic).
+--busy N runs N busy loops beside everything (a shared host). Prints the load average before
+and after: the machine may be shared.
 
-Usage: scripts/bench/hosts.py [--build DIR] [--baseline DIR] [--reps N] [--iters N]
+Usage: scripts/bench/hosts.py [--build DIR] [--baseline DIR] [--hosts N] [--per-host K]
+                              [--busy N] [--reps N] [--iters N] [--jsonl FILE] [--quick]
 --baseline: another build's distrun-bench joins the interleaving (a change's before and after).
+--jsonl: every measured row (busbw rows in compare.sh's form, for plot.py) appended to FILE.
 Prints Markdown on stdout; exits 77 (skipped) without root or `ip netns`."""
 import argparse
 import json
@@ -26,7 +32,9 @@ root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 here = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"  # Debian's, with torch
 LATENCY = ["8", "64", "512", "4K", "64K"]
-BUSBW = ["1M", "4M", "16M"]
+LATENCY_COLLS = ["all_reduce", "all_gather", "broadcast", "send_recv"]
+BUSBW = ["1M", "4M", "16M", "64M"]
+BUSBW_COLLS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]
 
 PING = r"""
 import socket, sys, time
@@ -44,39 +52,83 @@ else:
     t.sort(); print(t[len(t) // 2] * 1e6)
 """
 
+# Both ends send `total` bytes and receive as many at once (a thread each way); each prints
+# the bytes it received per second. Both directions busy, as in a collective's exchange.
+STREAM = r"""
+import socket, sys, threading, time
+role, addr, port, total = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+if role == "server":
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((addr, port)); s.listen(1)
+    print("ready", flush=True)
+    c, _ = s.accept()
+else:
+    c = socket.create_connection((addr, port))
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+chunk = memoryview(bytearray(4 << 20))
+def send():
+    left = total
+    while left:
+        n = min(left, len(chunk)); c.sendall(chunk[:n]); left -= n
+t = threading.Thread(target=send); a = time.perf_counter(); t.start()
+buf, got = memoryview(bytearray(4 << 20)), 0
+while got < total:
+    got += c.recv_into(buf)
+t.join(); print(total / (time.perf_counter() - a) / 1e9, flush=True)
+"""
+
+BUSY = "while True: pass"
+
 
 def size_bytes(s):
     return int(s[:-1]) * {"K": 1024, "M": 1 << 20}[s[-1]] if s[-1] in "KM" else int(s)
 
 
-def run_pair(h, cmds, env, timeout=300):
-    """Runs cmds[k] in namespace k with the world's variables; returns rank 0's stdout."""
+def addr(k):
+    return f"192.0.2.{k + 1}"
+
+
+def run_world(h, per_host, cmd, env, timeout=600):
+    """Runs `cmd` as every rank, `per_host` to a namespace, with the world's variables; returns
+    rank 0's stdout."""
     procs = []
-    for k, cmd in enumerate(cmds):
-        full = dict(os.environ, RANK=str(k), LOCAL_RANK="0", WORLD_SIZE="2", LOCAL_WORLD_SIZE="1",
-                    MASTER_ADDR="192.0.2.1", MASTER_PORT="29510", DISTRUN_HOST_ID=f"host{k}", **env)
-        procs.append(subprocess.Popen(["ip", "netns", "exec", h.ns[k], *cmd], stdout=subprocess.PIPE,
+    world = len(h.ns) * per_host
+    for rank in range(world):
+        host = rank // per_host
+        full = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank % per_host), WORLD_SIZE=str(world),
+                    LOCAL_WORLD_SIZE=str(per_host), MASTER_ADDR=addr(0), MASTER_PORT="29510",
+                    DISTRUN_HOST_ID=f"host{host}", **env)
+        procs.append(subprocess.Popen(["ip", "netns", "exec", h.ns[host], *cmd], stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True, env=full))
-    outs = [p.communicate(timeout=timeout) for p in procs]
+    try:
+        outs = [p.communicate(timeout=timeout) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
     if any(p.returncode != 0 for p in procs):
-        sys.exit(f"hosts.py: {cmds[0][0]} failed: {[(p.returncode, o[1][-2000:]) for p, o in zip(procs, outs)]}")
+        sys.exit(f"hosts.py: {cmd[0]} failed: {[(p.returncode, o[1][-2000:]) for p, o in zip(procs, outs)]}")
     return outs[0][0]
 
 
-def kernel_rtt(h, n=2000):
-    server = subprocess.Popen(["ip", "netns", "exec", h.ns[1], PY, "-c", PING, "server", "192.0.2.2", "29520", str(n)],
+def pair(h, script, args, timeout=120):
+    """`script` as a server in the second namespace and a client in the first; the client's
+    last line, as a float."""
+    server = subprocess.Popen(["ip", "netns", "exec", h.ns[1], PY, "-c", script, "server", addr(1), "29520", *args],
                               stdout=subprocess.PIPE, text=True)
-    server.stdout.readline()
-    out = subprocess.run(["ip", "netns", "exec", h.ns[0], PY, "-c", PING, "client", "192.0.2.2", "29520", str(n)],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
-    server.wait(timeout=30)
-    return float(out)
+    try:
+        server.stdout.readline()
+        out = subprocess.run(["ip", "netns", "exec", h.ns[0], PY, "-c", script, "client", addr(1), "29520", *args],
+                             capture_output=True, text=True, timeout=timeout, check=True).stdout
+        server.wait(timeout=timeout)
+    finally:
+        server.kill()
+    return float(out.split()[-1])
 
 
-def distrun(h, bench, coll, sizes, iters, json_path):
-    # 2 sizes a factor 8 apart cover LATENCY's 8..4K; 64K is asked for alone below.
-    args = [bench, coll, "-n", str(iters), "-w", "5", "-c", "0", "-J", json_path]
-    run_pair(h, [[*args, "-b", sizes[0], "-e", sizes[-1], "-f", "2"]] * 2, {"DISTRUN_STORE_SECRET": "hosts-bench"})
+def distrun(h, per_host, bench, coll, sizes, iters, json_path):
+    # One run from the smallest size to the largest, doubling; only `sizes` are kept.
+    args = [bench, coll, "-n", str(iters), "-w", "5", "-c", "0", "-J", json_path, "-b", sizes[0], "-e", sizes[-1],
+            "-f", "2"]
+    run_world(h, per_host, args, {"DISTRUN_STORE_SECRET": "hosts-bench"})
     with open(json_path) as f:
         doc = json.load(f)
     # Each -J row's out-of-place figures, under the keys torch_bench.py's rows have.
@@ -84,20 +136,31 @@ def distrun(h, bench, coll, sizes, iters, json_path):
     return {r["bytes"]: r for r in rows if r["bytes"] in {size_bytes(s) for s in sizes}}
 
 
-def torch(h, coll, sizes, iters):
-    cmd = [PY, os.path.join(here, "torch_bench.py"), "--collectives", coll, "--sizes", ",".join(sizes),
+def torch(h, per_host, colls, sizes, iters):
+    cmd = [PY, os.path.join(here, "torch_bench.py"), "--collectives", ",".join(colls), "--sizes", ",".join(sizes),
            "--iters", str(iters), "--warmup", "5"]
-    out = run_pair(h, [cmd] * 2, {"GLOO_SOCKET_IFNAME": "eth0"})
-    return {r["bytes"]: r for r in map(json.loads, (l for l in out.splitlines() if l.startswith("{")))}
+    out = run_world(h, per_host, cmd, {"GLOO_SOCKET_IFNAME": "eth0"})
+    got = {}
+    for row in map(json.loads, (l for l in out.splitlines() if l.startswith("{"))):
+        if "error" not in row:
+            got.setdefault(row["collective"], {})[row["bytes"]] = row
+    return got
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(root, "build"))
     ap.add_argument("--baseline", help="another build directory, measured alongside")
+    ap.add_argument("--hosts", type=int, default=2, help="namespace hosts (2 to 4)")
+    ap.add_argument("--per-host", type=int, default=1, help="ranks per host")
+    ap.add_argument("--busy", type=int, default=0, help="busy loops running beside the measurement")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--iters", type=int, default=200, help="timed iterations per latency size (busbw: a tenth)")
+    ap.add_argument("--jsonl", help="append every measured row to this file")
+    ap.add_argument("--quick", action="store_true", help="all_reduce and send_recv latency, all_reduce busbw only")
     a = ap.parse_args()
+    lat_colls = ["all_reduce", "send_recv"] if a.quick else LATENCY_COLLS
+    bw_colls = ["all_reduce"] if a.quick else BUSBW_COLLS
     os.environ["DISTRUN"] = os.path.join(os.path.abspath(a.build), "bin", "distrun")
     sys.path.insert(0, os.path.join(root, "tests", "launcher"))
     from multihost_test import Hosts  # noqa: E402 (needs DISTRUN set first)
@@ -108,64 +171,82 @@ def main():
     for bench in benches.values():
         if not os.access(bench, os.X_OK):
             sys.exit(f"hosts.py: {bench} not built (scripts/build.sh)")
+    world = a.hosts * a.per_host
+    busy = [subprocess.Popen([PY, "-c", BUSY]) for _ in range(a.busy)]
     load_before = open("/proc/loadavg").read().split()[:3]
     lat = {}  # (system, collective, bytes) -> [p50 of each rep]
-    bw = {}   # (system, bytes) -> [busbw of each rep]
-    rtt = []
-    with Hosts(2) as h, tempfile.TemporaryDirectory() as tmp:
-        for rep in range(a.reps):
-            rtt.append(kernel_rtt(h))
-            for coll in ("all_reduce", "send_recv"):
-                got = {}
-                for system, bench in benches.items():
-                    got[system] = distrun(h, bench, coll, LATENCY[:-1], a.iters, f"{tmp}/d.json")
-                    got[system].update(distrun(h, bench, coll, LATENCY[-1:], a.iters, f"{tmp}/d.json"))
-                got["torch"] = torch(h, coll, LATENCY, a.iters)
-                for system, rows in got.items():
-                    for b, r in rows.items():
-                        lat.setdefault((system, coll, b), []).append(r["p50_us"])
-            got = {system: distrun(h, bench, "all_reduce", BUSBW, max(3, a.iters // 10), f"{tmp}/d.json")
-                   for system, bench in benches.items()}
-            got["torch"] = torch(h, "all_reduce", BUSBW, max(3, a.iters // 10))
-            for system, rows in got.items():
-                for b, r in rows.items():
-                    bw.setdefault((system, b), []).append(r["busbw_gbps"])
-            print(f"rep {rep + 1}/{a.reps}: done", file=sys.stderr, flush=True)
+    bw = {}   # (system, collective, bytes) -> [busbw of each rep]
+    rtt, stream = [], []
+    rows = []
+    try:
+        with Hosts(a.hosts) as h, tempfile.TemporaryDirectory() as tmp:
+            for rep in range(a.reps):
+                rtt.append(pair(h, PING, ["2000"]))
+                stream.append(pair(h, STREAM, [str(256 << 20)]))
+                for group, colls, sizes, iters, into, key in (
+                        ("latency", lat_colls, LATENCY, a.iters, lat, "p50_us"),
+                        ("busbw", bw_colls, BUSBW, max(3, a.iters // 20), bw, "busbw_gbps")):
+                    got = {system: {c: distrun(h, a.per_host, bench, c, sizes, iters, f"{tmp}/d.json") for c in colls}
+                           for system, bench in benches.items()}
+                    got["torch"] = torch(h, a.per_host, colls, sizes, iters)
+                    for system, by_coll in got.items():
+                        for coll, by_size in by_coll.items():
+                            for b, r in by_size.items():
+                                into.setdefault((system, coll, b), []).append(r[key])
+                                rows.append({"kind": group, "rep": rep + 1, "system": system, "collective": coll,
+                                             "world_size": world, "hosts": a.hosts, "busy": a.busy, "bytes": b,
+                                             "p50_us": r["p50_us"], "busbw_gbps": r["busbw_gbps"]})
+                print(f"rep {rep + 1}/{a.reps}: done", file=sys.stderr, flush=True)
+    finally:
+        for p in busy:
+            p.kill()
     load_after = open("/proc/loadavg").read().split()[:3]
+    if a.jsonl:
+        with open(a.jsonl, "a") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
     med = statistics.median
-    print(f"2 hosts (network namespaces on a bridge, one kernel) x 1 rank, distrun's TCP path against torch "
-          f"{subprocess.run([PY, '-c', 'import torch; print(torch.__version__)'], capture_output=True, text=True).stdout.strip()}"
-          f" gloo; medians of {a.reps} interleaved repetitions; load average {' '.join(load_before)} before, "
+
+    def cell(system, coll, b, table, fmt):
+        v = table.get((system, coll, b))
+        return fmt % med(v) if v else "n/a"
+
+    def ratio(coll, b, table, system="distrun", over="torch"):
+        d, t = table.get((system, coll, b)), table.get((over, coll, b))
+        return f"**{med(d) / med(t):.2f}x**" if d and t else "n/a"
+
+    torch_version = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                                   text=True).stdout.strip()
+    print(f"{a.hosts} hosts (network namespaces on a bridge, one kernel) x {a.per_host} rank(s), "
+          f"{'quiet' if not a.busy else f'beside {a.busy} busy loops'}: distrun against torch {torch_version} gloo; "
+          f"medians of {a.reps} interleaved repetitions; load average {' '.join(load_before)} before, "
           f"{' '.join(load_after)} after, on {os.cpu_count()} cores\n")
-    print(f"Kernel 8-byte TCP round trip between the namespaces: {med(rtt):.1f} us (reps: "
-          f"{', '.join(f'{x:.1f}' for x in rtt)})\n")
-    print("| size | all_reduce distrun p50 us | torch | distrun / torch | send_recv distrun p50 us | torch | distrun / torch |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
-    for s in LATENCY:
-        b = size_bytes(s)
-        cells = []
-        for coll in ("all_reduce", "send_recv"):
-            d, t = med(lat[("distrun", coll, b)]), med(lat[("torch", coll, b)])
-            cells += [f"{d:.1f}", f"{t:.1f}", f"**{d / t:.2f}x**"]
-        print(f"| {s} B | " + " | ".join(cells) + " |")
-    print("\n| size | all_reduce distrun busbw GB/s | torch | distrun / torch |")
-    print("|---:|---:|---:|---:|")
-    for s in BUSBW:
-        b = size_bytes(s)
-        d, t = med(bw[("distrun", b)]), med(bw[("torch", b)])
-        print(f"| {s}iB | {d:.3f} | {t:.3f} | **{d / t:.2f}x** |")
+    print(f"The link: kernel 8-byte TCP round trip {med(rtt):.1f} us (reps: {', '.join(f'{x:.1f}' for x in rtt)}); "
+          f"raw TCP each way, both directions busy, {med(stream):.3f} GB/s (reps: "
+          f"{', '.join(f'{x:.3f}' for x in stream)})\n")
+    for head, colls, sizes, table, fmt, unit, limit, limit_name in (
+            ("distrun p50 us | torch p50 us", lat_colls, LATENCY, lat, "%.1f", " B", med(rtt), "round trip"),
+            ("distrun busbw GB/s | torch", bw_colls, BUSBW, bw, "%.3f", "iB", med(stream), "raw TCP")):
+        print(f"| collective | size | {head} | distrun / torch | distrun / {limit_name} |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for coll in colls:
+            for s in sizes:
+                b = size_bytes(s)
+                d = table.get(("distrun", coll, b))
+                print(f"| {coll} | {s}{unit} | {cell('distrun', coll, b, table, fmt)} | "
+                      f"{cell('torch', coll, b, table, fmt)} | {ratio(coll, b, table)} | "
+                      f"{f'{med(d) / limit:.2f}x' if d else 'n/a'} |")
+        print()
     if a.baseline:
-        print(f"\nBaseline ({a.baseline}), same runs: p50 us / busbw GB/s, and this build's time or busbw "
-              f"relative to it\n")
-        print("| measure | size | baseline | this build | this / baseline |")
-        print("|---|---:|---:|---:|---:|")
-        for coll in ("all_reduce", "send_recv"):
-            for s in LATENCY:
-                d, o = med(lat[("distrun", coll, size_bytes(s))]), med(lat[("baseline", coll, size_bytes(s))])
-                print(f"| {coll} p50 | {s} B | {o:.1f} | {d:.1f} | {d / o:.2f}x |")
-        for s in BUSBW:
-            d, o = med(bw[("distrun", size_bytes(s))]), med(bw[("baseline", size_bytes(s))])
-            print(f"| all_reduce busbw | {s}iB | {o:.3f} | {d:.3f} | {d / o:.2f}x |")
+        print(f"Baseline ({a.baseline}), same runs: this build's p50 time or busbw relative to it\n")
+        print("| measure | collective | size | baseline | this build | this / baseline |")
+        print("|---|---|---:|---:|---:|---:|")
+        for measure, colls, sizes, table, fmt in (("p50 us", lat_colls, LATENCY, lat, "%.1f"),
+                                                  ("busbw GB/s", bw_colls, BUSBW, bw, "%.3f")):
+            for coll in colls:
+                for s in sizes:
+                    b = size_bytes(s)
+                    print(f"| {measure} | {coll} | {s} | {cell('baseline', coll, b, table, fmt)} | "
+                          f"{cell('distrun', coll, b, table, fmt)} | {ratio(coll, b, table, 'distrun', 'baseline')} |")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,12 @@
   receives) as a heatmap, slow directions framed, suspects in red;
 - compare.sh's results (JSON Lines rows with "kind": "busbw"; the median over repetitions is
   plotted): busbw for distrun, torch.distributed (gloo) and Open MPI, one panel per
-  collective, one colour per system, solid lines for 2 ranks and dashed for 4.
+  collective, one colour per system, solid lines for 2 ranks and dashed for 4;
+- with --between-hosts, hosts.py's rows (JSON Lines, compare.sh --hosts): the same panels for
+  distrun's TCP path and torch's gloo between namespace hosts, the quiet runs only, one line
+  style per hosts x ranks per host.
 
-Usage: plot.py RESULTS OUT.png [--title TEXT]
+Usage: plot.py RESULTS OUT.png [--title TEXT] [--between-hosts]
 """
 import argparse
 import json
@@ -26,7 +29,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 COLLECTIVES = ["all_reduce", "all_gather", "all_to_all", "broadcast", "reduce_scatter"]
 SYSTEMS = [("distrun", "distrun (single copy on one host)", "tab:blue"), ("torch", "torch.distributed (gloo)", "tab:orange"),
            ("mpi", "Open MPI (shared memory)", "tab:green")]
-STYLES = {2: "-", 4: "--"}
+HOST_SYSTEMS = [("distrun", "distrun (TCP between hosts)", "tab:blue"), ("torch", "torch.distributed (gloo)", "tab:orange")]
+STYLES = ["-", "--", ":", "-."]  # one per placement, in order: 2 ranks, 4 ranks on one host
 MIB = 1024 * 1024
 
 
@@ -154,6 +158,7 @@ def main():
     ap.add_argument("results")
     ap.add_argument("png")
     ap.add_argument("--title", default=None)
+    ap.add_argument("--between-hosts", action="store_true", help="hosts.py's rows (compare.sh --hosts)")
     args = ap.parse_args()
     doc = load_document(args.results)
     if doc is not None:
@@ -167,19 +172,22 @@ def main():
             if not line.startswith("{"):
                 continue
             r = json.loads(line)
-            if r.get("kind") == "busbw" and r.get("busbw_gbps") is not None:
-                points[(r["system"], r["collective"], r["world_size"], r["bytes"])].append(r["busbw_gbps"])
-    worlds = sorted({k[2] for k in points})
+            if r.get("kind") != "busbw" or r.get("busbw_gbps") is None or r.get("busy"):
+                continue
+            where = ("%d hosts x %d" % (r["hosts"], r["world_size"] // r["hosts"]) if args.between_hosts
+                     else "%d ranks" % r["world_size"])
+            points[(r["system"], r["collective"], where, r["bytes"])].append(r["busbw_gbps"])
+    wheres = sorted({k[2] for k in points})
     fig, axes = plt.subplots(1, len(COLLECTIVES), figsize=(4 * len(COLLECTIVES), 4), sharey=True)
     for ax, coll in zip(axes, COLLECTIVES):
-        for system, label, colour in SYSTEMS:
-            for n in worlds:
-                xs = sorted(b for (s, c, w, b) in points if (s, c, w) == (system, coll, n))
+        for system, label, colour in HOST_SYSTEMS if args.between_hosts else SYSTEMS:
+            for i, where in enumerate(wheres):
+                xs = sorted(b for (s, c, w, b) in points if (s, c, w) == (system, coll, where))
                 if not xs:
                     continue
-                ys = [statistics.median(points[(system, coll, n, b)]) for b in xs]
-                ax.plot([b / MIB for b in xs], ys, STYLES.get(n, ":"), marker="o", color=colour,
-                        label="%s, %d ranks" % (label, n))
+                ys = [statistics.median(points[(system, coll, where, b)]) for b in xs]
+                ax.plot([b / MIB for b in xs], ys, STYLES[i % len(STYLES)], marker="o", color=colour,
+                        label="%s, %s" % (label, where))
         ax.set_title(coll)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("size (MiB)")

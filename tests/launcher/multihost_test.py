@@ -19,7 +19,7 @@ from launcher_harness import DATA, DISTRUN, PYTHON, WORKER, Failed, check, main,
 TAG = f"dmh{os.getpid() % 100000}"
 # A program whose rank 3 calls all_gather where the others call all_reduce (tests/faults).
 MISMATCH = os.environ.get("MISMATCH", "")
-ADDR = ["192.0.2.1", "192.0.2.2", "192.0.2.3"]
+ADDR = ["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"]
 PORT = "29400"  # inside namespaces made for this run only: no other test can hold it
 SECRET = os.urandom(16).hex()
 

@@ -42,8 +42,9 @@ struct Intent {
   int32_t root = -1;     // -1 for rootless collectives
   uint64_t bytes = 0;    // per-rank block: what each rank contributes or receives (not all_to_all)
   uint64_t address = 0;  // single-copy path: where this rank's buffer starts ...
-  uint64_t extent = 0;   // ... and how many bytes of it peers may read (0 on TCP)
-  uint64_t flags = 0;    // transport's own: kInline = the extent is also copied in the shared slot
+  uint64_t extent = 0;   // ... and how many bytes of it peers may read (TCP: of kInline's copy)
+  uint64_t flags = 0;    // transport's own: kInline = the extent is also copied in the shared slot,
+                         // or on TCP sent with the intent
   // The bytes of this rank's buffer of n blocks, where it has one: all_gather's output,
   // reduce_scatter's input, gather's output and scatter's input on the root. Checked to be
   // n * bytes with the rest, so a wrong buffer is the same error on every rank. kUnstated:

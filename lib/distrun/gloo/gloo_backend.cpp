@@ -212,8 +212,10 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
     if (settings_of(r) != settings_of(0))
       differ += ", rank " + std::to_string(global_rank(r)) + " has " + settings_of(r);
   if (!differ.empty())
-    throw ConfigError("the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO and DISTRUN_HIERARCHY: rank " +
-                      std::to_string(global_rank(0)) + " has " + settings_of(0) + differ);
+    throw ConfigError(
+        "the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO, DISTRUN_HIERARCHY and "
+        "DISTRUN_SHM_INLINE_BYTES: rank " +
+        std::to_string(global_rank(0)) + " has " + settings_of(0) + differ);
   if (options_.transport == GlooTransport::Tcp) return tcp();
   std::vector<std::string> hosts;    // distinct, in order of their first rank
   std::vector<std::vector<int>> on;  // group ranks per host
@@ -230,7 +232,7 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
     try {
       shm = ShmPath::create(
           context_, *std::make_shared<PrefixStore>("shm", store_), rank_, size_, [this] { return next_tag_++; },
-          global_ranks_);
+          global_ranks_, size_t(options_.shm_inline_bytes));
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
@@ -300,6 +302,12 @@ void GlooBackendOptions::read_env() {
     hierarchy = Hierarchy::Auto;
   else
     throw ConfigError("DISTRUN_HIERARCHY='" + h + "': expected auto or flat");
+  const std::string i = env("DISTRUN_SHM_INLINE_BYTES");
+  if (!i.empty()) {
+    if (i.size() > 6 || i.find_first_not_of("0123456789") != std::string::npos || std::stoull(i) > (64u << 10))
+      throw ConfigError("DISTRUN_SHM_INLINE_BYTES='" + i + "': expected a number of bytes from 0 to 65536");
+    shm_inline_bytes = std::stoull(i);
+  }
   if (!env("DISTRUN_HOST_ID").empty()) host_id = env("DISTRUN_HOST_ID");
 }
 
@@ -307,7 +315,8 @@ std::string GlooBackendOptions::shared_settings() const {
   const char* t = transport == GlooTransport::Tcp ? "tcp" : transport == GlooTransport::SharedMemory ? "shm" : "auto";
   const char* a = algorithm == Algorithm::Ring ? "ring" : algorithm == Algorithm::Direct ? "direct" : "auto";
   return std::string("DISTRUN_TRANSPORT=") + t + " DISTRUN_ALGO=" + a +
-         " DISTRUN_HIERARCHY=" + (hierarchy == Hierarchy::Flat ? "flat" : "auto");
+         " DISTRUN_HIERARCHY=" + (hierarchy == Hierarchy::Flat ? "flat" : "auto") +
+         " DISTRUN_SHM_INLINE_BYTES=" + std::to_string(shm_inline_bytes);
 }
 
 std::string GlooBackend::transport_name() const { return transport_->name(); }

@@ -40,6 +40,10 @@ struct GlooBackendOptions {
   GlooTransport transport = GlooTransport::Auto;
   Algorithm algorithm = Algorithm::Auto;  // algorithms.hpp
   Hierarchy hierarchy = Hierarchy::Auto;
+  /// The largest payload the shared-memory path copies through a rank's slot rather than
+  /// exposing the buffer to single-copy reads (at most 64 KiB, its default): where copying
+  /// stops paying, measured in docs/performance.md; settable for that measurement.
+  uint64_t shm_inline_bytes = uint64_t(64) << 10;
   /// Which host this rank is on, as the group compares them: empty means this kernel's boot
   /// id. Ranks with different ids never share memory. Set (DISTRUN_HOST_ID) to make network
   /// namespaces, or threads of a test, behave as separate hosts.
@@ -49,11 +53,13 @@ struct GlooBackendOptions {
   bool log_choice = true;
 
   /// Sets transport from DISTRUN_TRANSPORT (auto|shm|tcp; unset with DISTRUN_CMA=0: tcp),
-  /// algorithm from DISTRUN_ALGO (auto|direct|ring), hierarchy from
-  /// DISTRUN_HIERARCHY (auto|flat) and host_id from DISTRUN_HOST_ID; ConfigError otherwise.
+  /// algorithm from DISTRUN_ALGO (auto|direct|ring), hierarchy from DISTRUN_HIERARCHY
+  /// (auto|flat), shm_inline_bytes from DISTRUN_SHM_INLINE_BYTES (0..65536) and host_id from
+  /// DISTRUN_HOST_ID; ConfigError otherwise.
   void read_env();
-  /// The settings every member of a group must share (transport, algorithm, hierarchy), as
-  /// text: a group whose members' differ is a ConfigError on every member when it is made.
+  /// The settings every member of a group must share (transport, algorithm, hierarchy, inline
+  /// limit), as text: a group whose members' differ is a ConfigError on every member when it
+  /// is made.
   std::string shared_settings() const;
 };
 

@@ -126,7 +126,8 @@ std::string ShmPath::segment_problem(int fd, int n) {
 }
 
 std::unique_ptr<ShmPath> ShmPath::create(std::shared_ptr<gloo::Context> context, Store& store, int rank, int size,
-                                         std::function<uint32_t()> next_tag, std::vector<int> global_ranks) {
+                                         std::function<uint32_t()> next_tag, std::vector<int> global_ranks,
+                                         size_t inline_limit) {
   if (size < 2) return nullptr;
   // Every member publishes its host (boot id), pid, and the address and value of its nonce.
   const volatile uint64_t* nonce = process_nonce();
@@ -149,8 +150,8 @@ std::unique_ptr<ShmPath> ShmPath::create(std::shared_ptr<gloo::Context> context,
   store.set("cma/ok/" + std::to_string(rank), ok ? "1" : "0");
   for (int r = 0; r < size; ++r) ok = store.get("cma/ok/" + std::to_string(r)) == "1" && ok;
   if (!ok) return nullptr;
-  std::unique_ptr<ShmPath> t(
-      new ShmPath(std::move(context), rank, size, std::move(pids), std::move(next_tag), std::move(global_ranks)));
+  std::unique_ptr<ShmPath> t(new ShmPath(std::move(context), rank, size, std::move(pids), std::move(next_tag),
+                                         std::move(global_ranks), std::min(inline_limit, kInlineCapacity)));
   t->map_shared(store);
   return t;
 }
@@ -192,15 +193,9 @@ ShmPath::~ShmPath() {
 }
 
 ShmPath::ShmPath(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
-                 std::function<uint32_t()> next_tag, std::vector<int> global_ranks)
+                 std::function<uint32_t()> next_tag, std::vector<int> global_ranks, size_t inline_limit)
     : context_(std::move(context)), rank_(rank), size_(size), pids_(std::move(pids)), next_tag_(std::move(next_tag)),
-      global_ranks_(std::move(global_ranks)) {
-  // Where copying through the slot stops paying and single-copy reads take over: measured
-  // (docs/performance.md); settable for that measurement. Each rank says in its intent which
-  // it did, so ranks with different settings still agree on where to read.
-  if (const char* v = std::getenv("DISTRUN_SHM_INLINE_BYTES"))
-    inline_limit_ = std::min<size_t>(std::strtoull(v, nullptr, 10), kInlineCapacity);
-}
+      global_ranks_(std::move(global_ranks)), inline_limit_(inline_limit) {}
 
 const std::vector<Intent>& ShmPath::meet(Intent intent, const void* base, uint64_t extent,
                                          std::chrono::milliseconds timeout) {

@@ -48,9 +48,11 @@ class ShmPath : public Path {
  public:
   /// Meets the other members through `store` (their pids and boot ids), checks that every one
   /// can read every other's memory, and returns nullptr when not (another host, or refused).
-  /// `next_tag` gives the Gloo tags of the meetings it holds over TCP when no segment maps.
+  /// `next_tag` gives the Gloo tags of the meetings it holds over TCP when no segment maps;
+  /// `inline_limit` (at most kInlineCapacity) is the largest payload copied into a slot.
   static std::unique_ptr<ShmPath> create(std::shared_ptr<gloo::Context> context, Store& store, int rank, int size,
-                                         std::function<uint32_t()> next_tag, std::vector<int> global_ranks);
+                                         std::function<uint32_t()> next_tag, std::vector<int> global_ranks,
+                                         size_t inline_limit);
 
   std::string name() const override { return shared_ ? "shm" : "shm/tcp-sync"; }
   bool reads_peers() const override { return true; }
@@ -74,7 +76,7 @@ class ShmPath : public Path {
 
  private:
   ShmPath(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
-          std::function<uint32_t()> next_tag, std::vector<int> global_ranks);
+          std::function<uint32_t()> next_tag, std::vector<int> global_ranks, size_t inline_limit);
   // Maps the segment rank 0 creates (a memfd, opened by the others through /proc/PID/fd/N:
   // no name to leave behind); false when some rank cannot, and then all use Gloo to meet.
   bool map_shared(Store& store);
@@ -110,11 +112,11 @@ class ShmPath : public Path {
   std::vector<pid_t> pids_;
   std::function<uint32_t()> next_tag_;
   std::vector<int> global_ranks_;
-  std::vector<char> scratch_;  // a piece folded in parts passes through it, when not inlined
-  std::vector<Intent> table_;  // every rank's intent in the current collective
-  uint64_t seq_ = 0;           // collectives run, the same count on every member
-  int phase_ = 0;              // the last phase run in the current collective
-  size_t inline_limit_ = kInlineCapacity;
+  std::vector<char> scratch_;    // a piece folded in parts passes through it, when not inlined
+  std::vector<Intent> table_;    // every rank's intent in the current collective
+  uint64_t seq_ = 0;             // collectives run, the same count on every member
+  int phase_ = 0;                // the last phase run in the current collective
+  size_t inline_limit_;          // payloads up to this go through the slot (DISTRUN_SHM_INLINE_BYTES)
   CmaShared* shared_ = nullptr;  // mapped segment, or nullptr: meet over Gloo instead
   size_t shared_bytes_ = 0;
   int shared_fd_ = -1;

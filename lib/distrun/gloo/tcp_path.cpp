@@ -5,6 +5,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,9 @@ constexpr uint64_t kConfirmSlot = 0x4e5e000000000000ull;
 // A piece moves in segments of this size, so that the reader folds one in while the next
 // arrives (and Gloo never holds a whole large piece in one message).
 constexpr size_t kSegment = size_t(1) << 20;
+// Bytes of a buffer sent with its intent, per peer: at most the direct algorithms' 64 KiB, and
+// within a budget of about 1 MiB over all peers, but never under 4 KiB.
+constexpr size_t kEagerMost = size_t(64) << 10, kEagerLeast = size_t(4) << 10, kEagerBudget = size_t(1) << 20;
 
 void require(bool ok, std::chrono::milliseconds timeout) {
   if (!ok) throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms");
@@ -49,37 +53,74 @@ TcpPath::TcpPath(std::shared_ptr<gloo::Context> context, int rank, int size, std
                  std::function<uint32_t()> next_tag)
     : context_(std::move(context)), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)),
       next_tag_(std::move(next_tag)) {
-  rows_.assign(Intent::words(size_) * size_t(size_), 0);
-  rows_in_ = context_->createUnboundBuffer(rows_.data(), rows_.size() * sizeof(uint64_t));
-  row_out_ = context_->createUnboundBuffer(rows_.data(), rows_.size() * sizeof(uint64_t));
+  row_bytes_ = Intent::words(size_) * sizeof(uint64_t);
+  eager_ = std::clamp(kEagerBudget / size_t(size_), kEagerLeast, kEagerMost) & ~size_t(7);
+  stride_ = row_bytes_ + eager_;
+  for (Inbox& box : inbox_) {
+    box.words.assign(stride_ / sizeof(uint64_t) * size_t(size_), 0);
+    box.in = context_->createUnboundBuffer(box.words.data(), stride_ * size_t(size_));
+    box.out = context_->createUnboundBuffer(box.words.data(), stride_ * size_t(size_));
+  }
   post_intent_receives();
 }
 
 TcpPath::~TcpPath() = default;
 
-void TcpPath::post_intent_receives() {
-  const size_t row = Intent::words(size_) * sizeof(uint64_t);
-  for (int r = 0; r < size_; ++r)
-    if (r != rank_) rows_in_->recv(r, kIntentSlot | (exchanges_ + 1), size_t(r) * row, row);
+void TcpPath::post_intent_receives(bool again) {
+  const uint64_t exchange = exchanges_ + 1;
+  Inbox& box = inbox_[exchange % 2];
+  auto post = [&](int r) { box.in->recv(r, kIntentSlot | exchange, stride_ * size_t(r), stride_); };
+  if (again) {
+    // Now the pair's error, if it still has one, is this collective's.
+    for (int r : unposted_) post(r);
+    unposted_.clear();
+    return;
+  }
+  // A peer may have finished its last collective and closed its pairs already (this one ended
+  // for it with our intent): a receive that cannot be posted waits for the next meeting.
+  for (int r = 0; r < size_; ++r) try {
+      if (r != rank_) post(r);
+    } catch (const std::exception&) {
+      unposted_.push_back(r);
+    }
+}
+
+void TcpPath::check_piece(int reader, int owner, const Piece& p, uint64_t extent) const {
+  if (p.offset <= extent && p.bytes <= extent - p.offset) return;
+  throw CollectiveMismatchError("rank " + std::to_string(global_rank_of(global_ranks_, reader)) + " would take " +
+                                std::to_string(p.bytes) + " bytes at offset " + std::to_string(p.offset) + " of rank " +
+                                std::to_string(global_rank_of(global_ranks_, owner)) + "'s buffer of " +
+                                std::to_string(extent));
 }
 
 const std::vector<Intent>& TcpPath::meet(Intent intent, const void* base, uint64_t extent,
                                          std::chrono::milliseconds timeout) {
   base_ = static_cast<char*>(const_cast<void*>(base));
   extent_ = base ? extent : 0;
+  eager_in_ = nullptr;
   intent.seq = ++seq_;
   table_.assign(size_t(size_), intent);
   // Every member skips alike (same flags, same tags). all_to_all's intents differ by rank, so
   // they always travel.
   if (!(intent.flags & Intent::kAgreed) || intent.kind == CollectiveKind::AllToAll) {
-    const size_t words = Intent::words(size_), row = words * sizeof(uint64_t);
+    if (!unposted_.empty()) post_intent_receives(true);
     const uint64_t slot = kIntentSlot | ++exchanges_;
-    intent.encode(rows_.data() + size_t(rank_) * words, size_);
+    Inbox& box = inbox_[exchanges_ % 2];
+    char* mine = box.slot(stride_, rank_);
+    size_t sent = row_bytes_;
+    if (extent_ <= eager_) {
+      intent.flags |= Intent::kInline;
+      intent.extent = extent_;
+      if (extent_) std::memcpy(mine + row_bytes_, base_, extent_);
+      sent += extent_;
+    }
+    intent.encode(reinterpret_cast<uint64_t*>(mine), size_);
     for (int r = 0; r < size_; ++r)
-      if (r != rank_) row_out_->send(r, slot, size_t(rank_) * row, row);
-    for (int r = 1; r < size_; ++r) require(rows_in_->waitRecv(nullptr, timeout), timeout);
-    for (int r = 1; r < size_; ++r) require(row_out_->waitSend(nullptr, timeout), timeout);
-    for (int r = 0; r < size_; ++r) Intent::decode(rows_.data() + size_t(r) * words, size_, table_[size_t(r)]);
+      if (r != rank_) box.out->send(r, slot, stride_ * size_t(rank_), sent);
+    for (int r = 1; r < size_; ++r) require(box.in->waitRecv(nullptr, timeout), timeout);
+    for (int r = 1; r < size_; ++r) require(box.out->waitSend(nullptr, timeout), timeout);
+    for (int r = 0; r < size_; ++r)
+      Intent::decode(reinterpret_cast<const uint64_t*>(box.slot(stride_, r)), size_, table_[size_t(r)]);
     // The next exchange's receives go out before the check: a disagreement leaves the group
     // usable, and every rank posts them alike.
     post_intent_receives();
@@ -89,6 +130,7 @@ const std::vector<Intent>& TcpPath::meet(Intent intent, const void* base, uint64
       confirm_rows_read(timeout);
       throw;
     }
+    eager_in_ = &box;
   }
   tag_ = next_tag_();
   return table_;
@@ -116,12 +158,20 @@ void TcpPath::confirm_rows_read(std::chrono::milliseconds timeout) noexcept {
 void TcpPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) {
   if (phase >= 1 << 16) throw BackendError("a collective of more than 65536 phases");
   const uint64_t slot = kPhaseSlot | uint64_t(tag_) << 16 | uint64_t(phase);
+  // Phase 0 sees every buffer as it was at the meeting: an eager sender's bytes came with its
+  // intent, and it sends nothing now.
+  auto eager = [&](int r) { return phase == 0 && eager_in_ && (table_[size_t(r)].flags & Intent::kInline); };
   // What we take, in order; pieces folded in parts land in scratch, one after another.
   std::vector<Piece> mine;
   size_t folded = 0;
   schedule.pieces(phase, rank_, [&](const Piece& p) {
+    if (eager(p.peer)) {
+      const Intent& from = table_[size_t(p.peer)];
+      check_piece(rank_, p.peer, p, std::min<uint64_t>(from.extent, eager_));
+    } else if (!p.dst) {
+      folded += p.bytes;
+    }
     mine.push_back(p);
-    if (!p.dst) folded += p.bytes;
   });
   if (scratch_.size() < folded) scratch_.resize(folded);
   // What every reader takes from us, in its order: the schedule is the same function of the
@@ -136,21 +186,20 @@ void TcpPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeo
     if (reader == rank_) continue;
     schedule.pieces(phase, reader, [&](const Piece& p) {
       if (p.peer != rank_) return;
-      if (p.offset > extent_ || p.bytes > extent_ - p.offset)
-        throw CollectiveMismatchError("rank " + std::to_string(global_rank_of(global_ranks_, reader)) + " would take " +
-                                      std::to_string(p.bytes) + " bytes at offset " + std::to_string(p.offset) +
-                                      " of a buffer of " + std::to_string(extent_));
-      sends.push_back(Send{reader, p.offset, p.bytes});
+      check_piece(reader, rank_, p, extent_);
+      if (!eager(rank_)) sends.push_back(Send{reader, p.offset, p.bytes});
     });
   }
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs;
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs(mine.size());
   size_t at = 0;
-  for (const Piece& p : mine) {
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const Piece& p = mine[i];
+    if (eager(p.peer)) continue;
     char* into = p.dst ? p.dst : scratch_.data() + at;
     if (!p.dst) at += p.bytes;
-    recvs.push_back(context_->createUnboundBuffer(into, p.bytes));
+    recvs[i] = context_->createUnboundBuffer(into, p.bytes);
     for (size_t off = 0; off < p.bytes; off += kSegment)
-      recvs.back()->recv(p.peer, slot, off, std::min(kSegment, p.bytes - off));
+      recvs[i]->recv(p.peer, slot, off, std::min(kSegment, p.bytes - off));
   }
   std::unique_ptr<gloo::transport::UnboundBuffer> exposed;
   int segments = 0;
@@ -161,6 +210,14 @@ void TcpPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeo
   at = 0;
   for (size_t i = 0; i < mine.size(); ++i) {
     const Piece& p = mine[i];
+    if (!recvs[i]) {
+      const char* from = eager_in_->slot(stride_, p.peer) + row_bytes_ + p.offset;
+      if (p.dst)
+        std::memcpy(p.dst, from, p.bytes);
+      else
+        schedule.take(p, 0, from, p.bytes);
+      continue;
+    }
     for (size_t off = 0; off < p.bytes; off += kSegment) {
       require(recvs[i]->waitRecv(nullptr, timeout), timeout);
       if (!p.dst) schedule.take(p, off, scratch_.data() + at + off, std::min(kSegment, p.bytes - off));

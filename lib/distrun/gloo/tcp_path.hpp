@@ -1,11 +1,17 @@
 // The path over Gloo's TCP pairs (between hosts, or on one when shared memory cannot or must
 // not be used; see path.hpp for the model). A rank cannot read a peer's memory here, so in each
 // phase it lists what every reader takes from it and sends that, while receiving its own
-// pieces; pieces go in segments, so folding one segment in overlaps receiving the next. The
-// intent check is one small message to and from every peer before each collective, into
+// pieces; pieces go in segments, so folding one segment in overlaps receiving the next.
+//
+// The intent check is one message to and from every peer before each collective, into
 // receives posted at the end of the collective before: a Gloo message moves at once when its
 // receive is already posted, where otherwise the two sides first trade "send ready" and
-// "receive ready" notes (a round trip and wake-ups of both sides' threads).
+// "receive ready" notes (a round trip and wake-ups of both sides' threads). A rank whose
+// exposed buffer is small (up to 64 KiB, the direct algorithms' limit on TCP; less in groups
+// of more than 16, where each rank holds two slots per peer) sends it with its intent, so a small
+// collective's first phase is served from what the check brought: one message each way in
+// all, where a phase of its own would add a rendezvous. The receiver takes those bytes only
+// once every intent agrees, and never past the extent the sender stated.
 #pragma once
 #include <functional>
 #include <memory>
@@ -48,12 +54,24 @@ class TcpPath : public Path {
   void finish(std::chrono::milliseconds) override {}
 
  private:
+  // One exchange's intents: a slot of `stride_` bytes per rank, its row and then up to eager_
+  // bytes of its exposed buffer (ours: what we send). Two, used by turns, so that the next
+  // exchange's receives are posted while this collective still reads this one's.
+  struct Inbox {
+    std::vector<uint64_t> words;  // 8-byte aligned rows
+    std::unique_ptr<gloo::transport::UnboundBuffer> in, out;
+    char* slot(size_t stride, int r) { return reinterpret_cast<char*>(words.data()) + stride * size_t(r); }
+  };
   std::shared_ptr<gloo::Context> context_;
   int rank_, size_;
   std::vector<int> global_ranks_;
   std::function<uint32_t()> next_tag_;
-  // Posts the receives of every peer's intent in exchange number `exchanges_ + 1`.
-  void post_intent_receives();
+  // Posts the receives of every peer's intent in exchange number `exchanges_ + 1`; `again`:
+  // those of unposted_ only.
+  void post_intent_receives(bool again = false);
+  std::vector<int> unposted_;  // peers whose receive of the next exchange is not posted yet
+  // Throws when `reader`'s piece lies outside the `extent` that rank `owner` exposed.
+  void check_piece(int reader, int owner, const Piece& piece, uint64_t extent) const;
   // After a disagreement, before the error leaves: one note to and from every peer. Every rank
   // finds the same disagreement in the same rows, but one that throws and closes its pairs at
   // once can reset a connection whose peer has not yet read that rank's row, and the peer
@@ -62,10 +80,11 @@ class TcpPath : public Path {
   // effort: the rows are already here, so nothing a peer does now can change this rank's error.
   void confirm_rows_read(std::chrono::milliseconds timeout) noexcept;
   uint64_t seq_ = 0;
-  uint64_t exchanges_ = 0;      // intent exchanges so far (collectives marked kAgreed skip them)
-  std::vector<uint64_t> rows_;  // every rank's intent row of the next exchange; ours at `rank_`
-  std::unique_ptr<gloo::transport::UnboundBuffer> rows_in_, row_out_;
-  uint32_t tag_ = 0;  // this collective's, for the slots of its phases
+  uint64_t exchanges_ = 0;                         // intent exchanges so far (collectives marked kAgreed skip them)
+  size_t row_bytes_ = 0, eager_ = 0, stride_ = 0;  // eager_: the most bytes sent with an intent
+  Inbox inbox_[2];
+  Inbox* eager_in_ = nullptr;  // this collective's exchange, whose eager bytes serve phase 0
+  uint32_t tag_ = 0;           // this collective's, for the slots of its phases
   std::vector<Intent> table_;
   char* base_ = nullptr;  // what this rank exposes
   uint64_t extent_ = 0;

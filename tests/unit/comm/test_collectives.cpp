@@ -1,6 +1,8 @@
 // Every collective's values for world sizes 1 to 8, every dtype, row and column splits,
 // uneven all_to_all, subgroups, objects and timeouts, with ranks as threads over a HashStore.
+// The thresholds' case also runs as processes on namespace hosts (tests/unit/netns_hosts.py).
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <mutex>
 
 #include "distrun/backend/reduce_kernels.hpp"
@@ -27,6 +29,21 @@ double in_value(int rank, int64_t e) { return rank + e % 3 + 1; }
 
 // Row-major flat index of (row, col) in a 2-D shape.
 int64_t at(const Shape& s, int64_t r, int64_t c) { return r * s[1] + c; }
+
+// As run_ranks, or, under DISTRUN_TEST_WORLD=PATH (netns_hosts.py), as one process of a world
+// that meets through the environment: this process runs its own rank, over the path PATH.
+void run_world(int n, const std::function<void(ProcessGroup&)>& fn) {
+  const char* path = std::getenv("DISTRUN_TEST_WORLD");
+  if (!path || !*path) return run_ranks(n, fn);
+  const long checks_before = distrun::testing::rank_checks;
+  InitOptions o;
+  o.timeout = std::chrono::seconds(20);
+  auto pg = ProcessGroup::init(o);
+  REQUIRE(pg->size() == n);
+  REQUIRE(pg->backend().transport_name() == path);
+  fn(*pg);
+  REQUIRE(distrun::testing::rank_checks > checks_before);
+}
 
 }  // namespace
 
@@ -223,11 +240,12 @@ TEST_CASE("large buffers: all_reduce, all_gather, reduce_scatter, broadcast, red
 
 TEST_CASE("every collective and dtype at one element either side of each size threshold", "[thresholds]") {
   // The thresholds: 64 KiB per rank (the shared segment's inline slot; on TCP the switch from
-  // the direct algorithms to the ring, with 3 ranks) and 1 MiB (a TCP piece's segment). Each
+  // the direct algorithms to the ring, with 3 ranks, and the most a buffer sent with its
+  // intent holds) and 1 MiB (a TCP piece's segment). Each
   // count is that many bytes of the dtype, and one element less and more; per rank's block for
   // all_gather, reduce_scatter, gather, scatter and all_to_all, whole for the others.
   const int n = 3;
-  run_ranks(n, [&](ProcessGroup& pg) {
+  run_world(n, [&](ProcessGroup& pg) {
     Backend& b = pg.backend();
     const int me = pg.rank();
     auto sum_of = [&](int64_t e) {

@@ -1,6 +1,7 @@
 // GlooBackend trusts no peer: ranks that disagree on a collective or a send/recv get the same
 // typed error on every rank, on both paths, and the pair keeps working.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -29,6 +30,7 @@ std::vector<std::string> on_ranks(int n, GlooTransport transport, const std::fun
     threads.emplace_back([&, r] {
       try {
         GlooBackendOptions o;
+        o.read_env();  // DISTRUN_SHM_INLINE_BYTES of the single-copy variant
         o.timeout = std::chrono::seconds(20);
         o.transport = transport;
         GlooBackend b(store, r, n, o);
@@ -234,9 +236,11 @@ TEST_CASE("send/recv: every size beside the receive's is a typed error, never an
   }
 }
 
-TEST_CASE("members with different DISTRUN_ALGO, DISTRUN_TRANSPORT or DISTRUN_HIERARCHY: a ConfigError on each",
-          "[trust]") {
-  for (int which = 0; which < 3; ++which) {
+TEST_CASE(
+    "members with different DISTRUN_ALGO, DISTRUN_TRANSPORT, DISTRUN_HIERARCHY or DISTRUN_SHM_INLINE_BYTES: a "
+    "ConfigError on each",
+    "[trust]") {
+  for (int which = 0; which < 4; ++which) {
     auto store = std::make_shared<HashStore>();
     std::vector<std::string> errors(2);
     std::vector<std::thread> threads;
@@ -248,6 +252,7 @@ TEST_CASE("members with different DISTRUN_ALGO, DISTRUN_TRANSPORT or DISTRUN_HIE
         if (r == 1 && which == 0) o.algorithm = Algorithm::Ring;
         if (r == 1 && which == 1) o.transport = GlooTransport::Auto;
         if (r == 1 && which == 2) o.hierarchy = Hierarchy::Flat;
+        if (r == 1 && which == 3) o.shm_inline_bytes = 0;
         try {
           GlooBackend b(store, r, 2, o);
         } catch (const ConfigError& e) {
@@ -255,16 +260,39 @@ TEST_CASE("members with different DISTRUN_ALGO, DISTRUN_TRANSPORT or DISTRUN_HIE
         }
       });
     for (auto& t : threads) t.join();
-    const char* rank1[] = {"DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=ring DISTRUN_HIERARCHY=auto",
-                           "DISTRUN_TRANSPORT=auto DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto",
-                           "DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto DISTRUN_HIERARCHY=flat"};
-    const std::string want = std::string(
-                                 "the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO and "
-                                 "DISTRUN_HIERARCHY: rank 0 has DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto "
-                                 "DISTRUN_HIERARCHY=auto, rank 1 has ") +
-                             rank1[which];
+    const char* rank1[] =
+        {"DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=ring DISTRUN_HIERARCHY=auto DISTRUN_SHM_INLINE_BYTES=65536",
+         "DISTRUN_TRANSPORT=auto DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto DISTRUN_SHM_INLINE_BYTES=65536",
+         "DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto DISTRUN_HIERARCHY=flat DISTRUN_SHM_INLINE_BYTES=65536",
+         "DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto DISTRUN_SHM_INLINE_BYTES=0"};
+    const std::string want =
+        std::string(
+            "the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO, "
+            "DISTRUN_HIERARCHY and DISTRUN_SHM_INLINE_BYTES: rank 0 has DISTRUN_TRANSPORT=tcp "
+            "DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto DISTRUN_SHM_INLINE_BYTES=65536, rank 1 has ") +
+        rank1[which];
     for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == want);
   }
+}
+
+TEST_CASE("DISTRUN_SHM_INLINE_BYTES: a number of bytes up to the slot's 64 KiB, else a ConfigError", "[trust]") {
+  // This binary also runs with the variable set (the single-copy variant): left as found.
+  const char* found = std::getenv("DISTRUN_SHM_INLINE_BYTES");
+  const std::string before = found ? found : "";
+  for (const char* bad : {"65537", "-1", "64K", "1e3", "99999999999999999999"}) {
+    INFO(bad);
+    setenv("DISTRUN_SHM_INLINE_BYTES", bad, 1);
+    GlooBackendOptions o;
+    CHECK_THROWS_AS(o.read_env(), ConfigError);
+  }
+  setenv("DISTRUN_SHM_INLINE_BYTES", "4096", 1);
+  GlooBackendOptions o;
+  o.read_env();
+  CHECK(o.shm_inline_bytes == 4096);
+  if (found)
+    setenv("DISTRUN_SHM_INLINE_BYTES", before.c_str(), 1);
+  else
+    unsetenv("DISTRUN_SHM_INLINE_BYTES");
 }
 
 TEST_CASE("an exchange (isend; blocking recv; wait on both ranks) meets: the payload moves before the sender's wait",
