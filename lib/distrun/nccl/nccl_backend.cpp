@@ -246,6 +246,12 @@ void NcclBackend::run(const char* op, std::chrono::milliseconds timeout, nccl::N
   prepare(op);
   const auto deadline = deadline_after(timeout);
   try {
+    if (timing_ && &comm != comm_.get()) {
+      // What the blocking communicator queued in this timed run is waited for first, under its
+      // own watchdog: `comm`'s aborts could not end a hung kernel of the other.
+      DISTRUN_CUDA_CHECK(cudaEventRecord(done_, stream_));
+      comm_->wait(done_, op, deadline);
+    }
     {
       auto held = comm.hold();  // no watchdog call on the communicator meanwhile
       nccl::order_after_producers(stream_, produced_);
@@ -491,12 +497,13 @@ void NcclBackend::begin_timed() {
 }
 
 void NcclBackend::mark() {
+  if (!timing_) return;
   if (marks_used_ == marks_.size()) marks_.push_back(std::make_unique<nccl::CudaEvent>(true));
   marks_[marks_used_++]->record(stream_);
 }
 
 std::vector<double> NcclBackend::end_timed(std::chrono::milliseconds timeout) {
-  timing_ = false;
+  if (!std::exchange(timing_, false)) return {};  // no timed run began
   const char* op = "timed run";
   try {
     // The last mark follows everything launched on the stream.
