@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <functional>
 #include <thread>
 
@@ -102,6 +103,10 @@ TEST_CASE("NCCL's own collectives start no thread per operation", "[nccl][stub]"
   CHECK(ops == 12000);
   CHECK(set_up > at_start);  // the stand-in does count nonblocking groups
   CHECK(after == set_up);    // and the collectives started none
+  // The twin's connections are made while it is created, so no launch on it waits for a peer.
+  const char* connect = std::getenv("NCCL_RUNTIME_CONNECT");
+  REQUIRE(connect);
+  CHECK(std::string(connect) == "0");
 }
 
 TEST_CASE("gather and scatter hand NCCL a valid buffer on every rank", "[nccl][stub]") {
