@@ -2,10 +2,12 @@
 // communicators per group for the collectives (nccl_comm.hpp: a blocking one for NCCL's own
 // collectives, no thread per operation; its nonblocking parent for set-up, splits and the
 // collectives made of sends and receives, whose connections are made at first use) and one
-// channel (two-rank communicator and stream) per direction and peer for point-to-point. Collectives block until the device has finished (so
-// results can be read at once, as with GlooBackend), asleep in the driver while a watchdog holds
-// the deadline: a hung or dead peer aborts the communicator and becomes a TimeoutError/PeerError
-// naming the peer when the heartbeats tell.
+// channel (two-rank communicator and stream) per direction and peer for point-to-point.
+// Collectives block until the device has finished (so results can be read at once, as with
+// GlooBackend), asleep in the driver while a watchdog holds the deadline: a hung or dead peer
+// aborts the communicator and becomes a TimeoutError/PeerError naming the peer when the
+// heartbeats tell. Inside a timed run (Backend::begin_timed) NCCL's own collectives return once
+// launched.
 #pragma once
 #include <chrono>
 #include <memory>
