@@ -8,9 +8,11 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstdlib>
 #include <functional>
 #include <thread>
 
+#include "distrun/bench/engine.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/cuda_library.hpp"
 #include "distrun/nccl/nccl_backend.hpp"
@@ -39,6 +41,15 @@ int threads_now() {
   return n;
 }
 
+// Ranks as threads meet here: returns once `arrived` reaches `count` (every rank adds one).
+void meet(std::atomic<int>& arrived, int count) {
+  ++arrived;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (arrived < count) {
+    if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("a rank never arrived");
+    std::this_thread::sleep_for(100us);
+  }
+}
 
 }  // namespace
 
@@ -60,6 +71,42 @@ TEST_CASE("the watchdog and the owner never call NCCL on one communicator at onc
   });
   CHECK(fake<int()>("fake_nccl_concurrent_calls")() == before);
   CHECK(most <= threads_before + 2);  // the rank's thread and its communicator's watchdog
+}
+
+TEST_CASE("NCCL's own collectives start no thread per operation", "[nccl][stub]") {
+  // The stand-in starts a thread for every group on a nonblocking communicator, as NCCL 2.28
+  // does; collectives on the blocking twin run inline. 10^3 of each collective on two ranks,
+  // counted from when both ranks are set up (the set-up's groups do start threads).
+  fake<void(int)>("fake_cuda_set_event_delay_us")(0);
+  const auto group_threads = fake<int()>("fake_nccl_group_threads");
+  const int at_start = group_threads();
+  std::atomic<int> arrived{0}, ops{0};
+  int set_up = 0, after = 0;
+  testing::run_nccl_ranks(2, [&](NcclBackend& b, int r) {
+    Tensor t = Tensor::zeros({8}, DType::Float32, Device::cuda(r));
+    Tensor all = Tensor::zeros({16}, DType::Float32, Device::cuda(r));
+    meet(arrived, 2);
+    if (r == 0) set_up = group_threads();
+    meet(arrived, 4);
+    for (int i = 0; i < 1000; ++i) {
+      b.all_reduce(t, AllreduceOptions{});
+      b.broadcast(t, BroadcastOptions{});
+      b.reduce(t, ReduceOptions{});
+      b.all_gather(t, all, AllgatherOptions{});
+      b.reduce_scatter(all, t, ReduceScatterOptions{});
+      b.barrier(BarrierOptions{});
+      ops += 6;
+    }
+    meet(arrived, 6);
+    if (r == 0) after = group_threads();
+  });
+  CHECK(ops == 12000);
+  CHECK(set_up > at_start);  // the stand-in does count nonblocking groups
+  CHECK(after == set_up);    // and the collectives started none
+  // The twin's connections are made while it is created, so no launch on it waits for a peer.
+  const char* connect = std::getenv("NCCL_RUNTIME_CONNECT");
+  REQUIRE(connect);
+  CHECK(std::string(connect) == "0");
 }
 
 TEST_CASE("gather and scatter hand NCCL a valid buffer on every rank", "[nccl][stub]") {
@@ -108,4 +155,24 @@ TEST_CASE("a dropped isend parks no stream and keeps its tensor until the transf
     b.isend(next, 1, SendOptions{})->wait();  // looks at the channel's unwaited transfers first
     CHECK(fake<bool(const void*)>("fake_cuda_was_freed")(sent));
   });
+}
+
+TEST_CASE("the bench launches its timed iterations back to back and waits once", "[nccl][stub]") {
+  // Every event completes 200 us after it is recorded, so every host wait blocks. 200 timed
+  // iterations of all_reduce, out of place and in place, on two ranks: the host waits for the
+  // checked run, the warm-up, the barriers and the results' exchange, and once per timed run,
+  // never per iteration.
+  fake<void(int)>("fake_cuda_set_event_delay_us")(200);
+  const auto host_syncs = fake<int()>("fake_cuda_host_syncs");
+  const int before = host_syncs();
+  std::atomic<int> measured{0};
+  testing::run_nccl_ranks(2, [&](NcclBackend& b, int) {
+    bench::BenchConfig cfg;
+    cfg.collective = bench::find_collective("all_reduce");
+    cfg.iters = 200;
+    const bench::SizeResult r = bench::run_size(b, cfg, 1024);
+    for (const auto& p : r.placement) measured += p.measured && p.stats.samples == 200;
+  });
+  CHECK(measured == 4);
+  CHECK(host_syncs() - before < 100);  // 2 ranks x 2 placements x 200 iterations waited for would be 800
 }

@@ -65,6 +65,18 @@ void Backend::raise_failure(const std::string& op, const std::exception& e) cons
   raise_collective_failure(liveness_, members, global_rank(rank_), op, e);
 }
 
+void Backend::begin_timed() {
+  timed_marks_.clear();
+  timed_begin_ = std::chrono::steady_clock::now();
+}
+
+void Backend::mark() {
+  timed_marks_.push_back(
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - timed_begin_).count());
+}
+
+std::vector<double> Backend::end_timed(std::chrono::milliseconds) { return std::move(timed_marks_); }
+
 void Backend::unsupported(const char* op) const { throw BackendError("backend " + name() + " does not support " + op); }
 
 void Backend::broadcast(Tensor&, const BroadcastOptions&) { unsupported("broadcast"); }

@@ -82,6 +82,17 @@ class Backend {
   /// Every rank of this backend must call it, in the same order; non-members get nullptr.
   virtual std::shared_ptr<Backend> new_group(const std::vector<int>& ranks);
 
+  /// A timed run, timed as nccl-tests times: begin_timed(), the operations with a mark() at
+  /// each point to time, end_timed(). Meanwhile a backend that can (NCCL) returns from a
+  /// collective once it is launched, so the device runs them back to back with no host round
+  /// trip between, and notes each mark on the device's timeline; a barrier still waits. The
+  /// host must not touch the buffers until end_timed(), which waits for everything launched,
+  /// `timeout` at most, and returns each mark's time since begin_timed(), in microseconds.
+  /// Default: every call has completed when it returns; the marks are the host's clock.
+  virtual void begin_timed();
+  virtual void mark();
+  virtual std::vector<double> end_timed(std::chrono::milliseconds timeout);
+
  protected:
   /// `liveness` (optional) names lost peers in errors; `default_timeout` is what a collective
   /// whose options say 0 runs under.
@@ -108,6 +119,11 @@ class Backend {
   std::vector<int> global_ranks_;  // group rank -> global rank; empty for the world
   std::shared_ptr<Liveness> liveness_;
   std::chrono::milliseconds default_timeout_;
+
+ private:
+  // The default timed run's: when it began, and its marks (us since then).
+  std::chrono::steady_clock::time_point timed_begin_;
+  std::vector<double> timed_marks_;
 };
 
 }  // namespace distrun

@@ -38,6 +38,9 @@ class RecordingBackend : public Backend {
   std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const SendOptions& opts) override;
   std::shared_ptr<Work> irecv(Tensor& tensor, int src, const SendOptions& opts) override;
   void barrier(const BarrierOptions& opts) override;
+  void begin_timed() override { inner_->begin_timed(); }
+  void mark() override { inner_->mark(); }
+  std::vector<double> end_timed(std::chrono::milliseconds timeout) override { return inner_->end_timed(timeout); }
   std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
 
  private:

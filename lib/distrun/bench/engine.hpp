@@ -1,6 +1,7 @@
 // The measuring engine of distrun-bench and of the scenario `bench` step: for one collective
-// and one size, a checked run (#wrong), warm-up, then timed iterations of `agg` runs each,
-// out of place and in place; every rank's per-iteration times are gathered: an iteration
+// and one size, a checked run (#wrong), warm-up, then timed iterations of `agg` runs each
+// (launched back to back and timed on the device's clock where the backend can, as nccl-tests
+// does), out of place and in place; every rank's per-iteration times are gathered: an iteration
 // takes the slowest rank's time (nccl-tests' -I), and the straggler is named by its arrival.
 #pragma once
 #include <chrono>
@@ -40,8 +41,9 @@ struct BenchConfig {
   int warmup = 1;  // -w
   int agg = 1;     // -m: runs per timed iteration
   int check = 1;   // -c: checked runs before the warm-up (0: none)
-  // -z: every distrun backend call completes before it returns, so 0 and 2 time the same; 1
-  // adds a barrier after each run (timed), 3 one after each iteration (not timed).
+  // -z: 0 and 2 time the same (the timed iterations run back to back: Backend::begin_timed);
+  // 1 adds a barrier after each run (timed; the host waits in it), 3 one after each iteration
+  // (not timed).
   int blocking = 0;
   Average average = Average::Mean;       // -a
   bool placements[2] = {true, true};     // out of place, in place

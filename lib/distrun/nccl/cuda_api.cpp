@@ -49,6 +49,8 @@ DISTRUN_FORWARD(Runtime, cudaError_t, cudaEventRecord, (cudaEvent_t e, cudaStrea
 DISTRUN_FORWARD(Runtime, cudaError_t, cudaEventQuery, (cudaEvent_t e), (e))
 DISTRUN_FORWARD(Runtime, cudaError_t, cudaEventSynchronize, (cudaEvent_t e), (e))
 DISTRUN_FORWARD(Runtime, cudaError_t, cudaEventDestroy, (cudaEvent_t e), (e))
+DISTRUN_FORWARD(Runtime, cudaError_t, cudaEventElapsedTime, (float* ms, cudaEvent_t start, cudaEvent_t end),
+                (ms, start, end))
 DISTRUN_FORWARD(Runtime, cudaError_t, cudaMalloc, (void** p, size_t size), (p, size))
 DISTRUN_FORWARD(Runtime, cudaError_t, cudaFree, (void* p), (p))
 DISTRUN_FORWARD(Runtime, cudaError_t, cudaMallocAsync, (void** p, size_t size, cudaStream_t s), (p, size, s))

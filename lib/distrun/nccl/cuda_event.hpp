@@ -9,9 +9,13 @@ namespace distrun::nccl {
 
 class CudaEvent {
  public:
-  /// A timing-free event on the current device; a thread waiting for it sleeps in the driver
-  /// instead of spinning (blocking sync), so a long transfer costs no CPU.
-  CudaEvent() { DISTRUN_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming | cudaEventBlockingSync)); }
+  /// An event on the current device, timing-free unless `timing` (cudaEventElapsedTime); a
+  /// thread waiting for it sleeps in the driver instead of spinning (blocking sync), so a long
+  /// transfer costs no CPU.
+  explicit CudaEvent(bool timing = false) {
+    DISTRUN_CUDA_CHECK(
+        cudaEventCreateWithFlags(&event_, cudaEventBlockingSync | (timing ? 0u : unsigned(cudaEventDisableTiming))));
+  }
   // Destroying a pending event is allowed: CUDA releases it once it completes.
   ~CudaEvent() { cudaEventDestroy(event_); }
   CudaEvent(const CudaEvent&) = delete;

@@ -1,7 +1,10 @@
 #include "distrun/nccl/nccl_backend.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/cuda_device.hpp"
@@ -32,6 +35,15 @@ namespace {
 char* bytes(Tensor& t) { return static_cast<char*>(t.data()); }
 const char* bytes(const Tensor& t) { return static_cast<const char*>(t.data()); }
 
+// The collectives' communicator is blocking (nccl_comm.hpp): a launch on it must never wait for
+// a peer, so NCCL makes every connection a collective needs when the communicator is created
+// (bounded there) instead of at its first use. Before NCCL's first communicator, which reads it
+// once; a value the user set wins.
+void connect_at_creation() {
+  static std::once_flag once;
+  std::call_once(once, [] { setenv("NCCL_RUNTIME_CONNECT", "0", 0); });
+}
+
 }  // namespace
 
 NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const NcclBackendOptions& options,
@@ -42,6 +54,7 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
   nccl::load_cuda_library(nccl::CudaLibrary::Nccl);
   nccl::require_cuda_device(options_.device);
   nccl::check_runtime_version();
+  connect_at_creation();
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));
   create_stream();
   try {
@@ -59,7 +72,8 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
           },
           options_.timeout);
       std::memcpy(&id, raw.data(), sizeof(id));
-      comm_ = nccl::NcclComm::init(size_, rank_, id, deadline);
+      async_comm_ = nccl::NcclComm::init(size_, rank_, id, deadline);
+      comm_ = async_comm_->blocking_twin(rank_, deadline);
       create_channels(deadline);
     } catch (const std::exception& e) {
       fail("rendezvous", e);  // names rank 0 when it is the one that never published the id
@@ -74,12 +88,14 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, std::string tag, std::sha
                          int size, const NcclBackendOptions& options, std::shared_ptr<Liveness> liveness,
                          std::vector<int> global_ranks)
     : Backend(rank, size, std::move(global_ranks), std::move(liveness), options.timeout), store_(std::move(store)),
-      options_(options), comm_(std::move(comm)), tag_(std::move(tag)) {
+      options_(options), async_comm_(std::move(comm)), tag_(std::move(tag)) {
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));
   create_stream();
   try {
     try {
-      create_channels(deadline_after(options_.timeout));
+      const auto deadline = deadline_after(options_.timeout);
+      comm_ = async_comm_->blocking_twin(rank_, deadline);
+      create_channels(deadline);
     } catch (const std::exception& e) {
       fail("new_group", e);
     }
@@ -94,7 +110,8 @@ NcclBackend::~NcclBackend() {
   // Channels still used by a Work live on in it; the others go now, before the collectives'.
   send_channels_.clear();
   recv_channels_.clear();
-  comm_.reset();  // before the stream its work ran on
+  comm_.reset();        // the twin before the parent whose resources it shares
+  async_comm_.reset();  // before the stream their work ran on
   destroy_stream();
 }
 
@@ -195,6 +212,7 @@ void NcclBackend::fail(const char* op, const std::exception& e) {
   // The channels too, as torch aborts all of a group's communicators: their Works then fail at
   // once instead of waiting on a peer that is gone.
   if (comm_) comm_->abort();
+  if (async_comm_) async_comm_->abort();
   for (auto* list : {&send_channels_, &recv_channels_})
     for (auto& ch : *list)
       if (ch) ch->comm->abort();
@@ -218,23 +236,29 @@ void* NcclBackend::scratch() {
 }
 
 void NcclBackend::prepare(const char* op) {
-  if (comm_->aborted())
+  if (comm_->aborted() || async_comm_->aborted())
     throw BackendError(std::string("backend nccl: ") + op + ": the communicator was aborted after an earlier failure");
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));
 }
 
 template <typename F>
-void NcclBackend::run(const char* op, std::chrono::milliseconds timeout, F&& enqueue) {
+void NcclBackend::run(const char* op, std::chrono::milliseconds timeout, nccl::NcclComm& comm, F&& enqueue) {
   prepare(op);
   const auto deadline = deadline_after(timeout);
   try {
+    if (timing_ && &comm != comm_.get()) {
+      // What the blocking communicator queued in this timed run is waited for first, under its
+      // own watchdog: `comm`'s aborts could not end a hung kernel of the other.
+      DISTRUN_CUDA_CHECK(cudaEventRecord(done_, stream_));
+      comm_->wait(done_, op, deadline);
+    }
     {
-      auto held = comm_->hold();  // no watchdog call on the communicator meanwhile
+      auto held = comm.hold();  // no watchdog call on the communicator meanwhile
       nccl::order_after_producers(stream_, produced_);
       enqueue(deadline);
       DISTRUN_CUDA_CHECK(cudaEventRecord(done_, stream_));
     }
-    comm_->wait(done_, op, deadline);
+    if (!timing_ || &comm != comm_.get()) comm.wait(done_, op, deadline);
   } catch (const std::exception& e) {
     fail(op, e);
   }
@@ -243,7 +267,7 @@ void NcclBackend::run(const char* op, std::chrono::milliseconds timeout, F&& enq
 void NcclBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   check_on_device("broadcast", tensor, device());
   check_peer("broadcast (root)", opts.root, size_);
-  run("broadcast", timeout_of(opts), [&](auto deadline) {
+  run("broadcast", timeout_of(opts), *comm_, [&](auto deadline) {
     comm_->settle(ncclBroadcast(tensor.data(), tensor.data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()),
                                 opts.root, comm_->get(), stream_),
                   "ncclBroadcast", deadline);
@@ -253,7 +277,7 @@ void NcclBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
 void NcclBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
   check_on_device("all_reduce", tensor, device());
   const ncclRedOp_t op = nccl::nccl_reduce_op(opts.op, "all_reduce");
-  run("all_reduce", timeout_of(opts), [&](auto deadline) {
+  run("all_reduce", timeout_of(opts), *comm_, [&](auto deadline) {
     comm_->settle(ncclAllReduce(tensor.data(), tensor.data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), op,
                                 comm_->get(), stream_),
                   "ncclAllReduce", deadline);
@@ -264,7 +288,7 @@ void NcclBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
   check_on_device("reduce", tensor, device());
   check_peer("reduce (root)", opts.root, size_);
   const ncclRedOp_t op = nccl::nccl_reduce_op(opts.op, "reduce");
-  run("reduce", timeout_of(opts), [&](auto deadline) {
+  run("reduce", timeout_of(opts), *comm_, [&](auto deadline) {
     comm_->settle(ncclReduce(tensor.data(), tensor.data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), op,
                              opts.root, comm_->get(), stream_),
                   "ncclReduce", deadline);
@@ -276,7 +300,7 @@ void NcclBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptio
   check_on_device("all_gather", out, device());
   check_same_dtype("all_gather", in, out);
   check_numel("all_gather", out, in.numel() * size_);
-  run("all_gather", timeout_of(opts), [&](auto deadline) {
+  run("all_gather", timeout_of(opts), *comm_, [&](auto deadline) {
     comm_->settle(ncclAllGather(in.data(), out.data(), size_t(in.numel()), nccl_dtype(in.dtype()), comm_->get(),
                                 stream_),
                   "ncclAllGather", deadline);
@@ -298,11 +322,12 @@ void NcclBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   const ncclDataType_t dt = nccl_dtype(in.dtype());
   // A non-root's receive buffer is never used, but NCCL_CHECK_POINTERS=1 refuses a null one.
   [[maybe_unused]] void* recv = root ? out.data() : scratch();
-  run("gather", timeout_of(opts), [&](auto deadline) {
+  run("gather", timeout_of(opts), *async_comm_, [&](auto deadline) {
 #if DISTRUN_NCCL_HAS_NATIVE_ROOTED
     if (nccl::native_gather_scatter_all_to_all())
-      return comm_->settle(ncclGather(in.data(), recv, size_t(in.numel()), dt, opts.root, comm_->get(), stream_),
-                           "ncclGather", deadline);
+      return async_comm_->settle(ncclGather(in.data(), recv, size_t(in.numel()), dt, opts.root, async_comm_->get(),
+                                            stream_),
+                                 "ncclGather", deadline);
 #endif
     if (root)
       DISTRUN_CUDA_CHECK(
@@ -311,10 +336,11 @@ void NcclBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
     for (int r = 0; r < size_; ++r) {
       if (root && r != rank_)
         DISTRUN_NCCL_CHECK_ASYNC(
-            ncclRecv(bytes(out) + size_t(r) * block, size_t(in.numel()), dt, r, comm_->get(), stream_));
+            ncclRecv(bytes(out) + size_t(r) * block, size_t(in.numel()), dt, r, async_comm_->get(), stream_));
     }
-    if (!root) DISTRUN_NCCL_CHECK_ASYNC(ncclSend(in.data(), size_t(in.numel()), dt, opts.root, comm_->get(), stream_));
-    comm_->settle(group.end(), "ncclGroupEnd (gather)", deadline);
+    if (!root)
+      DISTRUN_NCCL_CHECK_ASYNC(ncclSend(in.data(), size_t(in.numel()), dt, opts.root, async_comm_->get(), stream_));
+    async_comm_->settle(group.end(), "ncclGroupEnd (gather)", deadline);
   });
 }
 
@@ -331,11 +357,12 @@ void NcclBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   const ncclDataType_t dt = nccl_dtype(out.dtype());
   // A non-root's send buffer is never used, but NCCL_CHECK_POINTERS=1 refuses a null one.
   [[maybe_unused]] const void* send = root ? in.data() : scratch();
-  run("scatter", timeout_of(opts), [&](auto deadline) {
+  run("scatter", timeout_of(opts), *async_comm_, [&](auto deadline) {
 #if DISTRUN_NCCL_HAS_NATIVE_ROOTED
     if (nccl::native_gather_scatter_all_to_all())
-      return comm_->settle(ncclScatter(send, out.data(), size_t(out.numel()), dt, opts.root, comm_->get(), stream_),
-                           "ncclScatter", deadline);
+      return async_comm_->settle(ncclScatter(send, out.data(), size_t(out.numel()), dt, opts.root, async_comm_->get(),
+                                             stream_),
+                                 "ncclScatter", deadline);
 #endif
     if (root)
       DISTRUN_CUDA_CHECK(
@@ -344,11 +371,11 @@ void NcclBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
     for (int r = 0; r < size_; ++r) {
       if (root && r != rank_)
         DISTRUN_NCCL_CHECK_ASYNC(
-            ncclSend(bytes(in) + size_t(r) * block, size_t(out.numel()), dt, r, comm_->get(), stream_));
+            ncclSend(bytes(in) + size_t(r) * block, size_t(out.numel()), dt, r, async_comm_->get(), stream_));
     }
     if (!root)
-      DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(out.data(), size_t(out.numel()), dt, opts.root, comm_->get(), stream_));
-    comm_->settle(group.end(), "ncclGroupEnd (scatter)", deadline);
+      DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(out.data(), size_t(out.numel()), dt, opts.root, async_comm_->get(), stream_));
+    async_comm_->settle(group.end(), "ncclGroupEnd (scatter)", deadline);
   });
 }
 
@@ -358,7 +385,7 @@ void NcclBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScat
   check_same_dtype("reduce_scatter", in, out);
   check_numel("reduce_scatter", in, out.numel() * size_);
   const ncclRedOp_t op = nccl::nccl_reduce_op(opts.op, "reduce_scatter");
-  run("reduce_scatter", timeout_of(opts), [&](auto deadline) {
+  run("reduce_scatter", timeout_of(opts), *comm_, [&](auto deadline) {
     comm_->settle(ncclReduceScatter(in.data(), out.data(), size_t(out.numel()), nccl_dtype(out.dtype()), op,
                                     comm_->get(), stream_),
                   "ncclReduceScatter", deadline);
@@ -379,11 +406,11 @@ void NcclBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
   [[maybe_unused]] const bool even =
       std::all_of(l.send_counts.begin(), l.send_counts.end(), [&](size_t c) { return c == l.send_counts[0]; }) &&
       l.recv_counts == l.send_counts;
-  run("all_to_all", timeout_of(opts), [&](auto deadline) {
+  run("all_to_all", timeout_of(opts), *async_comm_, [&](auto deadline) {
 #if DISTRUN_NCCL_HAS_NATIVE_ROOTED
     if (even && nccl::native_gather_scatter_all_to_all())
-      return comm_->settle(ncclAlltoAll(in.data(), out.data(), l.send_counts[0], dt, comm_->get(), stream_),
-                           "ncclAlltoAll", deadline);
+      return async_comm_->settle(ncclAlltoAll(in.data(), out.data(), l.send_counts[0], dt, async_comm_->get(), stream_),
+                                 "ncclAlltoAll", deadline);
 #endif
     if (l.send_counts[me] > 0)
       DISTRUN_CUDA_CHECK(cudaMemcpyAsync(bytes(out) + l.recv_offsets[me] * elem, bytes(in) + l.send_offsets[me] * elem,
@@ -394,12 +421,12 @@ void NcclBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
       if (r == rank_) continue;
       if (l.send_counts[p] > 0)
         DISTRUN_NCCL_CHECK_ASYNC(
-            ncclSend(bytes(in) + l.send_offsets[p] * elem, l.send_counts[p], dt, r, comm_->get(), stream_));
+            ncclSend(bytes(in) + l.send_offsets[p] * elem, l.send_counts[p], dt, r, async_comm_->get(), stream_));
       if (l.recv_counts[p] > 0)
         DISTRUN_NCCL_CHECK_ASYNC(
-            ncclRecv(bytes(out) + l.recv_offsets[p] * elem, l.recv_counts[p], dt, r, comm_->get(), stream_));
+            ncclRecv(bytes(out) + l.recv_offsets[p] * elem, l.recv_counts[p], dt, r, async_comm_->get(), stream_));
     }
-    comm_->settle(group.end(), "ncclGroupEnd (all_to_all)", deadline);
+    async_comm_->settle(group.end(), "ncclGroupEnd (all_to_all)", deadline);
   });
 }
 
@@ -453,10 +480,44 @@ void NcclBackend::barrier(const BarrierOptions& opts) {
   // NCCL has no barrier: a one-element all_reduce, waited for, is one (as in torch).
   prepare("barrier");
   void* buf = scratch();
-  run("barrier", timeout_of(opts), [&](auto deadline) {
+  // Waited for in a timed run too: no rank may leave a barrier before everyone entered it.
+  const bool timing = std::exchange(timing_, false);
+  run("barrier", timeout_of(opts), *comm_, [&](auto deadline) {
     comm_->settle(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, comm_->get(), stream_), "ncclAllReduce (barrier)",
                   deadline);
   });
+  timing_ = timing;
+}
+
+void NcclBackend::begin_timed() {
+  prepare("timed run");
+  timing_ = true;
+  marks_used_ = 0;
+  mark();  // the start
+}
+
+void NcclBackend::mark() {
+  if (!timing_) return;
+  if (marks_used_ == marks_.size()) marks_.push_back(std::make_unique<nccl::CudaEvent>(true));
+  marks_[marks_used_++]->record(stream_);
+}
+
+std::vector<double> NcclBackend::end_timed(std::chrono::milliseconds timeout) {
+  if (!std::exchange(timing_, false)) return {};  // no timed run began
+  const char* op = "timed run";
+  try {
+    // The last mark follows everything launched on the stream.
+    comm_->wait(marks_[marks_used_ - 1]->get(), op, deadline_after(timeout.count() > 0 ? timeout : options_.timeout));
+  } catch (const std::exception& e) {
+    fail(op, e);
+  }
+  std::vector<double> us;
+  for (size_t i = 1; i < marks_used_; ++i) {
+    float ms = 0;
+    DISTRUN_CUDA_CHECK(cudaEventElapsedTime(&ms, marks_[0]->get(), marks_[i]->get()));
+    us.push_back(double(ms) * 1000);
+  }
+  return us;
 }
 
 std::shared_ptr<Backend> NcclBackend::new_group(const std::vector<int>& ranks) {
@@ -469,7 +530,7 @@ std::shared_ptr<Backend> NcclBackend::new_group(const std::vector<int>& ranks) {
   std::shared_ptr<nccl::NcclComm> child;
   try {
     // Every rank of this communicator takes part; non-members pass no colour and get nothing.
-    child = comm_->split(member ? 0 : -1, member ? int(it - ranks.begin()) : 0, deadline_after(options_.timeout));
+    child = async_comm_->split(member ? 0 : -1, member ? int(it - ranks.begin()) : 0, deadline_after(options_.timeout));
   } catch (const std::exception& e) {
     fail("new_group", e);
   }

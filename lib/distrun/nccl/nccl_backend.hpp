@@ -1,9 +1,13 @@
-// NcclBackend: every collective of the spec on CUDA tensors, through one NCCL communicator and
-// stream per group for the collectives and one channel (two-rank communicator and stream) per
-// direction and peer for point-to-point. Collectives block until the device has finished (so
-// results can be read at once, as with GlooBackend), asleep in the driver while a watchdog holds
-// the deadline: a hung or dead peer aborts the communicator and becomes a TimeoutError/PeerError
-// naming the peer when the heartbeats tell.
+// NcclBackend: every collective of the spec on CUDA tensors, through one stream and two NCCL
+// communicators per group for the collectives (nccl_comm.hpp: a blocking one for NCCL's own
+// collectives, no thread per operation; its nonblocking parent for set-up, splits and the
+// collectives made of sends and receives, whose connections are made at first use) and one
+// channel (two-rank communicator and stream) per direction and peer for point-to-point.
+// Collectives block until the device has finished (so results can be read at once, as with
+// GlooBackend), asleep in the driver while a watchdog holds the deadline: a hung or dead peer
+// aborts the communicator and becomes a TimeoutError/PeerError naming the peer when the
+// heartbeats tell. Inside a timed run (Backend::begin_timed) NCCL's own collectives return once
+// launched.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -62,6 +66,12 @@ class NcclBackend : public Backend {
   void barrier(const BarrierOptions& opts) override;
   /// ncclCommSplit of this backend's communicator; every rank must call it.
   std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
+  /// NCCL's own collectives return once launched (gather, scatter, all_to_all and
+  /// point-to-point still wait); marks are timing events on the collectives' stream, and
+  /// end_timed() waits for the last under the watchdog.
+  void begin_timed() override;
+  void mark() override;
+  std::vector<double> end_timed(std::chrono::milliseconds timeout) override;
 
   /// Aborts the communicator and throws an error naming the op, this rank and, when the
   /// heartbeats tell, the lost peer: PeerError, TimeoutError or BackendError.
@@ -81,13 +91,16 @@ class NcclBackend : public Backend {
   void destroy_stream() noexcept;
   // Sets the device and checks the communicator is usable (not aborted by an earlier failure).
   void prepare(const char* op);
-  // Runs `enqueue` (NCCL calls on the stream), then blocks until the device has finished.
+  // Runs `enqueue` (NCCL calls on `comm`, on the stream), then blocks until the device has finished.
   template <typename F>
-  void run(const char* op, std::chrono::milliseconds timeout, F&& enqueue);
+  void run(const char* op, std::chrono::milliseconds timeout, nccl::NcclComm& comm, F&& enqueue);
 
   std::shared_ptr<Store> store_;
   NcclBackendOptions options_;
-  std::shared_ptr<nccl::NcclComm> comm_;
+  // Nonblocking: set-up, new_group's splits, gather/scatter/all_to_all (a thread per call, but
+  // bounded while a first call connects peers), and the parent of comm_.
+  std::shared_ptr<nccl::NcclComm> async_comm_;
+  std::shared_ptr<nccl::NcclComm> comm_;  // blocking: NCCL's own collectives and barrier
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;      // recorded after each blocking collective
   cudaEvent_t produced_ = nullptr;  // recorded on the default stream before each launch
@@ -97,6 +110,9 @@ class NcclBackend : public Backend {
   std::shared_ptr<const nccl::FailureNamer> namer_;
   std::string tag_;      // names this communicator's keys in the store (unique_id_exchange.hpp)
   int groups_made_ = 0;  // new_group calls so far: the tag of the next child
+  bool timing_ = false;  // in a timed run: run() does not wait for the blocking communicator's launches
+  std::vector<std::unique_ptr<nccl::CudaEvent>> marks_;  // the timed run's: its start, then each mark()
+  size_t marks_used_ = 0;
   // By peer (none for this rank): the channel of our sends to it, and of its sends to us.
   std::vector<std::shared_ptr<nccl::P2PChannel>> send_channels_, recv_channels_;
 };

@@ -10,10 +10,9 @@ namespace distrun::nccl {
 namespace {
 
 // For poll_ready() only: NCCL says a nonblocking communicator is ready through
-// ncclCommGetAsyncError alone, and it is "in progress" only while NCCL's own thread sets it up
-// (init, split, the first connection of a peer or algorithm), never after an ordinary launch
-// (NCCL's group.cc starts that thread only for such jobs). A short spin, then sleeps up to 200 us.
-// Waits for operations to complete do not poll: see wait() and watchdog.hpp.
+// ncclCommGetAsyncError alone, "in progress" while the thread NCCL started for the last group
+// runs (set-up, connections, a launch). A short spin, then sleeps up to 200 us. Waits for
+// operations to complete do not poll: see wait() and watchdog.hpp.
 class Backoff {
  public:
   void pause() {
@@ -71,9 +70,21 @@ void NcclComm::ensure_ready(const char* what, Clock::time_point deadline) {
 }
 
 std::unique_ptr<NcclComm> NcclComm::split(int color, int key, Clock::time_point deadline) {
+  return split_with(color, key, nonblocking_config(), deadline);
+}
+
+std::unique_ptr<NcclComm> NcclComm::blocking_twin(int rank, Clock::time_point deadline) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  config.splitShare = 1;  // the parent's buffers and proxy, not a second set
+  std::unique_ptr<NcclComm> c = split_with(0, rank, config, deadline);
+  c->blocking_ = true;
+  return c;
+}
+
+std::unique_ptr<NcclComm> NcclComm::split_with(int color, int key, ncclConfig_t config, Clock::time_point deadline) {
   auto held = hold();
   require_alive("ncclCommSplit");
-  ncclConfig_t config = nonblocking_config();
   // NCCL writes the child's handle from its own thread, possibly after this call has given up
   // (timeout) and until the parent is aborted: the slot belongs to this object, not the stack.
   split_slots_.push_back(std::make_unique<ncclComm_t>(nullptr));
@@ -94,7 +105,7 @@ NcclComm::~NcclComm() {
   watchdog_.reset();  // its thread looks at the handle: stopped before the handle goes
   auto held = hold();
   if (!comm_ || aborted_) return;
-  if (!ready_ || !split_slots_.empty()) {  // never (fully) set up: nothing of ours to flush
+  if (!ready_ || !split_slots_.empty() || blocking_) {  // nothing of ours to flush, or no bound
     abort();
     return;
   }

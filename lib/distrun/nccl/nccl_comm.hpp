@@ -1,10 +1,20 @@
-// One NCCL communicator, nonblocking, with every wait bounded by a deadline, so a peer that never
-// arrives or dies mid-collective becomes a TimeoutError/BackendError instead of a hang. Nonblocking
-// so that init, split and abort can be bounded (a blocking init cannot be aborted: there is no
-// handle until it returns); NCCL starts a thread only for those set-up jobs, never for an
-// ordinary collective. Set-up is polled (poll_ready); completion is waited for by sleeping in
-// the driver while a watchdog (watchdog.hpp) enforces the deadline. After a failure the
-// communicator is aborted (ncclCommAbort), which also stops its kernels on the device.
+// One NCCL communicator, with every wait bounded by a deadline, so a peer that never arrives or
+// dies mid-collective becomes a TimeoutError/BackendError instead of a hang.
+//
+// Two kinds. A nonblocking one (init, split) has every call bounded: a call that returns
+// ncclInProgress is polled until it settles (poll_ready), and init, split and abort can be given
+// up on (a blocking init cannot be aborted: there is no handle until it returns). But NCCL 2.28
+// runs every group of a nonblocking communicator, the implicit one of a lone collective
+// included, in a thread it starts for it (group.cc, ncclGroupEndInternal): a thread create and
+// join per operation. So collectives run on a blocking twin (blocking_twin(): a split of the
+// same ranks, made through the nonblocking parent and so bounded as well, sharing its
+// resources), whose launches run inline in the caller's thread and only enqueue: every
+// connection a collective needs is made while the twin is created (NCCL_RUNTIME_CONNECT=0,
+// set by the backend), so no launch waits for a peer.
+//
+// Completion is waited for by sleeping in the driver while a watchdog (watchdog.hpp) enforces
+// the deadline. After a failure the communicator is aborted (ncclCommAbort), which also stops
+// its kernels on the device.
 //
 // NCCL forbids calls on one communicator from two threads at once (ncclCommGetAsyncError, for
 // one, reaps the communicator's group job): every call on it is made under its mutex, the
@@ -44,7 +54,14 @@ class NcclComm {
   /// (>= 0) form a new communicator ordered by `key`; color < 0 returns nullptr.
   std::unique_ptr<NcclComm> split(int color, int key, Clock::time_point deadline);
 
-  /// Finalizes (bounded wait) and destroys the communicator, or aborts it when it failed.
+  /// A blocking communicator of the same ranks (this one's `rank`), sharing this one's
+  /// resources (splitShare); every rank calls it. Made through this nonblocking communicator,
+  /// so bounded by `deadline` as split() is.
+  std::unique_ptr<NcclComm> blocking_twin(int rank, Clock::time_point deadline);
+
+  /// Finalizes (bounded wait) and destroys a nonblocking communicator, or aborts it when it
+  /// failed. A blocking one is aborted: its finalize could not be bounded, and every operation
+  /// on it was waited for, so nothing is lost.
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;
   NcclComm& operator=(const NcclComm&) = delete;
@@ -70,6 +87,8 @@ class NcclComm {
 
  private:
   explicit NcclComm(ncclComm_t comm) : comm_(comm) {}
+  // ncclCommSplit with `config`, bounded through this (nonblocking) communicator.
+  std::unique_ptr<NcclComm> split_with(int color, int key, ncclConfig_t config, Clock::time_point deadline);
   // BackendError once aborted (the handle is gone).
   void require_alive(const char* what) const;
   // Polls ncclCommGetAsyncError until it is not ncclInProgress; throws on error or deadline.
@@ -80,6 +99,7 @@ class NcclComm {
   std::recursive_mutex mu_;
   std::atomic<bool> aborted_{false};  // set by the watchdog's thread too
   bool ready_ = false;
+  bool blocking_ = false;
   // Child handles of splits that did not settle: NCCL may write them until this is aborted.
   std::vector<std::unique_ptr<ncclComm_t>> split_slots_;
   // Bounds wait(): started at the first wait that has to block; stopped before the handle goes.

@@ -3,11 +3,15 @@
 // first in dlopen's search). Host memory plays device memory; every copy and collective is done
 // when called (one rank: nothing to exchange); an event completes a set delay after it is
 // recorded, so waits block and the watchdog runs. What the tests look at:
+//  - as NCCL 2.28 does, a group (an explicit ncclGroupStart/End, or the implicit one of a lone
+//    call) on a nonblocking communicator runs in a thread of its own and returns ncclInProgress;
+//    ncclCommGetAsyncError joins it. Those threads are counted; a blocking one runs inline;
 //  - two threads inside NCCL on one communicator at once (NCCL forbids it) are counted;
 //  - ncclGather/ncclScatter refuse null buffers, as NCCL 2.28 does under NCCL_CHECK_POINTERS=1;
 //  - with "hold p2p" on, an event recorded after a send or receive stays pending (a peer that
 //    never receives) until released or the communicator is aborted; a wait of the legacy
 //    default stream for such an event is counted (it would park every later launch and copy);
+//  - the host's waits for the device (cudaEventSynchronize) are counted;
 //  - device memory is never given back to the allocator, so "was it freed" can be asked.
 // The fake_* functions at the end are the tests' controls, found with dlsym.
 #include <cuda_runtime_api.h>
@@ -18,8 +22,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <memory>
 #include <set>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -31,14 +37,29 @@ struct Event {
 struct Stream {
   bool after_p2p = false;  // the last NCCL call on it was a send or receive
 };
+// The thread NCCL runs a nonblocking group in, shared by the group's communicators.
+struct GroupJob {
+  std::thread thread;
+  std::once_flag joined;
+  void join() {
+    std::call_once(joined, [this] { thread.join(); });
+  }
+};
 struct Comm {
   int size = 1, rank = 0;
+  bool blocking = true;
   std::atomic<int> inside{0};
+  std::shared_ptr<GroupJob> job;  // the last nonblocking group it took part in
+  ~Comm() {
+    if (job) job->join();
+  }
 };
 
 std::atomic<int64_t> g_delay_ns{200000};
 std::atomic<bool> g_hold_p2p{false};
-std::atomic<int> g_concurrent{0}, g_legacy_waits_on_pending{0};
+std::atomic<int> g_concurrent{0}, g_legacy_waits_on_pending{0}, g_group_threads{0}, g_host_syncs{0};
+thread_local int t_group_depth = 0;
+thread_local std::vector<Comm*> t_group;  // the communicators of this thread's open group
 std::mutex g_mu;
 std::set<Event*> g_held;
 std::set<const void*> g_freed;
@@ -73,12 +94,36 @@ class Inside {
   Comm* c_;
 };
 
+// The end of a group: inline when every communicator in it is blocking, else in a new thread.
+ncclResult_t end_group(std::vector<Comm*> comms) {
+  bool nonblocking = false;
+  for (Comm* c : comms) nonblocking |= !c->blocking;
+  if (!nonblocking) return ncclSuccess;
+  auto job = std::make_shared<GroupJob>();
+  ++g_group_threads;
+  job->thread = std::thread([] {});
+  for (Comm* c : comms) {
+    if (c->job) c->job->join();
+    c->job = job;
+  }
+  return ncclInProgress;
+}
+
+// A call that joins `comm` to this thread's group, or is a group of its own.
+ncclResult_t join_group(ncclComm_t comm) {
+  if (t_group_depth > 0) {
+    t_group.push_back(as_comm(comm));
+    return ncclSuccess;
+  }
+  return end_group({as_comm(comm)});
+}
+
 ncclResult_t launch(ncclComm_t comm, cudaStream_t stream, bool p2p, const void* in = nullptr, void* out = nullptr,
                     size_t bytes = 0) {
   Inside inside(comm, 20);
   if (in && out && in != out && as_comm(comm)->size == 1) std::memmove(out, in, bytes);
   if (Stream* s = as_stream(stream)) s->after_p2p = p2p;
-  return ncclSuccess;
+  return join_group(comm);
 }
 
 size_t type_size(ncclDataType_t t) {
@@ -159,7 +204,12 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) { return pending(as_event(e)) ? cudaErrorNotReady : cudaSuccess; }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  ++g_host_syncs;
   while (pending(as_event(e))) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  *ms = float(as_event(end)->ready_at - as_event(start)->ready_at) / 1e6f;
   return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
@@ -215,27 +265,30 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
 }
 const char* ncclGetErrorString(ncclResult_t) { return "fake NCCL error"; }
 const char* ncclGetLastError(ncclComm_t) { return ""; }
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank, ncclConfig_t*) {
+bool blocking_of(const ncclConfig_t* config) { return !config || config->blocking != 0; }  // UNDEF: blocking
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank, ncclConfig_t* config) {
   Comm* c = new Comm;
   c->size = nranks;
   c->rank = rank;
+  c->blocking = blocking_of(config);
   *comm = reinterpret_cast<ncclComm_t>(c);
   return ncclSuccess;
 }
-ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* child, ncclConfig_t*) {
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* child, ncclConfig_t* config) {
   Inside inside(comm, 0);
-  if (color == NCCL_SPLIT_NOCOLOR) {
-    *child = nullptr;
-    return ncclSuccess;
+  *child = nullptr;
+  if (color != NCCL_SPLIT_NOCOLOR) {
+    Comm* c = new Comm;
+    c->rank = key;
+    c->size = as_comm(comm)->size;  // the tests split into the whole group
+    c->blocking = blocking_of(config);
+    *child = reinterpret_cast<ncclComm_t>(c);
   }
-  Comm* c = new Comm;
-  c->rank = key;
-  c->size = as_comm(comm)->size;  // the tests split into the whole group
-  *child = reinterpret_cast<ncclComm_t>(c);
-  return ncclSuccess;
+  return join_group(comm);  // a job of the parent's, nonblocking as the parent is
 }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   Inside inside(comm, 50);
+  if (auto& job = as_comm(comm)->job) job->join();
   *state = ncclSuccess;
   return ncclSuccess;
 }
@@ -252,8 +305,17 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   delete as_comm(comm);
   return ncclSuccess;
 }
-ncclResult_t ncclGroupStart() { return ncclSuccess; }
-ncclResult_t ncclGroupEnd() { return ncclSuccess; }
+ncclResult_t ncclGroupStart() {
+  ++t_group_depth;
+  return ncclSuccess;
+}
+ncclResult_t ncclGroupEnd() {
+  if (t_group_depth == 0) return ncclInvalidUsage;
+  if (--t_group_depth > 0) return ncclSuccess;
+  std::vector<Comm*> comms;
+  comms.swap(t_group);
+  return end_group(std::move(comms));
+}
 ncclResult_t ncclAllReduce(const void* in, void* out, size_t count, ncclDataType_t dt, ncclRedOp_t, ncclComm_t comm,
                            cudaStream_t s) {
   return launch(comm, s, false, in, out, count * type_size(dt));
@@ -304,5 +366,7 @@ bool fake_cuda_was_freed(const void* p) {
   return g_freed.count(p) > 0;
 }
 int fake_nccl_concurrent_calls() { return g_concurrent; }
+int fake_nccl_group_threads() { return g_group_threads; }
+int fake_cuda_host_syncs() { return g_host_syncs; }
 
 }  // extern "C"
