@@ -365,6 +365,10 @@ int run_control_plane(int argc, char** argv) {
   app.add_option("--server", o.server, "Whose store server: distrun or torch (c10d's TCPStore, no secret)")
       ->check(CLI::IsMember({"distrun", "torch"}));
   app.add_option("--clients", o.clients, "Clients, each with its own connection (default 1024)");
+  app.add_option("--barrier", o.barrier,
+                 "counter (each client counts itself in; the last opens a gate all wait on: how ranks join) or keys "
+                 "(each waits for every client's key)")
+      ->check(CLI::IsMember({"counter", "keys"}));
   app.add_option("--per-address", o.per_address, "Clients per loopback source address 127.1.x.y (default 4096)");
   app.add_option("--in-flight", o.in_flight, "Connections opened and authenticated at once (default 128)");
   app.add_option("--python", o.python, "The Python with torch, for --server torch (default /usr/bin/python3)");

@@ -29,7 +29,8 @@ namespace {
 
 // Descriptors a process needs besides its sockets (pipes, epoll, libraries, stdio).
 constexpr int64_t kSpareFds = 64;
-const std::string kCountKey = "barrier/count", kDoneKey = "barrier/done";
+const std::string kCountKey = "joined/count", kGateKey = "joined/all";
+std::string joined_key(int64_t i) { return "joined/" + std::to_string(i); }
 
 double now_s() {
   timespec ts{};
@@ -188,7 +189,7 @@ print(u.ru_maxrss, u.ru_utime + u.ru_stime, flush=True)
 
 // ---- the clients -------------------------------------------------------------------------
 
-enum class Step { Connecting, Hello, Proof, Ready, Add, Set, Wait, Done };
+enum class Step { Connecting, Hello, Proof, Ready, Mark, Add, Set, Wait, Done };
 
 struct Client {
   int fd = -1;
@@ -226,11 +227,21 @@ class ClientSet {
     }
   }
 
-  // Every client adds one to the counter; the last sets the key all of them wait for.
+  // Every client sets its own key, then (counter) adds one to the count, the last one in
+  // setting the gate all wait on, or (keys) waits for every client's key.
   void barrier(double deadline) {
-    for (auto& c : clients_) {
-      c.step = Step::Add;
-      send(c, add_request(c));
+    if (o_.barrier == "keys")
+      for (int64_t i = 0; i < o_.clients; ++i) all_keys_.push_back(joined_key(i));
+    for (size_t i = 0; i < clients_.size(); ++i) {
+      Client& c = clients_[i];
+      const std::string mark = set_request(c, joined_key(first_ + int64_t(i)), "1");
+      if (!torch()) {
+        c.step = Step::Mark;
+        send(c, mark);
+      } else {  // a set has no reply there: the next request goes with it
+        c.step = all_keys_.empty() ? Step::Add : Step::Wait;
+        send(c, mark + (all_keys_.empty() ? add_request(c) : wait_request(c, all_keys_)));
+      }
     }
     while (done_ < clients_.size()) pump(deadline, "in the barrier");
   }
@@ -372,6 +383,10 @@ class ClientSet {
         c.seal = auth::FrameSeal(auth::session_key(secret_, c.server_nonce, c.client_nonce), auth::Side::Client);
         connected(c);
         break;
+      case Step::Mark:
+        c.step = all_keys_.empty() ? Step::Add : Step::Wait;
+        send(c, all_keys_.empty() ? add_request(c) : wait_request(c, all_keys_));
+        break;
       case Step::Add: {
         if (body.size() != 8) throw StoreError("a malformed add reply");
         int64_t v = 0;
@@ -381,7 +396,7 @@ class ClientSet {
       }
       case Step::Set:
         c.step = Step::Wait;
-        send(c, sealed({wire::Cmd::Wait, {kDoneKey}, {}, o_.timeout.count()}, c));
+        send(c, wait_request(c, {kGateKey}));
         break;
       case Step::Wait: finished(c); break;
       default: throw StoreError("a reply nobody asked for");
@@ -411,29 +426,37 @@ class ClientSet {
     return false;
   }
 
+  std::string set_request(Client& c, const std::string& key, const std::string& value) {
+    if (!torch()) return sealed({wire::Cmd::Set, {key}, value, 0}, c);
+    return std::string(1, char(0)) + torch_str(key) + torch_str(value);
+  }
+
   std::string add_request(Client& c) {
     if (!torch()) return sealed({wire::Cmd::Add, {kCountKey}, {}, 1}, c);
     const int64_t one = 1;
     return std::string(1, char(3)) + torch_str(kCountKey) + std::string(reinterpret_cast<const char*>(&one), 8);
   }
 
+  std::string wait_request(Client& c, const std::vector<std::string>& keys) {
+    if (!torch()) return sealed({wire::Cmd::Wait, keys, {}, o_.timeout.count()}, c);
+    const uint64_t n = keys.size();
+    std::string out(1, char(5));
+    out.append(reinterpret_cast<const char*>(&n), 8);
+    for (const auto& k : keys) out += torch_str(k);
+    return out;
+  }
+
   void after_add(Client& c, int64_t v) {
     if (v != o_.clients) {
       c.step = Step::Wait;
-      return send(c, wait_request(c));
+      return send(c, wait_request(c, {kGateKey}));
     }
-    if (torch()) {  // set (no reply), then wait
+    if (torch()) {
       c.step = Step::Wait;
-      return send(c, std::string(1, char(0)) + torch_str(kDoneKey) + torch_str("1") + wait_request(c));
+      return send(c, set_request(c, kGateKey, "1") + wait_request(c, {kGateKey}));
     }
     c.step = Step::Set;
-    send(c, sealed({wire::Cmd::Set, {kDoneKey}, "1", 0}, c));
-  }
-
-  std::string wait_request(Client& c) {
-    if (!torch()) return sealed({wire::Cmd::Wait, {kDoneKey}, {}, o_.timeout.count()}, c);
-    const uint64_t one = 1;
-    return std::string(1, char(5)) + std::string(reinterpret_cast<const char*>(&one), 8) + torch_str(kDoneKey);
+    send(c, set_request(c, kGateKey, "1"));
   }
 
   void finished(Client& c) {
@@ -449,6 +472,7 @@ class ClientSet {
   int64_t window_;
   int ep_ = -1;
   size_t ready_ = 0, done_ = 0;
+  std::vector<std::string> all_keys_;  // barrier "keys": what each client waits for
 };
 
 // One client process: connects on 'c', says when all are connected, runs the barrier on 'b',
@@ -486,6 +510,7 @@ ControlPlaneResult run_control_plane(const ControlPlaneOptions& o) {
   if (o.clients < 1) throw ConfigError("--clients: at least 1");
   if (o.per_address < 1 || o.per_address > 28000) throw ConfigError("--per-address: 1 to 28000 (the ephemeral ports)");
   if (o.in_flight < 1) throw ConfigError("--in-flight: at least 1");
+  if (o.barrier != "counter" && o.barrier != "keys") throw ConfigError("--barrier: counter or keys");
   const int64_t limit = raise_fd_limit(o.clients + kSpareFds);
   if (o.clients + kSpareFds > limit)
     throw ConfigError("--clients " + std::to_string(o.clients) + ": the server needs " +
@@ -545,6 +570,7 @@ std::string control_plane_json(const ControlPlaneResult& r) {
   j["role"] = r.options.role;
   j["server"] = r.options.server;
   j["clients"] = r.options.clients;
+  j["barrier"] = r.options.barrier;
   j["client_processes"] = r.client_processes;
   j["connect_s"] = r.connect_s;
   j["barrier_s"] = r.barrier_s;
