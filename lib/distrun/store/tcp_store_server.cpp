@@ -246,6 +246,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (!parked_) return;
     parked_ = false;
     auto it = srv_.parked.find(parked_key_);
+    if (it == srv_.parked.end()) return;  // being woken: wake_waiters() holds its list
     it->second.erase(parked_it_);
     if (it->second.empty()) srv_.parked.erase(it);
   }
