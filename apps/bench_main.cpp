@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "distrun/bench/control_plane.hpp"
 #include "distrun/bench/qualify.hpp"
 #include "distrun/bench/report.hpp"
 #include "distrun/bench/sweep.hpp"
@@ -374,6 +375,38 @@ int run_qualify(int argc, char** argv) {
   return result.failed() ? 1 : 0;
 }
 
+int run_control_plane(int argc, char** argv) {
+  CLI::App
+      app{"Loads the control plane: N clients, each speaking the real protocol (authenticated), against a store "
+          "server of its own process, through one barrier; prints one JSON line (connect_s, barrier_s, the server's "
+          "peak RSS and CPU).",
+          "distrun-bench control-plane"};
+  bench::ControlPlaneOptions o;
+  double timeout_s = 120;
+  app.add_option("--role", o.role, "What is loaded: store")->check(CLI::IsMember({"store"}));
+  app.add_option("--server", o.server, "Whose store server: distrun or torch (c10d's TCPStore, no secret)")
+      ->check(CLI::IsMember({"distrun", "torch"}));
+  app.add_option("--clients", o.clients, "Clients, each with its own connection (default 1024)");
+  app.add_option("--barrier", o.barrier,
+                 "counter (each client counts itself in; the last opens a gate all wait on: how ranks join) or keys "
+                 "(each waits for every client's key)")
+      ->check(CLI::IsMember({"counter", "keys"}));
+  app.add_option("--per-address", o.per_address, "Clients per loopback source address 127.1.x.y (default 4096)");
+  app.add_option("--in-flight", o.in_flight, "Connections opened and authenticated at once (default 128)");
+  app.add_option("--python", o.python, "The Python with torch, for --server torch (default /usr/bin/python3)");
+  app.add_option("-T,--timeout", timeout_s, "Seconds the connects, and then the barrier, may take (default 120)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  if (!(timeout_s > 0)) throw ConfigError("-T: a positive number of seconds");
+  o.timeout = std::chrono::milliseconds(int64_t(std::ceil(timeout_s * 1000)));
+  std::cout << bench::control_plane_json(bench::run_control_plane(o)) << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -382,6 +415,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("distrun-bench"));
   try {
     if (argc > 1 && std::string(argv[1]) == "qualify") return run_qualify(argc - 1, argv + 1);
+    if (argc > 1 && std::string(argv[1]) == "control-plane") return run_control_plane(argc - 1, argv + 1);
     return run_bench(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "distrun-bench: error: " << e.what() << std::endl;

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <sstream>
@@ -66,14 +67,18 @@ std::string seconds_str(std::chrono::milliseconds t) {
 }
 
 // Every rank checks in before the backend connects, so that a rank that never started is
-// named ("rank 3 of 4 never joined") rather than reported as a missing Gloo key.
+// named ("rank 3 of 4 never joined") rather than reported as a missing Gloo key. Each sets its
+// own key (what that message is made from) and counts itself in; the last one in opens the
+// gate every rank waits on. Three requests a rank, and the server wakes each waiter once: the
+// join costs O(N) in all (a wait for all N keys would cost O(N) per rank: N keys in its frame,
+// each checked again at every write).
 void wait_for_everyone(Store& store, const WorldInfo& w, std::chrono::milliseconds timeout) {
   auto key = [](int r) { return "distrun/joined/" + std::to_string(r); };
+  const std::string gate = "distrun/joined/all";
   store.set(key(w.rank), "1");
-  std::vector<std::string> keys;
-  for (int r = 0; r < w.world_size; ++r) keys.push_back(key(r));
+  if (store.add("distrun/joined/count", 1) == w.world_size) store.set(gate, "1");
   try {
-    store.wait(keys, timeout);
+    store.wait({gate}, timeout);
   } catch (const TimeoutError&) {
     std::string missing;
     int count = 0;
@@ -125,6 +130,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::init(const InitOptions& options) {
     TCPStoreOptions so;
     so.timeout = options.timeout;
     so.is_server = w.rank == 0;
+    // Two connections a rank (its store and its heartbeats'), and room for more than that.
+    so.max_connections = std::max<size_t>(so.max_connections, 2 * size_t(w.world_size) + 64);
     // On one host the store is bound to loopback and every rank talks to it there (the
     // launcher binds a handed socket there too), so nothing outside the host can reach it.
     const std::string store_host = one_host(w) ? "127.0.0.1" : w.master_addr;

@@ -99,6 +99,7 @@ SessionAction ServerSession::handle(wire::Request r) {
       kv[r.keys[0]] = std::move(r.value);
       auto a = reply(wire::Status::Ok);
       a.wrote = true;
+      a.written = std::move(r.keys[0]);
       return a;
     }
     case wire::Cmd::Add: {
@@ -114,6 +115,7 @@ SessionAction ServerSession::handle(wire::Request r) {
       wire::put_i64(out, v);
       auto a = reply(wire::Status::Ok, out);
       a.wrote = true;
+      a.written = std::move(r.keys[0]);
       return a;
     }
     case wire::Cmd::Check: {
@@ -147,6 +149,12 @@ void ServerSession::on_close() {
       ++it;
     }
   }
+}
+
+std::optional<std::string> ServerSession::missing_key() const {
+  for (const auto& k : parked_.keys)
+    if (!data_.has(k)) return k;
+  return std::nullopt;
 }
 
 std::optional<SessionAction> ServerSession::try_finish() const {

@@ -43,7 +43,8 @@ struct SessionAction {
   wire::Status status = wire::Status::Ok;
   std::string body;
   std::string why;
-  bool wrote = false;  // keys changed: parked sessions may now finish
+  bool wrote = false;  // `written` was set: the sessions parked on it may now finish
+  std::string written;
   std::chrono::milliseconds park_for{0};
 };
 
@@ -67,6 +68,9 @@ class ServerSession {
   std::string reply_payload(const SessionAction& a);
   /// For a parked get/wait: its reply once every key exists, else nullopt.
   std::optional<SessionAction> try_finish() const;
+  /// For a parked get/wait: the first of its keys still missing (the one whose write may
+  /// finish it), or nullopt when none is.
+  std::optional<std::string> missing_key() const;
   /// For a parked get/wait whose time ran out.
   SessionAction on_park_timeout() const;
   /// The connection closed: the keys this session claimed, and still holds, are removed.

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <list>
+#include <unordered_map>
 
 #include "distrun/core/error.hpp"
 #include "distrun/core/log.hpp"
@@ -78,7 +79,7 @@ struct TCPStoreServer::Impl {
   void adopt(int fd);
   void back_off(int err);
   void evict_oldest_stranger(const char* why);
-  void wake_waiters();
+  void wake_waiters(const std::string& key);
   void keep_log_summaries();
 
   TCPStoreServerOptions opt;
@@ -89,7 +90,9 @@ struct TCPStoreServer::Impl {
   bool exhausted_logged = false;
   size_t refused_while_exhausted = 0;
   StoreData data;
-  std::list<std::shared_ptr<Connection>> parked;     // blocked in get/wait
+  // Connections blocked in get/wait, by the first key they miss: a write wakes only those
+  // waiting on its key, so N ranks waiting on one key cost O(1) per write, not O(N).
+  std::unordered_map<std::string, std::list<std::shared_ptr<Connection>>> parked;
   std::list<std::shared_ptr<Connection>> strangers;  // not authenticated yet, oldest first
   size_t authenticated = 0;
   std::atomic<size_t> open{0};
@@ -127,13 +130,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     read_header();
   }
 
-  // A parked get/wait: answers it when its keys are there; true when it did.
-  bool try_finish() {
-    auto done = session_.try_finish();
-    if (!done) return false;
+  // A parked get/wait whose key was written: answers it when every key is there, else parks
+  // it again on the next one missing.
+  void on_written() {
+    parked_ = false;
+    if (auto missing = session_.missing_key()) return park_on(*missing);
     timer_.cancel();
+    auto done = session_.try_finish();
     act(*done);
-    return true;
   }
 
   void close_stranger(const std::string& why) {
@@ -147,7 +151,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     --srv_.open;
     if (counted_open_) --srv_.authenticated;
     timer_.cancel();
-    srv_.parked.remove(shared_from_this());
+    unpark();
     srv_.strangers.remove(shared_from_this());
     session_.on_close();
     asio::error_code ec;
@@ -205,11 +209,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
         log().warn("distrun store: closing {}: {}", peer_, a.why);
         return close();
       case SessionAction::Park:
-        srv_.parked.push_back(shared_from_this());
+        park_on(*session_.missing_key());
         timer_.expires_after(a.park_for);
         timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
           if (ec || self->closed_) return;  // cancelled: answered
-          self->srv_.parked.remove(self);
+          self->unpark();
           auto t = self->session_.on_park_timeout();
           self->act(t);
         });
@@ -225,10 +229,26 @@ class Connection : public std::enable_shared_from_this<Connection> {
                             self->out_.clear();
                             self->read_header();
                           });
-        if (a.wrote) srv_.wake_waiters();
+        if (a.wrote) srv_.wake_waiters(a.written);
         return;
       }
     }
+  }
+
+  void park_on(const std::string& key) {
+    auto& waiting = srv_.parked[key];
+    parked_it_ = waiting.insert(waiting.end(), shared_from_this());
+    parked_key_ = key;
+    parked_ = true;
+  }
+
+  void unpark() {
+    if (!parked_) return;
+    parked_ = false;
+    auto it = srv_.parked.find(parked_key_);
+    if (it == srv_.parked.end()) return;  // being woken: wake_waiters() holds its list
+    it->second.erase(parked_it_);
+    if (it->second.empty()) srv_.parked.erase(it);
   }
 
   tcp::socket sock_;
@@ -239,16 +259,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string body_, out_, peer_;
   bool closed_ = false;
   bool counted_open_ = false;  // counted in srv_.authenticated
+  bool parked_ = false;        // in srv_.parked[parked_key_], at parked_it_
+  std::string parked_key_;
+  std::list<std::shared_ptr<Connection>>::iterator parked_it_;
 };
 
-void TCPStoreServer::Impl::wake_waiters() {
-  for (auto it = parked.begin(); it != parked.end();) {
-    auto s = *it;
-    if (s->try_finish())
-      it = parked.erase(it);
-    else
-      ++it;
-  }
+void TCPStoreServer::Impl::wake_waiters(const std::string& key) {
+  auto it = parked.find(key);
+  if (it == parked.end()) return;
+  auto woken = std::move(it->second);
+  parked.erase(it);
+  for (auto& c : woken) c->on_written();
 }
 
 // The oldest stranger that has not even asked for a challenge gives way first: a rank asks at

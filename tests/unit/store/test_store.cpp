@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <thread>
 
@@ -101,6 +102,35 @@ TEST_CASE("TCPStore: many clients add concurrently without losing updates") {
   for (auto& t : ts) t.join();
   TCPStore s("127.0.0.1", server.port());
   CHECK(s.add("count", 0) == kClients * kAdds);
+}
+
+TEST_CASE("TCPStore: a wait on several keys finishes at the last one, written in any order") {
+  // Waiters are parked under the first key they miss: a write of another key must not finish
+  // them, a write of theirs moves them on to the next key missing, and a key removed again
+  // before the last write is waited for again.
+  TCPStoreServer server({"127.0.0.1", 0});
+  TCPStore writer("127.0.0.1", server.port());
+  std::vector<std::thread> waiters;
+  std::atomic<int> through{0};
+  for (int i = 0; i < 4; ++i)
+    waiters.emplace_back([&, i] {
+      TCPStore s("127.0.0.1", server.port());
+      s.wait(i % 2 ? std::vector<std::string>{"a", "b", "c"} : std::vector<std::string>{"c", "b", "a"}, 10s);
+      ++through;
+    });
+  writer.set("x", "1");
+  writer.set("b", "1");
+  writer.set("a", "1");
+  writer.remove("b");
+  std::this_thread::sleep_for(200ms);
+  CHECK(through == 0);
+  writer.set("c", "1");
+  std::this_thread::sleep_for(200ms);
+  CHECK(through == 0);  // "b" was removed: still waited for
+  writer.set("b", "1");
+  for (auto& t : waiters) t.join();
+  CHECK(through == 4);
+  CHECK_THROWS_AS(writer.wait({"a", "never"}, 100ms), TimeoutError);
 }
 
 TEST_CASE("TCPStore: the job secret is required") {
