@@ -115,7 +115,8 @@ class ShmPath : public Path {
   uint64_t seq_ = 0;           // collectives run, the same count on every member
   int phase_ = 0;              // the last phase run in the current collective
   size_t inline_limit_ = kInlineCapacity;
-  CmaShared* shared_ = nullptr;  // mapped segment, or nullptr: meet over Gloo instead
+  std::vector<uint32_t> pulses_;  // each peer's pulse as last seen by poll()
+  CmaShared* shared_ = nullptr;   // mapped segment, or nullptr: meet over Gloo instead
   size_t shared_bytes_ = 0;
   int shared_fd_ = -1;
 
