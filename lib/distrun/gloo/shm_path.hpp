@@ -87,8 +87,10 @@ class ShmPath : public Path {
   const char* view(int peer, const Intent& of, uint64_t offset, size_t bytes) const;
   // Wakes sleepers after a post or done.
   void ring();
-  // Polls until `done()` for up to kPollBudget (shm_path.cpp); true when done. `awaited(r)`:
-  // whether peer r is still waited for (a peer queued behind us on this CPU is yielded to).
+  // Polls until `done()` for up to kPollBudget (shm_path.cpp), or until no peer waited for
+  // has shown a new pulse (it polls: it is on a CPU) for peer_still_limit(); true when done.
+  // `awaited(r)`: whether peer r is still waited for (one queued behind us on this CPU is
+  // yielded to).
   template <typename Done, typename Awaited>
   bool poll(Done done, Awaited awaited);
   // Until ready(r) for every peer r: poll(), then the futex on the bell.
