@@ -42,6 +42,7 @@ struct CmaBox {
   alignas(64) std::atomic<uint64_t> posted;  // the last collective whose intent (and slot) is out
   std::atomic<int32_t> cpu;                  // 1 + the CPU this rank last polled on (0: not yet);
                                              // beside `posted`, which its readers poll anyway
+  std::atomic<uint32_t> pulse;               // bumped as this rank polls: it is on a CPU now
   alignas(64) std::atomic<uint64_t> done;    // the last collective this rank finished reading in
 };
 
@@ -195,7 +196,7 @@ ShmPath::~ShmPath() {
 ShmPath::ShmPath(std::shared_ptr<gloo::Context> context, int rank, int size, std::vector<pid_t> pids,
                  std::function<uint32_t()> next_tag, std::vector<int> global_ranks, size_t inline_limit)
     : context_(std::move(context)), rank_(rank), size_(size), pids_(std::move(pids)), next_tag_(std::move(next_tag)),
-      global_ranks_(std::move(global_ranks)), inline_limit_(inline_limit) {}
+      global_ranks_(std::move(global_ranks)), inline_limit_(inline_limit), pulses_(size_t(size_), 0) {}
 
 const std::vector<Intent>& ShmPath::meet(Intent intent, const void* base, uint64_t extent,
                                          std::chrono::milliseconds timeout) {
@@ -276,17 +277,35 @@ void ShmPath::ring() {
   futex(&shared_->bell, FUTEX_WAKE, INT32_MAX, nullptr);
 }
 
-// How long a wait polls before it sleeps on a futex. On a shared host a peer is often off its
-// core for a few scheduler slices (milliseconds) while other processes run; a waiter asleep by
-// then pays a wake-up, which itself waits for a slice on a busy core, in every collective
-// (docs/performance.md, "Shared cores"). A peer away longer than a few slices is computing
-// rather than descheduled, and the core is better given back.
+// How long a wait polls at most before it sleeps on a futex, while the peers it waits for are
+// running. On a shared host a peer is often off its core for a few scheduler slices
+// (milliseconds) while other processes run; a waiter asleep by then pays a wake-up, which
+// itself waits for a slice on a busy core, in every collective (docs/performance.md, "Shared
+// cores"). A peer away longer than a few slices is computing rather than descheduled, and the
+// core is better given back.
 constexpr auto kPollBudget = std::chrono::milliseconds(10);
+
+// How long the peers waited for may show no sign of running (no pulse) before the waiter
+// sleeps. Spinning while the only rank that can answer is off its CPU answers nothing and
+// spends this rank's share of its core: the scheduler then runs the others (other sessions'
+// processes, on a bound rank's one core) just when the peer comes back, and the two take
+// turns, a slice per hand-over. Asleep, the waiter keeps its share and runs as soon as it is
+// woken. Longer than the work of one collective (a rank folding or copying does not pulse).
+std::chrono::microseconds peer_still_limit() {
+  static const std::chrono::microseconds limit{[] {
+    const char* v = std::getenv("DISTRUN_SHM_STILL_US");
+    return v ? std::strtoll(v, nullptr, 10) : 200;
+  }()};
+  return limit;
+}
 
 template <typename Done, typename Awaited>
 bool ShmPath::poll(Done done, Awaited awaited) {
-  std::atomic<int32_t>& mine = box(rank_)->cpu;
-  const auto until = std::chrono::steady_clock::now() + kPollBudget;
+  CmaBox& me = *box(rank_);
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now(), until = start + kPollBudget;
+  const auto still_limit = peer_still_limit();
+  auto moved_at = start;  // when a peer waited for last showed a new pulse
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
@@ -294,18 +313,26 @@ bool ShmPath::poll(Done done, Awaited awaited) {
       __builtin_ia32_pause();
 #endif
     }
+    me.pulse.store(me.pulse.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    const auto now = Clock::now();
     // sched_yield hands the core to whatever else is runnable on it for a whole slice, so it
     // is only worth it when what we wait for may be queued behind us: a peer that last polled
     // on this very CPU (ranks that outnumber the CPUs, or unbound ones the scheduler put
     // together). Otherwise spinning keeps the core, and the peer, on another one, answers as
     // soon as it runs.
     const int32_t here = sched_getcpu() + 1;
-    if (mine.load(std::memory_order_relaxed) != here) mine.store(here, std::memory_order_relaxed);
+    if (me.cpu.load(std::memory_order_relaxed) != here) me.cpu.store(here, std::memory_order_relaxed);
     bool behind_us = false;
-    for (int r = 0; r < size_ && here > 0 && !behind_us; ++r)
-      behind_us = r != rank_ && awaited(r) && box(r)->cpu.load(std::memory_order_relaxed) == here;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_ || !awaited(r)) continue;
+      const CmaBox& peer = *box(r);
+      behind_us = behind_us || (here > 0 && peer.cpu.load(std::memory_order_relaxed) == here);
+      const uint32_t p = peer.pulse.load(std::memory_order_relaxed);
+      if (p != pulses_[size_t(r)]) pulses_[size_t(r)] = p, moved_at = now;
+    }
     if (behind_us) sched_yield();
-    if (std::chrono::steady_clock::now() >= until) return done();
+    if (still_limit.count() > 0 && now - moved_at >= still_limit) return done();
+    if (now >= until) return done();
   }
 }
 

@@ -89,8 +89,10 @@ class ShmPath : public Path {
   const char* view(int peer, const Intent& of, uint64_t offset, size_t bytes) const;
   // Wakes sleepers after a post or done.
   void ring();
-  // Polls until `done()` for up to kPollBudget (shm_path.cpp); true when done. `awaited(r)`:
-  // whether peer r is still waited for (a peer queued behind us on this CPU is yielded to).
+  // Polls until `done()` for up to kPollBudget (shm_path.cpp), or until no peer waited for
+  // has shown a new pulse (it polls: it is on a CPU) for peer_still_limit(); true when done.
+  // `awaited(r)`: whether peer r is still waited for (one queued behind us on this CPU is
+  // yielded to).
   template <typename Done, typename Awaited>
   bool poll(Done done, Awaited awaited);
   // Until ready(r) for every peer r: poll(), then the futex on the bell.
@@ -112,12 +114,13 @@ class ShmPath : public Path {
   std::vector<pid_t> pids_;
   std::function<uint32_t()> next_tag_;
   std::vector<int> global_ranks_;
-  std::vector<char> scratch_;    // a piece folded in parts passes through it, when not inlined
-  std::vector<Intent> table_;    // every rank's intent in the current collective
-  uint64_t seq_ = 0;             // collectives run, the same count on every member
-  int phase_ = 0;                // the last phase run in the current collective
-  size_t inline_limit_;          // payloads up to this go through the slot (DISTRUN_SHM_INLINE_BYTES)
-  CmaShared* shared_ = nullptr;  // mapped segment, or nullptr: meet over Gloo instead
+  std::vector<char> scratch_;     // a piece folded in parts passes through it, when not inlined
+  std::vector<Intent> table_;     // every rank's intent in the current collective
+  uint64_t seq_ = 0;              // collectives run, the same count on every member
+  int phase_ = 0;                 // the last phase run in the current collective
+  size_t inline_limit_;           // payloads up to this go through the slot (DISTRUN_SHM_INLINE_BYTES)
+  std::vector<uint32_t> pulses_;  // each peer's pulse as last seen by poll()
+  CmaShared* shared_ = nullptr;   // mapped segment, or nullptr: meet over Gloo instead
   size_t shared_bytes_ = 0;
   int shared_fd_ = -1;
 
