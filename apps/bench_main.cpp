@@ -21,8 +21,8 @@
 #include "distrun/comm/process_group.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/device_choice.hpp"
-#include "distrun/scenario/loader.hpp"
-#include "distrun/scenario/results_file.hpp"
+#include "distrun/scenario/load/loader.hpp"
+#include "distrun/scenario/output/results_file.hpp"
 
 namespace {
 

@@ -12,8 +12,8 @@
 
 #include "distrun/core/error.hpp"
 #include "distrun/env/world.hpp"
-#include "distrun/scenario/api.hpp"
-#include "distrun/scenario/loader.hpp"
+#include "distrun/scenario/run/api.hpp"
+#include "distrun/scenario/load/loader.hpp"
 
 int main(int argc, char** argv) {
   // A rank writing to a peer that just died must get EPIPE (an error naming the lost peer),

@@ -13,8 +13,8 @@
 
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/device_choice.hpp"
-#include "distrun/scenario/api.hpp"
-#include "distrun/scenario/loader.hpp"
+#include "distrun/scenario/run/api.hpp"
+#include "distrun/scenario/load/loader.hpp"
 #include "cpu_bind.hpp"
 #include "failure_report.hpp"
 #include "flight_report.hpp"

@@ -1,8 +1,8 @@
 // Bench sizes, counts and bus-bandwidth factors as nccl-tests defines them.
 #include <catch2/catch.hpp>
 
-#include "distrun/scenario/bench.hpp"
-#include "distrun/scenario/loader.hpp"
+#include "distrun/scenario/ops/bench.hpp"
+#include "distrun/scenario/load/loader.hpp"
 #include "test_util.hpp"
 
 using namespace distrun::scenario;

@@ -5,8 +5,8 @@
 #include <thread>
 #include <vector>
 
-#include "distrun/scenario/expression.hpp"
-#include "distrun/scenario/local_ops.hpp"
+#include "distrun/scenario/model/expression.hpp"
+#include "distrun/scenario/check/local_ops.hpp"
 
 using namespace distrun::scenario;
 

@@ -1,8 +1,8 @@
 // Printing like numpy, objects like Python, values as nested JSON.
 #include <catch2/catch.hpp>
 
-#include "distrun/scenario/format.hpp"
-#include "distrun/scenario/runner.hpp"
+#include "distrun/scenario/output/format.hpp"
+#include "distrun/scenario/run/runner.hpp"
 
 using namespace distrun;
 using namespace distrun::scenario;

@@ -9,11 +9,11 @@
 
 #include <sstream>
 
-#include "distrun/scenario/api.hpp"
-#include "distrun/scenario/explain.hpp"
-#include "distrun/scenario/local_ops.hpp"
-#include "distrun/scenario/reference.hpp"
-#include "distrun/scenario/validation.hpp"
+#include "distrun/scenario/run/api.hpp"
+#include "distrun/scenario/output/explain.hpp"
+#include "distrun/scenario/check/local_ops.hpp"
+#include "distrun/scenario/check/reference.hpp"
+#include "distrun/scenario/check/validation.hpp"
 #include "test_util.hpp"
 
 using namespace distrun;

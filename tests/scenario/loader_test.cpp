@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "distrun/scenario/api.hpp"
-#include "distrun/scenario/reference.hpp"
+#include "distrun/scenario/run/api.hpp"
+#include "distrun/scenario/check/reference.hpp"
 #include "test_util.hpp"
 
 using namespace distrun;

@@ -4,10 +4,10 @@
 #include <cstring>
 #include <filesystem>
 
-#include "distrun/scenario/json_values.hpp"
-#include "distrun/scenario/loader.hpp"
-#include "distrun/scenario/op_table.hpp"
-#include "distrun/scenario/reference.hpp"
+#include "distrun/scenario/output/json_values.hpp"
+#include "distrun/scenario/load/loader.hpp"
+#include "distrun/scenario/model/op_table.hpp"
+#include "distrun/scenario/check/reference.hpp"
 #include "test_util.hpp"
 
 using namespace distrun;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "distrun/core/error.hpp"
-#include "distrun/scenario/loader.hpp"
+#include "distrun/scenario/load/loader.hpp"
 
 namespace distrun::scenario::testing {
 

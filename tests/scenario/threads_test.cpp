@@ -5,8 +5,8 @@
 #include <thread>
 
 #include "distrun/gloo/gloo_backend.hpp"
-#include "distrun/scenario/reference.hpp"
-#include "distrun/scenario/runner.hpp"
+#include "distrun/scenario/check/reference.hpp"
+#include "distrun/scenario/run/runner.hpp"
 #include "distrun/store/hash_store.hpp"
 #include "test_util.hpp"
 

@@ -8,7 +8,7 @@
 #include <limits>
 #include <string>
 
-#include "distrun/scenario/expression.hpp"
+#include "distrun/scenario/model/expression.hpp"
 
 using distrun::scenario::Expression;
 using distrun::scenario::ExpressionError;

@@ -11,10 +11,10 @@
 #include <string>
 
 #include "distrun/core/error.hpp"
-#include "distrun/scenario/api.hpp"
-#include "distrun/scenario/json_values.hpp"
-#include "distrun/scenario/loader.hpp"
-#include "distrun/scenario/reference.hpp"
+#include "distrun/scenario/run/api.hpp"
+#include "distrun/scenario/output/json_values.hpp"
+#include "distrun/scenario/load/loader.hpp"
+#include "distrun/scenario/check/reference.hpp"
 
 namespace {
 // Aliases let 4 KiB list a thousand steps, each simulated 1 + world times below (256 uint8

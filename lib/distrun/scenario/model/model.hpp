@@ -1,0 +1,152 @@
+// The scenario file as data: what the loader produces and the runner and the reference
+// simulation consume. Every element keeps its Mark so later checks can point into the file.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distrun/backend/types.hpp"
+#include "distrun/core/tensor.hpp"
+#include "distrun/scenario/model/expression.hpp"
+#include "distrun/scenario/model/source.hpp"
+
+namespace distrun::scenario {
+
+enum class Op {
+  Broadcast,
+  Scatter,
+  Gather,
+  AllGather,
+  Reduce,
+  AllReduce,
+  ReduceScatter,
+  AllToAll,
+  SendRecv,
+  Barrier,
+  Map,
+  AllGatherObject,
+  GatherObject,
+  BroadcastObject,
+  Bench,
+  LocalReduce
+};
+
+/// The scenario-format name of an op ("all_reduce", ...).
+const char* op_name(Op op);
+/// Every op name, for did-you-mean suggestions.
+std::vector<std::string> op_names();
+std::optional<Op> parse_op(const std::string& name);
+/// True for the ops whose result is a JSON object rather than a tensor.
+bool is_object_op(Op op);
+
+/// A number written as a literal: an integer exactly (never through a double), or a real.
+struct Literal {
+  double real = 0;
+  std::optional<int64_t> integer;  // set when written as an integer within int64
+};
+
+/// A number written either as a literal or as an expression string.
+struct Number {
+  double value = 0;
+  std::optional<int64_t> integer;          // a literal integer, exact
+  std::shared_ptr<const Expression> expr;  // set when written as an expression
+  Mark mark;
+};
+
+/// A tensor spec: shape + fill, or literal values.
+struct TensorSpec {
+  Mark mark;
+  bool has_shape = false;
+  std::vector<Number> shape;
+  Number fill;  // default 0
+  bool has_values = false;
+  std::vector<Literal> values;  // flattened, row-major
+  Shape values_shape;           // the nesting of `values` ([] for a scalar)
+  std::optional<DType> dtype;   // default: the scenario's
+};
+
+/// A step input: the name of a tensor, or an inline spec.
+struct TensorRef {
+  std::string name;                  // empty for an inline spec
+  std::shared_ptr<TensorSpec> spec;  // set for an inline spec
+  Mark mark;
+};
+
+/// An object step's value, with `${expr}` strings compiled at load time.
+struct ObjectTemplate {
+  nlohmann::ordered_json value;
+  std::vector<std::pair<std::string, std::shared_ptr<const Expression>>> exprs;  // by source text
+  Mark mark;
+};
+
+struct BenchSpec {
+  Op collective = Op::AllReduce;
+  std::vector<int64_t> bytes;
+  std::optional<DType> dtype;
+  ReduceOp reduce = ReduceOp::Sum;
+  int iters = 20;
+  int warmup = 5;
+  int root = 0;
+};
+
+struct Step {
+  Op op = Op::Barrier;
+  Mark mark;
+  int index = 0;  // position in steps, from 0
+  std::optional<std::string> group;
+  Mark group_mark;
+  bool print = true;
+  bool check = true;
+
+  TensorRef input;
+  bool has_input = false;
+  std::string output;  // resolved: defaults to the input's name
+  Mark output_mark;
+  int dim = 0;
+  Mark dim_mark;
+  std::optional<int> local_dim;  // local_reduce: absent = over all elements
+  bool keepdim = true;
+  ReduceOp reduce = ReduceOp::Sum;
+  bool has_reduce = false;
+  Mark reduce_mark;
+  int src = 0, dst = 0;
+  Mark src_mark, dst_mark;
+  bool has_split_sizes = false;
+  std::vector<Number> split_sizes;
+  Mark split_mark;
+  bool async = false;
+  std::shared_ptr<const Expression> expr;  // map
+  Mark expr_mark;
+  std::optional<std::vector<int>> ranks;
+  Mark ranks_mark;
+  std::optional<DType> dtype;  // map: the output's dtype
+  ObjectTemplate object;
+  BenchSpec bench;
+};
+
+struct Group {
+  std::string name;
+  std::vector<int> members;  // global ranks, ascending
+  Mark mark;
+};
+
+struct Scenario {
+  std::string file;
+  std::string name;
+  std::optional<int> world_size;
+  Mark world_size_mark;
+  std::string backend = "auto";
+  std::string device = "cpu";
+  DType dtype = DType::Float32;
+  double timeout_seconds = 30;
+  std::vector<Group> groups;
+  std::vector<std::pair<std::string, TensorSpec>> tensors;
+  std::vector<Step> steps;
+
+  const Group* find_group(const std::string& name) const;
+};
+
+}  // namespace distrun::scenario
