@@ -44,15 +44,41 @@ StaticRendezvous::StaticRendezvous(const JobPlan& plan, const RendezvousOptions&
   store_->set_timeout(kRequestTimeout);
 }
 
+std::string StaticRendezvous::missing_nodes(const std::vector<std::string>& keys) const {
+  std::string missing;
+  for (int n = 0; n < plan_.nnodes; ++n)
+    if (!store_->check({keys[size_t(n)]})) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+  return missing;
+}
+
+void StaticRendezvous::wait_for_nodes(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline) {
+  for (;;) {
+    try {
+      wait_keys(attempt, keys, std::min(deadline, Clock::now() + kSlice));
+      return;
+    } catch (const TimeoutError&) {
+      if (Clock::now() >= deadline) throw;
+    }
+    // A node given another job secret is dropped before it can say who it is; its refusal is
+    // all node 0 learns, and enough to end the rendezvous now rather than at its timeout.
+    if (auto peer = store_->wrong_secret_peer()) {
+      const std::string missing = missing_nodes(keys);
+      const std::string why = "an agent at " + *peer + " proved another job secret and was refused, and node(s) " +
+                              missing + " of " + std::to_string(plan_.nnodes) +
+                              " have not joined: give every node the same DISTRUN_STORE_SECRET or --rdzv-secret-file";
+      report_failure(attempt, FailureRecord{true, host_, 0, -1, "rendezvous: " + why});
+      throw ConfigError("rendezvous: " + why);
+    }
+  }
+}
+
 void StaticRendezvous::publish_plan(int attempt, Clock::time_point deadline) {
   std::vector<std::string> keys;
   for (int n = 0; n < plan_.nnodes; ++n) keys.push_back(key(attempt, "node/" + std::to_string(n)));
   try {
-    wait_keys(attempt, keys, deadline);
+    wait_for_nodes(attempt, keys, deadline);
   } catch (const TimeoutError&) {
-    std::string missing;
-    for (int n = 0; n < plan_.nnodes; ++n)
-      if (!store_->check({keys[size_t(n)]})) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+    const std::string missing = missing_nodes(keys);
     std::string why = "node(s) " + missing + " of " + std::to_string(plan_.nnodes) + " never joined at " + where() +
                       " within " + secs(opt_.timeout);
     report_failure(attempt, FailureRecord{true, host_, 0, -1, "rendezvous: " + why});

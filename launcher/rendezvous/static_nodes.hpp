@@ -26,6 +26,11 @@ class StaticRendezvous : public StoreRendezvous {
  private:
   // ConfigError (and node 0 told) when node 0 was given another --nnodes.
   void check_same_nnodes(Clock::time_point deadline);
+  // The node ranks whose entry of `keys` is not there yet, as "1, 3".
+  std::string missing_nodes(const std::vector<std::string>& keys) const;
+  // Node 0: waits for `keys`, every node's entry; ConfigError as soon as a peer proved another
+  // job secret.
+  void wait_for_nodes(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline);
   // Node 0: waits for every node's entry and publishes the plan of `attempt`.
   void publish_plan(int attempt, Clock::time_point deadline);
   // Node 0, after refusing the job: waits (bounded) until the others read the refusal.

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 #include <list>
+#include <mutex>
+#include <optional>
 
 #include "distrun/core/error.hpp"
 #include "distrun/core/log.hpp"
@@ -94,6 +96,9 @@ struct TCPStoreServer::Impl {
   size_t authenticated = 0;
   std::atomic<size_t> open{0};
   LogBudget stranger_log;
+  // The first client that proved another secret (read by the hosting thread).
+  mutable std::mutex wrong_secret_mu;
+  std::optional<std::string> wrong_secret_peer;
   uint16_t port = 0;
   std::string address;
 };
@@ -217,7 +222,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       case SessionAction::Reply:
       case SessionAction::ReplyThenClose: {
         const bool then_close = a.kind == SessionAction::ReplyThenClose;
-        if (then_close) srv_.stranger_log.warn("distrun store: refused {}: {}", peer_, a.why);
+        if (then_close) {
+          srv_.stranger_log.warn("distrun store: refused {}: {}", peer_, a.why);
+          std::lock_guard<std::mutex> lock(srv_.wrong_secret_mu);
+          if (!srv_.wrong_secret_peer) srv_.wrong_secret_peer = peer_;
+        }
         out_ = wire::frame(session_.reply_payload(a));
         asio::async_write(sock_, asio::buffer(out_),
                           [self = shared_from_this(), then_close](const asio::error_code& ec, size_t) {
@@ -405,5 +414,10 @@ TCPStoreServer::~TCPStoreServer() {
 uint16_t TCPStoreServer::port() const { return impl_->port; }
 const std::string& TCPStoreServer::address() const { return impl_->address; }
 size_t TCPStoreServer::connections() const { return impl_->open; }
+
+std::optional<std::string> TCPStoreServer::wrong_secret_peer() const {
+  std::lock_guard<std::mutex> lock(impl_->wrong_secret_mu);
+  return impl_->wrong_secret_peer;
+}
 
 }  // namespace distrun
