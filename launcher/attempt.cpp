@@ -130,7 +130,9 @@ class AttemptWatch {
       : job_(job), rendezvous_(rendezvous), a_(a), attempt_(attempt), restart_(restart) {}
 
   AttemptOutcome run(const std::vector<WorkerSpec>& specs, OutputRouter& router) {
-    WorkerGroup group(specs, router, job_.signals, std::chrono::milliseconds(int64_t(job_.options.stop_grace * 1000)));
+    // A worker frozen for the heartbeat timeout is as gone as a silent agent.
+    WorkerGroup group(specs, router, job_.signals, std::chrono::milliseconds(int64_t(job_.options.stop_grace * 1000)),
+                      std::chrono::milliseconds(int64_t(job_.options.heartbeat_timeout * 1000)));
     out_.result = group.run([this] { return peer_failed(); }, job_.watch_interval,
                             [this](const GroupResult& r) { on_failure(r); });
     return out_;

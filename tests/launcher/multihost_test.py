@@ -191,6 +191,29 @@ def case_worker_fails_on_node1():
         print(next(l for l in res[0][2].splitlines() if "first mismatch" in l).strip(), flush=True)
 
 
+def case_stopped_rank_on_node1():
+    """A program's rank 3 (node 1) is frozen while the others wait for it (no timeout of their
+    own): node 1's agent names it as stopped after the heartbeat timeout (2 s here), not at the
+    rendezvous timeout, and every node stops with the same line."""
+    mark = f"{TAG}-stop"
+    script = 'if [ "$RANK" = 3 ]; then kill -STOP $$; fi; sleep 60 # ' + mark
+    with Hosts(2) as h:
+        t0 = time.time()
+        procs = [h.agent(k, 2, ["--", "sh", "-c", script], extra=["--rdzv-conf", "heartbeat_timeout=2"])
+                 for k in (0, 1)]
+        res = finish(procs, timeout=40)
+        took = time.time() - t0
+        print(f"MEASURE a frozen rank on node 1: {took:.2f} s from the start until both agents ended "
+              f"(heartbeat timeout 2 s)", flush=True)
+        check([r[0] for r in res] == [1, 1], f"both agents exit 1: {[r[0] for r in res]}", str(res))
+        lines = [first_failure(r[2]) for r in res]
+        check(lines[0] is not None and lines[0] == lines[1], "the same summary on every node", str(lines))
+        check("node rank 1, rank 3:" in lines[0] and "frozen, not ended" in lines[0],
+              "the summary names the frozen rank 3 on node 1", lines[0])
+        check(took < 20, f"after the heartbeat timeout, not the 20 s rendezvous timeout: {took:.2f} s")
+    stopped_at(mark, within=3)
+
+
 def case_agent_sigterm():
     """SIGTERM to node 1's agent: it stops its workers and exits 143; node 0 stops too, exit 1."""
     mark = f"{TAG}-term"
