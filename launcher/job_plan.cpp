@@ -79,6 +79,59 @@ void check_run_id(const std::string& id) {
     throw ConfigError("--run-id '" + id + "': use 1 to 128 letters, digits, '.', '_' or '-' (it names a folder)");
 }
 
+// --launcher slurm or mpi: one agent per node, started by srun or mpirun; the job's own
+// variables say who we are.
+void plan_from_job_variables(JobPlan& plan, const LaunchOptions& o, const EnvLookup& env) {
+  if (plan.elastic())
+    throw ConfigError("--nnodes " + o.nnodes + ": an elastic range needs --launcher pytorch (under " + plan.source +
+                      " the job's own variables fix the nodes)");
+  std::set<std::string> hidden = {"RANK", "WORLD_SIZE"};
+  if (plan.source == "mpi") hidden.insert({"SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_NODELIST"});
+  WorldInfo w = world_from_env(hiding(env, hidden));
+  if (w.source != plan.source)
+    throw ConfigError("--launcher " + plan.source + ": no " + plan.source + " job in the environment" +
+                      (plan.source == "slurm" ? " (SLURM_PROCID/SLURM_NTASKS unset; start distrun with srun)"
+                                              : " (OMPI_COMM_WORLD_RANK/PMI_RANK unset; start distrun with mpirun)"));
+  if (plan.source == "slurm") {
+    plan.nnodes = plan.min_nodes = w.nnodes;
+    plan.node_rank = w.node_rank;
+  } else {
+    plan.nnodes = plan.min_nodes = w.world_size;  // one agent per node
+    plan.node_rank = w.rank;
+  }
+  if (o.master_addr.empty() && o.rdzv_endpoint.empty()) plan.master_addr = w.master_addr;
+  if (!o.master_port && o.rdzv_endpoint.empty()) plan.master_port = w.master_port;
+}
+
+// --rdzv-endpoint: "host", "host:port", "[v6addr]:port" or a bare v6 address.
+void plan_from_endpoint(JobPlan& plan, const LaunchOptions& o) {
+  const std::string& ep = o.rdzv_endpoint;
+  std::string host = ep, port;
+  if (ep.front() == '[') {
+    size_t close = ep.find(']');
+    if (close == std::string::npos) throw ConfigError("--rdzv-endpoint " + ep + ": unclosed '['");
+    host = ep.substr(1, close - 1);
+    if (close + 1 < ep.size() && ep[close + 1] == ':') port = ep.substr(close + 2);
+  } else if (std::count(ep.begin(), ep.end(), ':') == 1) {
+    host = ep.substr(0, ep.find(':'));
+    port = ep.substr(ep.find(':') + 1);
+  }
+  if (host.empty()) throw ConfigError("--rdzv-endpoint " + ep + ": no host");
+  plan.master_addr = host;
+  if (port == "0") {
+    // torchrun's "pick a free port" (its --standalone uses localhost:0): one node only, as
+    // other nodes could not know the port.
+    if (plan.nnodes != 1) throw ConfigError("--rdzv-endpoint " + ep + ": port 0 works on one node only");
+    plan.master_port.reset();
+    plan.port_from_user = false;
+  } else if (!port.empty()) {
+    int p = parse_positive(port, "--rdzv-endpoint port");
+    if (p > 65535) throw ConfigError("--rdzv-endpoint " + ep + ": port out of range");
+    plan.master_port = uint16_t(p);
+    plan.port_from_user = true;
+  }
+}
+
 }  // namespace
 
 JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int> scenario_world_size) {
@@ -97,57 +150,8 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
   if (o.master_port) plan.master_port = uint16_t(*o.master_port);
   plan.port_from_user = o.master_port.has_value();
 
-  if (plan.source == "slurm" || plan.source == "mpi") {
-    if (plan.elastic())
-      throw ConfigError("--nnodes " + o.nnodes + ": an elastic range needs --launcher pytorch (under " + plan.source +
-                        " the job's own variables fix the nodes)");
-    // One agent per node, started by srun or mpirun: the job's own variables say who we are.
-    std::set<std::string> hidden = {"RANK", "WORLD_SIZE"};
-    if (plan.source == "mpi") hidden.insert({"SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_NODELIST"});
-    WorldInfo w = world_from_env(hiding(env, hidden));
-    if (w.source != plan.source)
-      throw ConfigError("--launcher " + plan.source + ": no " + plan.source + " job in the environment" +
-                        (plan.source == "slurm" ? " (SLURM_PROCID/SLURM_NTASKS unset; start distrun with srun)"
-                                                : " (OMPI_COMM_WORLD_RANK/PMI_RANK unset; start distrun with mpirun)"));
-    if (plan.source == "slurm") {
-      plan.nnodes = plan.min_nodes = w.nnodes;
-      plan.node_rank = w.node_rank;
-    } else {
-      plan.nnodes = plan.min_nodes = w.world_size;  // one agent per node
-      plan.node_rank = w.rank;
-    }
-    if (o.master_addr.empty() && o.rdzv_endpoint.empty()) plan.master_addr = w.master_addr;
-    if (!o.master_port && o.rdzv_endpoint.empty()) plan.master_port = w.master_port;
-  }
-
-  if (!o.rdzv_endpoint.empty()) {
-    // "host", "host:port", "[v6addr]:port" or a bare v6 address.
-    const std::string& ep = o.rdzv_endpoint;
-    std::string host = ep, port;
-    if (ep.front() == '[') {
-      size_t close = ep.find(']');
-      if (close == std::string::npos) throw ConfigError("--rdzv-endpoint " + ep + ": unclosed '['");
-      host = ep.substr(1, close - 1);
-      if (close + 1 < ep.size() && ep[close + 1] == ':') port = ep.substr(close + 2);
-    } else if (std::count(ep.begin(), ep.end(), ':') == 1) {
-      host = ep.substr(0, ep.find(':'));
-      port = ep.substr(ep.find(':') + 1);
-    }
-    if (host.empty()) throw ConfigError("--rdzv-endpoint " + ep + ": no host");
-    plan.master_addr = host;
-    if (port == "0") {
-      // torchrun's "pick a free port" (its --standalone uses localhost:0): one node only, as
-      // other nodes could not know the port.
-      if (plan.nnodes != 1) throw ConfigError("--rdzv-endpoint " + ep + ": port 0 works on one node only");
-      plan.master_port.reset();
-      plan.port_from_user = false;
-    } else if (!port.empty()) {
-      int p = parse_positive(port, "--rdzv-endpoint port");
-      if (p > 65535) throw ConfigError("--rdzv-endpoint " + ep + ": port out of range");
-      plan.master_port = uint16_t(p);
-      plan.port_from_user = true;
-    }
-  }
+  if (plan.source == "slurm" || plan.source == "mpi") plan_from_job_variables(plan, o, env);
+  if (!o.rdzv_endpoint.empty()) plan_from_endpoint(plan, o);
 
   if (o.standalone) {
     if (plan.nnodes != 1) throw ConfigError("--standalone runs one node; got --nnodes " + o.nnodes);
@@ -179,6 +183,10 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
   } else {
     plan.nproc_per_node = 1;  // torchrun's default
   }
+  if (plan.elastic() && o.mode == RunMode::scenario)
+    throw ConfigError("--nnodes " + o.nnodes +
+                      ": an elastic range runs programs only (a scenario is checked for one "
+                      "world size before it starts); give N nodes");
   return plan;
 }
 

@@ -23,7 +23,7 @@ struct JobPlan {
   std::string source = "pytorch";  // where nnodes/node rank came from: pytorch | slurm | mpi
   std::string run_id = "none";
 
-  /// --nnodes MIN:MAX with MIN < MAX: nodes meet in rounds (see rendezvous.hpp).
+  /// --nnodes MIN:MAX with MIN < MAX: nodes meet in rounds (see rendezvous/elastic.hpp).
   bool elastic() const { return min_nodes < nnodes; }
   bool single_node() const { return nnodes == 1; }
 };

@@ -248,27 +248,20 @@ std::vector<std::string> program_argv(const LaunchOptions& o, const Interpreter&
   return argv;
 }
 
-ParseResult parse_launch_options(int argc, const char* const* argv) {
-  ParseResult result;
-  LaunchOptions& o = result.options;
-  CLI::App app{"distrun: run a scenario (or any program) on every rank, torchrun-style", "distrun"};
-  app.formatter(std::make_shared<UsageFormatter>());
-  app.set_version_flag("--version", "distrun 0.1.0");
-  // Everything from the first positional on belongs to the program (as torchrun's
-  // training_script and its args); "--" ends the options explicitly.
-  app.prefix_command();
+namespace {
 
-  const std::string numa_modes = "node, socket, exclusive";
-  std::string numa, stdin_rank = "0";
-  app.footer(
-      "A PROGRAM ending in .py runs as `python -u PROGRAM ARGS...`, as torchrun runs it, with $PYTHON_EXEC or "
-      "$PYTHON, else the interpreter of a torchrun on PATH, else a python3 that finds torch, else python3 (-v says "
-      "which); so does a PROGRAM exec could not start (a file of the current folder, not on PATH). -m runs "
-      "`python -u -m MODULE`; --no-python runs PROGRAM itself. Any other PROGRAM runs as given. A lone "
-      "SCENARIO.yaml runs distrun-worker. Every torchrun option also takes its default from PET_<NAME> (e.g. "
-      "PET_NPROC_PER_NODE), and any unique prefix of a long option is taken (--nproc_per), as torchrun's.");
-  auto env = [](CLI::Option* opt, const std::string& dest) { return opt->envname(pet(dest)); };
+// What the options hold before they become LaunchOptions' typed fields.
+struct RawOptions {
+  std::string numa, stdin_rank = "0", cpu_bind = "auto", event_log_handler = "null";
+  std::optional<std::string> logs_specs;
+  CLI::Option* rdzv_timeout = nullptr;
+};
 
+// Every torchrun option also takes its default from PET_<NAME>.
+CLI::Option* env(CLI::Option* opt, const std::string& dest) { return opt->envname(pet(dest)); }
+
+// Nodes, ranks and the rendezvous.
+void add_node_options(CLI::App& app, LaunchOptions& o, RawOptions& raw) {
   env(app.add_option(both_spellings("--nproc-per-node", "--nproc"), o.nproc_per_node,
                      "workers per node: N, auto, cpu or gpu (default: the scenario's world_size / nnodes, else 1)"),
       "nproc_per_node");
@@ -299,9 +292,9 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                      "last_call_timeout (elastic: seconds a round waits for more nodes once MIN joined, default 30), "
                      "stop_grace, heartbeat_timeout; read_timeout, close_timeout, ... accepted without effect"),
       "rdzv_conf");
-  auto* rdzv_timeout = app.add_option(both_spellings("--rdzv-timeout"), o.rdzv_timeout,
-                                      "seconds the nodes wait for each other (default 300)")
-                           ->check(CLI::PositiveNumber);
+  raw.rdzv_timeout = app.add_option(both_spellings("--rdzv-timeout"), o.rdzv_timeout,
+                                    "seconds the nodes wait for each other (default 300)")
+                         ->check(CLI::PositiveNumber);
   app.add_option(both_spellings("--rdzv-secret-file"), o.rdzv_secret_file,
                  "file (mode 0600) holding the job secret, instead of $DISTRUN_STORE_SECRET");
   app.add_flag(both_spellings("--rdzv-bind-all"), o.rdzv_bind_all,
@@ -309,6 +302,10 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   app.add_option(both_spellings("--workers-port"), o.workers_port,
                  "several nodes: the port of the workers' store on node 0 (default: a free one, kept across restarts)")
       ->check(CLI::Range(1, 65535));
+}
+
+// The run: restarts, pacing, ids, and how PROGRAM is started.
+void add_run_options(CLI::App& app, LaunchOptions& o, RawOptions& raw) {
   env(app.add_flag(both_spellings("--standalone"), o.standalone,
                    "one node, as torchrun's: localhost, a free port, a fresh uuid as the run id"),
       "standalone");
@@ -325,13 +322,12 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                      "(fork+exec)")
           ->check(CLI::IsMember({"spawn", "fork", "forkserver"})),
       "start_method");
-  std::string event_log_handler = "null";
-  env(app.add_option(both_spellings("--event-log-handler"), event_log_handler,
+  env(app.add_option(both_spellings("--event-log-handler"), raw.event_log_handler,
                      "torchelastic event handler: only 'null' (distrun emits no torchelastic events)")
           ->check(CLI::IsMember({"null"})),
       "event_log_handler");
-  std::optional<std::string> logs_specs;
-  app.add_option(both_spellings("--logs-specs"), logs_specs, "torchrun's logs_specs plugin: not supported (exit 2)");
+  app.add_option(both_spellings("--logs-specs"), raw.logs_specs,
+                 "torchrun's logs_specs plugin: not supported (exit 2)");
   env(app.add_option(both_spellings("--run-id", "--rdzv-id,--rdzv_id"), o.run_id,
                      "job id (TORCHELASTIC_RUN_ID, log folder)"),
       "rdzv_id");
@@ -344,6 +340,10 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   env(app.add_flag(both_spellings("--run-path"), o.run_path,
                    "run the PROGRAM script with python (torchrun: runpy.run_path); wins over --no-python"),
       "run_path");
+}
+
+// The workers: logs, output, CPUs, signals, stdin, stopping.
+void add_worker_options(CLI::App& app, LaunchOptions& o, RawOptions& raw) {
   env(app.add_option(both_spellings("--log-dir"), o.log_dir,
                      "write LOG_DIR/RUN_ID_XXXXXXXX/attempt_K/LOCAL_RANK/{stdout,stderr}.log, error.json (a new folder "
                      "per run)"),
@@ -360,11 +360,10 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   env(app.add_option(both_spellings("--local-addr"), o.local_addr,
                      "this node's address: its interface becomes GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME (unless set)"),
       "local_addr");
-  app.add_option(both_spellings("--numa-binding"), numa,
+  app.add_option(both_spellings("--numa-binding"), raw.numa,
                  "bind each worker's CPUs: node, socket or exclusive (needs NUMA information in /sys)")
       ->check(CLI::IsMember({"node", "socket", "exclusive", "core-complex"}));
-  std::string cpu_bind = "auto";
-  app.add_option(both_spellings("--cpu-bind"), cpu_bind,
+  app.add_option(both_spellings("--cpu-bind"), raw.cpu_bind,
                  "bind each worker to its own share of the CPUs: core, none, or auto (default: core when "
                  "every worker gets a CPU of its own)")
       ->check(CLI::IsMember({"none", "core", "auto"}));
@@ -372,7 +371,7 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                      "signals forwarded to the workers before stopping them, with the summary "
                      "(default SIGTERM,SIGINT,SIGHUP,SIGQUIT; add SIGUSR1,SIGUSR2 as SLURM jobs do)"),
       "signals_to_handle");
-  app.add_option(both_spellings("--stdin-rank"), stdin_rank,
+  app.add_option(both_spellings("--stdin-rank"), raw.stdin_rank,
                  "local rank that reads distrun's standard input (default 0), or none; the others read EOF");
   app.add_option(both_spellings("--launcher"), o.launcher,
                  "where nodes and ranks come from: auto, pytorch, slurm or mpi")
@@ -381,6 +380,10 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
                  "seconds the workers get between SIGTERM and SIGKILL when the job stops (after a failure, a peer's "
                  "failure or a signal), e.g. to save a checkpoint (default 30, as torchrun)")
       ->check(CLI::Range(0.0, 3600.0));
+}
+
+// What a SCENARIO.yaml run takes.
+void add_scenario_options(CLI::App& app, LaunchOptions& o) {
   app.add_option(both_spellings("--backend"), o.backend, "scenario backend override: gloo, nccl or auto");
   app.add_option(both_spellings("--device"), o.device, "scenario device override: cpu or cuda")
       ->check(CLI::IsMember({"cpu", "cuda"}));
@@ -394,44 +397,36 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
   app.add_flag(both_spellings("--values"), o.values, "with --explain: every rank's values before and after each step")
       ->needs(explain);
   app.add_flag("-v," + both_spellings("--verbose"), o.verbose, "say which interpreter and command the workers run");
+}
 
-  try {
-    const std::vector<std::string> expanded = expand_abbreviations(app, argc, argv);
-    std::vector<const char*> args;
-    for (const auto& a : expanded) args.push_back(a.c_str());
-    app.parse(int(args.size()), args.data());
-  } catch (const CLI::CallForHelp& e) {
-    result.exit_now = app.exit(e);
-    return result;
-  } catch (const CLI::CallForVersion& e) {
-    result.exit_now = app.exit(e);
-    return result;
-  } catch (const CLI::ParseError& e) {
-    throw ConfigError(std::string(e.what()) + " (see distrun --help)");
-  }
-
-  o.rdzv_timeout_given = rdzv_timeout->count() > 0;
+// The raw values as typed fields; ConfigError for what the parser could not refuse itself.
+void apply_raw_options(LaunchOptions& o, const RawOptions& raw) {
+  o.rdzv_timeout_given = raw.rdzv_timeout->count() > 0;
   apply_rdzv_conf(o);
-  if (logs_specs) throw ConfigError("--logs-specs " + *logs_specs + ": distrun has no logs_specs plugins");
-  if (numa == "node")
+  if (raw.logs_specs) throw ConfigError("--logs-specs " + *raw.logs_specs + ": distrun has no logs_specs plugins");
+  if (raw.numa == "node")
     o.numa_binding = NumaBinding::node;
-  else if (numa == "socket")
+  else if (raw.numa == "socket")
     o.numa_binding = NumaBinding::socket;
-  else if (numa == "exclusive")
+  else if (raw.numa == "exclusive")
     o.numa_binding = NumaBinding::exclusive;
-  else if (numa == "core-complex")
+  else if (raw.numa == "core-complex")
     throw ConfigError("--numa-binding core-complex: not yet supported (use node, socket or exclusive)");
-  o.cpu_bind = cpu_bind == "none" ? CpuBind::none : cpu_bind == "core" ? CpuBind::core : CpuBind::auto_;
-  if (stdin_rank == "none") {
+  o.cpu_bind = raw.cpu_bind == "none" ? CpuBind::none : raw.cpu_bind == "core" ? CpuBind::core : CpuBind::auto_;
+  if (raw.stdin_rank == "none") {
     o.stdin_rank.reset();
   } else {
-    if (stdin_rank.empty() || stdin_rank.size() > 6 || stdin_rank.find_first_not_of("0123456789") != std::string::npos)
-      throw ConfigError("--stdin-rank " + stdin_rank + ": expected a local rank or none");
-    o.stdin_rank = std::stoi(stdin_rank);
+    if (raw.stdin_rank.empty() || raw.stdin_rank.size() > 6 ||
+        raw.stdin_rank.find_first_not_of("0123456789") != std::string::npos)
+      throw ConfigError("--stdin-rank " + raw.stdin_rank + ": expected a local rank or none");
+    o.stdin_rank = std::stoi(raw.stdin_rank);
   }
   if (o.module && o.no_python && !o.run_path)
     throw ConfigError("--no-python and -m/--module cannot be used together (as torchrun)");
+}
 
+// The command after the options: a scenario or a program, and how the program runs.
+void read_command(LaunchOptions& o, const CLI::App& app, int argc, const char* const* argv) {
   o.command = app.remaining();
   // With "--" the command is a program, whatever its name; otherwise a lone *.yaml/*.yml
   // names a scenario for distrun-worker.
@@ -466,6 +461,50 @@ ParseResult parse_launch_options(int argc, const char* const* argv) {
     else if (runs_through_python(first))
       o.program_kind = ProgramKind::python_script;
   }
+}
+
+}  // namespace
+
+ParseResult parse_launch_options(int argc, const char* const* argv) {
+  ParseResult result;
+  LaunchOptions& o = result.options;
+  CLI::App app{"distrun: run a scenario (or any program) on every rank, torchrun-style", "distrun"};
+  app.formatter(std::make_shared<UsageFormatter>());
+  app.set_version_flag("--version", "distrun 0.1.0");
+  // Everything from the first positional on belongs to the program (as torchrun's
+  // training_script and its args); "--" ends the options explicitly.
+  app.prefix_command();
+
+  app.footer(
+      "A PROGRAM ending in .py runs as `python -u PROGRAM ARGS...`, as torchrun runs it, with $PYTHON_EXEC or "
+      "$PYTHON, else the interpreter of a torchrun on PATH, else a python3 that finds torch, else python3 (-v says "
+      "which); so does a PROGRAM exec could not start (a file of the current folder, not on PATH). -m runs "
+      "`python -u -m MODULE`; --no-python runs PROGRAM itself. Any other PROGRAM runs as given. A lone "
+      "SCENARIO.yaml runs distrun-worker. Every torchrun option also takes its default from PET_<NAME> (e.g. "
+      "PET_NPROC_PER_NODE), and any unique prefix of a long option is taken (--nproc_per), as torchrun's.");
+  RawOptions raw;
+  add_node_options(app, o, raw);
+  add_run_options(app, o, raw);
+  add_worker_options(app, o, raw);
+  add_scenario_options(app, o);
+
+  try {
+    const std::vector<std::string> expanded = expand_abbreviations(app, argc, argv);
+    std::vector<const char*> args;
+    for (const auto& a : expanded) args.push_back(a.c_str());
+    app.parse(int(args.size()), args.data());
+  } catch (const CLI::CallForHelp& e) {
+    result.exit_now = app.exit(e);
+    return result;
+  } catch (const CLI::CallForVersion& e) {
+    result.exit_now = app.exit(e);
+    return result;
+  } catch (const CLI::ParseError& e) {
+    throw ConfigError(std::string(e.what()) + " (see distrun --help)");
+  }
+
+  apply_raw_options(o, raw);
+  read_command(o, app, argc, argv);
   return result;
 }
 

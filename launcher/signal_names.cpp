@@ -50,6 +50,7 @@ std::string describe_wait_status(int status) {
     return "signal " + std::to_string(sig) + " (" + signal_abbrev(sig) + (what ? std::string(": ") + what : "") + ")" +
            (WCOREDUMP(status) ? ", core dumped" : "");
   }
+  if (WIFSTOPPED(status)) return "a stop signal: frozen, not ended (" + signal_abbrev(WSTOPSIG(status)) + ")";
   return "status " + std::to_string(status);
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <iostream>
 
 #include "signal_names.hpp"
@@ -17,8 +18,8 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 WorkerGroup::WorkerGroup(const std::vector<WorkerSpec>& specs, OutputRouter& output, SignalWatch& signals,
-                         milliseconds stop_grace)
-    : output_(output), signals_(signals), stop_grace_(stop_grace) {
+                         milliseconds stop_grace, milliseconds stopped_limit)
+    : output_(output), signals_(signals), stop_grace_(stop_grace), stopped_limit_(stopped_limit) {
   workers_.reserve(specs.size());
   for (const auto& spec : specs) {
     SpawnedWorker s;
@@ -143,6 +144,72 @@ void WorkerGroup::close_stream(Worker& w, bool is_err) {
   s.fd = -1;
 }
 
+WorkerFailure WorkerGroup::failure_of(Worker& w, int status) {
+  // Drain what it wrote, so the summary has its last words.
+  Stream& tail = w.tail_from_err() ? w.err : w.out;
+  if (tail.fd >= 0) read_stream(w, w.tail_from_err());
+  WorkerFailure f;
+  f.rank = w.spec.rank;
+  f.local_rank = w.spec.local_rank;
+  f.wait_status = status;
+  f.when = std::chrono::system_clock::now();
+  f.stderr_tail.assign(w.err_tail.begin(), w.err_tail.end());
+  if (!tail.partial.empty()) f.stderr_tail.push_back(tail.partial);  // its last words, unended
+  f.error_file = w.spec.error_file;
+  f.program = w.spec.shown_name;
+  f.interpreter = w.spec.interpreter;
+  f.pid = w.program_pid;
+  return f;
+}
+
+// The kernel's state of a process: 'T' (stopped) or 't' (stopped by a tracer) when frozen.
+static bool is_stopped(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+  FILE* f = std::fopen(path, "re");
+  if (!f) return false;
+  char buf[512] = {};
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  // "PID (COMM) STATE ...": COMM may hold ") ", so the state follows the last one.
+  const char* close = nullptr;
+  for (const char* p = buf; p + 2 < buf + n; ++p)
+    if (p[0] == ')' && p[1] == ' ') close = p;
+  return close && (close[2] == 'T' || close[2] == 't');
+}
+
+void WorkerGroup::sample_stopped() {
+  const auto now = Clock::now();
+  if (now - last_stopped_check_ < kStoppedCheck) return;
+  // A gap longer than the check's pace means distrun itself did not run (stopped with its
+  // workers by job control, or a stalled host): what it saw before says nothing now.
+  const bool gap = now - last_stopped_check_ > kStoppedCheck * 10;
+  last_stopped_check_ = now;
+  for (auto& w : workers_) {
+    if (!w.running || !is_stopped(w.program_pid)) {
+      w.stopped_since.reset();
+    } else if (!w.stopped_since || gap) {
+      w.stopped_since = now;
+    }
+  }
+}
+
+// The worker frozen first, while another ended: the one the others waited for.
+WorkerGroup::Worker* WorkerGroup::frozen_first() {
+  Worker* first = nullptr;
+  for (auto& w : workers_)
+    if (w.running && w.stopped_since && (!first || *w.stopped_since < *first->stopped_since)) first = &w;
+  return first;
+}
+
+std::optional<WorkerFailure> WorkerGroup::frozen_too_long() {
+  if (stopped_limit_.count() <= 0) return std::nullopt;
+  sample_stopped();
+  Worker* w = frozen_first();
+  if (!w || Clock::now() - *w->stopped_since < stopped_limit_) return std::nullopt;
+  return failure_of(*w, kStoppedStatus);
+}
+
 void WorkerGroup::reap(GroupResult& result) {
   for (auto& w : workers_) {
     if (!w.running) continue;
@@ -155,21 +222,11 @@ void WorkerGroup::reap(GroupResult& result) {
     kill(-w.pid, SIGKILL);
     bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (ok || stopping_ || result.failure) continue;
-    // Drain what it wrote before dying, so the summary has its last words.
-    Stream& tail = w.tail_from_err() ? w.err : w.out;
-    if (tail.fd >= 0) read_stream(w, w.tail_from_err());
-    WorkerFailure f;
-    f.rank = w.spec.rank;
-    f.local_rank = w.spec.local_rank;
-    f.wait_status = status;
-    f.when = std::chrono::system_clock::now();
-    f.stderr_tail.assign(w.err_tail.begin(), w.err_tail.end());
-    if (!tail.partial.empty()) f.stderr_tail.push_back(tail.partial);  // its last words, unended
-    f.error_file = w.spec.error_file;
-    f.program = w.spec.shown_name;
-    f.interpreter = w.spec.interpreter;
-    f.pid = w.program_pid;
-    result.failure = f;
+    // A peer that gives up on a frozen worker fails after it: the frozen one is named.
+    if (Worker* frozen = stopped_limit_.count() > 0 ? frozen_first() : nullptr)
+      result.failure = failure_of(*frozen, kStoppedStatus);
+    else
+      result.failure = failure_of(w, status);
   }
 }
 
@@ -205,6 +262,9 @@ void WorkerGroup::begin_stop(int sig) {
   note_at_ = Clock::now() + kStopNoteAfter;
   kill_at_ = Clock::now() + stop_grace_;
   signal_all(sig);
+  // A frozen worker takes its SIGTERM only once it runs again.
+  for (auto& w : workers_)
+    if (w.running && w.stopped_since) kill(-w.pid, SIGCONT);
 }
 
 bool WorkerGroup::any_running() const {
@@ -215,90 +275,103 @@ bool WorkerGroup::any_stream_open() const {
   return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.out.fd >= 0 || w.err.fd >= 0; });
 }
 
+int WorkerGroup::poll_once(Clock::time_point wake) {
+  std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
+  std::vector<std::pair<Worker*, bool>> owners{{nullptr, false}};
+  for (auto& w : workers_) {
+    if (w.out.fd >= 0) fds.push_back({w.out.fd, POLLIN, 0}), owners.emplace_back(&w, false);
+    if (w.err.fd >= 0) fds.push_back({w.err.fd, POLLIN, 0}), owners.emplace_back(&w, true);
+  }
+  const size_t relay_at = fds.size();
+  fds.push_back({stdin_.read_fd(), POLLIN, 0});  // a negative fd is skipped by poll
+  fds.push_back({stdin_.write_fd(), POLLOUT, 0});
+  if (auto held = flush_old_held()) wake = std::min(wake, *held);
+  int timeout_ms = int(std::max<int64_t>(0, std::chrono::duration_cast<milliseconds>(wake - Clock::now()).count()));
+  int n = poll(fds.data(), fds.size(), timeout_ms);
+  if (n < 0) return errno == EINTR ? 0 : -1;
+  for (size_t i = 1; n > 0 && i < relay_at; ++i)
+    if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_stream(*owners[i].first, owners[i].second);
+  if (n > 0 && fds[relay_at].fd >= 0 && fds[relay_at].revents) stdin_.on_readable();
+  if (n > 0 && fds[relay_at + 1].fd >= 0 && fds[relay_at + 1].revents) stdin_.on_writable();
+  return n > 0 && (fds[0].revents & POLLIN) ? 1 : 0;
+}
+
+void WorkerGroup::handle_signals(GroupResult& result, const std::function<void(const GroupResult&)>& on_first_failure) {
+  while (int sig = signals_.next()) {
+    if (sig == SIGCHLD) continue;  // reaped below, every round
+    if (sig == SIGWINCH) {
+      resize_terminals();
+      continue;
+    }
+    // Job control reaches the whole job: Ctrl-Z stops every worker with distrun, and a
+    // SIGCONT to distrun (fg, bg, kill -CONT) resumes them all.
+    if (sig == SIGTSTP) {
+      suspend();
+      continue;
+    }
+    if (sig == SIGCONT) {
+      for (auto& w : workers_)
+        if (w.running) kill(-w.pid, SIGCONT);
+      continue;
+    }
+    if (stopping_) {
+      // Asked again while the workers have their grace (a second Ctrl-C): no more waiting.
+      // The job's outcome stays what began the stop.
+      if (!killed_ && any_running()) {
+        std::cerr << "distrun: " << signal_abbrev(sig) << " while stopping: SIGKILL to every worker now" << std::endl;
+        signal_all(SIGKILL);
+        killed_ = true;
+      }
+      continue;
+    }
+    result.signal = sig;
+    result.outcome = GroupOutcome::interrupted;
+    begin_stop(sig);  // forward the signal itself, as torchrun does
+    if (on_first_failure) on_first_failure(result);
+  }
+}
+
+void WorkerGroup::enforce_stop() {
+  const auto now = Clock::now();
+  if (!stopping_ || killed_ || !any_running()) return;
+  if (now >= note_at_ && note_at_ < kill_at_) {
+    // Said once, so a stop that takes the whole grace (a checkpoint being saved) is not a mystery.
+    const auto left = std::chrono::duration_cast<milliseconds>(kill_at_ - now).count();
+    std::cerr << "distrun: waiting for "
+              << std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; })
+              << " worker(s) to stop after SIGTERM; SIGKILL in " << (left + 999) / 1000 << " s (--stop-grace)"
+              << std::endl;
+    note_at_ = kill_at_;
+  }
+  if (now >= kill_at_) {
+    signal_all(SIGKILL);
+    killed_ = true;
+  }
+}
+
 GroupResult WorkerGroup::run(const std::function<bool()>& peer_failed, milliseconds poll_interval,
                              const std::function<void(const GroupResult&)>& on_first_failure) {
   GroupResult result;
   auto next_poll = Clock::now() + poll_interval;
   std::optional<Clock::time_point> drain_until;  // set once every worker has ended
-  bool killed = false;
   while (any_running() || (any_stream_open() && drain_until && Clock::now() < *drain_until)) {
-    std::vector<pollfd> fds{{signals_.fd(), POLLIN, 0}};
-    std::vector<std::pair<Worker*, bool>> owners{{nullptr, false}};
-    for (auto& w : workers_) {
-      if (w.out.fd >= 0) fds.push_back({w.out.fd, POLLIN, 0}), owners.emplace_back(&w, false);
-      if (w.err.fd >= 0) fds.push_back({w.err.fd, POLLIN, 0}), owners.emplace_back(&w, true);
-    }
-    const size_t relay_at = fds.size();
-    fds.push_back({stdin_.read_fd(), POLLIN, 0});  // a negative fd is skipped by poll
-    fds.push_back({stdin_.write_fd(), POLLOUT, 0});
-    auto now = Clock::now();
     auto wake = drain_until ? *drain_until : next_poll;
-    if (stopping_ && !killed) wake = std::min(wake, std::min(kill_at_, note_at_));
-    if (!drain_until && !peer_failed && !stopping_) wake = now + milliseconds(1000);
-    if (auto held = flush_old_held()) wake = std::min(wake, *held);
-    int timeout_ms = int(std::max<int64_t>(0, std::chrono::duration_cast<milliseconds>(wake - now).count()));
-    int n = poll(fds.data(), fds.size(), timeout_ms);
-    if (n < 0 && errno != EINTR) break;
-    for (size_t i = 1; n > 0 && i < relay_at; ++i)
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_stream(*owners[i].first, owners[i].second);
-    if (n > 0 && fds[relay_at].fd >= 0 && fds[relay_at].revents) stdin_.on_readable();
-    if (n > 0 && fds[relay_at + 1].fd >= 0 && fds[relay_at + 1].revents) stdin_.on_writable();
-    if (n > 0 && (fds[0].revents & POLLIN)) {
-      while (int sig = signals_.next()) {
-        if (sig == SIGCHLD) continue;  // reaped below, every round
-        if (sig == SIGWINCH) {
-          resize_terminals();
-          continue;
-        }
-        // Job control reaches the whole job: Ctrl-Z stops every worker with distrun, and a
-        // SIGCONT to distrun (fg, bg, kill -CONT) resumes them all.
-        if (sig == SIGTSTP) {
-          suspend();
-          continue;
-        }
-        if (sig == SIGCONT) {
-          for (auto& w : workers_)
-            if (w.running) kill(-w.pid, SIGCONT);
-          continue;
-        }
-        if (stopping_) {
-          // Asked again while the workers have their grace (a second Ctrl-C): no more waiting.
-          // The job's outcome stays what began the stop.
-          if (!killed && any_running()) {
-            std::cerr << "distrun: " << signal_abbrev(sig) << " while stopping: SIGKILL to every worker now"
-                      << std::endl;
-            signal_all(SIGKILL);
-            killed = true;
-          }
-          continue;
-        }
-        result.signal = sig;
-        result.outcome = GroupOutcome::interrupted;
-        begin_stop(sig);  // forward the signal itself, as torchrun does
-        if (on_first_failure) on_first_failure(result);
-      }
-    }
+    if (stopping_ && !killed_) wake = std::min(wake, std::min(kill_at_, note_at_));
+    if (!drain_until && !peer_failed && !stopping_) wake = Clock::now() + milliseconds(1000);
+    if (stopped_limit_.count() > 0 && !stopping_) wake = std::min(wake, Clock::now() + kStoppedCheck);
+    const int events = poll_once(wake);
+    if (events < 0) break;
+    if (events > 0) handle_signals(result, on_first_failure);
     bool had_failure = result.failure.has_value();
     reap(result);
+    if (!stopping_ && !result.failure) result.failure = frozen_too_long();
     if (result.failure && !had_failure && result.outcome == GroupOutcome::succeeded) {
       result.outcome = GroupOutcome::failed;
       begin_stop(SIGTERM);
       if (on_first_failure) on_first_failure(result);
     }
-    now = Clock::now();
-    if (stopping_ && !killed && now >= note_at_ && note_at_ < kill_at_ && any_running()) {
-      // Said once, so a stop that takes the whole grace (a checkpoint being saved) is not a mystery.
-      const auto left = std::chrono::duration_cast<milliseconds>(kill_at_ - now).count();
-      std::cerr << "distrun: waiting for "
-                << std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; })
-                << " worker(s) to stop after SIGTERM; SIGKILL in " << (left + 999) / 1000 << " s (--stop-grace)"
-                << std::endl;
-      note_at_ = kill_at_;
-    }
-    if (stopping_ && !killed && now >= kill_at_ && any_running()) {
-      signal_all(SIGKILL);
-      killed = true;
-    }
+    enforce_stop();
+    const auto now = Clock::now();
     if (peer_failed && !stopping_ && now >= next_poll) {
       next_poll = now + poll_interval;
       if (peer_failed()) {

@@ -3,6 +3,7 @@
 // grace period); every child is reaped before run() returns or the group is destroyed.
 #pragma once
 #include <chrono>
+#include <csignal>
 #include <deque>
 #include <functional>
 #include <optional>
@@ -52,11 +53,17 @@ struct GroupResult {
 class WorkerGroup {
  public:
   static constexpr size_t kTailLines = 20;
+  /// The wait status a frozen worker's failure carries: stopped by SIGSTOP.
+  static constexpr int kStoppedStatus = (SIGSTOP << 8) | 0x7f;
 
   /// Starts every worker of `specs`, in order. If one cannot start, those started are stopped
   /// and the error is rethrown.
+  /// A worker stopped (SIGSTOP, frozen) for `stopped_limit` is a failure, named as stopped;
+  /// and when another worker fails while one is stopped, the stopped one is named (the other
+  /// only gave up on it). Zero: a stopped worker is left alone.
   WorkerGroup(const std::vector<WorkerSpec>& specs, OutputRouter& output, SignalWatch& signals,
-              std::chrono::milliseconds stop_grace);
+              std::chrono::milliseconds stop_grace,
+              std::chrono::milliseconds stopped_limit = std::chrono::milliseconds(0));
   /// Kills (SIGKILL) and reaps whatever still runs.
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
@@ -88,6 +95,7 @@ class WorkerGroup {
     int wait_status = 0;
     Stream out, err;  // with a terminal, out carries both streams and err is unused
     std::deque<std::string> err_tail;
+    std::optional<std::chrono::steady_clock::time_point> stopped_since;  // seen frozen since
     // The summary's tail comes from stderr, or from the terminal that merged both streams.
     bool tail_from_err() const { return !spec.terminal; }
   };
@@ -99,6 +107,18 @@ class WorkerGroup {
   // Flushes what was held longer than kHoldPartial; returns the next time one is due.
   std::optional<std::chrono::steady_clock::time_point> flush_old_held();
   void close_stream(Worker& w, bool is_err);
+  // One round of the loop: waits until `wake` for output, stdin or a signal and passes the
+  // output on; 1 when a signal is waiting, 0 otherwise, -1 when poll failed.
+  int poll_once(std::chrono::steady_clock::time_point wake);
+  void handle_signals(GroupResult& result, const std::function<void(const GroupResult&)>& on_first_failure);
+  // The stop's note and, after the grace, SIGKILL.
+  void enforce_stop();
+  WorkerFailure failure_of(Worker& w, int status);
+  // Which workers the kernel shows stopped now, and since when.
+  void sample_stopped();
+  Worker* frozen_first();
+  // The failure of a worker stopped for stopped_limit_, if any.
+  std::optional<WorkerFailure> frozen_too_long();
   // Reaps ended workers; returns the first failure among them (not counting those we stopped).
   void reap(GroupResult& result);
   void signal_all(int sig);
@@ -117,6 +137,10 @@ class WorkerGroup {
   SignalWatch& signals_;
   std::chrono::milliseconds stop_grace_;
   bool stopping_ = false;
+  bool killed_ = false;  // SIGKILL sent to every worker
+  std::chrono::milliseconds stopped_limit_;
+  static constexpr std::chrono::milliseconds kStoppedCheck{250};
+  std::chrono::steady_clock::time_point last_stopped_check_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point kill_at_;
   // Workers still running this long after the stop began are announced, with the time left.
   static constexpr std::chrono::milliseconds kStopNoteAfter{1000};

@@ -70,6 +70,92 @@ void close_all(std::initializer_list<int> fds) {
     if (fd >= 0) close(fd);
 }
 
+// The descriptors a worker starts with, made before fork: its stdin, stdout and stderr (a
+// pseudo-terminal for both, or pipes), the shim's exec status and the worker's argv.
+struct ChildPipes {
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, status[2] = {-1, -1}, args[2] = {-1, -1};
+  void close_every() const {
+    close_all({in[0], in[1], out[0], out[1], err[0], err[1], status[0], status[1], args[0], args[1]});
+  }
+};
+
+ChildPipes open_pipes(const WorkerSpec& spec) {
+  ChildPipes p;
+  // stdin: a pipe from the launcher, or /dev/null; the shim passes it on to the worker unchanged.
+  if (spec.stdin_pipe) {
+    if (pipe2(p.in, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + strerror(errno));
+  } else {
+    p.in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (p.in[0] < 0) throw Error(std::string("cannot open /dev/null: ") + strerror(errno));
+  }
+  if ((spec.terminal ? !open_terminal(*spec.terminal, p.out)
+                     : pipe2(p.out, O_CLOEXEC) != 0 || pipe2(p.err, O_CLOEXEC) != 0) ||
+      pipe2(p.status, O_CLOEXEC) != 0 || pipe2(p.args, O_CLOEXEC) != 0) {
+    int e = errno;
+    p.close_every();
+    throw Error(std::string(spec.terminal ? "pseudo-terminal or pipe: " : "pipe: ") + strerror(e));
+  }
+  return p;
+}
+
+// The child between fork and the shim's exec: async-signal-safe calls only.
+[[noreturn]] void become_shim(const WorkerSpec& spec, const ChildPipes& p, pid_t parent, const cpu_set_t& cpus,
+                              char* const* argv, char* const* envp, const sigset_t& child_mask) {
+  const bool terminal = spec.terminal.has_value();
+  // With a terminal: a session of its own, whose controlling terminal it is (so the worker is
+  // its foreground and gets its SIGWINCH); a session leader is also its process group's.
+  if (terminal)
+    setsid();
+  else
+    setpgid(0, 0);
+  // Dies with the launcher, even on SIGKILL (the shim turns this into its own clean-up);
+  // the getppid check closes the race with a launcher that died before prctl ran.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(127);
+  // The shim's descriptors at fixed numbers; first lifted above them so none is clobbered.
+  int st = fcntl(p.status[1], F_DUPFD_CLOEXEC, 10);
+  int av = fcntl(p.args[0], F_DUPFD_CLOEXEC, 10);
+  int ls = spec.listen_fd >= 0 ? fcntl(spec.listen_fd, F_DUPFD_CLOEXEC, 10) : -1;
+  dup2(p.in[0], STDIN_FILENO);
+  dup2(p.out[1], STDOUT_FILENO);
+  dup2(terminal ? p.out[1] : p.err[1], STDERR_FILENO);
+  if (terminal) ioctl(STDOUT_FILENO, TIOCSCTTY, 0);
+  dup2(st, kShimStatusFd);  // dup2 clears close-on-exec on the copy
+  dup2(av, kShimArgvFd);
+  if (ls >= 0) dup2(ls, kShimListenFd);
+  // Only these reach the shim and the worker: what distrun itself inherited stays out (as
+  // torchrun's subprocess closes them), and a stray descriptor 3 is no listening socket.
+  if (ls < 0) close(kShimListenFd);
+  if (close_range(kShimArgvFd + 1, ~0U, 0) != 0)
+    for (int fd = kShimArgvFd + 1; fd < 4096; ++fd) close(fd);
+  restore_child_signals(child_mask);
+  // The binding is inherited by the worker the shim starts.
+  if (!spec.cpus.empty()) sched_setaffinity(0, sizeof cpus, &cpus);
+  execve(argv[0], argv, envp);
+  int e = errno;
+  ssize_t ignored = write(p.status[1], &e, sizeof e);
+  (void)ignored;
+  _exit(127);
+}
+
+// Hands the shim its worker's argv, then reads its exec status: 0 once the shim runs, else
+// the errno of its failed exec.
+int hand_over_argv(const ChildPipes& p, const std::string& packed) {
+  for (size_t at = 0; at < packed.size();) {
+    ssize_t n = write(p.args[1], packed.data() + at, packed.size() - at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // the shim is gone: its status says why
+    at += size_t(n);
+  }
+  close(p.args[1]);
+  int exec_errno = 0;
+  ssize_t n;
+  do n = read(p.status[0], &exec_errno, sizeof exec_errno);
+  while (n < 0 && errno == EINTR);
+  close(p.status[0]);
+  return n == ssize_t(sizeof exec_errno) ? exec_errno : 0;
+}
+
 }  // namespace
 
 SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
@@ -83,100 +169,35 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const sigset_t& child_mask) {
   envp.push_back(nullptr);
   std::string packed;  // the worker's argv for the shim, NUL-separated
   for (auto& a : spec.argv) packed += a + '\0';
-
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   for (int c : spec.cpus)
     if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &cpus);
 
-  // stdin: a pipe from the launcher, or /dev/null; opened before fork like everything else.
-  // The shim passes it on to the worker unchanged.
-  int in[2] = {-1, -1};
-  if (spec.stdin_pipe) {
-    if (pipe2(in, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + strerror(errno));
-  } else {
-    in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (in[0] < 0) throw Error(std::string("cannot open /dev/null: ") + strerror(errno));
-  }
-  int out[2] = {-1, -1}, err[2] = {-1, -1}, status[2] = {-1, -1}, args[2] = {-1, -1};
-  if ((spec.terminal ? !open_terminal(*spec.terminal, out)
-                     : pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) ||
-      pipe2(status, O_CLOEXEC) != 0 || pipe2(args, O_CLOEXEC) != 0) {
-    int e = errno;
-    close_all({in[0], in[1], out[0], out[1], err[0], err[1], status[0], status[1], args[0], args[1]});
-    throw Error(std::string(spec.terminal ? "pseudo-terminal or pipe: " : "pipe: ") + strerror(e));
-  }
-  const bool terminal = spec.terminal.has_value();
+  const ChildPipes p = open_pipes(spec);
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     int e = errno;
-    close_all({in[0], in[1], out[0], out[1], err[0], err[1], status[0], status[1], args[0], args[1]});
+    p.close_every();
     throw Error(std::string("fork: ") + strerror(e));
   }
-  if (pid == 0) {
-    // With a terminal: a session of its own, whose controlling terminal it is (so the worker is
-    // its foreground and gets its SIGWINCH); a session leader is also its process group's.
-    if (terminal)
-      setsid();
-    else
-      setpgid(0, 0);
-    // Dies with the launcher, even on SIGKILL (the shim turns this into its own clean-up);
-    // the getppid check closes the race with a launcher that died before prctl ran.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    // The shim's descriptors at fixed numbers; first lifted above them so none is clobbered.
-    int st = fcntl(status[1], F_DUPFD_CLOEXEC, 10);
-    int av = fcntl(args[0], F_DUPFD_CLOEXEC, 10);
-    int ls = spec.listen_fd >= 0 ? fcntl(spec.listen_fd, F_DUPFD_CLOEXEC, 10) : -1;
-    dup2(in[0], STDIN_FILENO);
-    dup2(out[1], STDOUT_FILENO);
-    dup2(terminal ? out[1] : err[1], STDERR_FILENO);
-    if (terminal) ioctl(STDOUT_FILENO, TIOCSCTTY, 0);
-    dup2(st, kShimStatusFd);  // dup2 clears close-on-exec on the copy
-    dup2(av, kShimArgvFd);
-    if (ls >= 0) dup2(ls, kShimListenFd);
-    // Only these reach the shim and the worker: what distrun itself inherited stays out (as
-    // torchrun's subprocess closes them), and a stray descriptor 3 is no listening socket.
-    if (ls < 0) close(kShimListenFd);
-    if (close_range(kShimArgvFd + 1, ~0U, 0) != 0)
-      for (int fd = kShimArgvFd + 1; fd < 4096; ++fd) close(fd);
-    restore_child_signals(child_mask);
-    // The binding is inherited by the worker the shim starts.
-    if (!spec.cpus.empty()) sched_setaffinity(0, sizeof cpus, &cpus);
-    execve(argv[0], argv.data(), envp.data());
-    int e = errno;
-    ssize_t ignored = write(status[1], &e, sizeof e);
-    (void)ignored;
-    _exit(127);
-  }
+  if (pid == 0) become_shim(spec, p, parent, cpus, argv.data(), envp.data(), child_mask);
   // Also set from the parent, so kill(-pid) works even before the child ran setpgid; not for a
   // session leader to be (setsid fails in a process group of its own). Either way the group
   // exists once the exec status below has come.
-  if (!terminal) setpgid(pid, pid);
-  close_all({in[0], out[1], err[1], status[1], args[0]});
-  for (size_t at = 0; at < packed.size();) {
-    ssize_t n = write(args[1], packed.data() + at, packed.size() - at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // the shim is gone: its status says why
-    at += size_t(n);
-  }
-  close(args[1]);
-  int exec_errno = 0;
-  ssize_t n;
-  do n = read(status[0], &exec_errno, sizeof exec_errno);
-  while (n < 0 && errno == EINTR);
-  close(status[0]);
-  if (n == ssize_t(sizeof exec_errno)) {
-    close_all({in[1], out[0], err[0]});
+  if (!spec.terminal) setpgid(pid, pid);
+  close_all({p.in[0], p.out[1], p.err[1], p.status[1], p.args[0]});
+  if (int exec_errno = hand_over_argv(p, packed)) {
+    close_all({p.in[1], p.out[0], p.err[0]});
     int ignored;
     waitpid(pid, &ignored, 0);  // it has already _exit'ed (or will at once): no wait without bound
     throw ConfigError("cannot run '" + spec.argv[0] + "': " + strerror(exec_errno));
   }
-  fcntl(out[0], F_SETFL, O_NONBLOCK);
-  if (err[0] >= 0) fcntl(err[0], F_SETFL, O_NONBLOCK);
-  if (in[1] >= 0) fcntl(in[1], F_SETFL, O_NONBLOCK);
-  return {pid, program_pid_of(pid), out[0], err[0], in[1]};
+  fcntl(p.out[0], F_SETFL, O_NONBLOCK);
+  if (p.err[0] >= 0) fcntl(p.err[0], F_SETFL, O_NONBLOCK);
+  if (p.in[1] >= 0) fcntl(p.in[1], F_SETFL, O_NONBLOCK);
+  return {pid, program_pid_of(pid), p.out[0], p.err[0], p.in[1]};
 }
 
 }  // namespace distrun::launcher

@@ -191,6 +191,29 @@ def case_worker_fails_on_node1():
         print(next(l for l in res[0][2].splitlines() if "first mismatch" in l).strip(), flush=True)
 
 
+def case_stopped_rank_on_node1():
+    """A program's rank 3 (node 1) is frozen while the others wait for it (no timeout of their
+    own): node 1's agent names it as stopped after the heartbeat timeout (2 s here), not at the
+    rendezvous timeout, and every node stops with the same line."""
+    mark = f"{TAG}-stop"
+    script = 'if [ "$RANK" = 3 ]; then kill -STOP $$; fi; sleep 60 # ' + mark
+    with Hosts(2) as h:
+        t0 = time.time()
+        procs = [h.agent(k, 2, ["--", "sh", "-c", script], extra=["--rdzv-conf", "heartbeat_timeout=2"])
+                 for k in (0, 1)]
+        res = finish(procs, timeout=40)
+        took = time.time() - t0
+        print(f"MEASURE a frozen rank on node 1: {took:.2f} s from the start until both agents ended "
+              f"(heartbeat timeout 2 s)", flush=True)
+        check([r[0] for r in res] == [1, 1], f"both agents exit 1: {[r[0] for r in res]}", str(res))
+        lines = [first_failure(r[2]) for r in res]
+        check(lines[0] is not None and lines[0] == lines[1], "the same summary on every node", str(lines))
+        check("node rank 1, rank 3:" in lines[0] and "frozen, not ended" in lines[0],
+              "the summary names the frozen rank 3 on node 1", lines[0])
+        check(took < 20, f"after the heartbeat timeout, not the 20 s rendezvous timeout: {took:.2f} s")
+    stopped_at(mark, within=3)
+
+
 def case_agent_sigterm():
     """SIGTERM to node 1's agent: it stops its workers and exits 143; node 0 stops too, exit 1."""
     mark = f"{TAG}-term"
@@ -375,7 +398,8 @@ def case_no_secret():
 
 def case_secret_file_and_wrong_secret():
     """Two nodes with one secret file (0600) meet; an agent with another secret is refused,
-    and node 0 listens on its own address only."""
+    node 0 learns it from that refusal and both end within 5 s (not at the 20 s rendezvous
+    timeout), and node 0 listens on its own address only."""
     mark = f"{TAG}-sec"
     with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "secret")
@@ -386,7 +410,7 @@ def case_secret_file_and_wrong_secret():
         res = finish(procs)
         check([r[0] for r in res] == [0, 0], f"same secret file: rc {[r[0] for r in res]}", str(res))
 
-        p0 = h.agent(0, 2, ["--", PYTHON, "-c", "print('ran')", mark], rdzv_timeout=8)
+        p0 = h.agent(0, 2, ["--", PYTHON, "-c", "print('ran')", mark], rdzv_timeout=20)
         deadline = time.time() + 15  # node 0 starts listening (slowly under sanitizers)
         while True:
             ss = subprocess.run(["ip", "netns", "exec", h.ns[0], "ss", "-ltnH"], capture_output=True, text=True,
@@ -396,11 +420,16 @@ def case_secret_file_and_wrong_secret():
             time.sleep(0.1)
         check(f"{ADDR[0]}:{PORT}" in ss.stdout and f"0.0.0.0:{PORT}" not in ss.stdout and f"*:{PORT}" not in ss.stdout,
               "the rendezvous listens on the master's address only", ss.stdout)
+        t1 = time.time()
         p1 = h.agent(1, 2, ["--", PYTHON, "-c", "print('ran')", mark], secret="not-" + SECRET,
-                     rdzv_timeout=8)
+                     rdzv_timeout=20)
         res = finish([p0, p1])
+        took = time.time() - t1
+        print(f"MEASURE a node with the wrong secret: {took:.2f} s until both agents ended", flush=True)
         check(res[1][0] != 0 and "secret" in res[1][2], f"wrong secret refused: rc {res[1][0]}", res[1][2])
-        check(res[0][0] == 1 and "node(s) 1 of 2 never joined" in res[0][2], "node 0 never saw it join", res[0][2])
+        check(res[0][0] == 2 and "proved another job secret and was refused, and node(s) 1 of 2 have not joined"
+              in res[0][2], f"node 0 names the refused secret: rc {res[0][0]}", res[0][2])
+        check(took < 5, "within 5 s, not at the 20 s rendezvous timeout")
         check("ran" not in res[0][1] + res[1][1], "no worker ran")
     stopped_at(mark, within=3)
 

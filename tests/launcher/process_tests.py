@@ -159,25 +159,46 @@ def case_killed_launcher_takes_workers():
 
 
 def case_stopped_rank():
-    """A frozen (SIGSTOP'ed) rank: its peer fails, distrun stops everyone, even the frozen one."""
+    """A frozen (SIGSTOP'ed) rank: its peer fails, distrun stops everyone, even the frozen one,
+    and names the frozen rank as stopped, not the peer that gave up on it."""
     m = marker()
     r = distrun("--nproc", "3", "--stop-grace", "0.5",
                 *sh('if [ "$RANK" = 1 ]; then kill -STOP $$; fi; '
-                    'if [ "$RANK" = 0 ]; then sleep 0.5; echo "peer 1 timed out" >&2; exit 1; fi; sleep 30', m),
+                    'if [ "$RANK" = 0 ]; then sleep 2; echo "peer 1 timed out" >&2; exit 1; fi; sleep 30', m),
                 timeout=30)
     check(r.returncode == 1 and "peer 1 timed out" in r.stderr, f"rc {r.returncode}", r.stderr)
+    check("rank       : 1" in r.stderr and "frozen, not ended" in r.stderr and "rank       : 0" not in r.stderr,
+          "the summary names the frozen rank 1", r.stderr)
+    expect_no_leftovers(m)
+
+
+def case_stopped_rank_alone():
+    """A rank frozen while the others wait (a program whose collective has no timeout of its
+    own): named as stopped after the heartbeat timeout, and every worker stopped."""
+    m = marker()
+    t0 = time.time()
+    r = distrun("--nproc", "2", "--stop-grace", "0.5", "--rdzv-conf", "heartbeat_timeout=2",
+                *sh('if [ "$RANK" = 1 ]; then kill -STOP $$; fi; sleep 60', m), timeout=40)
+    took = time.time() - t0
+    print(f"MEASURE a frozen rank alone: distrun ended {took:.2f} s after it started (heartbeat timeout 2 s)",
+          flush=True)
+    check(r.returncode == 1 and "rank       : 1" in r.stderr and "frozen, not ended" in r.stderr,
+          f"rc {r.returncode}: the frozen rank 1 is named", r.stderr)
+    check(took < 20, f"after the heartbeat timeout, not the workers' 60 s: {took:.2f} s")
     expect_no_leftovers(m)
 
 
 def case_frozen_torch_rank():
-    """The same with PyTorch: rank 1 freezes, gloo's timeout fails rank 0, distrun reports it."""
+    """The same with PyTorch: rank 1 freezes, gloo's timeout fails rank 0, and distrun names the
+    frozen rank 1 (rank 0 only gave up on it), with rank 0's own error shown."""
     need_torch()
     m = marker()
     prog = os.path.join(DATA, "torch_frozen.py")
     t0 = time.time()
     r = distrun("--nproc", "2", "--", PYTHON, prog, m, timeout=120)
     check(r.returncode == 1, f"rc {r.returncode}", r.stdout + r.stderr)
-    check("rank       : 0" in r.stderr, "the timed-out rank is named", r.stderr)
+    check("rank       : 1" in r.stderr and "frozen, not ended" in r.stderr, "the frozen rank is named", r.stderr)
+    check("Timed out" in r.stderr, "the timed-out rank's own error is shown", r.stderr)
     check(time.time() - t0 < 60, "ends after the timeout, not a hang")
     expect_no_leftovers(m)
 

@@ -14,7 +14,7 @@
 #include "distrun/core/error.hpp"
 #include "job_secret.hpp"
 #include "ports.hpp"
-#include "rendezvous.hpp"
+#include "rendezvous/rendezvous.hpp"
 
 using namespace distrun;
 using namespace distrun::launcher;

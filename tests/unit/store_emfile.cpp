@@ -1,4 +1,5 @@
-// The store server out of file descriptors (EMFILE): it logs the shortage once, backs off
+// The store server out of file descriptors (EMFILE): it logs the shortage once (and once for a
+// trickle of connections that keep finding it short, not twice per retry), backs off
 // instead of spinning on a readable listening socket, keeps serving the rank already in, makes
 // room by closing strangers, and accepts again once descriptors are free.
 // Usage: distrun-test-store-emfile (exit 0 pass, 1 fail)
@@ -62,8 +63,8 @@ double cpu_seconds() {
   return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-// A child that connects `n` silent strangers and holds them until its stdin closes.
-pid_t flood(uint16_t port, int n, int& release_fd) {
+// A child that connects `n` silent strangers, `pace` apart, and holds them until its stdin closes.
+pid_t flood(uint16_t port, int n, int& release_fd, std::chrono::milliseconds pace = 0ms) {
   int p[2];
   if (pipe(p) != 0) return -1;
   pid_t pid = fork();
@@ -77,6 +78,7 @@ pid_t flood(uint16_t port, int n, int& release_fd) {
       a.sin_port = htons(port);
       a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
       if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) held.push_back(fd);
+      std::this_thread::sleep_for(pace);
     }
     char c;
     (void)!read(p[0], &c, 1);
@@ -132,8 +134,26 @@ int main() {
     std::printf("late client: %s\n", e.what());
   }
   check(joined, "a rank joins once descriptors are free again");
-  for (int i = 0; i < 100 && lines->count("accepting connections again") == 0; ++i) std::this_thread::sleep_for(20ms);
+  for (int i = 0; i < 200 && lines->count("accepting connections again") == 0; ++i) std::this_thread::sleep_for(20ms);
   check(lines->count("accepting connections again") == 1, "the end of the shortage is logged once");
+
+  // At the edge again, a trickle of strangers, one every 40 ms for 2.4 s: each few find the
+  // descriptors short once more, and are let in as the oldest give way. One episode, one line
+  // (not two per retry), and its end one more.
+  const int short_before = lines->count("out of file descriptors");
+  const int again_before = lines->count("accepting connections again");
+  tight.rlim_cur = rlim_t(open_fds() + 3);
+  int release_trickle = -1;
+  pid_t trickle = flood(server.port(), 60, release_trickle, 40ms);
+  setrlimit(RLIMIT_NOFILE, &tight);
+  std::this_thread::sleep_for(2400ms);
+  const int shortages = lines->count("out of file descriptors") - short_before;
+  const int ends = lines->count("accepting connections again") - again_before;
+  check(shortages == 1, "a trickle at the edge is one episode: " + std::to_string(shortages) + " shortage lines");
+  check(ends == 0, "and it has not ended while the trickle lasts: " + std::to_string(ends) + " end lines");
+  close(release_trickle);
+  waitpid(trickle, &status, 0);
+  setrlimit(RLIMIT_NOFILE, &old);
   log().sinks().pop_back();
   return failures ? 1 : 0;
 }

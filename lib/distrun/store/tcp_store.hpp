@@ -4,6 +4,7 @@
 #pragma once
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -45,6 +46,9 @@ class TCPStoreServer {
   const std::string& address() const;
   /// Connections currently open (for tests of limits and leaks).
   size_t connections() const;
+  /// "address:port" of the first client that completed the handshake with a proof of another
+  /// secret (a peer of the job given the wrong one, or someone guessing), if any.
+  std::optional<std::string> wrong_secret_peer() const;
 
   struct Impl;
 
@@ -88,6 +92,9 @@ class TCPStore : public Store {
   /// Shuts the connection down now, from any thread: a request in flight fails at once (for a
   /// heartbeat thread stuck on a frozen server). Every later request fails too.
   void abort();
+
+  /// Hosting: TCPStoreServer::wrong_secret_peer(); nullopt for a client.
+  std::optional<std::string> wrong_secret_peer() const { return server_ ? server_->wrong_secret_peer() : std::nullopt; }
 
   /// The port of the server this client talks to (the bound one when hosting).
   uint16_t port() const { return port_; }

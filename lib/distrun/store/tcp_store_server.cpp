@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 #include <list>
+#include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "distrun/core/error.hpp"
@@ -72,12 +74,14 @@ class LogBudget {
 class Connection;
 
 struct TCPStoreServer::Impl {
-  explicit Impl(const TCPStoreServerOptions& o) : opt(o), acceptor(io), backoff_timer(io), log_timer(io) {}
+  explicit Impl(const TCPStoreServerOptions& o)
+      : opt(o), acceptor(io), backoff_timer(io), log_timer(io), shortage_timer(io) {}
 
   void accept();
   void accept_ready();
   void adopt(int fd);
   void back_off(int err);
+  void end_shortage_when_quiet();
   void evict_oldest_stranger(const char* why);
   void wake_waiters(const std::string& key);
   void keep_log_summaries();
@@ -87,6 +91,9 @@ struct TCPStoreServer::Impl {
   tcp::acceptor acceptor;
   asio::steady_timer backoff_timer, log_timer;
   std::chrono::milliseconds backoff{0};
+  asio::steady_timer shortage_timer;
+  static constexpr std::chrono::milliseconds kShortageQuiet{1000};
+  std::chrono::steady_clock::time_point last_exhausted;
   bool exhausted_logged = false;
   size_t refused_while_exhausted = 0;
   StoreData data;
@@ -97,6 +104,9 @@ struct TCPStoreServer::Impl {
   size_t authenticated = 0;
   std::atomic<size_t> open{0};
   LogBudget stranger_log;
+  // The first client that proved another secret (read by the hosting thread).
+  mutable std::mutex wrong_secret_mu;
+  std::optional<std::string> wrong_secret_peer;
   uint16_t port = 0;
   std::string address;
 };
@@ -221,7 +231,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       case SessionAction::Reply:
       case SessionAction::ReplyThenClose: {
         const bool then_close = a.kind == SessionAction::ReplyThenClose;
-        if (then_close) srv_.stranger_log.warn("distrun store: refused {}: {}", peer_, a.why);
+        if (then_close) {
+          srv_.stranger_log.warn("distrun store: refused {}: {}", peer_, a.why);
+          std::lock_guard<std::mutex> lock(srv_.wrong_secret_mu);
+          if (!srv_.wrong_secret_peer) srv_.wrong_secret_peer = peer_;
+        }
         out_ = wire::frame(session_.reply_payload(a));
         asio::async_write(sock_, asio::buffer(out_),
                           [self = shared_from_this(), then_close](const asio::error_code& ec, size_t) {
@@ -305,12 +319,8 @@ void TCPStoreServer::Impl::accept_ready() {
     }
     const int err = errno;
     if (err == EAGAIN || err == EWOULDBLOCK) {
-      // Every waiting connection was taken: the shortage, if there was one, is over.
-      if (exhausted_logged)
-        log().info("distrun store: accepting connections again ({} accept attempts failed for want of descriptors)",
-                   refused_while_exhausted);
-      exhausted_logged = false;
-      refused_while_exhausted = 0;
+      // Every waiting connection was taken: the shortage, if there was one, may be over.
+      if (exhausted_logged) end_shortage_when_quiet();
       backoff = std::chrono::milliseconds(0);
       break;
     }
@@ -320,6 +330,24 @@ void TCPStoreServer::Impl::accept_ready() {
   accept();
 }
 
+// A shortage ends once accept() has gone kShortageQuiet without running out: a trickle of
+// connections that each find the descriptors short again is one episode, said in one line,
+// and its end in one more.
+void TCPStoreServer::Impl::end_shortage_when_quiet() {
+  const auto quiet = std::chrono::steady_clock::now() - last_exhausted;
+  if (quiet >= kShortageQuiet) {
+    log().info("distrun store: accepting connections again ({} accept attempts failed for want of descriptors)",
+               refused_while_exhausted);
+    exhausted_logged = false;
+    refused_while_exhausted = 0;
+    return;
+  }
+  shortage_timer.expires_after(kShortageQuiet - quiet);
+  shortage_timer.async_wait([this](const asio::error_code& ec) {
+    if (!ec && exhausted_logged) end_shortage_when_quiet();
+  });
+}
+
 // accept() failed: never retry at once (the socket stays readable, so that would spin). Out
 // of descriptors, the oldest strangers give theirs up; the shortage is logged once, until
 // the waiting connections are all taken again.
@@ -327,6 +355,7 @@ void TCPStoreServer::Impl::back_off(int err) {
   const bool exhausted = err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
   if (exhausted) {
     ++refused_while_exhausted;
+    last_exhausted = std::chrono::steady_clock::now();
     if (!exhausted_logged)
       log().warn(
           "distrun store: cannot accept a connection: {} (out of file descriptors); backing off, and "
@@ -426,5 +455,10 @@ TCPStoreServer::~TCPStoreServer() {
 uint16_t TCPStoreServer::port() const { return impl_->port; }
 const std::string& TCPStoreServer::address() const { return impl_->address; }
 size_t TCPStoreServer::connections() const { return impl_->open; }
+
+std::optional<std::string> TCPStoreServer::wrong_secret_peer() const {
+  std::lock_guard<std::mutex> lock(impl_->wrong_secret_mu);
+  return impl_->wrong_secret_peer;
+}
 
 }  // namespace distrun

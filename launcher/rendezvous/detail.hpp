@@ -1,13 +1,17 @@
-// What rendezvous.cpp and rendezvous_round.cpp share: the store's pacing and the strict
-// readers of the texts the agents exchange. Internal to the rendezvous.
+// What the rendezvous' implementations share: the store's pacing, the strict readers of the
+// texts the agents exchange, the workers' port. Internal to launcher/rendezvous/.
 #pragma once
+#include <unistd.h>
+
 #include <chrono>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "distrun/core/error.hpp"
 #include "job_plan.hpp"
+#include "ports.hpp"
 
 namespace distrun::launcher::rendezvous_detail {
 
@@ -23,6 +27,12 @@ constexpr int kMaxNodes = 1 << 16;
 
 inline std::string where(const JobPlan& plan) { return plan.master_addr + ":" + std::to_string(*plan.master_port); }
 
+inline std::string hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
 inline std::string secs(milliseconds t) { return std::to_string(t.count() / 1000) + " s"; }
 
 /// A decimal in [lo, hi]; StoreError otherwise (the text came over the network).
@@ -33,6 +43,22 @@ inline int to_int(const std::string& s, int lo, int hi) {
   int v = std::stoi(s);
   if (v < lo || v > hi) throw StoreError("number out of range");
   return v;
+}
+
+/// The workers' port on `ip`, once per job so that restarts keep it: bound and held in
+/// `socket` when the socket is handed to rank 0, else `requested` checked free (PortInUse when
+/// taken), else a free one.
+inline uint16_t choose_workers_port(const std::string& ip, std::optional<uint16_t> requested, bool hand_socket,
+                                    BoundPort& socket) {
+  if (hand_socket) {
+    socket = BoundPort(ip, requested.value_or(0));
+    return socket.port();
+  }
+  if (requested) {
+    BoundPort probe(ip, *requested);
+    return *requested;
+  }
+  return pick_free_port(ip);
 }
 
 inline std::vector<std::string> split_lines(const std::string& text) {

@@ -1,0 +1,46 @@
+// The one place that knows which kinds of rendezvous there are.
+#include <algorithm>
+
+#include "elastic.hpp"
+#include "job_secret.hpp"
+#include "one_node.hpp"
+#include "static_nodes.hpp"
+
+namespace distrun::launcher {
+
+std::unique_ptr<Rendezvous> make_rendezvous(const JobPlan& plan, const RendezvousOptions& options,
+                                            SignalWatch& signals) {
+  if (options.backend != "static" && options.backend != "c10d")
+    throw ConfigError("--rdzv-backend " + options.backend + ": not a rendezvous backend (static, c10d)");
+  if (plan.single_node()) return std::make_unique<OneNodeRendezvous>(plan, options);
+  if (plan.elastic()) return std::make_unique<ElasticRendezvous>(plan, options, signals);
+  return std::make_unique<StaticRendezvous>(plan, options, signals);
+}
+
+std::optional<std::string> rendezvous_secret(const LaunchOptions& o, const JobPlan& plan, const EnvLookup& env) {
+  std::optional<std::string> secret = load_job_secret(o.rdzv_secret_file, env);
+  if (plan.single_node()) return secret;
+  if (!secret) {
+    if (!o.check_only) throw ConfigError(missing_secret_message());
+    return secret;
+  }
+  check_secret_strength(*secret, o.rdzv_secret_file.empty() ? "DISTRUN_STORE_SECRET"
+                                                            : "--rdzv-secret-file " + o.rdzv_secret_file);
+  return secret;
+}
+
+void tell_cannot_join(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals,
+                      const std::string& why) {
+  // Only a static node other than node 0 has someone waiting for it (an elastic round goes on
+  // without it).
+  if (plan.single_node() || plan.elastic() || plan.node_rank == 0 || options.secret.empty()) return;
+  RendezvousOptions brief = options;
+  brief.timeout = std::min(options.timeout, std::chrono::milliseconds(5000));
+  try {
+    StaticRendezvous(plan, brief, signals).refuse(0, why);
+  } catch (const std::exception&) {
+    // Node 0 not reachable in time: it ends at its rendezvous timeout, naming this node.
+  }
+}
+
+}  // namespace distrun::launcher

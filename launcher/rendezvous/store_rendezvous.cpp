@@ -1,0 +1,337 @@
+#include "store_rendezvous.hpp"
+
+#include <cstdio>
+#include <thread>
+
+#include "distrun/store/tcp_store.hpp"
+#include "detail.hpp"
+#include "signal_names.hpp"
+
+namespace distrun::launcher {
+
+using namespace rendezvous_detail;
+
+StoreRendezvous::StoreRendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals)
+    : plan_(plan), opt_(options), signals_(signals), host_(hostname()), node_rank_(plan.node_rank),
+      id_(plan.node_rank) {}
+
+StoreRendezvous::~StoreRendezvous() = default;
+
+std::string StoreRendezvous::where() const { return rendezvous_detail::where(plan_); }
+
+void StoreRendezvous::connect_to_store(Clock::time_point deadline) {
+  TCPStoreOptions so;
+  so.secret = opt_.secret;
+  so.keep_on_timeout = true;  // through a network blip, up to the heartbeat timeout (watch())
+  // Connects in short tries, so a signal stops the wait at once.
+  so.timeout = milliseconds(1000);
+  for (;;) {
+    try {
+      store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+      // Held while this agent's connection lives: node 0 sees it go at once when it dies.
+      if (id_ > 0) store_->claim(key("alive/" + std::to_string(id_)), "1");
+      return;
+    } catch (const TimeoutError& e) {
+      if (int sig = signals_.next_stop()) throw Interrupted(sig);
+      if (Clock::now() >= deadline)
+        throw TimeoutError("rendezvous: node 0 at " + where() + " did not answer within " + secs(opt_.timeout) +
+                           " (is node 0 started?): " + e.what());
+    } catch (const StoreError& e) {
+      throw StoreError("rendezvous: node 0 at " + where() + " dropped this agent (" + e.what() +
+                       "); is the job secret (DISTRUN_STORE_SECRET or --rdzv-secret-file) the same on every node?");
+    }
+  }
+}
+
+std::string StoreRendezvous::key(int attempt, const std::string& name) const {
+  return "distrun/rdzv/" + plan_.run_id + "/" + std::to_string(attempt) + "/" + name;
+}
+
+std::string StoreRendezvous::key(const std::string& name) const { return "distrun/rdzv/" + plan_.run_id + "/" + name; }
+
+FailureRecord StoreRendezvous::store_lost(const std::exception& e) const {
+  FailureRecord r;
+  r.final = true;
+  r.host = hosts_.empty() ? plan_.master_addr : hosts_[0];
+  r.node_rank = 0;
+  r.cause = dynamic_cast<const TimeoutError*>(&e)
+                ? "the rendezvous store on node 0 stopped answering for the heartbeat timeout (" +
+                      secs(opt_.heartbeat_timeout) + ": its agent is frozen, or its host unreachable): " + e.what()
+                : std::string(
+                      "the rendezvous store on node 0 stopped answering (its agent died, or its host closed the "
+                      "connection): ") +
+                      e.what();
+  return r;
+}
+
+void StoreRendezvous::check_signal(int attempt, const std::string& during) {
+  int sig = signals_.next_stop();
+  if (!sig) return;
+  FailureRecord mine;
+  mine.host = host_;
+  mine.node_rank = node_rank_;
+  mine.cause = "distrun stopped by " + signal_abbrev(sig) + " " + during;
+  mine.final = leave(attempt, sig);
+  // This agent leaves at once, without acknowledge(): node 0 need not wait for it.
+  if (store_ && store_alive_) try {
+      store_->set(key(attempt, "seen/" + std::to_string(id_)), "1");
+    } catch (const Error&) {
+    }
+  report_failure(attempt, mine);
+  throw Interrupted(sig);
+}
+
+void StoreRendezvous::wait_keys(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline) {
+  for (;;) {
+    check_signal(attempt, "while the nodes met");
+    try {
+      store_->wait(keys, kSlice);
+      return;
+    } catch (const TimeoutError&) {
+    }
+    check_closed();
+    if (store_->check({key(attempt, "failed")}))
+      throw JobFailed(FailureRecord::decode(store_->get(key(attempt, "failed"))));
+    if (Clock::now() >= deadline) throw TimeoutError("rendezvous: deadline");
+  }
+}
+
+void StoreRendezvous::set_members(int attempt, std::vector<int> ids, std::vector<std::string> hosts) {
+  members_ = std::move(ids);
+  hosts_ = std::move(hosts);
+  members_attempt_ = attempt;
+  beats_.assign(members_.size(), -1);
+  beat_seen_.assign(members_.size(), Clock::now());
+  last_watch_ = Clock::now();
+}
+
+Assignment StoreRendezvous::share(int attempt, size_t k, const std::vector<int>& nproc, uint16_t port,
+                                  const std::string& salt) {
+  Assignment a;
+  a.round = attempt;
+  a.node_rank = int(k);
+  a.nnodes = int(nproc.size());
+  a.master_addr = plan_.master_addr;
+  a.master_port = port;
+  a.secret = workers_secret(opt_.secret, salt, plan_.run_id, attempt);
+  a.listen_fd = hosts_store_ ? workers_socket_.fd() : -1;
+  a.world_size = 0;
+  for (size_t m = 0; m < nproc.size(); ++m) {
+    if (m < k) a.rank_offset += nproc[m];
+    a.world_size += nproc[m];
+  }
+  node_rank_ = int(k);
+  nproc_ = nproc;
+  return a;
+}
+
+std::optional<FailureRecord> StoreRendezvous::report_failure(int attempt, const FailureRecord& mine) {
+  if (!store_alive_) return mine;
+  try {
+    FailureRecord first = mine;
+    if (store_->add(key(attempt, "failclaim"), 1) == 1) {
+      store_->set(key(attempt, "failed"), mine.encode());
+    } else {
+      // Another node claimed first; its record follows at once.
+      store_->wait({key(attempt, "failed")}, kLinger);
+      first = FailureRecord::decode(store_->get(key(attempt, "failed")));
+    }
+    // A final failure also ends what nodes still waiting for a later round wait for.
+    if (first.final) mark_closed(first.encode());
+    return first;
+  } catch (const Error&) {
+    store_alive_ = false;
+    return mine;
+  }
+}
+
+std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
+  auto now = Clock::now();
+  // Back from a freeze longer than the heartbeat timeout: the others' silence meanwhile
+  // says nothing about them, so each gets a fresh timeout. If they gave up on this
+  // agent's store, their silence goes on and names them, with a word on why.
+  if (last_watch_ != Clock::time_point{} && now - last_watch_ > opt_.heartbeat_timeout) {
+    was_frozen_ = std::chrono::duration_cast<milliseconds>(now - last_watch_);
+    for (auto& t : beat_seen_) t = now;
+  }
+  last_watch_ = now;
+  for (size_t m = 1; m < members_.size(); ++m) {
+    const std::string id = std::to_string(members_[m]);
+    std::string cause;
+    int64_t b = store_->add(key("beat/" + id), 0);
+    if (b != beats_[m]) {
+      beats_[m] = b;
+      beat_seen_[m] = now;
+    }
+    // Its connection closed (the agent died, or its host reset it) without a goodbye: at
+    // once. Silence (a frozen agent, a link down) only after the heartbeat timeout, since
+    // a network blip heals and the connection with it.
+    if (!store_->check({key("alive/" + id)}) && !store_->check({key(attempt, "ack/" + id)}) &&
+        !store_->check({key(attempt, "seen/" + id)}))
+      cause = "its distrun agent closed its connection to node 0 (it died, or its host reset the connection)";
+    else if (now - beat_seen_[m] > opt_.heartbeat_timeout)
+      cause = "its distrun agent stopped answering (no heartbeat for " +
+              std::to_string(opt_.heartbeat_timeout.count() / 1000) +
+              " s, the heartbeat timeout): frozen, or the host is unreachable";
+    if (cause.empty()) continue;
+    vanished_.insert(members_[m]);
+    const bool final = loss_is_final(members_.size());
+    FailureRecord r{final, hosts_[m], int(m), -1, cause};
+    if (was_frozen_.count()) {
+      // The first failure was this agent's own stall: the other node only gave up on it.
+      char took[32];
+      std::snprintf(took, sizeof took, "%.1f", double(was_frozen_.count()) / 1000);
+      r = FailureRecord{true, host_, 0, -1,
+                        std::string("node 0's own agent had not run for ") + took +
+                            " s (stopped or stalled), longer than the heartbeat timeout, so node " + std::to_string(m) +
+                            " (host " + hosts_[m] + ") gave up on its store: " + cause};
+    }
+    if (final) r.cause += final_loss_note();
+    return report_failure(attempt, r);
+  }
+  return std::nullopt;
+}
+
+std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
+  if (!store_alive_) return std::nullopt;
+  try {
+    if (!hosts_store_) store_->add(key("beat/" + std::to_string(id_)), 1);
+    last_answer_ = Clock::now();
+    if (store_->check({key(attempt, "failed")})) return FailureRecord::decode(store_->get(key(attempt, "failed")));
+    if (hosts_store_) {
+      if (auto lost = check_members(attempt)) return lost;
+      // torchrun's agents ask num_nodes_waiting() at each monitor interval: a node that
+      // joined the next round restarts this one with it.
+      if (admit)
+        if (auto joining = newcomer(attempt)) return report_failure(attempt, *joining);
+    }
+  } catch (const TimeoutError& e) {
+    if (hosts_store_) throw;
+    // No answer yet: the connection is kept (a blip heals), until the heartbeat timeout.
+    if (Clock::now() - last_answer_ < opt_.heartbeat_timeout) return std::nullopt;
+    store_alive_ = false;
+    return store_lost(e);
+  } catch (const MalformedMessage& e) {
+    // A failure was recorded, but not as this version writes it: still the job's end.
+    return FailureRecord{true, "?", 0, -1,
+                         std::string("another agent recorded a failure this one cannot read (") + e.what() +
+                             "; is every node's distrun the same version?)"};
+  } catch (const Error& e) {
+    if (hosts_store_) throw;  // our own store, in this process: cannot be lost
+    store_alive_ = false;
+    return store_lost(e);
+  }
+  return std::nullopt;
+}
+
+std::optional<FailureRecord> StoreRendezvous::finish(int attempt) {
+  const auto deadline = Clock::now() + opt_.timeout;
+  bool counted = false;
+  while (Clock::now() < deadline) {
+    check_signal(attempt, "while waiting for the other nodes to finish");
+    if (auto r = poll(attempt, false)) return r;
+    try {
+      // Counted once: a request without a reply in time still reaches node 0 on the kept
+      // connection, so it is not sent again.
+      if (!counted) {
+        counted = true;
+        store_->add(key(attempt, "done"), 1);
+      }
+      if (store_->add(key(attempt, "done"), 0) >= int64_t(members_.size())) {
+        if (!hosts_store_) {
+          store_->set(key(attempt, "ack/" + std::to_string(id_)), "1");
+          return std::nullopt;
+        }
+        mark_closed("ok");
+        // Node 0 hosts the store: it stays until the others have read that all is done.
+        std::vector<std::string> acks;
+        for (size_t m = 1; m < members_.size(); ++m) acks.push_back(key(attempt, "ack/" + std::to_string(members_[m])));
+        try {
+          store_->wait(acks, kLinger);
+        } catch (const TimeoutError&) {
+        }
+        return std::nullopt;
+      }
+    } catch (const TimeoutError& e) {
+      // A blip, perhaps: tolerated as in watch(), up to the heartbeat timeout.
+      if (hosts_store_) throw;
+      if (Clock::now() - last_answer_ >= opt_.heartbeat_timeout) {
+        store_alive_ = false;
+        return store_lost(e);
+      }
+    } catch (const StoreError& e) {
+      if (hosts_store_) throw;
+      store_alive_ = false;
+      return store_lost(e);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  FailureRecord r{true, host_, node_rank_, -1,
+                  "not every node finished attempt " + std::to_string(attempt) + " within " + secs(opt_.timeout)};
+  return report_failure(attempt, r);
+}
+
+void StoreRendezvous::acknowledge(int attempt) {
+  if (!store_alive_) return;
+  try {
+    if (!hosts_store_) {
+      store_->set(key(attempt, "seen/" + std::to_string(id_)), "1");
+      return;
+    }
+    std::vector<std::string> seen;
+    // Only nodes that joined this attempt and did not vanish can read it.
+    for (int id : readers(attempt))
+      if (!vanished_.count(id)) seen.push_back(key(attempt, "seen/" + std::to_string(id)));
+    // The others read it after stopping their workers (up to their stop grace).
+    if (!seen.empty()) store_->wait(seen, opt_.stop_grace + kLinger);
+  } catch (const Error&) {
+    // Bounded on purpose: a node that never reads it has lost the store and says so itself.
+  }
+}
+
+void StoreRendezvous::close(const std::optional<FailureRecord>& failure) {
+  if (!store_alive_) return;
+  try {
+    mark_closed(failure ? failure->encode() : "ok");
+  } catch (const Error&) {
+    // The store is gone: a waiting node then loses it and says so itself.
+  }
+}
+
+void StoreRendezvous::publish(int attempt, const std::string& name, const std::string& text) {
+  if (!store_alive_) return;
+  try {
+    store_->set(key(attempt, name + "/" + std::to_string(id_)), text);
+  } catch (const Error&) {
+    // Whoever gathers it says that this node sent nothing.
+  }
+}
+
+std::vector<std::optional<std::string>> StoreRendezvous::gather(int attempt, const std::string& name,
+                                                                milliseconds within) {
+  // Indexed by node rank in this attempt; the keys name agent ids (the same, unless elastic).
+  std::vector<std::optional<std::string>> got(members_attempt_ == attempt ? members_.size() : 0);
+  if (!store_alive_) return got;
+  const auto deadline = Clock::now() + within;
+  try {
+    for (;;) {
+      bool waiting = false;
+      for (size_t n = 0; n < got.size(); ++n) {
+        const int id = members_[n];
+        if (id == id_ || got[n] || vanished_.count(id)) continue;
+        const std::string k = key(attempt, name + "/" + std::to_string(id));
+        if (store_->check({k}))
+          got[n] = store_->get(k);
+        else
+          waiting = true;
+      }
+      if (!waiting || Clock::now() >= deadline) return got;
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+  } catch (const Error&) {
+    store_alive_ = false;  // what came so far is kept
+  }
+  return got;
+}
+
+}  // namespace distrun::launcher

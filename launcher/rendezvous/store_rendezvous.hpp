@@ -1,0 +1,109 @@
+// What the static and the elastic rendezvous share: one authenticated TCPStore, hosted by one
+// agent and reached by the others. During the run every agent polls it: the others send
+// heartbeats and hold a claim key for as long as their connection lives, the host names an
+// agent whose connection closed (at once) or whose heartbeat stopped (after the heartbeat
+// timeout), and the first failure anywhere is written once and read by all. The kinds differ
+// only in how they meet (join()) and in the hooks below.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <set>
+
+#include "ports.hpp"
+#include "rendezvous.hpp"
+
+namespace distrun {
+class TCPStore;
+}
+
+namespace distrun::launcher {
+
+class StoreRendezvous : public Rendezvous {
+ public:
+  ~StoreRendezvous() override;
+
+  std::optional<FailureRecord> watch(int attempt) override { return poll(attempt, true); }
+  std::optional<FailureRecord> report_failure(int attempt, const FailureRecord& mine) override;
+  std::optional<FailureRecord> finish(int attempt) override;
+  void acknowledge(int attempt) override;
+  void close(const std::optional<FailureRecord>& failure) override;
+  void publish(int attempt, const std::string& name, const std::string& text) override;
+  std::vector<std::optional<std::string>> gather(int attempt, const std::string& name,
+                                                 std::chrono::milliseconds within) override;
+  const std::vector<std::string>& node_hosts() const override { return hosts_; }
+  const std::vector<int>& node_nproc() const override { return nproc_; }
+  const std::string& host() const override { return host_; }
+
+ protected:
+  using Clock = std::chrono::steady_clock;
+  StoreRendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals);
+
+  // The kind's hooks.
+  // A member of `members` (this node included) is lost: whether that ends the job, and the
+  // words added to the cause when it does.
+  virtual bool loss_is_final(size_t members) const = 0;
+  virtual std::string final_loss_note() const { return ""; }
+  // The host, at each watch: a node waiting to be let in (a `joining` record), or nullopt.
+  virtual std::optional<FailureRecord> newcomer(int /*attempt*/) { return std::nullopt; }
+  // The job is over (`text`: "ok" or a final record): says so to nodes still waiting to join.
+  virtual void mark_closed(const std::string& /*text*/) {}
+  // While waiting for keys: throws what join must throw once the job was closed.
+  virtual void check_closed() {}
+  // A signal while meeting: this agent leaves; returns whether that ends the job (or throws
+  // Interrupted when this node has nothing to end).
+  virtual bool leave(int attempt, int sig) = 0;
+  // The nodes that must read the failure of `attempt` before the host leaves.
+  virtual std::vector<int> readers(int attempt) const = 0;
+
+  std::string key(int attempt, const std::string& name) const;
+  std::string key(const std::string& name) const;
+  // Waits for `keys` in short slices, so that signals and failures are seen at once.
+  void wait_keys(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline);
+  void check_signal(int attempt, const std::string& during);
+  FailureRecord store_lost(const std::exception& e) const;
+  // Connects to the host's store in short tries until `deadline` (a signal ends the wait).
+  void connect_to_store(Clock::time_point deadline);
+  // The round's members, for heartbeats, finish and acknowledgements.
+  void set_members(int attempt, std::vector<int> ids, std::vector<std::string> hosts);
+  // The share of node `k` of a plan that gives each node `nproc` workers.
+  Assignment share(int attempt, size_t k, const std::vector<int>& nproc, uint16_t port, const std::string& salt);
+  std::string where() const;
+
+  JobPlan plan_;
+  RendezvousOptions opt_;
+  SignalWatch& signals_;
+  std::string host_;
+  std::unique_ptr<TCPStore> store_;
+  bool store_alive_ = true;
+  bool hosts_store_ = false;  // this agent serves the store (node 0)
+  std::string bind_ip_;
+  BoundPort workers_socket_;  // held for the whole job: the port stays across restarts
+  uint16_t workers_port_ = 0;
+  std::vector<std::string> hosts_;  // per member, from the plan
+  std::vector<int> nproc_;          // per member, from the plan
+  // The current attempt's members: node ranks (static), agent ids (elastic); keys say ids.
+  std::vector<int> members_;
+  int members_attempt_ = -1;  // the attempt members_ belongs to
+  int node_rank_ = 0;         // this node's rank in the current attempt
+  int id_ = 0;                // this agent's id: its node rank (static) or ticket (elastic)
+  std::set<int> vanished_;
+
+ private:
+  // watch(); `admit` false once this node's workers finished (no newcomer is let in then).
+  std::optional<FailureRecord> poll(int attempt, bool admit);
+  // The host's look at every member: the first one lost, as a failure record.
+  std::optional<FailureRecord> check_members(int attempt);
+
+  // The host: each member's last heartbeat count and when it last changed.
+  std::vector<int64_t> beats_;
+  std::vector<Clock::time_point> beat_seen_;
+  // The host: when watch() last ran, and for how long this agent itself was not running (a
+  // SIGSTOP, a stalled host) when it last came back.
+  Clock::time_point last_watch_{};
+  std::chrono::milliseconds was_frozen_{0};
+  // Not the host: when the store last answered (its silence is a failure only after the
+  // heartbeat timeout).
+  Clock::time_point last_answer_ = Clock::now();
+};
+
+}  // namespace distrun::launcher
