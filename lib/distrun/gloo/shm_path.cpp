@@ -28,7 +28,7 @@ namespace distrun {
 
 // Lives in memory shared by the group's processes: lock-free atomics work across processes,
 // and the futexes on `generation` and `bell` are shared (not process-private) ones.
-struct CmaShared {
+struct ShmSegment {
   alignas(64) std::atomic<uint32_t> arrived;
   alignas(64) std::atomic<uint32_t> generation;
   alignas(64) std::atomic<uint32_t> bell;  // bumped after every post and done: what sleepers wait on
@@ -38,7 +38,7 @@ struct CmaShared {
 // One per rank, after the header: its flags on their own cache lines, then per parity of the
 // sequence number (so that a rank can post collective s+1 while a slow peer still reads s) an
 // intent row and an inline slot.
-struct CmaBox {
+struct RankBox {
   alignas(64) std::atomic<uint64_t> posted;  // the last collective whose intent (and slot) is out
   std::atomic<int32_t> cpu;                  // 1 + the CPU this rank last polled on (0: not yet);
                                              // beside `posted`, which its readers poll anyway
@@ -94,22 +94,23 @@ std::string kernel_boot_id() {
 
 namespace {
 constexpr size_t round64(size_t b) { return (b + 63) / 64 * 64; }
-size_t header_bytes() { return round64(sizeof(CmaShared)); }
+size_t header_bytes() { return round64(sizeof(ShmSegment)); }
 size_t row_bytes(int n) { return round64(sizeof(uint64_t) * Intent::words(n)); }
-size_t box_bytes(int n) { return round64(sizeof(CmaBox)) + 2 * row_bytes(n) + 2 * ShmPath::kInlineCapacity; }
+size_t box_bytes(int n) { return round64(sizeof(RankBox)) + 2 * row_bytes(n) + 2 * ShmPath::kInlineCapacity; }
 }  // namespace
 
 size_t ShmPath::segment_bytes(int n) { return header_bytes() + size_t(n) * box_bytes(n); }
 
-CmaBox* ShmPath::box(int r) const {
-  return reinterpret_cast<CmaBox*>(reinterpret_cast<char*>(shared_) + header_bytes() + size_t(r) * box_bytes(size_));
+RankBox* ShmPath::box(int r) const {
+  return reinterpret_cast<RankBox*>(reinterpret_cast<char*>(shared_) + header_bytes() + size_t(r) * box_bytes(size_));
 }
 uint64_t* ShmPath::row(int r, uint64_t seq) const {
-  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(box(r)) + round64(sizeof(CmaBox)) +
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(box(r)) + round64(sizeof(RankBox)) +
                                      (seq & 1) * row_bytes(size_));
 }
 char* ShmPath::slot(int r, uint64_t seq) const {
-  return reinterpret_cast<char*>(box(r)) + round64(sizeof(CmaBox)) + 2 * row_bytes(size_) + (seq & 1) * kInlineCapacity;
+  return reinterpret_cast<char*>(box(r)) + round64(sizeof(RankBox)) + 2 * row_bytes(size_) +
+         (seq & 1) * kInlineCapacity;
 }
 
 std::string ShmPath::segment_problem(int fd, int n) {
@@ -181,7 +182,7 @@ bool ShmPath::map_shared(Store& store) {
   bool all = ok;
   for (int r = 0; r < size_; ++r) all = store.get("cma/mapped/" + std::to_string(r)) == "1" && all;
   if (all) {
-    shared_ = static_cast<CmaShared*>(p);
+    shared_ = static_cast<ShmSegment*>(p);
     return true;
   }
   if (p != MAP_FAILED) munmap(p, shared_bytes_);
@@ -301,7 +302,7 @@ std::chrono::microseconds peer_still_limit() {
 
 template <typename Done, typename Awaited>
 bool ShmPath::poll(Done done, Awaited awaited) {
-  CmaBox& me = *box(rank_);
+  RankBox& me = *box(rank_);
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now(), until = start + kPollBudget;
   const auto still_limit = peer_still_limit();
@@ -325,7 +326,7 @@ bool ShmPath::poll(Done done, Awaited awaited) {
     bool behind_us = false;
     for (int r = 0; r < size_; ++r) {
       if (r == rank_ || !awaited(r)) continue;
-      const CmaBox& peer = *box(r);
+      const RankBox& peer = *box(r);
       behind_us = behind_us || (here > 0 && peer.cpu.load(std::memory_order_relaxed) == here);
       const uint32_t p = peer.pulse.load(std::memory_order_relaxed);
       if (p != pulses_[size_t(r)]) pulses_[size_t(r)] = p, moved_at = now;

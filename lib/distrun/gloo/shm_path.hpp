@@ -41,8 +41,8 @@ std::string kernel_boot_id();
 
 // The shared segment: a futex barrier, a doorbell, and per rank its flags, intent rows and
 // inline slots (see shm_path.cpp).
-struct CmaShared;
-struct CmaBox;
+struct ShmSegment;
+struct RankBox;
 
 class ShmPath : public Path {
  public:
@@ -104,7 +104,7 @@ class ShmPath : public Path {
   template <typename Done, typename Late>
   void sleep_on(std::atomic<uint32_t>& word, Done done, bool counted, std::chrono::milliseconds timeout, Late late);
   int global(int r) const { return global_rank_of(global_ranks_, r); }
-  CmaBox* box(int r) const;
+  RankBox* box(int r) const;
   uint64_t* row(int r, uint64_t seq) const;
   char* slot(int r, uint64_t seq) const;
   void barrier(std::chrono::milliseconds timeout);
@@ -120,7 +120,7 @@ class ShmPath : public Path {
   int phase_ = 0;                 // the last phase run in the current collective
   size_t inline_limit_;           // payloads up to this go through the slot (DISTRUN_SHM_INLINE_BYTES)
   std::vector<uint32_t> pulses_;  // each peer's pulse as last seen by poll()
-  CmaShared* shared_ = nullptr;   // mapped segment, or nullptr: meet over Gloo instead
+  ShmSegment* shared_ = nullptr;  // mapped segment, or nullptr: meet over Gloo instead
   size_t shared_bytes_ = 0;
   int shared_fd_ = -1;
 
