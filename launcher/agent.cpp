@@ -129,6 +129,7 @@ int run_agent(const LaunchOptions& o) {
   ro.timeout = std::chrono::milliseconds(int64_t(o.rdzv_timeout * 1000));
   ro.secret = secret.value_or("");
   ro.bind_all = o.rdzv_bind_all;
+  if (o.rdzv_backend == "etcd" || o.rdzv_backend == "etcd-v2") ro.etcd_endpoints = o.rdzv_endpoint;
   if (o.workers_port) ro.workers_port = uint16_t(*o.workers_port);
   // distrun-worker takes the bound socket; any other program binds MASTER_PORT itself.
   ro.hand_socket = o.mode == RunMode::scenario;
@@ -327,8 +328,9 @@ int run_agent(const LaunchOptions& o) {
           mine.node_rank = a.node_rank;
           if (r.outcome == GroupOutcome::interrupted) {
             // Elastic: a node that leaves is a membership change while MIN remain, unless it
-            // hosts the rendezvous (its store goes with it).
-            mine.final = !plan.elastic() || a.node_rank == 0 || a.nnodes - 1 < plan.min_nodes;
+            // hosts the rendezvous (its store goes with it; not so with etcd).
+            mine.final =
+                !plan.elastic() || (a.node_rank == 0 && ro.etcd_endpoints.empty()) || a.nnodes - 1 < plan.min_nodes;
             mine.cause = "distrun stopped by " + signal_abbrev(r.signal) + (mine.final ? "" : " (the node left)");
           } else {
             mine.rank = r.failure->rank;

@@ -120,7 +120,12 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
     if (!o.master_port && o.rdzv_endpoint.empty()) plan.master_port = w.master_port;
   }
 
-  if (!o.rdzv_endpoint.empty()) {
+  const bool etcd = o.rdzv_backend == "etcd" || o.rdzv_backend == "etcd-v2";
+  if (etcd && (o.rdzv_endpoint.empty() || !plan.elastic()))
+    throw ConfigError("--rdzv-backend " + o.rdzv_backend +
+                      " needs --rdzv-endpoint HOST:PORT[,HOST:PORT...] of the etcd cluster and an elastic --nnodes "
+                      "MIN:MAX");
+  if (!o.rdzv_endpoint.empty() && !etcd) {
     // "host", "host:port", "[v6addr]:port" or a bare v6 address.
     const std::string& ep = o.rdzv_endpoint;
     std::string host = ep, port;

@@ -36,6 +36,10 @@ Rendezvous::Rendezvous(const JobPlan& plan, const RendezvousOptions& options, Si
     bind_ip_ = "127.0.0.1";
     return;
   }
+  if (!opt_.etcd_endpoints.empty()) {
+    open_etcd_store();
+    return;
+  }
   std::string master_ip = resolve_host(plan_.master_addr.empty() ? "127.0.0.1" : plan_.master_addr);
   bool master_is_here = is_local_address(master_ip);
   id_ = plan_.node_rank;
@@ -84,9 +88,10 @@ void Rendezvous::connect_to_store(Clock::time_point deadline) {
   so.timeout = milliseconds(1000);
   for (;;) {
     try {
-      store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+      auto store = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
       // Held while this agent's connection lives: node 0 sees it go at once when it dies.
-      if (id_ > 0) store_->claim(key("alive/" + std::to_string(id_)), "1");
+      if (id_ > 0) store->claim(key("alive/" + std::to_string(id_)), "1");
+      store_ = std::move(store);
       return;
     } catch (const TimeoutError& e) {
       if (int sig = signals_.next_stop()) throw Interrupted(sig);
@@ -109,6 +114,7 @@ std::string Rendezvous::key(int attempt, const std::string& name) const {
 std::string Rendezvous::key(const std::string& name) const { return "distrun/rdzv/" + plan_.run_id + "/" + name; }
 
 FailureRecord Rendezvous::store_lost(const std::exception& e) const {
+  if (etcd_) return etcd_lost(e);
   FailureRecord r;
   r.final = true;
   r.host = hosts_.empty() ? plan_.master_addr : hosts_[0];
@@ -332,7 +338,7 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
     if (!host) store_->add(key("beat/" + std::to_string(id_)), 1);
     last_answer_ = Clock::now();
     if (store_->check({key(attempt, "failed")})) return FailureRecord::decode(store_->get(key(attempt, "failed")));
-    if (host) {
+    if (host || etcd_) {
       auto now = Clock::now();
       // Back from a freeze longer than the heartbeat timeout: the others' silence meanwhile
       // says nothing about them, so each gets a fresh timeout. If they gave up on this
@@ -342,7 +348,8 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
         for (auto& t : beat_seen_) t = now;
       }
       last_watch_ = now;
-      for (size_t m = 1; m < members_.size(); ++m) {
+      for (size_t m = 0; m < members_.size(); ++m) {
+        if (members_[m] == id_) continue;
         const std::string id = std::to_string(members_[m]);
         std::string cause;
         int64_t b = store_->add(key("beat/" + id), 0);
@@ -355,7 +362,9 @@ std::optional<FailureRecord> Rendezvous::watch(int attempt, bool admit) {
         // a network blip heals and the connection with it.
         if (!store_->check({key("alive/" + id)}) && !store_->check({key(attempt, "ack/" + id)}) &&
             !store_->check({key(attempt, "seen/" + id)}))
-          cause = "its distrun agent closed its connection to node 0 (it died, or its host reset the connection)";
+          cause = etcd_
+                      ? "its distrun agent's lease in etcd lapsed (it died, froze, or its host is unreachable)"
+                      : "its distrun agent closed its connection to node 0 (it died, or its host reset the connection)";
         else if (now - beat_seen_[m] > opt_.heartbeat_timeout)
           cause = "its distrun agent stopped answering (no heartbeat for " +
                   std::to_string(opt_.heartbeat_timeout.count() / 1000) +
@@ -426,6 +435,7 @@ std::optional<FailureRecord> Rendezvous::finish(int attempt) {
       }
       if (store_->add(key(attempt, "done"), 0) >= int64_t(members_.size())) {
         if (!hosts_store()) {
+          if (etcd_) store_->set(key("closed"), "ok");  // no host to say it: the first done does
           store_->set(key(attempt, "ack/" + std::to_string(id_)), "1");
           return std::nullopt;
         }

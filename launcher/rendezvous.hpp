@@ -10,6 +10,9 @@
 // the store and closes each round (once MIN joined and last_call_timeout passed, or at MAX);
 // each round has its own members, plan and failure record, so a node that leaves or arrives
 // ends the round and the survivors meet again in the next one.
+//
+// With --rdzv-backend etcd (rendezvous_etcd.cpp) the same rounds are kept in an etcd cluster
+// and no agent hosts anything: the job outlives any one host, node 0's included.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -26,8 +29,11 @@
 #include "signal_watch.hpp"
 
 namespace distrun {
-class TCPStore;
+class Store;
+namespace etcd {
+class EtcdStore;
 }
+}  // namespace distrun
 
 namespace distrun::launcher {
 
@@ -75,6 +81,8 @@ struct RendezvousOptions {
   std::chrono::milliseconds heartbeat_timeout{30000};
   std::chrono::milliseconds stop_grace{1000};  // how long stopping workers may take (--stop-grace)
   std::chrono::milliseconds last_call{30000};  // elastic: a round waits this long for more than MIN
+  // --rdzv-backend etcd: the cluster's client URLs (HOST:PORT,...); empty: node 0 hosts the store.
+  std::string etcd_endpoints;
 };
 
 /// Static, not node 0: this node cannot take part (its input was refused before it joined).
@@ -173,7 +181,16 @@ class Rendezvous {
   RendezvousOptions opt_;
   SignalWatch& signals_;
   std::string host_;
-  std::unique_ptr<TCPStore> store_;  // null on one node
+  std::unique_ptr<Store> store_;  // null on one node
+  // --rdzv-backend etcd (rendezvous_etcd.cpp): store_ is this store in etcd, which no agent
+  // hosts. Every agent then watches every other, and whoever claims a round first closes it.
+  etcd::EtcdStore* etcd_ = nullptr;
+  void open_etcd_store();
+  // Closes `round` if this agent claims it first; returns once it has a plan or at `deadline`.
+  void close_etcd_round(int round, std::chrono::steady_clock::time_point deadline);
+  // The address the workers of agent `id` are reached at (its address as etcd sees it).
+  std::string etcd_member_address(int id);
+  FailureRecord etcd_lost(const std::exception& e) const;
   bool store_alive_ = true;
   std::string bind_ip_;
   /// Binds and holds the workers' port (when the socket is handed to rank 0), or checks that

@@ -23,6 +23,10 @@ constexpr int kMaxNodes = 1 << 16;
 
 inline std::string where(const JobPlan& plan) { return plan.master_addr + ":" + std::to_string(*plan.master_port); }
 
+inline std::string elastic_range(const JobPlan& plan) {
+  return std::to_string(plan.min_nodes) + ":" + std::to_string(plan.nnodes);
+}
+
 inline std::string secs(milliseconds t) { return std::to_string(t.count() / 1000) + " s"; }
 
 /// A decimal in [lo, hi]; StoreError otherwise (the text came over the network).

@@ -31,10 +31,6 @@ namespace {
 
 constexpr milliseconds kPoll{50};  // how often the host counts the joins while a round is open
 
-std::string elastic_range(const JobPlan& plan) {
-  return std::to_string(plan.min_nodes) + ":" + std::to_string(plan.nnodes);
-}
-
 }  // namespace
 
 std::string RoundPlan::encode() const {
@@ -86,11 +82,12 @@ void Rendezvous::open_elastic_store(const std::string& master_ip, Clock::time_po
       so.bind_host = bind_ip_;
       so.listen_fd = port->release();
       so.timeout = opt_.timeout;
-      store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+      auto store = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
       elastic_host_ = true;
       id_ = 0;
-      store_->set(key("node/0"), info);
-      store_->set(key("elastic"), elastic_range(plan_));
+      store->set(key("node/0"), info);
+      store->set(key("elastic"), elastic_range(plan_));
+      store_ = std::move(store);
       choose_workers_port(opt_.workers_port);  // held for the whole job, as on node 0
       return;
     }
@@ -109,7 +106,7 @@ void Rendezvous::open_elastic_store(const std::string& master_ip, Clock::time_po
     throw ConfigError("rendezvous: --nnodes " + elastic_range(plan_) + " here, but " + theirs + " on the agent at " +
                       where(plan_) + ": give the same range on every node");
   id_ = int(store_->add(key("ticket"), 1));
-  store_->claim(key("alive/" + std::to_string(id_)), "1");
+  static_cast<TCPStore&>(*store_).claim(key("alive/" + std::to_string(id_)), "1");  // connect_to_store's
   store_->set(key("node/" + std::to_string(id_)), info);
 }
 
@@ -136,6 +133,7 @@ Assignment Rendezvous::join_round(int round) {
       int64_t slot = store_->add(key(round, "count"), 1);
       store_->set(key(round, "slot/" + std::to_string(slot)), std::to_string(id_));
       if (elastic_host_) store_->set(key(round, "plan"), close_round(round, deadline).encode());
+      if (etcd_) close_etcd_round(round, deadline);
       try {
         wait_keys(round, {key(round, "plan")}, deadline);
       } catch (const TimeoutError&) {
@@ -152,10 +150,10 @@ Assignment Rendezvous::join_round(int round) {
       a.node_rank = int(k);
       a.nnodes = int(p.ids.size());
       a.restart_count = p.restart_count;
-      a.master_addr = plan_.master_addr;
+      a.master_addr = etcd_ ? etcd_member_address(p.ids[0]) : plan_.master_addr;
       a.master_port = p.port;
       a.secret = workers_secret(opt_.secret, p.salt, plan_.run_id, round);
-      a.listen_fd = elastic_host_ ? workers_socket_.fd() : -1;
+      a.listen_fd = elastic_host_ || (etcd_ && k == 0) ? workers_socket_.fd() : -1;
       a.world_size = 0;
       for (size_t m = 0; m < p.ids.size(); ++m) {
         if (m < k) a.rank_offset += p.nproc[m];
