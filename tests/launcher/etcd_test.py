@@ -184,12 +184,17 @@ def run_without_node0(c, nodes, kill_leader):
     # Node rank 0 of the round: the agent whose workers have GROUP_RANK 0 (the lowest ticket).
     dead = next(k for k in range(nodes) if (world, 0, 0, nodes, 0) in lines(logs[k]))
     c.kill_host(c.hosts[dead])
+    killed = time.time()
+    after = {(world - 2, r, r // 2, nodes - 1, 1) for r in range(world - 2)}
+    while not after <= set().union(*(lines(l) for k, l in enumerate(logs) if k != dead)):
+        check(time.time() < killed + 40, "the survivors restart within 40 s of node 0's death")
+        time.sleep(0.05)
+    print(f"MEASURE node 0's host killed to the survivors' workers restarted: {time.time() - killed:.2f} s", flush=True)
     res = finish([p for k, p in enumerate(procs) if k != dead], timeout=60)
     got = set()
     for rc, out, err in res:
         check(rc == 0, f"a survivor finishes: rc {rc}", out + err)
         got |= elastic_lines(out)
-    after = {(world - 2, r, r // 2, nodes - 1, 1) for r in range(world - 2)}
     check(after <= got and all(l[4] == 0 or l in after for l in got),
           f"the survivors re-formed without node 0 (world {world - 2}, restart 1): {sorted(got)}",
           "\n".join(out + err for _, out, err in res))

@@ -60,8 +60,11 @@ struct Client::Curl {
 
 Client::Client(std::vector<std::string> endpoints, milliseconds timeout)
     : endpoints_(std::move(endpoints)), timeout_(timeout), curl_(std::make_unique<Curl>()) {
-  for (auto& e : endpoints_)
+  for (auto& e : endpoints_) {
     if (e.find("://") == std::string::npos) e = "http://" + e;
+    // etcd's client port, as torchrun's etcd backend assumes it.
+    if (e.find(':', e.find("://") + 3) == std::string::npos) e += ":2379";
+  }
 }
 
 Client::~Client() = default;

@@ -22,8 +22,8 @@ struct KeyValue {
 
 class Client {
  public:
-  /// `endpoints`: "host:port" (http), "http://host:port" or "https://host:port" (the system's
-  /// CAs). `timeout` bounds each call, every retry included.
+  /// `endpoints`: "host[:port]" (http), "http://host[:port]" or "https://host[:port]" (the
+  /// system's CAs); the port is 2379 unless given. `timeout` bounds each call, every retry included.
   Client(std::vector<std::string> endpoints, std::chrono::milliseconds timeout);
   ~Client();
   Client(const Client&) = delete;

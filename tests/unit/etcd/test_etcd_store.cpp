@@ -73,6 +73,8 @@ TEST_CASE("client: an endpoint that is down is skipped; all down is a TimeoutErr
   CHECK(c.get(unique("skip"))->value == "v");
   Client none({"127.0.0.1:1"}, 300ms);
   CHECK_THROWS_AS(none.get("k"), TimeoutError);
+  Client default_port({"127.0.0.1"}, 300ms);  // port 2379 (a test's etcd listens elsewhere)
+  CHECK_THROWS_AS(default_port.get("k"), TimeoutError);
 }
 
 TEST_CASE("store: add from many threads loses no update") {
