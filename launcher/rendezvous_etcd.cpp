@@ -65,7 +65,8 @@ void Rendezvous::close_etcd_round(int round, Clock::time_point deadline) {
       std::string nproc, host, address, port;
       first >> nproc >> host >> address >> port;
       p.port = uint16_t(to_int(port, 1, 65535));
-      store_->set(plan_key, p.encode());
+      // Once: a closer that was frozen past its claim's lease may find another's plan there.
+      etcd_->set_if_absent(plan_key, p.encode());
       return;
     }
     try {

@@ -126,7 +126,6 @@ bool EtcdStore::remove(const std::string& key) {
 int64_t EtcdStore::lease() {
   if (lease_) return lease_;
   lease_ = client_.grant(lease_ttl_);
-  renewing_ = lease_;
   renewer_ = std::thread([this, timeout = client_.timeout()] { renew(endpoints_, timeout); });
   return lease_;
 }
@@ -137,7 +136,17 @@ void EtcdStore::renew(std::vector<std::string> endpoints, milliseconds request_t
   while (!stop_cv_.wait_for(l, milliseconds(lease_ttl_ * 1000 / 3), [this] { return stopping_; })) {
     l.unlock();
     try {
-      client.keep_alive(renewing_);
+      if (!client.keep_alive(lease_)) {
+        // Lapsed: the others took this process for gone. It runs again, so it claims anew.
+        const int64_t fresh = client.grant(lease_ttl_);
+        std::vector<std::pair<std::string, std::string>> claims;
+        {
+          std::lock_guard<std::mutex> m(mu_);
+          claims = claims_;
+        }
+        for (const auto& [key, sealed] : claims) client.create(key, sealed, fresh);
+        lease_ = fresh;
+      }
     } catch (const Error&) {
       // Tried again at the next tick; meanwhile the lease runs down, as for a lost host.
     }
@@ -147,7 +156,8 @@ void EtcdStore::renew(std::vector<std::string> endpoints, milliseconds request_t
 
 void EtcdStore::claim(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> l(mu_);
-  client_.put(key, seal(key, value), lease());
+  claims_.emplace_back(key, seal(key, value));
+  client_.put(key, claims_.back().second, lease());
 }
 
 bool EtcdStore::set_if_absent(const std::string& key, const std::string& value) {
@@ -157,7 +167,10 @@ bool EtcdStore::set_if_absent(const std::string& key, const std::string& value) 
 
 bool EtcdStore::claim_if_absent(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> l(mu_);
-  return client_.create(key, seal(key, value), lease());
+  const std::string sealed = seal(key, value);
+  if (!client_.create(key, sealed, lease())) return false;
+  claims_.emplace_back(key, sealed);
+  return true;
 }
 
 }  // namespace distrun::etcd

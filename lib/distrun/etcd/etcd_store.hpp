@@ -34,12 +34,16 @@ class EtcdStore : public Store {
   bool set_if_absent(const std::string& key, const std::string& value);
   /// Sets `key` for as long as this process lives and runs: it is bound to a lease that a
   /// thread of this store renews, so the key goes lease_ttl seconds after a crash or a freeze.
+  /// A lease found lapsed (this process was frozen, or etcd unreachable, for longer) is replaced
+  /// and every claim made again where it is still absent.
   void claim(const std::string& key, const std::string& value);
   /// As claim(), but only when `key` is absent; true when this process got it.
   bool claim_if_absent(const std::string& key, const std::string& value);
 
   /// This host's address as the etcd cluster sees it (see Client::local_address()).
   const std::string& local_address() const { return client_.local_address(); }
+  /// The lease the claims are bound to now (0 before the first claim).
+  int64_t lease_id() const { return lease_; }
 
  private:
   std::string seal(const std::string& key, const std::string& value) const;
@@ -51,8 +55,8 @@ class EtcdStore : public Store {
   int lease_ttl_;
   std::mutex mu_;
   Client client_;
-  int64_t lease_ = 0;
-  std::atomic<int64_t> renewing_{0};  // the lease the renewing thread keeps alive
+  std::atomic<int64_t> lease_{0};
+  std::vector<std::pair<std::string, std::string>> claims_;  // (key, sealed value), under mu_
   std::vector<std::string> endpoints_;
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;

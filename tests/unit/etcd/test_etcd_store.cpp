@@ -136,3 +136,17 @@ TEST_CASE("store: a claim lives while its store runs, and only one process gets 
   CHECK_FALSE(raw.get(k));  // revoked when the store went
   CHECK_FALSE(raw.get(only));
 }
+
+TEST_CASE("store: claims are made again under a new lease when the old one lapsed") {
+  const std::string k = unique("reclaimed");
+  Client raw(endpoints(), 2s);
+  EtcdStore s(endpoints(), "secret", 2s, 2);
+  s.claim(k, "1");
+  const int64_t first = s.lease_id();
+  raw.revoke(first);  // as if this process had been frozen past the lease's TTL
+  CHECK_FALSE(raw.get(k));
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!raw.get(k) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  CHECK(s.get(k) == "1");
+  CHECK(s.lease_id() != first);
+}
