@@ -64,6 +64,7 @@ std::chrono::milliseconds seconds(double s) { return std::chrono::milliseconds(i
 RendezvousOptions rendezvous_options(const LaunchOptions& o, const std::optional<std::string>& secret) {
   RendezvousOptions ro;
   ro.backend = o.rdzv_backend;
+  ro.endpoint = o.rdzv_endpoint;
   ro.timeout = seconds(o.rdzv_timeout);
   ro.secret = secret.value_or("");
   ro.bind_all = o.rdzv_bind_all;

@@ -280,8 +280,9 @@ void add_node_options(CLI::App& app, LaunchOptions& o, RawOptions& raw) {
           ->check(CLI::Range(1, 65535)),
       "master_port");
   env(app.add_option(both_spellings("--rdzv-backend"), o.rdzv_backend,
-                     "static or c10d: both use distrun's rendezvous (node 0 hosts it); etcd is not supported")
-          ->check(CLI::IsMember({"static", "c10d"})),
+                     "static or c10d: distrun's rendezvous (node 0 hosts it); etcd or etcd-v2: kept in the etcd "
+                     "cluster at --rdzv-endpoint HOST:PORT[,HOST:PORT...] (elastic --nnodes MIN:MAX), no node special")
+          ->check(CLI::IsMember({"static", "c10d", "etcd", "etcd-v2"})),
       "rdzv_backend");
   env(app.add_option(both_spellings("--rdzv-endpoint"), o.rdzv_endpoint,
                      "HOST[:PORT] of node 0, instead of --master-addr/--master-port (port 0: a free one, one node "

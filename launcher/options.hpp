@@ -53,7 +53,7 @@ struct LaunchOptions {
   bool values = false;   // with explain: every rank's values before and after each step
   bool verbose = false;  // -v: say which interpreter and command the workers run
   // torchrun 2.x options (see docs/launcher.md for what each does here).
-  std::string rdzv_backend = "static";  // static | c10d: both are distrun's rendezvous
+  std::string rdzv_backend = "static";  // static | c10d: distrun's rendezvous; etcd | etcd-v2: etcd's
   std::string rdzv_conf;                // key=value,...; parsed into rdzv_timeout/stop_grace
   bool rdzv_timeout_given = false;      // --rdzv-timeout wins over --rdzv-conf timeouts
   double monitor_interval = 0.1;        // seconds between polls of the other nodes

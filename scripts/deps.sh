@@ -5,7 +5,7 @@
 #   lint:  build + clang-format, clang-tidy and git (the lint stage of scripts/test.sh)
 #   unit:  build + python3, which drives the unit stage's processes
 #   test (or integration): unit + what the tests start for real (SLURM, munge, Open MPI,
-#          PyTorch, iproute2, clang for the fuzzer, the packaging tools) and matplotlib, so the
+#          PyTorch, iproute2, etcd, clang for the fuzzer, the packaging tools) and matplotlib, so the
 #          suite draws with scripts/bench/plot.py instead of skipping it
 #   all:   lint + test, every stage
 #   bench: test + the timing tools the benchmark scripts compare with
@@ -13,11 +13,11 @@ set -euo pipefail
 level=${1:-build}
 
 build_pkgs=(build-essential ccache cmake pkg-config libcli11-dev libgloo-dev libspdlog-dev libyaml-dev help2man
-  catch2 libmuparser-dev nlohmann-json3-dev libasio-dev libssl-dev)
+  catch2 libmuparser-dev nlohmann-json3-dev libasio-dev libssl-dev libcurl4-openssl-dev)
 lint_pkgs=(clang-format clang-tidy git python3)
 unit_pkgs=(python3 procps)
 test_pkgs=(slurm-wlm munge openmpi-bin libopenmpi-dev python3-yaml python3-jsonschema python3-torch iproute2 psmisc
-  clang libclang-rt-14-dev file dpkg-dev python3-matplotlib)
+  clang libclang-rt-14-dev file dpkg-dev python3-matplotlib etcd-server curl)
 bench_pkgs=(hyperfine valgrind)
 
 pkgs=("${build_pkgs[@]}")

@@ -33,6 +33,10 @@ inline std::string hostname() {
   return buf;
 }
 
+inline std::string elastic_range(const JobPlan& plan) {
+  return std::to_string(plan.min_nodes) + ":" + std::to_string(plan.nnodes);
+}
+
 inline std::string secs(milliseconds t) { return std::to_string(t.count() / 1000) + " s"; }
 
 /// A decimal in [lo, hi]; StoreError otherwise (the text came over the network).

@@ -31,10 +31,6 @@ namespace {
 
 constexpr milliseconds kPoll{50};  // how often the host counts the joins while a round is open
 
-std::string elastic_range(const JobPlan& plan) {
-  return std::to_string(plan.min_nodes) + ":" + std::to_string(plan.nnodes);
-}
-
 }  // namespace
 
 std::string RoundPlan::encode() const {
@@ -74,6 +70,10 @@ ElasticRendezvous::ElasticRendezvous(const JobPlan& plan, const RendezvousOption
   store_->set_timeout(kRequestTimeout);
 }
 
+ElasticRendezvous::ElasticRendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals,
+                                     StoreOpenedByKind)
+    : StoreRendezvous(plan, options, signals) {}
+
 void ElasticRendezvous::open_store(const std::string& master_ip, Clock::time_point deadline) {
   if (is_local_address(master_ip)) {
     // As torchrun's c10d backend: the agent on the endpoint's host serves the store; a second
@@ -91,7 +91,9 @@ void ElasticRendezvous::open_store(const std::string& master_ip, Clock::time_poi
       so.bind_host = bind_ip_;
       so.listen_fd = port->release();
       so.timeout = opt_.timeout;
-      store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+      auto store = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+      tcp_store_ = store.get();
+      store_ = std::move(store);
       hosts_store_ = true;
       id_ = 0;
       store_->set(key("node/0"), std::to_string(plan_.nproc_per_node) + " " + host_);
@@ -118,7 +120,7 @@ void ElasticRendezvous::take_ticket(Clock::time_point deadline) {
     throw ConfigError("rendezvous: --nnodes " + elastic_range(plan_) + " here, but " + theirs + " on the agent at " +
                       where() + ": give the same range on every node");
   id_ = int(store_->add(key("ticket"), 1));
-  store_->claim(key("alive/" + std::to_string(id_)), "1");
+  tcp_store_->claim(key("alive/" + std::to_string(id_)), "1");
   store_->set(key("node/" + std::to_string(id_)), std::to_string(plan_.nproc_per_node) + " " + host_);
 }
 
@@ -145,7 +147,7 @@ Assignment ElasticRendezvous::join(int round, int /*restarts*/) {
       if (hosts_store_) store_->add(key("round"), round - store_->add(key("round"), 0));
       int64_t slot = store_->add(key(round, "count"), 1);
       store_->set(key(round, "slot/" + std::to_string(slot)), std::to_string(id_));
-      if (hosts_store_) store_->set(key(round, "plan"), close_round(round, deadline).encode());
+      form_round(round, deadline);
       try {
         wait_keys(round, {key(round, "plan")}, deadline);
       } catch (const TimeoutError&) {
@@ -159,6 +161,7 @@ Assignment ElasticRendezvous::join(int round, int /*restarts*/) {
       set_members(round, p.ids, p.hosts);
       Assignment a = share(round, size_t(me - p.ids.begin()), p.nproc, p.port, p.salt);
       a.restart_count = p.restart_count;
+      place_workers(a, p);
       // The round, so that a restart for a node that joined (same count) keeps the logs of
       // the round before.
       a.log_attempt = round;
@@ -170,6 +173,10 @@ Assignment ElasticRendezvous::join(int round, int /*restarts*/) {
     if (hosts_store_) throw;
     throw JobFailed(store_lost(e));
   }
+}
+
+void ElasticRendezvous::form_round(int round, Clock::time_point deadline) {
+  if (hosts_store_) store_->set(key(round, "plan"), close_round(round, deadline).encode());
 }
 
 bool ElasticRendezvous::leaving_is_final(int attempt) const {

@@ -19,6 +19,16 @@ class ElasticRendezvous : public StoreRendezvous {
   std::string restart_reason(const FailureRecord& first) const override;
 
  protected:
+  // For a kind that opens the store itself (and then takes its ticket and workers' port).
+  struct StoreOpenedByKind {};
+  ElasticRendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals, StoreOpenedByKind);
+  // After this agent joined `round`: the host closes it and publishes its plan.
+  virtual void form_round(int round, Clock::time_point deadline);
+  // Where this node's workers of `p` meet (the share gives the store's host and its socket).
+  virtual void place_workers(Assignment& /*a*/, const RoundPlan& /*p*/) {}
+  // The host: waits for the round's members and returns its plan.
+  RoundPlan close_round(int round, Clock::time_point deadline);
+
   bool loss_is_final(size_t members) const override { return int(members) - 1 < plan_.min_nodes; }
   std::string final_loss_note() const override;
   std::optional<FailureRecord> newcomer(int attempt) override;
@@ -32,8 +42,6 @@ class ElasticRendezvous : public StoreRendezvous {
   void open_store(const std::string& master_ip, Clock::time_point deadline);
   // Not the host: checks the host's range and takes this agent's ticket.
   void take_ticket(Clock::time_point deadline);
-  // The host: waits for the round's members and returns its plan.
-  RoundPlan close_round(int round, Clock::time_point deadline);
   // The job's restart count for `round`: one more after a round that failed, none for a join.
   int restart_count(int round);
   // The host of a node waiting in `round` that has not left since (nullopt: none waits).

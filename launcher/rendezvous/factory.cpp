@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "elastic.hpp"
+#include "etcd.hpp"
 #include "job_secret.hpp"
 #include "one_node.hpp"
 #include "static_nodes.hpp"
@@ -10,9 +11,11 @@ namespace distrun::launcher {
 
 std::unique_ptr<Rendezvous> make_rendezvous(const JobPlan& plan, const RendezvousOptions& options,
                                             SignalWatch& signals) {
-  if (options.backend != "static" && options.backend != "c10d")
-    throw ConfigError("--rdzv-backend " + options.backend + ": not a rendezvous backend (static, c10d)");
+  const bool etcd = options.backend == "etcd" || options.backend == "etcd-v2";
+  if (!etcd && options.backend != "static" && options.backend != "c10d")
+    throw ConfigError("--rdzv-backend " + options.backend + ": not a rendezvous backend (static, c10d, etcd, etcd-v2)");
   if (plan.single_node()) return std::make_unique<OneNodeRendezvous>(plan, options);
+  if (etcd) return std::make_unique<EtcdRendezvous>(plan, options, signals);
   if (plan.elastic()) return std::make_unique<ElasticRendezvous>(plan, options, signals);
   return std::make_unique<StaticRendezvous>(plan, options, signals);
 }

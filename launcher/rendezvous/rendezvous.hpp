@@ -6,7 +6,9 @@
 //                                  as torch elastic's static rendezvous does
 //   elastic (elastic.*)            --nnodes MIN:MAX: numbered rounds on the same kind of store,
 //                                  as torch's c10d dynamic rendezvous forms them
-// The two kinds over a store share store_rendezvous.*: heartbeats, the first failure written
+//   etcd (etcd.*)                  --rdzv-backend etcd|etcd-v2: the elastic rounds kept in an
+//                                  etcd cluster, which no agent hosts
+// The kinds over a store share store_rendezvous.*: heartbeats, the first failure written
 // once and read by all, the end of an attempt. Another backend (another kind of store, say)
 // is one more implementation of Rendezvous and one more line in make_rendezvous().
 #pragma once
@@ -59,6 +61,7 @@ struct Assignment {
 
 struct RendezvousOptions {
   std::string backend = "static";             // --rdzv-backend
+  std::string endpoint;                       // --rdzv-endpoint as given (etcd: HOST:PORT,... of the cluster)
   std::chrono::milliseconds timeout{300000};  // the nodes wait this long for each other
   std::string secret;                         // the job secret (required with several nodes)
   bool bind_all = false;                      // node 0 listens on 0.0.0.0

@@ -36,7 +36,9 @@ StaticRendezvous::StaticRendezvous(const JobPlan& plan, const RendezvousOptions&
   } catch (const PortInUse& e) {
     throw PortInUse("rendezvous: node 0 cannot host it on --master-port " + where() + ": " + e.what());
   }
-  store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+  auto store = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+  tcp_store_ = store.get();
+  store_ = std::move(store);
   store_->set(key("nnodes"), std::to_string(plan_.nnodes));  // each node checks its own against it
   // The workers' store port: bound now and held, or (for programs that bind it themselves)
   // chosen now; the same for every attempt.
@@ -61,7 +63,7 @@ void StaticRendezvous::wait_for_nodes(int attempt, const std::vector<std::string
     }
     // A node given another job secret is dropped before it can say who it is; its refusal is
     // all node 0 learns, and enough to end the rendezvous now rather than at its timeout.
-    if (auto peer = store_->wrong_secret_peer()) {
+    if (auto peer = tcp_store_->wrong_secret_peer()) {
       const std::string missing = missing_nodes(keys);
       const std::string why = "an agent at " + *peer + " proved another job secret and was refused, and node(s) " +
                               missing + " of " + std::to_string(plan_.nnodes) +

@@ -27,9 +27,11 @@ void StoreRendezvous::connect_to_store(Clock::time_point deadline) {
   so.timeout = milliseconds(1000);
   for (;;) {
     try {
-      store_ = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
+      auto store = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
       // Held while this agent's connection lives: node 0 sees it go at once when it dies.
-      if (id_ > 0) store_->claim(key("alive/" + std::to_string(id_)), "1");
+      if (id_ > 0) store->claim(key("alive/" + std::to_string(id_)), "1");
+      tcp_store_ = store.get();
+      store_ = std::move(store);
       return;
     } catch (const TimeoutError& e) {
       if (int sig = signals_.next_stop()) throw Interrupted(sig);
@@ -48,6 +50,10 @@ std::string StoreRendezvous::key(int attempt, const std::string& name) const {
 }
 
 std::string StoreRendezvous::key(const std::string& name) const { return "distrun/rdzv/" + plan_.run_id + "/" + name; }
+
+std::string StoreRendezvous::claim_lost_cause() const {
+  return "its distrun agent closed its connection to node 0 (it died, or its host reset the connection)";
+}
 
 FailureRecord StoreRendezvous::store_lost(const std::exception& e) const {
   FailureRecord r;
@@ -155,7 +161,8 @@ std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
     for (auto& t : beat_seen_) t = now;
   }
   last_watch_ = now;
-  for (size_t m = 1; m < members_.size(); ++m) {
+  for (size_t m = 0; m < members_.size(); ++m) {
+    if (members_[m] == id_) continue;
     const std::string id = std::to_string(members_[m]);
     std::string cause;
     int64_t b = store_->add(key("beat/" + id), 0);
@@ -168,7 +175,7 @@ std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
     // a network blip heals and the connection with it.
     if (!store_->check({key("alive/" + id)}) && !store_->check({key(attempt, "ack/" + id)}) &&
         !store_->check({key(attempt, "seen/" + id)}))
-      cause = "its distrun agent closed its connection to node 0 (it died, or its host reset the connection)";
+      cause = claim_lost_cause();
     else if (now - beat_seen_[m] > opt_.heartbeat_timeout)
       cause = "its distrun agent stopped answering (no heartbeat for " +
               std::to_string(opt_.heartbeat_timeout.count() / 1000) +
@@ -198,7 +205,7 @@ std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
     if (!hosts_store_) store_->add(key("beat/" + std::to_string(id_)), 1);
     last_answer_ = Clock::now();
     if (store_->check({key(attempt, "failed")})) return FailureRecord::decode(store_->get(key(attempt, "failed")));
-    if (hosts_store_) {
+    if (watches_members()) {
       if (auto lost = check_members(attempt)) return lost;
       // torchrun's agents ask num_nodes_waiting() at each monitor interval: a node that
       // joined the next round restarts this one with it.
@@ -239,6 +246,7 @@ std::optional<FailureRecord> StoreRendezvous::finish(int attempt) {
       }
       if (store_->add(key(attempt, "done"), 0) >= int64_t(members_.size())) {
         if (!hosts_store_) {
+          all_finished();
           store_->set(key(attempt, "ack/" + std::to_string(id_)), "1");
           return std::nullopt;
         }

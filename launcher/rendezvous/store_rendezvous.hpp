@@ -1,9 +1,10 @@
-// What the static and the elastic rendezvous share: one authenticated TCPStore, hosted by one
-// agent and reached by the others. During the run every agent polls it: the others send
-// heartbeats and hold a claim key for as long as their connection lives, the host names an
-// agent whose connection closed (at once) or whose heartbeat stopped (after the heartbeat
-// timeout), and the first failure anywhere is written once and read by all. The kinds differ
-// only in how they meet (join()) and in the hooks below.
+// What the static, the elastic and the etcd rendezvous share: one store that every agent
+// polls during the run: an authenticated TCPStore hosted by one agent and reached by the
+// others, or (etcd) one that no agent hosts. The agents send heartbeats and hold a claim key
+// for as long as they live (their connection, or their etcd lease); the host (with etcd:
+// every agent) names an agent whose claim is gone (at once) or whose heartbeat stopped (after
+// the heartbeat timeout), and the first failure anywhere is written once and read by all. The
+// kinds differ only in how they meet (join()) and in the hooks below.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -13,8 +14,9 @@
 #include "rendezvous.hpp"
 
 namespace distrun {
+class Store;
 class TCPStore;
-}
+}  // namespace distrun
 
 namespace distrun::launcher {
 
@@ -54,26 +56,36 @@ class StoreRendezvous : public Rendezvous {
   virtual bool leave(int attempt, int sig) = 0;
   // The nodes that must read the failure of `attempt` before the host leaves.
   virtual std::vector<int> readers(int attempt) const = 0;
+  // Whether this agent watches the other members (heartbeats, claim keys, newcomers): the
+  // host of the store does; with no host, every agent.
+  virtual bool watches_members() const { return hosts_store_; }
+  // Why a member whose claim key is gone is lost.
+  virtual std::string claim_lost_cause() const;
+  // Every member finished the attempt; called on each agent that does not host the store.
+  virtual void all_finished() {}
+  // The failure record for the store lost through `e`.
+  virtual FailureRecord store_lost(const std::exception& e) const;
+  // Where the store is, for messages.
+  virtual std::string where() const;
 
   std::string key(int attempt, const std::string& name) const;
   std::string key(const std::string& name) const;
   // Waits for `keys` in short slices, so that signals and failures are seen at once.
   void wait_keys(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline);
   void check_signal(int attempt, const std::string& during);
-  FailureRecord store_lost(const std::exception& e) const;
   // Connects to the host's store in short tries until `deadline` (a signal ends the wait).
   void connect_to_store(Clock::time_point deadline);
   // The round's members, for heartbeats, finish and acknowledgements.
   void set_members(int attempt, std::vector<int> ids, std::vector<std::string> hosts);
   // The share of node `k` of a plan that gives each node `nproc` workers.
   Assignment share(int attempt, size_t k, const std::vector<int>& nproc, uint16_t port, const std::string& salt);
-  std::string where() const;
 
   JobPlan plan_;
   RendezvousOptions opt_;
   SignalWatch& signals_;
   std::string host_;
-  std::unique_ptr<TCPStore> store_;
+  std::unique_ptr<Store> store_;
+  TCPStore* tcp_store_ = nullptr;  // store_, where an agent hosts it (static, elastic)
   bool store_alive_ = true;
   bool hosts_store_ = false;  // this agent serves the store (node 0)
   std::string bind_ip_;

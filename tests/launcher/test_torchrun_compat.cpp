@@ -55,7 +55,8 @@ TEST_CASE("rendezvous conf keys (--rdzv-conf)", "[launcher][torchrun]") {
   CHECK_THROWS_AS(parse({"--rdzv-conf", "join_timeout=-1", "p"}), ConfigError);
   CHECK_THROWS_AS(parse({"--rdzv-conf", "nokey", "p"}), ConfigError);
   CHECK_THROWS_AS(parse({"--rdzv-conf", "colour=red", "p"}), ConfigError);
-  CHECK_THROWS_AS(parse({"--rdzv-backend", "etcd-v2", "p"}), ConfigError);
+  CHECK(parse({"--rdzv-backend", "etcd-v2", "p"}).options.rdzv_backend == "etcd-v2");  // torchrun's spelling
+  CHECK_THROWS_AS(parse({"--rdzv-backend", "zookeeper", "p"}), ConfigError);
   CHECK(parse({"--rdzv_backend=c10d", "--start_method", "fork", "p"}).options.rdzv_backend == "c10d");
 }
 

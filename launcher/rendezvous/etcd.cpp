@@ -1,0 +1,97 @@
+#include "etcd.hpp"
+
+#include <sstream>
+
+#include "detail.hpp"
+#include "distrun/etcd/etcd_store.hpp"
+
+namespace distrun::launcher {
+
+using namespace rendezvous_detail;
+
+namespace {
+
+// Long enough to ride out an election (etcd's default election timeout is 1 s).
+constexpr milliseconds kEtcdCallTimeout{5000};
+constexpr int kLeaseSeconds = 3;
+
+}  // namespace
+
+EtcdRendezvous::EtcdRendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals)
+    : ElasticRendezvous(plan, options, signals, StoreOpenedByKind{}) {
+  if (!plan_.elastic())
+    throw ConfigError("--rdzv-backend etcd: give an elastic --nnodes MIN:MAX (the rounds are kept in etcd)");
+  auto store = std::make_unique<etcd::EtcdStore>(etcd::parse_endpoints(opt_.endpoint), opt_.secret, kEtcdCallTimeout,
+                                                 kLeaseSeconds);
+  etcd_ = store.get();
+  store_ = std::move(store);
+  try {
+    etcd_->set_if_absent(key("elastic"), elastic_range(plan_));
+    const std::string theirs = store_->get(key("elastic"));
+    if (theirs != elastic_range(plan_))
+      throw ConfigError("rendezvous: --nnodes " + elastic_range(plan_) + " here, but " + theirs +
+                        " on the other agents of run " + plan_.run_id + " in etcd: give the same range on every node");
+    id_ = int(store_->add(key("ticket"), 1));
+    etcd_->claim(key("alive/" + std::to_string(id_)), "1");
+  } catch (const TimeoutError& e) {
+    throw TimeoutError("rendezvous: etcd at " + opt_.endpoint + " did not answer: " + e.what());
+  }
+  // This host's address on the path to etcd: where the other nodes reach its workers.
+  bind_ip_ = etcd_->local_address();
+  workers_port_ = choose_workers_port(bind_ip_, opt_.workers_port, opt_.hand_socket, workers_socket_);
+  store_->set(key("node/" + std::to_string(id_)), std::to_string(plan_.nproc_per_node) + " " + host_ + " " + bind_ip_ +
+                                                      " " + std::to_string(workers_port_));
+  store_->set_timeout(kRequestTimeout);
+}
+
+void EtcdRendezvous::form_round(int round, Clock::time_point deadline) {
+  const std::string plan_key = key(round, "plan");
+  while (Clock::now() < deadline) {
+    if (store_->check({plan_key})) return;
+    if (etcd_->claim_if_absent(key(round, "closer"), std::to_string(id_))) {
+      store_->add(key("round"), round - store_->add(key("round"), 0));
+      RoundPlan p = close_round(round, deadline);
+      // The workers' store is served by node rank 0's agent, on its own port.
+      p.port = uint16_t(to_int(member_entry(p.ids.at(0))[3], 1, 65535));
+      // Once: a closer that was frozen past its claim's lease may find another's plan there.
+      etcd_->set_if_absent(plan_key, p.encode());
+      return;
+    }
+    try {
+      wait_keys(round, {plan_key}, Clock::now() + kSlice);
+      return;
+    } catch (const TimeoutError&) {
+      // No plan yet: its closer may have died; try to claim the round again.
+    }
+  }
+}
+
+void EtcdRendezvous::place_workers(Assignment& a, const RoundPlan& p) {
+  a.master_addr = member_entry(p.ids.at(0))[2];
+  a.listen_fd = a.node_rank == 0 ? workers_socket_.fd() : -1;
+}
+
+std::vector<std::string> EtcdRendezvous::member_entry(int id) {
+  std::istringstream node(store_->get(key("node/" + std::to_string(id))));
+  std::vector<std::string> words;
+  for (std::string w; node >> w;) words.push_back(w);
+  if (words.size() != 4) throw StoreError("rendezvous: malformed entry of agent " + std::to_string(id));
+  return words;
+}
+
+std::string EtcdRendezvous::claim_lost_cause() const {
+  return "its distrun agent's lease in etcd lapsed (it died, froze, or its host is unreachable)";
+}
+
+FailureRecord EtcdRendezvous::store_lost(const std::exception& e) const {
+  FailureRecord r;
+  r.final = true;
+  r.host = "etcd";
+  r.node_rank = -1;
+  r.cause = "the etcd cluster at " + opt_.endpoint + " stopped answering: " + e.what();
+  return r;
+}
+
+std::string EtcdRendezvous::where() const { return "etcd " + opt_.endpoint; }
+
+}  // namespace distrun::launcher

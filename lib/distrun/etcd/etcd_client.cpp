@@ -1,0 +1,202 @@
+#include "distrun/etcd/etcd_client.hpp"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "distrun/core/error.hpp"
+
+namespace distrun::etcd {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+// A member that takes longer than this for one request is asked again, or another is.
+constexpr milliseconds kTryTimeout{1500};
+constexpr milliseconds kConnectTimeout{500};
+constexpr milliseconds kPause{50};  // between passes over every endpoint
+
+size_t append(char* data, size_t size, size_t n, void* out) {
+  static_cast<std::string*>(out)->append(data, size * n);
+  return size * n;
+}
+
+std::string str(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+int64_t number(const json& obj, const char* field) {
+  // The gateway writes 64-bit integers as strings and leaves out zeroes.
+  if (!obj.contains(field)) return 0;
+  const json& v = obj[field];
+  try {
+    return v.is_string() ? std::stoll(v.get<std::string>()) : v.get<int64_t>();
+  } catch (const std::exception&) {
+    throw StoreError(std::string("etcd: bad number in field ") + field);
+  }
+}
+
+}  // namespace
+
+struct Client::Curl {
+  CURL* handle = nullptr;
+  curl_slist* headers = nullptr;
+  Curl() {
+    static std::once_flag once;
+    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+    handle = curl_easy_init();
+    if (!handle) throw StoreError("etcd: cannot start libcurl");
+    headers = curl_slist_append(nullptr, "Content-Type: application/json");
+  }
+  ~Curl() {
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(handle);
+  }
+};
+
+Client::Client(std::vector<std::string> endpoints, milliseconds timeout)
+    : endpoints_(std::move(endpoints)), timeout_(timeout), curl_(std::make_unique<Curl>()) {
+  for (auto& e : endpoints_) {
+    if (e.find("://") == std::string::npos) e = "http://" + e;
+    // etcd's client port, as torchrun's etcd backend assumes it.
+    if (e.find(':', e.find("://") + 3) == std::string::npos) e += ":2379";
+  }
+}
+
+Client::~Client() = default;
+
+json Client::call(const std::string& path, const json& body) {
+  const auto deadline = Clock::now() + timeout_;
+  const std::string request = body.dump();
+  std::string last_error;
+  for (;;) {
+    for (size_t n = 0; n < endpoints_.size(); ++n) {
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+      if (left <= milliseconds(0)) break;
+      const std::string& endpoint = endpoints_[current_];
+      std::string reply;
+      CURL* h = curl_->handle;
+      curl_easy_setopt(h, CURLOPT_URL, (endpoint + path).c_str());
+      curl_easy_setopt(h, CURLOPT_HTTPHEADER, curl_->headers);
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.c_str());
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, long(request.size()));
+      curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, append);
+      curl_easy_setopt(h, CURLOPT_WRITEDATA, &reply);
+      curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+      curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, long(std::min(left, kConnectTimeout).count()));
+      curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, long(std::min(left, kTryTimeout).count()));
+      const CURLcode rc = curl_easy_perform(h);
+      long status = 0;
+      curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+      if (rc == CURLE_OK && status == 200) {
+        char* local = nullptr;
+        if (curl_easy_getinfo(h, CURLINFO_LOCAL_IP, &local) == CURLE_OK && local) local_address_ = local;
+        json answer = json::parse(reply, nullptr, false);
+        if (answer.is_discarded() || !answer.is_object())
+          throw StoreError("etcd at " + endpoint + ": not JSON: " + reply);
+        return answer;
+      }
+      last_error =
+          endpoint + ": " + (rc != CURLE_OK ? curl_easy_strerror(rc) : "HTTP " + std::to_string(status) + " " + reply);
+      // A refusal (bad request, wrong credentials) is the same on every member; anything else
+      // (no leader yet, a member down) may pass.
+      if (rc == CURLE_OK && status >= 400 && status < 500) throw StoreError("etcd at " + last_error);
+      current_ = (current_ + 1) % endpoints_.size();
+    }
+    if (Clock::now() >= deadline)
+      throw TimeoutError("etcd: no member answered " + path + " within " + std::to_string(timeout_.count()) +
+                         " ms (last: " + last_error + ")");
+    std::this_thread::sleep_for(kPause);
+  }
+}
+
+std::optional<KeyValue> Client::get(const std::string& key) {
+  json r = call("/v3/kv/range", {{"key", base64_encode(key)}});
+  if (!r.contains("kvs") || r["kvs"].empty()) return std::nullopt;
+  const json& kv = r["kvs"][0];
+  return KeyValue{base64_decode(kv.value("value", "")), number(kv, "mod_revision")};
+}
+
+void Client::put(const std::string& key, const std::string& value, int64_t lease) {
+  json body = {{"key", base64_encode(key)}, {"value", base64_encode(value)}};
+  if (lease) body["lease"] = std::to_string(lease);
+  call("/v3/kv/put", body);
+}
+
+bool Client::create(const std::string& key, const std::string& value, int64_t lease) {
+  json put = {{"key", base64_encode(key)}, {"value", base64_encode(value)}};
+  if (lease) put["lease"] = std::to_string(lease);
+  json body = {{"compare", {{{"key", base64_encode(key)}, {"target", "CREATE"}, {"create_revision", "0"}}}},
+               {"success", {{{"requestPut", put}}}}};
+  return call("/v3/kv/txn", body).value("succeeded", false);
+}
+
+bool Client::compare_and_swap(const std::string& key, int64_t mod_revision, const std::string& value) {
+  json cmp = {{"key", base64_encode(key)}};
+  if (mod_revision == 0) {
+    cmp["target"] = "CREATE";
+    cmp["create_revision"] = "0";
+  } else {
+    cmp["target"] = "MOD";
+    cmp["mod_revision"] = std::to_string(mod_revision);
+  }
+  json body = {{"compare", {cmp}},
+               {"success", {{{"requestPut", {{"key", base64_encode(key)}, {"value", base64_encode(value)}}}}}}};
+  return call("/v3/kv/txn", body).value("succeeded", false);
+}
+
+bool Client::remove(const std::string& key) {
+  return number(call("/v3/kv/deleterange", {{"key", base64_encode(key)}}), "deleted") > 0;
+}
+
+int64_t Client::grant(int ttl) {
+  json r = call("/v3/lease/grant", {{"TTL", std::to_string(ttl)}});
+  if (r.contains("error") && !str(r["error"]).empty()) throw StoreError("etcd: lease refused: " + str(r["error"]));
+  return number(r, "ID");
+}
+
+bool Client::keep_alive(int64_t lease) {
+  json r = call("/v3/lease/keepalive", {{"ID", std::to_string(lease)}});
+  return r.contains("result") && number(r["result"], "TTL") > 0;
+}
+
+void Client::revoke(int64_t lease) { call("/v3/lease/revoke", {{"ID", std::to_string(lease)}}); }
+
+std::string base64_encode(const std::string& bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(bytes.data()), int(bytes.size()));
+  out.resize(size_t(n));
+  return out;
+}
+
+std::string base64_decode(const std::string& text) {
+  if (text.size() % 4 != 0) throw StoreError("etcd: bad base64");
+  std::string out(3 * text.size() / 4, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(text.data()), int(text.size()));
+  if (n < 0) throw StoreError("etcd: bad base64");
+  // EVP_DecodeBlock counts the padding as zero bytes.
+  size_t pad = text.empty() ? 0 : size_t(text.back() == '=') + size_t(text.size() > 1 && text[text.size() - 2] == '=');
+  out.resize(size_t(n) - pad);
+  return out;
+}
+
+std::vector<std::string> parse_endpoints(const std::string& list) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t comma = list.find(',', at);
+    if (comma == std::string::npos) comma = list.size();
+    if (comma > at) out.push_back(list.substr(at, comma - at));
+    at = comma + 1;
+  }
+  if (out.empty()) throw ConfigError("etcd: no endpoint given (HOST:PORT[,HOST:PORT...])");
+  return out;
+}
+
+}  // namespace distrun::etcd

@@ -1,0 +1,71 @@
+// A client of etcd's v3 API over its JSON gateway (HTTP or HTTPS, through libcurl): the few
+// calls a rendezvous needs. Keys and values are byte strings (base64 on the wire). Each call
+// goes to the endpoint that answered last, and moves on to the next one when it cannot connect
+// or gets no answer, so a cluster that lost its leader or a member is ridden through until the
+// call's deadline (TimeoutError then, naming every endpoint). Not thread-safe: one per thread.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace distrun::etcd {
+
+struct KeyValue {
+  std::string value;
+  int64_t mod_revision = 0;  // the revision of its last write (compare_and_swap's witness)
+};
+
+class Client {
+ public:
+  /// `endpoints`: "host[:port]" (http), "http://host[:port]" or "https://host[:port]" (the
+  /// system's CAs); the port is 2379 unless given. `timeout` bounds each call, every retry included.
+  Client(std::vector<std::string> endpoints, std::chrono::milliseconds timeout);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  std::optional<KeyValue> get(const std::string& key);
+  /// Puts `value`; with a lease, the key goes when the lease expires or is revoked.
+  void put(const std::string& key, const std::string& value, int64_t lease = 0);
+  /// Puts `value` only if `key` is absent; true when it did.
+  bool create(const std::string& key, const std::string& value, int64_t lease = 0);
+  /// Puts `value` only if `key` was last written at `mod_revision`; true when it did.
+  bool compare_and_swap(const std::string& key, int64_t mod_revision, const std::string& value);
+  /// Deletes `key`; true when it existed.
+  bool remove(const std::string& key);
+  /// A lease of `ttl` seconds: its id.
+  int64_t grant(int ttl);
+  /// Renews `lease`; false when it has expired already (its keys are gone).
+  bool keep_alive(int64_t lease);
+  void revoke(int64_t lease);
+
+  /// The local address of the last connection to etcd: this host's address as the cluster
+  /// (and so the other nodes) reach it.
+  const std::string& local_address() const { return local_address_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  nlohmann::json call(const std::string& path, const nlohmann::json& body);
+
+  std::vector<std::string> endpoints_;
+  std::chrono::milliseconds timeout_;
+  size_t current_ = 0;  // the endpoint that answered last
+  std::string local_address_;
+  struct Curl;
+  std::unique_ptr<Curl> curl_;
+};
+
+/// Base64 (RFC 4648, padded), as etcd's gateway writes bytes.
+std::string base64_encode(const std::string& bytes);
+/// StoreError when `text` is not base64.
+std::string base64_decode(const std::string& text);
+
+/// Splits "a:1,b:2" into its endpoints; ConfigError when empty.
+std::vector<std::string> parse_endpoints(const std::string& list);
+
+}  // namespace distrun::etcd

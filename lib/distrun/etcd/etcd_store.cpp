@@ -1,0 +1,176 @@
+#include "distrun/etcd/etcd_store.hpp"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "distrun/core/error.hpp"
+#include "distrun/store/auth.hpp"
+
+namespace distrun::etcd {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr milliseconds kPoll{20};  // how often wait() and get() look again
+constexpr size_t kTag = 32;
+
+}  // namespace
+
+EtcdStore::EtcdStore(std::vector<std::string> endpoints, std::string secret, milliseconds request_timeout,
+                     int lease_ttl)
+    : secret_(std::move(secret)), lease_ttl_(lease_ttl), client_(endpoints, request_timeout),
+      endpoints_(std::move(endpoints)) {
+  timeout_ = request_timeout;
+}
+
+EtcdStore::~EtcdStore() {
+  {
+    std::lock_guard<std::mutex> l(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+  // Claimed keys go at once, not lease_ttl later: this agent left on purpose.
+  if (lease_) try {
+      client_.revoke(lease_);
+    } catch (const Error&) {
+    }
+}
+
+std::string EtcdStore::seal(const std::string& key, const std::string& value) const {
+  if (secret_.empty()) return value;
+  std::string data = key;
+  data.push_back('\0');
+  data += value;
+  unsigned char tag[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), secret_.data(), int(secret_.size()), reinterpret_cast<const unsigned char*>(data.data()),
+       data.size(), tag, &n);
+  return std::string(reinterpret_cast<char*>(tag), n) + value;
+}
+
+std::string EtcdStore::open(const std::string& key, const std::string& stored) const {
+  if (secret_.empty()) return stored;
+  if (stored.size() < kTag || !auth::equal_in_constant_time(seal(key, stored.substr(kTag)), stored))
+    throw StoreError("etcd: the value of " + key + " does not carry the job secret's tag (written by someone else)");
+  return stored.substr(kTag);
+}
+
+void EtcdStore::set(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> l(mu_);
+  client_.put(key, seal(key, value));
+}
+
+std::string EtcdStore::get(const std::string& key) {
+  const auto deadline = Clock::now() + timeout_;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (auto kv = client_.get(key)) return open(key, kv->value);
+    }
+    if (Clock::now() >= deadline) throw TimeoutError("etcd: no key " + key);
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+int64_t EtcdStore::add(const std::string& key, int64_t delta) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (;;) {
+    auto kv = client_.get(key);
+    int64_t v = 0;
+    if (kv) try {
+        v = std::stoll(open(key, kv->value));
+      } catch (const std::logic_error&) {
+        throw StoreError("etcd: " + key + " holds no number");
+      }
+    if (delta == 0) return v;
+    // Optimistic: written only if nobody wrote in between, else read again.
+    if (client_.compare_and_swap(key, kv ? kv->mod_revision : 0, seal(key, std::to_string(v + delta))))
+      return v + delta;
+  }
+}
+
+bool EtcdStore::check(const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> l(mu_);
+  for (const auto& k : keys)
+    if (!client_.get(k)) return false;
+  return true;
+}
+
+void EtcdStore::wait(const std::vector<std::string>& keys, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    std::string missing;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (const auto& k : keys)
+        if (!client_.get(k)) {
+          missing = k;
+          break;
+        }
+    }
+    if (missing.empty()) return;
+    if (Clock::now() >= deadline)
+      throw TimeoutError("etcd: waited " + std::to_string(timeout.count()) + " ms for " + missing);
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+bool EtcdStore::remove(const std::string& key) {
+  std::lock_guard<std::mutex> l(mu_);
+  return client_.remove(key);
+}
+
+int64_t EtcdStore::lease() {
+  if (lease_) return lease_;
+  lease_ = client_.grant(lease_ttl_);
+  renewer_ = std::thread([this, timeout = client_.timeout()] { renew(endpoints_, timeout); });
+  return lease_;
+}
+
+void EtcdStore::renew(std::vector<std::string> endpoints, milliseconds request_timeout) {
+  Client client(std::move(endpoints), request_timeout);  // a handle of its own: this thread's
+  std::unique_lock<std::mutex> l(stop_mu_);
+  while (!stop_cv_.wait_for(l, milliseconds(lease_ttl_ * 1000 / 3), [this] { return stopping_; })) {
+    l.unlock();
+    try {
+      if (!client.keep_alive(lease_)) {
+        // Lapsed: the others took this process for gone. It runs again, so it claims anew.
+        const int64_t fresh = client.grant(lease_ttl_);
+        std::vector<std::pair<std::string, std::string>> claims;
+        {
+          std::lock_guard<std::mutex> m(mu_);
+          claims = claims_;
+        }
+        for (const auto& [key, sealed] : claims) client.create(key, sealed, fresh);
+        lease_ = fresh;
+      }
+    } catch (const Error&) {
+      // Tried again at the next tick; meanwhile the lease runs down, as for a lost host.
+    }
+    l.lock();
+  }
+}
+
+void EtcdStore::claim(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> l(mu_);
+  claims_.emplace_back(key, seal(key, value));
+  client_.put(key, claims_.back().second, lease());
+}
+
+bool EtcdStore::set_if_absent(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> l(mu_);
+  return client_.create(key, seal(key, value));
+}
+
+bool EtcdStore::claim_if_absent(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> l(mu_);
+  const std::string sealed = seal(key, value);
+  if (!client_.create(key, sealed, lease())) return false;
+  claims_.emplace_back(key, sealed);
+  return true;
+}
+
+}  // namespace distrun::etcd

@@ -1,0 +1,67 @@
+// The Store (set/get/add/wait) kept in etcd, for agents that must outlive any one host. With
+// a secret, every value is stored behind an HMAC-SHA256 tag over its key and value under that
+// secret, so a value that anyone without the secret wrote (or moved from another key) is
+// refused (StoreError) rather than believed; etcd's own access control still decides who may
+// write at all (a stranger with access can delete keys, but cannot forge them).
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "distrun/etcd/etcd_client.hpp"
+#include "distrun/store/store.hpp"
+
+namespace distrun::etcd {
+
+class EtcdStore : public Store {
+ public:
+  /// `lease_ttl`: seconds a claimed key outlives this process (or a freeze of it).
+  EtcdStore(std::vector<std::string> endpoints, std::string secret, std::chrono::milliseconds request_timeout,
+            int lease_ttl = 3);
+  ~EtcdStore() override;
+
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool remove(const std::string& key) override;
+  using Store::wait;
+
+  /// Sets `key` only when it is absent; true when this call did.
+  bool set_if_absent(const std::string& key, const std::string& value);
+  /// Sets `key` for as long as this process lives and runs: it is bound to a lease that a
+  /// thread of this store renews, so the key goes lease_ttl seconds after a crash or a freeze.
+  /// A lease found lapsed (this process was frozen, or etcd unreachable, for longer) is replaced
+  /// and every claim made again where it is still absent.
+  void claim(const std::string& key, const std::string& value);
+  /// As claim(), but only when `key` is absent; true when this process got it.
+  bool claim_if_absent(const std::string& key, const std::string& value);
+
+  /// This host's address as the etcd cluster sees it (see Client::local_address()).
+  const std::string& local_address() const { return client_.local_address(); }
+  /// The lease the claims are bound to now (0 before the first claim).
+  int64_t lease_id() const { return lease_; }
+
+ private:
+  std::string seal(const std::string& key, const std::string& value) const;
+  std::string open(const std::string& key, const std::string& stored) const;
+  int64_t lease();
+  void renew(std::vector<std::string> endpoints, std::chrono::milliseconds request_timeout);
+
+  std::string secret_;
+  int lease_ttl_;
+  std::mutex mu_;
+  Client client_;
+  std::atomic<int64_t> lease_{0};
+  std::vector<std::pair<std::string, std::string>> claims_;  // (key, sealed value), under mu_
+  std::vector<std::string> endpoints_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread renewer_;
+};
+
+}  // namespace distrun::etcd

@@ -1,0 +1,217 @@
+"""--rdzv-backend etcd against a real etcd (Debian's etcd-server): the client on its own, then
+elastic jobs whose rounds are kept in etcd, on network-namespace hosts joined by a bridge
+(agents on hosts of their own, etcd members on others). A job goes on without node 0 after
+node 0's host (agent and workers) is killed, and after the etcd leader is killed. Skips (77)
+without etcd, root or `ip netns`."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from launcher_harness import DISTRUN, PYTHON, Failed, check, free_port, main, skip
+from multihost_test import ELASTIC_PY, SECRET, elastic_lines, finish, ip
+
+TAG = f"det{os.getpid() % 100000}"
+ETCD = shutil.which("etcd")
+CLIENT_TEST = os.environ.get("ETCD_CLIENT_TEST", "")
+
+
+def need_etcd():
+    if not ETCD:
+        skip("etcd is not installed (Debian's etcd-server; scripts/deps.sh test)")
+
+
+def etcd_cmd(name, ip_addr, client, peer, cluster, data):
+    return [ETCD, "--name", name, "--data-dir", data, "--listen-client-urls", f"http://{ip_addr}:{client}",
+            "--advertise-client-urls", f"http://{ip_addr}:{client}", "--listen-peer-urls", f"http://{ip_addr}:{peer}",
+            "--initial-advertise-peer-urls", f"http://{ip_addr}:{peer}", "--initial-cluster", cluster,
+            "--initial-cluster-state", "new", "--initial-cluster-token", TAG, "--log-level", "error"]
+
+
+def wait_healthy(url, prefix=(), within=30):
+    """Until etcd at `url` has a leader; its status (member id, leader id)."""
+    deadline = time.time() + within
+    while time.time() < deadline:
+        r = subprocess.run([*prefix, "curl", "-s", "-m", "1", "-X", "POST", url + "/v3/maintenance/status"],
+                           capture_output=True, text=True)
+        try:
+            status = json.loads(r.stdout)
+            if status.get("leader"):
+                return status["header"]["member_id"], status["leader"]
+        except ValueError:
+            pass
+        time.sleep(0.2)
+    raise Failed(f"etcd at {url} has no leader within {within} s")
+
+
+def case_client():
+    """The client and EtcdStore (tests/unit/etcd) against one etcd on loopback."""
+    need_etcd()
+    if not os.access(CLIENT_TEST, os.X_OK):
+        raise Failed(f"ETCD_CLIENT_TEST={CLIENT_TEST!r} is not an executable")
+    with tempfile.TemporaryDirectory() as d:
+        client, peer = free_port(), free_port()
+        p = subprocess.Popen(etcd_cmd("one", "127.0.0.1", client, peer, f"one=http://127.0.0.1:{peer}", d + "/data"),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_healthy(f"http://127.0.0.1:{client}")
+            r = subprocess.run([CLIENT_TEST], env=dict(os.environ, DISTRUN_ETCD=f"127.0.0.1:{client}"),
+                               capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, f"the client's cases pass: rc {r.returncode}", r.stdout + r.stderr)
+        finally:
+            p.kill()
+            p.wait()
+
+
+class Cluster:
+    """`agents` agent hosts and `members` etcd hosts, namespaces on one bridge; etcd started."""
+
+    def __init__(self, agents, members):
+        self.hosts = [f"{TAG}a{k}" for k in range(agents)]
+        self.etcd_hosts = [f"{TAG}e{k}" for k in range(members)]
+        self.addr = {ns: f"192.0.2.{10 + k}" for k, ns in enumerate(self.hosts + self.etcd_hosts)}
+        self.hub = f"{TAG}hub"
+        self.etcd = []
+
+    def __enter__(self):
+        need_etcd()
+        if os.geteuid() != 0:
+            skip("needs root to create network namespaces")
+        if subprocess.run(["ip", "netns", "list"], capture_output=True).returncode != 0:
+            skip("`ip netns` is not available here")
+        self.dir = tempfile.mkdtemp(prefix=TAG)
+        try:
+            ip("netns", "add", self.hub)
+            ip("-n", self.hub, "link", "add", "br0", "type", "bridge")
+            ip("-n", self.hub, "link", "set", "br0", "up")
+            for k, ns in enumerate(self.hosts + self.etcd_hosts):
+                ip("netns", "add", ns)
+                ip("-n", self.hub, "link", "add", f"p{k}", "type", "veth", "peer", "name", "eth0", "netns", ns)
+                ip("-n", self.hub, "link", "set", f"p{k}", "master", "br0", "up")
+                ip("-n", ns, "addr", "add", self.addr[ns] + "/24", "dev", "eth0")
+                ip("-n", ns, "link", "set", "eth0", "up")
+                ip("-n", ns, "link", "set", "lo", "up")
+        except subprocess.CalledProcessError as e:
+            self.__exit__()
+            skip(f"cannot create namespaces/veth/bridge here: {e.stderr.decode().strip()}")
+        cluster = ",".join(f"{ns}=http://{self.addr[ns]}:2380" for ns in self.etcd_hosts)
+        for ns in self.etcd_hosts:
+            self.etcd.append(subprocess.Popen(["ip", "netns", "exec", ns, *etcd_cmd(
+                ns, self.addr[ns], 2379, 2380, cluster, os.path.join(self.dir, ns))],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        for ns in self.etcd_hosts:
+            wait_healthy(self.url(ns), ["ip", "netns", "exec", ns])
+        return self
+
+    def __exit__(self, *exc):
+        for ns in self.hosts + self.etcd_hosts:
+            self.kill_host(ns)
+        for p in self.etcd:
+            p.wait()
+        for ns in [*self.hosts, *self.etcd_hosts, self.hub]:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def url(self, ns):
+        return f"http://{self.addr[ns]}:2379"
+
+    def endpoints(self):
+        return ",".join(f"{self.addr[ns]}:2379" for ns in self.etcd_hosts)
+
+    def kill_host(self, ns):
+        """Every process of host `ns` gets SIGKILL at once, as when its machine dies."""
+        r = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+        for pid in r.stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+    def leader(self):
+        """The etcd host that leads now."""
+        ids = {}
+        lead = None
+        for ns in self.etcd_hosts:
+            try:
+                ids[ns], lead = wait_healthy(self.url(ns), ["ip", "netns", "exec", ns], within=2)
+            except Failed:
+                continue  # a member that is down
+        return next(ns for ns, i in ids.items() if i == lead)
+
+    def agent(self, k, log, nnodes, run_id):
+        env = dict(os.environ, DISTRUN_CMA="0", DISTRUN_STORE_SECRET=SECRET, ELASTIC_LOG=log)
+        cmd = ["ip", "netns", "exec", self.hosts[k], DISTRUN, "--nnodes", nnodes, "--nproc-per-node", "2",
+               "--rdzv-backend", "etcd-v2" if k % 2 else "etcd", "--rdzv-endpoint", self.endpoints(),
+               "--rdzv-id", run_id, "--rdzv-conf", "last_call_timeout=1,join_timeout=30", "--max-restarts", "2",
+               "--monitor-interval", "0.2", "--stop-grace", "1", "--", PYTHON, "-c", ELASTIC_PY, TAG, "dies", "0"]
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def lines(path):
+    return elastic_lines(open(path).read()) if os.path.exists(path) else set()
+
+
+def run_without_node0(c, nodes, kill_leader):
+    """`nodes` agents meet (world 2*nodes); optionally the etcd leader is killed and the job
+    must go on untouched; then node 0's host (agent and workers) is killed, and the others
+    re-form without it and finish (the workers end once restarted)."""
+    logs = [os.path.join(c.dir, f"log{k}") for k in range(nodes)]
+    procs = [c.agent(k, logs[k], f"{nodes - 1}:{nodes}", TAG) for k in range(nodes)]
+    world = 2 * nodes
+    round0 = {(world, r, r // 2, nodes, 0) for r in range(world)}
+    deadline = time.time() + 40
+    while not round0 <= set().union(*map(lines, logs)):
+        if time.time() > deadline or any(p.poll() is not None for p in procs):
+            for p in procs:
+                p.kill()
+            check(False, f"round 0 never ran on every node: {[lines(l) for l in logs]}",
+                         "\n".join(p.communicate()[1] for p in procs))
+        time.sleep(0.1)
+    if kill_leader:
+        leader = c.leader()
+        c.kill_host(leader)
+        time.sleep(5)  # past the agents' lease TTL and an election: nobody may be declared dead
+        now = set().union(*map(lines, logs))
+        check(all(l[4] == 0 for l in now), f"killing the etcd leader ({leader}) restarts nothing: {sorted(now)}")
+        check(all(p.poll() is None for p in procs), "every agent still runs after the leader's death",
+              str([p.poll() for p in procs]))
+        successor = c.leader()
+        check(successor != leader, f"the cluster elected another leader ({successor}) after {leader}'s death")
+        print(f"killed the etcd leader on {leader}; {successor} leads now", flush=True)
+    # Node rank 0 of the round: the agent whose workers have GROUP_RANK 0 (the lowest ticket).
+    dead = next(k for k in range(nodes) if (world, 0, 0, nodes, 0) in lines(logs[k]))
+    c.kill_host(c.hosts[dead])
+    killed = time.time()
+    after = {(world - 2, r, r // 2, nodes - 1, 1) for r in range(world - 2)}
+    while not after <= set().union(*(lines(l) for k, l in enumerate(logs) if k != dead)):
+        check(time.time() < killed + 40, "the survivors restart within 40 s of node 0's death")
+        time.sleep(0.05)
+    print(f"MEASURE node 0's host killed to the survivors' workers restarted: {time.time() - killed:.2f} s", flush=True)
+    res = finish([p for k, p in enumerate(procs) if k != dead], timeout=60)
+    got = set()
+    for rc, out, err in res:
+        check(rc == 0, f"a survivor finishes: rc {rc}", out + err)
+        got |= elastic_lines(out)
+    check(after <= got and all(l[4] == 0 or l in after for l in got),
+          f"the survivors re-formed without node 0 (world {world - 2}, restart 1): {sorted(got)}",
+          "\n".join(out + err for _, out, err in res))
+
+
+def case_node0_host_killed():
+    """One etcd member, two agent hosts (--nnodes 1:2): node 0's host dies, node 1 goes on alone."""
+    with Cluster(2, 1) as c:
+        run_without_node0(c, 2, kill_leader=False)
+
+
+def case_leader_and_node0_killed():
+    """A 3-member etcd cluster, three agent hosts (--nnodes 2:3): the etcd leader's host dies
+    (the job runs on, nobody restarts), then node 0's host: the other two re-form and finish."""
+    with Cluster(3, 3) as c:
+        run_without_node0(c, 3, kill_leader=True)
+
+
+if __name__ == "__main__":
+    main({name[5:]: fn for name, fn in globals().items() if name.startswith("case_")})

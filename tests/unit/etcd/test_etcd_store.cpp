@@ -1,0 +1,152 @@
+// The etcd client and EtcdStore against a real etcd, whose client URL is in $DISTRUN_ETCD
+// (tests/launcher/etcd_test.py starts one and runs these; alone, they are not registered).
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <thread>
+
+#include "distrun/core/error.hpp"
+#include "distrun/etcd/etcd_client.hpp"
+#include "distrun/etcd/etcd_store.hpp"
+
+using namespace distrun;
+using namespace distrun::etcd;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::string> endpoints() {
+  const char* e = std::getenv("DISTRUN_ETCD");
+  REQUIRE(e);
+  return parse_endpoints(e);
+}
+
+// Keys of this run only: the same etcd may serve several runs.
+std::string unique(const std::string& name) { return "test/" + std::to_string(::getpid()) + "/" + name; }
+
+}  // namespace
+
+TEST_CASE("base64 round-trips every byte") {
+  std::string all;
+  for (int c = 0; c < 256; ++c) all.push_back(char(c));
+  for (size_t n : {0, 1, 2, 3, 4, 256}) CHECK(base64_decode(base64_encode(all.substr(0, n))) == all.substr(0, n));
+  CHECK(base64_encode("foo") == "Zm9v");
+  CHECK_THROWS_AS(base64_decode("abc"), StoreError);
+}
+
+TEST_CASE("client: put, get, create, compare_and_swap, remove") {
+  Client c(endpoints(), 5s);
+  const std::string k = unique("kv");
+  CHECK_FALSE(c.get(k));
+  c.put(k, std::string("a\0b", 3));
+  auto kv = c.get(k);
+  REQUIRE(kv);
+  CHECK(kv->value == std::string("a\0b", 3));
+  CHECK_FALSE(c.create(k, "x"));
+  CHECK(c.compare_and_swap(k, kv->mod_revision, "second"));
+  CHECK_FALSE(c.compare_and_swap(k, kv->mod_revision, "stale"));
+  CHECK(c.get(k)->value == "second");
+  CHECK(c.remove(k));
+  CHECK_FALSE(c.remove(k));
+  CHECK(c.create(k, "first"));
+  CHECK_FALSE(c.local_address().empty());
+}
+
+TEST_CASE("client: a leased key goes with its revoked lease") {
+  Client c(endpoints(), 5s);
+  const std::string k = unique("leased");
+  int64_t lease = c.grant(5);
+  c.put(k, "v", lease);
+  CHECK(c.keep_alive(lease));
+  CHECK(c.get(k));
+  c.revoke(lease);
+  CHECK_FALSE(c.get(k));
+  CHECK_FALSE(c.keep_alive(lease));
+}
+
+TEST_CASE("client: an endpoint that is down is skipped; all down is a TimeoutError") {
+  auto eps = endpoints();
+  eps.insert(eps.begin(), "127.0.0.1:1");  // nothing listens on port 1
+  Client c(eps, 3s);
+  c.put(unique("skip"), "v");
+  CHECK(c.get(unique("skip"))->value == "v");
+  Client none({"127.0.0.1:1"}, 300ms);
+  CHECK_THROWS_AS(none.get("k"), TimeoutError);
+  Client default_port({"127.0.0.1"}, 300ms);  // port 2379 (a test's etcd listens elsewhere)
+  CHECK_THROWS_AS(default_port.get("k"), TimeoutError);
+}
+
+TEST_CASE("store: add from many threads loses no update") {
+  const std::string k = unique("counter");
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      EtcdStore s(endpoints(), "secret", 5s);
+      for (int i = 0; i < 10; ++i) s.add(k, 1);
+    });
+  for (auto& t : threads) t.join();
+  EtcdStore s(endpoints(), "secret", 5s);
+  CHECK(s.add(k, 0) == 40);
+}
+
+TEST_CASE("store: wait, get and check") {
+  EtcdStore s(endpoints(), "secret", 2s);
+  const std::string k = unique("later");
+  CHECK_FALSE(s.check({k}));
+  CHECK_THROWS_AS(s.wait({k}, 100ms), TimeoutError);
+  std::thread writer([&] {
+    std::this_thread::sleep_for(200ms);
+    EtcdStore(endpoints(), "secret", 2s).set(k, "there");
+  });
+  CHECK(s.get(k) == "there");
+  writer.join();
+  CHECK(s.check({k}));
+  CHECK(s.remove(k));
+}
+
+TEST_CASE("store: a value without the secret's tag is refused") {
+  const std::string k = unique("forged");
+  Client(endpoints(), 2s).put(k, "hello");  // written by a stranger
+  EtcdStore s(endpoints(), "secret", 2s);
+  CHECK_THROWS_AS(s.get(k), StoreError);
+  CHECK_THROWS_AS(s.add(k, 1), StoreError);
+  // Another job's secret, or a tagged value moved to another key: refused too.
+  EtcdStore(endpoints(), "other", 2s).set(k, "theirs");
+  CHECK_THROWS_AS(s.get(k), StoreError);
+  s.set(k, "mine");
+  Client raw(endpoints(), 2s);
+  raw.put(unique("moved"), raw.get(k)->value);
+  CHECK_THROWS_AS(s.get(unique("moved")), StoreError);
+  CHECK(s.get(k) == "mine");
+}
+
+TEST_CASE("store: a claim lives while its store runs, and only one process gets a claim_if_absent") {
+  const std::string k = unique("claimed"), only = unique("only");
+  Client raw(endpoints(), 2s);
+  {
+    EtcdStore a(endpoints(), "secret", 2s, 2), b(endpoints(), "secret", 2s, 2);
+    a.claim(k, "1");
+    CHECK(a.claim_if_absent(only, "a"));
+    CHECK_FALSE(b.claim_if_absent(only, "b"));
+    std::this_thread::sleep_for(3s);  // past the lease's TTL: renewed meanwhile
+    CHECK(raw.get(k));
+    CHECK(b.get(only) == "a");
+  }
+  CHECK_FALSE(raw.get(k));  // revoked when the store went
+  CHECK_FALSE(raw.get(only));
+}
+
+TEST_CASE("store: claims are made again under a new lease when the old one lapsed") {
+  const std::string k = unique("reclaimed");
+  Client raw(endpoints(), 2s);
+  EtcdStore s(endpoints(), "secret", 2s, 2);
+  s.claim(k, "1");
+  const int64_t first = s.lease_id();
+  raw.revoke(first);  // as if this process had been frozen past the lease's TTL
+  CHECK_FALSE(raw.get(k));
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!raw.get(k) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  CHECK(s.get(k) == "1");
+  CHECK(s.lease_id() != first);
+}
