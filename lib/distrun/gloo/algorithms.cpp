@@ -7,6 +7,12 @@ namespace distrun {
 
 namespace {
 
+// std::memcpy for what a zero-size collective passes too: no bytes, and buffers that may be
+// null (memcpy's arguments must not be, even for no bytes).
+void copy_bytes(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+
 // Up to this many bytes per rank the direct algorithms win on any path: one round of
 // messages instead of the ring's n-1 (on shared memory they win at every size).
 constexpr uint64_t kSmall = uint64_t(64) << 10;
@@ -83,7 +89,7 @@ class AllReduceSmall : public Schedule {
  public:
   AllReduceSmall(int rank, int size, const char* mine, char* sum, size_t bytes, size_t es, ReduceFn fn)
       : rank_(rank), size_(size), mine_(mine), sum_(sum), bytes_(bytes), es_(es), fn_(fn) {
-    if (rank_ == 0) std::memcpy(sum_, mine_, bytes_), own_added_ = true;
+    if (rank_ == 0) copy_bytes(sum_, mine_, bytes_), own_added_ = true;
   }
   int phases() const override { return 1; }
   void pieces(int, int reader, const Emit& emit) const override {
@@ -94,7 +100,7 @@ class AllReduceSmall : public Schedule {
     // Every lower rank is in: ours goes next.
     if (at == 0 && piece.peer > rank_ && !own_added_) fn_(sum_, sum_, mine_, bytes_ / es_), own_added_ = true;
     if (piece.peer == 0)
-      std::memcpy(sum_ + at, data, bytes);
+      copy_bytes(sum_ + at, data, bytes);
     else
       fn_(sum_ + at, sum_ + at, data, bytes / es_);
   }
@@ -237,13 +243,13 @@ void PathCollectives::all_gather(Intent intent, const void* in, void* out, std::
   const size_t bytes = intent.bytes;
   auto* o = static_cast<char*>(out);
   if (ring(bytes)) {
-    std::memcpy(o + size_t(rank_) * bytes, in, bytes);
+    copy_bytes(o + size_t(rank_) * bytes, in, bytes);
     path_->meet(intent, out, bytes * size_t(size_), timeout);
     AllGatherRing s(size_, bytes, o);
     return drive(s, timeout);
   }
   path_->meet(intent, in, bytes, timeout);
-  std::memcpy(o + size_t(rank_) * bytes, in, bytes);
+  copy_bytes(o + size_t(rank_) * bytes, in, bytes);
   auto s = direct_copy(size_, [&](int, int p) { return Piece{p, 0, bytes, o + size_t(p) * bytes}; });
   drive(s, timeout);
 }
@@ -253,7 +259,7 @@ void PathCollectives::gather(Intent intent, const void* in, void* out, std::chro
   const int root = intent.root;
   auto* o = static_cast<char*>(out);
   path_->meet(intent, rank_ == root ? nullptr : in, bytes, timeout);
-  if (rank_ == root) std::memcpy(o + size_t(rank_) * bytes, in, bytes);
+  if (rank_ == root) copy_bytes(o + size_t(rank_) * bytes, in, bytes);
   auto s = direct_copy(size_, [&](int reader, int p) {
     return reader == root ? Piece{p, 0, bytes, o + size_t(p) * bytes} : Piece{};
   });
@@ -264,7 +270,7 @@ void PathCollectives::scatter(Intent intent, const void* in, void* out, std::chr
   const size_t bytes = intent.bytes;
   const int root = intent.root;
   path_->meet(intent, rank_ == root ? in : nullptr, bytes * size_t(size_), timeout);
-  if (rank_ == root) std::memcpy(out, static_cast<const char*>(in) + size_t(rank_) * bytes, bytes);
+  if (rank_ == root) copy_bytes(out, static_cast<const char*>(in) + size_t(rank_) * bytes, bytes);
   auto s = direct_copy(size_, [&](int reader, int p) {
     return p == root ? Piece{p, uint64_t(reader) * bytes, bytes, static_cast<char*>(out)} : Piece{};
   });
@@ -290,8 +296,8 @@ void PathCollectives::all_to_all(Intent intent, const void* in, void* out, std::
   std::vector<size_t> at(size_t(size_) + 1, 0);
   for (int p = 0; p < size_; ++p) at[size_t(p) + 1] = at[size_t(p)] + mine.recv_bytes[size_t(p)];
   if (mine.recv_bytes[size_t(rank_)] != 0)  // an empty block may come with null buffers
-    std::memcpy(o + at[size_t(rank_)], static_cast<const char*>(in) + mine.send_offset[size_t(rank_)],
-                mine.recv_bytes[size_t(rank_)]);
+    copy_bytes(o + at[size_t(rank_)], static_cast<const char*>(in) + mine.send_offset[size_t(rank_)],
+               mine.recv_bytes[size_t(rank_)]);
   auto s = direct_copy(size_, [&](int reader, int p) {
     const Intent& from = table[size_t(p)];
     return Piece{p, from.send_offset[size_t(reader)], size_t(from.send_bytes[size_t(reader)]),
@@ -307,13 +313,13 @@ void PathCollectives::reduce_scatter(Intent intent, const void* in, void* out, s
   if (ring(bytes)) {
     const size_t left_starts = size_t(mod(rank_ - 1, size_)) * bytes;
     if (scratch_.size() < bytes * size_t(size_)) scratch_.resize(bytes * size_t(size_));
-    std::memcpy(scratch_.data() + left_starts, i + left_starts, bytes);
+    copy_bytes(scratch_.data() + left_starts, i + left_starts, bytes);
     path_->meet(intent, scratch_.data(), bytes * size_t(size_), timeout);
     ReduceScatterRing s(rank_, size_, bytes, i, scratch_.data(), static_cast<char*>(out), element_size, fn);
     return drive(s, timeout);
   }
   path_->meet(intent, in, bytes * size_t(size_), timeout);
-  std::memcpy(out, i + size_t(rank_) * bytes, bytes);
+  copy_bytes(out, i + size_t(rank_) * bytes, bytes);
   DirectFold s(size_, -1, bytes, bytes, static_cast<char*>(out), element_size, fn, true);
   drive(s, timeout);
 }
@@ -338,7 +344,7 @@ void PathCollectives::all_reduce(Intent intent, void* data, size_t element_size,
     drive(s, timeout);
     // Peers may read our buffer until we finish; the sum goes into it after.
     s.close();
-    std::memcpy(d, scratch_.data(), bytes);
+    copy_bytes(d, scratch_.data(), bytes);
     return;
   }
   const Blocks blocks(bytes / element_size, element_size, size_);
