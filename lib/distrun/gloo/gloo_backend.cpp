@@ -13,10 +13,10 @@
 #include "distrun/core/error.hpp"
 #include "distrun/core/log.hpp"
 #include "distrun/gloo/gloo_store.hpp"
-#include "distrun/gloo/algorithms.hpp"
-#include "distrun/gloo/hierarchical_transport.hpp"
-#include "distrun/gloo/shm_path.hpp"
-#include "distrun/gloo/tcp_path.hpp"
+#include "distrun/host/algorithms.hpp"
+#include "distrun/host/hierarchical_transport.hpp"
+#include "distrun/host/paths/shm_path.hpp"
+#include "distrun/host/paths/tcp_path.hpp"
 
 namespace distrun {
 
@@ -263,7 +263,12 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   auto cross =
       std::make_shared<GlooBackend>(std::make_shared<PrefixStore>("hier/slice" + std::to_string(slice), store_), host,
                                     int(hosts.size()), inner, liveness_, cross_globals, device_);
-  return std::make_unique<HierarchicalTransport>(tcp(), std::move(local), std::move(cross), on, host, slice);
+  // Each inner group's collectives, kept alive by the group that owns them.
+  auto collectives = [](std::shared_ptr<GlooBackend> group) {
+    return std::shared_ptr<CollectiveTransport>(group, &group->transport());
+  };
+  return std::make_unique<HierarchicalTransport>(tcp(), collectives(std::move(local)), collectives(std::move(cross)),
+                                                 on, host, slice);
 }
 
 GlooBackend::~GlooBackend() = default;

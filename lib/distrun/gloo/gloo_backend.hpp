@@ -10,8 +10,8 @@
 #include "distrun/backend/intent.hpp"
 #include "distrun/backend/liveness.hpp"
 #include "distrun/backend/reduce_kernels.hpp"
-#include "distrun/gloo/algorithms.hpp"
-#include "distrun/gloo/transport.hpp"
+#include "distrun/host/algorithms.hpp"
+#include "distrun/host/transport.hpp"
 #include "distrun/store/store.hpp"
 
 namespace gloo {

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "distrun/gloo/shm_path.hpp"
+#include "distrun/host/paths/shm_path.hpp"
 
 using namespace distrun;
 

@@ -17,7 +17,7 @@
 #include <memory>
 #include <vector>
 
-#include "distrun/gloo/path.hpp"
+#include "distrun/host/path.hpp"
 
 namespace gloo {
 class Context;

@@ -1,4 +1,4 @@
-#include "distrun/gloo/hierarchical_transport.hpp"
+#include "distrun/host/hierarchical_transport.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -8,12 +8,12 @@
 #include <mutex>
 #include <thread>
 
-#include "distrun/gloo/gloo_backend.hpp"
 
 namespace distrun {
 
-HierarchicalTransport::HierarchicalTransport(std::unique_ptr<PathCollectives> flat, std::shared_ptr<GlooBackend> local,
-                                             std::shared_ptr<GlooBackend> cross,
+HierarchicalTransport::HierarchicalTransport(std::unique_ptr<PathCollectives> flat,
+                                             std::shared_ptr<CollectiveTransport> local,
+                                             std::shared_ptr<CollectiveTransport> cross,
                                              std::vector<std::vector<int>> ranks_on_host, int host, int place)
     : flat_(std::move(flat)), local_(std::move(local)), cross_(std::move(cross)), on_(std::move(ranks_on_host)),
       host_(host), place_(place) {}
@@ -21,8 +21,8 @@ HierarchicalTransport::HierarchicalTransport(std::unique_ptr<PathCollectives> fl
 HierarchicalTransport::~HierarchicalTransport() = default;
 
 std::string HierarchicalTransport::name() const {
-  return "hierarchical(" + local_->transport_name() + " x" + std::to_string(local_->size()) + ", " +
-         cross_->transport_name() + " x" + std::to_string(cross_->size()) + ")";
+  return "hierarchical(" + local_->name() + " x" + std::to_string(on_[0].size()) + ", " + cross_->name() + " x" +
+         std::to_string(on_.size()) + ")";
 }
 
 namespace {
@@ -101,7 +101,7 @@ class CrossSteps {
 
 void HierarchicalTransport::all_reduce(Intent intent, void* data, size_t es, ReduceFn fn,
                                        std::chrono::milliseconds timeout) {
-  const size_t k = size_t(local_->size());
+  const size_t k = on_[size_t(host_)].size();
   const size_t count = intent.bytes / es;
   const size_t pieces = pieces_for(intent.bytes);
   // Each piece: k blocks of `block` elements, block i reduced by local rank i.
@@ -119,9 +119,9 @@ void HierarchicalTransport::all_reduce(Intent intent, void* data, size_t es, Red
     char* piece = base + c * piece_bytes;
     char* mine = slice_.data() + c * block_bytes;
     if (kind == CollectiveKind::ReduceScatter)
-      local_->transport().reduce_scatter(step, piece, mine, es, fn, timeout);
+      local_->reduce_scatter(step, piece, mine, es, fn, timeout);
     else
-      local_->transport().all_gather(step, mine, piece, timeout);
+      local_->all_gather(step, mine, piece, timeout);
   };
   Intent cross_step = intent;
   cross_step.bytes = block_bytes;
@@ -130,7 +130,7 @@ void HierarchicalTransport::all_reduce(Intent intent, void* data, size_t es, Red
   // piece would cost a round trip over the slow link each time (4 of them at 4 MiB).
   cross_step.flags |= Intent::kAgreed;
   auto cross_piece = [&](size_t c) {
-    cross_->transport().all_reduce(cross_step, slice_.data() + c * block_bytes, es, fn, timeout);
+    cross_->all_reduce(cross_step, slice_.data() + c * block_bytes, es, fn, timeout);
   };
   if (pieces == 1) {  // nothing to overlap: no thread
     local_step(CollectiveKind::ReduceScatter, 0);
@@ -169,11 +169,10 @@ void HierarchicalTransport::all_gather(Intent intent, const void* in, void* out,
   flat_->agree(intent, timeout);
   // staged_[g]: the block of the rank at our place on host g.
   if (staged_.size() < hosts * bytes) staged_.resize(hosts * bytes);
-  cross_->transport().all_gather(step(intent, CollectiveKind::AllGather, bytes), in, staged_.data(), timeout);
+  cross_->all_gather(step(intent, CollectiveKind::AllGather, bytes), in, staged_.data(), timeout);
   // gathered_[p][g]: the block of the rank at place p on host g.
   if (gathered_.size() < places * hosts * bytes) gathered_.resize(places * hosts * bytes);
-  local_->transport().all_gather(step(intent, CollectiveKind::AllGather, hosts * bytes), staged_.data(),
-                                 gathered_.data(), timeout);
+  local_->all_gather(step(intent, CollectiveKind::AllGather, hosts * bytes), staged_.data(), gathered_.data(), timeout);
   auto* o = static_cast<char*>(out);
   for (size_t p = 0; p < places; ++p)
     for (size_t g = 0; g < hosts; ++g)
@@ -193,10 +192,10 @@ void HierarchicalTransport::reduce_scatter(Intent intent, const void* in, void* 
       std::memcpy(staged_.data() + (p * hosts + g) * bytes, i + size_t(on_[g][p]) * bytes, bytes);
   // gathered_[g]: the host's sum of the block for the rank at our place on host g.
   if (gathered_.size() < hosts * bytes) gathered_.resize(hosts * bytes);
-  local_->transport().reduce_scatter(step(intent, CollectiveKind::ReduceScatter, hosts * bytes), staged_.data(),
-                                     gathered_.data(), element_size, fn, timeout);
-  cross_->transport().reduce_scatter(step(intent, CollectiveKind::ReduceScatter, bytes), gathered_.data(), out,
-                                     element_size, fn, timeout);
+  local_->reduce_scatter(step(intent, CollectiveKind::ReduceScatter, hosts * bytes), staged_.data(), gathered_.data(),
+                         element_size, fn, timeout);
+  cross_->reduce_scatter(step(intent, CollectiveKind::ReduceScatter, bytes), gathered_.data(), out, element_size, fn,
+                         timeout);
 }
 
 void HierarchicalTransport::broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) {
@@ -206,8 +205,8 @@ void HierarchicalTransport::broadcast(Intent intent, void* data, std::chrono::mi
     for (size_t p = 0; p < on_[g].size(); ++p)
       if (on_[g][p] == intent.root) root_host = g, root_place = p;
   if (size_t(place_) == root_place)
-    cross_->transport().broadcast(step(intent, CollectiveKind::Broadcast, intent.bytes, int(root_host)), data, timeout);
-  local_->transport().broadcast(step(intent, CollectiveKind::Broadcast, intent.bytes, int(root_place)), data, timeout);
+    cross_->broadcast(step(intent, CollectiveKind::Broadcast, intent.bytes, int(root_host)), data, timeout);
+  local_->broadcast(step(intent, CollectiveKind::Broadcast, intent.bytes, int(root_place)), data, timeout);
 }
 
 }  // namespace distrun

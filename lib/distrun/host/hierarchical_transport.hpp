@@ -24,22 +24,22 @@
 #include <memory>
 #include <vector>
 
-#include "distrun/gloo/algorithms.hpp"
-#include "distrun/gloo/transport.hpp"
+#include "distrun/host/algorithms.hpp"
+#include "distrun/host/transport.hpp"
 
 namespace distrun {
-
-class GlooBackend;
 
 class HierarchicalTransport : public CollectiveTransport {
  public:
   /// `flat`: the whole group over TCP; `local`: this rank's host (its rank there is the
-  /// slice it owns); `cross`: the ranks that own the same slice, one per host.
+  /// slice it owns); `cross`: the ranks that own the same slice, one per host. The two are
+  /// the collectives of groups made by the layer above (which keeps them alive through the
+  /// shared pointers); their sizes are read from `ranks_on_host`.
   /// `ranks_on_host[h]`: the group ranks on host h, in the order of their place there (the
   /// local group's ranks); this rank is ranks_on_host[host][place].
-  HierarchicalTransport(std::unique_ptr<PathCollectives> flat, std::shared_ptr<GlooBackend> local,
-                        std::shared_ptr<GlooBackend> cross, std::vector<std::vector<int>> ranks_on_host, int host,
-                        int place);
+  HierarchicalTransport(std::unique_ptr<PathCollectives> flat, std::shared_ptr<CollectiveTransport> local,
+                        std::shared_ptr<CollectiveTransport> cross, std::vector<std::vector<int>> ranks_on_host,
+                        int host, int place);
   ~HierarchicalTransport() override;
 
   /// e.g. "hierarchical(shm x2, tcp x2)": the host's path and size, then the hosts' path and count.
@@ -69,7 +69,7 @@ class HierarchicalTransport : public CollectiveTransport {
 
  private:
   std::unique_ptr<PathCollectives> flat_;
-  std::shared_ptr<GlooBackend> local_, cross_;
+  std::shared_ptr<CollectiveTransport> local_, cross_;
   // The intent of a step on a sub-group (kind, bytes per rank, root there), marked agreed:
   // the whole group has agreed on `intent` already.
   static Intent step(const Intent& intent, CollectiveKind kind, uint64_t bytes, int root = -1);

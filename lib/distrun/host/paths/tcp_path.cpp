@@ -1,4 +1,4 @@
-#include "distrun/gloo/tcp_path.hpp"
+#include "distrun/host/paths/tcp_path.hpp"
 
 #include <gloo/allgather.h>
 #include <gloo/context.h>

@@ -1,4 +1,4 @@
-#include "distrun/gloo/algorithms.hpp"
+#include "distrun/host/algorithms.hpp"
 
 #include <algorithm>
 #include <cstring>

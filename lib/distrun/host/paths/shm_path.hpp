@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "distrun/gloo/path.hpp"
+#include "distrun/host/path.hpp"
 #include "distrun/store/store.hpp"
 
 namespace gloo {

@@ -1,4 +1,4 @@
-#include "distrun/gloo/shm_path.hpp"
+#include "distrun/host/paths/shm_path.hpp"
 
 #include <gloo/barrier.h>
 #include <gloo/context.h>
@@ -22,7 +22,7 @@
 #include <sstream>
 
 #include "distrun/core/error.hpp"
-#include "distrun/gloo/tcp_path.hpp"
+#include "distrun/host/paths/tcp_path.hpp"
 
 namespace distrun {
 

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "distrun/backend/reduce_kernels.hpp"
-#include "distrun/gloo/algorithms.hpp"
+#include "distrun/host/algorithms.hpp"
 
 using namespace distrun;
 

@@ -19,8 +19,8 @@
 #include <memory>
 #include <vector>
 
-#include "distrun/gloo/path.hpp"
-#include "distrun/gloo/transport.hpp"
+#include "distrun/host/path.hpp"
+#include "distrun/host/transport.hpp"
 
 namespace distrun {
 
