@@ -197,38 +197,20 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   auto tcp = [&] {
     return over(std::make_unique<TcpPath>(context_, rank_, size_, global_ranks_, [this] { return next_tag_++; }));
   };
-  if (size_ < 2) return tcp();
   // Every member's settings and host, in group rank order: the same table, hence the same
-  // verdict, on all. Settings that differ would run different schedules or paths on the two
-  // ends of a pair (an abort in Gloo, or a wait until the timeout): an error on every member.
-  const std::string me = options_.host_id.empty() ? kernel_boot_id() : options_.host_id;
-  const std::string settings = options_.shared_settings();
-  store_->set("members/" + std::to_string(rank_), settings + "\n" + me);
-  std::vector<std::string> member(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r) member[size_t(r)] = store_->get("members/" + std::to_string(r));
-  auto settings_of = [&](int r) { return member[size_t(r)].substr(0, member[size_t(r)].find('\n')); };
-  std::string differ;
-  for (int r = 1; r < size_; ++r)
-    if (settings_of(r) != settings_of(0))
-      differ += ", rank " + std::to_string(global_rank(r)) + " has " + settings_of(r);
-  if (!differ.empty())
-    throw ConfigError(
-        "the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO, DISTRUN_HIERARCHY and "
-        "DISTRUN_SHM_INLINE_BYTES: rank " +
-        std::to_string(global_rank(0)) + " has " + settings_of(0) + differ);
-  if (options_.transport == GlooTransport::Tcp) return tcp();
-  std::vector<std::string> hosts;    // distinct, in order of their first rank
-  std::vector<std::vector<int>> on;  // group ranks per host
-  std::vector<int> host_of;
-  for (int r = 0; r < size_; ++r) {
-    const std::string h = member[size_t(r)].substr(member[size_t(r)].find('\n') + 1);
-    const size_t at = size_t(std::find(hosts.begin(), hosts.end(), h) - hosts.begin());
-    if (at == hosts.size()) hosts.push_back(h), on.emplace_back();
-    on[at].push_back(r);
-    host_of.push_back(int(at));
+  // verdict, on all. A group of one has no one to tell.
+  std::vector<GroupMember> members{{global_rank(rank_), "", ""}};
+  if (size_ > 1) {
+    const std::string host = options_.host_id.empty() ? kernel_boot_id() : options_.host_id;
+    store_->set("members/" + std::to_string(rank_), options_.shared_settings() + "\n" + host);
+    members.clear();
+    for (int r = 0; r < size_; ++r) {
+      const std::string m = store_->get("members/" + std::to_string(r));
+      members.push_back({global_rank(r), m.substr(0, m.find('\n')), m.substr(m.find('\n') + 1)});
+    }
   }
-  if (hosts.size() == 1) {
-    std::unique_ptr<ShmPath> shm;
+  std::unique_ptr<ShmPath> shm;
+  const PathChoice choice = choose_path(members, rank_, options_.transport, options_.hierarchy, [&] {
     try {
       shm = ShmPath::create(
           context_, *std::make_shared<PrefixStore>("shm", store_), rank_, size_, [this] { return next_tag_++; },
@@ -238,20 +220,15 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
     } catch (const std::exception& e) {
       fail("rendezvous", e);
     }
-    if (shm) return over(std::move(shm));
-  }
-  // Every member reached the same verdict above, so all of them throw or none.
-  if (options_.transport == GlooTransport::SharedMemory)
-    throw BackendError(
-        "DISTRUN_TRANSPORT=shm: the members of this group cannot read each other's memory "
-        "(other hosts, other PID namespaces, or ptrace restrictions)");
-  const size_t k = on[0].size();
-  const bool even = std::all_of(on.begin(), on.end(), [&](const std::vector<int>& v) { return v.size() == k; });
-  if (hosts.size() == 1 || k < 2 || !even || options_.hierarchy == Hierarchy::Flat) return tcp();
+    return shm != nullptr;
+  });
+  if (choice.kind == PathChoice::SharedMemory) return over(std::move(shm));
+  if (choice.kind == PathChoice::Tcp) return tcp();
   // One group per host (its ranks meet through shared memory when they can) and one per slice
   // (the ranks at the same place on each host, over TCP); each made by its members only.
-  const int host = host_of[size_t(rank_)];
-  const int slice = int(std::find(on[size_t(host)].begin(), on[size_t(host)].end(), rank_) - on[size_t(host)].begin());
+  const auto& on = choice.ranks_on_host;
+  const int host = choice.host, slice = choice.slice;
+  const size_t k = on[0].size();
   GlooBackendOptions inner = options_;
   inner.log_choice = false;
   std::vector<int> local_globals, cross_globals;
@@ -259,10 +236,10 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   for (auto& v : on) cross_globals.push_back(global_rank(v[size_t(slice)]));
   auto local = std::make_shared<GlooBackend>(std::make_shared<PrefixStore>("hier/host" + std::to_string(host), store_),
                                              slice, int(k), inner, liveness_, local_globals, device_);
-  inner.transport = GlooTransport::Tcp;
+  inner.transport = PathPreference::Tcp;
   auto cross =
       std::make_shared<GlooBackend>(std::make_shared<PrefixStore>("hier/slice" + std::to_string(slice), store_), host,
-                                    int(hosts.size()), inner, liveness_, cross_globals, device_);
+                                    int(on.size()), inner, liveness_, cross_globals, device_);
   // Each inner group's collectives, kept alive by the group that owns them.
   auto collectives = [](std::shared_ptr<GlooBackend> group) {
     return std::shared_ptr<CollectiveTransport>(group, &group->transport());
@@ -280,11 +257,11 @@ void GlooBackendOptions::read_env() {
   };
   const std::string t = env("DISTRUN_TRANSPORT");
   if (t == "shm")
-    transport = GlooTransport::SharedMemory;
+    transport = PathPreference::SharedMemory;
   else if (t == "tcp" || (t.empty() && env("DISTRUN_CMA") == "0"))
-    transport = GlooTransport::Tcp;
+    transport = PathPreference::Tcp;
   else if (t.empty() || t == "auto")
-    transport = GlooTransport::Auto;
+    transport = PathPreference::Auto;
   else
     throw ConfigError("DISTRUN_TRANSPORT='" + t + "': expected auto, shm or tcp");
   if (!env("DISTRUN_ALLREDUCE_ALGO").empty())
@@ -317,7 +294,7 @@ void GlooBackendOptions::read_env() {
 }
 
 std::string GlooBackendOptions::shared_settings() const {
-  const char* t = transport == GlooTransport::Tcp ? "tcp" : transport == GlooTransport::SharedMemory ? "shm" : "auto";
+  const char* t = transport == PathPreference::Tcp ? "tcp" : transport == PathPreference::SharedMemory ? "shm" : "auto";
   const char* a = algorithm == Algorithm::Ring ? "ring" : algorithm == Algorithm::Direct ? "direct" : "auto";
   return std::string("DISTRUN_TRANSPORT=") + t + " DISTRUN_ALGO=" + a +
          " DISTRUN_HIERARCHY=" + (hierarchy == Hierarchy::Flat ? "flat" : "auto") +

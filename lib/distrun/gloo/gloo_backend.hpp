@@ -11,6 +11,7 @@
 #include "distrun/backend/liveness.hpp"
 #include "distrun/backend/reduce_kernels.hpp"
 #include "distrun/host/algorithms.hpp"
+#include "distrun/host/path_policy.hpp"
 #include "distrun/host/transport.hpp"
 #include "distrun/store/store.hpp"
 
@@ -23,21 +24,11 @@ class Device;
 
 namespace distrun {
 
-/// How the members of a group move data: chosen once per group (see GlooBackend).
-enum class GlooTransport {
-  Auto,          // shared memory (shm_path.hpp) when every member is on this host and readable, else TCP
-  SharedMemory,  // shared memory or an error: for tests and benchmarks that must not fall back
-  Tcp,           // Gloo's TCP pairs, even on one host
-};
-/// A group over several hosts with k > 1 ranks on each: all_reduce through the hosts'
-/// shared memory and one TCP ring per slice (hierarchical_transport.hpp), or flat over TCP.
-enum class Hierarchy { Auto, Flat };
-
 struct GlooBackendOptions {
   std::chrono::milliseconds timeout{30000};  // default for every collective and the rendezvous
   std::string hostname;                      // local address to bind (see local_address_towards)
   std::string iface;                         // or an interface name (GLOO_SOCKET_IFNAME)
-  GlooTransport transport = GlooTransport::Auto;
+  PathPreference transport = PathPreference::Auto;
   Algorithm algorithm = Algorithm::Auto;  // algorithms.hpp
   Hierarchy hierarchy = Hierarchy::Auto;
   /// The largest payload the shared-memory path copies through a rank's slot rather than
@@ -106,7 +97,8 @@ class GlooBackend : public Backend {
   // This rank's statement of the collective about to run (the transport numbers it).
   static Intent intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root = -1,
                        std::optional<ReduceOp> op = {});
-  // The path for this group, decided from every member's host (the same verdict on all).
+  // The path for this group: every member's statement exchanged through the store, the verdict
+  // (host/path_policy.hpp, the same on all) and the path it names, built.
   std::unique_ptr<CollectiveTransport> choose_transport();
   // The Gloo slots of the next point-to-point message with `peer` under `tag` (low two bits
   // free for its parts).

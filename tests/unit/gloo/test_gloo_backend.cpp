@@ -22,7 +22,7 @@ Tensor full(int64_t n, double v, DType dt) {
 
 // Runs fn(backend) on `n` thread ranks over `transport`; returns each rank's error ("" when
 // it returned normally).
-std::vector<std::string> on_ranks(int n, GlooTransport transport, const std::function<void(GlooBackend&)>& fn) {
+std::vector<std::string> on_ranks(int n, PathPreference transport, const std::function<void(GlooBackend&)>& fn) {
   auto store = std::make_shared<HashStore>();
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -34,7 +34,7 @@ std::vector<std::string> on_ranks(int n, GlooTransport transport, const std::fun
         o.timeout = std::chrono::seconds(20);
         o.transport = transport;
         GlooBackend b(store, r, n, o);
-        const std::string want = transport == GlooTransport::Tcp ? "tcp" : "shm";
+        const std::string want = transport == PathPreference::Tcp ? "tcp" : "shm";
         if (b.transport_name() != want) throw std::runtime_error("path is " + b.transport_name() + ", not " + want);
         fn(b);
       } catch (const CollectiveMismatchError& e) {
@@ -47,8 +47,8 @@ std::vector<std::string> on_ranks(int n, GlooTransport transport, const std::fun
   return errors;
 }
 
-const GlooTransport kPaths[] = {GlooTransport::SharedMemory, GlooTransport::Tcp};
-const char* path_name(GlooTransport t) { return t == GlooTransport::Tcp ? "tcp" : "shm"; }
+const PathPreference kPaths[] = {PathPreference::SharedMemory, PathPreference::Tcp};
+const char* path_name(PathPreference t) { return t == PathPreference::Tcp ? "tcp" : "shm"; }
 
 }  // namespace
 
@@ -248,9 +248,9 @@ TEST_CASE(
       threads.emplace_back([&, r] {
         GlooBackendOptions o;
         o.timeout = std::chrono::seconds(20);
-        o.transport = GlooTransport::Tcp;
+        o.transport = PathPreference::Tcp;
         if (r == 1 && which == 0) o.algorithm = Algorithm::Ring;
-        if (r == 1 && which == 1) o.transport = GlooTransport::Auto;
+        if (r == 1 && which == 1) o.transport = PathPreference::Auto;
         if (r == 1 && which == 2) o.hierarchy = Hierarchy::Flat;
         if (r == 1 && which == 3) o.shm_inline_bytes = 0;
         try {
