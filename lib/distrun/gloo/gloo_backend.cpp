@@ -336,7 +336,7 @@ void GlooBackend::guarded(const char* op, std::chrono::milliseconds timeout, F&&
 void GlooBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   Tensor h = host(tensor);
   Intent want = intent(CollectiveKind::Broadcast, h.dtype(), h.nbytes(), opts.root);
-  guarded("broadcast", timeout_of(opts), [&] { transport_->broadcast(want, h.data(), timeout_of(opts)); });
+  guarded("broadcast", timeout_of(opts), [&] { transport_->run({want, nullptr, h.data()}, timeout_of(opts)); });
   copy_back(tensor, h);
 }
 
@@ -344,8 +344,9 @@ void GlooBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
   Intent want = intent(CollectiveKind::AllReduce, h.dtype(), h.nbytes(), -1, opts.op);
-  guarded("all_reduce", timeout_of(opts),
-          [&] { transport_->all_reduce(want, h.data(), h.element_size(), fn, timeout_of(opts)); });
+  guarded("all_reduce", timeout_of(opts), [&] {
+    transport_->run({want, nullptr, h.data(), h.element_size(), fn}, timeout_of(opts));
+  });
   if (opts.op == ReduceOp::Avg) divide_by(h, size_);
   copy_back(tensor, h);
 }
@@ -355,8 +356,9 @@ void GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
   Tensor h = host(tensor);
   ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
   Intent want = intent(CollectiveKind::Reduce, h.dtype(), h.nbytes(), opts.root, opts.op);
-  guarded("reduce", timeout_of(opts),
-          [&] { transport_->reduce(want, h.data(), h.element_size(), fn, timeout_of(opts)); });
+  guarded("reduce", timeout_of(opts), [&] {
+    transport_->run({want, nullptr, h.data(), h.element_size(), fn}, timeout_of(opts));
+  });
   if (opts.op == ReduceOp::Avg && rank_ == opts.root) divide_by(h, size_);
   copy_back(tensor, h);
 }
@@ -366,8 +368,7 @@ void GlooBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptio
   Intent want = intent(CollectiveKind::AllGather, hi.dtype(), hi.nbytes());
   want.whole = ho.nbytes();
   Tensor whole = right_sized(ho, hi.nbytes() * size_t(size_));
-  guarded("all_gather", timeout_of(opts),
-          [&] { transport_->all_gather(want, hi.data(), whole.data(), timeout_of(opts)); });
+  guarded("all_gather", timeout_of(opts), [&] { transport_->run({want, hi.data(), whole.data()}, timeout_of(opts)); });
   copy_back(out, ho);
 }
 
@@ -377,8 +378,9 @@ void GlooBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   Intent want = intent(CollectiveKind::Gather, hi.dtype(), hi.nbytes(), opts.root);
   if (root) want.whole = ho.nbytes();
   Tensor whole = root ? right_sized(ho, hi.nbytes() * size_t(size_)) : Tensor();
-  guarded("gather", timeout_of(opts),
-          [&] { transport_->gather(want, hi.data(), root ? whole.data() : nullptr, timeout_of(opts)); });
+  guarded("gather", timeout_of(opts), [&] {
+    transport_->run({want, hi.data(), root ? whole.data() : nullptr}, timeout_of(opts));
+  });
   if (root) copy_back(out, ho);
 }
 
@@ -388,8 +390,9 @@ void GlooBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   Intent want = intent(CollectiveKind::Scatter, ho.dtype(), ho.nbytes(), opts.root);
   if (root) want.whole = hi.nbytes();
   Tensor whole = root ? right_sized(hi, ho.nbytes() * size_t(size_)) : Tensor();
-  guarded("scatter", timeout_of(opts),
-          [&] { transport_->scatter(want, root ? whole.data() : nullptr, ho.data(), timeout_of(opts)); });
+  guarded("scatter", timeout_of(opts), [&] {
+    transport_->run({want, root ? whole.data() : nullptr, ho.data()}, timeout_of(opts));
+  });
   copy_back(out, ho);
 }
 
@@ -406,7 +409,7 @@ void GlooBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScat
     want.whole = hin.nbytes();
     const Tensor whole = right_sized(hin, block * size_t(size_));
     guarded("reduce_scatter", timeout_of(opts), [&] {
-      transport_->reduce_scatter(want, whole.data(), hout.data(), hout.element_size(), fn, timeout_of(opts));
+      transport_->run({want, whole.data(), hout.data(), hout.element_size(), fn}, timeout_of(opts));
     });
   }
   if (opts.op == ReduceOp::Avg) divide_by(hout, size_);
@@ -440,8 +443,9 @@ void GlooBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
     at += send;
     want.recv_bytes.push_back(even ? ho.nbytes() / size_t(size_) : size_t(opts.recv_counts[size_t(j)]) * es);
   }
-  guarded("all_to_all", timeout_of(opts),
-          [&] { transport_->all_to_all(std::move(want), hi.data(), ho.data(), timeout_of(opts)); });
+  guarded("all_to_all", timeout_of(opts), [&] {
+    transport_->run({std::move(want), hi.data(), ho.data()}, timeout_of(opts));
+  });
   copy_back(out, ho);
 }
 

@@ -239,6 +239,21 @@ void PathCollectives::agree(const Intent& intent, std::chrono::milliseconds time
   path_->finish(timeout);
 }
 
+void PathCollectives::run(const HostOp& op, std::chrono::milliseconds timeout) {
+  switch (op.intent.kind) {
+    case CollectiveKind::AllGather: return all_gather(op.intent, op.in, op.out, timeout);
+    case CollectiveKind::Gather: return gather(op.intent, op.in, op.out, timeout);
+    case CollectiveKind::Scatter: return scatter(op.intent, op.in, op.out, timeout);
+    case CollectiveKind::Broadcast: return broadcast(op.intent, op.out, timeout);
+    case CollectiveKind::AllReduce: return all_reduce(op.intent, op.out, op.element_size, op.fn, timeout);
+    case CollectiveKind::Reduce: return reduce(op.intent, op.out, op.element_size, op.fn, timeout);
+    case CollectiveKind::ReduceScatter:
+      return reduce_scatter(op.intent, op.in, op.out, op.element_size, op.fn, timeout);
+    case CollectiveKind::AllToAll: return all_to_all(op.intent, op.in, op.out, timeout);
+  }
+  throw BackendError("no collective of kind " + std::to_string(uint32_t(op.intent.kind)));
+}
+
 void PathCollectives::all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
   const size_t bytes = intent.bytes;
   auto* o = static_cast<char*>(out);

@@ -99,7 +99,18 @@ class CrossSteps {
 
 }  // namespace
 
-void HierarchicalTransport::all_reduce(Intent intent, void* data, size_t es, ReduceFn fn,
+void HierarchicalTransport::run(const HostOp& op, std::chrono::milliseconds timeout) {
+  switch (op.intent.kind) {
+    case CollectiveKind::AllReduce: return all_reduce(op.intent, op.out, op.element_size, op.fn, timeout);
+    case CollectiveKind::AllGather: return all_gather(op.intent, op.in, op.out, timeout);
+    case CollectiveKind::ReduceScatter:
+      return reduce_scatter(op.intent, op.in, op.out, op.element_size, op.fn, timeout);
+    case CollectiveKind::Broadcast: return broadcast(op.intent, op.out, timeout);
+    default: return flat_->run(op, timeout);
+  }
+}
+
+void HierarchicalTransport::all_reduce(const Intent& intent, void* data, size_t es, ReduceFn fn,
                                        std::chrono::milliseconds timeout) {
   const size_t k = on_[size_t(host_)].size();
   const size_t count = intent.bytes / es;
@@ -119,9 +130,9 @@ void HierarchicalTransport::all_reduce(Intent intent, void* data, size_t es, Red
     char* piece = base + c * piece_bytes;
     char* mine = slice_.data() + c * block_bytes;
     if (kind == CollectiveKind::ReduceScatter)
-      local_->reduce_scatter(step, piece, mine, es, fn, timeout);
+      local_->run({step, piece, mine, es, fn}, timeout);
     else
-      local_->all_gather(step, mine, piece, timeout);
+      local_->run({step, mine, piece}, timeout);
   };
   Intent cross_step = intent;
   cross_step.bytes = block_bytes;
@@ -130,7 +141,7 @@ void HierarchicalTransport::all_reduce(Intent intent, void* data, size_t es, Red
   // piece would cost a round trip over the slow link each time (4 of them at 4 MiB).
   cross_step.flags |= Intent::kAgreed;
   auto cross_piece = [&](size_t c) {
-    cross_->all_reduce(cross_step, slice_.data() + c * block_bytes, es, fn, timeout);
+    cross_->run({cross_step, nullptr, slice_.data() + c * block_bytes, es, fn}, timeout);
   };
   if (pieces == 1) {  // nothing to overlap: no thread
     local_step(CollectiveKind::ReduceScatter, 0);
@@ -164,23 +175,24 @@ Intent HierarchicalTransport::step(const Intent& intent, CollectiveKind kind, ui
   return s;
 }
 
-void HierarchicalTransport::all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
+void HierarchicalTransport::all_gather(const Intent& intent, const void* in, void* out,
+                                       std::chrono::milliseconds timeout) {
   const size_t bytes = intent.bytes, hosts = on_.size(), places = on_[0].size();
   flat_->agree(intent, timeout);
   // staged_[g]: the block of the rank at our place on host g.
   if (staged_.size() < hosts * bytes) staged_.resize(hosts * bytes);
-  cross_->all_gather(step(intent, CollectiveKind::AllGather, bytes), in, staged_.data(), timeout);
+  cross_->run({step(intent, CollectiveKind::AllGather, bytes), in, staged_.data()}, timeout);
   // gathered_[p][g]: the block of the rank at place p on host g.
   if (gathered_.size() < places * hosts * bytes) gathered_.resize(places * hosts * bytes);
-  local_->all_gather(step(intent, CollectiveKind::AllGather, hosts * bytes), staged_.data(), gathered_.data(), timeout);
+  local_->run({step(intent, CollectiveKind::AllGather, hosts * bytes), staged_.data(), gathered_.data()}, timeout);
   auto* o = static_cast<char*>(out);
   for (size_t p = 0; p < places; ++p)
     for (size_t g = 0; g < hosts; ++g)
       std::memcpy(o + size_t(on_[g][p]) * bytes, gathered_.data() + (p * hosts + g) * bytes, bytes);
 }
 
-void HierarchicalTransport::reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
-                                           std::chrono::milliseconds timeout) {
+void HierarchicalTransport::reduce_scatter(const Intent& intent, const void* in, void* out, size_t element_size,
+                                           ReduceFn fn, std::chrono::milliseconds timeout) {
   const size_t bytes = intent.bytes, hosts = on_.size(), places = on_[0].size();
   flat_->agree(intent, timeout);
   // staged_[p][g]: our block for the rank at place p on host g, so that each place's blocks
@@ -192,21 +204,21 @@ void HierarchicalTransport::reduce_scatter(Intent intent, const void* in, void* 
       std::memcpy(staged_.data() + (p * hosts + g) * bytes, i + size_t(on_[g][p]) * bytes, bytes);
   // gathered_[g]: the host's sum of the block for the rank at our place on host g.
   if (gathered_.size() < hosts * bytes) gathered_.resize(hosts * bytes);
-  local_->reduce_scatter(step(intent, CollectiveKind::ReduceScatter, hosts * bytes), staged_.data(), gathered_.data(),
-                         element_size, fn, timeout);
-  cross_->reduce_scatter(step(intent, CollectiveKind::ReduceScatter, bytes), gathered_.data(), out, element_size, fn,
-                         timeout);
+  local_->run({step(intent, CollectiveKind::ReduceScatter, hosts * bytes), staged_.data(), gathered_.data(),
+               element_size, fn},
+              timeout);
+  cross_->run({step(intent, CollectiveKind::ReduceScatter, bytes), gathered_.data(), out, element_size, fn}, timeout);
 }
 
-void HierarchicalTransport::broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) {
+void HierarchicalTransport::broadcast(const Intent& intent, void* data, std::chrono::milliseconds timeout) {
   flat_->agree(intent, timeout);  // also refuses a root outside the group, before the search below
   size_t root_host = 0, root_place = 0;
   for (size_t g = 0; g < on_.size(); ++g)
     for (size_t p = 0; p < on_[g].size(); ++p)
       if (on_[g][p] == intent.root) root_host = g, root_place = p;
   if (size_t(place_) == root_place)
-    cross_->broadcast(step(intent, CollectiveKind::Broadcast, intent.bytes, int(root_host)), data, timeout);
-  local_->broadcast(step(intent, CollectiveKind::Broadcast, intent.bytes, int(root_place)), data, timeout);
+    cross_->run({step(intent, CollectiveKind::Broadcast, intent.bytes, int(root_host)), nullptr, data}, timeout);
+  local_->run({step(intent, CollectiveKind::Broadcast, intent.bytes, int(root_place)), nullptr, data}, timeout);
 }
 
 }  // namespace distrun

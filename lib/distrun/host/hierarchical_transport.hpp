@@ -44,30 +44,19 @@ class HierarchicalTransport : public CollectiveTransport {
 
   /// e.g. "hierarchical(shm x2, tcp x2)": the host's path and size, then the hosts' path and count.
   std::string name() const override;
-  void all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
-                  std::chrono::milliseconds timeout) override;
-
-  void all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) override;
-  void reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
-                      std::chrono::milliseconds timeout) override;
-  void broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) override;
-
-  // Flat: rooted ones move at most one copy between hosts either way; all_to_all's blocks are
-  // all different, so nothing is shared within a host.
-  void gather(Intent i, const void* in, void* out, std::chrono::milliseconds t) override {
-    flat_->gather(i, in, out, t);
-  }
-  void scatter(Intent i, const void* in, void* out, std::chrono::milliseconds t) override {
-    flat_->scatter(i, in, out, t);
-  }
-  void reduce(Intent i, void* data, size_t es, ReduceFn fn, std::chrono::milliseconds t) override {
-    flat_->reduce(i, data, es, fn, t);
-  }
-  void all_to_all(Intent i, const void* in, void* out, std::chrono::milliseconds t) override {
-    flat_->all_to_all(i, in, out, t);
-  }
+  /// all_reduce, all_gather, reduce_scatter and broadcast by hosts; the rest flat: rooted ones
+  /// move at most one copy between hosts either way, and all_to_all's blocks are all different,
+  /// so nothing is shared within a host.
+  void run(const HostOp& op, std::chrono::milliseconds timeout) override;
 
  private:
+  void all_reduce(const Intent& intent, void* data, size_t element_size, ReduceFn fn,
+                  std::chrono::milliseconds timeout);
+  void all_gather(const Intent& intent, const void* in, void* out, std::chrono::milliseconds timeout);
+  void reduce_scatter(const Intent& intent, const void* in, void* out, size_t element_size, ReduceFn fn,
+                      std::chrono::milliseconds timeout);
+  void broadcast(const Intent& intent, void* data, std::chrono::milliseconds timeout);
+
   std::unique_ptr<PathCollectives> flat_;
   std::shared_ptr<CollectiveTransport> local_, cross_;
   // The intent of a step on a sub-group (kind, bytes per rank, root there), marked agreed:
