@@ -117,6 +117,7 @@ FailureRecord own_record(Rendezvous& rendezvous, const Assignment& a, int attemp
     mine.cause = "distrun stopped by " + signal_abbrev(r.signal) + (mine.final ? "" : " (the node left)");
   } else {
     mine.rank = r.failure->rank;
+    mine.frozen = r.failure->wait_status == WorkerGroup::kStoppedStatus;
     mine.cause = "worker (local rank " + std::to_string(r.failure->local_rank) + ") ended with " +
                  describe_wait_status(r.failure->wait_status);
   }
@@ -133,8 +134,10 @@ class AttemptWatch {
     // A worker frozen for the heartbeat timeout is as gone as a silent agent.
     WorkerGroup group(specs, router, job_.signals, std::chrono::milliseconds(int64_t(job_.options.stop_grace * 1000)),
                       std::chrono::milliseconds(int64_t(job_.options.heartbeat_timeout * 1000)));
+    group_ = &group;
     out_.result = group.run([this] { return peer_failed(); }, job_.watch_interval,
                             [this](const GroupResult& r) { on_failure(r); });
+    group_ = nullptr;
     return out_;
   }
 
@@ -149,8 +152,19 @@ class AttemptWatch {
  private:
   bool peer_failed() {
     out_.first = rendezvous_.watch(attempt_);
-    if (out_.first) publish_flights();
-    return out_.first.has_value();
+    if (!out_.first) return false;
+    // A worker of ours frozen now: the failed rank elsewhere most likely gave up waiting for
+    // it, so it is told (and takes that rank's place as the first failure) before the flight
+    // records go out, which the other nodes wait for before they print the failure.
+    if (!out_.first->frozen && out_.first->rank >= 0)
+      if (auto frozen = group_->stopped_now()) {
+        GroupResult mine;
+        mine.outcome = GroupOutcome::failed;
+        mine.failure = std::move(frozen);
+        on_failure(mine);
+      }
+    publish_flights();
+    return true;
   }
 
   // Seen the moment it happens, while the other workers are still being stopped (which may
@@ -175,6 +189,7 @@ class AttemptWatch {
   int attempt_, restart_;
   AttemptOutcome out_;
   bool flights_published_ = false;
+  WorkerGroup* group_ = nullptr;  // while run() runs
 };
 
 }  // namespace
@@ -205,6 +220,8 @@ AttemptOutcome run_attempt(const AgentJob& job, Rendezvous& rendezvous, const As
   const std::string flights =
       out.result.outcome == GroupOutcome::interrupted ? "" : job_flight_table(rendezvous, attempt, a.node_rank);
   rendezvous.acknowledge(attempt);
+  // Read again: a frozen worker found by another node since may have taken the first place.
+  if (auto now = rendezvous.first_failure(attempt)) out.first = now;
   if (!out.first->joining) {
     print_job_failure(*out.first);
     if (!flights.empty()) std::cerr << "distrun: " << flights << std::flush;

@@ -214,6 +214,31 @@ def case_stopped_rank_on_node1():
     stopped_at(mark, within=3)
 
 
+def case_frozen_rank_named_first():
+    """Rank 3 (node 1) is frozen; rank 1 (node 0) gives up waiting for it after 2 s and exits 1,
+    long before the heartbeat timeout (30 s) would name rank 3. Every node's failure line
+    names the frozen rank 3 on node 1, not rank 1 that failed because of it."""
+    mark = f"{TAG}-gaveup"
+    script = ('if [ "$RANK" = 3 ]; then kill -STOP $$; fi; '
+              'if [ "$RANK" = 1 ]; then sleep 2; echo "rank 1: no answer from rank 3" >&2; exit 1; fi; '
+              'sleep 60 # ' + mark)
+    with Hosts(2) as h:
+        t0 = time.time()
+        procs = [h.agent(k, 2, ["--", "sh", "-c", script], extra=["--rdzv-conf", "heartbeat_timeout=30"])
+                 for k in (0, 1)]
+        res = finish(procs, timeout=40)
+        took = time.time() - t0
+        print(f"MEASURE rank 1 gives up on frozen rank 3 (2 s): {took:.2f} s from the start until both agents ended",
+              flush=True)
+        check([r[0] for r in res] == [1, 1], f"both agents exit 1: {[r[0] for r in res]}", str(res))
+        lines = [first_failure(r[2]) for r in res]
+        check(lines[0] is not None and lines[0] == lines[1], "the same summary on every node", str(lines))
+        check("node rank 1, rank 3:" in lines[0] and "frozen, not ended" in lines[0],
+              "the summary names the frozen rank 3 on node 1, not rank 1", lines[0])
+        check(took < 20, f"long before the 30 s heartbeat timeout: {took:.2f} s")
+    stopped_at(mark, within=3)
+
+
 def case_agent_sigterm():
     """SIGTERM to node 1's agent: it stops its workers and exits 143; node 0 stops too, exit 1."""
     mark = f"{TAG}-term"
@@ -296,6 +321,38 @@ def case_agent_frozen_node0():
         check("node rank 0: node 0's own agent had not run for" in (first_failure(res[0][2]) or ""),
               "node 0 names its own stall first, not node 1 that gave up on it", res[0][2])
     stopped_at(mark, within=3)
+
+
+def case_stalled_node0_late_arrival():
+    """Three nodes: node 1 joins, node 0's agent is then stopped (SIGSTOP) during the
+    rendezvous, and node 2 arrives meanwhile (its connection is accepted by node 0's kernel,
+    but nobody answers). Nodes 1 and 2 both end after the heartbeat timeout (3 s here) naming
+    node 0, not at the 20 s rendezvous timeout; node 0, resumed, ends too."""
+    mark = f"{TAG}-late"
+    extra = ["--rdzv-conf", "heartbeat_timeout=3"]
+    with Hosts(3) as h:
+        procs = [h.agent(k, 3, ["--", "true", mark], extra=extra) for k in (0, 1)]
+        time.sleep(1.5)  # node 1 has joined; both wait for node 2
+        t0 = time.time()
+        procs[0].send_signal(signal.SIGSTOP)
+        try:
+            procs.append(h.agent(2, 3, ["--", "true", mark], extra=extra))
+            late = finish(procs[1:], timeout=18)
+            took = time.time() - t0
+        finally:
+            procs[0].send_signal(signal.SIGCONT)
+        first = finish(procs[:1], timeout=15)
+        resumed = time.time() - t0 - took
+        print(f"MEASURE node 0 stopped during a 3-node rendezvous: {took:.2f} s until nodes 1 and 2 ended "
+              f"(heartbeat timeout 3 s); node 0 ended {resumed:.2f} s after its SIGCONT", flush=True)
+        for k, (rc, _, err) in zip((1, 2), late):
+            check(rc == 1, f"node {k} exits 1: rc {rc}", err)
+            check("node 0" in err and "heartbeat timeout" in err and "did not answer within 20 s" not in err,
+                  f"node {k} names node 0's silence", err)
+        check(took < 12, f"after the heartbeat timeout, not the 20 s rendezvous timeout: {took:.2f} s")
+        check(first[0][0] == 1, f"node 0 exits 1 once resumed: rc {first[0][0]}", first[0][2])
+        check("node rank 0: node 0's own agent had not run for" in (first_failure(first[0][2]) or ""),
+              "node 0 names its own stall, not the nodes that gave up on it", first[0][2])
 
 
 def case_host_vanishes():
