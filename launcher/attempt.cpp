@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "failure_report.hpp"
@@ -65,8 +66,18 @@ std::optional<winsize> workers_terminal(bool redirected) {
   return std::nullopt;
 }
 
+// --cpu-bind auto binds the ranks of an agent alone on its host: agents of several nodes
+// on one host (SLURM steps packed on one node, tests) would each hand out the same CPUs. The
+// attempt's plan says which host every node is on.
+bool binds_cpus(const AgentJob& job, const Rendezvous& rendezvous) {
+  if (job.cpus.empty()) return false;
+  if (!job.cpus_if_alone) return true;
+  const auto& hosts = rendezvous.node_hosts();
+  return std::count(hosts.begin(), hosts.end(), rendezvous.host()) <= 1;
+}
+
 WorkerSpec worker_spec(const AgentJob& job, const Assignment& a, int local, int restart,
-                       const std::optional<winsize>& terminal) {
+                       const std::optional<winsize>& terminal, bool bind) {
   const LaunchOptions& o = job.options;
   WorkerIdentity id;
   id.rank = a.rank_offset + local;
@@ -100,7 +111,7 @@ WorkerSpec worker_spec(const AgentJob& job, const Assignment& a, int local, int 
   spec.envp = to_envp(env);
   spec.stdin_pipe = o.stdin_rank == local;
   spec.terminal = terminal;
-  spec.cpus = job.cpus.empty() ? std::vector<int>{} : job.cpus[size_t(local)];
+  spec.cpus = bind ? job.cpus[size_t(local)] : std::vector<int>{};
   spec.shown_name = job.what;
   if (job.python) spec.interpreter = job.python->path + " (" + job.python->reason + ")";
   spec.error_file = id.error_file;
@@ -204,9 +215,10 @@ AttemptOutcome run_attempt(const AgentJob& job, Rendezvous& rendezvous, const As
   OutputRouter router(console, job.plan.nproc_per_node, a.rank_offset, job.redirected ? &job.logs : nullptr,
                       a.log_attempt);
   const std::optional<winsize> terminal = workers_terminal(job.redirected);
+  const bool bind = binds_cpus(job, rendezvous);
   std::vector<WorkerSpec> specs;
   for (int local = 0; local < job.plan.nproc_per_node; ++local)
-    specs.push_back(worker_spec(job, a, local, restart, terminal));
+    specs.push_back(worker_spec(job, a, local, restart, terminal, bind));
   AttemptWatch watch(job, rendezvous, a, attempt, restart);
   AttemptOutcome out = watch.run(specs, router);
   end_adopted_children();  // the group has reaped its workers: what is left was orphaned below

@@ -76,13 +76,16 @@ class Hosts:
         for ns in [*self.ns, self.hub]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
 
-    def agent(self, k, nnodes, args, env=None, secret=SECRET, extra=(), rdzv_timeout=20):
-        """Starts distrun as node `k` on host `k` (ip netns exec execs it: the pid is distrun's)."""
+    def agent(self, k, nnodes, args, env=None, secret=SECRET, extra=(), rdzv_timeout=20, hostname=None):
+        """Starts distrun as node `k` on host `k` (ip netns exec execs it: the pid is distrun's),
+        under a host name of its own when `hostname` is given (a UTS namespace; the namespaces
+        otherwise share the machine's name)."""
         full = dict(os.environ, DISTRUN_CMA="0", **(env or {}))
         full.pop("DISTRUN_STORE_SECRET", None)
         if secret is not None:
             full["DISTRUN_STORE_SECRET"] = secret
-        cmd = ["ip", "netns", "exec", self.ns[k], DISTRUN, "--nnodes", str(nnodes), "--node-rank", str(k),
+        named = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname] if hostname else []
+        cmd = ["ip", "netns", "exec", self.ns[k], *named, DISTRUN, "--nnodes", str(nnodes), "--node-rank", str(k),
                "--nproc-per-node", "2", "--master-addr", ADDR[0], "--master-port", PORT, "--rdzv-timeout", str(rdzv_timeout),
                "--stop-grace", "1", *extra, *args]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
@@ -353,6 +356,30 @@ def case_stalled_node0_late_arrival():
         check(first[0][0] == 1, f"node 0 exits 1 once resumed: rc {first[0][0]}", first[0][2])
         check("node rank 0: node 0's own agent had not run for" in (first_failure(first[0][2]) or ""),
               "node 0 names its own stall, not the nodes that gave up on it", first[0][2])
+
+
+def case_cpu_bind_auto_per_host():
+    """--cpu-bind auto (the default) binds the ranks of an agent alone on its host: two nodes
+    with one host name (agents sharing a machine) leave their ranks unbound, each seeing every
+    CPU; under host names of their own, each node's two ranks get disjoint shares."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        skip(f"needs 2 CPUs to tell shares apart, has {allowed}")
+    if subprocess.run(["unshare", "--uts", "true"], capture_output=True).returncode != 0:
+        skip("`unshare --uts` is not available here")
+    show = ["--", PYTHON, "-c", "import os; print('CPUS', sorted(os.sched_getaffinity(0)))"]
+    with Hosts(2) as h:
+        for names in ([None, None], ["dmh-a", "dmh-b"]):
+            res = finish([h.agent(k, 2, show, hostname=names[k]) for k in (0, 1)])
+            check([r[0] for r in res] == [0, 0], f"both nodes finish: rc {[r[0] for r in res]}", str(res))
+            for k, (_, out, _) in enumerate(res):
+                sets = [json.loads(l.split("CPUS ", 1)[1]) for l in out.splitlines() if "CPUS " in l]
+                check(len(sets) == 2, f"node {k}: both ranks report", out)
+                if names[0] is None:
+                    check(sets == [allowed, allowed], f"one host name: node {k}'s ranks unbound", out)
+                else:
+                    check(all(s and set(s) < set(allowed) for s in sets) and not set(sets[0]) & set(sets[1]),
+                          f"a host of its own: node {k}'s ranks on disjoint shares of {allowed}", out)
 
 
 def case_host_vanishes():
