@@ -335,7 +335,13 @@ def case_stalled_node0_late_arrival():
     extra = ["--rdzv-conf", "heartbeat_timeout=3"]
     with Hosts(3) as h:
         procs = [h.agent(k, 3, ["--", "true", mark], extra=extra) for k in (0, 1)]
-        time.sleep(1.5)  # node 1 has joined; both wait for node 2
+        # Node 1 connected to node 0 (slowly under sanitizers), then a moment to join.
+        deadline = time.time() + 15
+        while f"{ADDR[0]}:{PORT}" not in subprocess.run(["ip", "netns", "exec", h.ns[1], "ss", "-tnH", "state",
+                                                         "established"], capture_output=True, text=True).stdout:
+            check(time.time() < deadline and procs[1].poll() is None, "node 1 connects to node 0")
+            time.sleep(0.1)
+        time.sleep(1)
         t0 = time.time()
         procs[0].send_signal(signal.SIGSTOP)
         try:
