@@ -7,9 +7,10 @@
              plan is built from --nnodes (job_plan.*); everywhere else a Rendezvous answers.
 Before judging the tree it judges made-up code, so a check that cannot fail fails.
 Usage: launcher_shape_check.py [ROOT]."""
-import os
 import re
 import sys
+
+from layers_check import judge_tree
 
 LIMIT = 80
 MODE = re.compile(r"\.\s*(elastic|single_node)\s*\(\s*\)|\bbackend\s*==|rdzv_backend\s*==")
@@ -72,25 +73,7 @@ def main():
     if broken:
         print(f"launcher_shape_check: {broken}")
         return 1
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    base = os.path.join(root, "launcher")
-    problems, files = [], 0
-    for folder, _, names in os.walk(base):
-        for name in sorted(names):
-            if not name.endswith((".cpp", ".hpp")):
-                continue
-            full = os.path.join(folder, name)
-            rel = os.path.relpath(full, base)
-            text = open(full).read()
-            files += 1
-            problems += long_functions(rel, text) + mode_questions(rel, text)
-    for p in problems:
-        print(p)
-    if not files:
-        print(f"launcher_shape_check: no source under {base}")
-        return 1
-    print(f"{files} files, {len(problems)} problems")
-    return 1 if problems else 0
+    return judge_tree("launcher", lambda path, text: long_functions(path, text) + mode_questions(path, text))
 
 
 if __name__ == "__main__":

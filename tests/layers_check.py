@@ -29,28 +29,34 @@ def problems_of(path, text):
     return out
 
 
-def main():
-    made_up = problems_of("load/loader.cpp", '#include "distrun/scenario/run/runner.hpp"\n')
-    if not made_up:
-        print("layers_check: an include of run/ from load/ was not found upward")
-        return 1
+def judge_tree(folder, problems_of):
+    """Prints what `problems_of(path relative to ROOT/folder, text)` finds in each C++ source
+    under `folder` of ROOT (argv[1], else this repository); 1 when anything, or no file."""
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    base = os.path.join(root, "lib", "distrun", "scenario")
+    base = os.path.join(root, folder)
     problems, files = [], 0
-    for folder, _, names in os.walk(base):
+    for where, _, names in os.walk(base):
         for name in sorted(names):
             if not name.endswith((".cpp", ".hpp")):
                 continue
-            full = os.path.join(folder, name)
+            full = os.path.join(where, name)
             files += 1
             problems += problems_of(os.path.relpath(full, base), open(full).read())
     for p in problems:
         print(p)
     if not files:
-        print(f"layers_check: no source under {base}")
+        print(f"no source under {base}")
         return 1
     print(f"{files} files, {len(problems)} problems")
     return 1 if problems else 0
+
+
+def main():
+    made_up = problems_of("load/loader.cpp", '#include "distrun/scenario/run/runner.hpp"\n')
+    if not made_up:
+        print("layers_check: an include of run/ from load/ was not found upward")
+        return 1
+    return judge_tree(os.path.join("lib", "distrun", "scenario"), problems_of)
 
 
 if __name__ == "__main__":

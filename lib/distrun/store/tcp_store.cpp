@@ -143,8 +143,9 @@ TCPStore::TCPStore(const std::string& host, uint16_t port, const TCPStoreOptions
           authenticate(secret, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
           break;
         } catch (const HandshakeCut& e) {
-          // Closed before it answered: a server evicting strangers under a flood looks like
-          // this, so try again (a refused secret is an answer, and is not retried).
+          // Closed before it answered (a server evicting strangers under a flood looks like
+          // this) or silent (a stopped server's kernel still accepts): try again; a refused
+          // secret is an answer, and is not retried.
           cut = true;
           silent = e.silent;
           last_error =
