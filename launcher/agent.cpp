@@ -129,11 +129,9 @@ AgentJob agent_job(const LaunchOptions& o, const JobPlan& plan, SignalWatch& sig
     note("each worker runs: " + line);
   }
   job.what = o.mode == RunMode::program ? program_name(job.command) : o.command.front();
-  // --cpu-bind auto binds only the ranks of a single-node job: agents of several nodes may
-  // share a host (SLURM steps packed on one node, tests), and each would hand out the same CPUs.
-  const CpuBind bind = o.cpu_bind == CpuBind::auto_ && !plan.single_node() ? CpuBind::none : o.cpu_bind;
   job.cpus = o.numa_binding != NumaBinding::none ? numa_cpu_sets(o.numa_binding, plan.nproc_per_node)
-                                                 : cpu_shares(bind, plan.nproc_per_node, allowed_cpus());
+                                                 : cpu_shares(o.cpu_bind, plan.nproc_per_node, allowed_cpus());
+  job.cpus_if_alone = o.numa_binding == NumaBinding::none && o.cpu_bind == CpuBind::auto_;
   if (plan.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS") && o.mode == RunMode::program)
     note("warning: setting OMP_NUM_THREADS=1 for each of the " + std::to_string(plan.nproc_per_node) +
          " workers (it is unset), to avoid overloading the system; set it to tune your program's performance");

@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "failure_report.hpp"
@@ -65,8 +66,18 @@ std::optional<winsize> workers_terminal(bool redirected) {
   return std::nullopt;
 }
 
+// --cpu-bind auto binds the ranks of an agent alone on its host: agents of several nodes
+// on one host (SLURM steps packed on one node, tests) would each hand out the same CPUs. The
+// attempt's plan says which host every node is on.
+bool binds_cpus(const AgentJob& job, const Rendezvous& rendezvous) {
+  if (job.cpus.empty()) return false;
+  if (!job.cpus_if_alone) return true;
+  const auto& hosts = rendezvous.node_hosts();
+  return std::count(hosts.begin(), hosts.end(), rendezvous.host()) <= 1;
+}
+
 WorkerSpec worker_spec(const AgentJob& job, const Assignment& a, int local, int restart,
-                       const std::optional<winsize>& terminal) {
+                       const std::optional<winsize>& terminal, bool bind) {
   const LaunchOptions& o = job.options;
   WorkerIdentity id;
   id.rank = a.rank_offset + local;
@@ -100,7 +111,7 @@ WorkerSpec worker_spec(const AgentJob& job, const Assignment& a, int local, int 
   spec.envp = to_envp(env);
   spec.stdin_pipe = o.stdin_rank == local;
   spec.terminal = terminal;
-  spec.cpus = job.cpus.empty() ? std::vector<int>{} : job.cpus[size_t(local)];
+  spec.cpus = bind ? job.cpus[size_t(local)] : std::vector<int>{};
   spec.shown_name = job.what;
   if (job.python) spec.interpreter = job.python->path + " (" + job.python->reason + ")";
   spec.error_file = id.error_file;
@@ -117,6 +128,7 @@ FailureRecord own_record(Rendezvous& rendezvous, const Assignment& a, int attemp
     mine.cause = "distrun stopped by " + signal_abbrev(r.signal) + (mine.final ? "" : " (the node left)");
   } else {
     mine.rank = r.failure->rank;
+    mine.frozen = r.failure->wait_status == WorkerGroup::kStoppedStatus;
     mine.cause = "worker (local rank " + std::to_string(r.failure->local_rank) + ") ended with " +
                  describe_wait_status(r.failure->wait_status);
   }
@@ -133,8 +145,10 @@ class AttemptWatch {
     // A worker frozen for the heartbeat timeout is as gone as a silent agent.
     WorkerGroup group(specs, router, job_.signals, std::chrono::milliseconds(int64_t(job_.options.stop_grace * 1000)),
                       std::chrono::milliseconds(int64_t(job_.options.heartbeat_timeout * 1000)));
+    group_ = &group;
     out_.result = group.run([this] { return peer_failed(); }, job_.watch_interval,
                             [this](const GroupResult& r) { on_failure(r); });
+    group_ = nullptr;
     return out_;
   }
 
@@ -149,8 +163,19 @@ class AttemptWatch {
  private:
   bool peer_failed() {
     out_.first = rendezvous_.watch(attempt_);
-    if (out_.first) publish_flights();
-    return out_.first.has_value();
+    if (!out_.first) return false;
+    // A worker of ours frozen now: the failed rank elsewhere most likely gave up waiting for
+    // it, so it is told (and takes that rank's place as the first failure) before the flight
+    // records go out, which the other nodes wait for before they print the failure.
+    if (!out_.first->frozen && out_.first->rank >= 0)
+      if (auto frozen = group_->stopped_now()) {
+        GroupResult mine;
+        mine.outcome = GroupOutcome::failed;
+        mine.failure = std::move(frozen);
+        on_failure(mine);
+      }
+    publish_flights();
+    return true;
   }
 
   // Seen the moment it happens, while the other workers are still being stopped (which may
@@ -175,6 +200,7 @@ class AttemptWatch {
   int attempt_, restart_;
   AttemptOutcome out_;
   bool flights_published_ = false;
+  WorkerGroup* group_ = nullptr;  // while run() runs
 };
 
 }  // namespace
@@ -189,9 +215,10 @@ AttemptOutcome run_attempt(const AgentJob& job, Rendezvous& rendezvous, const As
   OutputRouter router(console, job.plan.nproc_per_node, a.rank_offset, job.redirected ? &job.logs : nullptr,
                       a.log_attempt);
   const std::optional<winsize> terminal = workers_terminal(job.redirected);
+  const bool bind = binds_cpus(job, rendezvous);
   std::vector<WorkerSpec> specs;
   for (int local = 0; local < job.plan.nproc_per_node; ++local)
-    specs.push_back(worker_spec(job, a, local, restart, terminal));
+    specs.push_back(worker_spec(job, a, local, restart, terminal, bind));
   AttemptWatch watch(job, rendezvous, a, attempt, restart);
   AttemptOutcome out = watch.run(specs, router);
   end_adopted_children();  // the group has reaped its workers: what is left was orphaned below
@@ -205,6 +232,8 @@ AttemptOutcome run_attempt(const AgentJob& job, Rendezvous& rendezvous, const As
   const std::string flights =
       out.result.outcome == GroupOutcome::interrupted ? "" : job_flight_table(rendezvous, attempt, a.node_rank);
   rendezvous.acknowledge(attempt);
+  // Read again: a frozen worker found by another node since may have taken the first place.
+  if (auto now = rendezvous.first_failure(attempt)) out.first = now;
   if (!out.first->joining) {
     print_job_failure(*out.first);
     if (!flights.empty()) std::cerr << "distrun: " << flights << std::flush;

@@ -33,6 +33,9 @@ struct AgentJob {
   std::vector<std::string> command;    // what each worker runs
   std::string what;                    // the program or scenario, as a user names it
   std::vector<std::vector<int>> cpus;  // per local rank; empty: not bound
+  // --cpu-bind auto: cpus apply only where this node's agent is alone on its host (see
+  // run_attempt()).
+  bool cpus_if_alone = false;
   EnvMap base_env;
   std::chrono::milliseconds watch_interval{750};  // how often the other nodes are watched
 };

@@ -151,13 +151,9 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
   plan.port_from_user = o.master_port.has_value();
 
   if (plan.source == "slurm" || plan.source == "mpi") plan_from_job_variables(plan, o, env);
-  // etcd's endpoint is a list of the cluster's members, read by the etcd rendezvous itself.
-  const bool etcd = o.rdzv_backend == "etcd" || o.rdzv_backend == "etcd-v2";
-  if (etcd && (o.rdzv_endpoint.empty() || !plan.elastic()))
-    throw ConfigError("--rdzv-backend " + o.rdzv_backend +
-                      " needs --rdzv-endpoint HOST:PORT[,HOST:PORT...] of the etcd cluster and an elastic --nnodes "
-                      "MIN:MAX");
-  if (!o.rdzv_endpoint.empty() && !etcd) plan_from_endpoint(plan, o);
+  // A list of members names a cluster that keeps the rendezvous (etcd's), not node 0: the
+  // rendezvous of that kind reads it (rendezvous/factory.cpp).
+  if (!o.rdzv_endpoint.empty() && o.rdzv_endpoint.find(',') == std::string::npos) plan_from_endpoint(plan, o);
 
   if (o.standalone) {
     if (plan.nnodes != 1) throw ConfigError("--standalone runs one node; got --nnodes " + o.nnodes);

@@ -84,9 +84,10 @@ std::string FailureRecord::summary() const {
 std::string FailureRecord::encode() const {
   std::string h = host;
   std::replace(h.begin(), h.end(), '\n', ' ');
-  return std::string(joining ? "2"
-                     : final ? "1"
-                             : "0") +
+  return std::string(joining  ? "2"
+                     : final  ? "1"
+                     : frozen ? "3"
+                              : "0") +
          "\n" + h + "\n" + std::to_string(node_rank) + "\n" + std::to_string(rank) + "\n" + cause;
 }
 
@@ -94,9 +95,10 @@ FailureRecord FailureRecord::decode(const std::string& text) {
   FailureRecord r;
   try {
     auto f = fields(text, 4);
-    if (f[0] != "0" && f[0] != "1" && f[0] != "2") throw StoreError("bad flag");
+    if (f[0].size() != 1 || f[0][0] < '0' || f[0][0] > '3') throw StoreError("bad flag");
     r.final = f[0] == "1";
     r.joining = f[0] == "2";
+    r.frozen = f[0] == "3";
     r.host = escape_controls(f[1], false);
     r.node_rank = to_int(f[2], -1, kMaxPlanNodes);
     r.rank = to_int(f[3], -1, 1 << 30);

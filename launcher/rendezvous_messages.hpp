@@ -29,6 +29,9 @@ struct FailureRecord {
   // Elastic: a node asks to join the running round; everyone restarts with it, and (as with
   // torchrun) that restart is not counted against --max-restarts.
   bool joining = false;
+  // The worker `rank` was found stopped (SIGSTOP, frozen): the ranks that failed waiting for
+  // it are not the cause, so this record supersedes theirs.
+  bool frozen = false;
 
   /// "host H, node rank K, rank R: CAUSE" (rank omitted for an agent, node rank for a node
   /// that has none yet).

@@ -178,9 +178,9 @@ static bool is_stopped(pid_t pid) {
   return close && (close[2] == 'T' || close[2] == 't');
 }
 
-void WorkerGroup::sample_stopped() {
+void WorkerGroup::sample_stopped(bool at_once) {
   const auto now = Clock::now();
-  if (now - last_stopped_check_ < kStoppedCheck) return;
+  if (!at_once && now - last_stopped_check_ < kStoppedCheck) return;
   // A gap longer than the check's pace means distrun itself did not run (stopped with its
   // workers by job control, or a stalled host): what it saw before says nothing now.
   const bool gap = now - last_stopped_check_ > kStoppedCheck * 10;
@@ -207,6 +207,14 @@ std::optional<WorkerFailure> WorkerGroup::frozen_too_long() {
   sample_stopped();
   Worker* w = frozen_first();
   if (!w || Clock::now() - *w->stopped_since < stopped_limit_) return std::nullopt;
+  return failure_of(*w, kStoppedStatus);
+}
+
+std::optional<WorkerFailure> WorkerGroup::stopped_now() {
+  if (stopped_limit_.count() <= 0) return std::nullopt;
+  sample_stopped(true);
+  Worker* w = frozen_first();
+  if (!w) return std::nullopt;
   return failure_of(*w, kStoppedStatus);
 }
 

@@ -69,6 +69,11 @@ class WorkerGroup {
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
+  /// The worker the kernel shows stopped right now (the first seen so), as a failure; nullopt
+  /// when none, or when stopped workers are left alone (no stopped limit). Asked when another
+  /// node failed: a rank there may have given up waiting for this one.
+  std::optional<WorkerFailure> stopped_now();
+
   /// Supervises until every worker has ended. `peer_failed`, when given, is polled every
   /// `poll_interval`; when it returns true the local workers are stopped. `on_first_failure`,
   /// when given, hears of a local failure or a signal the moment it is seen (so the other
@@ -114,8 +119,9 @@ class WorkerGroup {
   // The stop's note and, after the grace, SIGKILL.
   void enforce_stop();
   WorkerFailure failure_of(Worker& w, int status);
-  // Which workers the kernel shows stopped now, and since when.
-  void sample_stopped();
+  // Which workers the kernel shows stopped now, and since when (at most every kStoppedCheck,
+  // unless `at_once`).
+  void sample_stopped(bool at_once = false);
   Worker* frozen_first();
   // The failure of a worker stopped for stopped_limit_, if any.
   std::optional<WorkerFailure> frozen_too_long();

@@ -44,6 +44,28 @@ def problems_of(layers, path, text):
     return out
 
 
+def judge_tree(root, folder, problems_of, summary=""):
+    """Prints what `problems_of(path relative to ROOT/folder, text)` finds in each C++ source
+    under `folder` of `root`; 1 when anything, or no file."""
+    base = os.path.join(root, folder)
+    problems, files = [], 0
+    for where, _, names in os.walk(base):
+        for name in sorted(names):
+            if not name.endswith((".cpp", ".hpp")):
+                continue
+            full = os.path.join(where, name)
+            files += 1
+            with open(full) as f:
+                problems += problems_of(os.path.relpath(full, base), f.read())
+    for p in problems:
+        print(p)
+    if not files:
+        print(f"no source under {base}")
+        return 1
+    print(f"{summary}{files} files, {len(problems)} problems")
+    return 1 if problems else 0
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -59,23 +81,8 @@ def main():
             print(f"layers_check: the made-up include in {path} ({text.strip()}) was not found wrong")
             return 1
     root = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    base = os.path.join(root, "lib", "distrun")
-    problems, files = [], 0
-    for folder, _, names in os.walk(base):
-        for name in sorted(names):
-            if not name.endswith((".cpp", ".hpp")):
-                continue
-            full = os.path.join(folder, name)
-            files += 1
-            with open(full) as f:
-                problems += problems_of(layers, os.path.relpath(full, base), f.read())
-    for p in problems:
-        print(p)
-    if not files:
-        print(f"layers_check: no source under {base}")
-        return 1
-    print(f"{len(layers)} layers ({' < '.join(layers)}), {files} files, {len(problems)} problems")
-    return 1 if problems else 0
+    return judge_tree(root, os.path.join("lib", "distrun"), lambda path, text: problems_of(layers, path, text),
+                      f"{len(layers)} layers ({' < '.join(layers)}), ")
 
 
 if __name__ == "__main__":

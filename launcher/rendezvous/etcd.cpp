@@ -19,8 +19,6 @@ constexpr int kLeaseSeconds = 3;
 
 EtcdRendezvous::EtcdRendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals)
     : ElasticRendezvous(plan, options, signals, StoreOpenedByKind{}) {
-  if (!plan_.elastic())
-    throw ConfigError("--rdzv-backend etcd: give an elastic --nnodes MIN:MAX (the rounds are kept in etcd)");
   auto store = std::make_unique<etcd::EtcdStore>(etcd::parse_endpoints(opt_.endpoint), opt_.secret, kEtcdCallTimeout,
                                                  kLeaseSeconds);
   etcd_ = store.get();

@@ -14,8 +14,18 @@ std::unique_ptr<Rendezvous> make_rendezvous(const JobPlan& plan, const Rendezvou
   const bool etcd = options.backend == "etcd" || options.backend == "etcd-v2";
   if (!etcd && options.backend != "static" && options.backend != "c10d")
     throw ConfigError("--rdzv-backend " + options.backend + ": not a rendezvous backend (static, c10d, etcd, etcd-v2)");
+  // etcd's endpoint lists the cluster's members; every other kind's names node 0.
+  if (etcd) {
+    if (options.endpoint.empty() || !plan.elastic())
+      throw ConfigError("--rdzv-backend " + options.backend +
+                        " needs --rdzv-endpoint HOST:PORT[,HOST:PORT...] of the etcd cluster and an elastic --nnodes "
+                        "MIN:MAX");
+    return std::make_unique<EtcdRendezvous>(plan, options, signals);
+  }
+  if (options.endpoint.find(',') != std::string::npos)
+    throw ConfigError("--rdzv-endpoint " + options.endpoint +
+                      ": a list of members is an etcd cluster's (--rdzv-backend etcd); give node 0's HOST:PORT");
   if (plan.single_node()) return std::make_unique<OneNodeRendezvous>(plan, options);
-  if (etcd) return std::make_unique<EtcdRendezvous>(plan, options, signals);
   if (plan.elastic()) return std::make_unique<ElasticRendezvous>(plan, options, signals);
   return std::make_unique<StaticRendezvous>(plan, options, signals);
 }

@@ -13,6 +13,7 @@ class OneNodeRendezvous : public Rendezvous {
 
   Assignment join(int attempt, int restarts) override;
   std::optional<FailureRecord> watch(int /*attempt*/) override { return std::nullopt; }
+  std::optional<FailureRecord> first_failure(int /*attempt*/) override { return std::nullopt; }
   std::optional<FailureRecord> report_failure(int /*attempt*/, const FailureRecord& /*mine*/) override {
     return std::nullopt;
   }

@@ -93,8 +93,13 @@ class Rendezvous {
   /// first failure once there is one (another node's, a silent agent's, or the lost store).
   virtual std::optional<FailureRecord> watch(int attempt) = 0;
   /// Records `mine` as the job's failure unless another came first, and returns the first;
-  /// nullopt when there is no other node to tell (the failure is this node's alone).
+  /// nullopt when there is no other node to tell (the failure is this node's alone). A frozen
+  /// worker's record (mine.frozen) takes the place of a failed worker's that came first.
   virtual std::optional<FailureRecord> report_failure(int attempt, const FailureRecord& mine) = 0;
+  /// The job's first failure of `attempt` as recorded now: it may have changed since
+  /// report_failure() or watch() read it, when a node found a frozen worker that the failed
+  /// ones had waited for. nullopt when none is recorded or none can be read (alone, or lost).
+  virtual std::optional<FailureRecord> first_failure(int attempt) = 0;
   /// Whether this node leaving `attempt` (a signal) ends the job rather than the round.
   virtual bool leaving_is_final(int attempt) const = 0;
   /// After local success: waits until every node finished `attempt` (nullopt) or one failed.

@@ -30,6 +30,8 @@ StaticRendezvous::StaticRendezvous(const JobPlan& plan, const RendezvousOptions&
   so.secret = opt_.secret;
   so.is_server = true;
   so.timeout = opt_.timeout;
+  // Its own replies come late only when this agent itself did not run (SIGSTOP): taken then.
+  so.keep_on_timeout = true;
   // Bound here first, so a taken port is a PortInUse (a ConfigError: exit 2), as on one node.
   try {
     so.listen_fd = BoundPort(bind_ip_, *plan_.master_port).release();
@@ -53,13 +55,40 @@ std::string StaticRendezvous::missing_nodes(const std::vector<std::string>& keys
   return missing;
 }
 
+std::optional<FailureRecord> StaticRendezvous::node_left(int attempt, const std::vector<std::string>& keys,
+                                                         milliseconds stalled) {
+  for (int n = 1; n < plan_.nnodes; ++n) {
+    const std::string id = std::to_string(n);
+    // Its connection is its claim; one that joined this attempt and then vanished without a
+    // word (a signal leaves a failure record and a "seen") died, or gave up on this node.
+    if (!store_->check({keys[size_t(n)]}) || store_->check({key("alive/" + id)}) ||
+        store_->check({key(attempt, "seen/" + id)}))
+      continue;
+    const std::string host = NodeEntry::decode(store_->get(keys[size_t(n)])).host;
+    const std::string cause = "its distrun agent joined, then closed its connection to node 0 during the rendezvous";
+    vanished_.insert(n);  // not waited for to read the failure
+    return stalled.count() ? own_stall(stalled, n, host, cause) : FailureRecord{true, host, n, -1, cause};
+  }
+  return std::nullopt;
+}
+
 void StaticRendezvous::wait_for_nodes(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline) {
+  auto last = Clock::now();
+  milliseconds stalled{0};
   for (;;) {
     try {
       wait_keys(attempt, keys, std::min(deadline, Clock::now() + kSlice));
       return;
     } catch (const TimeoutError&) {
       if (Clock::now() >= deadline) throw;
+    }
+    // A slice that took longer than the heartbeat timeout: this agent did not run meanwhile.
+    const auto now = Clock::now();
+    if (now - last > opt_.heartbeat_timeout) stalled = std::chrono::duration_cast<milliseconds>(now - last);
+    last = now;
+    if (auto left = node_left(attempt, keys, stalled)) {
+      report_failure(attempt, *left);
+      throw JobFailed(*left);
     }
     // A node given another job secret is dropped before it can say who it is; its refusal is
     // all node 0 learns, and enough to end the rendezvous now rather than at its timeout.

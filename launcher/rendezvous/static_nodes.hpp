@@ -31,6 +31,10 @@ class StaticRendezvous : public StoreRendezvous {
   // Node 0: waits for `keys`, every node's entry; ConfigError as soon as a peer proved another
   // job secret.
   void wait_for_nodes(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline);
+  // Node 0, while waiting: the first node that joined `attempt` and then left without a word,
+  // as the failure; named as node 0's own stall when this agent did not run for `stalled`.
+  std::optional<FailureRecord> node_left(int attempt, const std::vector<std::string>& keys,
+                                         std::chrono::milliseconds stalled);
   // Node 0: waits for every node's entry and publishes the plan of `attempt`.
   void publish_plan(int attempt, Clock::time_point deadline);
   // Node 0, after refusing the job: waits (bounded) until the others read the refusal.

@@ -25,7 +25,12 @@ void StoreRendezvous::connect_to_store(Clock::time_point deadline) {
   so.keep_on_timeout = true;  // through a network blip, up to the heartbeat timeout (watch())
   // Connects in short tries, so a signal stops the wait at once.
   so.timeout = milliseconds(1000);
+  // Node 0's kernel accepts the connection while its agent is stopped or stalled, so the
+  // handshake meets silence: that is a failure after the heartbeat timeout, as during the run
+  // (a node 0 not started yet refuses the connection, and is waited for up to `deadline`).
+  std::optional<Clock::time_point> silent_since;
   for (;;) {
+    const auto tried = Clock::now();
     try {
       auto store = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
       // Held while this agent's connection lives: node 0 sees it go at once when it dies.
@@ -33,7 +38,12 @@ void StoreRendezvous::connect_to_store(Clock::time_point deadline) {
       tcp_store_ = store.get();
       store_ = std::move(store);
       return;
+    } catch (const StoreSilent& e) {
+      if (!silent_since) silent_since = tried;
+      if (Clock::now() - *silent_since >= opt_.heartbeat_timeout) throw JobFailed(store_lost(e));
+      if (int sig = signals_.next_stop()) throw Interrupted(sig);
     } catch (const TimeoutError& e) {
+      silent_since.reset();
       if (int sig = signals_.next_stop()) throw Interrupted(sig);
       if (Clock::now() >= deadline)
         throw TimeoutError("rendezvous: node 0 at " + where() + " did not answer within " + secs(opt_.timeout) +
@@ -91,13 +101,27 @@ void StoreRendezvous::wait_keys(int attempt, const std::vector<std::string>& key
   for (;;) {
     check_signal(attempt, "while the nodes met");
     try {
-      store_->wait(keys, kSlice);
-      return;
-    } catch (const TimeoutError&) {
+      try {
+        store_->wait(keys, kSlice);
+        last_answer_ = Clock::now();
+        return;
+      } catch (const StoreSilent&) {
+        throw;
+      } catch (const TimeoutError&) {
+        // Answered: not there yet.
+      }
+      last_answer_ = Clock::now();
+      check_closed();
+      if (store_->check({key(attempt, "failed")}))
+        throw JobFailed(FailureRecord::decode(store_->get(key(attempt, "failed"))));
+    } catch (const StoreSilent& e) {
+      // Node 0's store has not answered since last_answer_: it stopped or stalled while the
+      // nodes met. (Our own store is silent only while this agent itself was stopped.)
+      if (!hosts_store_ && Clock::now() - last_answer_ >= opt_.heartbeat_timeout) {
+        store_alive_ = false;
+        throw JobFailed(store_lost(e));
+      }
     }
-    check_closed();
-    if (store_->check({key(attempt, "failed")}))
-      throw JobFailed(FailureRecord::decode(store_->get(key(attempt, "failed"))));
     if (Clock::now() >= deadline) throw TimeoutError("rendezvous: deadline");
   }
 }
@@ -141,6 +165,13 @@ std::optional<FailureRecord> StoreRendezvous::report_failure(int attempt, const 
       // Another node claimed first; its record follows at once.
       store_->wait({key(attempt, "failed")}, kLinger);
       first = FailureRecord::decode(store_->get(key(attempt, "failed")));
+      // A worker that failed while one of ours was frozen gave up waiting for it: the frozen
+      // one is the cause (the first frozen one, when several nodes find one).
+      if (mine.frozen && first.rank >= 0 && !first.frozen && !first.final && !first.joining &&
+          store_->add(key(attempt, "frozenclaim"), 1) == 1) {
+        store_->set(key(attempt, "failed"), mine.encode());
+        first = mine;
+      }
     }
     // A final failure also ends what nodes still waiting for a later round wait for.
     if (first.final) mark_closed(first.encode());
@@ -149,6 +180,16 @@ std::optional<FailureRecord> StoreRendezvous::report_failure(int attempt, const 
     store_alive_ = false;
     return mine;
   }
+}
+
+FailureRecord StoreRendezvous::own_stall(milliseconds stalled, int node, const std::string& host,
+                                         const std::string& cause) const {
+  char took[32];
+  std::snprintf(took, sizeof took, "%.1f", double(stalled.count()) / 1000);
+  return FailureRecord{true, host_, 0, -1,
+                       std::string("node 0's own agent had not run for ") + took +
+                           " s (stopped or stalled), longer than the heartbeat timeout, so node " +
+                           std::to_string(node) + " (host " + host + ") gave up on its store: " + cause};
 }
 
 std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
@@ -184,15 +225,8 @@ std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
     vanished_.insert(members_[m]);
     const bool final = loss_is_final(members_.size());
     FailureRecord r{final, hosts_[m], int(m), -1, cause};
-    if (was_frozen_.count()) {
-      // The first failure was this agent's own stall: the other node only gave up on it.
-      char took[32];
-      std::snprintf(took, sizeof took, "%.1f", double(was_frozen_.count()) / 1000);
-      r = FailureRecord{true, host_, 0, -1,
-                        std::string("node 0's own agent had not run for ") + took +
-                            " s (stopped or stalled), longer than the heartbeat timeout, so node " + std::to_string(m) +
-                            " (host " + hosts_[m] + ") gave up on its store: " + cause};
-    }
+    // The first failure was this agent's own stall: the other node only gave up on it.
+    if (was_frozen_.count()) r = own_stall(was_frozen_, int(m), hosts_[m], cause);
     if (final) r.cause += final_loss_note();
     return report_failure(attempt, r);
   }
@@ -277,6 +311,16 @@ std::optional<FailureRecord> StoreRendezvous::finish(int attempt) {
   FailureRecord r{true, host_, node_rank_, -1,
                   "not every node finished attempt " + std::to_string(attempt) + " within " + secs(opt_.timeout)};
   return report_failure(attempt, r);
+}
+
+std::optional<FailureRecord> StoreRendezvous::first_failure(int attempt) {
+  if (!store_alive_) return std::nullopt;
+  try {
+    if (store_->check({key(attempt, "failed")})) return FailureRecord::decode(store_->get(key(attempt, "failed")));
+  } catch (const Error&) {
+    // Lost, or unreadable: the record read before stands.
+  }
+  return std::nullopt;
 }
 
 void StoreRendezvous::acknowledge(int attempt) {

@@ -27,6 +27,7 @@ class StoreRendezvous : public Rendezvous {
   std::optional<FailureRecord> watch(int attempt) override { return poll(attempt, true); }
   std::optional<FailureRecord> report_failure(int attempt, const FailureRecord& mine) override;
   std::optional<FailureRecord> finish(int attempt) override;
+  std::optional<FailureRecord> first_failure(int attempt) override;
   void acknowledge(int attempt) override;
   void close(const std::optional<FailureRecord>& failure) override;
   void publish(int attempt, const std::string& name, const std::string& text) override;
@@ -68,6 +69,10 @@ class StoreRendezvous : public Rendezvous {
   // Where the store is, for messages.
   virtual std::string where() const;
 
+  // Node 0's failure after its own agent did not run for `stalled` (longer than the heartbeat
+  // timeout), while `node` (on `host`) gave up on it for `cause`.
+  FailureRecord own_stall(std::chrono::milliseconds stalled, int node, const std::string& host,
+                          const std::string& cause) const;
   std::string key(int attempt, const std::string& name) const;
   std::string key(const std::string& name) const;
   // Waits for `keys` in short slices, so that signals and failures are seen at once.

@@ -76,13 +76,16 @@ class Hosts:
         for ns in [*self.ns, self.hub]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
 
-    def agent(self, k, nnodes, args, env=None, secret=SECRET, extra=(), rdzv_timeout=20):
-        """Starts distrun as node `k` on host `k` (ip netns exec execs it: the pid is distrun's)."""
+    def agent(self, k, nnodes, args, env=None, secret=SECRET, extra=(), rdzv_timeout=20, hostname=None):
+        """Starts distrun as node `k` on host `k` (ip netns exec execs it: the pid is distrun's),
+        under a host name of its own when `hostname` is given (a UTS namespace; the namespaces
+        otherwise share the machine's name)."""
         full = dict(os.environ, DISTRUN_CMA="0", **(env or {}))
         full.pop("DISTRUN_STORE_SECRET", None)
         if secret is not None:
             full["DISTRUN_STORE_SECRET"] = secret
-        cmd = ["ip", "netns", "exec", self.ns[k], DISTRUN, "--nnodes", str(nnodes), "--node-rank", str(k),
+        named = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname] if hostname else []
+        cmd = ["ip", "netns", "exec", self.ns[k], *named, DISTRUN, "--nnodes", str(nnodes), "--node-rank", str(k),
                "--nproc-per-node", "2", "--master-addr", ADDR[0], "--master-port", PORT, "--rdzv-timeout", str(rdzv_timeout),
                "--stop-grace", "1", *extra, *args]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
@@ -191,27 +194,47 @@ def case_worker_fails_on_node1():
         print(next(l for l in res[0][2].splitlines() if "first mismatch" in l).strip(), flush=True)
 
 
-def case_stopped_rank_on_node1():
-    """A program's rank 3 (node 1) is frozen while the others wait for it (no timeout of their
-    own): node 1's agent names it as stopped after the heartbeat timeout (2 s here), not at the
-    rendezvous timeout, and every node stops with the same line."""
-    mark = f"{TAG}-stop"
-    script = 'if [ "$RANK" = 3 ]; then kill -STOP $$; fi; sleep 60 # ' + mark
+def frozen_rank_3(mark, heartbeat, gives_up):
+    """Rank 3 (node 1) stops itself at its start; with `gives_up`, rank 1 (node 0) exits 1 after
+    waiting 2 s for it. Every node must print the same line naming the frozen rank 3 on node 1;
+    returns the seconds from the start until both agents ended."""
+    script = 'if [ "$RANK" = 3 ]; then kill -STOP $$; fi; '
+    if gives_up:
+        script += 'if [ "$RANK" = 1 ]; then sleep 2; echo "rank 1: no answer from rank 3" >&2; exit 1; fi; '
+    script += "sleep 60 # " + mark
     with Hosts(2) as h:
         t0 = time.time()
-        procs = [h.agent(k, 2, ["--", "sh", "-c", script], extra=["--rdzv-conf", "heartbeat_timeout=2"])
+        procs = [h.agent(k, 2, ["--", "sh", "-c", script], extra=["--rdzv-conf", f"heartbeat_timeout={heartbeat}"])
                  for k in (0, 1)]
         res = finish(procs, timeout=40)
         took = time.time() - t0
-        print(f"MEASURE a frozen rank on node 1: {took:.2f} s from the start until both agents ended "
-              f"(heartbeat timeout 2 s)", flush=True)
         check([r[0] for r in res] == [1, 1], f"both agents exit 1: {[r[0] for r in res]}", str(res))
         lines = [first_failure(r[2]) for r in res]
         check(lines[0] is not None and lines[0] == lines[1], "the same summary on every node", str(lines))
         check("node rank 1, rank 3:" in lines[0] and "frozen, not ended" in lines[0],
               "the summary names the frozen rank 3 on node 1", lines[0])
-        check(took < 20, f"after the heartbeat timeout, not the 20 s rendezvous timeout: {took:.2f} s")
     stopped_at(mark, within=3)
+    return took
+
+
+def case_stopped_rank_on_node1():
+    """A program's rank 3 (node 1) is frozen while the others wait for it (no timeout of their
+    own): node 1's agent names it as stopped after the heartbeat timeout (2 s here), not at the
+    rendezvous timeout, and every node stops with the same line."""
+    took = frozen_rank_3(f"{TAG}-stop", 2, gives_up=False)
+    print(f"MEASURE a frozen rank on node 1: {took:.2f} s from the start until both agents ended "
+          f"(heartbeat timeout 2 s)", flush=True)
+    check(took < 20, f"after the heartbeat timeout, not the 20 s rendezvous timeout: {took:.2f} s")
+
+
+def case_frozen_rank_named_first():
+    """Rank 3 (node 1) is frozen; rank 1 (node 0) gives up waiting for it after 2 s and exits 1,
+    long before the heartbeat timeout (30 s) would name rank 3. Every node's failure line
+    names the frozen rank 3 on node 1, not rank 1 that failed because of it."""
+    took = frozen_rank_3(f"{TAG}-gaveup", 30, gives_up=True)
+    print(f"MEASURE rank 1 gives up on frozen rank 3 (2 s): {took:.2f} s from the start until both agents ended",
+          flush=True)
+    check(took < 20, f"long before the 30 s heartbeat timeout: {took:.2f} s")
 
 
 def case_agent_sigterm():
@@ -296,6 +319,70 @@ def case_agent_frozen_node0():
         check("node rank 0: node 0's own agent had not run for" in (first_failure(res[0][2]) or ""),
               "node 0 names its own stall first, not node 1 that gave up on it", res[0][2])
     stopped_at(mark, within=3)
+
+
+def case_stalled_node0_late_arrival():
+    """Three nodes: node 1 joins, node 0's agent is then stopped (SIGSTOP) during the
+    rendezvous, and node 2 arrives meanwhile (its connection is accepted by node 0's kernel,
+    but nobody answers). Nodes 1 and 2 both end after the heartbeat timeout (3 s here) naming
+    node 0, not at the 20 s rendezvous timeout; node 0, resumed, ends too."""
+    mark = f"{TAG}-late"
+    extra = ["--rdzv-conf", "heartbeat_timeout=3"]
+    with Hosts(3) as h:
+        procs = [h.agent(k, 3, ["--", "true", mark], extra=extra) for k in (0, 1)]
+        # Node 1 connected to node 0 (slowly under sanitizers), then a moment to join.
+        deadline = time.time() + 15
+        while f"{ADDR[0]}:{PORT}" not in subprocess.run(["ip", "netns", "exec", h.ns[1], "ss", "-tnH", "state",
+                                                         "established"], capture_output=True, text=True).stdout:
+            check(time.time() < deadline and procs[1].poll() is None, "node 1 connects to node 0")
+            time.sleep(0.1)
+        time.sleep(1)
+        t0 = time.time()
+        procs[0].send_signal(signal.SIGSTOP)
+        try:
+            procs.append(h.agent(2, 3, ["--", "true", mark], extra=extra))
+            late = finish(procs[1:], timeout=18)
+            took = time.time() - t0
+        finally:
+            procs[0].send_signal(signal.SIGCONT)
+        first = finish(procs[:1], timeout=15)
+        resumed = time.time() - t0 - took
+        print(f"MEASURE node 0 stopped during a 3-node rendezvous: {took:.2f} s until nodes 1 and 2 ended "
+              f"(heartbeat timeout 3 s); node 0 ended {resumed:.2f} s after its SIGCONT", flush=True)
+        for k, (rc, _, err) in zip((1, 2), late):
+            check(rc == 1, f"node {k} exits 1: rc {rc}", err)
+            check("node 0" in err and "heartbeat timeout" in err and "did not answer within 20 s" not in err,
+                  f"node {k} names node 0's silence", err)
+        check(took < 12, f"after the heartbeat timeout, not the 20 s rendezvous timeout: {took:.2f} s")
+        check(first[0][0] == 1, f"node 0 exits 1 once resumed: rc {first[0][0]}", first[0][2])
+        check("node rank 0: node 0's own agent had not run for" in (first_failure(first[0][2]) or ""),
+              "node 0 names its own stall, not the nodes that gave up on it", first[0][2])
+
+
+def case_cpu_bind_auto_per_host():
+    """--cpu-bind auto (the default) binds the ranks of an agent alone on its host: two nodes
+    with one host name (agents sharing a machine) leave their ranks unbound, each seeing every
+    CPU; under host names of their own, each node's two ranks get disjoint shares."""
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        skip(f"needs 2 CPUs to tell shares apart, has {allowed}")
+    if subprocess.run(["unshare", "--uts", "true"], capture_output=True).returncode != 0:
+        skip("`unshare --uts` is not available here")
+    show = ["--", PYTHON, "-c", "import os; print('CPUS', sorted(os.sched_getaffinity(0)))"]
+    with Hosts(2) as h:
+        for names in ([None, None], ["dmh-a", "dmh-b"]):
+            res = finish([h.agent(k, 2, show, hostname=names[k]) for k in (0, 1)])
+            check([r[0] for r in res] == [0, 0], f"both nodes finish: rc {[r[0] for r in res]}", str(res))
+            for k, (_, out, _) in enumerate(res):
+                # Found anywhere: under load a rank's line may be cut by another's (unended
+                # output is held only 50 ms for its newline).
+                sets = [json.loads(m) for m in re.findall(r"CPUS (\[[0-9, ]*\])", out)]
+                check(len(sets) == 2, f"node {k}: both ranks report", out)
+                if names[0] is None:
+                    check(sets == [allowed, allowed], f"one host name: node {k}'s ranks unbound", out)
+                else:
+                    check(all(s and set(s) < set(allowed) for s in sets) and not set(sets[0]) & set(sets[1]),
+                          f"a host of its own: node {k}'s ranks on disjoint shares of {allowed}", out)
 
 
 def case_host_vanishes():

@@ -292,9 +292,16 @@ def case_local_ranks_filter():
 
 
 def case_bad_command_lines():
+    # The rendezvous' own refusals: etcd without its cluster, a list of members for another backend.
+    env = dict(os.environ, DISTRUN_STORE_SECRET=os.urandom(16).hex())
     for args, want in [(["--bogus"], "unknown option"), (["--nproc", "x", "--", "true"], "--nproc-per-node"),
-                       (["--redirects", "9", "--", "true"], "--redirects"), (["--", "/nonexistent/prog"], "cannot run")]:
-        r = distrun(*args)
+                       (["--redirects", "9", "--", "true"], "--redirects"), (["--", "/nonexistent/prog"], "cannot run"),
+                       (["--rdzv-backend", "etcd", "--nnodes", "1:2", "--", "true"], "needs --rdzv-endpoint"),
+                       (["--rdzv-backend", "etcd", "--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:2379", "--", "true"],
+                        "an elastic --nnodes"),
+                       (["--nnodes", "2", "--rdzv-endpoint", "127.0.0.1:2379,127.0.0.2:2379", "--", "true"],
+                        "a list of members is an etcd cluster's")]:
+        r = distrun(*args, env=env)
         check(r.returncode == 2 and want in r.stderr and r.stderr.startswith("distrun: error: "),
               f"{args}: rc {r.returncode}", r.stderr)
 

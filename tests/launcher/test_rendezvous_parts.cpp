@@ -59,6 +59,14 @@ TEST_CASE("a failure record survives the store, causes with newlines included", 
   CHECK_FALSE(j.final);
   CHECK(j.summary() == "host n2: asked to join");
   CHECK_FALSE(FailureRecord::decode(r.encode()).joining);
+  // A frozen worker's record says so: it takes the place of the ranks that gave up on it.
+  FailureRecord frozen{false, "n1", 1, 3, "frozen, not ended (SIGSTOP)"};
+  frozen.frozen = true;
+  FailureRecord f = FailureRecord::decode(frozen.encode());
+  CHECK(f.frozen);
+  CHECK_FALSE(f.final);
+  CHECK_FALSE(f.joining);
+  CHECK_FALSE(FailureRecord::decode(r.encode()).frozen);
 }
 
 TEST_CASE("a failure record from another node shows its control characters escaped", "[launcher][rendezvous]") {
@@ -70,8 +78,8 @@ TEST_CASE("a failure record from another node shows its control characters escap
 }
 
 TEST_CASE("malformed failure records are MalformedMessage", "[launcher][rendezvous]") {
-  for (const char* bad : {"", "1", "3\nh\n0\n0\nx", "1\nh\n-2\n0\nx", "1\nh\nzero\n0\nx", "1\nh\n0\n-5\nx",
-                          "1\nh\n99999999999\n0\nx", "1\nh\n1-2\n0\nx", "1\nh\n-\n0\nx"})
+  for (const char* bad : {"", "1", "4\nh\n0\n0\nx", "13\nh\n0\n0\nx", "1\nh\n-2\n0\nx", "1\nh\nzero\n0\nx",
+                          "1\nh\n0\n-5\nx", "1\nh\n99999999999\n0\nx", "1\nh\n1-2\n0\nx", "1\nh\n-\n0\nx"})
     CHECK_THROWS_AS(FailureRecord::decode(bad), MalformedMessage);
 }
 

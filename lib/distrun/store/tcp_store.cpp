@@ -59,9 +59,11 @@ struct TCPStore::Conn {
 
 namespace {
 
-// The connection closed before the handshake was answered (not a refusal): worth a retry.
+// The handshake was not answered (not a refusal): the connection closed, or (`silent`) it
+// stood without a reply. Worth a retry.
 struct HandshakeCut : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  HandshakeCut(const std::string& what, bool silent) : std::runtime_error(what), silent(silent) {}
+  bool silent;
 };
 
 // A get/wait is answered by the server itself when its time runs out; the client waits a
@@ -100,10 +102,12 @@ TCPStore::TCPStore(const std::string& host, uint16_t port, const TCPStoreOptions
 
   const auto deadline = Clock::now() + std::chrono::milliseconds(wire::clamp_timeout_ms(options.timeout.count()));
   std::string last_error = "no attempt";
+  bool silent = false;  // the last try's connection was accepted, and its handshake had no reply
   auto backoff = 10ms;
   for (;;) {
     asio::error_code ec;
     bool cut = false;
+    silent = false;
     tcp::resolver resolver(conn_->io);
     auto endpoints = resolver.resolve(connect_host, std::to_string(port_), ec);
     if (!ec) {
@@ -139,17 +143,24 @@ TCPStore::TCPStore(const std::string& host, uint16_t port, const TCPStoreOptions
           authenticate(secret, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
           break;
         } catch (const HandshakeCut& e) {
-          // Closed before it answered: a server evicting strangers under a flood looks like
-          // this, so try again (a refused secret is an answer, and is not retried).
+          // Closed before it answered (a server evicting strangers under a flood looks like
+          // this) or silent (a stopped server's kernel still accepts): try again; a refused
+          // secret is an answer, and is not retried.
           cut = true;
-          last_error = std::string("closed during authentication: ") + e.what();
+          silent = e.silent;
+          last_error =
+              std::string(silent ? "accepted, but no answer to the handshake: " : "closed during authentication: ") +
+              e.what();
         }
       }
     }
     if (!cut) last_error = ec.message();
-    if (Clock::now() + backoff >= deadline)
-      throw TimeoutError("store: could not connect to " + conn_->where + " within " +
-                         std::to_string(options.timeout.count()) + " ms (" + last_error + ")");
+    if (Clock::now() + backoff >= deadline) {
+      const std::string what = "store: could not connect to " + conn_->where + " within " +
+                               std::to_string(options.timeout.count()) + " ms (" + last_error + ")";
+      if (silent) throw StoreSilent(what);
+      throw TimeoutError(what);
+    }
     std::this_thread::sleep_for(backoff);
     backoff = std::min<std::chrono::milliseconds>(backoff * 2, 500ms);
   }
@@ -190,10 +201,12 @@ void TCPStore::authenticate(const std::string& secret, std::chrono::milliseconds
 std::string TCPStore::handshake_step(const wire::Request& r, std::chrono::milliseconds timeout) {
   try {
     return request(r, timeout);
+  } catch (const StoreSilent& e) {
+    throw HandshakeCut(e.what(), true);
   } catch (const TimeoutError& e) {
-    throw HandshakeCut(e.what());
+    throw HandshakeCut(e.what(), false);
   } catch (const StoreError& e) {
-    if (conn_->broken) throw HandshakeCut(e.what());
+    if (conn_->broken) throw HandshakeCut(e.what(), false);
     throw;  // an answer: the server refused
   }
 }
@@ -266,8 +279,8 @@ std::string TCPStore::request(const wire::Request& r, std::chrono::milliseconds 
   if (c.broken) throw StoreError("store: connection to " + c.where + " was lost earlier");
   const auto deadline = Clock::now() + reply_timeout;
   const auto no_reply = [&](const char* what) {
-    return TimeoutError("store: no reply from " + c.where + " within " + std::to_string(reply_timeout.count()) +
-                        " ms (" + what + ")");
+    return StoreSilent("store: no reply from " + c.where + " within " + std::to_string(reply_timeout.count()) +
+                       " ms (" + what + ")");
   };
   if (c.late) {
     // A reply given up on earlier: it comes first, and is dropped (its answer, an error

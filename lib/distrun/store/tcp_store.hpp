@@ -9,10 +9,20 @@
 #include <string>
 #include <thread>
 
+#include "distrun/core/error.hpp"
 #include "distrun/store/protocol.hpp"
 #include "distrun/store/store.hpp"
 
 namespace distrun {
+
+/// No reply in time on a connection that stands: the server's kernel holds the connection
+/// (it accepted it, or it carried earlier replies) but the server does not answer, so its
+/// process is stopped or stalled, or its host unreachable. A refused or reset connection is
+/// not this.
+class StoreSilent : public TimeoutError {
+ public:
+  using TimeoutError::TimeoutError;
+};
 
 struct TCPStoreServerOptions {
   std::string host = "0.0.0.0";  // address to bind: the interface of MASTER_ADDR
