@@ -384,7 +384,7 @@ int run_control_plane(int argc, char** argv) {
           "distrun-bench control-plane"};
   bench::ControlPlaneOptions o;
   double timeout_s = 120;
-  double interval_s = 0.1, window_s = 3;
+  double interval_s = 0.1, window_s = 7.5;
   app.add_option("--role", o.role,
                  "What is loaded: store (the workers' store) or rendezvous (node 0's agent rendezvous, --clients "
                  "agents: round_s, heartbeat_cpu_pct, failure_fanout_s)")
@@ -403,7 +403,8 @@ int run_control_plane(int argc, char** argv) {
   app.add_option("--monitor-interval", interval_s,
                  "Rendezvous: seconds between an agent's watches (distrun's --monitor-interval; default 0.1)");
   app.add_option("--heartbeat-window", window_s,
-                 "Rendezvous: seconds node 0's CPU is measured while the agents heartbeat (default 3)");
+                 "Rendezvous: seconds node 0's CPU is measured while the agents heartbeat (default 7.5: two beat "
+                 "periods)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -20,9 +20,11 @@ namespace {
 using bench::ControlPlaneOptions;
 using namespace bench::control_plane;
 
-// Descriptors an agent holds in its process: its store client's socket and its I/O context's
-// (an epoll set, an eventfd, a timerfd), with one to spare.
-constexpr int64_t kFdsPerAgent = 5;
+// Descriptors an agent holds in its process: its two store clients' (its requests, and its
+// listener for the failure), each a socket and an I/O context's epoll set, eventfd and
+// timerfd, with one to spare; node 0 holds the server's end of both connections.
+constexpr int64_t kFdsPerAgent = 9;
+constexpr int64_t kNode0FdsPerAgent = 2;
 
 JobPlan agent_plan(const ControlPlaneOptions& o, int node_rank, const std::string& master_addr, uint16_t port) {
   JobPlan p;
@@ -56,7 +58,7 @@ std::string agent_address(int64_t agent, int64_t per_address) {
 // watches every interval as a running agent does, answering 'u' with its CPU so far and saying
 // when it saw a failure (and whose); when its pipe closes, its peak RSS and CPU.
 int node0(const ControlPlaneOptions& o, const std::string& secret, int in, int out) {
-  raise_fd_limit(o.clients + kSpareFds);
+  raise_fd_limit(o.clients * kNode0FdsPerAgent + kSpareFds);
   SignalWatch signals;
   const uint16_t port = pick_free_port("0.0.0.0");
   StaticRendezvous rendezvous(agent_plan(o, 0, "127.0.0.1", port), rendezvous_options(o, secret), signals);
@@ -222,11 +224,12 @@ bench::ControlPlaneResult run_rendezvous_load(const ControlPlaneOptions& o) {
   if (o.per_address < 1 || o.per_address > 28000) throw ConfigError("--per-address: 1 to 28000 (the ephemeral ports)");
   if (o.interval.count() < 1) throw ConfigError("--interval: at least 1 ms");
   if (o.heartbeat_window.count() < 1) throw ConfigError("--heartbeat-window: at least 1 ms");
-  const int64_t limit = raise_fd_limit(o.clients + kSpareFds);
-  if (o.clients + kSpareFds > limit)
+  const int64_t limit = raise_fd_limit(o.clients * kFdsPerAgent + kSpareFds);
+  if (o.clients * kNode0FdsPerAgent + kSpareFds > limit)
     throw ConfigError("--clients " + std::to_string(o.clients) + ": node 0 needs " +
-                      std::to_string(o.clients + kSpareFds) + " descriptors, and this process may open " +
-                      std::to_string(limit) + " (RLIMIT_NOFILE's hard limit)");
+                      std::to_string(o.clients * kNode0FdsPerAgent + kSpareFds) +
+                      " descriptors, and this process may open " + std::to_string(limit) +
+                      " (RLIMIT_NOFILE's hard limit)");
   bench::ControlPlaneResult r;
   r.options = o;
   const std::string secret = random_hex(32);

@@ -29,6 +29,7 @@ StaticRendezvous::StaticRendezvous(const JobPlan& plan, const RendezvousOptions&
   TCPStoreOptions so;
   so.secret = opt_.secret;
   so.is_server = true;
+  so.max_connections = store_connections(plan_);
   so.timeout = opt_.timeout;
   // Bound here first, so a taken port is a PortInUse (a ConfigError: exit 2), as on one node.
   try {

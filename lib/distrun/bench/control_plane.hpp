@@ -27,9 +27,10 @@ struct ControlPlaneOptions {
   std::chrono::milliseconds timeout{120000};
   std::string python = "/usr/bin/python3";  // for server "torch"
   // Rendezvous: how often each agent watches (distrun's --monitor-interval default), and how
-  // long node 0's CPU is measured while the agents heartbeat.
+  // long node 0's CPU is measured while the agents heartbeat: two of their beat periods (an
+  // eighth of distrun's 30 s heartbeat timeout), so that each is counted whole.
   std::chrono::milliseconds interval{100};
-  std::chrono::milliseconds heartbeat_window{3000};
+  std::chrono::milliseconds heartbeat_window{7500};
 };
 
 struct ControlPlaneResult {
