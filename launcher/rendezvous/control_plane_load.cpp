@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "detail.hpp"
@@ -235,7 +236,7 @@ bench::ControlPlaneResult run_rendezvous_load(const ControlPlaneOptions& o) {
   const std::string secret = random_hex(32);
   Child server = fork_child("node 0's agent", {}, [&](int in, int out) { return node0(o, secret, in, out); });
   std::vector<Child> procs;
-  try {
+  const ServerUsage usage = run_processes(server, procs, [&] {
     const auto port = uint16_t(number_in(server.line(now_s() + 60), "port"));
     const int64_t per_proc = (limit - kSpareFds) / kFdsPerAgent;
     const int64_t nproc = (o.clients + per_proc - 1) / per_proc;
@@ -293,19 +294,9 @@ bench::ControlPlaneResult run_rendezvous_load(const ControlPlaneOptions& o) {
     if (word != "told" || whose != int(o.clients))
       throw StoreError("control-plane bench: node 0 did not name node " + std::to_string(o.clients) + " as lost");
     r.failure_fanout_s = std::max(told, at) - killed;
-  } catch (...) {
-    for (auto& p : procs) p.finish();
-    server.finish();
-    throw;
-  }
-  for (auto& p : procs) p.finish();
-  ::close(server.to);
-  server.to = -1;
-  std::istringstream usage(server.line(now_s() + 60));
-  double rss_kb = 0;
-  usage >> rss_kb >> r.server_cpu_s;
-  r.server_peak_rss_mb = rss_kb / 1024;
-  server.finish();
+  });
+  r.server_peak_rss_mb = usage.peak_rss_mb;
+  r.server_cpu_s = usage.cpu_s;
   return r;
 }
 

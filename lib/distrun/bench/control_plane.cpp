@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
 
 #include "distrun/core/error.hpp"
@@ -398,7 +397,7 @@ ControlPlaneResult run_control_plane(const ControlPlaneOptions& o) {
   const std::string secret = o.server == "torch" ? "" : auth::random_bytes(16);
   Child server = o.server == "torch" ? start_torch_server(o) : start_distrun_server(o, secret);
   std::vector<Child> procs;
-  try {
+  const ServerUsage usage = run_processes(server, procs, [&] {
     const double start_deadline = now_s() + 60;
     const auto port = uint16_t(number_in("port " + server.line(start_deadline), "port"));
     const int64_t per_proc = limit - kSpareFds;
@@ -425,19 +424,9 @@ ControlPlaneResult run_control_plane(const ControlPlaneOptions& o) {
     double through = t1;
     for (auto& p : procs) through = std::max(through, number_in(p.line(deadline), "done"));
     r.barrier_s = through - t1;
-  } catch (...) {
-    for (auto& p : procs) p.finish();
-    server.finish();
-    throw;
-  }
-  for (auto& p : procs) p.finish();
-  ::close(server.to);
-  server.to = -1;
-  std::istringstream usage(server.line(now_s() + 60));
-  double rss_kb = 0;
-  usage >> rss_kb >> r.server_cpu_s;
-  r.server_peak_rss_mb = rss_kb / 1024;
-  server.finish();
+  });
+  r.server_peak_rss_mb = usage.peak_rss_mb;
+  r.server_cpu_s = usage.cpu_s;
   return r;
 }
 
@@ -446,6 +435,7 @@ std::string control_plane_json(const ControlPlaneResult& r) {
   j["role"] = r.options.role;
   j["server"] = r.options.server;
   j["clients"] = r.options.clients;
+  if (r.options.role == "store") j["barrier"] = r.options.barrier;
   j["client_processes"] = r.client_processes;
   j["connect_s"] = r.connect_s;
   if (r.options.role == "rendezvous") {
@@ -454,7 +444,6 @@ std::string control_plane_json(const ControlPlaneResult& r) {
     j["heartbeat_cpu_pct"] = r.heartbeat_cpu_pct;
     j["failure_fanout_s"] = r.failure_fanout_s;
   } else {
-    j["barrier"] = r.options.barrier;
     j["barrier_s"] = r.barrier_s;
   }
   j["server_peak_rss_mb"] = r.server_peak_rss_mb;

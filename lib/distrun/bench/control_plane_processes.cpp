@@ -76,6 +76,26 @@ void Child::finish() {
   pid = -1;
 }
 
+ServerUsage run_processes(Child& server, std::vector<Child>& clients, const std::function<void()>& measure) {
+  try {
+    measure();
+  } catch (...) {
+    for (auto& c : clients) c.finish();
+    server.finish();
+    throw;
+  }
+  for (auto& c : clients) c.finish();
+  ::close(server.to);
+  server.to = -1;
+  std::istringstream usage(server.line(now_s() + 60));
+  double rss_kb = 0;
+  ServerUsage u;
+  usage >> rss_kb >> u.cpu_s;
+  u.peak_rss_mb = rss_kb / 1024;
+  server.finish();
+  return u;
+}
+
 Child fork_child(const std::string& what, const std::vector<int>& close_in_child,
                  const std::function<int(int in, int out)>& body) {
   int down[2], up[2];

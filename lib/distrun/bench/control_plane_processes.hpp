@@ -37,6 +37,16 @@ struct Child {
   void finish();
 };
 
+/// The server's figures at its end.
+struct ServerUsage {
+  double peak_rss_mb = 0;
+  double cpu_s = 0;  // user + system, every thread
+};
+/// Runs `measure` (which forks `clients` against `server`), then ends the clients and the
+/// server, whose last line is own_usage(): its figures. On an exception every process is
+/// reaped and the exception goes on.
+ServerUsage run_processes(Child& server, std::vector<Child>& clients, const std::function<void()>& measure);
+
 /// Forks; the child closes `close_in_child`, runs `body(in, out)` with its ends of the pipes
 /// and exits with its result (an exception becomes the line "error WHAT").
 Child fork_child(const std::string& what, const std::vector<int>& close_in_child,

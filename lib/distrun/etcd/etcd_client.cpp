@@ -80,6 +80,20 @@ struct Client::Curl {
     curl_slist_free_all(headers);
     curl_easy_cleanup(handle);
   }
+  // Sets up a JSON POST of `body` to `url`, its answer to `sink(data)`, bounded by `connect`
+  // and `total`; curl_easy_perform() sends it.
+  void post(const std::string& url, const std::string& body, curl_write_callback sink, void* data, milliseconds connect,
+            milliseconds total) {
+    curl_easy_setopt(handle, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(handle, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(handle, CURLOPT_POSTFIELDSIZE, long(body.size()));
+    curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(handle, CURLOPT_WRITEDATA, data);
+    curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT_MS, long(connect.count()));
+    curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, long(total.count()));
+  }
 };
 
 Client::Client(std::vector<std::string> endpoints, milliseconds timeout)
@@ -104,15 +118,8 @@ json Client::call(const std::string& path, const json& body) {
       const std::string& endpoint = endpoints_[current_];
       std::string reply;
       CURL* h = curl_->handle;
-      curl_easy_setopt(h, CURLOPT_URL, (endpoint + path).c_str());
-      curl_easy_setopt(h, CURLOPT_HTTPHEADER, curl_->headers);
-      curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.c_str());
-      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, long(request.size()));
-      curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, append);
-      curl_easy_setopt(h, CURLOPT_WRITEDATA, &reply);
-      curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-      curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, long(std::min(left, kConnectTimeout).count()));
-      curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, long(std::min(left, kTryTimeout).count()));
+      curl_->post(endpoint + path, request, append, &reply, std::min(left, kConnectTimeout),
+                  std::min(left, kTryTimeout));
       ++requests_;
       const CURLcode rc = curl_easy_perform(h);
       long status = 0;
@@ -145,20 +152,12 @@ bool Client::watch_write(const std::string& key, int64_t after, milliseconds wit
   const std::string request =
       json{{"create_request", {{"key", base64_encode(key)}, {"start_revision", std::to_string(after + 1)}}}}.dump();
   WatchStream stream;
-  CURL* h = curl_->handle;
-  curl_easy_setopt(h, CURLOPT_URL, (endpoints_[current_] + "/v3/watch").c_str());
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, curl_->headers);
-  curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.c_str());
-  curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, long(request.size()));
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_watch_data);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &stream);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, long(std::min(within, kConnectTimeout).count()));
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, long(within.count()));
+  curl_->post(endpoints_[current_] + "/v3/watch", request, on_watch_data, &stream, std::min(within, kConnectTimeout),
+              within);
   ++requests_;
   // Ends at the first event (the callback stops it), at `within`, or on any failure: then the
   // next look goes to the next member.
-  const CURLcode rc = curl_easy_perform(h);
+  const CURLcode rc = curl_easy_perform(curl_->handle);
   if (!stream.written && rc != CURLE_OPERATION_TIMEDOUT) current_ = (current_ + 1) % endpoints_.size();
   return stream.written;
 }
