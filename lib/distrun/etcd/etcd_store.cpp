@@ -14,6 +14,9 @@ namespace {
 
 // How soon wait() and get() look again when a watch could not be held (a member down).
 constexpr milliseconds kPoll{20};
+// The longest one watch is held before looking again: a member that vanished without closing
+// the connection (its host gone) holds a watch silently, and the look moves to another.
+constexpr milliseconds kWatchSlice{1000};
 constexpr size_t kTag = 32;
 
 }  // namespace
@@ -64,7 +67,7 @@ void EtcdStore::set(const std::string& key, const std::string& value) {
 }
 
 void EtcdStore::await_write(const std::string& key, int64_t revision, Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+  const auto left = std::min(kWatchSlice, std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
   bool written = false;
   {
     std::lock_guard<std::mutex> l(watch_mu_);

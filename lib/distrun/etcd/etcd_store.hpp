@@ -51,8 +51,8 @@ class EtcdStore : public Store {
  private:
   std::string seal(const std::string& key, const std::string& value) const;
   std::string open(const std::string& key, const std::string& stored) const;
-  // Waits until `key`, absent at `revision`, is written or `deadline` passes (the caller
-  // looks again either way).
+  // Waits until `key`, absent at `revision`, is written, at most a watch slice or until
+  // `deadline` (the caller looks again either way).
   void await_write(const std::string& key, int64_t revision, Clock::time_point deadline);
   int64_t lease();
   void renew(std::vector<std::string> endpoints, std::chrono::milliseconds request_timeout);
