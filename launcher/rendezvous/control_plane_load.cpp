@@ -88,7 +88,7 @@ int node0(const ControlPlaneOptions& o, const std::string& secret, int in, int o
   return 0;
 }
 
-enum Phase { kConnect = 1, kJoin, kKill, kEnd };
+enum Phase { kConnect = 1, kJoin, kRun, kKill, kEnd };
 
 // The phases of a client process's agents, moved on by its main thread; each agent thread
 // counts itself through each one.
@@ -142,9 +142,9 @@ class Phases {
 };
 
 // Agents `first`..`first + count - 1` (node ranks one more), a thread each: connect on 'c',
-// join on 'j', then watch every interval until told of a failure; on 'k' the last agent of the
-// job closes its connection (as its death would). Each step is said with the time its last
-// agent finished it; the connections stay until the pipe closes.
+// join on 'j', and from 'r' watch every interval until told of a failure; on 'k' the last
+// agent of the job closes its connection (as its death would). Each step but 'r' is said with
+// the time its last agent finished it; the connections stay until the pipe closes.
 int agents(const ControlPlaneOptions& o, uint16_t port, const std::string& secret, int64_t first, int64_t count, int in,
            int out) {
   raise_fd_limit(count * kFdsPerAgent + kSpareFds);
@@ -167,6 +167,7 @@ int agents(const ControlPlaneOptions& o, uint16_t port, const std::string& secre
         if (phases.over()) return;
         agent->join(0, 0);
         phases.done(now_s());
+        phases.reach(kRun);
         const double interval = double(o.interval.count()) / 1000;
         while (!phases.over()) {
           if (rank == victim && phases.reach(kKill, interval)) {
@@ -192,12 +193,18 @@ int agents(const ControlPlaneOptions& o, uint16_t port, const std::string& secre
   }
   try {
     const double deadline = now_s() + double(o.timeout.count()) / 1000;
-    const std::pair<Phase, const char*> steps[] = {{kConnect, "connected"}, {kJoin, "joined"}, {kKill, "told"}};
+    // The agents' run (their watches, and the listener each opens at its first) starts once the
+    // whole round is through, so that round_s times the round alone.
+    const std::pair<Phase, const char*> steps[] = {{kConnect, "connected"},
+                                                   {kJoin, "joined"},
+                                                   {kRun, nullptr},
+                                                   {kKill, "told"}};
     int64_t through = 0;
     char c = 0;
     for (const auto& [phase, word] : steps) {
       if (::read(in, &c, 1) != 1) break;
       phases.advance(phase);
+      if (!word) continue;
       through += count;
       const double last = phases.all_done(through, deadline, std::string("not ") + word);
       if (phase == kKill && killed > 0) write_line(out, "killed " + std::to_string(killed));
@@ -263,6 +270,7 @@ bench::ControlPlaneResult run_rendezvous_load(const ControlPlaneOptions& o) {
     server.say('j');
     const double joined = step('j', "joined", t1);
     r.round_s = std::max(joined, number_in(server.line(deadline), "joined")) - t1;
+    for (auto& p : procs) p.say('r');
 
     // The agents watch as running agents do; node 0's CPU over a window of that, after a
     // moment for the round's stragglers to settle.
