@@ -14,6 +14,7 @@
 #include <iostream>
 
 #include "distrun/bench/control_plane.hpp"
+#include "rendezvous/control_plane_load.hpp"
 #include "distrun/bench/qualify.hpp"
 #include "distrun/bench/report.hpp"
 #include "distrun/bench/sweep.hpp"
@@ -383,7 +384,11 @@ int run_control_plane(int argc, char** argv) {
           "distrun-bench control-plane"};
   bench::ControlPlaneOptions o;
   double timeout_s = 120;
-  app.add_option("--role", o.role, "What is loaded: store")->check(CLI::IsMember({"store"}));
+  double interval_s = 0.1, window_s = 7.5;
+  app.add_option("--role", o.role,
+                 "What is loaded: store (the workers' store) or rendezvous (node 0's agent rendezvous, --clients "
+                 "agents: round_s, heartbeat_cpu_pct, failure_fanout_s)")
+      ->check(CLI::IsMember({"store", "rendezvous"}));
   app.add_option("--server", o.server, "Whose store server: distrun or torch (c10d's TCPStore, no secret)")
       ->check(CLI::IsMember({"distrun", "torch"}));
   app.add_option("--clients", o.clients, "Clients, each with its own connection (default 1024)");
@@ -395,6 +400,11 @@ int run_control_plane(int argc, char** argv) {
   app.add_option("--in-flight", o.in_flight, "Connections opened and authenticated at once (default 128)");
   app.add_option("--python", o.python, "The Python with torch, for --server torch (default /usr/bin/python3)");
   app.add_option("-T,--timeout", timeout_s, "Seconds the connects, and then the barrier, may take (default 120)");
+  app.add_option("--monitor-interval", interval_s,
+                 "Rendezvous: seconds between an agent's watches (distrun's --monitor-interval; default 0.1)");
+  app.add_option("--heartbeat-window", window_s,
+                 "Rendezvous: seconds node 0's CPU is measured while the agents heartbeat (default 7.5: two beat "
+                 "periods)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -403,7 +413,10 @@ int run_control_plane(int argc, char** argv) {
   }
   if (!(timeout_s > 0)) throw ConfigError("-T: a positive number of seconds");
   o.timeout = std::chrono::milliseconds(int64_t(std::ceil(timeout_s * 1000)));
-  std::cout << bench::control_plane_json(bench::run_control_plane(o)) << std::endl;
+  o.interval = std::chrono::milliseconds(int64_t(std::round(interval_s * 1000)));
+  o.heartbeat_window = std::chrono::milliseconds(int64_t(std::round(window_s * 1000)));
+  const auto result = o.role == "rendezvous" ? distrun::launcher::run_rendezvous_load(o) : bench::run_control_plane(o);
+  std::cout << bench::control_plane_json(result) << std::endl;
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "distrun/core/error.hpp"
+#include "distrun/store/tcp_store.hpp"
 #include "job_plan.hpp"
 #include "ports.hpp"
 
@@ -24,6 +26,13 @@ constexpr milliseconds kRequestTimeout{1000};
 constexpr milliseconds kSlice{200};    // waits are cut into slices to see signals at once
 constexpr milliseconds kLinger{3000};  // node 0 waits this long for the others to read
 constexpr int kMaxNodes = 1 << 16;
+
+/// The connections the host's store admits: two per agent (its requests, and its listener
+/// parked on the failure key), room for the agents' tries meanwhile, and never fewer than a
+/// store's default.
+inline size_t store_connections(const JobPlan& plan) {
+  return std::max(TCPStoreServerOptions{}.max_connections, 2 * size_t(plan.nnodes) + 64);
+}
 
 inline std::string where(const JobPlan& plan) { return plan.master_addr + ":" + std::to_string(*plan.master_port); }
 

@@ -29,6 +29,7 @@ StaticRendezvous::StaticRendezvous(const JobPlan& plan, const RendezvousOptions&
   TCPStoreOptions so;
   so.secret = opt_.secret;
   so.is_server = true;
+  so.max_connections = store_connections(plan_);
   so.timeout = opt_.timeout;
   // Its own replies come late only when this agent itself did not run (SIGSTOP): taken then.
   so.keep_on_timeout = true;

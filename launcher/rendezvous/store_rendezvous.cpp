@@ -1,6 +1,8 @@
 #include "store_rendezvous.hpp"
 
+#include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include "distrun/store/tcp_store.hpp"
@@ -14,6 +16,62 @@ using namespace rendezvous_detail;
 StoreRendezvous::StoreRendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals)
     : plan_(plan), opt_(options), signals_(signals), host_(hostname()), node_rank_(plan.node_rank),
       id_(plan.node_rank) {}
+
+// A second connection to the host's store, parked in a thread of its own on one attempt's
+// failure key: the store wakes every such agent the moment the key is written. A thousand
+// agents asking at each watch instead cost the host 40% of a core (distrun-bench control-plane
+// --role rendezvous), and still 6% asking once a second.
+class StoreRendezvous::FailureListener {
+ public:
+  FailureListener(const std::string& host, uint16_t port, const std::string& secret, std::string key, milliseconds wait)
+      : key_(std::move(key)) {
+    TCPStoreOptions so;
+    so.secret = secret;
+    so.timeout = kRequestTimeout;
+    // A host silent past a wait is judged by the heartbeats, not here.
+    so.keep_on_timeout = true;
+    store_ = std::make_unique<TCPStore>(host, port, so);
+    thread_ = std::thread([this, wait] { run(wait); });
+  }
+  ~FailureListener() {
+    stop_ = true;
+    store_->abort();
+    thread_.join();
+  }
+  FailureListener(const FailureListener&) = delete;
+  FailureListener& operator=(const FailureListener&) = delete;
+
+  // The key is there.
+  bool fired() const { return fired_; }
+  // Why the connection failed (the store is lost), if it did.
+  std::optional<std::string> lost() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lost_;
+  }
+
+ private:
+  void run(milliseconds wait) {
+    while (!stop_) {
+      try {
+        store_->wait({key_}, wait);
+        fired_ = true;
+        return;
+      } catch (const TimeoutError&) {
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!stop_) lost_ = e.what();
+        return;
+      }
+    }
+  }
+
+  std::string key_;
+  std::unique_ptr<TCPStore> store_;
+  std::atomic<bool> fired_{false}, stop_{false};
+  std::mutex mu_;
+  std::optional<std::string> lost_;
+  std::thread thread_;
+};
 
 StoreRendezvous::~StoreRendezvous() = default;
 
@@ -192,6 +250,8 @@ FailureRecord StoreRendezvous::own_stall(milliseconds stalled, int node, const s
                            std::to_string(node) + " (host " + host + ") gave up on its store: " + cause};
 }
 
+milliseconds StoreRendezvous::beat_period() const { return opt_.heartbeat_timeout / 8; }
+
 std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
   auto now = Clock::now();
   // Back from a freeze longer than the heartbeat timeout: the others' silence meanwhile
@@ -202,19 +262,30 @@ std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
     for (auto& t : beat_seen_) t = now;
   }
   last_watch_ = now;
+  // The counts move once a beat period: read as often, one request per member.
+  const bool read_beats = now - beats_read_ >= beat_period();
+  if (read_beats) beats_read_ = now;
+  // Every claim at once, one request while all hold (the common case); a member at a time
+  // only to find whose is gone.
+  std::vector<std::string> claims;
+  for (int id : members_)
+    if (id != id_) claims.push_back(key("alive/" + std::to_string(id)));
+  const bool all_claimed = claims.empty() || store_->check(claims);
   for (size_t m = 0; m < members_.size(); ++m) {
     if (members_[m] == id_) continue;
     const std::string id = std::to_string(members_[m]);
     std::string cause;
-    int64_t b = store_->add(key("beat/" + id), 0);
-    if (b != beats_[m]) {
-      beats_[m] = b;
-      beat_seen_[m] = now;
+    if (read_beats) {
+      int64_t b = store_->add(key("beat/" + id), 0);
+      if (b != beats_[m]) {
+        beats_[m] = b;
+        beat_seen_[m] = now;
+      }
     }
     // Its connection closed (the agent died, or its host reset it) without a goodbye: at
     // once. Silence (a frozen agent, a link down) only after the heartbeat timeout, since
     // a network blip heals and the connection with it.
-    if (!store_->check({key("alive/" + id)}) && !store_->check({key(attempt, "ack/" + id)}) &&
+    if (!all_claimed && !store_->check({key("alive/" + id)}) && !store_->check({key(attempt, "ack/" + id)}) &&
         !store_->check({key(attempt, "seen/" + id)}))
       cause = claim_lost_cause();
     else if (now - beat_seen_[m] > opt_.heartbeat_timeout)
@@ -236,9 +307,26 @@ std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
 std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
   if (!store_alive_) return std::nullopt;
   try {
-    if (!hosts_store_) store_->add(key("beat/" + std::to_string(id_)), 1);
+    const auto now = Clock::now();
+    if (!hosts_store_ && now - last_beat_ >= beat_period()) {
+      store_->add(key("beat/" + std::to_string(id_)), 1);
+      last_beat_ = now;
+      last_answer_ = Clock::now();
+    }
+    if (!watches_members() && tcp_store_) {
+      // Told by the host's store the moment the failure is written, instead of asking.
+      if (!listener_ || listener_attempt_ != attempt) {
+        listener_.reset();
+        listener_ = std::make_unique<FailureListener>(plan_.master_addr, tcp_store_->port(), opt_.secret,
+                                                      key(attempt, "failed"), opt_.heartbeat_timeout);
+        listener_attempt_ = attempt;
+      }
+      if (auto why = listener_->lost()) throw StoreError(*why);
+      if (!listener_->fired()) return std::nullopt;
+    }
+    const bool failed = store_->check({key(attempt, "failed")});
     last_answer_ = Clock::now();
-    if (store_->check({key(attempt, "failed")})) return FailureRecord::decode(store_->get(key(attempt, "failed")));
+    if (failed) return FailureRecord::decode(store_->get(key(attempt, "failed")));
     if (watches_members()) {
       if (auto lost = check_members(attempt)) return lost;
       // torchrun's agents ask num_nodes_waiting() at each monitor interval: a node that

@@ -110,10 +110,19 @@ class StoreRendezvous : public Rendezvous {
   std::optional<FailureRecord> poll(int attempt, bool admit);
   // The host's look at every member: the first one lost, as a failure record.
   std::optional<FailureRecord> check_members(int attempt);
+  // How often an agent's heartbeat count moves (and the host reads it): an eighth of the
+  // heartbeat timeout, so that a silent agent is told from a slow one.
+  std::chrono::milliseconds beat_period() const;
 
   // The host: each member's last heartbeat count and when it last changed.
   std::vector<int64_t> beats_;
   std::vector<Clock::time_point> beat_seen_;
+  Clock::time_point beats_read_{};  // when the host last read every member's count
+  // Not the host: when this agent last beat; the listener for the attempt's failure.
+  Clock::time_point last_beat_{};
+  class FailureListener;
+  std::unique_ptr<FailureListener> listener_;
+  int listener_attempt_ = -1;
   // The host: when watch() last ran, and for how long this agent itself was not running (a
   // SIGSTOP, a stalled host) when it last came back.
   Clock::time_point last_watch_{};

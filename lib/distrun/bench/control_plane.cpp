@@ -1,21 +1,16 @@
 #include "distrun/bench/control_plane.hpp"
+#include "distrun/bench/control_plane_processes.hpp"
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <vector>
 
 #include "distrun/core/error.hpp"
@@ -27,123 +22,10 @@ namespace distrun::bench {
 
 namespace {
 
-// Descriptors a process needs besides its sockets (pipes, epoll, libraries, stdio).
-constexpr int64_t kSpareFds = 64;
+using namespace control_plane;
+
 const std::string kCountKey = "joined/count", kGateKey = "joined/all";
 std::string joined_key(int64_t i) { return "joined/" + std::to_string(i); }
-
-double now_s() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-
-// Raises this process's descriptor limit to `want` if it may, else to its hard limit; returns
-// the soft limit now in force.
-int64_t raise_fd_limit(int64_t want) {
-  rlimit rl{};
-  getrlimit(RLIMIT_NOFILE, &rl);
-  rlimit up{rlim_t(want), std::max(rl.rlim_max, rlim_t(want))};
-  if (setrlimit(RLIMIT_NOFILE, &up) != 0) {  // raising the hard limit needs CAP_SYS_RESOURCE
-    up = {rl.rlim_max, rl.rlim_max};
-    setrlimit(RLIMIT_NOFILE, &up);
-  }
-  getrlimit(RLIMIT_NOFILE, &rl);
-  return int64_t(rl.rlim_cur);
-}
-
-// A child process and the two pipes that speak with it in lines.
-struct Child {
-  pid_t pid = -1;
-  int to = -1, from = -1;
-  std::string buffered;
-  std::string what;
-
-  void say(char c) const {
-    if (::write(to, &c, 1) != 1) throw StoreError("control-plane bench: " + what + " is gone");
-  }
-  // The next line it writes, waiting until `deadline`.
-  std::string line(double deadline) {
-    for (;;) {
-      auto nl = buffered.find('\n');
-      if (nl != std::string::npos) {
-        std::string l = buffered.substr(0, nl);
-        buffered.erase(0, nl + 1);
-        if (l.rfind("error ", 0) == 0) throw StoreError("control-plane bench: " + what + ": " + l.substr(6));
-        return l;
-      }
-      const double left = deadline - now_s();
-      if (left <= 0) throw TimeoutError("control-plane bench: " + what + " did not answer in time");
-      pollfd p{from, POLLIN, 0};
-      if (::poll(&p, 1, int(left * 1000) + 1) <= 0) continue;
-      char buf[512];
-      const ssize_t n = ::read(from, buf, sizeof buf);
-      if (n <= 0) throw StoreError("control-plane bench: " + what + " ended without a word");
-      buffered.append(buf, size_t(n));
-    }
-  }
-  void finish() {
-    if (to >= 0) ::close(to);
-    to = -1;
-    if (from >= 0) ::close(from);
-    from = -1;
-    if (pid > 0) {
-      int status = 0;
-      for (int i = 0; i < 200 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) ::usleep(50000);
-      if (::waitpid(pid, &status, WNOHANG) == 0) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-      }
-    }
-    pid = -1;
-  }
-};
-
-// Forks; the child runs `body(in, out)` with its ends of the pipes and exits with its result.
-template <typename Body>
-Child fork_child(const std::string& what, const std::vector<int>& close_in_child, Body body) {
-  int down[2], up[2];
-  if (::pipe2(down, O_CLOEXEC) != 0 || ::pipe2(up, O_CLOEXEC) != 0)
-    throw StoreError("control-plane bench: pipe: " + std::string(std::strerror(errno)));
-  const pid_t pid = ::fork();
-  if (pid < 0) throw StoreError("control-plane bench: fork: " + std::string(std::strerror(errno)));
-  if (pid == 0) {
-    for (int fd : close_in_child) ::close(fd);
-    ::close(down[1]);
-    ::close(up[0]);
-    int rc = 1;
-    try {
-      rc = body(down[0], up[1]);
-    } catch (const std::exception& e) {
-      std::string msg = std::string("error ") + e.what() + "\n";
-      std::replace(msg.begin(), msg.end() - 1, '\n', ' ');
-      (void)!::write(up[1], msg.data(), msg.size());
-    }
-    ::_exit(rc);
-  }
-  ::close(down[0]);
-  ::close(up[1]);
-  Child c;
-  c.pid = pid;
-  c.to = down[1];
-  c.from = up[0];
-  c.what = what;
-  return c;
-}
-
-void write_line(int fd, const std::string& l) {
-  std::string s = l + "\n";
-  if (::write(fd, s.data(), s.size()) != ssize_t(s.size())) throw StoreError("cannot write to the bench");
-}
-
-// The server's own figures at its end: peak RSS (KiB) and CPU seconds.
-std::string own_usage() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  const double cpu =
-      double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
-  return std::to_string(u.ru_maxrss) + " " + std::to_string(cpu);
-}
 
 // distrun's store server: says its port, serves until its pipe closes, then says its usage.
 Child start_distrun_server(const ControlPlaneOptions& o, const std::string& secret) {
@@ -256,10 +138,9 @@ class ClientSet {
     const int one = 1;
     ::setsockopt(c.fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
     ::setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    const auto a = uint32_t((first_ + int64_t(i)) / o_.per_address);
     sockaddr_in src{};
     src.sin_family = AF_INET;
-    src.sin_addr.s_addr = htonl((127u << 24) | (1u << 16) | ((a / 250) << 8) | (a % 250 + 1));
+    src.sin_addr.s_addr = htonl(loopback_address(first_ + int64_t(i), o_.per_address));
     if (::bind(c.fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0)
       throw StoreError("bind to a loopback source address: " + std::string(std::strerror(errno)));
     sockaddr_in dst{};
@@ -494,18 +375,12 @@ int client_process(const ControlPlaneOptions& o, uint16_t port, const std::strin
   return 0;
 }
 
-double number_in(const std::string& line, const std::string& word) {
-  std::istringstream is(line);
-  std::string w;
-  double v = 0;
-  if (!(is >> w >> v) || w != word) throw StoreError("control-plane bench: unexpected line '" + line + "'");
-  return v;
-}
-
 }  // namespace
 
 ControlPlaneResult run_control_plane(const ControlPlaneOptions& o) {
-  if (o.role != "store") throw ConfigError("--role: only 'store' is measured by this build");
+  if (o.role != "store")
+    throw ConfigError("--role " + o.role +
+                      ": this loads the store (the rendezvous role is launcher::run_rendezvous_load)");
   if (o.server != "distrun" && o.server != "torch") throw ConfigError("--server: distrun or torch");
   if (o.clients < 1) throw ConfigError("--clients: at least 1");
   if (o.per_address < 1 || o.per_address > 28000) throw ConfigError("--per-address: 1 to 28000 (the ephemeral ports)");
@@ -522,7 +397,7 @@ ControlPlaneResult run_control_plane(const ControlPlaneOptions& o) {
   const std::string secret = o.server == "torch" ? "" : auth::random_bytes(16);
   Child server = o.server == "torch" ? start_torch_server(o) : start_distrun_server(o, secret);
   std::vector<Child> procs;
-  try {
+  const ServerUsage usage = run_processes(server, procs, [&] {
     const double start_deadline = now_s() + 60;
     const auto port = uint16_t(number_in("port " + server.line(start_deadline), "port"));
     const int64_t per_proc = limit - kSpareFds;
@@ -549,19 +424,9 @@ ControlPlaneResult run_control_plane(const ControlPlaneOptions& o) {
     double through = t1;
     for (auto& p : procs) through = std::max(through, number_in(p.line(deadline), "done"));
     r.barrier_s = through - t1;
-  } catch (...) {
-    for (auto& p : procs) p.finish();
-    server.finish();
-    throw;
-  }
-  for (auto& p : procs) p.finish();
-  ::close(server.to);
-  server.to = -1;
-  std::istringstream usage(server.line(now_s() + 60));
-  double rss_kb = 0;
-  usage >> rss_kb >> r.server_cpu_s;
-  r.server_peak_rss_mb = rss_kb / 1024;
-  server.finish();
+  });
+  r.server_peak_rss_mb = usage.peak_rss_mb;
+  r.server_cpu_s = usage.cpu_s;
   return r;
 }
 
@@ -570,10 +435,17 @@ std::string control_plane_json(const ControlPlaneResult& r) {
   j["role"] = r.options.role;
   j["server"] = r.options.server;
   j["clients"] = r.options.clients;
-  j["barrier"] = r.options.barrier;
+  if (r.options.role == "store") j["barrier"] = r.options.barrier;
   j["client_processes"] = r.client_processes;
   j["connect_s"] = r.connect_s;
-  j["barrier_s"] = r.barrier_s;
+  if (r.options.role == "rendezvous") {
+    j["interval_ms"] = r.options.interval.count();
+    j["round_s"] = r.round_s;
+    j["heartbeat_cpu_pct"] = r.heartbeat_cpu_pct;
+    j["failure_fanout_s"] = r.failure_fanout_s;
+  } else {
+    j["barrier_s"] = r.barrier_s;
+  }
   j["server_peak_rss_mb"] = r.server_peak_rss_mb;
   j["server_cpu_s"] = r.server_cpu_s;
   return j.dump();

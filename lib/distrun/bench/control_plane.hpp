@@ -6,6 +6,8 @@
 // process of its own, so its peak RSS and CPU are its alone; the clients run in as few
 // processes as the descriptor limit allows, each socket bound to one of many loopback source
 // addresses (127.1.x.y) so that ephemeral ports never run out.
+// The rendezvous role (the agents' rendezvous on node 0) needs the launcher's code: it lives in
+// launcher/rendezvous/control_plane_load.*, with the same options and result.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -14,7 +16,7 @@
 namespace distrun::bench {
 
 struct ControlPlaneOptions {
-  std::string role = "store";      // what is loaded: "store"
+  std::string role = "store";      // what is loaded: "store" or "rendezvous"
   std::string server = "distrun";  // whose server: "distrun" (authenticated) or "torch"
   int64_t clients = 1024;
   /// "counter": each client sets its key and adds one to a count, the last one in sets the key
@@ -24,6 +26,11 @@ struct ControlPlaneOptions {
   int64_t in_flight = 128;     // connections being opened (and authenticated) at once, in all
   std::chrono::milliseconds timeout{120000};
   std::string python = "/usr/bin/python3";  // for server "torch"
+  // Rendezvous: how often each agent watches (distrun's --monitor-interval default), and how
+  // long node 0's CPU is measured while the agents heartbeat: two of their beat periods (an
+  // eighth of distrun's 30 s heartbeat timeout), so that each is counted whole.
+  std::chrono::milliseconds interval{100};
+  std::chrono::milliseconds heartbeat_window{7500};
 };
 
 struct ControlPlaneResult {
@@ -33,6 +40,12 @@ struct ControlPlaneResult {
   double barrier_s = 0;  // every client connected to the last one through the barrier
   double server_peak_rss_mb = 0;
   double server_cpu_s = 0;  // user + system, from its start to its end
+  // Rendezvous: every agent through one round (node 0's plan in every agent's hands); node 0's
+  // CPU while the agents heartbeat, in percent of one core; from one agent's connection closed
+  // to the last other agent told of it.
+  double round_s = 0;
+  double heartbeat_cpu_pct = 0;
+  double failure_fanout_s = 0;
 };
 
 /// Runs one measurement. ConfigError when the options are invalid or the machine cannot hold
@@ -40,7 +53,8 @@ struct ControlPlaneResult {
 /// when a server misbehaves.
 ControlPlaneResult run_control_plane(const ControlPlaneOptions& options);
 
-/// One JSON line: role, server, clients, connect_s, barrier_s, server_peak_rss_mb, ...
+/// One JSON line: role, server, clients, connect_s, barrier_s (store) or round_s,
+/// heartbeat_cpu_pct, failure_fanout_s (rendezvous), server_peak_rss_mb, ...
 std::string control_plane_json(const ControlPlaneResult& r);
 
 }  // namespace distrun::bench

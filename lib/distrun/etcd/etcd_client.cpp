@@ -27,6 +27,30 @@ size_t append(char* data, size_t size, size_t n, void* out) {
   return size * n;
 }
 
+// A watch's stream: one JSON message a line; the transfer ends (0 returned) at the first
+// event, or when etcd cancels the watch or says something else.
+struct WatchStream {
+  std::string buffer;
+  bool written = false, ended = false;
+};
+
+size_t on_watch_data(char* data, size_t size, size_t n, void* out) {
+  auto& w = *static_cast<WatchStream*>(out);
+  w.buffer.append(data, size * n);
+  for (size_t nl; (nl = w.buffer.find('\n')) != std::string::npos;) {
+    const json m = json::parse(w.buffer.substr(0, nl), nullptr, false);
+    w.buffer.erase(0, nl + 1);
+    if (!m.is_object() || !m.contains("result")) {
+      w.ended = true;
+      continue;
+    }
+    const json& r = m["result"];
+    if (r.contains("events") && !r["events"].empty()) w.written = true;
+    if (r.value("canceled", false)) w.ended = true;
+  }
+  return w.written || w.ended ? 0 : size * n;
+}
+
 std::string str(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 int64_t number(const json& obj, const char* field) {
@@ -56,6 +80,20 @@ struct Client::Curl {
     curl_slist_free_all(headers);
     curl_easy_cleanup(handle);
   }
+  // Sets up a JSON POST of `body` to `url`, its answer to `sink(data)`, bounded by `connect`
+  // and `total`; curl_easy_perform() sends it.
+  void post(const std::string& url, const std::string& body, curl_write_callback sink, void* data, milliseconds connect,
+            milliseconds total) {
+    curl_easy_setopt(handle, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(handle, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(handle, CURLOPT_POSTFIELDSIZE, long(body.size()));
+    curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(handle, CURLOPT_WRITEDATA, data);
+    curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT_MS, long(connect.count()));
+    curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, long(total.count()));
+  }
 };
 
 Client::Client(std::vector<std::string> endpoints, milliseconds timeout)
@@ -80,15 +118,9 @@ json Client::call(const std::string& path, const json& body) {
       const std::string& endpoint = endpoints_[current_];
       std::string reply;
       CURL* h = curl_->handle;
-      curl_easy_setopt(h, CURLOPT_URL, (endpoint + path).c_str());
-      curl_easy_setopt(h, CURLOPT_HTTPHEADER, curl_->headers);
-      curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.c_str());
-      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, long(request.size()));
-      curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, append);
-      curl_easy_setopt(h, CURLOPT_WRITEDATA, &reply);
-      curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-      curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, long(std::min(left, kConnectTimeout).count()));
-      curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, long(std::min(left, kTryTimeout).count()));
+      curl_->post(endpoint + path, request, append, &reply, std::min(left, kConnectTimeout),
+                  std::min(left, kTryTimeout));
+      ++requests_;
       const CURLcode rc = curl_easy_perform(h);
       long status = 0;
       curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -98,6 +130,7 @@ json Client::call(const std::string& path, const json& body) {
         json answer = json::parse(reply, nullptr, false);
         if (answer.is_discarded() || !answer.is_object())
           throw StoreError("etcd at " + endpoint + ": not JSON: " + reply);
+        if (answer.contains("header") && answer["header"].is_object()) revision_ = number(answer["header"], "revision");
         return answer;
       }
       last_error =
@@ -112,6 +145,21 @@ json Client::call(const std::string& path, const json& body) {
                          " ms (last: " + last_error + ")");
     std::this_thread::sleep_for(kPause);
   }
+}
+
+bool Client::watch_write(const std::string& key, int64_t after, milliseconds within) {
+  if (within <= milliseconds(0)) return false;
+  const std::string request =
+      json{{"create_request", {{"key", base64_encode(key)}, {"start_revision", std::to_string(after + 1)}}}}.dump();
+  WatchStream stream;
+  curl_->post(endpoints_[current_] + "/v3/watch", request, on_watch_data, &stream, std::min(within, kConnectTimeout),
+              within);
+  ++requests_;
+  // Ends at the first event (the callback stops it), at `within`, or on any failure: then the
+  // next look goes to the next member.
+  const CURLcode rc = curl_easy_perform(curl_->handle);
+  if (!stream.written && rc != CURLE_OPERATION_TIMEDOUT) current_ = (current_ + 1) % endpoints_.size();
+  return stream.written;
 }
 
 std::optional<KeyValue> Client::get(const std::string& key) {

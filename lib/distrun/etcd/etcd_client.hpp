@@ -44,6 +44,16 @@ class Client {
   bool keep_alive(int64_t lease);
   void revoke(int64_t lease);
 
+  /// Waits until `key` is written (put or deleted) after revision `after`, by a watch: etcd
+  /// answers the moment it happens. At most `within`; true when it was written, false when the
+  /// time ran out or the watch could not be held (a member down, history compacted): the caller
+  /// looks again.
+  bool watch_write(const std::string& key, int64_t after, std::chrono::milliseconds within);
+  /// The cluster's revision at the last answer: as of when a get() found no key.
+  int64_t revision() const { return revision_; }
+  /// HTTP requests made so far, every try and watch included.
+  int64_t requests() const { return requests_; }
+
   /// The local address of the last connection to etcd: this host's address as the cluster
   /// (and so the other nodes) reach it.
   const std::string& local_address() const { return local_address_; }
@@ -55,6 +65,8 @@ class Client {
   std::vector<std::string> endpoints_;
   std::chrono::milliseconds timeout_;
   size_t current_ = 0;  // the endpoint that answered last
+  int64_t revision_ = 0;
+  int64_t requests_ = 0;
   std::string local_address_;
   struct Curl;
   std::unique_ptr<Curl> curl_;

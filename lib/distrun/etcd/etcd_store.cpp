@@ -8,12 +8,15 @@
 
 namespace distrun::etcd {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 namespace {
 
-constexpr milliseconds kPoll{20};  // how often wait() and get() look again
+// How soon wait() and get() look again when a watch could not be held (a member down).
+constexpr milliseconds kPoll{20};
+// The longest one watch is held before looking again: a member that vanished without closing
+// the connection (its host gone) holds a watch silently, and the look moves to another.
+constexpr milliseconds kWatchSlice{1000};
 constexpr size_t kTag = 32;
 
 }  // namespace
@@ -21,7 +24,7 @@ constexpr size_t kTag = 32;
 EtcdStore::EtcdStore(std::vector<std::string> endpoints, std::string secret, milliseconds request_timeout,
                      int lease_ttl)
     : secret_(std::move(secret)), lease_ttl_(lease_ttl), client_(endpoints, request_timeout),
-      endpoints_(std::move(endpoints)) {
+      watcher_(endpoints, request_timeout), endpoints_(std::move(endpoints)) {
   timeout_ = request_timeout;
 }
 
@@ -63,15 +66,32 @@ void EtcdStore::set(const std::string& key, const std::string& value) {
   client_.put(key, seal(key, value));
 }
 
+void EtcdStore::await_write(const std::string& key, int64_t revision, Clock::time_point deadline) {
+  const auto left = std::min(kWatchSlice, std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+  bool written = false;
+  {
+    std::lock_guard<std::mutex> l(watch_mu_);
+    written = watcher_.watch_write(key, revision, left);
+  }
+  if (!written && Clock::now() < deadline) std::this_thread::sleep_for(kPoll);
+}
+
+int64_t EtcdStore::requests() {
+  std::lock_guard<std::mutex> l(mu_), w(watch_mu_);
+  return client_.requests() + watcher_.requests();
+}
+
 std::string EtcdStore::get(const std::string& key) {
   const auto deadline = Clock::now() + timeout_;
   for (;;) {
+    int64_t revision = 0;
     {
       std::lock_guard<std::mutex> l(mu_);
       if (auto kv = client_.get(key)) return open(key, kv->value);
+      revision = client_.revision();
     }
     if (Clock::now() >= deadline) throw TimeoutError("etcd: no key " + key);
-    std::this_thread::sleep_for(kPoll);
+    await_write(key, revision, deadline);
   }
 }
 
@@ -103,18 +123,20 @@ void EtcdStore::wait(const std::vector<std::string>& keys, milliseconds timeout)
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     std::string missing;
+    int64_t revision = 0;
     {
       std::lock_guard<std::mutex> l(mu_);
       for (const auto& k : keys)
         if (!client_.get(k)) {
           missing = k;
+          revision = client_.revision();
           break;
         }
     }
     if (missing.empty()) return;
     if (Clock::now() >= deadline)
       throw TimeoutError("etcd: waited " + std::to_string(timeout.count()) + " ms for " + missing);
-    std::this_thread::sleep_for(kPoll);
+    await_write(missing, revision, deadline);
   }
 }
 

@@ -17,6 +17,7 @@ namespace distrun::etcd {
 
 class EtcdStore : public Store {
  public:
+  using Clock = std::chrono::steady_clock;
   /// `lease_ttl`: seconds a claimed key outlives this process (or a freeze of it).
   EtcdStore(std::vector<std::string> endpoints, std::string secret, std::chrono::milliseconds request_timeout,
             int lease_ttl = 3);
@@ -44,10 +45,15 @@ class EtcdStore : public Store {
   const std::string& local_address() const { return client_.local_address(); }
   /// The lease the claims are bound to now (0 before the first claim).
   int64_t lease_id() const { return lease_; }
+  /// HTTP requests made to etcd so far (the claims' renewals left out).
+  int64_t requests();
 
  private:
   std::string seal(const std::string& key, const std::string& value) const;
   std::string open(const std::string& key, const std::string& stored) const;
+  // Waits until `key`, absent at `revision`, is written, at most a watch slice or until
+  // `deadline` (the caller looks again either way).
+  void await_write(const std::string& key, int64_t revision, Clock::time_point deadline);
   int64_t lease();
   void renew(std::vector<std::string> endpoints, std::chrono::milliseconds request_timeout);
 
@@ -55,6 +61,9 @@ class EtcdStore : public Store {
   int lease_ttl_;
   std::mutex mu_;
   Client client_;
+  // The waits' own connection, held open by a watch while another thread uses client_.
+  std::mutex watch_mu_;
+  Client watcher_;
   std::atomic<int64_t> lease_{0};
   std::vector<std::pair<std::string, std::string>> claims_;  // (key, sealed value), under mu_
   std::vector<std::string> endpoints_;

@@ -105,6 +105,27 @@ TEST_CASE("store: wait, get and check") {
   CHECK(s.remove(k));
 }
 
+TEST_CASE("store: a wait is told of the write by a watch, not by looking again and again") {
+  EtcdStore s(endpoints(), "secret", 2s);
+  const std::string k = unique("watched");
+  std::thread writer([&] {
+    std::this_thread::sleep_for(600ms);
+    EtcdStore(endpoints(), "secret", 2s).set(k, "there");
+  });
+  const int64_t before = s.requests();
+  const auto start = std::chrono::steady_clock::now();
+  s.wait({k}, 10s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  const int64_t made = s.requests() - before;
+  writer.join();
+  // A look, a watch held until the write, a look again: looking every 20 ms would be about 30.
+  CHECK(made <= 5);
+  // Woken by the write (0.6 s), not by the end of the watch (10 s).
+  CHECK(took < 6s);
+  CHECK(s.get(k) == "there");
+  CHECK(s.remove(k));
+}
+
 TEST_CASE("store: a value without the secret's tag is refused") {
   const std::string k = unique("forged");
   Client(endpoints(), 2s).put(k, "hello");  // written by a stranger
