@@ -224,14 +224,18 @@ int agents(const ControlPlaneOptions& o, uint16_t port, const std::string& secre
   return 0;
 }
 
-}  // namespace
-
-bench::ControlPlaneResult run_rendezvous_load(const ControlPlaneOptions& o) {
+void check_options(const ControlPlaneOptions& o) {
   if (o.clients < 1 || o.clients >= rendezvous_detail::kMaxNodes)
     throw ConfigError("--clients: 1 to " + std::to_string(rendezvous_detail::kMaxNodes - 1) + " agents");
   if (o.per_address < 1 || o.per_address > 28000) throw ConfigError("--per-address: 1 to 28000 (the ephemeral ports)");
   if (o.interval.count() < 1) throw ConfigError("--interval: at least 1 ms");
   if (o.heartbeat_window.count() < 1) throw ConfigError("--heartbeat-window: at least 1 ms");
+}
+
+}  // namespace
+
+bench::ControlPlaneResult run_rendezvous_load(const ControlPlaneOptions& o) {
+  check_options(o);
   const int64_t limit = raise_fd_limit(o.clients * kFdsPerAgent + kSpareFds);
   if (o.clients * kNode0FdsPerAgent + kSpareFds > limit)
     throw ConfigError("--clients " + std::to_string(o.clients) + ": node 0 needs " +
