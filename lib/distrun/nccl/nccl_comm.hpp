@@ -43,6 +43,9 @@ class NcclComm {
   /// current CUDA device; TimeoutError when not every rank has joined by `deadline`.
   static std::unique_ptr<NcclComm> init(int size, int rank, const ncclUniqueId& id, Clock::time_point deadline);
 
+  /// A new ncclUniqueId, as bytes (unique_id_exchange.hpp passes them through the store).
+  static std::string new_unique_id();
+
   /// As init(), but returns while NCCL is still connecting: ensure_ready() waits for it.
   static std::unique_ptr<NcclComm> start(int size, int rank, const ncclUniqueId& id);
 
@@ -85,6 +88,10 @@ class NcclComm {
   /// ncclCommAbort, once: releases the communicator without waiting for its peers.
   void abort() noexcept;
 
+  /// Makes a poll under way in another thread (ensure_ready, settle, split) give up at its next
+  /// look with a BackendError, without the lock it holds; its thread then aborts.
+  void cancel() noexcept { cancelled_ = true; }
+
  private:
   explicit NcclComm(ncclComm_t comm) : comm_(comm) {}
   // ncclCommSplit with `config`, bounded through this (nonblocking) communicator.
@@ -98,6 +105,7 @@ class NcclComm {
   // Recursive: a launch held by its caller settles (polls) and may abort under the same lock.
   std::recursive_mutex mu_;
   std::atomic<bool> aborted_{false};  // set by the watchdog's thread too
+  std::atomic<bool> cancelled_{false};
   bool ready_ = false;
   bool blocking_ = false;
   // Child handles of splits that did not settle: NCCL may write them until this is aborted.
