@@ -6,11 +6,13 @@
 // up on (a blocking init cannot be aborted: there is no handle until it returns). But NCCL 2.28
 // runs every group of a nonblocking communicator, the implicit one of a lone collective
 // included, in a thread it starts for it (group.cc, ncclGroupEndInternal): a thread create and
-// join per operation. So collectives run on a blocking twin (blocking_twin(): a split of the
+// join per operation. So operations run on a blocking twin (blocking_twin(): a split of the
 // same ranks, made through the nonblocking parent and so bounded as well, sharing its
-// resources), whose launches run inline in the caller's thread and only enqueue: every
-// connection a collective needs is made while the twin is created (NCCL_RUNTIME_CONNECT=0,
-// set by the backend), so no launch waits for a peer.
+// resources and connections), whose launches run inline in the caller's thread and only
+// enqueue. No launch on it may wait for a peer, so its connections are made beforehand: the
+// collectives' while the twin is created (NCCL_RUNTIME_CONNECT=0, set by the backend), the
+// point-to-point ones by a bounded first transfer on the parent (nccl_backend.cpp,
+// p2p_channel.hpp).
 //
 // Completion is waited for by sleeping in the driver while a watchdog (watchdog.hpp) enforces
 // the deadline. After a failure the communicator is aborted (ncclCommAbort), which also stops
