@@ -248,6 +248,33 @@ TEST_CASE("a first isend returns before its peer joins, and goes out with no lat
       5000ms);
 }
 
+TEST_CASE("a send nobody receives is a TimeoutError within its timeout, channel set up or not", "[nccl][stub]") {
+  // Rank 1 is alive but never joins rank 0's channel: the set-up gives up at the send's
+  // deadline. Then over rank 1's channel, set up by a first transfer, a second send rank 0
+  // never receives: its event never completes, and the watchdog ends the wait at the deadline.
+  fake<void(int)>("fake_cuda_set_event_delay_us")(0);
+  std::atomic<int> arrived{0};
+  const auto timeout = 2000ms;
+  testing::run_nccl_ranks(
+      2,
+      [&](NcclBackend& b, int r) {
+        Tensor t = Tensor::zeros({16}, DType::Float32, Device::cuda(r));
+        auto timed_out_in_time = [&](const std::shared_ptr<Work>& w) {
+          const auto start = std::chrono::steady_clock::now();
+          CHECK_THROWS_AS(w->wait(), TimeoutError);
+          CHECK(std::chrono::steady_clock::now() - start < timeout + 5s);
+          CHECK(w->is_completed());  // wait() now fails at once: the channel was aborted
+        };
+        if (r == 0) timed_out_in_time(b.isend(t, 1, SendOptions{}));
+        meet(arrived, 2);
+        if (r == 1) b.send(t, 0, SendOptions{});
+        if (r == 0) b.recv(t, 1, SendOptions{});
+        if (r == 1) timed_out_in_time(b.isend(t, 0, SendOptions{}));
+        meet(arrived, 4);
+      },
+      timeout);
+}
+
 TEST_CASE("gather, scatter, all_to_all and send/recv start no thread per operation", "[nccl][stub]") {
   // After the first of each (which connects its peers on the nonblocking communicator, or sets
   // up the channels), 10^4 of each kind on two ranks: the stand-in starts a thread for every
@@ -260,6 +287,7 @@ TEST_CASE("gather, scatter, all_to_all and send/recv start no thread per operati
   std::atomic<int> arrived{0}, ops{0};
   int warm = 0, after = 0, threads_warm = 0, most = 0;
   const int n = 10000;
+  fake<void(bool)>("fake_nccl_call_sleeps")(false);  // what is counted here needs no overlap
   testing::run_nccl_ranks(2, [&](NcclBackend& b, int r) {
     Tensor in = Tensor::zeros({8}, DType::Float32, Device::cuda(r));
     Tensor all = Tensor::zeros({16}, DType::Float32, Device::cuda(r));
@@ -292,6 +320,7 @@ TEST_CASE("gather, scatter, all_to_all and send/recv start no thread per operati
     meet(arrived, 6);
     if (r == 0) after = group_threads();
   });
+  fake<void(bool)>("fake_nccl_call_sleeps")(true);
   CHECK(ops == 2 * 5 * n);
   CHECK(after == warm);  // no group ran on a nonblocking communicator
   CHECK(blocking_connects() == connects_at_start);

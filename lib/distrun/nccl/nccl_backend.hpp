@@ -33,7 +33,7 @@ struct FailureNamer;
 
 struct NcclBackendOptions {
   std::chrono::milliseconds timeout{30000};  // default for every collective and the rendezvous
-  int device = 0;                            // the CUDA device (device_for_local_rank()); tensors must live there
+  int device = 0;                            // the CUDA device (cuda_device_for_local_rank()); tensors must live there
 };
 
 class NcclBackend : public Backend {

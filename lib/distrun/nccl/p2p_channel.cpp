@@ -59,7 +59,6 @@ void P2PChannel::set_up() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) throw BackendError("p2p channel set-up: aborted");
       setup_comm_ = NcclComm::start(2, 1 - peer_in_comm_, id);
-      created_ = true;
     }
     // Outside the lock: abort() cancels these waits.
     setup_comm_->ensure_ready("p2p channel set-up", deadline);

@@ -81,8 +81,6 @@ class P2PChannel {
   /// Stops the set-up and aborts the communicators, once; their operations fail.
   void abort() noexcept;
   bool aborted() const { return stop_; }
-  /// True once a communicator exists: the set-up began.
-  bool created() const { return created_; }
 
   /// Keeps `op` (its tensor) until its transfer has completed.
   void keep_until_done(std::shared_ptr<P2POp> op);
@@ -115,7 +113,7 @@ class P2PChannel {
   bool ready_ = false;                        // set up: submit() launches on comm_
   std::exception_ptr error_;                  // the set-up's failure
   std::thread thread_;
-  std::atomic<bool> stop_{false}, created_{false};
+  std::atomic<bool> stop_{false};
 
   std::mutex kept_mu_;  // Works are dropped on any thread
   std::vector<std::shared_ptr<P2POp>> kept_;

@@ -9,7 +9,8 @@
 //    a launch on one not ready yet is refused (ncclInvalidArgument) and counted. Two-rank
 //    communicators made by init (distrun's point-to-point channels) are counted;
 //  - a send's or receive's event completes once the peer has launched its matching operation
-//    (the k-th send from one rank to another matches its k-th receive, per communicator);
+//    (the k-th send from one rank to another matches its k-th receive, per communicator), or
+//    once its own rank aborted the communicator;
 //  - point-to-point connections, made at the first send or receive between two ranks as NCCL
 //    makes them (ncclGather, ncclScatter and ncclAlltoAll use the same), are shared with a
 //    splitShare child; a launch on a blocking communicator that would have to make one (and
@@ -71,6 +72,7 @@ struct Clique {
   std::mutex mu;
   std::map<int, std::shared_ptr<Clique>> splits;                   // by the parent's split number
   std::map<std::pair<int, int>, std::pair<int64_t, int64_t>> p2p;  // (src, dst): sends, receives
+  std::set<int> aborted;                                           // ranks whose communicator was aborted
   bool complete() const { return joined >= nranks; }
   int64_t count(int src, int dst, bool sends) {
     std::lock_guard<std::mutex> lock(mu);
@@ -83,7 +85,12 @@ struct Clique {
     return send ? ++c.first : ++c.second;
   }
 };
-bool Match::done() const { return clique->count(src, dst, !is_send) >= k; }
+// Done once matched, or once the launching rank aborted its communicator (its kernels return).
+bool Match::done() const {
+  if (clique->count(src, dst, !is_send) >= k) return true;
+  std::lock_guard<std::mutex> lock(clique->mu);
+  return clique->aborted.count(is_send ? src : dst) > 0;
+}
 // A rank's point-to-point connections: (peer, is_send).
 using Links = std::set<std::pair<int, bool>>;
 // The thread NCCL runs a nonblocking group in, shared by the group's communicators.
@@ -110,6 +117,7 @@ struct Comm {
 
 std::atomic<int64_t> g_delay_ns{200000};
 std::atomic<bool> g_hold_p2p{false};
+std::atomic<bool> g_call_sleeps{true};
 std::atomic<int> g_concurrent{0}, g_legacy_waits_on_pending{0}, g_group_threads{0}, g_host_syncs{0};
 std::atomic<int> g_pair_comms{0}, g_not_ready_launches{0}, g_blocking_connects{0};
 std::map<std::string, std::shared_ptr<Clique>> g_cliques;  // by unique id; under g_mu
@@ -139,12 +147,13 @@ void release_held() {
 }
 
 // One NCCL call on `c`: counts a second thread inside at once, and stays a little while, so
-// that the owner's calls and the watchdog's overlap whenever they are not serialised.
+// that the owner's calls and the watchdog's overlap whenever they are not serialised (unless
+// a test that counts something else turned the stay off: fake_nccl_call_sleeps).
 class Inside {
  public:
   Inside(ncclComm_t c, int us) : c_(as_comm(c)) {
     if (c_ && c_->inside.fetch_add(1) != 0) ++g_concurrent;
-    std::this_thread::sleep_for(std::chrono::microseconds(us));
+    if (g_call_sleeps && us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
   }
   ~Inside() {
     if (c_) --c_->inside;
@@ -421,6 +430,11 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 }
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   release_held();  // an abort makes the kernels return
+  {
+    Comm* c = as_comm(comm);
+    std::lock_guard<std::mutex> lock(c->clique->mu);
+    c->clique->aborted.insert(c->rank);
+  }
   delete as_comm(comm);
   return ncclSuccess;
 }
@@ -484,6 +498,7 @@ ncclResult_t ncclRecv(void*, size_t, ncclDataType_t, int peer, ncclComm_t comm, 
 // --- The tests' controls.
 void fake_cuda_set_event_delay_us(int us) { g_delay_ns = int64_t(us) * 1000; }
 void fake_cuda_hold_p2p(bool hold) { g_hold_p2p = hold; }
+void fake_nccl_call_sleeps(bool on) { g_call_sleeps = on; }
 void fake_cuda_release_p2p() { release_held(); }
 int fake_cuda_legacy_waits_on_pending() { return g_legacy_waits_on_pending; }
 bool fake_cuda_was_freed(const void* p) {
