@@ -66,10 +66,6 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
   connect_at_creation();
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));
   create_stream();
-  send_channels_.assign(size_t(size_), nullptr);
-  recv_channels_.assign(size_t(size_), nullptr);
-  sending_to_.assign(size_t(size_), 0);
-  receiving_from_.assign(size_t(size_), 0);
   try {
     try {
       const auto deadline = deadline_after(options_.timeout);
@@ -97,10 +93,6 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, std::string tag, std::sha
       options_(options), async_comm_(std::move(comm)), tag_(std::move(tag)) {
   DISTRUN_CUDA_CHECK(cudaSetDevice(options_.device));
   create_stream();
-  send_channels_.assign(size_t(size_), nullptr);
-  recv_channels_.assign(size_t(size_), nullptr);
-  sending_to_.assign(size_t(size_), 0);
-  receiving_from_.assign(size_t(size_), 0);
   try {
     try {
       const auto deadline = deadline_after(options_.timeout);

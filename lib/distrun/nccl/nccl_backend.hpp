@@ -120,11 +120,12 @@ class NcclBackend : public Backend {
   size_t marks_used_ = 0;
   // By peer (none for this rank; null until first used): the channel of our sends to it, and
   // of its sends to us.
-  std::vector<std::shared_ptr<nccl::P2PChannel>> send_channels_, recv_channels_;
+  using Channels = std::vector<std::shared_ptr<nccl::P2PChannel>>;
+  Channels send_channels_ = Channels(size_t(size_)), recv_channels_ = Channels(size_t(size_));
   // By peer: whether this rank's connection for sends to it, and for receives from it, on the
   // collectives' communicators is made (connect_peers()). Both ends of a connection mark it
   // in the same call, so every rank decides alike whether an operation connects.
-  std::vector<char> sending_to_, receiving_from_;
+  std::vector<char> sending_to_ = std::vector<char>(size_t(size_)), receiving_from_ = sending_to_;
   Tensor probe_;  // connect_peers()'s buffers: one element to and from each peer
 };
 
