@@ -7,8 +7,7 @@
 // Collectives block until the device has finished (so results can be read at once, as with
 // GlooBackend), asleep in the driver while a watchdog holds the deadline: a hung or dead peer
 // aborts the communicator and becomes a TimeoutError/PeerError naming the peer when the
-// heartbeats tell. Inside a timed run (Backend::begin_timed) NCCL's own collectives return once
-// launched.
+// heartbeats tell. Inside a timed run (Backend::begin_timed) collectives return once launched.
 #pragma once
 #include <chrono>
 #include <memory>
