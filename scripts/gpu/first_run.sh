@@ -6,9 +6,10 @@
 #     The algorithm NCCL picked is read from its own log (NCCL_DEBUG=INFO, subsystem TUNING).
 #     distrun-bench times as nccl-tests does: its timed iterations are launched back to back and
 #     timed with CUDA events (Backend::begin_timed), one host wait per size and placement.
-#  2. Threads per operation: 10^4 small all_reduces under strace, counting every thread the
-#     workers start (NCCL's own included). NCCL's collectives run on a blocking communicator,
-#     so the count stays at the set-up's, far below one per operation.
+#  2. Threads per operation: 10^4 small all_reduces, gathers, scatters, all_to_alls and
+#     send_recvs under strace, counting every thread the workers start (NCCL's own included).
+#     They run on blocking communicators once their peers are connected (point-to-point: once
+#     its channel is set up), so the count stays at the set-up's, far below one per operation.
 #  3. ctest -L nccl in the Release build and, when there is one, the ASan build (build-asan):
 #     the device-free tests, the GPU tests, and the seed scenarios on every visible GPU.
 # Usage: scripts/gpu/first_run.sh [BUILD_DIR] [OUT_DIR]   (defaults: build, first_run.<date>)
@@ -71,24 +72,26 @@ for mode in default ring; do
 done
 [[ -z $perf ]] && echo -e "\nnccl-tests not found (all_reduce_perf on PATH or \$NCCL_TESTS_DIR/build): its column is empty." >>"$table"
 
-# Threads started over 10^4 all_reduces (and, for scale, over 10 of them).
+# Threads started over 10^4 operations of each kind (and, for scale, over 10 of them).
 {
   echo
   echo "## Threads started by the workers (strace: clone/clone3), $gpus GPUs"
   echo
 } >>"$table"
 if command -v strace >/dev/null; then
-  echo "| all_reduces per rank | threads started | per all_reduce and rank |" >>"$table"
-  echo "|---:|---:|---:|" >>"$table"
-  for n in 10 10000; do
-    echo "== threads over $n all_reduces"
-    timeout 600 strace -f -qq -e trace=clone,clone3 -o "$out/threads.$n.strace" \
-      "$distrun" --nproc-per-node "$gpus" "$bench" all_reduce -b 8 -e 8 -n "$n" -w 0 -c 0 --device cuda \
-      >"$out/threads.$n.txt" 2>&1
-    started=$(grep -E "clone" "$out/threads.$n.strace" | grep -cE "= [1-9][0-9]*$")  # calls and resumed calls that made one
-    echo "| $n | $started | $(awk -v s="$started" -v n="$n" -v g="$gpus" 'BEGIN { printf "%.4f", s / (2 * n * g) }') |" >>"$table"
+  echo "| operation | per rank | threads started | per operation and rank |" >>"$table"
+  echo "|---|---:|---:|---:|" >>"$table"
+  for op in all_reduce gather scatter all_to_all send_recv; do
+    for n in 10 10000; do
+      echo "== threads over $n ${op}s"
+      timeout 600 strace -f -qq -e trace=clone,clone3 -o "$out/threads.$op.$n.strace" \
+        "$distrun" --nproc-per-node "$gpus" "$bench" "$op" -b 8 -e 8 -n "$n" -w 0 -c 0 --device cuda \
+        >"$out/threads.$op.$n.txt" 2>&1
+      started=$(grep -E "clone" "$out/threads.$op.$n.strace" | grep -cE "= [1-9][0-9]*$")  # calls and resumed calls that made one
+      echo "| $op | $n | $started | $(awk -v s="$started" -v n="$n" -v g="$gpus" 'BEGIN { printf "%.4f", s / (2 * n * g) }') |" >>"$table"
+    done
   done
-  echo -e "\nEach size runs out of place and in place (2n all_reduces per rank). One thread per operation would show as about 1 per all_reduce and rank." >>"$table"
+  echo -e "\nEach size runs out of place and in place (2n operations per rank). One thread per operation would show as about 1 per operation and rank." >>"$table"
 else
   echo "strace not found: not counted." >>"$table"
 fi

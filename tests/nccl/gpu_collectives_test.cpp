@@ -657,3 +657,42 @@ TEST_CASE("10^4 all_reduces start no thread of NCCL's per operation", "[nccl][gp
   WARN("threads are not counted under AddressSanitizer (its pthread_create must stay the one called)");
 #endif
 }
+
+TEST_CASE("10^4 each of gather, scatter, all_to_all and send/recv start no thread per operation", "[nccl][gpu]") {
+  // gather, scatter and all_to_all run on the blocking twin once their peers are connected,
+  // sends and receives on their channel's twin once it is set up (p2p_channel.hpp). Counted
+  // after the first of each, over 10^4 of each kind on two ranks.
+#if DISTRUN_COUNTS_THREADS
+  const int n = world();
+  if (!two_devices(n, "the thread count of point-to-point and rooted operations")) return;
+  std::atomic<int> arrived{0};
+  std::atomic<int> before{0};
+  run_ranks(n, [&](NcclBackend& b, int r) {
+    Tensor in = make(r, {8}, DType::Float32, [r](int64_t) { return double(r); });
+    Tensor all = Tensor::zeros({8 * int64_t(n)}, DType::Float32, Device::cuda(r));
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    auto each = [&](int i) {
+      GatherOptions g;
+      g.root = i % n;
+      b.gather(in, all, g);
+      ScatterOptions s;
+      s.root = i % n;
+      b.scatter(all, in, s);
+      b.all_to_all(all, all, AllToAllOptions{});
+      auto sent = b.isend(in, next, SendOptions{});
+      b.irecv(in, prev, SendOptions{})->wait();
+      sent->wait();
+    };
+    for (int i = 0; i < n; ++i) each(i);
+    b.barrier(BarrierOptions{});
+    if (++arrived == n) before = threads_started.load();
+    b.barrier(BarrierOptions{});  // every rank counted from here on
+    for (int i = 0; i < 10000; ++i) each(i);
+  });
+  const int started = threads_started.load() - before.load();
+  INFO("threads started over 10^4 of each on " << n << " ranks: " << started);
+  CHECK(started < 100);  // one per operation would be 5 x 10^4 per rank
+#else
+  WARN("threads are not counted under AddressSanitizer (its pthread_create must stay the one called)");
+#endif
+}

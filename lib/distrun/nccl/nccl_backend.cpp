@@ -44,6 +44,15 @@ void connect_at_creation() {
   std::call_once(once, [] { setenv("NCCL_RUNTIME_CONNECT", "0", 0); });
 }
 
+// The peers a rooted operation (gather, scatter) exchanges data with: every other rank on the
+// root, the root elsewhere; none when there is nothing to move.
+std::vector<int> rooted_peers(int rank, int root, int size, bool moves_data) {
+  std::vector<int> peers;
+  for (int r = 0; r < size && moves_data; ++r)
+    if (r != rank && (rank == root || r == root)) peers.push_back(r);
+  return peers;
+}
+
 }  // namespace
 
 NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const NcclBackendOptions& options,
@@ -63,18 +72,11 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
       ncclUniqueId id;
       // Numbered per communicator: a second backend over this store must not read the first's id.
       tag_ = std::to_string(nccl::next_comm_sequence(*store_, rank_));
-      std::string raw = nccl::exchange_unique_id(
-          *store_, nccl::unique_id_key(tag_), rank_, 0, sizeof(id),
-          [] {
-            ncclUniqueId made;
-            DISTRUN_NCCL_CHECK(ncclGetUniqueId(&made));
-            return std::string(reinterpret_cast<const char*>(&made), sizeof(made));
-          },
-          options_.timeout);
+      std::string raw = nccl::exchange_unique_id(*store_, nccl::unique_id_key(tag_), rank_, 0, sizeof(id),
+                                                 nccl::NcclComm::new_unique_id, options_.timeout);
       std::memcpy(&id, raw.data(), sizeof(id));
       async_comm_ = nccl::NcclComm::init(size_, rank_, id, deadline);
       comm_ = async_comm_->blocking_twin(rank_, deadline);
-      create_channels(deadline);
     } catch (const std::exception& e) {
       fail("rendezvous", e);  // names rank 0 when it is the one that never published the id
     }
@@ -95,7 +97,6 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, std::string tag, std::sha
     try {
       const auto deadline = deadline_after(options_.timeout);
       comm_ = async_comm_->blocking_twin(rank_, deadline);
-      create_channels(deadline);
     } catch (const std::exception& e) {
       fail("new_group", e);
     }
@@ -115,79 +116,40 @@ NcclBackend::~NcclBackend() {
   destroy_stream();
 }
 
-void NcclBackend::create_channels(std::chrono::steady_clock::time_point deadline) {
-  // Two channels per peer: ours (we send, we made its id) and its (it sends, it made the id).
-  // Every id we make is published before we wait for any, so ranks cannot wait in a circle.
-  auto key = [this](int src, int dst) {
-    return nccl::unique_id_key(tag_, "p2p/" + std::to_string(src) + "to" + std::to_string(dst));
-  };
-  auto make_id = [] {
-    ncclUniqueId made;
-    DISTRUN_NCCL_CHECK(ncclGetUniqueId(&made));
-    return std::string(reinterpret_cast<const char*>(&made), sizeof(made));
-  };
-  auto remaining = [&] {
-    return std::max(std::chrono::milliseconds(1),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - nccl::Clock::now()));
-  };
-  std::vector<std::string> send_ids(static_cast<size_t>(size_)), recv_ids(static_cast<size_t>(size_));
-  for (int p = 0; p < size_; ++p)
-    if (p != rank_)
-      send_ids[size_t(p)] =
-          nccl::exchange_unique_id(*store_, key(rank_, p), rank_, rank_, sizeof(ncclUniqueId), make_id, remaining());
-  for (int p = 0; p < size_; ++p)
-    if (p != rank_)
-      recv_ids[size_t(p)] =
-          nccl::exchange_unique_id(*store_, key(p, rank_), rank_, p, sizeof(ncclUniqueId), make_id, remaining());
-  send_channels_.assign(size_t(size_), nullptr);
-  recv_channels_.assign(size_t(size_), nullptr);
-  auto start = [](const std::string& raw, int me) {
-    ncclUniqueId id;
-    std::memcpy(&id, raw.data(), sizeof(id));
-    auto ch = std::make_shared<nccl::P2PChannel>();
-    // Not waited for here: NCCL connects in the background; the first operation waits for it.
-    ch->comm = nccl::NcclComm::start(2, me, id);
-    ch->peer_in_comm = 1 - me;
-    return ch;
-  };
-  for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    send_channels_[size_t(p)] = start(send_ids[size_t(p)], 0);  // the sender is rank 0 of its channel
-    recv_channels_[size_t(p)] = start(recv_ids[size_t(p)], 1);
+std::shared_ptr<nccl::P2PChannel> NcclBackend::channel(bool is_send, int peer) {
+  std::shared_ptr<nccl::P2PChannel>& ch = (is_send ? send_channels_ : recv_channels_)[size_t(peer)];
+  if (!ch) {
+    const int src = is_send ? rank_ : peer, dst = is_send ? peer : rank_;
+    ch = std::make_shared<nccl::P2PChannel>(store_,
+                                            nccl::unique_id_key(tag_, "p2p/" + std::to_string(src) + "to" +
+                                                                          std::to_string(dst)),
+                                            is_send, device());
   }
-  // Connected now, while every rank is here: NCCL connects a peer's channels at their first
-  // operation (runtime connect), and a connection needs both sides, so a first isend made while
-  // the peer is busy in a collective would wait for it: the very circle the channels break. One
-  // element each way, all channels in one group, connects every channel this rank has.
-  Tensor probe = Tensor::zeros({2 * int64_t(size_)}, DType::Float32, Device::cuda(device()));
-  for (auto* list : {&send_channels_, &recv_channels_})
-    for (auto& ch : *list)
-      if (ch) ch->comm->ensure_ready("p2p channel set-up", deadline);
-  {
-    std::vector<std::unique_lock<std::recursive_mutex>> held;
-    for (auto* list : {&send_channels_, &recv_channels_})
-      for (auto& ch : *list)
-        if (ch) held.push_back(ch->comm->hold());
+  return ch;
+}
+
+void NcclBackend::connect_peers(const char* op, std::vector<int> to, std::vector<int> from,
+                                std::chrono::milliseconds timeout) {
+  // NCCL connects two ranks for point-to-point at their first send or receive, which needs the
+  // peer's; in a blocking launch that wait would be unbounded. So the connections are made
+  // here, on the nonblocking communicator, with one element each way (the blocking twin shares
+  // its resources, connections included). Every rank sees the same history of gathers,
+  // scatters and all_to_alls, so a pair is connected here by both its ends in the same call.
+  auto made = [](const std::vector<char>& done) { return [&done](int p) { return done[size_t(p)] != 0; }; };
+  to.erase(std::remove_if(to.begin(), to.end(), made(sending_to_)), to.end());
+  from.erase(std::remove_if(from.begin(), from.end(), made(receiving_from_)), from.end());
+  if (to.empty() && from.empty()) return;
+  if (!probe_.defined()) probe_ = Tensor::zeros({2 * int64_t(size_)}, DType::Float32, Device::cuda(device()));
+  float* buf = static_cast<float*>(probe_.data());
+  run(op, timeout, *async_comm_, [&](auto deadline) {
     nccl::NcclGroup group;
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      nccl::P2PChannel& out = *send_channels_[size_t(p)];
-      nccl::P2PChannel& in = *recv_channels_[size_t(p)];
-      DISTRUN_NCCL_CHECK_ASYNC(
-          ncclSend(bytes(probe), 1, ncclFloat32, out.peer_in_comm, out.comm->get(), out.stream.get()));
-      DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(bytes(probe) + (size_t(size_) + size_t(p)) * sizeof(float), 1, ncclFloat32,
-                                        in.peer_in_comm, in.comm->get(), in.stream.get()));
-    }
-    const ncclResult_t r = group.end();
-    if (r != ncclSuccess && r != ncclInProgress) nccl::nccl_check(r, "ncclGroupEnd (p2p channel set-up)");
-  }
-  for (auto* list : {&send_channels_, &recv_channels_})
-    for (auto& ch : *list)
-      if (ch) {
-        ch->comm->settle(ncclInProgress, "p2p channel set-up", deadline);
-        DISTRUN_CUDA_CHECK(cudaEventRecord(ch->produced.get(), ch->stream.get()));
-        ch->comm->wait(ch->produced.get(), "p2p channel set-up", deadline);
-      }
+    for (int p : to) DISTRUN_NCCL_CHECK_ASYNC(ncclSend(buf + p, 1, ncclFloat32, p, async_comm_->get(), stream_));
+    for (int p : from)
+      DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(buf + size_ + p, 1, ncclFloat32, p, async_comm_->get(), stream_));
+    async_comm_->settle(group.end(), "ncclGroupEnd (connecting peers)", deadline);
+  });
+  for (int p : to) sending_to_[size_t(p)] = 1;
+  for (int p : from) receiving_from_[size_t(p)] = 1;
 }
 
 void NcclBackend::destroy_stream() noexcept {
@@ -215,7 +177,7 @@ void NcclBackend::fail(const char* op, const std::exception& e) {
   if (async_comm_) async_comm_->abort();
   for (auto* list : {&send_channels_, &recv_channels_})
     for (auto& ch : *list)
-      if (ch) ch->comm->abort();
+      if (ch) ch->abort();
   failure_namer()->raise(op, e);
 }
 
@@ -322,12 +284,13 @@ void NcclBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   const ncclDataType_t dt = nccl_dtype(in.dtype());
   // A non-root's receive buffer is never used, but NCCL_CHECK_POINTERS=1 refuses a null one.
   [[maybe_unused]] void* recv = root ? out.data() : scratch();
-  run("gather", timeout_of(opts), *async_comm_, [&](auto deadline) {
+  const std::vector<int> peers = rooted_peers(rank_, opts.root, size_, block > 0);
+  connect_peers("gather", root ? std::vector<int>{} : peers, root ? peers : std::vector<int>{}, timeout_of(opts));
+  run("gather", timeout_of(opts), *comm_, [&](auto deadline) {
 #if DISTRUN_NCCL_HAS_NATIVE_ROOTED
     if (nccl::native_gather_scatter_all_to_all())
-      return async_comm_->settle(ncclGather(in.data(), recv, size_t(in.numel()), dt, opts.root, async_comm_->get(),
-                                            stream_),
-                                 "ncclGather", deadline);
+      return comm_->settle(ncclGather(in.data(), recv, size_t(in.numel()), dt, opts.root, comm_->get(), stream_),
+                           "ncclGather", deadline);
 #endif
     if (root)
       DISTRUN_CUDA_CHECK(
@@ -336,11 +299,10 @@ void NcclBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
     for (int r = 0; r < size_; ++r) {
       if (root && r != rank_)
         DISTRUN_NCCL_CHECK_ASYNC(
-            ncclRecv(bytes(out) + size_t(r) * block, size_t(in.numel()), dt, r, async_comm_->get(), stream_));
+            ncclRecv(bytes(out) + size_t(r) * block, size_t(in.numel()), dt, r, comm_->get(), stream_));
     }
-    if (!root)
-      DISTRUN_NCCL_CHECK_ASYNC(ncclSend(in.data(), size_t(in.numel()), dt, opts.root, async_comm_->get(), stream_));
-    async_comm_->settle(group.end(), "ncclGroupEnd (gather)", deadline);
+    if (!root) DISTRUN_NCCL_CHECK_ASYNC(ncclSend(in.data(), size_t(in.numel()), dt, opts.root, comm_->get(), stream_));
+    comm_->settle(group.end(), "ncclGroupEnd (gather)", deadline);
   });
 }
 
@@ -357,12 +319,13 @@ void NcclBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   const ncclDataType_t dt = nccl_dtype(out.dtype());
   // A non-root's send buffer is never used, but NCCL_CHECK_POINTERS=1 refuses a null one.
   [[maybe_unused]] const void* send = root ? in.data() : scratch();
-  run("scatter", timeout_of(opts), *async_comm_, [&](auto deadline) {
+  const std::vector<int> peers = rooted_peers(rank_, opts.root, size_, block > 0);
+  connect_peers("scatter", root ? peers : std::vector<int>{}, root ? std::vector<int>{} : peers, timeout_of(opts));
+  run("scatter", timeout_of(opts), *comm_, [&](auto deadline) {
 #if DISTRUN_NCCL_HAS_NATIVE_ROOTED
     if (nccl::native_gather_scatter_all_to_all())
-      return async_comm_->settle(ncclScatter(send, out.data(), size_t(out.numel()), dt, opts.root, async_comm_->get(),
-                                             stream_),
-                                 "ncclScatter", deadline);
+      return comm_->settle(ncclScatter(send, out.data(), size_t(out.numel()), dt, opts.root, comm_->get(), stream_),
+                           "ncclScatter", deadline);
 #endif
     if (root)
       DISTRUN_CUDA_CHECK(
@@ -371,11 +334,11 @@ void NcclBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
     for (int r = 0; r < size_; ++r) {
       if (root && r != rank_)
         DISTRUN_NCCL_CHECK_ASYNC(
-            ncclSend(bytes(in) + size_t(r) * block, size_t(out.numel()), dt, r, async_comm_->get(), stream_));
+            ncclSend(bytes(in) + size_t(r) * block, size_t(out.numel()), dt, r, comm_->get(), stream_));
     }
     if (!root)
-      DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(out.data(), size_t(out.numel()), dt, opts.root, async_comm_->get(), stream_));
-    async_comm_->settle(group.end(), "ncclGroupEnd (scatter)", deadline);
+      DISTRUN_NCCL_CHECK_ASYNC(ncclRecv(out.data(), size_t(out.numel()), dt, opts.root, comm_->get(), stream_));
+    comm_->settle(group.end(), "ncclGroupEnd (scatter)", deadline);
   });
 }
 
@@ -406,11 +369,18 @@ void NcclBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
   [[maybe_unused]] const bool even =
       std::all_of(l.send_counts.begin(), l.send_counts.end(), [&](size_t c) { return c == l.send_counts[0]; }) &&
       l.recv_counts == l.send_counts;
-  run("all_to_all", timeout_of(opts), *async_comm_, [&](auto deadline) {
+  std::vector<int> to, from;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    if (l.send_counts[size_t(r)] > 0) to.push_back(r);
+    if (l.recv_counts[size_t(r)] > 0) from.push_back(r);
+  }
+  connect_peers("all_to_all", to, from, timeout_of(opts));
+  run("all_to_all", timeout_of(opts), *comm_, [&](auto deadline) {
 #if DISTRUN_NCCL_HAS_NATIVE_ROOTED
     if (even && nccl::native_gather_scatter_all_to_all())
-      return async_comm_->settle(ncclAlltoAll(in.data(), out.data(), l.send_counts[0], dt, async_comm_->get(), stream_),
-                                 "ncclAlltoAll", deadline);
+      return comm_->settle(ncclAlltoAll(in.data(), out.data(), l.send_counts[0], dt, comm_->get(), stream_),
+                           "ncclAlltoAll", deadline);
 #endif
     if (l.send_counts[me] > 0)
       DISTRUN_CUDA_CHECK(cudaMemcpyAsync(bytes(out) + l.recv_offsets[me] * elem, bytes(in) + l.send_offsets[me] * elem,
@@ -421,12 +391,12 @@ void NcclBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
       if (r == rank_) continue;
       if (l.send_counts[p] > 0)
         DISTRUN_NCCL_CHECK_ASYNC(
-            ncclSend(bytes(in) + l.send_offsets[p] * elem, l.send_counts[p], dt, r, async_comm_->get(), stream_));
+            ncclSend(bytes(in) + l.send_offsets[p] * elem, l.send_counts[p], dt, r, comm_->get(), stream_));
       if (l.recv_counts[p] > 0)
         DISTRUN_NCCL_CHECK_ASYNC(
-            ncclRecv(bytes(out) + l.recv_offsets[p] * elem, l.recv_counts[p], dt, r, async_comm_->get(), stream_));
+            ncclRecv(bytes(out) + l.recv_offsets[p] * elem, l.recv_counts[p], dt, r, comm_->get(), stream_));
     }
-    async_comm_->settle(group.end(), "ncclGroupEnd (all_to_all)", deadline);
+    comm_->settle(group.end(), "ncclGroupEnd (all_to_all)", deadline);
   });
 }
 
@@ -449,31 +419,19 @@ std::shared_ptr<Work> NcclBackend::irecv(Tensor& tensor, int src, const SendOpti
 std::shared_ptr<Work> NcclBackend::launch_p2p(bool is_send, const Tensor& tensor, int peer, const SendOptions& opts) {
   const char* op = is_send ? "send" : "recv";
   prepare(op);
-  std::shared_ptr<nccl::P2PChannel> ch = (is_send ? send_channels_ : recv_channels_)[size_t(peer)];
-  auto event = std::make_shared<nccl::CudaEvent>();
+  std::shared_ptr<nccl::P2PChannel> ch = channel(is_send, peer);
+  auto p = std::make_shared<nccl::P2POp>();
+  p->is_send = is_send;
+  p->tensor = tensor;
   const auto timeout = timeout_of(opts);
+  p->deadline = deadline_after(timeout);
   try {
-    const auto deadline = deadline_after(timeout);
-    ch->release_completed();
-    auto held = ch->comm->hold();
-    ch->comm->ensure_ready(is_send ? "send (channel set-up)" : "recv (channel set-up)", deadline);
-    nccl::order_after_producers(ch->stream.get(), ch->produced.get());
-    const size_t count = size_t(tensor.numel());
-    const ncclDataType_t dt = nccl_dtype(tensor.dtype());
-    // const_cast: ncclRecv writes into the tensor, whose storage the caller handed us as writable.
-    void* data = const_cast<void*>(tensor.data());
-    if (is_send)
-      ch->comm->settle(ncclSend(data, count, dt, ch->peer_in_comm, ch->comm->get(), ch->stream.get()), "ncclSend",
-                       deadline);
-    else
-      ch->comm->settle(ncclRecv(data, count, dt, ch->peer_in_comm, ch->comm->get(), ch->stream.get()), "ncclRecv",
-                       deadline);
-    event->record(ch->stream.get());
+    ch->submit(p);
   } catch (const std::exception& e) {
-    ch->comm->abort();
+    ch->abort();
     fail(op, e);
   }
-  return std::make_shared<nccl::NcclWork>(failure_namer(), ch, op, std::move(event), tensor, timeout);
+  return std::make_shared<nccl::NcclWork>(failure_namer(), std::move(ch), op, std::move(p), timeout);
 }
 
 void NcclBackend::barrier(const BarrierOptions& opts) {

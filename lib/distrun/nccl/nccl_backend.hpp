@@ -1,13 +1,13 @@
 // NcclBackend: every collective of the spec on CUDA tensors, through one stream and two NCCL
-// communicators per group for the collectives (nccl_comm.hpp: a blocking one for NCCL's own
-// collectives, no thread per operation; its nonblocking parent for set-up, splits and the
-// collectives made of sends and receives, whose connections are made at first use) and one
-// channel (two-rank communicator and stream) per direction and peer for point-to-point.
+// communicators per group for the collectives (nccl_comm.hpp: a blocking one that runs every
+// collective, no thread per operation; its nonblocking parent for set-up, splits and the
+// bounded first connection of the peers that gather, scatter and all_to_all need) and, made
+// at first use, one channel (two-rank communicators and stream) per direction and peer for
+// point-to-point.
 // Collectives block until the device has finished (so results can be read at once, as with
 // GlooBackend), asleep in the driver while a watchdog holds the deadline: a hung or dead peer
 // aborts the communicator and becomes a TimeoutError/PeerError naming the peer when the
-// heartbeats tell. Inside a timed run (Backend::begin_timed) NCCL's own collectives return once
-// launched.
+// heartbeats tell. Inside a timed run (Backend::begin_timed) collectives return once launched.
 #pragma once
 #include <chrono>
 #include <memory>
@@ -32,7 +32,7 @@ struct FailureNamer;
 
 struct NcclBackendOptions {
   std::chrono::milliseconds timeout{30000};  // default for every collective and the rendezvous
-  int device = 0;                            // the CUDA device (device_for_local_rank()); tensors must live there
+  int device = 0;                            // the CUDA device (cuda_device_for_local_rank()); tensors must live there
 };
 
 class NcclBackend : public Backend {
@@ -57,17 +57,18 @@ class NcclBackend : public Backend {
   void all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) override;
   void send(const Tensor& tensor, int dst, const SendOptions& opts) override;
   void recv(Tensor& tensor, int src, const SendOptions& opts) override;
-  /// Launched when called, as in torch: on the channel of this direction (its own two-rank
-  /// communicator and stream, p2p_channel.hpp), ordered after the tensor's producers, never
-  /// behind a collective. Sends from one rank to one peer arrive in the order they were made
-  /// (NCCL has no tags: opts.tag is ignored).
+  /// On the channel of this direction (its own two-rank communicator and stream,
+  /// p2p_channel.hpp), ordered after the tensor's producers, never behind a collective:
+  /// launched when called, as in torch, once the channel is set up; its first operation starts
+  /// the set-up and returns without waiting for the peer. Sends from one rank to one peer
+  /// arrive in the order they were made (NCCL has no tags: opts.tag is ignored).
   std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const SendOptions& opts) override;
   std::shared_ptr<Work> irecv(Tensor& tensor, int src, const SendOptions& opts) override;
   void barrier(const BarrierOptions& opts) override;
   /// ncclCommSplit of this backend's communicator; every rank must call it.
   std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
-  /// NCCL's own collectives return once launched (gather, scatter, all_to_all and
-  /// point-to-point still wait); marks are timing events on the collectives' stream, and
+  /// Collectives return once launched (point-to-point, and the first gather, scatter or
+  /// all_to_all that connects new peers, still wait); marks are timing events on the collectives' stream, and
   /// end_timed() waits for the last under the watchdog.
   void begin_timed() override;
   void mark() override;
@@ -81,8 +82,12 @@ class NcclBackend : public Backend {
   // A member of a split communicator (new_group).
   NcclBackend(std::shared_ptr<Store> store, std::string tag, std::shared_ptr<nccl::NcclComm> comm, int rank, int size,
               const NcclBackendOptions& options, std::shared_ptr<Liveness> liveness, std::vector<int> global_ranks);
-  // Starts the point-to-point channels to and from every peer (ids through the store).
-  void create_channels(std::chrono::steady_clock::time_point deadline);
+  // The channel of our sends to `peer` (is_send) or of its sends to us, made at first use.
+  std::shared_ptr<nccl::P2PChannel> channel(bool is_send, int peer);
+  // Connects, on the nonblocking communicator (bounded), the peers this rank sends to (`to`) and
+  // receives from (`from`) in a gather, scatter or all_to_all that no earlier one connected, so
+  // that the operation itself runs on the blocking one without waiting in its launch.
+  void connect_peers(const char* op, std::vector<int> to, std::vector<int> from, std::chrono::milliseconds timeout);
   // Made once, shared with the Works (they must not reach back into a backend that may be gone).
   std::shared_ptr<const nccl::FailureNamer> failure_namer();
   // Launches one send or receive on its channel.
@@ -97,10 +102,9 @@ class NcclBackend : public Backend {
 
   std::shared_ptr<Store> store_;
   NcclBackendOptions options_;
-  // Nonblocking: set-up, new_group's splits, gather/scatter/all_to_all (a thread per call, but
-  // bounded while a first call connects peers), and the parent of comm_.
+  // Nonblocking: set-up, new_group's splits, connect_peers(), and the parent of comm_.
   std::shared_ptr<nccl::NcclComm> async_comm_;
-  std::shared_ptr<nccl::NcclComm> comm_;  // blocking: NCCL's own collectives and barrier
+  std::shared_ptr<nccl::NcclComm> comm_;  // blocking: every collective and barrier
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;      // recorded after each blocking collective
   cudaEvent_t produced_ = nullptr;  // recorded on the default stream before each launch
@@ -113,8 +117,15 @@ class NcclBackend : public Backend {
   bool timing_ = false;  // in a timed run: run() does not wait for the blocking communicator's launches
   std::vector<std::unique_ptr<nccl::CudaEvent>> marks_;  // the timed run's: its start, then each mark()
   size_t marks_used_ = 0;
-  // By peer (none for this rank): the channel of our sends to it, and of its sends to us.
-  std::vector<std::shared_ptr<nccl::P2PChannel>> send_channels_, recv_channels_;
+  // By peer (none for this rank; null until first used): the channel of our sends to it, and
+  // of its sends to us.
+  using Channels = std::vector<std::shared_ptr<nccl::P2PChannel>>;
+  Channels send_channels_ = Channels(size_t(size_)), recv_channels_ = Channels(size_t(size_));
+  // By peer: whether this rank's connection for sends to it, and for receives from it, on the
+  // collectives' communicators is made (connect_peers()). Both ends of a connection mark it
+  // in the same call, so every rank decides alike whether an operation connects.
+  std::vector<char> sending_to_ = std::vector<char>(size_t(size_)), receiving_from_ = sending_to_;
+  Tensor probe_;  // connect_peers()'s buffers: one element to and from each peer
 };
 
 }  // namespace distrun

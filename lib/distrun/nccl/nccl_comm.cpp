@@ -39,6 +39,12 @@ ncclConfig_t nonblocking_config() {
 
 }  // namespace
 
+std::string NcclComm::new_unique_id() {
+  ncclUniqueId made;
+  DISTRUN_NCCL_CHECK(ncclGetUniqueId(&made));
+  return std::string(reinterpret_cast<const char*>(&made), sizeof(made));
+}
+
 std::unique_ptr<NcclComm> NcclComm::start(int size, int rank, const ncclUniqueId& id) {
   ncclConfig_t config = nonblocking_config();
   ncclComm_t comm = nullptr;
@@ -154,6 +160,7 @@ void NcclComm::poll_ready(const char* call, Clock::time_point deadline) {
     if (r != ncclSuccess) throw BackendError(nccl_error_message("ncclCommGetAsyncError", r, comm_));
     if (state == ncclSuccess) return;
     if (state != ncclInProgress) throw BackendError(nccl_error_message(call, state, comm_));
+    if (cancelled_) throw BackendError(std::string(call) + ": given up: the communicator's owner failed");
     if (Clock::now() >= deadline) timed_out(call, started);
     backoff.pause();
   }

@@ -6,11 +6,13 @@
 // up on (a blocking init cannot be aborted: there is no handle until it returns). But NCCL 2.28
 // runs every group of a nonblocking communicator, the implicit one of a lone collective
 // included, in a thread it starts for it (group.cc, ncclGroupEndInternal): a thread create and
-// join per operation. So collectives run on a blocking twin (blocking_twin(): a split of the
+// join per operation. So operations run on a blocking twin (blocking_twin(): a split of the
 // same ranks, made through the nonblocking parent and so bounded as well, sharing its
-// resources), whose launches run inline in the caller's thread and only enqueue: every
-// connection a collective needs is made while the twin is created (NCCL_RUNTIME_CONNECT=0,
-// set by the backend), so no launch waits for a peer.
+// resources and connections), whose launches run inline in the caller's thread and only
+// enqueue. No launch on it may wait for a peer, so its connections are made beforehand: the
+// collectives' while the twin is created (NCCL_RUNTIME_CONNECT=0, set by the backend), the
+// point-to-point ones by a bounded first transfer on the parent (nccl_backend.cpp,
+// p2p_channel.hpp).
 //
 // Completion is waited for by sleeping in the driver while a watchdog (watchdog.hpp) enforces
 // the deadline. After a failure the communicator is aborted (ncclCommAbort), which also stops
@@ -42,6 +44,9 @@ class NcclComm {
   /// Joins communicator `id` as `rank` of `size` (ncclCommInitRankConfig, nonblocking) on the
   /// current CUDA device; TimeoutError when not every rank has joined by `deadline`.
   static std::unique_ptr<NcclComm> init(int size, int rank, const ncclUniqueId& id, Clock::time_point deadline);
+
+  /// A new ncclUniqueId, as bytes (unique_id_exchange.hpp passes them through the store).
+  static std::string new_unique_id();
 
   /// As init(), but returns while NCCL is still connecting: ensure_ready() waits for it.
   static std::unique_ptr<NcclComm> start(int size, int rank, const ncclUniqueId& id);
@@ -85,6 +90,10 @@ class NcclComm {
   /// ncclCommAbort, once: releases the communicator without waiting for its peers.
   void abort() noexcept;
 
+  /// Makes a poll under way in another thread (ensure_ready, settle, split) give up at its next
+  /// look with a BackendError, without the lock it holds; its thread then aborts.
+  void cancel() noexcept { cancelled_ = true; }
+
  private:
   explicit NcclComm(ncclComm_t comm) : comm_(comm) {}
   // ncclCommSplit with `config`, bounded through this (nonblocking) communicator.
@@ -98,6 +107,7 @@ class NcclComm {
   // Recursive: a launch held by its caller settles (polls) and may abort under the same lock.
   std::recursive_mutex mu_;
   std::atomic<bool> aborted_{false};  // set by the watchdog's thread too
+  std::atomic<bool> cancelled_{false};
   bool ready_ = false;
   bool blocking_ = false;
   // Child handles of splits that did not settle: NCCL may write them until this is aborted.

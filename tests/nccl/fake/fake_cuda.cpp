@@ -2,7 +2,19 @@
 // libnccl.so.<major> for libdistrun to load instead of the real ones (LD_LIBRARY_PATH comes
 // first in dlopen's search). Host memory plays device memory; every copy and collective is done
 // when called (one rank: nothing to exchange); an event completes a set delay after it is
-// recorded, so waits block and the watchdog runs. What the tests look at:
+// recorded, so waits block and the watchdog runs. Ranks are threads of one process: what
+// NCCL's ranks tell each other is shared here. What the tests look at:
+//  - a communicator is ready (ncclCommGetAsyncError: ncclInProgress until then) once every
+//    rank has joined it (init: the same unique id; split: every rank of the parent split);
+//    a launch on one not ready yet is refused (ncclInvalidArgument) and counted. Two-rank
+//    communicators made by init (distrun's point-to-point channels) are counted;
+//  - a send's or receive's event completes once the peer has launched its matching operation
+//    (the k-th send from one rank to another matches its k-th receive, per communicator), or
+//    once its own rank aborted the communicator;
+//  - point-to-point connections, made at the first send or receive between two ranks as NCCL
+//    makes them (ncclGather, ncclScatter and ncclAlltoAll use the same), are shared with a
+//    splitShare child; a launch on a blocking communicator that would have to make one (and
+//    so wait inline for the peer, unbounded) is counted;
 //  - as NCCL 2.28 does, a group (an explicit ncclGroupStart/End, or the implicit one of a lone
 //    call) on a nonblocking communicator runs in a thread of its own and returns ncclInProgress;
 //    ncclCommGetAsyncError joins it. Those threads are counted; a blocking one runs inline;
@@ -17,13 +29,16 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <memory>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -31,12 +46,53 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A send or receive that completes once its peer has launched the matching one.
+struct Clique;
+struct Match {
+  std::shared_ptr<Clique> clique;
+  int src, dst;
+  int64_t k;
+  bool is_send;
+  bool done() const;
+};
 struct Event {
   std::atomic<int64_t> ready_at{0};  // ns since the clock's epoch; INT64_MAX while held
+  std::vector<Match> after;          // the unmatched operations on its stream when recorded
 };
 struct Stream {
   bool after_p2p = false;  // the last NCCL call on it was a send or receive
+  std::vector<Match> unmatched;
 };
+// What the ranks of one communicator share: who joined, the splits made of it, and how many
+// sends and receives each ordered pair of ranks has launched.
+struct Clique {
+  explicit Clique(int n) : nranks(n) {}
+  const int nranks;
+  std::atomic<int> joined{0};
+  std::mutex mu;
+  std::map<int, std::shared_ptr<Clique>> splits;                   // by the parent's split number
+  std::map<std::pair<int, int>, std::pair<int64_t, int64_t>> p2p;  // (src, dst): sends, receives
+  std::set<int> aborted;                                           // ranks whose communicator was aborted
+  bool complete() const { return joined >= nranks; }
+  int64_t count(int src, int dst, bool sends) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& c = p2p[{src, dst}];
+    return sends ? c.first : c.second;
+  }
+  int64_t launch(int src, int dst, bool send) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& c = p2p[{src, dst}];
+    return send ? ++c.first : ++c.second;
+  }
+};
+// Done once matched, or once the launching rank aborted its communicator (its kernels return).
+bool Match::done() const {
+  if (clique->count(src, dst, !is_send) >= k) return true;
+  std::lock_guard<std::mutex> lock(clique->mu);
+  return clique->aborted.count(is_send ? src : dst) > 0;
+}
+// A rank's point-to-point connections: (peer, is_send).
+using Links = std::set<std::pair<int, bool>>;
 // The thread NCCL runs a nonblocking group in, shared by the group's communicators.
 struct GroupJob {
   std::thread thread;
@@ -48,6 +104,10 @@ struct GroupJob {
 struct Comm {
   int size = 1, rank = 0;
   bool blocking = true;
+  std::shared_ptr<Clique> clique;
+  std::shared_ptr<Clique> splitting;  // the split under way, until every rank has joined it
+  int splits = 0;
+  std::shared_ptr<Links> links = std::make_shared<Links>();
   std::atomic<int> inside{0};
   std::shared_ptr<GroupJob> job;  // the last nonblocking group it took part in
   ~Comm() {
@@ -57,7 +117,10 @@ struct Comm {
 
 std::atomic<int64_t> g_delay_ns{200000};
 std::atomic<bool> g_hold_p2p{false};
+std::atomic<bool> g_call_sleeps{true};
 std::atomic<int> g_concurrent{0}, g_legacy_waits_on_pending{0}, g_group_threads{0}, g_host_syncs{0};
+std::atomic<int> g_pair_comms{0}, g_not_ready_launches{0}, g_blocking_connects{0};
+std::map<std::string, std::shared_ptr<Clique>> g_cliques;  // by unique id; under g_mu
 thread_local int t_group_depth = 0;
 thread_local std::vector<Comm*> t_group;  // the communicators of this thread's open group
 std::mutex g_mu;
@@ -70,7 +133,12 @@ Stream* as_stream(cudaStream_t s) {
 }
 Event* as_event(cudaEvent_t e) { return reinterpret_cast<Event*>(e); }
 Comm* as_comm(ncclComm_t c) { return reinterpret_cast<Comm*>(c); }
-bool pending(Event* e) { return e->ready_at.load() > now_ns(); }
+bool pending(Event* e) {
+  if (e->ready_at.load() > now_ns()) return true;
+  for (const Match& m : e->after)
+    if (!m.done()) return true;
+  return false;
+}
 
 void release_held() {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -79,12 +147,13 @@ void release_held() {
 }
 
 // One NCCL call on `c`: counts a second thread inside at once, and stays a little while, so
-// that the owner's calls and the watchdog's overlap whenever they are not serialised.
+// that the owner's calls and the watchdog's overlap whenever they are not serialised (unless
+// a test that counts something else turned the stay off: fake_nccl_call_sleeps).
 class Inside {
  public:
   Inside(ncclComm_t c, int us) : c_(as_comm(c)) {
     if (c_ && c_->inside.fetch_add(1) != 0) ++g_concurrent;
-    std::this_thread::sleep_for(std::chrono::microseconds(us));
+    if (g_call_sleeps && us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
   }
   ~Inside() {
     if (c_) --c_->inside;
@@ -118,12 +187,46 @@ ncclResult_t join_group(ncclComm_t comm) {
   return end_group({as_comm(comm)});
 }
 
+// The connections a launch by `c` needs, made on a nonblocking communicator, counted when a
+// blocking one would have to make them.
+void connect(Comm* c, const std::vector<std::pair<int, bool>>& needed) {
+  for (const auto& link : needed)
+    if (c->links->insert(link).second && c->blocking) ++g_blocking_connects;
+}
+
 ncclResult_t launch(ncclComm_t comm, cudaStream_t stream, bool p2p, const void* in = nullptr, void* out = nullptr,
                     size_t bytes = 0) {
   Inside inside(comm, 20);
+  if (!as_comm(comm)->clique->complete()) {
+    ++g_not_ready_launches;
+    return ncclInvalidArgument;
+  }
   if (in && out && in != out && as_comm(comm)->size == 1) std::memmove(out, in, bytes);
   if (Stream* s = as_stream(stream)) s->after_p2p = p2p;
   return join_group(comm);
+}
+
+// A send to or receive from `peer`: connected, counted, and matched by the events after it.
+ncclResult_t p2p(ncclComm_t comm, cudaStream_t stream, int peer, bool is_send) {
+  const ncclResult_t r = launch(comm, stream, true);
+  if (r != ncclSuccess && r != ncclInProgress) return r;
+  Comm* c = as_comm(comm);
+  connect(c, {{peer, is_send}});
+  const int src = is_send ? c->rank : peer, dst = is_send ? peer : c->rank;
+  const int64_t k = c->clique->launch(src, dst, is_send);
+  if (Stream* st = as_stream(stream)) st->unmatched.push_back({c->clique, src, dst, k, is_send});
+  return r;
+}
+
+// The connections of a rooted operation (ncclGather: to_root; ncclScatter: from the root).
+ncclResult_t rooted(ncclComm_t comm, cudaStream_t s, int root, bool to_root, const void* in, void* out, size_t bytes) {
+  Comm* c = as_comm(comm);
+  std::vector<std::pair<int, bool>> needed;
+  for (int r = 0; r < c->size && bytes > 0; ++r)
+    if (r != c->rank && (c->rank == root || r == root)) needed.push_back({r, (c->rank == root) != to_root});
+  const ncclResult_t res = launch(comm, s, false, in, out, bytes);
+  if (res == ncclSuccess || res == ncclInProgress) connect(c, needed);
+  return res;
 }
 
 size_t type_size(ncclDataType_t t) {
@@ -193,6 +296,11 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   Stream* st = as_stream(s);
+  if (st) {
+    auto& u = st->unmatched;
+    u.erase(std::remove_if(u.begin(), u.end(), [](const Match& m) { return m.done(); }), u.end());
+    as_event(e)->after = u;
+  }
   if (g_hold_p2p && st && st->after_p2p) {
     std::lock_guard<std::mutex> lock(g_mu);
     as_event(e)->ready_at = INT64_MAX;
@@ -266,8 +374,16 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
 const char* ncclGetErrorString(ncclResult_t) { return "fake NCCL error"; }
 const char* ncclGetLastError(ncclComm_t) { return ""; }
 bool blocking_of(const ncclConfig_t* config) { return !config || config->blocking != 0; }  // UNDEF: blocking
-ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank, ncclConfig_t* config) {
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
   Comm* c = new Comm;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    auto& clique = g_cliques[std::string(id.internal, sizeof(id.internal))];
+    if (!clique) clique = std::make_shared<Clique>(nranks);
+    c->clique = clique;
+  }
+  ++c->clique->joined;
+  if (nranks == 2) ++g_pair_comms;
   c->size = nranks;
   c->rank = rank;
   c->blocking = blocking_of(config);
@@ -277,19 +393,31 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* child, ncclConfig_t* config) {
   Inside inside(comm, 0);
   *child = nullptr;
+  Comm* parent = as_comm(comm);
+  {
+    std::lock_guard<std::mutex> lock(parent->clique->mu);
+    auto& clique = parent->clique->splits[parent->splits++];
+    if (!clique) clique = std::make_shared<Clique>(parent->size);  // every rank of the parent takes part
+    parent->splitting = clique;
+  }
+  ++parent->splitting->joined;
   if (color != NCCL_SPLIT_NOCOLOR) {
     Comm* c = new Comm;
     c->rank = key;
-    c->size = as_comm(comm)->size;  // the tests split into the whole group
+    c->size = parent->size;  // the tests split into the whole group
     c->blocking = blocking_of(config);
+    c->clique = parent->splitting;
+    if (config && config->splitShare) c->links = parent->links;
     *child = reinterpret_cast<ncclComm_t>(c);
   }
   return join_group(comm);  // a job of the parent's, nonblocking as the parent is
 }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   Inside inside(comm, 50);
-  if (auto& job = as_comm(comm)->job) job->join();
-  *state = ncclSuccess;
+  Comm* c = as_comm(comm);
+  if (auto& job = c->job) job->join();
+  if (c->splitting && c->splitting->complete()) c->splitting.reset();
+  *state = c->clique->complete() && !c->splitting ? ncclSuccess : ncclInProgress;
   return ncclSuccess;
 }
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
@@ -302,6 +430,11 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 }
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   release_held();  // an abort makes the kernels return
+  {
+    Comm* c = as_comm(comm);
+    std::lock_guard<std::mutex> lock(c->clique->mu);
+    c->clique->aborted.insert(c->rank);
+  }
   delete as_comm(comm);
   return ncclSuccess;
 }
@@ -337,28 +470,35 @@ ncclResult_t ncclReduceScatter(const void* in, void* out, size_t count, ncclData
   return launch(comm, s, false, in, out, count * type_size(dt));
 }
 ncclResult_t ncclAlltoAll(const void* in, void* out, size_t count, ncclDataType_t dt, ncclComm_t comm, cudaStream_t s) {
-  return launch(comm, s, false, in, out, count * type_size(dt));
+  const ncclResult_t r = launch(comm, s, false, in, out, count * type_size(dt));
+  Comm* c = as_comm(comm);
+  std::vector<std::pair<int, bool>> needed;
+  for (int p = 0; p < c->size && count > 0; ++p)
+    if (p != c->rank) needed.insert(needed.end(), {{p, true}, {p, false}});
+  if (r == ncclSuccess || r == ncclInProgress) connect(c, needed);
+  return r;
 }
-ncclResult_t ncclGather(const void* in, void* out, size_t count, ncclDataType_t dt, int, ncclComm_t comm,
+ncclResult_t ncclGather(const void* in, void* out, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
                         cudaStream_t s) {
   if (!in || !out) return ncclInvalidArgument;
-  return launch(comm, s, false, in, out, count * type_size(dt));
+  return rooted(comm, s, root, true, in, out, count * type_size(dt));
 }
-ncclResult_t ncclScatter(const void* in, void* out, size_t count, ncclDataType_t dt, int, ncclComm_t comm,
+ncclResult_t ncclScatter(const void* in, void* out, size_t count, ncclDataType_t dt, int root, ncclComm_t comm,
                          cudaStream_t s) {
   if (!in || !out) return ncclInvalidArgument;
-  return launch(comm, s, false, in, out, count * type_size(dt));
+  return rooted(comm, s, root, false, in, out, count * type_size(dt));
 }
-ncclResult_t ncclSend(const void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t s) {
-  return launch(comm, s, true);
+ncclResult_t ncclSend(const void*, size_t, ncclDataType_t, int peer, ncclComm_t comm, cudaStream_t s) {
+  return p2p(comm, s, peer, true);
 }
-ncclResult_t ncclRecv(void*, size_t, ncclDataType_t, int, ncclComm_t comm, cudaStream_t s) {
-  return launch(comm, s, true);
+ncclResult_t ncclRecv(void*, size_t, ncclDataType_t, int peer, ncclComm_t comm, cudaStream_t s) {
+  return p2p(comm, s, peer, false);
 }
 
 // --- The tests' controls.
 void fake_cuda_set_event_delay_us(int us) { g_delay_ns = int64_t(us) * 1000; }
 void fake_cuda_hold_p2p(bool hold) { g_hold_p2p = hold; }
+void fake_nccl_call_sleeps(bool on) { g_call_sleeps = on; }
 void fake_cuda_release_p2p() { release_held(); }
 int fake_cuda_legacy_waits_on_pending() { return g_legacy_waits_on_pending; }
 bool fake_cuda_was_freed(const void* p) {
@@ -368,5 +508,8 @@ bool fake_cuda_was_freed(const void* p) {
 int fake_nccl_concurrent_calls() { return g_concurrent; }
 int fake_nccl_group_threads() { return g_group_threads; }
 int fake_cuda_host_syncs() { return g_host_syncs; }
+int fake_nccl_pair_comms() { return g_pair_comms; }
+int fake_nccl_not_ready_launches() { return g_not_ready_launches; }
+int fake_nccl_blocking_connects() { return g_blocking_connects; }
 
 }  // extern "C"
