@@ -217,7 +217,7 @@ Judgement judge_world(Backend& g, const std::vector<NodeId>& nodes, const std::v
 // The verdict, from world rank 0 (a node) to every rank: per node its figures and verdict, the
 // links, the ring: O(n + links).
 void share_with_world(Backend& world, QualifyResult& r, std::chrono::milliseconds timeout) {
-  constexpr int kHead = 8, kNode = 8, kLink = 4;
+  constexpr int kHead = 7, kNode = 8, kLink = 4;
   Judgement& j = r.judgement;
   BroadcastOptions o;
   o.root = 0;
@@ -225,7 +225,7 @@ void share_with_world(Backend& world, QualifyResult& r, std::chrono::millisecond
   Tensor head = Tensor::empty({kHead}, DType::Float64);
   double* h = head.data_as<double>();
   h[0] = double(j.suspect_links.size()), h[1] = r.ring_bw_gbps, h[2] = r.ring_lat_us, h[3] = r.rounds;
-  h[4] = r.bisect_rounds, h[5] = double(j.directions), h[6] = j.ring_slow, h[7] = 0;
+  h[4] = r.bisect_rounds, h[5] = double(j.directions), h[6] = j.ring_slow;
   Tensor hd = head.to(world.tensor_device());
   world.broadcast(hd, o);
   const Tensor hc = from_device(hd);
@@ -317,11 +317,14 @@ QualifyResult qualify(Backend& world, const std::vector<RankInfo>& ranks, const 
     }
   }
   // Ranks that speak for no node wait here for the verdict: every step of the schedule (the
-  // rounds, the ring and the bisection's rounds), each bounded.
-  if (n != world.size())
-    share_with_world(world, res,
-                     step_bound(cfg) *
-                         int64_t((2 * res.rounds + 2 * cfg.references + 2) * (cfg.warmup + cfg.iters) + 4));
+  // rounds, the ring and the bisection's rounds), then every collective of the judging (the
+  // ring's gather, two all_reduces, a gather per round twice and one per bisection round, at
+  // most 3 R + 2 references + 3), each bounded.
+  if (n != world.size()) {
+    const int64_t steps = (2 * res.rounds + 2 * cfg.references + 2) * (cfg.warmup + cfg.iters);
+    const int64_t collectives = 3 * res.rounds + 2 * cfg.references + 3;
+    share_with_world(world, res, step_bound(cfg) * steps + cfg.timeout * collectives);
+  }
   return res;
 }
 
