@@ -191,7 +191,7 @@ std::vector<Edge> gather_round(Backend& g, const Edge& mine, std::chrono::millis
 // by one all_reduce (a fixed size), then the directions a round at a time, each marked and
 // handed to the judge. Every direction is kept in `kept` only when asked (to write them out).
 Judgement judge_world(Backend& g, const std::vector<NodeId>& nodes, const std::vector<Edge>& mine, double ring_bw,
-                      const QualifyConfig& cfg, std::vector<Edge>& kept) {
+                      const QualifyConfig& cfg, std::vector<Edge>& kept, std::vector<std::pair<int, int>> again = {}) {
   DirectionSummary s;
   for (const Edge& e : mine)
     if (e.src >= 0) s.add(e);
@@ -203,7 +203,7 @@ Judgement judge_world(Backend& g, const std::vector<NodeId>& nodes, const std::v
   g.all_reduce(summed, ro);
   const Tensor back = from_device(summed);
   std::copy(back.data_as<double>(), back.data_as<double>() + s.cells().size(), s.cells().begin());
-  Judge judge(nodes, cfg.expect, s, ring_bw);
+  Judge judge(nodes, cfg.expect, s, ring_bw, std::move(again));
   kept.clear();
   for (const Edge& e : mine) {
     std::vector<Edge> round = gather_round(g, e, cfg.timeout);
@@ -313,7 +313,7 @@ QualifyResult qualify(Backend& world, const std::vector<RankInfo>& ranks, const 
           if (a == me || b == me) more[r] = a == me ? b : a;
       const auto found = measure(*g, more, false, cfg, true, tag + res.rounds);
       mine.insert(mine.end(), found.begin(), found.end());
-      res.judgement = judge_world(*g, res.nodes, mine, res.ring_bw_gbps, cfg, res.edges);
+      res.judgement = judge_world(*g, res.nodes, mine, res.ring_bw_gbps, cfg, res.edges, link_pairs(res.judgement));
     }
   }
   // Ranks that speak for no node wait here for the verdict: every step of the schedule (the

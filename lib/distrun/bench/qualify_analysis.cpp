@@ -139,8 +139,9 @@ Reference measured_reference(const DirectionSummary& s, const Thresholds& t) {
           s.quantile(S::LatTail, 25)};
 }
 
-Judge::Judge(const std::vector<NodeId>& nodes, const Expectation& e, const DirectionSummary& s, double ring_bw_gbps)
-    : names_(nodes), expect_(e), logs_(nodes.size()) {
+Judge::Judge(const std::vector<NodeId>& nodes, const Expectation& e, const DirectionSummary& s, double ring_bw_gbps,
+             std::vector<std::pair<int, int>> again)
+    : again_(std::move(again)), names_(nodes), expect_(e), logs_(nodes.size()) {
   j_.limits = thresholds(s, e);
   j_.ref = e.baseline ? e.baseline->ref : measured_reference(s, j_.limits);
   std::string bw_from = e.baseline ? "baseline" : "measured", lat_from = bw_from;
@@ -157,7 +158,14 @@ Judge::Judge(const std::vector<NodeId>& nodes, const Expectation& e, const Direc
   j_.nodes.resize(nodes.size());
 }
 
+bool Judge::superseded(const Edge& x) const {
+  return !x.bisect &&
+         std::binary_search(again_.begin(), again_.end(), std::pair{std::min(x.src, x.dst), std::max(x.src, x.dst)});
+}
+
 void Judge::mark(Edge& x) const {
+  x.slow = 0;
+  if (superseded(x)) return;
   const Thresholds& t = j_.limits;
   Reference r = j_.ref;
   const Expectation& e = expect_;
@@ -173,7 +181,6 @@ void Judge::mark(Edge& x) const {
       r.lat_tail_us = std::max(r.lat_tail_us, it->second.lat_tail_us);
     }
   }
-  x.slow = 0;
   if (x.bw_gbps < t.bw_fraction * r.bw_gbps) x.slow |= SlowBw;
   if (x.bw_tail_gbps < t.bw_fraction * r.bw_tail_gbps) x.slow |= SlowBwTail;
   if (r.lat_us > 0 && x.lat_us > t.latency_factor * r.lat_us) x.slow |= SlowLat;
@@ -181,6 +188,7 @@ void Judge::mark(Edge& x) const {
 }
 
 void Judge::add(std::vector<Edge> batch) {
+  batch.erase(std::remove_if(batch.begin(), batch.end(), [&](const Edge& x) { return superseded(x); }), batch.end());
   auto log_of = [](double v) { return std::log(std::max(v, 1e-12)); };
   for (const Edge& x : batch) {
     Logs& from = logs_[size_t(x.src)];
@@ -274,11 +282,19 @@ Judgement Judge::finish() {
   return j;
 }
 
-Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e, double ring_bw_gbps) {
-  Judge j(nodes, e, DirectionSummary(edges), ring_bw_gbps);
+Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e, double ring_bw_gbps,
+                std::vector<std::pair<int, int>> again) {
+  Judge j(nodes, e, DirectionSummary(edges), ring_bw_gbps, std::move(again));
   for (Edge& x : edges) j.mark(x);
   j.add(edges);
   return j.finish();
+}
+
+std::vector<std::pair<int, int>> link_pairs(const Judgement& j) {
+  std::vector<std::pair<int, int>> pairs;
+  for (const Link& l : j.suspect_links) pairs.emplace_back(l.a, l.b);
+  std::sort(pairs.begin(), pairs.end());
+  return pairs;
 }
 
 int default_rounds(int n) {
@@ -350,8 +366,8 @@ std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const Schedule& m
   if (healthy.empty())
     for (int i = 0; i < nodes; ++i)
       if (in_doubt(i)) healthy.push_back(i);
-  std::vector<std::pair<int, int>> plan;
-  std::set<std::pair<int, int>> planned;
+  std::vector<std::pair<int, int>> plan = link_pairs(j);
+  std::set<std::pair<int, int>> planned(plan.begin(), plan.end());
   if (!healthy.empty())
     for (int x = 0; x < nodes; ++x) {
       if (!in_doubt(x)) continue;

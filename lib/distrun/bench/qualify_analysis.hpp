@@ -153,15 +153,21 @@ Reference measured_reference(const DirectionSummary& s, const Thresholds& t);
 /// of disjoint pairs does), then finish(): nodes in order of their share of slow pairs, a node
 /// with at least half its pairs slow and at least two of them not yet explained by an earlier
 /// suspect is a suspect; the slow pairs left are links, with their direction. `ring_bw_gbps`
-/// (0: none) is judged against the bandwidth reference. `nodes` and `e` must outlive it.
+/// (0: none) is judged against the bandwidth reference. `again` (sorted pairs a < b): pairs
+/// measured a second time by the bisection, whose first measurement is set aside (neither
+/// marked nor counted), so that a pair is a link only when its second measurement is slow too.
+/// `nodes` and `e` must outlive it.
 class Judge {
  public:
-  Judge(const std::vector<NodeId>& nodes, const Expectation& e, const DirectionSummary& s, double ring_bw_gbps = 0);
+  Judge(const std::vector<NodeId>& nodes, const Expectation& e, const DirectionSummary& s, double ring_bw_gbps = 0,
+        std::vector<std::pair<int, int>> again = {});
   void mark(Edge& x) const;
   void add(std::vector<Edge> batch);
   Judgement finish();
 
  private:
+  bool superseded(const Edge& x) const;  // a first measurement of a pair in `again`
+  std::vector<std::pair<int, int>> again_;
   struct Logs {  // sums of logarithms, for the geometric means of a node's directions
     double out = 0, in = 0, lat = 0;
     int outs = 0, ins = 0, lats = 0;
@@ -175,7 +181,10 @@ class Judge {
 
 /// The whole judgement of `edges` at once (every direction marked): the Judge fed one batch.
 Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e,
-                double ring_bw_gbps = 0);
+                double ring_bw_gbps = 0, std::vector<std::pair<int, int>> again = {});
+
+/// The pairs of a judgement's suspect links (a < b, sorted): what the bisection measures again.
+std::vector<std::pair<int, int>> link_pairs(const Judgement& j);
 
 /// Rounds of disjoint pairs by the circle method, one round at a time from O(n) state: the
 /// first `rounds` of the n-1 (even n) or n (odd n) rounds that cover every pair; 0 means
@@ -203,10 +212,12 @@ std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n, int rounds = 0)
 /// stands out against several references while the exchanges grow as n log n.
 int default_rounds(int n);
 
-/// The bisection step: each suspect node and each end of a suspect link is paired with up
-/// to `references` nodes judged ok that it has not met in `met` (spread over them, not always
-/// the first), packed into rounds of disjoint pairs; judging again with these tells a node from
-/// a link and an unlucky node (whose partners were all bad) from a bad one.
+/// The bisection step: each suspect link's pair is measured again (a link is named only when
+/// that agrees: one exchange in five held up on a loaded host is not a link), and each suspect
+/// node and each end of a suspect link is paired with up to `references` nodes judged ok that
+/// it has not met in `met` (spread over them, not always the first), packed into rounds of
+/// disjoint pairs; judging again with these tells a node from a link and an unlucky node (whose
+/// partners were all bad) from a bad one.
 /// O(n + doubtful nodes x (rounds + references)) memory.
 std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const Schedule& met, const Judgement& j,
                                                                int references = 2);
