@@ -3,7 +3,8 @@
 // and latency, then rounds of disjoint pairs (each node meets ceil(log2 n) + 2 partners, all
 // pairs exchanging at once, so n log n exchanges in log n rounds), each direction timed by its
 // receiver over repeated exchanges; the judge (qualify_analysis) then asks the nodes in doubt
-// for a few more pairs against healthy nodes (bisection) and judges again.
+// for a few more pairs against healthy nodes and each link's pair again (bisection), and
+// judges again. Each rank holds O(n): the directions are judged a round at a time.
 #pragma once
 #include <nlohmann/json.hpp>
 
