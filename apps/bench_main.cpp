@@ -359,6 +359,7 @@ int run_qualify(int argc, char** argv) {
   const bool rank0 = pg->rank() == 0;
   auto json_file = open_output(common.json_path, rank0);
   auto save_file = open_output(save_path, rank0);
+  cfg.keep_directions = json_file || save_file;
   const auto ranks = bench::gather_ranks(b, pg->world().master_addr);
   const auto result = bench::qualify(b, ranks, cfg);
   if (rank0) {

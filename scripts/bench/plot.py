@@ -105,6 +105,7 @@ def plot_bench(doc, png, title):
     fig.suptitle((title or "distrun-bench") + "\n" + where(doc), fontsize="medium")
     fig.tight_layout(rect=(0, legend_in / height, 1, 1))
     fig.savefig(png, dpi=100)
+    return fig
 
 
 def plot_qualify(doc, png, title):
@@ -151,6 +152,7 @@ def plot_qualify(doc, png, title):
         fontsize="small")
     fig.tight_layout()
     fig.savefig(png, dpi=100)
+    return fig
 
 
 def main():
@@ -162,9 +164,9 @@ def main():
     args = ap.parse_args()
     doc = load_document(args.results)
     if doc is not None:
-        (plot_bench if doc["kind"] == "bench" else plot_qualify)(doc, args.png, args.title)
+        fig = (plot_bench if doc["kind"] == "bench" else plot_qualify)(doc, args.png, args.title)
         print("wrote", args.png)
-        return
+        return fig
     args.title = args.title or "busbw against message size (median of repetitions)"
     points = defaultdict(list)
     with open(args.results) as f:

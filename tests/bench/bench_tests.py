@@ -15,6 +15,8 @@ from bench_harness import BENCH, DISTRUN, PYTHON, ROOT, check, main, run, skip, 
 
 TMP = tempfile.mkdtemp(prefix="distrun-bench-test-")
 SMALL = ["-n", "3", "-w", "1"]
+EVERY = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "gather", "scatter",
+         "send_recv"]  # `all`'s order
 
 
 def bench(args, n=2, env=None, timeout=90):
@@ -105,8 +107,9 @@ def test_flags():
     check(rc == 0, f"all: rc {rc}", out + err)
     validate(doc, "all -J")
     colls = [r["collective"] for r in rows(doc)]
-    check(colls == ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce", "gather",
-                    "scatter", "send_recv"], f"all: every collective in turn: {colls}", out)
+    check(colls == EVERY, f"all: every collective in turn: {colls}", out)
+    check([r["collective"] for r in rows(doc, "in_place")] == EVERY,
+          "every collective timed in place too, as nccl-tests times them", out)
     with open(csv_path) as f:
         table = list(csv.DictReader(f))
     check(len(table) == len(records(doc)), "one CSV line per measured placement", str(table[:2]))
@@ -197,29 +200,72 @@ def test_mpirun():
     check(len(table_lines(r.stdout)) == 1, "one table, from rank 0 only", r.stdout)
 
 
+# Run by plot.py's Python: draws a document with plot.py's main and reports what a reader sees:
+# the panels' titles, whether the legend overlaps a panel, and for qualify the colour of each
+# node's name and the framed directions.
+PLOT_CHECK = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import plot
+from matplotlib.patches import Rectangle
+doc = json.load(open(sys.argv[2]))
+sys.argv = ["plot.py", sys.argv[2], sys.argv[3]]
+fig = plot.main()
+if doc["kind"] == "bench":
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    panels = [ax for ax in fig.axes if ax.axison and ax.get_title()]
+    legend = fig.legends[0].get_window_extent(r)
+    print(json.dumps({"panels": [ax.get_title() for ax in panels],
+                      "legend_overlaps": [ax.get_title() for ax in panels if legend.overlaps(ax.get_window_extent(r))]}))
+else:
+    ax = fig.axes[0]
+    print(json.dumps({"red_names": [i for i, t in enumerate(ax.get_yticklabels()) if t.get_color() == "red"],
+                      "framed": sum(isinstance(p, Rectangle) and p.get_edgecolor()[:3] == (1.0, 0.0, 0.0)
+                                    for p in ax.patches)}))
+"""
+
+
+def plot_check(doc, name):
+    """plot.py's picture of `doc` as a PNG, and what PLOT_CHECK saw in it."""
+    src, png = os.path.join(TMP, f"{name}.json"), os.path.join(TMP, f"{name}.png")
+    with open(src, "w") as f:
+        json.dump(doc, f)
+    p = run([PYTHON, "-c", PLOT_CHECK, os.path.join(ROOT, "scripts", "bench"), src, png], timeout=120)
+    check(p.returncode == 0, f"plot.py {name}: rc {p.returncode}", p.stdout + p.stderr)
+    with open(png, "rb") as f:
+        check(f.read(8) == b"\x89PNG\r\n\x1a\n", f"plot.py {name}: a PNG file")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
 def test_plot():
-    """plot.py draws a bench document and a qualify document as PNG files (the qualify run's
-    thresholds are loose: three ranks of one loaded host are judged elsewhere)."""
+    """plot.py draws `all -d all` as one panel per collective with the legend outside every
+    panel, and a qualify document as a heatmap with the suspects' names in red and the slow
+    directions framed (the qualify run's thresholds are loose: three ranks of one loaded host
+    are judged elsewhere; its suspect and slow direction are then set in the document)."""
     if subprocess.run([PYTHON, "-c", "import matplotlib"], capture_output=True).returncode != 0:
         skip("python3-matplotlib is not installed (scripts/deps.sh test)")
-    plot = os.path.join(ROOT, "scripts", "bench", "plot.py")
-    rc, out, err, doc = bench(["all_gather", "-b", "1K", "-e", "16K", "-f", "4", *SMALL])
-    check(rc == 0, f"bench: rc {rc}", out + err)
+    rc, out, err, doc = bench(["all", "-b", "1K", "-e", "1K", "-d", "all", "-n", "1", "-w", "0", "-c", "0"])
+    check(rc == 0, f"all -d all: rc {rc}", out + err)
+    seen = plot_check(doc, "bench")
+    check(sorted(seen["panels"]) == sorted(EVERY), f"one panel per collective: {seen['panels']}")
+    check(seen["legend_overlaps"] == [], f"the legend outside the panels: overlaps {seen['legend_overlaps']}")
     qpath = os.path.join(TMP, "q.json")
     r = run([DISTRUN, "--nproc-per-node", "3", "--", BENCH, "qualify", "--per-device", "-b", "64K", "-n", "2",
              "--min-fraction", "0.01", "--max-latency-factor", "1000", "-J", qpath], timeout=90,
             env={"DISTRUN_CMA": "0"})
     check(r.returncode == 0 and "# verdict: OK" in r.stdout, f"qualify --per-device: rc {r.returncode}",
           r.stdout + r.stderr)
-    validate(json.load(open(qpath)), "qualify --per-device -J")
-    for name, d in (("bench", doc), ("qualify", json.load(open(qpath)))):
-        src, png = os.path.join(TMP, f"{name}.json"), os.path.join(TMP, f"{name}.png")
-        with open(src, "w") as f:
-            json.dump(d, f)
-        p = run([PYTHON, plot, src, png], timeout=120)
-        check(p.returncode == 0, f"plot.py {name}: rc {p.returncode}", p.stdout + p.stderr)
-        with open(png, "rb") as f:
-            check(f.read(8) == b"\x89PNG\r\n\x1a\n", f"plot.py {name}: a PNG file")
+    q = json.load(open(qpath))
+    validate(q, "qualify --per-device -J")
+    node = q["qualify"]["nodes"][1]
+    q["qualify"]["suspect_nodes"] = [{"node": 1, "host": node["host"], "address": node["address"]}]
+    slow = [d for d in q["qualify"]["directions"] if d["src"] == 1]
+    for d in slow:
+        d["slow"] = ["bw"]
+    seen = plot_check(q, "qualify")
+    check(seen["red_names"] == [1], f"the suspect's name in red: {seen['red_names']}")
+    check(seen["framed"] == len(slow) > 0, f"each slow direction framed: {seen['framed']} of {len(slow)}")
 
 
 def test_slurm():

@@ -107,24 +107,36 @@ def with_group(body):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# one_host gets a second ten runs when the first fall short: beside another test at load 24-27
+# it named the held rank in 7 of 10 once in 3 tries (alone, 10 of 10). A detector no better than
+# chance (1 in 4 here) passes ten runs with probability 3e-5, so two stay a real test; two_hosts,
+# where chance is 1 in 2, gets one.
+ATTEMPTS = 2
+
+
 def one_host(tmp, group):
-    named = []
-    for i in range(RUNS):
-        slowed = i % RANKS
-        doc = run_once(tmp, slowed, group)
-        rec = doc["results"][0]["out_of_place"]
-        named.append(rec["slowest_rank"] == slowed)
-        print(f"run {i + 1}: slowed rank {slowed}, named {rec['slowest_rank']} "
-              f"({rec['slowest_late_us']:.0f} us late on average)",
-              flush=True)
-        if i == 0:
-            validate(doc, "straggler -J")
-            raw = rec["rank_times_us"]
-            check(len(raw) == RANKS and all(len(r) == ITERS for r in raw), "--raw-samples: a time per rank and iteration")
-            per_iteration = sorted(max(r[i] for r in raw) for i in range(ITERS))
-            check(abs(rec["max_us"] - per_iteration[-1]) <= 1e-6 * per_iteration[-1] and
-                  abs(rec["min_us"] - per_iteration[0]) <= 1e-6 * per_iteration[0],
-                  "an iteration's time is the slowest rank's")
+    for attempt in range(1, ATTEMPTS + 1):
+        named = []
+        for i in range(RUNS):
+            slowed = i % RANKS
+            doc = run_once(tmp, slowed, group)
+            rec = doc["results"][0]["out_of_place"]
+            named.append(rec["slowest_rank"] == slowed)
+            print(f"run {i + 1}: slowed rank {slowed}, named {rec['slowest_rank']} "
+                  f"({rec['slowest_late_us']:.0f} us late on average)",
+                  flush=True)
+            if i == 0:
+                validate(doc, "straggler -J")
+                raw = rec["rank_times_us"]
+                check(len(raw) == RANKS and all(len(r) == ITERS for r in raw),
+                      "--raw-samples: a time per rank and iteration")
+                per_iteration = sorted(max(r[i] for r in raw) for i in range(ITERS))
+                check(abs(rec["max_us"] - per_iteration[-1]) <= 1e-6 * per_iteration[-1] and
+                      abs(rec["min_us"] - per_iteration[0]) <= 1e-6 * per_iteration[0],
+                      "an iteration's time is the slowest rank's")
+        if sum(named) >= 9 or attempt == ATTEMPTS:
+            break
+        print(f"attempt {attempt}: named in {sum(named)} of {RUNS} runs, trying again", flush=True)
     check(sum(named) >= 9, f"the slowed rank named in {sum(named)} of {RUNS} runs (need 9)")
 
 

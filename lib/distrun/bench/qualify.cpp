@@ -121,18 +121,19 @@ std::chrono::milliseconds step_bound(const QualifyConfig& cfg) { return cfg.time
 // The rounds, interleaved: iteration by iteration, one step of the ring (when `ring`; every
 // node sends to the next and receives from the previous at once) and then one step of each
 // round, so that load that comes and goes on a host falls on every direction alike instead of
-// on whichever round ran at the time. Returns this node's received directions, the ring's last.
-std::vector<Edge> measure(Backend& g, const std::vector<std::vector<std::pair<int, int>>>& rounds, bool ring,
-                          const QualifyConfig& cfg, bool bisect, int tag) {
+// on whichever round ran at the time. `peers[r]` is this node's partner in round r (-1: none).
+// Returns the direction this node received in each round (src -1 where it sat out), the
+// ring's last.
+std::vector<Edge> measure(Backend& g, const std::vector<int>& peers, bool ring, const QualifyConfig& cfg, bool bisect,
+                          int tag) {
   const int me = g.rank(), n = g.size();
   std::vector<Partner> partners;
-  for (size_t r = 0; r < rounds.size(); ++r)
-    for (const auto& [a, b] : rounds[r])
-      if (a == me || b == me) partners.push_back({a == me ? b : a, a == me ? b : a, tag + int(r), {}, {}});
+  for (size_t r = 0; r < peers.size(); ++r)
+    if (peers[r] >= 0) partners.push_back({peers[r], peers[r], tag + int(r), {}, {}});
   if (ring) partners.push_back({(me + 1) % n, (me + n - 1) % n, tag - 1, {}, {}});
   Buffers buf = buffers(g, cfg);
   BarrierOptions bo;
-  bo.timeout = step_bound(cfg) * int64_t(rounds.size() + 1);
+  bo.timeout = step_bound(cfg) * int64_t(peers.size() + 1);
   for (int i = 0; i < cfg.warmup + cfg.iters; ++i) {
     if (ring) {
       g.barrier(bo);  // the ring's step starts everywhere at once
@@ -141,10 +142,15 @@ std::vector<Edge> measure(Backend& g, const std::vector<std::vector<std::pair<in
     for (size_t k = 0; k + ring < partners.size(); ++k) step(g, buf, partners[k], cfg, i >= cfg.warmup);
   }
   std::vector<Edge> mine;
-  for (const Partner& p : partners) {
-    mine.push_back(edge_of(p, me, cfg));
-    mine.back().bisect = bisect;
+  size_t k = 0;
+  for (int peer : peers) {
+    Edge e;
+    e.src = -1;
+    if (peer >= 0) e = edge_of(partners[k++], me, cfg);
+    e.bisect = bisect;
+    mine.push_back(e);
   }
+  if (ring) mine.push_back(edge_of(partners.back(), me, cfg));
   return mine;
 }
 
@@ -164,46 +170,98 @@ Edge unpack(const double* p) {
 
 Tensor from_device(const Tensor& t) { return t.device().is_cuda() ? t.to(Device::cpu()) : t; }
 
-// Every node's directions on every node: `width` records per node (a node is in at most one
-// pair per round). O(n x rounds) per rank.
-void gather_edges(Backend& g, const std::vector<Edge>& mine, size_t width, std::vector<Edge>& all,
-                  std::chrono::milliseconds timeout) {
-  if (width == 0) return;
-  Tensor local = Tensor::empty({int64_t(width * kFields)}, DType::Float64);
-  double* p = local.data_as<double>();
-  std::fill(p, p + width * kFields, -1.0);
-  for (size_t i = 0; i < mine.size(); ++i) pack(mine[i], p + i * kFields);
-  Tensor every = Tensor::empty({int64_t(width * kFields) * g.size()}, DType::Float64, g.tensor_device());
+// One direction from each node (its `mine`, or none when its src is negative) on every node:
+// n records, so a round at a time holds O(n).
+std::vector<Edge> gather_round(Backend& g, const Edge& mine, std::chrono::milliseconds timeout) {
+  Tensor local = Tensor::empty({kFields}, DType::Float64);
+  pack(mine, local.data_as<double>());
+  Tensor every = Tensor::empty({int64_t(kFields) * g.size()}, DType::Float64, g.tensor_device());
   AllgatherOptions o;
   o.timeout = timeout;
   g.all_gather(local.to(g.tensor_device()), every, o);
   const Tensor c = from_device(every);
   const double* q = c.data_as<double>();
-  for (size_t i = 0; i < width * size_t(g.size()); ++i)
+  std::vector<Edge> all;
+  for (int i = 0; i < g.size(); ++i)
     if (q[i * kFields] >= 0) all.push_back(unpack(q + i * kFields));
+  return all;
 }
 
-// The measurements of the nodes, from world rank 0 (a node) to every rank.
+// The judgement of every node's directions, the same on every node: the distributions summed
+// by one all_reduce (a fixed size), then the directions a round at a time, each marked and
+// handed to the judge. Every direction is kept in `kept` only when asked (to write them out).
+Judgement judge_world(Backend& g, const std::vector<NodeId>& nodes, const std::vector<Edge>& mine, double ring_bw,
+                      const QualifyConfig& cfg, std::vector<Edge>& kept, std::vector<std::pair<int, int>> again = {}) {
+  DirectionSummary s;
+  for (const Edge& e : mine)
+    if (e.src >= 0) s.add(e);
+  Tensor cells = Tensor::empty({int64_t(s.cells().size())}, DType::Float64);
+  std::copy(s.cells().begin(), s.cells().end(), cells.data_as<double>());
+  Tensor summed = cells.to(g.tensor_device());
+  AllreduceOptions ro;
+  ro.timeout = cfg.timeout;
+  g.all_reduce(summed, ro);
+  const Tensor back = from_device(summed);
+  std::copy(back.data_as<double>(), back.data_as<double>() + s.cells().size(), s.cells().begin());
+  Judge judge(nodes, cfg.expect, s, ring_bw, std::move(again));
+  kept.clear();
+  for (const Edge& e : mine) {
+    std::vector<Edge> round = gather_round(g, e, cfg.timeout);
+    for (Edge& x : round) judge.mark(x);
+    if (cfg.keep_directions) kept.insert(kept.end(), round.begin(), round.end());
+    judge.add(std::move(round));
+  }
+  return judge.finish();
+}
+
+// The verdict, from world rank 0 (a node) to every rank: per node its figures and verdict, the
+// links, the ring: O(n + links).
 void share_with_world(Backend& world, QualifyResult& r, std::chrono::milliseconds timeout) {
+  constexpr int kHead = 7, kNode = 8, kLink = 4;
+  Judgement& j = r.judgement;
   BroadcastOptions o;
   o.root = 0;
   o.timeout = timeout;
-  Tensor head = Tensor::empty({5}, DType::Float64);
+  Tensor head = Tensor::empty({kHead}, DType::Float64);
   double* h = head.data_as<double>();
-  h[0] = double(r.edges.size()), h[1] = r.ring_bw_gbps, h[2] = r.ring_lat_us, h[3] = r.rounds, h[4] = r.bisect_rounds;
+  h[0] = double(j.suspect_links.size()), h[1] = r.ring_bw_gbps, h[2] = r.ring_lat_us, h[3] = r.rounds;
+  h[4] = r.bisect_rounds, h[5] = double(j.directions), h[6] = j.ring_slow;
   Tensor hd = head.to(world.tensor_device());
   world.broadcast(hd, o);
   const Tensor hc = from_device(hd);
   const double* got = hc.data_as<double>();
-  const size_t count = size_t(got[0]);
+  const size_t links = size_t(got[0]), n = r.nodes.size();
   r.ring_bw_gbps = got[1], r.ring_lat_us = got[2], r.rounds = int(got[3]), r.bisect_rounds = int(got[4]);
-  Tensor body = Tensor::empty({int64_t(std::max<size_t>(count, 1) * kFields)}, DType::Float64);
-  for (size_t i = 0; i < r.edges.size(); ++i) pack(r.edges[i], body.data_as<double>() + i * kFields);
+  j.directions = size_t(got[5]), j.ring_slow = got[6] != 0;
+  Tensor body = Tensor::empty({int64_t(n * kNode + links * kLink)}, DType::Float64);
+  double* b = body.data_as<double>();
+  j.nodes.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const NodeVerdict& v = j.nodes[i];
+    double* p = b + i * kNode;
+    p[0] = v.out_bw_gbps, p[1] = v.in_bw_gbps, p[2] = v.lat_us, p[3] = v.pairs, p[4] = v.slow_pairs;
+    p[5] = v.slow_out, p[6] = v.slow_in, p[7] = double(v.verdict);
+  }
+  for (size_t i = 0; i < j.suspect_links.size(); ++i) {
+    const Link& l = j.suspect_links[i];
+    double* p = b + n * kNode + i * kLink;
+    p[0] = l.a, p[1] = l.b, p[2] = l.a_to_b, p[3] = l.b_to_a;
+  }
   Tensor bd = body.to(world.tensor_device());
   world.broadcast(bd, o);
   const Tensor bc = from_device(bd);
-  r.edges.clear();
-  for (size_t i = 0; i < count; ++i) r.edges.push_back(unpack(bc.data_as<double>() + i * kFields));
+  const double* q = bc.data_as<double>();
+  j.suspect_nodes.clear();
+  for (size_t i = 0; i < n; ++i) {
+    const double* p = q + i * kNode;
+    j.nodes[i] = {p[0], p[1], p[2], int(p[3]), int(p[4]), int(p[5]), int(p[6]), Verdict(int(p[7]))};
+    if (j.nodes[i].verdict == Verdict::Suspect) j.suspect_nodes.push_back(int(i));
+  }
+  j.suspect_links.clear();
+  for (size_t i = 0; i < links; ++i) {
+    const double* p = q + n * kNode + i * kLink;
+    j.suspect_links.push_back({int(p[0]), int(p[1]), unsigned(p[2]), unsigned(p[3])});
+  }
 }
 
 }  // namespace
@@ -221,8 +279,8 @@ QualifyResult qualify(Backend& world, const std::vector<RankInfo>& ranks, const 
   if (n < 2)
     throw ConfigError("qualify needs at least two nodes (or --per-device with two ranks); this world has " +
                       std::to_string(n));
-  const auto rounds = pair_rounds(n, cfg.rounds);
-  res.rounds = int(rounds.size());
+  const Schedule schedule(n, cfg.rounds);
+  res.rounds = schedule.rounds();
   std::shared_ptr<Backend> sub;
   Backend* g = &world;
   if (n != world.size()) {
@@ -230,36 +288,43 @@ QualifyResult qualify(Backend& world, const std::vector<RankInfo>& ranks, const 
     g = sub.get();
   }
   if (g) {
-    const int tag = 1000;
-    std::vector<Edge> mine = measure(*g, rounds, true, cfg, false, tag);
+    const int tag = 1000, me = g->rank();
+    std::vector<int> peers;
+    for (int r = 0; r < res.rounds; ++r) peers.push_back(schedule.partner(r, me));
+    std::vector<Edge> mine = measure(*g, peers, true, cfg, false, tag);
     // The ring: each node's receiving direction, gathered apart from the pairs'; its figure is
     // the median node's (a collective over every node at once).
-    std::vector<Edge> ring;
-    gather_edges(*g, {mine.back()}, 1, ring, cfg.timeout);
-    mine.pop_back();
     std::vector<double> bw, lat;
-    for (const Edge& e : ring) bw.push_back(e.bw_gbps), lat.push_back(e.lat_us);
+    for (const Edge& e : gather_round(*g, mine.back(), cfg.timeout)) bw.push_back(e.bw_gbps), lat.push_back(e.lat_us);
+    mine.pop_back();
     res.ring_bw_gbps = median(bw);
     res.ring_lat_us = median(lat);
-    gather_edges(*g, mine, rounds.size(), res.edges, cfg.timeout);
-    res.judgement = judge(res.nodes, res.edges, cfg.expect, res.ring_bw_gbps);
+    res.judgement = judge_world(*g, res.nodes, mine, res.ring_bw_gbps, cfg, res.edges);
     // Bisection, in at most as many rounds again as the references: every node holds the
-    // same edges, so every node plans the same rounds.
-    auto extra = bisection_rounds(res.edges, res.judgement, cfg.references);
-    const size_t most = rounds.size() + 2 * size_t(cfg.references);
+    // same judgement, so every node plans the same rounds.
+    auto extra = bisection_rounds(schedule, res.judgement, cfg.references);
+    const size_t most = size_t(res.rounds) + 2 * size_t(cfg.references);
     if (extra.size() > most) extra.resize(most);
     res.bisect_rounds = int(extra.size());
-    if (!extra.empty())
-      gather_edges(*g, measure(*g, extra, false, cfg, true, tag + int(rounds.size())), extra.size(), res.edges,
-                   cfg.timeout);
+    if (!extra.empty()) {
+      std::vector<int> more(extra.size(), -1);
+      for (size_t r = 0; r < extra.size(); ++r)
+        for (const auto& [a, b] : extra[r])
+          if (a == me || b == me) more[r] = a == me ? b : a;
+      const auto found = measure(*g, more, false, cfg, true, tag + res.rounds);
+      mine.insert(mine.end(), found.begin(), found.end());
+      res.judgement = judge_world(*g, res.nodes, mine, res.ring_bw_gbps, cfg, res.edges, link_pairs(res.judgement));
+    }
   }
-  // Ranks that speak for no node wait here for the measurements: every step of the schedule
-  // (the rounds, the ring and the bisection's rounds), each bounded.
-  if (n != world.size())
-    share_with_world(world, res,
-                     step_bound(cfg) *
-                         int64_t((2 * res.rounds + 2 * cfg.references + 2) * (cfg.warmup + cfg.iters) + 4));
-  res.judgement = judge(res.nodes, res.edges, cfg.expect, res.ring_bw_gbps);
+  // Ranks that speak for no node wait here for the verdict: every step of the schedule (the
+  // rounds, the ring and the bisection's rounds), then every collective of the judging (the
+  // ring's gather, two all_reduces, a gather per round twice and one per bisection round, at
+  // most 3 R + 2 references + 3), each bounded.
+  if (n != world.size()) {
+    const int64_t steps = (2 * res.rounds + 2 * cfg.references + 2) * (cfg.warmup + cfg.iters);
+    const int64_t collectives = 3 * res.rounds + 2 * cfg.references + 3;
+    share_with_world(world, res, step_bound(cfg) * steps + cfg.timeout * collectives);
+  }
   return res;
 }
 
@@ -302,7 +367,7 @@ std::vector<std::string> qualify_report(const QualifyResult& r, const QualifyCon
   const Expectation& e = cfg.expect;
   std::snprintf(buf, sizeof buf,
                 "# qualify: %zu nodes; %d rounds of disjoint pairs + %d of bisection; %zu directions measured",
-                r.nodes.size(), r.rounds, r.bisect_rounds, r.edges.size());
+                r.nodes.size(), r.rounds, r.bisect_rounds, j.directions);
   lines.push_back(buf);
   std::snprintf(buf, sizeof buf,
                 "# reference (%s): bw %.4f GB/s (tail %.4f), latency %.2f us (tail %.2f); a direction is slow below "
@@ -324,13 +389,15 @@ std::vector<std::string> qualify_report(const QualifyResult& r, const QualifyCon
                   sp.c_str(), verdict_name(v.verdict));
     lines.push_back(buf);
   }
-  for (const Edge& x : r.edges) {
-    if (!x.slow) continue;
+  for (const Edge& x : j.slow_directions) {
     std::snprintf(buf, sizeof buf, "# slow: %s -> %s: bw %.4f GB/s (tail %.4f), latency %.2f us (tail %.2f) [%s]%s",
                   r.nodes[size_t(x.src)].str().c_str(), r.nodes[size_t(x.dst)].str().c_str(), x.bw_gbps, x.bw_tail_gbps,
                   x.lat_us, x.lat_tail_us, slow_reasons(x.slow).c_str(), x.bisect ? " (bisection)" : "");
     lines.push_back(buf);
   }
+  if (j.slow_count > j.slow_directions.size())
+    lines.push_back("# slow: " + std::to_string(j.slow_count - j.slow_directions.size()) +
+                    " more directions (every direction in -J)");
   std::vector<std::string> names, links;
   for (int s : j.suspect_nodes) {
     const auto& v = j.nodes[size_t(s)];

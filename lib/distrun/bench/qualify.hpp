@@ -3,7 +3,8 @@
 // and latency, then rounds of disjoint pairs (each node meets ceil(log2 n) + 2 partners, all
 // pairs exchanging at once, so n log n exchanges in log n rounds), each direction timed by its
 // receiver over repeated exchanges; the judge (qualify_analysis) then asks the nodes in doubt
-// for a few more pairs against healthy nodes (bisection) and judges again.
+// for a few more pairs against healthy nodes and each link's pair again (bisection), and
+// judges again. Each rank holds O(n): the directions are judged a round at a time.
 #pragma once
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,7 @@ struct QualifyConfig {
   int rounds = 0;                            // rounds of disjoint pairs (0: default_rounds(n))
   int references = 2;                        // healthy partners the bisection gives each node in doubt
   std::chrono::milliseconds timeout{60000};  // per wait
+  bool keep_directions = false;              // keep every direction in the result (to write them out)
 };
 
 struct QualifyResult {
@@ -34,14 +36,15 @@ struct QualifyResult {
   std::vector<int> node_ranks;  // the world rank that speaks for each node
   double ring_bw_gbps = 0;      // bytes / the median iteration (the slowest rank's time)
   double ring_lat_us = 0;
-  std::vector<Edge> edges;  // every measured direction
+  std::vector<Edge> edges;  // every measured direction, with keep_directions on a node's rank
   int rounds = 0, bisect_rounds = 0;
   Judgement judgement;
   bool failed() const { return judgement.failed(); }
 };
 
 /// Runs qualify on the world backend `b` (every rank calls it; ranks that do not speak for a
-/// node wait). Every rank returns the same result.
+/// node wait). Every rank returns the same judgement; the directions themselves only where
+/// cfg.keep_directions asks (O(n x rounds)); the rest holds O(n) plus the slow directions.
 QualifyResult qualify(Backend& b, const std::vector<RankInfo>& ranks, const QualifyConfig& cfg);
 
 /// The printed report: the ring line, a table per node, slow directions, suspects, the hostlist.

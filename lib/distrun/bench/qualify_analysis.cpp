@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 
-#include "distrun/bench/statistics.hpp"
 
 namespace distrun::bench {
 
@@ -28,156 +28,222 @@ std::string slow_reasons(unsigned bits) {
 
 namespace {
 
-// The typical healthy value of a bandwidth. The values are split in two where the split
-// separates them best (Otsu's method on their logarithms); when the faster group's median is at
-// least `ratio` times the slower group's, with a gap of `ratio` between the groups, the values
-// are bimodal and the faster group is the healthy one, however many nodes the slower one
-// holds; otherwise the median of all.
-double upper_mode(std::vector<double> v, double ratio) {
-  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !(x > 0); }), v.end());
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::vector<double> prefix(v.size() + 1, 0.0);  // sums of the logarithms
-  for (size_t i = 0; i < v.size(); ++i) prefix[i + 1] = prefix[i] + std::log(v[i]);
-  const double total = prefix.back(), n = double(v.size());
-  size_t split = 0;
-  double best = 0;
-  for (size_t k = 1; k < v.size(); ++k) {
-    const double w0 = double(k), w1 = n - w0;
-    const double d = prefix[k] / w0 - (total - prefix[k]) / w1;
-    if (w0 * w1 * d * d > best) best = w0 * w1 * d * d, split = k;
-  }
-  double m = median(v);
-  if (split > 0) {
-    const double lower = median(std::vector<double>(v.begin(), v.begin() + std::ptrdiff_t(split)));
-    const double upper = median(std::vector<double>(v.begin() + std::ptrdiff_t(split), v.end()));
-    // Both the groups' medians and the values either side of the split must be `ratio` apart:
-    // healthy exchanges on a loaded host spread over a few times with no gap, and their few
-    // fastest must not become the reference (a false suspect in 1 of 2 healthy runs here).
-    if (upper >= ratio * lower && v[split] >= ratio * v[split - 1]) m = upper;
-  }
-  return m;
-}
+const double kLogStep = std::log(1.02);
+constexpr double kLowest = 1e-6;
 
-struct Pair {
-  int a, b;                 // a < b
-  unsigned a_to_b, b_to_a;  // SlowBits
-  bool slow() const { return (a_to_b | b_to_a) != 0; }
-};
-
-// The measured directions folded into pairs (both directions of a pair together).
-std::vector<Pair> pairs_of(const std::vector<Edge>& edges) {
-  std::vector<size_t> order(edges.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  auto key = [&](size_t i) {
-    const Edge& e = edges[i];
-    return std::pair{std::min(e.src, e.dst), std::max(e.src, e.dst)};
-  };
-  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return key(x) < key(y); });
-  std::vector<Pair> pairs;
-  for (size_t i : order) {
-    const auto [a, b] = key(i);
-    if (pairs.empty() || pairs.back().a != a || pairs.back().b != b) pairs.push_back({a, b, 0, 0});
-    (edges[i].src == a ? pairs.back().a_to_b : pairs.back().b_to_a) |= edges[i].slow;
-  }
-  return pairs;
+int bin_of(double v) {
+  const double b = std::floor(std::log(v / kLowest) / kLogStep);
+  return int(std::clamp(b, 0.0, double(DirectionSummary::kBins - 1)));
 }
 
 }  // namespace
 
-Thresholds thresholds(const std::vector<Edge>& edges, const Expectation& e) {
-  std::vector<double> bw_jitter, lat_jitter;
-  for (const Edge& x : edges) {
-    if (x.bw_tail_gbps > 0) bw_jitter.push_back(x.bw_gbps / x.bw_tail_gbps);
-    if (x.lat_us > 0) lat_jitter.push_back(x.lat_tail_us / x.lat_us);
+DirectionSummary::DirectionSummary() : cells_(size_t(kFigures) * 2 * kBins, 0.0) {}
+
+DirectionSummary::DirectionSummary(const std::vector<Edge>& edges) : DirectionSummary() {
+  for (const Edge& e : edges) add(e);
+}
+
+void DirectionSummary::add(const Edge& e) {
+  auto put = [&](Figure f, double v) {
+    if (!(v > 0)) return;
+    const int b = bin_of(v);
+    cell(f, 0, b) += 1;
+    cell(f, 1, b) += v;
+  };
+  put(Bw, e.bw_gbps);
+  put(BwTail, e.bw_tail_gbps);
+  put(Lat, e.lat_us);
+  put(LatTail, e.lat_tail_us);
+  if (e.bw_tail_gbps > 0) put(BwJitter, e.bw_gbps / e.bw_tail_gbps);
+  if (e.lat_us > 0) put(LatJitter, e.lat_tail_us / e.lat_us);
+}
+
+double DirectionSummary::count(Figure f) const {
+  double c = 0;
+  for (int b = 0; b < kBins; ++b) c += cell(f, 0, b);
+  return c;
+}
+
+double DirectionSummary::value_at(Figure f, double rank, int first_bin) const {
+  double seen = 0;
+  for (int b = first_bin; b < kBins; ++b) {
+    const double c = cell(f, 0, b);
+    if (c > 0 && rank < seen + c) return cell(f, 1, b) / c;
+    seen += c;
   }
-  const double qb = std::max(1.0, median(bw_jitter)), ql = std::max(1.0, median(lat_jitter));
+  return 0;
+}
+
+double DirectionSummary::quantile_from(Figure f, double q, int first_bin, double count) const {
+  if (count <= 0) return 0;
+  const double pos = q / 100.0 * (count - 1);
+  const double lo = std::floor(pos), hi = std::min(lo + 1, count - 1);
+  const double a = value_at(f, lo, first_bin), b = value_at(f, hi, first_bin);
+  return a + (b - a) * (pos - lo);
+}
+
+double DirectionSummary::quantile(Figure f, double q) const { return quantile_from(f, q, 0, count(f)); }
+
+double DirectionSummary::upper_mode(Figure f, double ratio) const {
+  const double n = count(f);
+  if (n <= 0) return 0;
+  double total = 0;  // the sum of the logarithms, a bin's values taken at their mean
+  for (int b = 0; b < kBins; ++b)
+    if (cell(f, 0, b) > 0) total += cell(f, 0, b) * std::log(cell(f, 1, b) / cell(f, 0, b));
+  // The best split lies between two non-empty bins: `split` is the upper group's first bin.
+  double w0 = 0, s0 = 0, best = 0;
+  int split = -1, last = -1, below = -1;
+  for (int b = 0; b < kBins; ++b) {
+    const double c = cell(f, 0, b);
+    if (c <= 0) continue;
+    if (last >= 0) {
+      const double w1 = n - w0, d = s0 / w0 - (total - s0) / w1;
+      if (w0 * w1 * d * d > best) best = w0 * w1 * d * d, split = b, below = last;
+    }
+    w0 += c;
+    s0 += c * std::log(cell(f, 1, b) / c);
+    last = b;
+  }
+  double m = quantile(f, 50);
+  if (split >= 0) {
+    double lower_count = 0;
+    for (int b = 0; b < split; ++b) lower_count += cell(f, 0, b);
+    const double lower = quantile_from(f, 50, 0, lower_count);
+    const double upper = quantile_from(f, 50, split, n - lower_count);
+    const double gap_low = cell(f, 1, below) / cell(f, 0, below), gap_high = cell(f, 1, split) / cell(f, 0, split);
+    // Both the groups' medians and the values either side of the split must be `ratio` apart:
+    // healthy exchanges on a loaded host spread over a few times with no gap, and their few
+    // fastest must not become the reference (a false suspect in 1 of 2 healthy runs here).
+    if (upper >= ratio * lower && gap_high >= ratio * gap_low) m = upper;
+  }
+  return m;
+}
+
+Thresholds thresholds(const DirectionSummary& s, const Expectation& e) {
+  const double qb = std::max(1.0, s.quantile(DirectionSummary::BwJitter, 50));
+  const double ql = std::max(1.0, s.quantile(DirectionSummary::LatJitter, 50));
   return {e.min_fraction / (qb * qb), e.max_latency_factor * ql * ql};
 }
 
-Reference measured_reference(const std::vector<Edge>& edges, const Thresholds& t) {
-  std::vector<double> bw, bw_tail, lat, lat_tail;
-  for (const Edge& x : edges) {
-    bw.push_back(x.bw_gbps);
-    bw_tail.push_back(x.bw_tail_gbps);
-    lat.push_back(x.lat_us);
-    lat_tail.push_back(x.lat_tail_us);
-  }
+Thresholds thresholds(const std::vector<Edge>& edges, const Expectation& e) {
+  return thresholds(DirectionSummary(edges), e);
+}
+
+Reference measured_reference(const DirectionSummary& s, const Thresholds& t) {
   // Latency is not split: on a loaded host it is bimodal by itself (an exchange either finds
   // both processes running or waits for a CPU); its reference is the fastest quartile.
   const double bw_ratio = 1 / t.bw_fraction;
-  auto quartile = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : percentile(v, 25);
-  };
-  return {upper_mode(bw, bw_ratio), upper_mode(bw_tail, bw_ratio), quartile(lat), quartile(lat_tail)};
+  using S = DirectionSummary;
+  return {s.upper_mode(S::Bw, bw_ratio), s.upper_mode(S::BwTail, bw_ratio), s.quantile(S::Lat, 25),
+          s.quantile(S::LatTail, 25)};
 }
 
-Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e, double ring_bw_gbps) {
-  Judgement j;
-  j.limits = thresholds(edges, e);
-  const Thresholds& t = j.limits;
-  j.ref = e.baseline ? e.baseline->ref : measured_reference(edges, t);
+Judge::Judge(const std::vector<NodeId>& nodes, const Expectation& e, const DirectionSummary& s, double ring_bw_gbps,
+             std::vector<std::pair<int, int>> again)
+    : again_(std::move(again)), names_(nodes), expect_(e), logs_(nodes.size()) {
+  j_.limits = thresholds(s, e);
+  j_.ref = e.baseline ? e.baseline->ref : measured_reference(s, j_.limits);
   std::string bw_from = e.baseline ? "baseline" : "measured", lat_from = bw_from;
   if (e.gbps) {
-    j.ref.bw_gbps = j.ref.bw_tail_gbps = *e.gbps;
+    j_.ref.bw_gbps = j_.ref.bw_tail_gbps = *e.gbps;
     bw_from = "expected";
   }
   if (e.latency_us) {
-    j.ref.lat_us = j.ref.lat_tail_us = *e.latency_us;
+    j_.ref.lat_us = j_.ref.lat_tail_us = *e.latency_us;
     lat_from = "expected";
   }
-  j.ref_source = "bandwidth " + bw_from + ", latency " + lat_from;
-  for (Edge& x : edges) {
-    Reference r = j.ref;
-    // Against a baseline: the direction's own healthy figures, but never better than the
-    // baseline's reference, so a direction that was lucky once does not make an ordinary
-    // result look slow.
-    if (e.baseline && !e.gbps && !e.latency_us) {
-      const auto it = e.baseline->edges.find(Baseline::edge_key(nodes[size_t(x.src)], nodes[size_t(x.dst)]));
-      if (it != e.baseline->edges.end()) {
-        r.bw_gbps = std::min(r.bw_gbps, it->second.bw_gbps);
-        r.bw_tail_gbps = std::min(r.bw_tail_gbps, it->second.bw_tail_gbps);
-        r.lat_us = std::max(r.lat_us, it->second.lat_us);
-        r.lat_tail_us = std::max(r.lat_tail_us, it->second.lat_tail_us);
-      }
-    }
-    x.slow = 0;
-    if (x.bw_gbps < t.bw_fraction * r.bw_gbps) x.slow |= SlowBw;
-    if (x.bw_tail_gbps < t.bw_fraction * r.bw_tail_gbps) x.slow |= SlowBwTail;
-    if (r.lat_us > 0 && x.lat_us > t.latency_factor * r.lat_us) x.slow |= SlowLat;
-    if (r.lat_tail_us > 0 && x.lat_tail_us > t.latency_factor * r.lat_tail_us) x.slow |= SlowLatTail;
-  }
-  j.ring_slow = ring_bw_gbps > 0 && ring_bw_gbps < t.bw_fraction * j.ref.bw_gbps;
+  j_.ref_source = "bandwidth " + bw_from + ", latency " + lat_from;
+  j_.ring_slow = ring_bw_gbps > 0 && ring_bw_gbps < j_.limits.bw_fraction * j_.ref.bw_gbps;
+  j_.nodes.resize(nodes.size());
+}
 
-  const size_t n = nodes.size();
-  j.nodes.resize(n);
-  std::vector<std::vector<double>> out_bw(n), in_bw(n), lat(n);
-  for (const Edge& x : edges) {
-    out_bw[size_t(x.src)].push_back(x.bw_gbps);
-    in_bw[size_t(x.dst)].push_back(x.bw_gbps);
-    lat[size_t(x.src)].push_back(x.lat_us);
-    lat[size_t(x.dst)].push_back(x.lat_us);
-    if (x.slow) {
-      ++j.nodes[size_t(x.src)].slow_out;
-      ++j.nodes[size_t(x.dst)].slow_in;
+bool Judge::superseded(const Edge& x) const {
+  return !x.bisect &&
+         std::binary_search(again_.begin(), again_.end(), std::pair{std::min(x.src, x.dst), std::max(x.src, x.dst)});
+}
+
+void Judge::mark(Edge& x) const {
+  x.slow = 0;
+  if (superseded(x)) return;
+  const Thresholds& t = j_.limits;
+  Reference r = j_.ref;
+  const Expectation& e = expect_;
+  // Against a baseline: the direction's own healthy figures, but never better than the
+  // baseline's reference, so a direction that was lucky once does not make an ordinary
+  // result look slow.
+  if (e.baseline && !e.gbps && !e.latency_us) {
+    const auto it = e.baseline->edges.find(Baseline::edge_key(names_[size_t(x.src)], names_[size_t(x.dst)]));
+    if (it != e.baseline->edges.end()) {
+      r.bw_gbps = std::min(r.bw_gbps, it->second.bw_gbps);
+      r.bw_tail_gbps = std::min(r.bw_tail_gbps, it->second.bw_tail_gbps);
+      r.lat_us = std::max(r.lat_us, it->second.lat_us);
+      r.lat_tail_us = std::max(r.lat_tail_us, it->second.lat_tail_us);
     }
   }
-  const std::vector<Pair> pairs = pairs_of(edges);
-  std::vector<std::vector<int>> adjacent(n);  // pair indices of each node
-  for (size_t p = 0; p < pairs.size(); ++p)
-    for (int end : {pairs[p].a, pairs[p].b}) {
-      adjacent[size_t(end)].push_back(int(p));
-      ++j.nodes[size_t(end)].pairs;
-      j.nodes[size_t(end)].slow_pairs += pairs[p].slow();
+  if (x.bw_gbps < t.bw_fraction * r.bw_gbps) x.slow |= SlowBw;
+  if (x.bw_tail_gbps < t.bw_fraction * r.bw_tail_gbps) x.slow |= SlowBwTail;
+  if (r.lat_us > 0 && x.lat_us > t.latency_factor * r.lat_us) x.slow |= SlowLat;
+  if (r.lat_tail_us > 0 && x.lat_tail_us > t.latency_factor * r.lat_tail_us) x.slow |= SlowLatTail;
+}
+
+void Judge::add(std::vector<Edge> batch) {
+  batch.erase(std::remove_if(batch.begin(), batch.end(), [&](const Edge& x) { return superseded(x); }), batch.end());
+  auto log_of = [](double v) { return std::log(std::max(v, 1e-12)); };
+  for (const Edge& x : batch) {
+    Logs& from = logs_[size_t(x.src)];
+    Logs& to = logs_[size_t(x.dst)];
+    from.out += log_of(x.bw_gbps), ++from.outs;
+    to.in += log_of(x.bw_gbps), ++to.ins;
+    from.lat += log_of(x.lat_us), ++from.lats;
+    to.lat += log_of(x.lat_us), ++to.lats;
+    if (x.slow) {
+      ++j_.nodes[size_t(x.src)].slow_out;
+      ++j_.nodes[size_t(x.dst)].slow_in;
+      if (j_.slow_count++ < Judgement::kSlowShown) j_.slow_directions.push_back(x);
     }
+  }
+  j_.directions += batch.size();
+  // Both directions of each pair side by side, folded into one pair.
+  auto key = [](const Edge& e) { return std::pair{std::min(e.src, e.dst), std::max(e.src, e.dst)}; };
+  std::sort(batch.begin(), batch.end(), [&](const Edge& x, const Edge& y) { return key(x) < key(y); });
+  for (size_t i = 0; i < batch.size();) {
+    const auto [a, b] = key(batch[i]);
+    Link pair{a, b, 0, 0};
+    for (; i < batch.size() && key(batch[i]) == std::pair{a, b}; ++i)
+      (batch[i].src == a ? pair.a_to_b : pair.b_to_a) |= batch[i].slow;
+    const bool slow = (pair.a_to_b | pair.b_to_a) != 0;
+    for (int end : {a, b}) {
+      ++j_.nodes[size_t(end)].pairs;
+      j_.nodes[size_t(end)].slow_pairs += slow;
+    }
+    if (slow) slow_pairs_.push_back(pair);
+  }
+}
+
+Judgement Judge::finish() {
+  Judgement j = std::move(j_);
+  const size_t n = j.nodes.size();
+  auto mean = [](double sum, int count) { return count ? std::exp(sum / count) : 0.0; };
   for (size_t i = 0; i < n; ++i) {
     auto& v = j.nodes[i];
-    v.out_bw_gbps = median(out_bw[i]);
-    v.in_bw_gbps = median(in_bw[i]);
-    v.lat_us = median(lat[i]);
+    v.out_bw_gbps = mean(logs_[i].out, logs_[i].outs);
+    v.in_bw_gbps = mean(logs_[i].in, logs_[i].ins);
+    v.lat_us = mean(logs_[i].lat, logs_[i].lats);
     if (v.pairs > 0) v.verdict = Verdict::Ok;
   }
+  std::sort(slow_pairs_.begin(), slow_pairs_.end(), [](const Link& x, const Link& y) {
+    return std::pair{x.a, x.b} < std::pair{y.a, y.b};
+  });
+  // Each node's slow pairs, as indices into slow_pairs_ (compressed rows: O(n + slow pairs)).
+  std::vector<size_t> first(n + 1, 0);
+  std::vector<uint32_t> at;
+  for (const Link& q : slow_pairs_) ++first[size_t(q.a) + 1], ++first[size_t(q.b) + 1];
+  for (size_t i = 0; i < n; ++i) first[i + 1] += first[i];
+  at.resize(first[n]);
+  std::vector<size_t> fill(first.begin(), first.end() - 1);
+  for (size_t p = 0; p < slow_pairs_.size(); ++p)
+    for (int end : {slow_pairs_[p].a, slow_pairs_[p].b}) at[fill[size_t(end)]++] = uint32_t(p);
   // Blame: the nodes with the largest share of slow pairs first, so that two bad nodes of four
   // explain the slow pairs of the two good ones (each slow with both bad nodes) before those
   // are considered.
@@ -195,10 +261,9 @@ Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, cons
     auto& v = j.nodes[size_t(i)];
     if (v.slow_pairs == 0 || 2 * v.slow_pairs < v.pairs) continue;
     int unexplained = 0;
-    for (int p : adjacent[size_t(i)]) {
-      const Pair& q = pairs[size_t(p)];
-      const int other = q.a == i ? q.b : q.a;
-      unexplained += q.slow() && j.nodes[size_t(other)].verdict != Verdict::Suspect;
+    for (size_t k = first[size_t(i)]; k < first[size_t(i) + 1]; ++k) {
+      const Link& q = slow_pairs_[at[k]];
+      unexplained += j.nodes[size_t(q.a == i ? q.b : q.a)].verdict != Verdict::Suspect;
     }
     // One slow pair cannot tell the node from the link; a node whose every pair is slow is a
     // suspect even when its partners are (a world slow everywhere against an expectation).
@@ -207,15 +272,29 @@ Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, cons
     j.suspect_nodes.push_back(i);
   }
   std::sort(j.suspect_nodes.begin(), j.suspect_nodes.end());
-  for (const Pair& q : pairs) {
-    if (!q.slow()) continue;
+  for (const Link& q : slow_pairs_) {
     auto& va = j.nodes[size_t(q.a)];
     auto& vb = j.nodes[size_t(q.b)];
     if (va.verdict == Verdict::Suspect || vb.verdict == Verdict::Suspect) continue;
-    j.suspect_links.push_back({q.a, q.b, q.a_to_b, q.b_to_a});
+    j.suspect_links.push_back(q);
     va.verdict = vb.verdict = Verdict::SuspectLink;
   }
   return j;
+}
+
+Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e, double ring_bw_gbps,
+                std::vector<std::pair<int, int>> again) {
+  Judge j(nodes, e, DirectionSummary(edges), ring_bw_gbps, std::move(again));
+  for (Edge& x : edges) j.mark(x);
+  j.add(edges);
+  return j.finish();
+}
+
+std::vector<std::pair<int, int>> link_pairs(const Judgement& j) {
+  std::vector<std::pair<int, int>> pairs;
+  for (const Link& l : j.suspect_links) pairs.emplace_back(l.a, l.b);
+  std::sort(pairs.begin(), pairs.end());
+  return pairs;
 }
 
 int default_rounds(int n) {
@@ -225,42 +304,55 @@ int default_rounds(int n) {
   return std::min(every, log2n + 2);
 }
 
-std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n, int rounds) {
+// Circle method: the last place is fixed and the others turn by one each round, so the node at
+// place p (p < m - 1) in round 0 is at (p + r) mod (m - 1) in round r; place i meets place
+// m - 1 - i. An odd n gets an empty seat (-1).
+Schedule::Schedule(int n, int rounds) : m_(n % 2 ? n + 1 : n) {
   if (rounds <= 0) rounds = default_rounds(n);
-  // Circle method: fix the last seat, rotate the others; an odd n gets an empty seat (-1).
-  // The nodes take their seats in a fixed pseudo-random order (the same on every rank), so
-  // that a pattern in the node numbering (every other node bad, a rack) does not line up with
-  // the rounds' pattern (the first rounds pair each node with one of the other parity).
-  const int m = n % 2 ? n + 1 : n;
-  std::vector<int> seat(static_cast<size_t>(m));
-  for (int i = 0; i < m; ++i) seat[size_t(i)] = i < n ? i : -1;
+  rounds_ = std::max(0, std::min(rounds, m_ - 1));
+  seat_.resize(size_t(m_));
+  for (int i = 0; i < m_; ++i) seat_[size_t(i)] = i < n ? i : -1;
   uint64_t state = 0x9E3779B97F4A7C15ULL;
   for (int i = n - 1; i > 0; --i) {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    std::swap(seat[size_t(i)], seat[size_t((state >> 33) % uint64_t(i + 1))]);
+    std::swap(seat_[size_t(i)], seat_[size_t((state >> 33) % uint64_t(i + 1))]);
   }
-  std::vector<std::vector<std::pair<int, int>>> out;
-  for (int r = 0; r < m - 1 && int(out.size()) < rounds; ++r) {
-    std::vector<std::pair<int, int>> round;
-    for (int i = 0; i < m / 2; ++i) {
-      const int a = seat[size_t(i)], b = seat[size_t(m - 1 - i)];
-      if (a >= 0 && b >= 0) round.emplace_back(std::min(a, b), std::max(a, b));
-    }
-    out.push_back(round);
-    std::rotate(seat.begin(), seat.begin() + (m - 2), seat.begin() + (m - 1));
+  place_.resize(size_t(std::max(n, 0)));
+  for (int p = 0; p < m_; ++p)
+    if (seat_[size_t(p)] >= 0) place_[size_t(seat_[size_t(p)])] = p;
+}
+
+int Schedule::at(int round, int place) const {
+  if (place == m_ - 1) return seat_[size_t(place)];
+  const int turn = m_ - 1;
+  return seat_[size_t(((place - round) % turn + turn) % turn)];
+}
+
+int Schedule::partner(int round, int node) const {
+  const int p = place_[size_t(node)];
+  const int now = p == m_ - 1 ? p : (p + round) % (m_ - 1);
+  return at(round, m_ - 1 - now);
+}
+
+std::vector<std::pair<int, int>> Schedule::pairs(int round) const {
+  std::vector<std::pair<int, int>> out;
+  for (int i = 0; i < m_ / 2; ++i) {
+    const int a = at(round, i), b = at(round, m_ - 1 - i);
+    if (a >= 0 && b >= 0) out.emplace_back(std::min(a, b), std::max(a, b));
   }
   return out;
 }
 
-std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const std::vector<Edge>& edges, const Judgement& j,
+std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n, int rounds) {
+  const Schedule s(n, rounds);
+  std::vector<std::vector<std::pair<int, int>>> out;
+  for (int r = 0; r < s.rounds(); ++r) out.push_back(s.pairs(r));
+  return out;
+}
+
+std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const Schedule& met, const Judgement& j,
                                                                int references) {
   const int nodes = int(j.nodes.size());
-  std::vector<std::vector<int>> met(static_cast<size_t>(nodes));
-  for (const Edge& e : edges) met[size_t(e.dst)].push_back(e.src), met[size_t(e.src)].push_back(e.dst);
-  for (auto& m : met) {
-    std::sort(m.begin(), m.end());
-    m.erase(std::unique(m.begin(), m.end()), m.end());
-  }
   auto ok = [&](int i) { return j.nodes[size_t(i)].verdict == Verdict::Ok; };
   auto in_doubt = [&](int i) {
     const Verdict v = j.nodes[size_t(i)].verdict;
@@ -274,11 +366,15 @@ std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const std::vector
   if (healthy.empty())
     for (int i = 0; i < nodes; ++i)
       if (in_doubt(i)) healthy.push_back(i);
-  std::vector<std::pair<int, int>> plan;
+  std::vector<std::pair<int, int>> plan = link_pairs(j);
+  std::set<std::pair<int, int>> planned(plan.begin(), plan.end());
   if (!healthy.empty())
     for (int x = 0; x < nodes; ++x) {
       if (!in_doubt(x)) continue;
-      const auto& mx = met[size_t(x)];
+      std::vector<int> mx;
+      for (int r = 0; r < met.rounds(); ++r)
+        if (const int p = met.partner(r, x); p >= 0) mx.push_back(p);
+      std::sort(mx.begin(), mx.end());
       int have = 0;
       for (int p : mx) have += ok(p);
       // Start at a place of its own among the healthy nodes, so the extra pairs spread.
@@ -286,9 +382,7 @@ std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const std::vector
       for (size_t k = 0; k < healthy.size() && have < references; ++k) {
         const int h = healthy[(start + k) % healthy.size()];
         const std::pair<int, int> pair{std::min(x, h), std::max(x, h)};
-        if (h == x || std::binary_search(mx.begin(), mx.end(), h) ||
-            std::find(plan.begin(), plan.end(), pair) != plan.end())
-          continue;
+        if (h == x || std::binary_search(mx.begin(), mx.end(), h) || !planned.insert(pair).second) continue;
         plan.push_back(pair);
         ++have;
       }

@@ -2,8 +2,10 @@
 // disjoint pairs, the reference each measured direction is judged against (an expectation, a
 // healthy baseline, or a robust statistic that holds with up to half the nodes bad), which
 // directions are slow, which node or link is to blame, which further pairs would settle the
-// blame (bisection). Everything here is O(E log E) in the E measured directions, and E is
-// n x rounds, so a 4096-node world is judged in milliseconds.
+// blame (bisection). Everything is O(n) memory in the n nodes, plus the slow pairs: the
+// schedule is computed per round, the reference comes from fixed-size histograms that ranks sum
+// (one all_reduce), and the blame takes the directions a round at a time, keeping per-node
+// counts and only the slow pairs. The time is O(E log n) in the E measured directions.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -89,8 +91,43 @@ struct Judgement {
   std::vector<NodeVerdict> nodes;
   std::vector<int> suspect_nodes;
   std::vector<Link> suspect_links;
+  std::vector<Edge> slow_directions;  // the first kSlowShown slow directions, as judged
+  size_t slow_count = 0;              // slow directions in all
+  size_t directions = 0;              // directions judged
+  static constexpr size_t kSlowShown = 64;
   bool ring_slow = false;  // the ring's busbw below the threshold of the pairs' reference
   bool failed() const { return !suspect_nodes.empty() || !suspect_links.empty() || ring_slow; }
+};
+
+/// Bandwidths, latencies and their jitters as log-binned histograms (2% bins, each holding the
+/// count and the sum of its values, so that values that fall in one bin are known by their mean
+/// and equal values exactly): a fixed size whatever the number of directions, and summed across
+/// ranks by one all_reduce of cells(), so every rank holds the same distributions.
+class DirectionSummary {
+ public:
+  enum Figure { Bw, BwTail, Lat, LatTail, BwJitter, LatJitter, kFigures };
+  static constexpr int kBins = 1512;  // 1.02^1512 spans 1e-6 to 1e7 (GB/s, us, ratios)
+
+  DirectionSummary();
+  explicit DirectionSummary(const std::vector<Edge>& edges);
+  void add(const Edge& e);
+  double count(Figure f) const;
+  /// Percentile `q` (0..100), interpolated between ranks as percentile() does (0 when empty).
+  double quantile(Figure f, double q) const;
+  /// The typical healthy value: the values are split in two where the split separates them
+  /// best (Otsu's method on their logarithms); when the faster group's median is at least
+  /// `ratio` times the slower group's, with a gap of `ratio` between the groups, the values are
+  /// bimodal and the faster group is the healthy one, however many nodes the slower one holds;
+  /// otherwise the median of all.
+  double upper_mode(Figure f, double ratio) const;
+  std::vector<double>& cells() { return cells_; }
+
+ private:
+  double& cell(Figure f, int sum, int bin) { return cells_[(size_t(f) * 2 + size_t(sum)) * kBins + size_t(bin)]; }
+  double cell(Figure f, int sum, int bin) const { return cells_[(size_t(f) * 2 + size_t(sum)) * kBins + size_t(bin)]; }
+  double value_at(Figure f, double rank, int first_bin) const;  // the rank-th value from first_bin on
+  double quantile_from(Figure f, double q, int first_bin, double count) const;
+  std::vector<double> cells_;  // per figure: kBins counts, then kBins sums
 };
 
 /// The thresholds in force: the expectation's, widened by the jitter of the measurements. The
@@ -99,38 +136,90 @@ struct Judgement {
 /// on a loaded host, where some exchanges wait for a CPU); the bandwidth fraction is divided
 /// by its square and the latency factor multiplied by it, so a quiet cluster is judged at the
 /// expectation's 2x and a loaded one only where a fault stands out of its noise.
+Thresholds thresholds(const DirectionSummary& s, const Expectation& e);
 Thresholds thresholds(const std::vector<Edge>& edges, const Expectation& e);
 
-/// The reference of the measured directions when no expectation or baseline is given. Of the
-/// bandwidths: when the directions fall in two groups (split where they separate best) whose
-/// medians are further apart than the slow threshold, the faster group's median, else the
-/// median of all. The faster group is the healthy one however many nodes are bad (with half
-/// the nodes bad, a quarter of the directions are still healthy); with none bad the reference
-/// is the typical direction, not a lucky one. Of the latencies: the fastest quartile's bound
-/// (one bad node of four touches half the directions; a latency fault of more nodes needs an
-/// expectation or a baseline).
-Reference measured_reference(const std::vector<Edge>& edges, const Thresholds& t);
+/// The reference of the measured directions when no expectation or baseline is given: the
+/// upper mode of the bandwidths (the faster group is the healthy one however many nodes are
+/// bad: with half the nodes bad, a quarter of the directions are still healthy; with none bad
+/// the reference is the typical direction, not a lucky one). Of the latencies: the fastest
+/// quartile's bound (one bad node of four touches half the directions; a latency fault of more
+/// nodes needs an expectation or a baseline).
+Reference measured_reference(const DirectionSummary& s, const Thresholds& t);
 
-/// Marks each direction's SlowBits and blames: nodes in order of their share of slow pairs,
-/// a node with at least half its pairs slow and at least two of them not yet explained by an
-/// earlier suspect is a suspect; the slow pairs left are links, with their direction.
-/// `ring_bw_gbps` (0: none) is judged against the bandwidth reference.
+/// The judge, fed a round at a time so that it holds O(n) plus the slow pairs: construct it
+/// from the summary of every direction to be judged (the reference and thresholds), mark() each
+/// direction, add() them in batches that hold both directions of each of their pairs (a round
+/// of disjoint pairs does), then finish(): nodes in order of their share of slow pairs, a node
+/// with at least half its pairs slow and at least two of them not yet explained by an earlier
+/// suspect is a suspect; the slow pairs left are links, with their direction. `ring_bw_gbps`
+/// (0: none) is judged against the bandwidth reference. `again` (sorted pairs a < b): pairs
+/// measured a second time by the bisection, whose first measurement is set aside (neither
+/// marked nor counted), so that a pair is a link only when its second measurement is slow too.
+/// `nodes` and `e` must outlive it.
+class Judge {
+ public:
+  Judge(const std::vector<NodeId>& nodes, const Expectation& e, const DirectionSummary& s, double ring_bw_gbps = 0,
+        std::vector<std::pair<int, int>> again = {});
+  void mark(Edge& x) const;
+  void add(std::vector<Edge> batch);
+  Judgement finish();
+
+ private:
+  bool superseded(const Edge& x) const;  // a first measurement of a pair in `again`
+  std::vector<std::pair<int, int>> again_;
+  struct Logs {  // sums of logarithms, for the geometric means of a node's directions
+    double out = 0, in = 0, lat = 0;
+    int outs = 0, ins = 0, lats = 0;
+  };
+  const std::vector<NodeId>& names_;
+  const Expectation& expect_;
+  Judgement j_;
+  std::vector<Logs> logs_;
+  std::vector<Link> slow_pairs_;
+};
+
+/// The whole judgement of `edges` at once (every direction marked): the Judge fed one batch.
 Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e,
-                double ring_bw_gbps = 0);
+                double ring_bw_gbps = 0, std::vector<std::pair<int, int>> again = {});
 
-/// Rounds of disjoint pairs (the circle method): the first `rounds` of the n-1 (even n) or n
-/// (odd n) rounds that cover every pair; 0 means default_rounds(n).
+/// The pairs of a judgement's suspect links (a < b, sorted): what the bisection measures again.
+std::vector<std::pair<int, int>> link_pairs(const Judgement& j);
+
+/// Rounds of disjoint pairs by the circle method, one round at a time from O(n) state: the
+/// first `rounds` of the n-1 (even n) or n (odd n) rounds that cover every pair; 0 means
+/// default_rounds(n). The nodes take their seats in a fixed pseudo-random order (the same on
+/// every rank), so that a pattern in the node numbering (every other node bad, a rack) does not
+/// line up with the rounds' pattern.
+class Schedule {
+ public:
+  explicit Schedule(int n, int rounds = 0);
+  int rounds() const { return rounds_; }
+  /// The node `node` meets in round `round`; -1 when it sits out (odd n).
+  int partner(int round, int node) const;
+  /// The pairs (a < b) of round `round`.
+  std::vector<std::pair<int, int>> pairs(int round) const;
+
+ private:
+  int at(int round, int place) const;  // the node at `place` in round `round` (-1: empty seat)
+  int m_ = 0, rounds_ = 0;             // m_: places (n, or n + 1 with an empty seat)
+  std::vector<int> seat_, place_;      // seat_[p]: the node at place p in round 0; place_[node]: p
+};
+
+/// Every round of Schedule(n, rounds) at once (O(n x rounds)).
 std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n, int rounds = 0);
 /// ceil(log2 n) + 2, at most every pair: each node meets that many partners, so a bad node
 /// stands out against several references while the exchanges grow as n log n.
 int default_rounds(int n);
 
-/// The bisection step: each suspect node and each end of a suspect link is paired with up
-/// to `references` nodes judged ok that it has not met yet (spread over them, not always the
-/// first), packed into rounds of disjoint pairs; judging again with these tells a node from a
-/// link and an unlucky node (whose partners were all bad) from a bad one.
-/// O(E log E + doubtful nodes x (rounds + references)).
-std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const std::vector<Edge>& edges, const Judgement& j,
+/// The bisection step: each suspect link's pair is measured again (a link is named only when
+/// that agrees: one exchange in five held up on a loaded host is not a link), and each suspect
+/// node and each end of a suspect link is paired with up to `references` nodes judged ok that
+/// it has not met in `met` (spread over them, not always the first), packed into rounds of
+/// disjoint pairs; judging again with these tells a node from a link and an unlucky node (whose
+/// partners were all bad) from a bad one.
+/// O(n + doubtful nodes x (rounds + references)) memory.
+std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const Schedule& met, const Judgement& j,
                                                                int references = 2);
 
 }  // namespace distrun::bench
