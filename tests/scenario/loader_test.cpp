@@ -18,8 +18,8 @@ TEST_CASE("loads a valid scenario with defaults", "[loader]") {
   CHECK(sc.dtype == DType::Float32);
   REQUIRE(sc.steps.size() == 1);
   CHECK(sc.steps[0].op == Op::ReduceScatter);
-  CHECK(sc.steps[0].reduce == ReduceOp::Sum);
-  CHECK(sc.steps[0].output == "y");
+  CHECK(sc.steps[0].args().reduce == ReduceOp::Sum);
+  CHECK(sc.steps[0].args().output == "y");
   CHECK(sc.steps[0].print);
   CHECK(sc.steps[0].check);
 }

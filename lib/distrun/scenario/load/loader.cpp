@@ -326,6 +326,7 @@ class Loader {
     auto op = parse_op(str(opn, "op"));
     if (!op) fail(opn, "unknown op '" + excerpt(opn.scalar()) + "'" + did_you_mean(opn.scalar(), op_names()));
     s.op = *op;
+    StepArgs a;
     // Which keys the step may and must give is the op's (op_table); what each key means is
     // the same for every op, so the rest reads them by name.
     const OpSpec& spec = op_spec(s.op);
@@ -338,79 +339,80 @@ class Loader {
                     (k == "input" || k == "object" || k == "expr" || k == "output" ? "an " : "") + k);
 
     if (const auto g = n["group"]) {
-      s.group = str(g, "group");
-      s.group_mark = g.mark();
+      a.group = str(g, "group");
+      a.group_mark = g.mark();
     }
     if (n["print"]) s.print = boolean(n["print"], "print");
     if (n["check"]) s.check = boolean(n["check"], "check");
 
     const auto has = [&](const char* k) { return std::find(allowed.begin(), allowed.end(), k) != allowed.end(); };
     if (has("input")) {
-      s.input = tensor_ref(n["input"]);
-      s.has_input = true;
+      a.input = tensor_ref(n["input"]);
+      a.has_input = true;
     }
     if (has("output")) {
       if (const auto o = n["output"]) {
-        s.output = str(o, "output");
-        s.output_mark = o.mark();
-      } else if (s.has_input && !s.input.name.empty()) {
-        s.output = s.input.name;
-        s.output_mark = s.input.mark;
+        a.output = str(o, "output");
+        a.output_mark = o.mark();
+      } else if (a.has_input && !a.input.name.empty()) {
+        a.output = a.input.name;
+        a.output_mark = a.input.mark;
       } else {
-        s.output = spec.name;  // an inline input without output: the result is named after the op
-        s.output_mark = s.input.mark;
+        a.output = spec.name;  // an inline input without output: the result is named after the op
+        a.output_mark = a.input.mark;
       }
     }
     if (const auto d = n["dim"]) {
       const int v = int_field(d, "dim", 0, "0 or more");
       if (spec.whole_tensor_dim)
-        s.local_dim = int(v);
+        a.local_dim = int(v);
       else
-        s.dim = int(v);
-      s.dim_mark = d.mark();
+        a.dim = int(v);
+      a.dim_mark = d.mark();
     }
-    if (n["keepdim"]) s.keepdim = boolean(n["keepdim"], "keepdim");
+    if (n["keepdim"]) a.keepdim = boolean(n["keepdim"], "keepdim");
     if (has("reduce") && !has("collective")) {  // bench reads its own reduce
       if (const auto r = n["reduce"]) {
-        s.reduce = reduce(r, spec.local_reduce_ops);
-        s.has_reduce = true;
-        s.reduce_mark = r.mark();
+        a.reduce = reduce(r, spec.local_reduce_ops);
+        a.has_reduce = true;
+        a.reduce_mark = r.mark();
       } else {
-        s.reduce_mark = s.mark;
+        a.reduce_mark = s.mark;
       }
     }
-    if (has("src")) s.src = rank_field(n, "src", s.src_mark);
-    if (has("dst")) s.dst = rank_field(n, "dst", s.dst_mark);
-    if (has("src") && has("dst") && s.src == s.dst)
+    if (has("src")) a.src = rank_field(n, "src", a.src_mark);
+    if (has("dst")) a.dst = rank_field(n, "dst", a.dst_mark);
+    if (has("src") && has("dst") && a.src == a.dst)
       fail(n["dst"], std::string(spec.name) + ": src and dst are the same rank");
-    if (n["async"]) s.async = boolean(n["async"], "async");
+    if (n["async"]) a.async = boolean(n["async"], "async");
     if (const auto ss = n["split_sizes"]) {
       if (!ss.is_sequence()) fail(ss, "split_sizes must be a list (one size per rank)");
-      s.has_split_sizes = true;
-      s.split_mark = ss.mark();
-      for (const auto& e : ss) s.split_sizes.push_back(number(e, "a split size", kRankVars));
+      a.has_split_sizes = true;
+      a.split_mark = ss.mark();
+      for (const auto& e : ss) a.split_sizes.push_back(number(e, "a split size", kRankVars));
     }
     if (const auto e = n["expr"]) {
       if (!e.is_scalar()) fail(e, "expr must be an expression string");
-      s.expr = compile(e, e.scalar(), nullptr);  // tensor names are checked by the simulation
-      s.expr_mark = e.mark();
-      if (n["dtype"]) s.dtype = dtype(n["dtype"]);
+      a.expr = compile(e, e.scalar(), nullptr);  // tensor names are checked by the simulation
+      a.expr_mark = e.mark();
+      if (n["dtype"]) a.dtype = dtype(n["dtype"]);
       if (const auto r = n["ranks"]) {
-        s.ranks_mark = r.mark();
+        a.ranks_mark = r.mark();
         std::vector<int> ranks;
         if (r.is_sequence())
           for (const auto& x : r) ranks.push_back(int_field(x, "each entry of ranks", 0, "a rank (0 or more)"));
         else
           ranks.push_back(int_field(r, "ranks", 0, "a rank (0 or more)"));
-        s.ranks = ranks;
+        a.ranks = ranks;
       }
     }
     if (const auto o = n["object"]) {
-      s.object.mark = o.mark();
+      a.object.mark = o.mark();
       size_t left = kMaxObjectBytes;
-      s.object.value = to_json(o, s.object, left);
+      a.object.value = to_json(o, a.object, left);
     }
-    if (has("collective")) s.bench = bench(n);
+    if (has("collective")) a.bench = bench(n);
+    if (!spec.keys.empty() || a.group) s.given = std::make_shared<const StepArgs>(std::move(a));
     return s;
   }
 
@@ -466,14 +468,15 @@ class Loader {
     const auto steps = root["steps"];
     if (!steps) fail(root, "the scenario has no steps");
     if (!steps.is_sequence()) fail(steps, "steps must be a list");
-    sc.steps.reserve(steps.size());  // a Step is large: growing the list would copy each several times
+    sc.steps.reserve(steps.size());
     int i = 0;
     for (const auto& st : steps) sc.steps.push_back(step(st, i++));
     for (const auto& st : sc.steps) {
-      if (st.group && !sc.find_group(*st.group)) {
+      const auto& group = st.args().group;
+      if (group && !sc.find_group(*group)) {
         std::vector<std::string> names;
         for (const auto& g : sc.groups) names.push_back(g.name);
-        fail(st.group_mark, "unknown group '" + excerpt(*st.group) + "'" + did_you_mean(*st.group, names));
+        fail(st.args().group_mark, "unknown group '" + excerpt(*group) + "'" + did_you_mean(*group, names));
       }
     }
     return sc;

@@ -92,14 +92,12 @@ struct BenchSpec {
   int root = 0;
 };
 
-struct Step {
-  Op op = Op::Barrier;
-  Mark mark;
-  int index = 0;  // position in steps, from 0
+/// Everything a step says besides its op, place and print/check flags. Kept behind one
+/// pointer, absent for a step that gives nothing more (a barrier): a Step is 32 bytes, so a
+/// file of hundreds of thousands of small steps stays small once loaded.
+struct StepArgs {
   std::optional<std::string> group;
   Mark group_mark;
-  bool print = true;
-  bool check = true;
 
   TensorRef input;
   bool has_input = false;
@@ -125,6 +123,20 @@ struct Step {
   std::optional<DType> dtype;  // map: the output's dtype
   ObjectTemplate object;
   BenchSpec bench;
+};
+
+struct Step {
+  Op op = Op::Barrier;
+  bool print = true;
+  bool check = true;
+  int index = 0;  // position in steps, from 0
+  Mark mark;
+  std::shared_ptr<const StepArgs> given;  // null: every argument at its default
+
+  const StepArgs& args() const { return given ? *given : kDefaultArgs; }
+
+ private:
+  static const StepArgs kDefaultArgs;
 };
 
 struct Group {
