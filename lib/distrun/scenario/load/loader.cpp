@@ -30,7 +30,7 @@ class Loader {
 
   void check_keys(const YamlNode& map, const std::vector<std::string>& allowed, const std::string& where) const {
     for (const auto& kv : map.entries()) {
-      const std::string key = kv.key.scalar();
+      const std::string key(kv.key.scalar());
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
         fail(kv.key, "unknown key '" + excerpt(key) + "' in " + where + did_you_mean(key, allowed));
     }
@@ -38,7 +38,7 @@ class Loader {
 
   std::string str(const YamlNode& n, const std::string& what) const {
     if (!n.is_scalar()) fail(n, what + " must be a string");
-    return n.scalar();
+    return std::string(n.scalar());
   }
 
   std::string shown(const YamlNode& n) const {
@@ -130,7 +130,7 @@ class Loader {
       out.integer = l.integer;
       return out;
     }
-    out.expr = compile(n, n.scalar(), &allowed);
+    out.expr = compile(n, std::string(n.scalar()), &allowed);
     return out;
   }
 
@@ -204,7 +204,7 @@ class Loader {
     TensorRef ref;
     ref.mark = n.mark();
     if (n.is_scalar())
-      ref.name = n.scalar();
+      ref.name = std::string(n.scalar());
     else
       ref.spec = std::make_shared<TensorSpec>(tensor_spec(n));
     return ref;
@@ -225,7 +225,7 @@ class Loader {
     if (n.is_map()) {
       nlohmann::ordered_json o = nlohmann::ordered_json::object();
       for (const auto& kv : n.entries()) {
-        const std::string key = kv.key.scalar();
+        const std::string key(kv.key.scalar());
         take(key.size());
         o[key] = to_json(kv.value, t, left);
       }
@@ -247,7 +247,7 @@ class Loader {
       case CoreScalar::Float: return c.real;
       case CoreScalar::String: break;
     }
-    const std::string& s = n.scalar();
+    const std::string s(n.scalar());
     take(s.size());
     for (size_t at = s.find("${"); at != std::string::npos; at = s.find("${", at + 2)) {
       const size_t end = s.find('}', at);
@@ -282,7 +282,7 @@ class Loader {
     const auto bytes = n["bytes"];
     if (!bytes) fail(n, "bench needs bytes (a list of sizes, or {min, max, factor})");
     auto size = [&](const YamlNode& s) {
-      auto v = s.is_scalar() ? parse_byte_size(s.scalar()) : std::nullopt;
+      auto v = s.is_scalar() ? parse_byte_size(std::string(s.scalar())) : std::nullopt;
       if (!v || *v <= 0) fail(s, "bad size '" + shown(s) + "': use bytes or K/M/G (powers of 1024)");
       return *v;
     };
@@ -393,7 +393,7 @@ class Loader {
     }
     if (const auto e = n["expr"]) {
       if (!e.is_scalar()) fail(e, "expr must be an expression string");
-      a.expr = compile(e, e.scalar(), nullptr);  // tensor names are checked by the simulation
+      a.expr = compile(e, std::string(e.scalar()), nullptr);  // tensor names are checked by the simulation
       a.expr_mark = e.mark();
       if (n["dtype"]) a.dtype = dtype(n["dtype"]);
       if (const auto r = n["ranks"]) {
@@ -448,7 +448,7 @@ class Loader {
       if (!g.is_map()) fail(g, "groups must map names to lists of ranks");
       for (const auto& kv : g.entries()) {
         Group grp;
-        grp.name = kv.key.scalar();
+        grp.name = std::string(kv.key.scalar());
         grp.mark = kv.value.mark();
         if (!kv.value.is_sequence() || kv.value.size() == 0)
           fail(kv.value, "group '" + excerpt(grp.name) + "' must be a non-empty list of ranks");
@@ -463,7 +463,7 @@ class Loader {
     }
     if (const auto t = root["tensors"]) {
       if (!t.is_map()) fail(t, "tensors must map names to tensor specs");
-      for (const auto& kv : t.entries()) sc.tensors.emplace_back(kv.key.scalar(), tensor_spec(kv.value));
+      for (const auto& kv : t.entries()) sc.tensors.emplace_back(std::string(kv.key.scalar()), tensor_spec(kv.value));
     }
     const auto steps = root["steps"];
     if (!steps) fail(root, "the scenario has no steps");
@@ -489,8 +489,10 @@ class Loader {
 
 }  // namespace
 
-Scenario load_scenario_text(const std::string& file, const std::string& text) {
-  const YamlDocument doc = load_one_document(file, normalize_line_ends(text));
+Scenario load_scenario_text(const std::string& file, std::string text) {
+  // The text is freed once parsed and the tree once the model is built: neither outlives
+  // its use, so the peak is the larger of text + tree and tree + model.
+  const YamlDocument doc = load_one_document(file, normalize_line_ends(std::move(text)));
   return Loader(file).scenario(doc.root());
 }
 

@@ -13,7 +13,7 @@ namespace distrun::scenario {
 /// Loads and checks the file at `path`.
 Scenario load_scenario(const std::string& path);
 /// Loads from `text`, naming it `file` in errors (for tests).
-Scenario load_scenario_text(const std::string& file, const std::string& text);
+Scenario load_scenario_text(const std::string& file, std::string text);
 
 /// The most sizes one bench step may list (or {min, max, factor} may make).
 constexpr size_t kMaxBenchSizes = 64;
