@@ -97,7 +97,7 @@ Reference::Reference(const Scenario& sc, int world_size, int local_world_size, s
   results_.resize(sc.steps.size(), std::vector<Expected>(size_t(world_size)));
   for (auto& s : sc.steps) {
     const auto& want = wanted_[size_t(s.index)];
-    if (std::find(want.begin(), want.end(), 1) != want.end()) op_spec(s.op).simulate(*this, s);
+    if (std::find(want.begin(), want.end(), 1) != want.end()) sc.spec(s.op).simulate(*this, s);
     // After the step read its inputs (its output may be one of them): a result nobody reads
     // replaces the rank's old value by an unknown one.
     for (int r : dropped_[size_t(s.index)]) {
@@ -118,7 +118,7 @@ void Reference::plan(std::optional<int> own) {
   std::vector<std::set<std::string>> live(static_cast<size_t>(world_size_));
   for (size_t k = steps; k-- > 0;) {
     const Step& s = sc_.steps[k];
-    const OpSpec& spec = op_spec(s.op);
+    const OpSpec& spec = sc_.spec(s.op);
     std::vector<int> want;
     for (int r : result_ranks(s)) {
       auto& mine = live[size_t(r)];

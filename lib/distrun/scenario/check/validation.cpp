@@ -19,7 +19,7 @@ RankEnv WorldView::env(int rank) const {
 void WorldView::fail(Mark m, const std::string& msg) const { throw error_at(sc_.file, m, msg); }
 
 std::string WorldView::where(const Step& s) const {
-  return "step " + std::to_string(s.index) + " (" + op_name(s.op) + ")";
+  return "step " + std::to_string(s.index) + " (" + sc_.spec(s.op).name + ")";
 }
 
 std::vector<int> WorldView::participants(const Step& s) const {
@@ -31,7 +31,7 @@ std::vector<int> WorldView::participants(const Step& s) const {
 
 std::vector<int> WorldView::result_ranks(const Step& s) const {
   const auto members = participants(s);
-  switch (op_spec(s.op).result_at) {
+  switch (sc_.spec(s.op).result_at) {
     case ResultAt::None: return {};
     case ResultAt::Dst:
       return std::find(members.begin(), members.end(), s.args().dst) != members.end() ? std::vector<int>{s.args().dst}
@@ -70,7 +70,7 @@ Validation::Validation(const Scenario& sc, int world_size, int local_world_size,
   }
   for (int r = 0; r < world_size; ++r)
     for (const auto& [name, spec] : sc.tensors) check_fill_values(spec, r);
-  for (const auto& s : sc.steps) op_spec(s.op).validate(*this, s);
+  for (const auto& s : sc.steps) sc.spec(s.op).validate(*this, s);
 }
 
 void Validation::check_fill_values(const TensorSpec& spec, int rank) {

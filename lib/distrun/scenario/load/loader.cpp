@@ -23,7 +23,7 @@ const std::vector<std::string> kFillVars = {"rank", "world_size", "local_rank", 
 
 class Loader {
  public:
-  explicit Loader(std::string file) : file_(std::move(file)) {}
+  Loader(std::string file, const OpTable& ops) : file_(std::move(file)), ops_(ops) {}
 
   [[noreturn]] void fail(const YamlNode& n, const std::string& msg) const { throw error_at(file_, n.mark(), msg); }
   [[noreturn]] void fail(Mark m, const std::string& msg) const { throw error_at(file_, m, msg); }
@@ -268,7 +268,7 @@ class Loader {
   BenchSpec bench(const YamlNode& n) const {
     BenchSpec b;
     if (const auto c = n["collective"]) {
-      auto op = parse_op(str(c, "collective"));
+      auto op = ops_.parse(str(c, "collective"));
       static const std::vector<std::string> tensor_ops = {"broadcast",      "scatter",    "gather",
                                                           "all_gather",     "reduce",     "all_reduce",
                                                           "reduce_scatter", "all_to_all", "send_recv"};
@@ -323,13 +323,13 @@ class Loader {
     s.mark = n.mark();
     const auto opn = n["op"];
     if (!opn) fail(n, "step " + std::to_string(index) + " has no op");
-    auto op = parse_op(str(opn, "op"));
-    if (!op) fail(opn, "unknown op '" + excerpt(opn.scalar()) + "'" + did_you_mean(opn.scalar(), op_names()));
+    auto op = ops_.parse(str(opn, "op"));
+    if (!op) fail(opn, "unknown op '" + excerpt(opn.scalar()) + "'" + did_you_mean(opn.scalar(), ops_.names()));
     s.op = *op;
     StepArgs a;
     // Which keys the step may and must give is the op's (op_table); what each key means is
     // the same for every op, so the rest reads them by name.
-    const OpSpec& spec = op_spec(s.op);
+    const OpSpec& spec = ops_.spec(s.op);
     auto allowed = kCommonStepKeys;
     for (auto& k : spec.keys) allowed.push_back(k);
     check_keys(n, allowed, std::string(spec.name) + " step");
@@ -421,6 +421,7 @@ class Loader {
     check_keys(root, kTopKeys, "the scenario");
     Scenario sc;
     sc.file = file_;
+    sc.ops = &ops_;
     sc.name = root["name"] ? str(root["name"], "name") : std::filesystem::path(file_).stem().string();
     if (const auto w = root["world_size"]) {
       sc.world_size = int_field(w, "world_size", 1, "at least 1");
@@ -484,19 +485,22 @@ class Loader {
 
  private:
   std::string file_;
+  const OpTable& ops_;
   mutable DType default_dtype_ = DType::Float32;  // the scenario's, once read: literal fills are checked against it
 };
 
 }  // namespace
 
-Scenario load_scenario_text(const std::string& file, std::string text) {
+Scenario load_scenario_text(const std::string& file, std::string text, const OpTable& ops) {
   // The text is freed once parsed and the tree once the model is built: neither outlives
   // its use, so the peak is the larger of text + tree and tree + model.
   const YamlDocument doc = load_one_document(file, normalize_line_ends(std::move(text)));
-  return Loader(file).scenario(doc.root());
+  return Loader(file, ops).scenario(doc.root());
 }
 
-Scenario load_scenario(const std::string& path) { return load_scenario_text(path, read_scenario_text(path)); }
+Scenario load_scenario(const std::string& path, const OpTable& ops) {
+  return load_scenario_text(path, read_scenario_text(path), ops);
+}
 
 std::vector<int64_t> byte_size_range(int64_t min, int64_t max, double factor) {
   std::vector<int64_t> out;

@@ -34,14 +34,6 @@ enum class Op {
   LocalReduce
 };
 
-/// The scenario-format name of an op ("all_reduce", ...).
-const char* op_name(Op op);
-/// Every op name, for did-you-mean suggestions.
-std::vector<std::string> op_names();
-std::optional<Op> parse_op(const std::string& name);
-/// True for the ops whose result is a JSON object rather than a tensor.
-bool is_object_op(Op op);
-
 /// A number written as a literal: an integer exactly (never through a double), or a real.
 struct Literal {
   double real = 0;
@@ -139,6 +131,9 @@ struct Step {
   static const StepArgs kDefaultArgs;
 };
 
+class OpTable;
+struct OpSpec;
+
 struct Group {
   std::string name;
   std::vector<int> members;  // global ranks, ascending
@@ -158,7 +153,11 @@ struct Scenario {
   std::vector<std::pair<std::string, TensorSpec>> tensors;
   std::vector<Step> steps;
 
+  const OpTable* ops = nullptr;  // the table the scenario was loaded with (op_table.hpp)
+
   const Group* find_group(const std::string& name) const;
+  /// The description of `op` in `ops`.
+  const OpSpec& spec(Op op) const;
 };
 
 }  // namespace distrun::scenario

@@ -4,6 +4,7 @@
 #include "distrun/scenario/model/limits.hpp"
 #include "distrun/scenario/model/op_table.hpp"
 #include "distrun/scenario/ops/bench.hpp"
+#include "distrun/scenario/ops/ops.hpp"
 #include "distrun/scenario/ops/step_runner.hpp"
 
 namespace distrun::scenario {

@@ -4,6 +4,7 @@
 #include "distrun/comm/collectives.hpp"
 #include "distrun/scenario/check/validation.hpp"
 #include "distrun/scenario/model/op_table.hpp"
+#include "distrun/scenario/ops/ops.hpp"
 #include "distrun/scenario/ops/step_runner.hpp"
 #include "distrun/scenario/output/explain.hpp"
 #include "distrun/scenario/output/json_values.hpp"

@@ -232,7 +232,7 @@ void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour,
       << ": each block is named by its source (\"2\": rank 2's tensor, \"2.1\": chunk 1 of it, \"\u03a3\": the "
          "reduction over the ranks)\n";
   for (const auto& s : sc.steps) {
-    const OpSpec& spec = op_spec(s.op);
+    const OpSpec& spec = sc.spec(s.op);
     std::vector<int> members;
     if (s.args().group)
       members = sc.find_group(*s.args().group)->members;

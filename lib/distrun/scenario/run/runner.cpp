@@ -10,6 +10,7 @@
 #include "distrun/scenario/output/format.hpp"
 #include "distrun/scenario/output/json_values.hpp"
 #include "distrun/scenario/output/results_file.hpp"
+#include "distrun/scenario/ops/ops.hpp"
 
 namespace distrun::scenario {
 
