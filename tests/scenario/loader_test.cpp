@@ -127,3 +127,23 @@ TEST_CASE("scenario_world_size reports the declared size", "[loader]") {
   CHECK_THROWS_AS(check_scenario(sc, 2), ConfigError);
   std::remove(path.c_str());
 }
+
+// The memory a long file costs once loaded is its steps': a Step is a few words, and the
+// arguments of a step that gives none (a barrier) are not stored at all.
+TEST_CASE("a step is small and a barrier holds no arguments", "[loader]") {
+  CHECK(sizeof(Step) <= 32);
+  const Scenario sc = load_scenario_text("m.yaml", R"(
+groups: {g: [0]}
+steps:
+  - op: barrier
+  - {op: barrier, print: false}
+  - {op: barrier, group: g}
+)");
+  REQUIRE(sc.steps.size() == 3);
+  CHECK(sc.steps[0].given == nullptr);
+  CHECK(sc.steps[1].given == nullptr);
+  CHECK_FALSE(sc.steps[1].print);
+  REQUIRE(sc.steps[2].given != nullptr);
+  CHECK(sc.steps[2].args().group == "g");
+  CHECK(sc.steps[0].args().group == std::nullopt);
+}

@@ -93,6 +93,8 @@ class YamlBuilder {
 
  private:
   using Kind = YamlDocument::Kind;
+  // A file of a million nodes is a tree of 16 MB (docs/scenario.md's memory bound rests on it).
+  static_assert(sizeof(YamlDocument::Node) == 16, "a YAML node is four 32-bit words");
 
   // One event, deleted when done with; a syntax error is thrown with its place.
   struct Event {

@@ -15,7 +15,7 @@
 
 namespace distrun::scenario {
 
-enum class Op {
+enum class Op : uint8_t {
   Broadcast,
   Scatter,
   Gather,
