@@ -80,9 +80,8 @@ struct OpSpec {
 /// was loaded with (Scenario::spec), so nothing below ops/ refers to ops/.
 class OpTable {
  public:
+  /// `specs` in the order the format's documentation lists them.
   explicit OpTable(std::vector<OpSpec> specs) : specs_(std::move(specs)) {}
-  /// In the order the format's documentation lists them.
-  const std::vector<OpSpec>& all() const { return specs_; }
   const OpSpec& spec(Op op) const;
   std::optional<Op> parse(std::string_view name) const;
   /// Every op name, for did-you-mean suggestions.
