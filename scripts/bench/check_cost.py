@@ -4,8 +4,10 @@
   1. `distrun --check` of a 1 MiB all_reduce + reduce_scatter + all_to_all at N ranks
      (default 1024 and 4096): wall time, CPU time and peak RSS of the launcher's validation.
      Target: <= 2 s and <= 200 MB at 4096 ranks.
-  2. `distrun --check` of S barrier steps (default 200 000) at 2 ranks: what reading and checking
-     a long file costs. Target: <= 2 s.
+  2. `distrun --check` of S barrier steps (default 200 000) at 2 ranks, and of a file of barrier
+     steps at the scenario size bound (16 MiB, refused at the 1 000 000-node bound): what reading
+     and checking a long file costs, in distrun and in `distrun-worker --check`. Target: each
+     accepted or refused in <= 1 s of CPU and <= 64 MB peak RSS (asserted: exit 1 otherwise).
   3. A checked 4 MiB all_reduce run at M ranks (default 32) on this host: the largest peak RSS
      of one distrun-worker (peak_rss.py reads every worker's VmHWM). Target: <= 64 MB.
 
@@ -14,10 +16,11 @@ main at 0c88d07) up to --baseline-max-ranks (the old check needs about 2 GB at 1
 8 GB at 4096), and are otherwise the ones recorded below (RECORDED_OLD).
 
 Usage: check_cost.py [--build DIR] [--baseline DIR] [--ranks N ...] [--steps S] [--worker-ranks M] [--label TEXT]
-                     [--table]
+                     [--table] [--no-bound-file]
 Prints one JSON object: {"label", "build", "baseline", "check": [{"ranks", "new": {"seconds",
-"cpu_seconds", "peak_mb", "rc"}, "old": {...}}], "steps": {"steps", "new", "old"}, "worker": {"ranks", "new": {"largest_worker_mb",
-"rc"}, "old": {...}}}; --table prints a Markdown table as well. Every measurement runs in a
+"cpu_seconds", "peak_mb", "rc"}, "old": {...}}], "steps": {"steps", "new", "old", "worker_check"}, "bound_file":
+{"bytes", "distrun", "worker_check"}, "bound_ok", "worker": {"ranks", "new": {"largest_worker_mb", "rc"}, "old": {...}}};
+--table prints a Markdown table as well. Every measurement runs in a
 process of its own, so one run's peak never hides another's. The scenario files are written
 here, so both builds read the same input.
 """
@@ -67,16 +70,26 @@ RECORDED_OLD = {
 RECORDED_OLD_WORKER = {32: {"largest_worker_mb": 63.1, "source": "main 0c88d07"}}
 
 
+# The bound of reading (docs/scenario.md): every file up to the size bound is accepted or refused
+# within these, by distrun --check and by distrun-worker --check alike.
+BOUND_CPU_SECONDS = 1.0
+BOUND_PEAK_MB = 64.0
+SIZE_BOUND = 16 * 1024 * 1024
+
+
 def measure_check(distrun, path, ranks):
-    """Runs in a fresh process (see --one-check): ru_maxrss of children is that process's only child."""
+    """Runs in a fresh process (see --one-check): ru_maxrss of children is that process's only child.
+    ranks 0: `distrun-worker --check` beside `distrun`."""
     t0 = time.monotonic()
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run([distrun, "--check", "--nproc-per-node", str(ranks), path], capture_output=True, text=True)
+    cmd = ([os.path.join(os.path.dirname(distrun), "distrun-worker"), "--check", path] if ranks == 0 else
+           [distrun, "--check", "--nproc-per-node", str(ranks), path])
+    p = subprocess.run(cmd, capture_output=True, text=True)
     seconds = time.monotonic() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     # CPU time as well as wall time: on a loaded host the wall clock mostly measures the others.
     cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
-    if p.returncode != 0:
+    if p.returncode not in (0, 2):
         print(p.stderr[-2000:], file=sys.stderr)
     return {"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2), "peak_mb": round(r1.ru_maxrss / 1024, 1),
             "rc": p.returncode}
@@ -118,7 +131,16 @@ def table(out):
         s = out["steps"]
         for key, unit in (("cpu_seconds", "s CPU"), ("seconds", "s wall"), ("peak_mb", "MB")):
             rows.append(f"| `--check` {key}, {s['steps']} barrier steps | 2 | {fig(s['old'], key, unit)} | "
-                        f"{fig(s['new'], key, unit)} | {'<= 2 s' if key != 'peak_mb' else ''} |")
+                        f"{fig(s['new'], key, unit)} | {'<= 64 MB' if key == 'peak_mb' else '<= 1 s CPU' if key == 'cpu_seconds' else ''} |")
+            rows.append(f"| `distrun-worker --check` {key}, {s['steps']} barrier steps | 1 | n/a | "
+                        f"{fig(s['worker_check'], key, unit)} | {'<= 64 MB' if key == 'peak_mb' else '<= 1 s CPU' if key == 'cpu_seconds' else ''} |")
+    if "bound_file" in out:
+        b = out["bound_file"]
+        for who in ("distrun", "worker_check"):
+            for key, unit in (("cpu_seconds", "s CPU"), ("peak_mb", "MB")):
+                rows.append(f"| `{'distrun' if who == 'distrun' else 'distrun-worker'} --check` {key}, {b['bytes']} B file "
+                            f"(exit {b[who].get('rc')}) | | n/a | {fig(b[who], key, unit)} | "
+                            f"{'<= 64 MB' if key == 'peak_mb' else '<= 1 s CPU'} |")
     if "worker" in out:
         w = out["worker"]
         rows.append(f"| largest worker, checked 4 MiB all_reduce | {w['ranks']} | {fig(w['old'], 'largest_worker_mb', 'MB')} | "
@@ -140,6 +162,7 @@ def main():
     ap.add_argument("--label", default="")
     ap.add_argument("--skip-worker", action="store_true")
     ap.add_argument("--table", action="store_true", help="print a Markdown table after the JSON")
+    ap.add_argument("--no-bound-file", action="store_true", help="skip the file at the size bound")
     a = ap.parse_args()
     distrun = os.path.join(a.build, "bin", "distrun")
     old_distrun = os.path.join(a.baseline, "bin", "distrun") if a.baseline else None
@@ -160,9 +183,24 @@ def main():
             path = os.path.join(d, "check_cost_steps.yaml")
             with open(path, "w") as f:
                 f.write("steps:\n" + "  - op: barrier\n" * a.steps)
-            s = {"steps": a.steps, "new": run_check(distrun, path, 2)}
+            s = {"steps": a.steps, "new": run_check(distrun, path, 2), "worker_check": run_check(distrun, path, 0)}
             s["old"] = dict(run_check(old_distrun, path, 2), source="measured (--baseline)") if old_distrun else None
             out["steps"] = s
+            bounded = [s["new"], s["worker_check"]]
+        else:
+            bounded = []
+        if not a.no_bound_file:
+            path = os.path.join(d, "check_cost_bound.yaml")
+            line = "  - op: barrier\n"
+            with open(path, "w") as f:
+                f.write("steps:\n" + line * ((SIZE_BOUND - len("steps:\n")) // len(line)))
+            b = {"bytes": os.path.getsize(path), "distrun": run_check(distrun, path, 2),
+                 "worker_check": run_check(distrun, path, 0)}
+            out["bound_file"] = b
+            bounded += [b["distrun"], b["worker_check"]]
+        # Accepted (0) or refused (2), within the CPU time and memory of the bound.
+        out["bound_ok"] = all(m.get("rc") in (0, 2) and m["cpu_seconds"] <= BOUND_CPU_SECONDS and
+                              m["peak_mb"] <= BOUND_PEAK_MB for m in bounded)
         if not a.skip_worker:
             worker_path = os.path.join(d, "check_cost_worker.yaml")
             with open(worker_path, "w") as f:
@@ -174,6 +212,9 @@ def main():
     print(json.dumps(out))
     if a.table:
         print(table(out))
+    if not out["bound_ok"]:
+        print(f"check_cost: a long file took more than {BOUND_CPU_SECONDS} s of CPU or {BOUND_PEAK_MB} MB", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -18,8 +18,8 @@ TEST_CASE("loads a valid scenario with defaults", "[loader]") {
   CHECK(sc.dtype == DType::Float32);
   REQUIRE(sc.steps.size() == 1);
   CHECK(sc.steps[0].op == Op::ReduceScatter);
-  CHECK(sc.steps[0].reduce == ReduceOp::Sum);
-  CHECK(sc.steps[0].output == "y");
+  CHECK(sc.steps[0].args().reduce == ReduceOp::Sum);
+  CHECK(sc.steps[0].args().output == "y");
   CHECK(sc.steps[0].print);
   CHECK(sc.steps[0].check);
 }
@@ -126,4 +126,24 @@ TEST_CASE("scenario_world_size reports the declared size", "[loader]") {
   CHECK_NOTHROW(check_scenario(sc, 3));
   CHECK_THROWS_AS(check_scenario(sc, 2), ConfigError);
   std::remove(path.c_str());
+}
+
+// The memory a long file costs once loaded is its steps': a Step is a few words, and the
+// arguments of a step that gives none (a barrier) are not stored at all.
+TEST_CASE("a step is small and a barrier holds no arguments", "[loader]") {
+  CHECK(sizeof(Step) <= 32);
+  const Scenario sc = load_scenario_text("m.yaml", R"(
+groups: {g: [0]}
+steps:
+  - op: barrier
+  - {op: barrier, print: false}
+  - {op: barrier, group: g}
+)");
+  REQUIRE(sc.steps.size() == 3);
+  CHECK(sc.steps[0].given == nullptr);
+  CHECK(sc.steps[1].given == nullptr);
+  CHECK_FALSE(sc.steps[1].print);
+  REQUIRE(sc.steps[2].given != nullptr);
+  CHECK(sc.steps[2].args().group == "g");
+  CHECK(sc.steps[0].args().group == std::nullopt);
 }

@@ -6,7 +6,7 @@
 
 #include "distrun/scenario/output/json_values.hpp"
 #include "distrun/scenario/load/loader.hpp"
-#include "distrun/scenario/model/op_table.hpp"
+#include "distrun/scenario/ops/ops.hpp"
 #include "distrun/scenario/check/reference.hpp"
 #include "test_util.hpp"
 

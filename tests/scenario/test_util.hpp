@@ -6,6 +6,7 @@
 
 #include "distrun/core/error.hpp"
 #include "distrun/scenario/load/loader.hpp"
+#include "distrun/scenario/run/api.hpp"
 
 namespace distrun::scenario::testing {
 

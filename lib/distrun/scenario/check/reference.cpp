@@ -97,13 +97,13 @@ Reference::Reference(const Scenario& sc, int world_size, int local_world_size, s
   results_.resize(sc.steps.size(), std::vector<Expected>(size_t(world_size)));
   for (auto& s : sc.steps) {
     const auto& want = wanted_[size_t(s.index)];
-    if (std::find(want.begin(), want.end(), 1) != want.end()) op_spec(s.op).simulate(*this, s);
+    if (std::find(want.begin(), want.end(), 1) != want.end()) sc.spec(s.op).simulate(*this, s);
     // After the step read its inputs (its output may be one of them): a result nobody reads
     // replaces the rank's old value by an unknown one.
     for (int r : dropped_[size_t(s.index)]) {
       RefTensor unknown;
       unknown.unknown = true;
-      state_[size_t(r)][s.output] = unknown;
+      state_[size_t(r)][s.args().output] = unknown;
     }
   }
 }
@@ -118,17 +118,17 @@ void Reference::plan(std::optional<int> own) {
   std::vector<std::set<std::string>> live(static_cast<size_t>(world_size_));
   for (size_t k = steps; k-- > 0;) {
     const Step& s = sc_.steps[k];
-    const OpSpec& spec = op_spec(s.op);
+    const OpSpec& spec = sc_.spec(s.op);
     std::vector<int> want;
     for (int r : result_ranks(s)) {
       auto& mine = live[size_t(r)];
-      if (r == *own || (!spec.object_result && mine.count(s.output))) {
+      if (r == *own || (!spec.object_result && mine.count(s.args().output))) {
         wanted_[k][size_t(r)] = 1;
         want.push_back(r);
       } else if (!spec.object_result) {
         dropped_[k].push_back(r);
       }
-      if (!spec.object_result) mine.erase(s.output);
+      if (!spec.object_result) mine.erase(s.args().output);
     }
     if (want.empty()) continue;
     auto reads = [&](int r, const std::string& name) {
@@ -136,17 +136,17 @@ void Reference::plan(std::optional<int> own) {
     };
     switch (spec.reads) {
       case Reads::Nothing: break;
-      case Reads::Src: reads(s.src, s.input.name); break;
+      case Reads::Src: reads(s.args().src, s.args().input.name); break;
       case Reads::EveryMember:
-        for (int r : participants(s)) reads(r, s.input.name);
+        for (int r : participants(s)) reads(r, s.args().input.name);
         break;
       case Reads::Own:
         for (int r : want) {
-          if (s.expr) {  // map: the tensors its expression names, and the output it replaces
-            for (const auto& name : map_tensor_names(*s.expr)) reads(r, name);
-            reads(r, s.output);
+          if (s.args().expr) {  // map: the tensors its expression names, and the output it replaces
+            for (const auto& name : map_tensor_names(*s.args().expr)) reads(r, name);
+            reads(r, s.args().output);
           } else {
-            reads(r, s.input.name);
+            reads(r, s.args().input.name);
           }
         }
         break;
@@ -155,8 +155,8 @@ void Reference::plan(std::optional<int> own) {
 }
 
 RefTensor Reference::input(const Step& s, int rank) {
-  if (s.input.spec) return RefTensor{make_tensor(*s.input.spec, sc_.dtype, env(rank), sc_.file)};
-  return *tensor(rank, s.input.name);
+  if (s.args().input.spec) return RefTensor{make_tensor(*s.args().input.spec, sc_.dtype, env(rank), sc_.file)};
+  return *tensor(rank, s.args().input.name);
 }
 
 std::optional<RefTensor> Reference::tensor(int rank, const std::string& name) const {
@@ -174,7 +174,7 @@ RefTensor Reference::reduce_members(const Step& s, const std::vector<int>& membe
   // Streaming: one member's input at a time, summed in double (or the dtype's integers) in
   // member order, the backends' tolerance allowed for.
   const RefTensor first = input(s, members[0]);
-  const ReduceOp op = s.reduce;
+  const ReduceOp op = s.args().reduce;
   const int64_t numel = first.value.numel();
   const int64_t n = int64_t(members.size());
   RefTensor out{Tensor::empty(first.value.shape(), first.value.dtype())};
@@ -237,10 +237,10 @@ RefTensor Reference::reduce_members(const Step& s, const std::vector<int>& membe
 
 void Reference::set_result(const Step& s, int rank, const RefTensor& t) {
   if (!wanted(s, rank)) return;
-  state_[size_t(rank)][s.output] = t;
+  state_[size_t(rank)][s.args().output] = t;
   Expected& e = results_[size_t(s.index)][size_t(rank)];
   e.has_result = true;
-  e.name = s.output;
+  e.name = s.args().output;
   e.tensor = t;
 }
 

@@ -19,11 +19,11 @@ RankEnv WorldView::env(int rank) const {
 void WorldView::fail(Mark m, const std::string& msg) const { throw error_at(sc_.file, m, msg); }
 
 std::string WorldView::where(const Step& s) const {
-  return "step " + std::to_string(s.index) + " (" + op_name(s.op) + ")";
+  return "step " + std::to_string(s.index) + " (" + sc_.spec(s.op).name + ")";
 }
 
 std::vector<int> WorldView::participants(const Step& s) const {
-  if (s.group) return sc_.find_group(*s.group)->members;
+  if (s.args().group) return sc_.find_group(*s.args().group)->members;
   std::vector<int> all(static_cast<size_t>(world_size_));
   for (int r = 0; r < world_size_; ++r) all[size_t(r)] = r;
   return all;
@@ -31,17 +31,17 @@ std::vector<int> WorldView::participants(const Step& s) const {
 
 std::vector<int> WorldView::result_ranks(const Step& s) const {
   const auto members = participants(s);
-  switch (op_spec(s.op).result_at) {
+  switch (sc_.spec(s.op).result_at) {
     case ResultAt::None: return {};
     case ResultAt::Dst:
-      return std::find(members.begin(), members.end(), s.dst) != members.end() ? std::vector<int>{s.dst}
-                                                                               : std::vector<int>{};
+      return std::find(members.begin(), members.end(), s.args().dst) != members.end() ? std::vector<int>{s.args().dst}
+                                                                                      : std::vector<int>{};
     case ResultAt::Members: break;
   }
-  if (!s.ranks) return members;
+  if (!s.args().ranks) return members;
   std::vector<int> chosen;  // a map's `ranks`: those that are members, in member order
   for (int r : members)
-    if (std::find(s.ranks->begin(), s.ranks->end(), r) != s.ranks->end()) chosen.push_back(r);
+    if (std::find(s.args().ranks->begin(), s.args().ranks->end(), r) != s.args().ranks->end()) chosen.push_back(r);
   return chosen;
 }
 
@@ -70,7 +70,7 @@ Validation::Validation(const Scenario& sc, int world_size, int local_world_size,
   }
   for (int r = 0; r < world_size; ++r)
     for (const auto& [name, spec] : sc.tensors) check_fill_values(spec, r);
-  for (const auto& s : sc.steps) op_spec(s.op).validate(*this, s);
+  for (const auto& s : sc.steps) sc.spec(s.op).validate(*this, s);
 }
 
 void Validation::check_fill_values(const TensorSpec& spec, int rank) {
@@ -114,20 +114,21 @@ int Validation::member_index(const Step& s, const std::vector<int>& members, int
                 ranks_str(world_size_));
   for (size_t i = 0; i < members.size(); ++i)
     if (members[i] == global) return int(i);
-  fail(m, where(s) + ": " + what + " " + std::to_string(global) + " is not a member of group '" + *s.group + "'");
+  fail(m,
+       where(s) + ": " + what + " " + std::to_string(global) + " is not a member of group '" + *s.args().group + "'");
 }
 
 TensorMeta Validation::input(const Step& s, int rank) {
-  if (s.input.spec) {
-    const TensorSpec& spec = *s.input.spec;
+  if (s.args().input.spec) {
+    const TensorSpec& spec = *s.args().input.spec;
     TensorMeta m{spec_shape(spec, sc_.dtype, env(rank), sc_.file), spec.dtype.value_or(sc_.dtype)};
     check_fits(*checked_bytes(m.shape, m.dtype), spec.mark, where(s) + ": the input");
     check_fill_values(spec, rank);
     return m;
   }
-  if (const TensorMeta* t = tensor(rank, s.input.name)) return *t;
-  fail(s.input.mark, where(s) + ": tensor '" + s.input.name + "' is not defined on rank " + std::to_string(rank) +
-                         did_you_mean(s.input.name, names(rank)));
+  if (const TensorMeta* t = tensor(rank, s.args().input.name)) return *t;
+  fail(s.args().input.mark, where(s) + ": tensor '" + s.args().input.name + "' is not defined on rank " +
+                                std::to_string(rank) + did_you_mean(s.args().input.name, names(rank)));
 }
 
 std::vector<TensorMeta> Validation::inputs(const Step& s, const std::vector<int>& members) {
@@ -144,9 +145,9 @@ void Validation::require_same_shapes(const Step& s, const std::vector<TensorMeta
     if (except_dim >= 0 && a.size() == b.size() && size_t(except_dim) < a.size())
       a[size_t(except_dim)] = b[size_t(except_dim)];
     if (a != b || in[0].dtype != in[i].dtype)
-      fail(s.input.mark, where(s) + ": rank " + std::to_string(members[i]) + " has " + dtype_name(in[i].dtype) + " " +
-                             shape_str(in[i].shape) + " but rank " + std::to_string(members[0]) + " has " +
-                             dtype_name(in[0].dtype) + " " + shape_str(in[0].shape));
+      fail(s.args().input.mark, where(s) + ": rank " + std::to_string(members[i]) + " has " + dtype_name(in[i].dtype) +
+                                    " " + shape_str(in[i].shape) + " but rank " + std::to_string(members[0]) + " has " +
+                                    dtype_name(in[0].dtype) + " " + shape_str(in[0].shape));
   }
 }
 
@@ -163,25 +164,26 @@ std::vector<std::string> Validation::names(int rank) const {
 }
 
 void Validation::check_reduce(const Step& s, DType dtype) const {
-  if (!reduce_op_valid_for(s.reduce, dtype))
-    fail(s.reduce_mark, where(s) + ": reduce op '" + reduce_op_name(s.reduce) +
-                            "' needs an integer dtype, the tensor is " + dtype_name(dtype));
+  if (!reduce_op_valid_for(s.args().reduce, dtype))
+    fail(s.args().reduce_mark, where(s) + ": reduce op '" + reduce_op_name(s.args().reduce) +
+                                   "' needs an integer dtype, the tensor is " + dtype_name(dtype));
 }
 
 int Validation::check_dim(const Step& s, const Shape& shape) const {
   const int ndim = std::max(1, int(shape.size()));
-  if (s.dim >= ndim)
-    fail(s.dim_mark, where(s) + ": dim " + std::to_string(s.dim) + " is out of range for shape " +
-                         shape_str(as_vector_shape(shape)));
-  return s.dim;
+  if (s.args().dim >= ndim)
+    fail(s.args().dim_mark, where(s) + ": dim " + std::to_string(s.args().dim) + " is out of range for shape " +
+                                shape_str(as_vector_shape(shape)));
+  return s.args().dim;
 }
 
 void Validation::require_even_split(const Step& s, const Shape& shape, int dim, int n, const Shape& shown) const {
   if (shape[size_t(dim)] % n != 0)
-    fail(s.input.mark, where(s) + ": size " + std::to_string(shape[size_t(dim)]) + " of dim " + std::to_string(dim) +
-                           " of " + shape_str(shown) + " does not split into " + std::to_string(n) + " equal chunks");
+    fail(s.args().input.mark, where(s) + ": size " + std::to_string(shape[size_t(dim)]) + " of dim " +
+                                  std::to_string(dim) + " of " + shape_str(shown) + " does not split into " +
+                                  std::to_string(n) + " equal chunks");
 }
 
-void Validation::set_result(const Step& s, int rank, const TensorMeta& t) { state_[size_t(rank)][s.output] = t; }
+void Validation::set_result(const Step& s, int rank, const TensorMeta& t) { state_[size_t(rank)][s.args().output] = t; }
 
 }  // namespace distrun::scenario

@@ -72,7 +72,7 @@ class Validation : public WorldView {
   /// The names defined on `rank`, for did-you-mean.
   std::vector<std::string> names(int rank) const;
   void check_reduce(const Step& s, DType dtype) const;
-  /// `s.dim`, refused when out of range for `shape` (a scalar counts as one dim).
+  /// `s.args().dim`, refused when out of range for `shape` (a scalar counts as one dim).
   int check_dim(const Step& s, const Shape& shape) const;
   /// Refuses a size of `dim` that does not split into `n` equal chunks.
   void require_even_split(const Step& s, const Shape& shape, int dim, int n, const Shape& shown) const;

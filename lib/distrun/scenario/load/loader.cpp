@@ -23,14 +23,14 @@ const std::vector<std::string> kFillVars = {"rank", "world_size", "local_rank", 
 
 class Loader {
  public:
-  explicit Loader(std::string file) : file_(std::move(file)) {}
+  Loader(std::string file, const OpTable& ops) : file_(std::move(file)), ops_(ops) {}
 
   [[noreturn]] void fail(const YamlNode& n, const std::string& msg) const { throw error_at(file_, n.mark(), msg); }
   [[noreturn]] void fail(Mark m, const std::string& msg) const { throw error_at(file_, m, msg); }
 
   void check_keys(const YamlNode& map, const std::vector<std::string>& allowed, const std::string& where) const {
     for (const auto& kv : map.entries()) {
-      const std::string key = kv.key.scalar();
+      const std::string key(kv.key.scalar());
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
         fail(kv.key, "unknown key '" + excerpt(key) + "' in " + where + did_you_mean(key, allowed));
     }
@@ -38,7 +38,7 @@ class Loader {
 
   std::string str(const YamlNode& n, const std::string& what) const {
     if (!n.is_scalar()) fail(n, what + " must be a string");
-    return n.scalar();
+    return std::string(n.scalar());
   }
 
   std::string shown(const YamlNode& n) const {
@@ -130,7 +130,7 @@ class Loader {
       out.integer = l.integer;
       return out;
     }
-    out.expr = compile(n, n.scalar(), &allowed);
+    out.expr = compile(n, std::string(n.scalar()), &allowed);
     return out;
   }
 
@@ -204,7 +204,7 @@ class Loader {
     TensorRef ref;
     ref.mark = n.mark();
     if (n.is_scalar())
-      ref.name = n.scalar();
+      ref.name = std::string(n.scalar());
     else
       ref.spec = std::make_shared<TensorSpec>(tensor_spec(n));
     return ref;
@@ -225,7 +225,7 @@ class Loader {
     if (n.is_map()) {
       nlohmann::ordered_json o = nlohmann::ordered_json::object();
       for (const auto& kv : n.entries()) {
-        const std::string key = kv.key.scalar();
+        const std::string key(kv.key.scalar());
         take(key.size());
         o[key] = to_json(kv.value, t, left);
       }
@@ -247,7 +247,7 @@ class Loader {
       case CoreScalar::Float: return c.real;
       case CoreScalar::String: break;
     }
-    const std::string& s = n.scalar();
+    const std::string s(n.scalar());
     take(s.size());
     for (size_t at = s.find("${"); at != std::string::npos; at = s.find("${", at + 2)) {
       const size_t end = s.find('}', at);
@@ -268,7 +268,7 @@ class Loader {
   BenchSpec bench(const YamlNode& n) const {
     BenchSpec b;
     if (const auto c = n["collective"]) {
-      auto op = parse_op(str(c, "collective"));
+      auto op = ops_.parse(str(c, "collective"));
       static const std::vector<std::string> tensor_ops = {"broadcast",      "scatter",    "gather",
                                                           "all_gather",     "reduce",     "all_reduce",
                                                           "reduce_scatter", "all_to_all", "send_recv"};
@@ -282,7 +282,7 @@ class Loader {
     const auto bytes = n["bytes"];
     if (!bytes) fail(n, "bench needs bytes (a list of sizes, or {min, max, factor})");
     auto size = [&](const YamlNode& s) {
-      auto v = s.is_scalar() ? parse_byte_size(s.scalar()) : std::nullopt;
+      auto v = s.is_scalar() ? parse_byte_size(std::string(s.scalar())) : std::nullopt;
       if (!v || *v <= 0) fail(s, "bad size '" + shown(s) + "': use bytes or K/M/G (powers of 1024)");
       return *v;
     };
@@ -323,12 +323,13 @@ class Loader {
     s.mark = n.mark();
     const auto opn = n["op"];
     if (!opn) fail(n, "step " + std::to_string(index) + " has no op");
-    auto op = parse_op(str(opn, "op"));
-    if (!op) fail(opn, "unknown op '" + excerpt(opn.scalar()) + "'" + did_you_mean(opn.scalar(), op_names()));
+    auto op = ops_.parse(str(opn, "op"));
+    if (!op) fail(opn, "unknown op '" + excerpt(opn.scalar()) + "'" + did_you_mean(opn.scalar(), ops_.names()));
     s.op = *op;
+    StepArgs a;
     // Which keys the step may and must give is the op's (op_table); what each key means is
     // the same for every op, so the rest reads them by name.
-    const OpSpec& spec = op_spec(s.op);
+    const OpSpec& spec = ops_.spec(s.op);
     auto allowed = kCommonStepKeys;
     for (auto& k : spec.keys) allowed.push_back(k);
     check_keys(n, allowed, std::string(spec.name) + " step");
@@ -338,79 +339,80 @@ class Loader {
                     (k == "input" || k == "object" || k == "expr" || k == "output" ? "an " : "") + k);
 
     if (const auto g = n["group"]) {
-      s.group = str(g, "group");
-      s.group_mark = g.mark();
+      a.group = str(g, "group");
+      a.group_mark = g.mark();
     }
     if (n["print"]) s.print = boolean(n["print"], "print");
     if (n["check"]) s.check = boolean(n["check"], "check");
 
     const auto has = [&](const char* k) { return std::find(allowed.begin(), allowed.end(), k) != allowed.end(); };
     if (has("input")) {
-      s.input = tensor_ref(n["input"]);
-      s.has_input = true;
+      a.input = tensor_ref(n["input"]);
+      a.has_input = true;
     }
     if (has("output")) {
       if (const auto o = n["output"]) {
-        s.output = str(o, "output");
-        s.output_mark = o.mark();
-      } else if (s.has_input && !s.input.name.empty()) {
-        s.output = s.input.name;
-        s.output_mark = s.input.mark;
+        a.output = str(o, "output");
+        a.output_mark = o.mark();
+      } else if (a.has_input && !a.input.name.empty()) {
+        a.output = a.input.name;
+        a.output_mark = a.input.mark;
       } else {
-        s.output = spec.name;  // an inline input without output: the result is named after the op
-        s.output_mark = s.input.mark;
+        a.output = spec.name;  // an inline input without output: the result is named after the op
+        a.output_mark = a.input.mark;
       }
     }
     if (const auto d = n["dim"]) {
       const int v = int_field(d, "dim", 0, "0 or more");
       if (spec.whole_tensor_dim)
-        s.local_dim = int(v);
+        a.local_dim = int(v);
       else
-        s.dim = int(v);
-      s.dim_mark = d.mark();
+        a.dim = int(v);
+      a.dim_mark = d.mark();
     }
-    if (n["keepdim"]) s.keepdim = boolean(n["keepdim"], "keepdim");
+    if (n["keepdim"]) a.keepdim = boolean(n["keepdim"], "keepdim");
     if (has("reduce") && !has("collective")) {  // bench reads its own reduce
       if (const auto r = n["reduce"]) {
-        s.reduce = reduce(r, spec.local_reduce_ops);
-        s.has_reduce = true;
-        s.reduce_mark = r.mark();
+        a.reduce = reduce(r, spec.local_reduce_ops);
+        a.has_reduce = true;
+        a.reduce_mark = r.mark();
       } else {
-        s.reduce_mark = s.mark;
+        a.reduce_mark = s.mark;
       }
     }
-    if (has("src")) s.src = rank_field(n, "src", s.src_mark);
-    if (has("dst")) s.dst = rank_field(n, "dst", s.dst_mark);
-    if (has("src") && has("dst") && s.src == s.dst)
+    if (has("src")) a.src = rank_field(n, "src", a.src_mark);
+    if (has("dst")) a.dst = rank_field(n, "dst", a.dst_mark);
+    if (has("src") && has("dst") && a.src == a.dst)
       fail(n["dst"], std::string(spec.name) + ": src and dst are the same rank");
-    if (n["async"]) s.async = boolean(n["async"], "async");
+    if (n["async"]) a.async = boolean(n["async"], "async");
     if (const auto ss = n["split_sizes"]) {
       if (!ss.is_sequence()) fail(ss, "split_sizes must be a list (one size per rank)");
-      s.has_split_sizes = true;
-      s.split_mark = ss.mark();
-      for (const auto& e : ss) s.split_sizes.push_back(number(e, "a split size", kRankVars));
+      a.has_split_sizes = true;
+      a.split_mark = ss.mark();
+      for (const auto& e : ss) a.split_sizes.push_back(number(e, "a split size", kRankVars));
     }
     if (const auto e = n["expr"]) {
       if (!e.is_scalar()) fail(e, "expr must be an expression string");
-      s.expr = compile(e, e.scalar(), nullptr);  // tensor names are checked by the simulation
-      s.expr_mark = e.mark();
-      if (n["dtype"]) s.dtype = dtype(n["dtype"]);
+      a.expr = compile(e, std::string(e.scalar()), nullptr);  // tensor names are checked by the simulation
+      a.expr_mark = e.mark();
+      if (n["dtype"]) a.dtype = dtype(n["dtype"]);
       if (const auto r = n["ranks"]) {
-        s.ranks_mark = r.mark();
+        a.ranks_mark = r.mark();
         std::vector<int> ranks;
         if (r.is_sequence())
           for (const auto& x : r) ranks.push_back(int_field(x, "each entry of ranks", 0, "a rank (0 or more)"));
         else
           ranks.push_back(int_field(r, "ranks", 0, "a rank (0 or more)"));
-        s.ranks = ranks;
+        a.ranks = ranks;
       }
     }
     if (const auto o = n["object"]) {
-      s.object.mark = o.mark();
+      a.object.mark = o.mark();
       size_t left = kMaxObjectBytes;
-      s.object.value = to_json(o, s.object, left);
+      a.object.value = to_json(o, a.object, left);
     }
-    if (has("collective")) s.bench = bench(n);
+    if (has("collective")) a.bench = bench(n);
+    if (!spec.keys.empty() || a.group) s.given = std::make_shared<const StepArgs>(std::move(a));
     return s;
   }
 
@@ -419,6 +421,7 @@ class Loader {
     check_keys(root, kTopKeys, "the scenario");
     Scenario sc;
     sc.file = file_;
+    sc.ops = &ops_;
     sc.name = root["name"] ? str(root["name"], "name") : std::filesystem::path(file_).stem().string();
     if (const auto w = root["world_size"]) {
       sc.world_size = int_field(w, "world_size", 1, "at least 1");
@@ -446,7 +449,7 @@ class Loader {
       if (!g.is_map()) fail(g, "groups must map names to lists of ranks");
       for (const auto& kv : g.entries()) {
         Group grp;
-        grp.name = kv.key.scalar();
+        grp.name = std::string(kv.key.scalar());
         grp.mark = kv.value.mark();
         if (!kv.value.is_sequence() || kv.value.size() == 0)
           fail(kv.value, "group '" + excerpt(grp.name) + "' must be a non-empty list of ranks");
@@ -461,19 +464,20 @@ class Loader {
     }
     if (const auto t = root["tensors"]) {
       if (!t.is_map()) fail(t, "tensors must map names to tensor specs");
-      for (const auto& kv : t.entries()) sc.tensors.emplace_back(kv.key.scalar(), tensor_spec(kv.value));
+      for (const auto& kv : t.entries()) sc.tensors.emplace_back(std::string(kv.key.scalar()), tensor_spec(kv.value));
     }
     const auto steps = root["steps"];
     if (!steps) fail(root, "the scenario has no steps");
     if (!steps.is_sequence()) fail(steps, "steps must be a list");
-    sc.steps.reserve(steps.size());  // a Step is large: growing the list would copy each several times
+    sc.steps.reserve(steps.size());
     int i = 0;
     for (const auto& st : steps) sc.steps.push_back(step(st, i++));
     for (const auto& st : sc.steps) {
-      if (st.group && !sc.find_group(*st.group)) {
+      const auto& group = st.args().group;
+      if (group && !sc.find_group(*group)) {
         std::vector<std::string> names;
         for (const auto& g : sc.groups) names.push_back(g.name);
-        fail(st.group_mark, "unknown group '" + excerpt(*st.group) + "'" + did_you_mean(*st.group, names));
+        fail(st.args().group_mark, "unknown group '" + excerpt(*group) + "'" + did_you_mean(*group, names));
       }
     }
     return sc;
@@ -481,17 +485,22 @@ class Loader {
 
  private:
   std::string file_;
+  const OpTable& ops_;
   mutable DType default_dtype_ = DType::Float32;  // the scenario's, once read: literal fills are checked against it
 };
 
 }  // namespace
 
-Scenario load_scenario_text(const std::string& file, const std::string& text) {
-  const YamlDocument doc = load_one_document(file, normalize_line_ends(text));
-  return Loader(file).scenario(doc.root());
+Scenario load_scenario_text(const std::string& file, std::string text, const OpTable& ops) {
+  // The text is freed once parsed and the tree once the model is built: neither outlives
+  // its use, so the peak is the larger of text + tree and tree + model.
+  const YamlDocument doc = load_one_document(file, normalize_line_ends(std::move(text)));
+  return Loader(file, ops).scenario(doc.root());
 }
 
-Scenario load_scenario(const std::string& path) { return load_scenario_text(path, read_scenario_text(path)); }
+Scenario load_scenario(const std::string& path, const OpTable& ops) {
+  return load_scenario_text(path, read_scenario_text(path), ops);
+}
 
 std::vector<int64_t> byte_size_range(int64_t min, int64_t max, double factor) {
   std::vector<int64_t> out;

@@ -7,13 +7,15 @@
 
 #include "distrun/scenario/model/limits.hpp"
 #include "distrun/scenario/model/model.hpp"
+#include "distrun/scenario/model/op_table.hpp"
 
 namespace distrun::scenario {
 
-/// Loads and checks the file at `path`.
-Scenario load_scenario(const std::string& path);
+/// Loads and checks the file at `path`, reading its ops with `ops` (ops/ops.hpp's op_table();
+/// run/api.hpp loads with it).
+Scenario load_scenario(const std::string& path, const OpTable& ops);
 /// Loads from `text`, naming it `file` in errors (for tests).
-Scenario load_scenario_text(const std::string& file, const std::string& text);
+Scenario load_scenario_text(const std::string& file, std::string text, const OpTable& ops);
 
 /// The most sizes one bench step may list (or {min, max, factor} may make).
 constexpr size_t kMaxBenchSizes = 64;

@@ -66,6 +66,14 @@ class YamlBuilder {
       : file_(file), limits_(limits), doc_(doc) {}
 
   void run(const std::string& text) {
+    // Room for as many nodes as the text can hold (every node but an empty document's takes
+    // at least a byte) and the limits allow: the tree never grows by copying, and the pages
+    // it does not fill are never touched, so they cost no memory.
+    const size_t most = std::min<size_t>(text.size() + 1, size_t(limits_.max_nodes + 1));
+    doc_.nodes_.reserve(most);
+    doc_.links_.reserve(most);
+    pending_.reserve(most);
+    doc_.texts_.reserve(text.size());
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) throw ConfigError(file_ + ":0:0: cannot start the YAML parser");
     yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
@@ -85,6 +93,8 @@ class YamlBuilder {
 
  private:
   using Kind = YamlDocument::Kind;
+  // A file of a million nodes is a tree of 16 MB (docs/scenario.md's memory bound rests on it).
+  static_assert(sizeof(YamlDocument::Node) == 16, "a YAML node is four 32-bit words");
 
   // One event, deleted when done with; a syntax error is thrown with its place.
   struct Event {
@@ -104,13 +114,20 @@ class YamlBuilder {
   struct Extent {
     int64_t nodes = 1;
     int height = 0;
-    bool complete = false;  // false while its collection is open
+  };
+  // A node an alias may name, with its extent once its collection has ended.
+  struct Anchor {
+    uint32_t node = 0;
+    Extent extent;
+    bool complete = false;
   };
   // A collection whose end has not come yet.
   struct Open {
     uint32_t node;
-    size_t first;                          // where its children start in pending_
-    std::unordered_set<std::string> keys;  // a large mapping's keys, for duplicates
+    size_t first;                               // where its children start in pending_
+    Extent extent;                              // of the children so far
+    Anchor* anchor;                             // the anchor naming it, if any
+    std::unordered_set<std::string> keys = {};  // a large mapping's keys, for duplicates
   };
 
   static Mark mark_of(const yaml_mark_t& m) { return {int(m.line) + 1, int(m.column) + 1}; }
@@ -134,76 +151,89 @@ class YamlBuilder {
     if (documents_ > 1) fail(m, "a scenario file holds one YAML document; a second one starts here");
     const int depth = int(open_.size());
     if (depth > limits_.max_depth) too_deep(m);
-    const bool is_key = !open_.empty() && doc_.nodes_[open_.back().node].kind == Kind::Map &&
+    const bool is_key = !open_.empty() && doc_.nodes_[open_.back().node].type() == Kind::Map &&
                         (pending_.size() - open_.back().first) % 2 == 0;
     uint32_t index = 0;
+    Extent extent;
+    Anchor* anchor = nullptr;
+    bool opened = false;
     if (e.type == YAML_ALIAS_EVENT) {
       const std::string name = reinterpret_cast<const char*>(e.data.alias.anchor);
       const auto it = anchors_.find(name);
       if (it == anchors_.end())
         fail(m, "the alias *" + excerpt(name) + " has no anchor &" + excerpt(name) + " before it");
-      index = it->second;
-      if (!extents_[index].complete) fail(m, "the alias *" + excerpt(name) + " is inside its own anchor");
-      if (!is_key) {
-        count(m, extents_[index].nodes);
-        if (depth + extents_[index].height > limits_.max_depth) too_deep(m);
-      }
+      if (!it->second.complete) fail(m, "the alias *" + excerpt(name) + " is inside its own anchor");
+      index = it->second.node;
+      extent = it->second.extent;
+      count(m, extent.nodes);
+      if (depth + extent.height > limits_.max_depth) too_deep(m);
     } else {
+      if (doc_.nodes_.size() >= UINT32_MAX) fail(m, "the document has too many nodes");
       index = uint32_t(doc_.nodes_.size());
       YamlDocument::Node& n = doc_.nodes_.emplace_back();
-      n.mark = m;
-      extents_.emplace_back();
-      const unsigned char* anchor = nullptr;
+      n.line = uint32_t(m.line);
+      n.col = std::min<uint32_t>(uint32_t(m.col), (1u << 29) - 1);
+      const unsigned char* anchor_name = nullptr;
       if (e.type == YAML_SCALAR_EVENT) {
         const auto& s = e.data.scalar;
         if (s.length > limits_.max_scalar_bytes)
           fail(m, "a scalar of " + std::to_string(s.length) + " bytes; at most " +
                       std::to_string(limits_.max_scalar_bytes) + " are read");
-        n.text.assign(reinterpret_cast<const char*>(s.value), s.length);
+        if (doc_.texts_.size() + s.length >= UINT32_MAX) fail(m, "the document's scalars are too long");
+        const std::string_view text(reinterpret_cast<const char*>(s.value), s.length);
+        n.first = uint32_t(doc_.texts_.size());
+        n.count = uint32_t(s.length);
+        doc_.texts_.append(text);
         n.quoted = s.style != YAML_PLAIN_SCALAR_STYLE ||
                    (s.tag && std::strcmp(reinterpret_cast<const char*>(s.tag), "!") == 0);
-        n.kind = !n.quoted && is_null_word(n.text) ? Kind::Null : Kind::Scalar;
-        extents_.back().complete = true;
-        anchor = s.anchor;
+        n.kind = uint32_t(!n.quoted && is_null_word(text) ? Kind::Null : Kind::Scalar);
+        anchor_name = s.anchor;
       } else if (e.type == YAML_SEQUENCE_START_EVENT) {
-        n.kind = Kind::Sequence;
-        anchor = e.data.sequence_start.anchor;
+        n.kind = uint32_t(Kind::Sequence);
+        anchor_name = e.data.sequence_start.anchor;
+        opened = true;
       } else {
-        n.kind = Kind::Map;
-        anchor = e.data.mapping_start.anchor;
+        n.kind = uint32_t(Kind::Map);
+        anchor_name = e.data.mapping_start.anchor;
+        opened = true;
       }
-      if (anchor) anchors_[reinterpret_cast<const char*>(anchor)] = index;
-      if (!is_key) count(m, 1);
+      if (anchor_name) {
+        anchor = &anchors_[reinterpret_cast<const char*>(anchor_name)];
+        *anchor = {index, extent, !opened};
+      }
+      count(m, 1);
     }
     if (is_key) key(m, index);
     if (!open_.empty()) pending_.push_back(index);
-    if (doc_.nodes_[index].kind == Kind::Sequence || doc_.nodes_[index].kind == Kind::Map) {
-      if (!extents_[index].complete)
-        open_.push_back({index, pending_.size(), {}});
-      else
-        add_to_parent(index);
-    } else if (!is_key) {
-      add_to_parent(index);
-    }
+    if (opened)
+      open_.push_back({index, pending_.size(), extent, anchor});
+    else
+      add_to_parent(extent);
+  }
+
+  std::string_view text_of(uint32_t index) const {
+    const YamlDocument::Node& n = doc_.nodes_[index];
+    return std::string_view(doc_.texts_).substr(n.first, n.count);
   }
 
   // A mapping key: a scalar name, once per mapping.
   void key(Mark m, uint32_t index) {
-    const YamlDocument::Node& k = doc_.nodes_[index];
-    if (k.kind == Kind::Null) fail(m, "a mapping key must be a name, not null (quote it to mean the word)");
-    if (k.kind != Kind::Scalar) fail(m, "a mapping key must be a plain name, not a list or a mapping");
+    const Kind kind = doc_.nodes_[index].type();
+    if (kind == Kind::Null) fail(m, "a mapping key must be a name, not null (quote it to mean the word)");
+    if (kind != Kind::Scalar) fail(m, "a mapping key must be a plain name, not a list or a mapping");
+    const std::string_view k = text_of(index);
     Open& o = open_.back();
     const size_t before = (pending_.size() - o.first) / 2;
     constexpr size_t kScanned = 16;  // small mappings (nearly all) are scanned
     bool repeated = false;
     if (before < kScanned) {
-      for (size_t i = 0; i < before && !repeated; ++i) repeated = doc_.nodes_[pending_[o.first + 2 * i]].text == k.text;
+      for (size_t i = 0; i < before && !repeated; ++i) repeated = text_of(pending_[o.first + 2 * i]) == k;
     } else {
       if (o.keys.empty())
-        for (size_t i = 0; i < before; ++i) o.keys.insert(doc_.nodes_[pending_[o.first + 2 * i]].text);
-      repeated = !o.keys.insert(k.text).second;
+        for (size_t i = 0; i < before; ++i) o.keys.emplace(text_of(pending_[o.first + 2 * i]));
+      repeated = !o.keys.emplace(k).second;
     }
-    if (repeated) fail(m, "duplicate key '" + excerpt(k.text) + "'");
+    if (repeated) fail(m, "duplicate key '" + excerpt(std::string(k)) + "'");
   }
 
   void close() {
@@ -214,19 +244,23 @@ class YamlBuilder {
     n.count = uint32_t(pending_.size() - o.first);
     doc_.links_.insert(doc_.links_.end(), pending_.begin() + std::ptrdiff_t(o.first), pending_.end());
     pending_.resize(o.first);
-    extents_[o.node].complete = true;
-    add_to_parent(o.node);
+    // An anchor named again inside its own collection now names that later node.
+    if (o.anchor && o.anchor->node == o.node) {
+      o.anchor->extent = o.extent;
+      o.anchor->complete = true;
+    }
+    add_to_parent(o.extent);
   }
 
   // Adds a complete node's extent to the collection it is a value or an entry of.
-  void add_to_parent(uint32_t index) {
+  void add_to_parent(const Extent& child) {
     if (open_.empty()) return;
-    Extent& parent = extents_[open_.back().node];
-    parent.nodes += extents_[index].nodes;
-    parent.height = std::max(parent.height, extents_[index].height + 1);
+    Extent& parent = open_.back().extent;
+    parent.nodes += child.nodes;
+    parent.height = std::max(parent.height, child.height + 1);
   }
 
-  static bool is_null_word(const std::string& s) {
+  static bool is_null_word(std::string_view s) {
     return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
   }
 
@@ -245,10 +279,9 @@ class YamlBuilder {
   const std::string& file_;
   const YamlLimits& limits_;
   YamlDocument& doc_;
-  std::vector<Extent> extents_;  // one per node of doc_
   std::vector<Open> open_;
   std::vector<uint32_t> pending_;  // the children of the open collections, innermost last
-  std::unordered_map<std::string, uint32_t> anchors_;
+  std::unordered_map<std::string, Anchor> anchors_;
   int64_t nodes_ = 0;
   int documents_ = 0;
 };
@@ -260,24 +293,30 @@ YamlDocument load_one_document(const std::string& file, const std::string& text,
   return doc;
 }
 
-bool YamlNode::is_null() const { return doc_ && doc_->nodes_[index_].kind == YamlDocument::Kind::Null; }
-bool YamlNode::is_scalar() const { return doc_ && doc_->nodes_[index_].kind == YamlDocument::Kind::Scalar; }
-bool YamlNode::is_sequence() const { return doc_ && doc_->nodes_[index_].kind == YamlDocument::Kind::Sequence; }
-bool YamlNode::is_map() const { return doc_ && doc_->nodes_[index_].kind == YamlDocument::Kind::Map; }
+bool YamlNode::is_null() const { return doc_ && doc_->nodes_[index_].type() == YamlDocument::Kind::Null; }
+bool YamlNode::is_scalar() const { return doc_ && doc_->nodes_[index_].type() == YamlDocument::Kind::Scalar; }
+bool YamlNode::is_sequence() const { return doc_ && doc_->nodes_[index_].type() == YamlDocument::Kind::Sequence; }
+bool YamlNode::is_map() const { return doc_ && doc_->nodes_[index_].type() == YamlDocument::Kind::Map; }
 bool YamlNode::is_quoted() const { return doc_ && doc_->nodes_[index_].quoted; }
 
-const std::string& YamlNode::scalar() const {
-  static const std::string none;
-  return is_scalar() ? doc_->nodes_[index_].text : none;
+std::string_view YamlNode::scalar() const {
+  if (!is_scalar()) return {};
+  const auto& n = doc_->nodes_[index_];
+  return std::string_view(doc_->texts_).substr(n.first, n.count);
 }
 
 size_t YamlNode::size() const {
   if (!doc_) return 0;
   const auto& n = doc_->nodes_[index_];
-  return n.kind == YamlDocument::Kind::Map ? n.count / 2 : n.count;
+  if (n.type() == YamlDocument::Kind::Map) return n.count / 2;
+  return n.type() == YamlDocument::Kind::Sequence ? n.count : 0;
 }
 
-Mark YamlNode::mark() const { return doc_ ? doc_->nodes_[index_].mark : Mark{}; }
+Mark YamlNode::mark() const {
+  if (!doc_) return {};
+  const auto& n = doc_->nodes_[index_];
+  return {int(n.line), int(n.col)};
+}
 
 YamlNode YamlNode::item(size_t i) const { return {doc_, doc_->links_[doc_->nodes_[index_].first + i]}; }
 YamlNode YamlNode::key(size_t i) const { return item(2 * i); }

@@ -2,7 +2,7 @@
 
 namespace distrun::scenario {
 
-// op_name, op_names, parse_op and is_object_op read the op table (op_table.cpp).
+const StepArgs Step::kDefaultArgs{};
 
 const Group* Scenario::find_group(const std::string& group_name) const {
   for (const auto& g : groups)

@@ -15,7 +15,7 @@
 
 namespace distrun::scenario {
 
-enum class Op {
+enum class Op : uint8_t {
   Broadcast,
   Scatter,
   Gather,
@@ -33,14 +33,6 @@ enum class Op {
   Bench,
   LocalReduce
 };
-
-/// The scenario-format name of an op ("all_reduce", ...).
-const char* op_name(Op op);
-/// Every op name, for did-you-mean suggestions.
-std::vector<std::string> op_names();
-std::optional<Op> parse_op(const std::string& name);
-/// True for the ops whose result is a JSON object rather than a tensor.
-bool is_object_op(Op op);
 
 /// A number written as a literal: an integer exactly (never through a double), or a real.
 struct Literal {
@@ -92,14 +84,12 @@ struct BenchSpec {
   int root = 0;
 };
 
-struct Step {
-  Op op = Op::Barrier;
-  Mark mark;
-  int index = 0;  // position in steps, from 0
+/// Everything a step says besides its op, place and print/check flags. Kept behind one
+/// pointer, absent for a step that gives nothing more (a barrier): a Step is 32 bytes, so a
+/// file of hundreds of thousands of small steps stays small once loaded.
+struct StepArgs {
   std::optional<std::string> group;
   Mark group_mark;
-  bool print = true;
-  bool check = true;
 
   TensorRef input;
   bool has_input = false;
@@ -127,6 +117,23 @@ struct Step {
   BenchSpec bench;
 };
 
+struct Step {
+  Op op = Op::Barrier;
+  bool print = true;
+  bool check = true;
+  int index = 0;  // position in steps, from 0
+  Mark mark;
+  std::shared_ptr<const StepArgs> given;  // null: every argument at its default
+
+  const StepArgs& args() const { return given ? *given : kDefaultArgs; }
+
+ private:
+  static const StepArgs kDefaultArgs;
+};
+
+class OpTable;
+struct OpSpec;
+
 struct Group {
   std::string name;
   std::vector<int> members;  // global ranks, ascending
@@ -146,7 +153,11 @@ struct Scenario {
   std::vector<std::pair<std::string, TensorSpec>> tensors;
   std::vector<Step> steps;
 
+  const OpTable* ops = nullptr;  // the table the scenario was loaded with (op_table.hpp)
+
   const Group* find_group(const std::string& name) const;
+  /// The description of `op` in `ops`.
+  const OpSpec& spec(Op op) const;
 };
 
 }  // namespace distrun::scenario

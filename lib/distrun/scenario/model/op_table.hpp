@@ -6,12 +6,13 @@
 // The loader, the reference and the runner hold no per-op switch: they look the op up here.
 //
 // Adding an op: a value in `enum class Op` (model.hpp), then one OpSpec in the op_*.cpp file
-// of its kind in ops/ (op_collectives, op_local, op_objects, op_bench), listed in op_table.cpp.
+// of its kind in ops/ (op_collectives, op_local, op_objects, op_bench), listed in ops/ops.cpp.
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "distrun/backend/backend.hpp"
@@ -74,15 +75,20 @@ struct OpSpec {
   Picture (*picture)(const Step& s, const std::vector<int>& members) = nullptr;
 };
 
-/// Every op, in the order the format's documentation lists them.
-const std::vector<OpSpec>& op_table();
-/// The description of `op`.
-const OpSpec& op_spec(Op op);
+/// Every op of the format as the layer that runs them describes it (ops/ops.hpp assembles
+/// the table): the loader, the checks and --explain look an op up in the table the scenario
+/// was loaded with (Scenario::spec), so nothing below ops/ refers to ops/.
+class OpTable {
+ public:
+  /// `specs` in the order the format's documentation lists them.
+  explicit OpTable(std::vector<OpSpec> specs) : specs_(std::move(specs)) {}
+  const OpSpec& spec(Op op) const;
+  std::optional<Op> parse(std::string_view name) const;
+  /// Every op name, for did-you-mean suggestions.
+  std::vector<std::string> names() const;
 
-/// The groups of the table, one per op_*.cpp file.
-std::vector<OpSpec> collective_ops();
-std::vector<OpSpec> local_ops();
-std::vector<OpSpec> object_ops();
-std::vector<OpSpec> bench_ops();
+ private:
+  std::vector<OpSpec> specs_;
+};
 
 }  // namespace distrun::scenario

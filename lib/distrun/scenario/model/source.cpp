@@ -138,14 +138,14 @@ std::string read_scenario_text(const std::string& path) {
   return text;
 }
 
-std::string excerpt(const std::string& text, size_t max) {
-  if (text.size() <= max) return text;
+std::string excerpt(std::string_view text, size_t max) {
+  if (text.size() <= max) return std::string(text);
   size_t cut = max;
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0u) == 0x80u) --cut;  // not inside a UTF-8 sequence
-  return text.substr(0, cut) + "... (" + std::to_string(text.size()) + " bytes)";
+  return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " bytes)";
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
+size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
@@ -157,7 +157,7 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
-std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
   std::string best;
   size_t best_d = std::string::npos;
   for (const auto& c : candidates) {

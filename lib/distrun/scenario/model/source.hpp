@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "distrun/core/error.hpp"
@@ -33,12 +34,12 @@ std::string normalize_line_ends(std::string text);
 
 /// `text` as a message may echo it: whole when short, else its first characters and its length
 /// (a name of a megabyte is not printed back).
-std::string excerpt(const std::string& text, size_t max = 64);
+std::string excerpt(std::string_view text, size_t max = 64);
 
 /// " (did you mean 'x'?)" for the candidate closest to `word` in edit distance, or "".
-std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates);
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 
 /// Levenshtein distance between two strings.
-size_t edit_distance(const std::string& a, const std::string& b);
+size_t edit_distance(std::string_view a, std::string_view b);
 
 }  // namespace distrun::scenario

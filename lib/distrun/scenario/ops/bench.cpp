@@ -9,6 +9,7 @@
 #include "distrun/core/error.hpp"
 #include "distrun/env/world.hpp"
 #include "distrun/scenario/load/loader.hpp"
+#include "distrun/scenario/ops/ops.hpp"
 
 namespace distrun::scenario {
 

@@ -4,6 +4,7 @@
 #include "distrun/scenario/model/limits.hpp"
 #include "distrun/scenario/model/op_table.hpp"
 #include "distrun/scenario/ops/bench.hpp"
+#include "distrun/scenario/ops/ops.hpp"
 #include "distrun/scenario/ops/step_runner.hpp"
 
 namespace distrun::scenario {
@@ -12,7 +13,7 @@ namespace {
 
 void validate_bench(Validation& v, const Step& s) {
   const auto members = v.participants(s);
-  const auto& b = s.bench;
+  const auto& b = s.args().bench;
   const DType dtype = b.dtype.value_or(v.scenario().dtype);
   if (!reduce_op_valid_for(b.reduce, dtype))
     v.fail(s.mark, v.where(s) + ": reduce op '" + reduce_op_name(b.reduce) + "' needs an integer dtype, bench uses " +
@@ -21,7 +22,8 @@ void validate_bench(Validation& v, const Step& s) {
     v.fail(s.mark, v.where(s) + ": root " + std::to_string(b.root) + " is out of range for a world of " +
                        ranks_str(v.world_size()));
   if (std::find(members.begin(), members.end(), b.root) == members.end())
-    v.fail(s.mark, v.where(s) + ": root " + std::to_string(b.root) + " is not a member of group '" + *s.group + "'");
+    v.fail(s.mark,
+           v.where(s) + ": root " + std::to_string(b.root) + " is not a member of group '" + *s.args().group + "'");
   // A bench rank holds an input, an output and the expected values of its largest size.
   for (size_t k = 0; k < b.bytes.size(); ++k) {
     int64_t need = 0;
@@ -42,18 +44,18 @@ StepOutput run_bench_step(StepRunner& r, const Step& s, Backend& b) {
   ctx.backend_name = settings.backend_name;
   ctx.device = settings.device;
   ctx.check = s.check;
-  ctx.dtype = s.bench.dtype.value_or(r.scenario().dtype);
+  ctx.dtype = s.args().bench.dtype.value_or(r.scenario().dtype);
   // Rank 0 prints each row as its size completes; when rank 0 is not a member of the step's
   // group, the group's first member sends its table with the step's report.
   ctx.out = me == 0 ? settings.out : nullptr;
-  const BenchResult res = run_bench(b, s.bench, ctx);
+  const BenchResult res = run_bench(b, s.args().bench, ctx);
   StepReport report;
   if (b.rank() == 0) {
     report.records = res.rows;
     if (s.check) report.wrong = res.wrong;
     if (me != 0) report.text = res.table;
     if (res.wrong > 0 && s.check)
-      report.problems.push_back("check failed: " + step_where(s) + " " + op_name(s.bench.collective) + ": " +
+      report.problems.push_back("check failed: " + step_where(s) + " " + op_name(s.args().bench.collective) + ": " +
                                 std::to_string(res.wrong) + " wrong elements");
   }
   return {{}, {}, report};

@@ -4,6 +4,7 @@
 
 #include "distrun/scenario/check/validation.hpp"
 #include "distrun/scenario/model/op_table.hpp"
+#include "distrun/scenario/ops/ops.hpp"
 #include "distrun/scenario/ops/step_runner.hpp"
 
 namespace distrun::scenario {
@@ -20,7 +21,7 @@ double propagated_error(Reference& ref, const Step& s, const std::map<std::strin
   // where a fixed number of ulps would not.
   const Reference::State& st = ref.state(rank);
   const Tensor base =
-      apply_map(*s.expr, inputs, shape, DType::Float64, ref.env(rank), ref.scenario().file, s.expr_mark);
+      apply_map(*s.args().expr, inputs, shape, DType::Float64, ref.env(rank), ref.scenario().file, s.args().expr_mark);
   std::vector<double> err(size_t(base.numel()), 0.0);
   for (const auto& [name, t] : inputs) {
     const RefTensor& tol = st.at(name);  // a tensor still as its spec made it is exact (ulps 0)
@@ -34,8 +35,8 @@ double propagated_error(Reference& ref, const Step& s, const std::map<std::strin
       }
       auto shifted = inputs;
       shifted[name] = moved;
-      const Tensor y =
-          apply_map(*s.expr, shifted, shape, DType::Float64, ref.env(rank), ref.scenario().file, s.expr_mark);
+      const Tensor y = apply_map(*s.args().expr, shifted, shape, DType::Float64, ref.env(rank), ref.scenario().file,
+                                 s.args().expr_mark);
       for (int64_t e = 0; e < y.numel(); ++e) {
         const double d = std::fabs(y.get(e) - base.get(e));
         if (std::isfinite(d)) err[size_t(e)] += d / 2;  // the two directions, averaged
@@ -52,33 +53,37 @@ double propagated_error(Reference& ref, const Step& s, const std::map<std::strin
 void validate_map_on_rank(Validation& v, const Step& s, int rank) {
   std::optional<Shape> shape;
   std::optional<TensorMeta> first;
-  for (const auto& name : map_tensor_names(*s.expr)) {
+  for (const auto& name : map_tensor_names(*s.args().expr)) {
     const TensorMeta* t = v.tensor(rank, name);
     if (!t) {
       std::vector<std::string> names = {"rank", "world_size", "local_rank", "local_world_size", "i", "j", "k", "idx"};
       for (const auto& n : v.names(rank)) names.push_back(n);
-      v.fail(s.expr_mark, v.where(s) + ": '" + name + "' in expr is not a tensor defined on rank " +
-                              std::to_string(rank) + " nor a known name" + did_you_mean(name, names));
+      v.fail(s.args().expr_mark, v.where(s) + ": '" + name + "' in expr is not a tensor defined on rank " +
+                                     std::to_string(rank) + " nor a known name" + did_you_mean(name, names));
     }
     if (!first) first = *t;
     if (numel_of(t->shape) != 1) {
       if (shape && *shape != t->shape)
-        v.fail(s.expr_mark, v.where(s) + ": tensors in expr have different shapes on rank " + std::to_string(rank) +
-                                ": " + shape_str(*shape) + " and " + shape_str(t->shape) + " ('" + name + "')");
+        v.fail(s.args().expr_mark, v.where(s) + ": tensors in expr have different shapes on rank " +
+                                       std::to_string(rank) + ": " + shape_str(*shape) + " and " + shape_str(t->shape) +
+                                       " ('" + name + "')");
       shape = t->shape;
     }
   }
-  const TensorMeta* old_out = v.tensor(rank, s.output);
+  const TensorMeta* old_out = v.tensor(rank, s.args().output);
   if (!shape) {
     if (first)
       shape = first->shape;
     else if (old_out)
       shape = old_out->shape;
     else
-      v.fail(s.expr_mark, v.where(s) + ": expr names no tensor and output '" + s.output + "' does not exist on rank " +
-                              std::to_string(rank) + ", so its shape is unknown");
+      v.fail(s.args().expr_mark, v.where(s) + ": expr names no tensor and output '" + s.args().output +
+                                     "' does not exist on rank " + std::to_string(rank) + ", so its shape is unknown");
   }
-  const DType dtype = s.dtype ? *s.dtype : first ? first->dtype : old_out ? old_out->dtype : v.scenario().dtype;
+  const DType dtype = s.args().dtype ? *s.args().dtype
+                      : first        ? first->dtype
+                      : old_out      ? old_out->dtype
+                                     : v.scenario().dtype;
   v.set_result(s, rank, {*shape, dtype});
 }
 
@@ -87,7 +92,7 @@ void map_on_rank(Reference& ref, const Step& s, int rank) {
   std::optional<Shape> shape;
   std::optional<DType> first_dtype;
   double ulps = 0, scale = 0;
-  for (const auto& name : map_tensor_names(*s.expr)) {
+  for (const auto& name : map_tensor_names(*s.args().expr)) {
     const RefTensor held = *ref.tensor(rank, name);
     const Tensor& t = held.value;
     inputs[name] = t;
@@ -96,13 +101,14 @@ void map_on_rank(Reference& ref, const Step& s, int rank) {
     if (!first_dtype) first_dtype = t.dtype();
     if (t.numel() != 1) shape = t.shape();
   }
-  const std::optional<RefTensor> old_out = ref.tensor(rank, s.output);
+  const std::optional<RefTensor> old_out = ref.tensor(rank, s.args().output);
   if (!shape) shape = !inputs.empty() ? inputs.begin()->second.shape() : old_out->value.shape();
-  DType dtype = s.dtype       ? *s.dtype
-                : first_dtype ? *first_dtype
-                : old_out     ? old_out->value.dtype()
-                              : ref.scenario().dtype;
-  RefTensor out{apply_map(*s.expr, inputs, *shape, dtype, ref.env(rank), ref.scenario().file, s.expr_mark)};
+  DType dtype = s.args().dtype ? *s.args().dtype
+                : first_dtype  ? *first_dtype
+                : old_out      ? old_out->value.dtype()
+                               : ref.scenario().dtype;
+  RefTensor out{
+      apply_map(*s.args().expr, inputs, *shape, dtype, ref.env(rank), ref.scenario().file, s.args().expr_mark)};
   if (floating(dtype) && ulps > 0) {
     // Inexact inputs: allow their error to grow through the expression (exp, log, division).
     for (const auto& kv : inputs)
@@ -115,11 +121,11 @@ void map_on_rank(Reference& ref, const Step& s, int rank) {
 }
 
 void validate_map(Validation& v, const Step& s) {
-  if (s.ranks)
-    for (int r : *s.ranks)
+  if (s.args().ranks)
+    for (int r : *s.args().ranks)
       if (r < 0 || r >= v.world_size())
-        v.fail(s.ranks_mark, v.where(s) + ": rank " + std::to_string(r) + " in ranks is out of range for a world of " +
-                                 ranks_str(v.world_size()));
+        v.fail(s.args().ranks_mark, v.where(s) + ": rank " + std::to_string(r) +
+                                        " in ranks is out of range for a world of " + ranks_str(v.world_size()));
   for (int r : v.result_ranks(s)) validate_map_on_rank(v, s, r);
 }
 
@@ -129,11 +135,13 @@ void simulate_map(Reference& ref, const Step& s) {
 }
 
 StepOutput run_map(StepRunner& r, const Step& s, Backend&) {
-  if (s.ranks && std::find(s.ranks->begin(), s.ranks->end(), r.rank()) == s.ranks->end()) return {};
+  if (s.args().ranks && std::find(s.args().ranks->begin(), s.args().ranks->end(), r.rank()) == s.args().ranks->end())
+    return {};
   std::map<std::string, Tensor> inputs;
-  for (const auto& name : map_tensor_names(*s.expr)) inputs[name] = to_cpu(r.tensor(name));
+  for (const auto& name : map_tensor_names(*s.args().expr)) inputs[name] = to_cpu(r.tensor(name));
   const Tensor& shape_of = r.expected(s).tensor.value;
-  return {apply_map(*s.expr, inputs, shape_of.shape(), shape_of.dtype(), r.env(), r.scenario().file, s.expr_mark)
+  return {apply_map(*s.args().expr, inputs, shape_of.shape(), shape_of.dtype(), r.env(), r.scenario().file,
+                    s.args().expr_mark)
               .to(r.settings().device),
           {},
           {}};
@@ -142,10 +150,10 @@ StepOutput run_map(StepRunner& r, const Step& s, Backend&) {
 void validate_local_reduce(Validation& v, const Step& s) {
   for (int r : v.participants(s)) {
     const TensorMeta in = v.input(s, r);
-    if (s.local_dim && *s.local_dim >= int(in.shape.size()))
-      v.fail(s.dim_mark, v.where(s) + ": dim " + std::to_string(*s.local_dim) + " is out of range for shape " +
-                             shape_str(in.shape));
-    v.set_result(s, r, {local_reduce_shape(in.shape, s.local_dim, s.keepdim), in.dtype});
+    if (s.args().local_dim && *s.args().local_dim >= int(in.shape.size()))
+      v.fail(s.args().dim_mark, v.where(s) + ": dim " + std::to_string(*s.args().local_dim) +
+                                    " is out of range for shape " + shape_str(in.shape));
+    v.set_result(s, r, {local_reduce_shape(in.shape, s.args().local_dim, s.args().keepdim), in.dtype});
   }
 }
 
@@ -153,20 +161,23 @@ void simulate_local_reduce(Reference& ref, const Step& s) {
   for (int r : ref.participants(s)) {
     if (!ref.wanted(s, r)) continue;
     RefTensor in = ref.input(s, r);
-    RefTensor out{local_reduce(in.value, s.reduce, s.local_dim, s.keepdim), in.ulps, in.scale};
-    if (floating(in.value.dtype()) && s.reduce != ReduceOp::Min && s.reduce != ReduceOp::Max) {
-      const int64_t count = s.local_dim ? in.value.shape()[size_t(*s.local_dim)] : in.value.numel();
+    RefTensor out{local_reduce(in.value, s.args().reduce, s.args().local_dim, s.args().keepdim), in.ulps, in.scale};
+    if (floating(in.value.dtype()) && s.args().reduce != ReduceOp::Min && s.args().reduce != ReduceOp::Max) {
+      const int64_t count = s.args().local_dim ? in.value.shape()[size_t(*s.args().local_dim)] : in.value.numel();
       double mag = 0;
       for (int64_t e = 0; e < in.value.numel(); ++e) mag += std::fabs(in.value.get(e));
       out.ulps += 2.0 * double(count) + 2;
-      out.scale = std::max(out.scale, s.reduce == ReduceOp::Prod ? 0.0 : mag);
+      out.scale = std::max(out.scale, s.args().reduce == ReduceOp::Prod ? 0.0 : mag);
     }
     ref.set_result(s, r, out);
   }
 }
 
 StepOutput run_local_reduce(StepRunner& r, const Step& s, Backend&) {
-  return {local_reduce(to_cpu(r.input(s)), s.reduce, s.local_dim, s.keepdim).to(r.settings().device), {}, {}};
+  return {local_reduce(to_cpu(r.input(s)), s.args().reduce, s.args().local_dim, s.args().keepdim)
+              .to(r.settings().device),
+          {},
+          {}};
 }
 
 }  // namespace
@@ -186,7 +197,7 @@ std::vector<OpSpec> local_ops() {
   ops.back().validate = validate_local_reduce;
   ops.back().simulate = simulate_local_reduce;
   ops.back().run = run_local_reduce;
-  ops.back().header_detail = [](const Step& s) { return std::string(" (") + reduce_op_name(s.reduce) + ")"; };
+  ops.back().header_detail = [](const Step& s) { return std::string(" (") + reduce_op_name(s.args().reduce) + ")"; };
   return ops;
 }
 

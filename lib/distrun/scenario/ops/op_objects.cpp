@@ -4,6 +4,7 @@
 #include "distrun/comm/collectives.hpp"
 #include "distrun/scenario/check/validation.hpp"
 #include "distrun/scenario/model/op_table.hpp"
+#include "distrun/scenario/ops/ops.hpp"
 #include "distrun/scenario/ops/step_runner.hpp"
 #include "distrun/scenario/output/explain.hpp"
 #include "distrun/scenario/output/json_values.hpp"
@@ -13,7 +14,7 @@ namespace distrun::scenario {
 namespace {
 
 nlohmann::ordered_json mine(StepRunner& r, const Step& s) {
-  return encode_nonfinite(substitute_object(s.object, r.env()));
+  return encode_nonfinite(substitute_object(s.args().object, r.env()));
 }
 
 nlohmann::ordered_json as_list(const std::vector<nlohmann::ordered_json>& got) {
@@ -25,7 +26,7 @@ nlohmann::ordered_json as_list(const std::vector<nlohmann::ordered_json>& got) {
 // Every member's object, in member order, as the reference computes it.
 nlohmann::ordered_json simulated_list(Reference& ref, const Step& s, const std::vector<int>& members) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (int r : members) list.push_back(substitute_object(s.object, ref.env(r)));
+  for (int r : members) list.push_back(substitute_object(s.args().object, ref.env(r)));
   return list;
 }
 
@@ -48,31 +49,31 @@ std::vector<OpSpec> object_ops() {
   ops.push_back({Op::GatherObject, "gather_object", {"object", "dst"}, {"object"}, true});
   ops.back().result_at = ResultAt::Dst;
   ops.back().validate = [](Validation& v, const Step& s) {
-    v.member_index(s, v.participants(s), s.dst, s.dst_mark, "dst");
+    v.member_index(s, v.participants(s), s.args().dst, s.args().dst_mark, "dst");
   };
   ops.back().simulate = [](Reference& ref, const Step& s) {
-    ref.set_object(s, s.dst, simulated_list(ref, s, ref.participants(s)));
+    ref.set_object(s, s.args().dst, simulated_list(ref, s, ref.participants(s)));
   };
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) {
-    auto got = gather_object(b, mine(r, s), b.group_rank(s.dst));
-    if (r.rank() != s.dst) return StepOutput{};
+    auto got = gather_object(b, mine(r, s), b.group_rank(s.args().dst));
+    if (r.rank() != s.args().dst) return StepOutput{};
     return StepOutput{{}, as_list(got), {}};
   };
-  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, s.dst); };
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return gather_picture(s, m, s.args().dst); };
 
   ops.push_back({Op::BroadcastObject, "broadcast_object", {"object", "src"}, {"object"}, true});
   ops.back().validate = [](Validation& v, const Step& s) {
-    v.member_index(s, v.participants(s), s.src, s.src_mark, "src");
+    v.member_index(s, v.participants(s), s.args().src, s.args().src_mark, "src");
   };
   ops.back().simulate = [](Reference& ref, const Step& s) {
     const auto members = ref.participants(s);
-    const nlohmann::ordered_json obj = substitute_object(s.object, ref.env(s.src));
+    const nlohmann::ordered_json obj = substitute_object(s.args().object, ref.env(s.args().src));
     for (int r : members) ref.set_object(s, r, obj);
   };
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) {
-    return StepOutput{{}, decode_nonfinite(broadcast_object(b, mine(r, s), b.group_rank(s.src))), {}};
+    return StepOutput{{}, decode_nonfinite(broadcast_object(b, mine(r, s), b.group_rank(s.args().src))), {}};
   };
-  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return whole_from(s, m, s.src, false); };
+  ops.back().picture = [](const Step& s, const std::vector<int>& m) { return whole_from(s, m, s.args().src, false); };
   return ops;
 }
 

@@ -1,5 +1,7 @@
 #include "distrun/scenario/ops/step_runner.hpp"
 
+#include "distrun/scenario/ops/ops.hpp"
+
 namespace distrun::scenario {
 
 std::string step_where(const Step& s) { return "step " + std::to_string(s.index) + " (" + op_name(s.op) + ")"; }

@@ -31,20 +31,20 @@ void size_chunks(Picture& p, const Step& s, const std::vector<int>& members, int
   std::map<int, std::vector<int64_t>> splits;
   for (int r : members) {
     const RankEnv env{r, world_size, r, world_size};
-    for (const auto& num : s.split_sizes) splits[r].push_back(int64_t(eval_number(num, env)));
+    for (const auto& num : s.args().split_sizes) splits[r].push_back(int64_t(eval_number(num, env)));
   }
   for (auto& rp : p.ranks)
     for (auto* blocks : {&rp.before, &rp.after})
       for (auto& b : *blocks)
         if (b.from >= 0 && b.chunk >= 0) b.size = splits[b.from].at(size_t(b.chunk));
-  p.note = "(n): the chunk's size along dim " + std::to_string(s.dim) + ", from each sender's split_sizes";
+  p.note = "(n): the chunk's size along dim " + std::to_string(s.args().dim) + ", from each sender's split_sizes";
 }
 
 // What the blocks of a picture are cut along.
 std::string blocks_heading(const Step& s, const Picture& p) {
   if (!p.column_blocks) return "  (row blocks, dim 0)";
-  if (s.dim == 1) return "  (column blocks, dim 1)";
-  return "  (blocks along dim " + std::to_string(s.dim) + ", side by side)";
+  if (s.args().dim == 1) return "  (column blocks, dim 1)";
+  return "  (blocks along dim " + std::to_string(s.args().dim) + ", side by side)";
 }
 
 // Visible width of a label (Σ is one column, two bytes).
@@ -121,7 +121,7 @@ void render(const Picture& p, std::ostream& out, bool colour) {
 Picture whole_from(const Step& s, const std::vector<int>& members, int src, bool only_dst) {
   Picture p;
   for (int r : members) {
-    const bool gets = !only_dst || r == s.dst;
+    const bool gets = !only_dst || r == s.args().dst;
     p.ranks.push_back({r, {{r, -1}}, gets ? std::vector<Block>{{src, -1}} : std::vector<Block>{}, gets});
   }
   return p;
@@ -129,12 +129,12 @@ Picture whole_from(const Step& s, const std::vector<int>& members, int src, bool
 
 Picture scatter_picture(const Step& s, const std::vector<int>& members, bool reduced) {
   Picture p;
-  p.column_blocks = s.dim >= 1;
+  p.column_blocks = s.args().dim >= 1;
   const int n = int(members.size());
   for (int g = 0; g < n; ++g) {
     const int r = members[size_t(g)];
-    RankPicture rp{r, chunks_of(r, n), {{reduced ? -1 : s.src, g}}, true};
-    if (!reduced && r != s.src) rp.before = {};  // only src's input is read
+    RankPicture rp{r, chunks_of(r, n), {{reduced ? -1 : s.args().src, g}}, true};
+    if (!reduced && r != s.args().src) rp.before = {};  // only src's input is read
     p.ranks.push_back(rp);
   }
   return p;
@@ -142,7 +142,7 @@ Picture scatter_picture(const Step& s, const std::vector<int>& members, bool red
 
 Picture gather_picture(const Step& s, const std::vector<int>& members, int only_dst) {
   Picture p;
-  p.column_blocks = s.dim >= 1;
+  p.column_blocks = s.args().dim >= 1;
   for (int r : members) {
     RankPicture rp{r, {{r, -1}}, {}, only_dst < 0 || r == only_dst};
     if (rp.has_after)
@@ -155,13 +155,13 @@ Picture gather_picture(const Step& s, const std::vector<int>& members, int only_
 Picture reduce_picture(const Step& s, const std::vector<int>& members, int only_dst) {
   Picture p;
   for (int r : members) p.ranks.push_back({r, {{r, -1}}, {{-1, -1}}, only_dst < 0 || r == only_dst});
-  p.note = std::string("\u03a3 = ") + reduce_op_name(s.reduce) + " over ranks elementwise";
+  p.note = std::string("\u03a3 = ") + reduce_op_name(s.args().reduce) + " over ranks elementwise";
   return p;
 }
 
 Picture all_to_all_picture(const Step& s, const std::vector<int>& members) {
   Picture p;
-  p.column_blocks = s.dim >= 1;
+  p.column_blocks = s.args().dim >= 1;
   const int n = int(members.size());
   for (int j = 0; j < n; ++j) {
     RankPicture rp{members[size_t(j)], chunks_of(members[size_t(j)], n), {}, true};
@@ -186,7 +186,7 @@ class HeldValues {
   void write(const Step& s, const std::vector<int>& members, std::ostream& out) {
     for (int r : members) {
       std::string line = "  rank " + std::to_string(r) + ": ";
-      if (s.has_input) line += shown(input(s, r)) + "  ->  ";
+      if (s.args().has_input) line += shown(input(s, r)) + "  ->  ";
       const Expected& e = ref_.expected(s.index, r);
       if (e.object)
         line += python_repr(*e.object);
@@ -198,16 +198,16 @@ class HeldValues {
     }
     for (int r : members) {  // after the step has read every member's input
       const Expected& e = ref_.expected(s.index, r);
-      if (e.has_result && !e.object && e.tensor.value.defined()) held_[size_t(r)][s.output] = e.tensor.value;
+      if (e.has_result && !e.object && e.tensor.value.defined()) held_[size_t(r)][s.args().output] = e.tensor.value;
     }
   }
 
  private:
   RankEnv env(int r) const { return RankEnv{r, world_size_, r, world_size_}; }
   std::optional<Tensor> input(const Step& s, int r) const {
-    if (s.input.spec) return make_tensor(*s.input.spec, sc_.dtype, env(r), sc_.file);
+    if (s.args().input.spec) return make_tensor(*s.args().input.spec, sc_.dtype, env(r), sc_.file);
     const auto& mine = held_[size_t(r)];
-    if (auto it = mine.find(s.input.name); it != mine.end()) return it->second;
+    if (auto it = mine.find(s.args().input.name); it != mine.end()) return it->second;
     return std::nullopt;
   }
   static std::string shown(const std::optional<Tensor>& t) {
@@ -232,23 +232,24 @@ void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour,
       << ": each block is named by its source (\"2\": rank 2's tensor, \"2.1\": chunk 1 of it, \"\u03a3\": the "
          "reduction over the ranks)\n";
   for (const auto& s : sc.steps) {
-    const OpSpec& spec = op_spec(s.op);
+    const OpSpec& spec = sc.spec(s.op);
     std::vector<int> members;
-    if (s.group)
-      members = sc.find_group(*s.group)->members;
+    if (s.args().group)
+      members = sc.find_group(*s.args().group)->members;
     else
       for (int r = 0; r < world_size; ++r) members.push_back(r);
     out << "\nstep " << s.index << ": " << spec.name << (spec.header_detail ? spec.header_detail(s) : "");
-    if (s.has_input)
-      out << "  " << (s.input.name.empty() ? std::string("(inline)") : s.input.name) << " -> " << s.output;
-    if (s.group) out << "  group " << *s.group;
+    if (s.args().has_input)
+      out << "  " << (s.args().input.name.empty() ? std::string("(inline)") : s.args().input.name) << " -> "
+          << s.args().output;
+    if (s.args().group) out << "  group " << *s.args().group;
     if (!spec.picture) {
       out << "\n  " << (spec.object_result ? "objects" : "no data moves between ranks") << "\n";
       if (held) held->write(s, members, out);
       continue;
     }
     Picture p = spec.picture(s, members);
-    if (s.has_split_sizes) size_chunks(p, s, members, world_size);
+    if (s.args().has_split_sizes) size_chunks(p, s, members, world_size);
     bool blocks = false;
     for (const auto& r : p.ranks) blocks = blocks || r.before.size() > 1 || r.after.size() > 1;
     if (spec.object_result)

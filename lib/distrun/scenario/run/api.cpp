@@ -11,10 +11,21 @@
 #include "distrun/scenario/load/loader.hpp"
 #include "distrun/scenario/model/limits.hpp"
 #include "distrun/scenario/output/explain.hpp"
+#include "distrun/scenario/ops/ops.hpp"
 #include "distrun/scenario/output/results_file.hpp"
 #include "distrun/scenario/run/runner.hpp"
 
 namespace distrun {
+
+namespace scenario {
+
+Scenario load_scenario(const std::string& path) { return load_scenario(path, op_table()); }
+
+Scenario load_scenario_text(const std::string& file, std::string text) {
+  return load_scenario_text(file, std::move(text), op_table());
+}
+
+}  // namespace scenario
 
 void check_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::optional<int> local_world_size) {
   // Shapes, groups, dtypes and sizes only: no rank's values, so the cost does not grow with

@@ -1,6 +1,6 @@
 // The scenario layer's entry points, used by distrun-worker and by the launcher (which
 // validates a scenario before any worker starts). Each takes a scenario loaded once by
-// scenario::load_scenario() (loader.hpp): a process parses its file one time.
+// scenario::load_scenario(): a process parses its file one time.
 #pragma once
 #include <optional>
 #include <ostream>
@@ -10,7 +10,12 @@ namespace distrun {
 
 namespace scenario {
 struct Scenario;
-}
+
+/// Loads and checks the scenario file at `path` with every op distrun runs (loader.hpp).
+Scenario load_scenario(const std::string& path);
+/// The same from `text`, naming it `file` in errors.
+Scenario load_scenario_text(const std::string& file, std::string text);
+}  // namespace scenario
 
 /// Validates everything that can be checked before running, for a world of `world_size`
 /// ranks, `local_world_size` of them per host (default: all on one host; nullopt world:

@@ -10,6 +10,7 @@
 #include "distrun/scenario/output/format.hpp"
 #include "distrun/scenario/output/json_values.hpp"
 #include "distrun/scenario/output/results_file.hpp"
+#include "distrun/scenario/ops/ops.hpp"
 
 namespace distrun::scenario {
 
@@ -87,8 +88,8 @@ class Runner final : public StepRunner {
   }
 
   Backend* backend_for(const Step& s) {
-    if (!s.group) return world_.get();
-    return groups_.at(*s.group).get();  // nullptr: not a member
+    if (!s.args().group) return world_.get();
+    return groups_.at(*s.args().group).get();  // nullptr: not a member
   }
 
   int rank() const override { return world_->rank(); }
@@ -98,8 +99,8 @@ class Runner final : public StepRunner {
   const Tensor& tensor(const std::string& name) const override { return state_.at(name); }
 
   Tensor input(const Step& s) override {
-    if (s.input.spec) return make_tensor(*s.input.spec, sc_.dtype, env_, sc_.file).to(settings_.device);
-    return state_.at(s.input.name);
+    if (s.args().input.spec) return make_tensor(*s.args().input.spec, sc_.dtype, env_, sc_.file).to(settings_.device);
+    return state_.at(s.args().input.name);
   }
 
   const Expected& expected(const Step& s) const override { return ref_.expected(s.index, world_->rank()); }
@@ -119,7 +120,7 @@ class Runner final : public StepRunner {
     const std::optional<Tensor>& result = got.tensor;
     const std::optional<nlohmann::ordered_json>& object = got.object;
     if (result) {
-      state_[s.output] = *result;
+      state_[s.args().output] = *result;
       report_tensor(s, to_cpu(*result), report);
     } else if (object) {
       report_object(s, *object, report);
@@ -167,17 +168,18 @@ class Runner final : public StepRunner {
                      ", expected " + number_str(want.tensor.value.get(first));
           report.problems.push_back("check failed: " + where(s) + " on rank " + std::to_string(world_->rank()) + ": " +
                                     std::to_string(wrong) + " of " + std::to_string(got.numel()) + " elements of '" +
-                                    s.output + "' wrong; " + detail);
+                                    s.args().output + "' wrong; " + detail);
         }
       }
     }
     report.wrong += wrong;
     // Text and records only when someone reads them: for a large tensor they dwarf the data.
     if (s.print)
-      report.text = header(s) + ": " + s.output + " shape " + shape_str(got.shape()) + "\n" + format_values(got) + "\n";
+      report.text =
+          header(s) + ": " + s.args().output + " shape " + shape_str(got.shape()) + "\n" + format_values(got) + "\n";
     if (!records_wanted()) return;
     auto r = record_head(s);
-    r["name"] = s.output;
+    r["name"] = s.args().output;
     r["shape"] = got.shape();
     r["dtype"] = dtype_name(got.dtype());
     r["values"] = values_json(got);
