@@ -151,7 +151,7 @@ def main():
             print(f"layers_check: no object files of the layers under {sys.argv[3]}")
             return 1
     return judge_tree(root, os.path.join("lib", "distrun"), lambda path, text: problems_of(layers, path, text),
-                      f"{len(layers)} layers ({' < '.join(layers)}), {'their objects, ' if links else ''}", links)
+                      f"{len(layers)} layers ({' < '.join(layers)}), {'their objects, ' if len(sys.argv) > 3 else ''}", links)
 
 
 if __name__ == "__main__":
