@@ -3,7 +3,7 @@
 // memory or Gloo's TCP pairs), or the hierarchical composition of such groups across hosts
 // (hierarchical_transport.hpp). Every call first makes the ranks agree on `intent`
 // (backend/intent.hpp): a disagreement is a CollectiveMismatchError on every rank, before a
-// byte moves.
+// byte moves (the eager broadcast on shared memory raises it on the root at its next call).
 #pragma once
 #include <chrono>
 #include <string>
