@@ -9,6 +9,7 @@
 
 #include "distrun/backend/intent.hpp"
 #include "distrun/gloo/gloo_backend.hpp"
+#include "distrun/host/paths/shm_path.hpp"
 #include "distrun/store/hash_store.hpp"
 
 using namespace distrun;
@@ -133,7 +134,7 @@ TEST_CASE(
           ++mismatches;
         }
       };
-      // Broadcasts above the eager broadcast's 4 KiB: every rank meets (an eager one that
+      // Broadcasts above the eager broadcast's 512 B: every rank meets (an eager one that
       // disagrees breaks the group on shared memory: "an eager broadcast ..." below).
       Tensor f = full(2048, 1.0, DType::Float32), i = full(2048, 1.0, DType::Int32);
       // Which collective runs.
@@ -322,7 +323,7 @@ TEST_CASE("an exchange (isend; blocking recv; wait on both ranks) meets: the pay
 
 TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, the root's at its next collective",
           "[eager]") {
-  // A broadcast of at most 4 KiB on shared memory does not meet: the root posts and returns.
+  // A broadcast of at most 512 B on shared memory does not meet: the root posts and returns.
   // Each case runs a broadcast both ranks see differently (3, 4: one of them meets), then an
   // all_reduce, then another.
   for (int which = 0; which < 5; ++which) {
@@ -392,34 +393,36 @@ TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, t
 }
 
 TEST_CASE("eager broadcasts: the root runs ahead of a stopped receiver up to the ring's depth, then waits", "[eager]") {
-  // More broadcasts than the ring holds, from changing roots, of changing sizes up to 4 KiB,
+  // More broadcasts than the ring holds, from changing roots, of changing sizes up to 512 B,
   // with a meeting now and then, while receivers lag: every rank gets every payload.
+  const int depth = int(ShmPath::kEagerDepth);
   for (int n : {2, 3}) {
     INFO(n << " ranks");
     std::atomic<int> ahead{0};
     auto errors = on_ranks(n, GlooTransport::SharedMemory, [&](GlooBackend& b) {
       const int r = b.rank();
-      // The first 32 broadcasts need no receiver: rank 0 posts them all before the others start.
+      // A ring's worth of broadcasts needs no receiver: rank 0 posts them all before the others
+      // start; its next one waits for them.
       if (r == 0) {
-        for (int i = 0; i < 32; ++i) {
+        for (int i = 0; i < depth; ++i) {
           Tensor t = full(2, i, DType::Int32);
           b.broadcast(t, {});
         }
         ahead = 1;
       } else {
         for (int waited = 0; ahead == 0; ++waited) {
-          if (waited > 20000) throw std::runtime_error("the root did not run 32 broadcasts ahead");
+          if (waited > 20000) throw std::runtime_error("the root did not run a ring's worth of broadcasts ahead");
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
-        for (int i = 0; i < 32; ++i) {
+        for (int i = 0; i < depth; ++i) {
           Tensor t = full(2, -1, DType::Int32);
           b.broadcast(t, {});
           if (t.get(0) != i || t.get(1) != i) throw std::runtime_error("broadcast " + std::to_string(i) + " wrong");
         }
       }
-      for (int i = 0; i < 300; ++i) {
-        const int root = (i / 40) % n, elements = 1 + (i * 37) % 1024;
-        if (r != root && r == 1 + i % (n - 1) && i % 50 == 0)
+      for (int i = 0; i < 3 * depth; ++i) {
+        const int root = (i / 100) % n, elements = 1 + (i * 37) % 128;
+        if (r != root && r == 1 + i % (n - 1) && i % 100 == 0)
           std::this_thread::sleep_for(std::chrono::milliseconds(20));  // this receiver lags
         Tensor t = Tensor::zeros({elements}, DType::Int32);
         for (int e = 0; e < elements; ++e) t.set(e, r == root ? i * 10000 + e : -1);

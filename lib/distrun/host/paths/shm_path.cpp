@@ -47,6 +47,7 @@ struct ShmSegment {
 // broadcast: its sequence number, the intent row, the root's payload).
 struct RankBox {
   alignas(64) std::atomic<uint64_t> posted;  // the last collective whose intent (row or ring) is out
+  std::atomic<uint64_t> eager;               // the last one whose intent went into the ring
   std::atomic<int32_t> cpu;                  // 1 + the CPU this rank last polled on (0: not yet);
                                              // beside `posted`, which its readers poll anyway
   std::atomic<uint32_t> pulse;               // bumped as this rank polls: it is on a CPU now
@@ -103,10 +104,13 @@ namespace {
 constexpr size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 size_t header_bytes() { return round64(sizeof(ShmSegment)); }
 size_t row_bytes(int n) { return round64(sizeof(uint64_t) * Intent::words(n)); }
-size_t entry_bytes(int n) { return 64 + row_bytes(n) + ShmPath::kEagerBytes; }
+// An entry: its sequence number and a broadcast's intent (the header words: a broadcast has
+// no per-rank ones) on two cache lines, then the payload.
+constexpr size_t kEntryHead = round64(sizeof(uint64_t) * (1 + Intent::kHeaderWords));
+constexpr size_t entry_bytes() { return kEntryHead + ShmPath::kEagerBytes; }
 size_t box_bytes(int n) {
   return round64(sizeof(RankBox)) + 2 * row_bytes(n) + 2 * ShmPath::kInlineCapacity +
-         ShmPath::kEagerDepth * entry_bytes(n);
+         ShmPath::kEagerDepth * entry_bytes();
 }
 constexpr int kMarkShift = 20;  // ShmSegment::broken: the rank's bits below the sequence number
 }  // namespace
@@ -126,22 +130,24 @@ char* ShmPath::slot(int r, uint64_t seq) const {
 }
 
 std::atomic<uint64_t>& ShmPath::entry_seq(int r, uint64_t seq) const {
-  char* e = slot(r, 0) + 2 * kInlineCapacity + (seq % kEagerDepth) * entry_bytes(size_);
+  char* e = slot(r, 0) + 2 * kInlineCapacity + (seq % kEagerDepth) * entry_bytes();
   return *reinterpret_cast<std::atomic<uint64_t>*>(e);
 }
 uint64_t* ShmPath::entry_row(int r, uint64_t seq) const {
-  return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(&entry_seq(r, seq)) + 64);
+  return reinterpret_cast<uint64_t*>(&entry_seq(r, seq)) + 1;
 }
 char* ShmPath::entry_payload(int r, uint64_t seq) const {
-  return reinterpret_cast<char*>(entry_row(r, seq)) + row_bytes(size_);
+  return reinterpret_cast<char*>(&entry_seq(r, seq)) + kEntryHead;
 }
 
 bool ShmPath::arrived(int r, uint64_t seq) const { return box(r)->posted.load(std::memory_order_acquire) >= seq; }
 
 bool ShmPath::stated(int r, uint64_t seq, Intent& into) const {
   // An entry is rewritten kEagerDepth collectives later, once every rank is done with this one;
-  // a row two later, once every rank has posted the next one: neither while we read.
-  const bool eager = entry_seq(r, seq).load(std::memory_order_acquire) == seq;
+  // a row two later, once every rank has posted the next one: neither while we read. `eager`
+  // shares `posted`'s line: a group that never broadcasts eagerly reads no entry.
+  const bool eager = box(r)->eager.load(std::memory_order_acquire) >= seq &&
+                     entry_seq(r, seq).load(std::memory_order_acquire) == seq;
   Intent::decode(eager ? entry_row(r, seq) : row(r, seq), size_, into);
   return eager;
 }
@@ -319,6 +325,7 @@ bool ShmPath::broadcast_eager(const Intent& intent, void* data, std::chrono::mil
   if (rank_ == root && intent.bytes) std::memcpy(entry_payload(rank_, seq_), data, intent.bytes);
   mine.encode(entry_row(rank_, seq_), size_);
   entry_seq(rank_, seq_).store(seq_, std::memory_order_release);
+  box(rank_)->eager.store(seq_, std::memory_order_release);
   box(rank_)->posted.store(seq_, std::memory_order_release);
   // `theirs`, stated by rank r, against ours; a disagreement breaks the group.
   Intent theirs;

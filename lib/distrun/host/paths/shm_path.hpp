@@ -78,9 +78,11 @@ class ShmPath : public Path {
   static size_t segment_bytes(int size);
   /// Per rank and parity: what a rank may copy into its slot rather than expose its buffer.
   static constexpr size_t kInlineCapacity = size_t(64) << 10;
-  /// The eager broadcast: the largest payload, and the broadcasts a root may run ahead.
-  static constexpr size_t kEagerBytes = size_t(4) << 10;
-  static constexpr uint64_t kEagerDepth = 32;
+  /// The eager broadcast: the largest payload, and the broadcasts a root may run ahead (as
+  /// many as Open MPI's shared-memory path queues; each time the ring fills while a receiver
+  /// is off its core, the root waits for it to be scheduled again).
+  static constexpr size_t kEagerBytes = 512;
+  static constexpr uint64_t kEagerDepth = 512;
 
   /// Publishes the intent with the exposed buffer's address and extent (and, when the extent
   /// fits the inline limit, the bytes themselves, into this rank's slot), checks everyone's.
