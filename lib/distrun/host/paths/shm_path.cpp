@@ -44,7 +44,7 @@ struct ShmSegment {
 // One per rank, after the header: its flags on their own cache lines, then per parity of the
 // sequence number (so that a rank can post collective s+1 while a slow peer still reads s) an
 // intent row and an inline slot, then its eager ring (kEagerDepth entries, one per eager
-// broadcast: its sequence number, the intent row, the root's payload).
+// broadcast: its sequence number, the intent, the root's payload).
 struct RankBox {
   alignas(64) std::atomic<uint64_t> posted;  // the last collective whose intent (row or ring) is out
   std::atomic<uint64_t> eager;               // the last one whose intent went into the ring
@@ -133,9 +133,7 @@ std::atomic<uint64_t>& ShmPath::entry_seq(int r, uint64_t seq) const {
   char* e = slot(r, 0) + 2 * kInlineCapacity + (seq % kEagerDepth) * entry_bytes();
   return *reinterpret_cast<std::atomic<uint64_t>*>(e);
 }
-uint64_t* ShmPath::entry_row(int r, uint64_t seq) const {
-  return reinterpret_cast<uint64_t*>(&entry_seq(r, seq)) + 1;
-}
+uint64_t* ShmPath::entry_row(int r, uint64_t seq) const { return reinterpret_cast<uint64_t*>(&entry_seq(r, seq)) + 1; }
 char* ShmPath::entry_payload(int r, uint64_t seq) const {
   return reinterpret_cast<char*>(&entry_seq(r, seq)) + kEntryHead;
 }
@@ -146,8 +144,8 @@ bool ShmPath::stated(int r, uint64_t seq, Intent& into) const {
   // An entry is rewritten kEagerDepth collectives later, once every rank is done with this one;
   // a row two later, once every rank has posted the next one: neither while we read. `eager`
   // shares `posted`'s line: a group that never broadcasts eagerly reads no entry.
-  const bool eager = box(r)->eager.load(std::memory_order_acquire) >= seq &&
-                     entry_seq(r, seq).load(std::memory_order_acquire) == seq;
+  const bool eager =
+      box(r)->eager.load(std::memory_order_acquire) >= seq && entry_seq(r, seq).load(std::memory_order_acquire) == seq;
   Intent::decode(eager ? entry_row(r, seq) : row(r, seq), size_, into);
   return eager;
 }

@@ -135,8 +135,8 @@ class ShmPath : public Path {
   std::atomic<uint64_t>& entry_seq(int r, uint64_t seq) const;
   uint64_t* entry_row(int r, uint64_t seq) const;
   char* entry_payload(int r, uint64_t seq) const;
-  // Whether rank r has stated its intent for collective `seq` (in its row or its ring), and
-  // that intent, into `into`; false when it stated none for `seq` itself.
+  // Whether rank r has stated its intent for collective `seq` (in its row or its ring); once
+  // it has, that intent into `into`, true when it is in the ring (an eager broadcast).
   bool arrived(int r, uint64_t seq) const;
   bool stated(int r, uint64_t seq, Intent& into) const;
   // A disagreement on an eager broadcast: marks the group broken (the first mark stays) and
