@@ -33,9 +33,13 @@ struct ShmSegment {
   alignas(64) std::atomic<uint32_t> generation;
   alignas(64) std::atomic<uint32_t> bell;  // bumped after every post and done: what sleepers wait on
   std::atomic<uint32_t> sleepers;          // ranks in FUTEX_WAIT on `bell` (none: no wake syscall)
-  // Claimed once, by the first rank that sees a disagreement on an eager broadcast: the
-  // collective's sequence number << 20 | its global rank + 1; its error's text follows in
-  // `why`, and the mark counts once `why_ready` is set.
+};
+
+// After the ranks' boxes, away from the lines every collective touches. Claimed once, by the
+// first rank that sees a disagreement on an eager broadcast: the collective's sequence number
+// << 20 | its global rank + 1; its error's text follows in `why`, and the mark counts once
+// `why_ready` is set.
+struct ShmMark {
   alignas(64) std::atomic<uint64_t> broken;
   std::atomic<uint32_t> why_ready;
   char why[448];
@@ -115,7 +119,12 @@ size_t box_bytes(int n) {
 constexpr int kMarkShift = 20;  // ShmSegment::broken: the rank's bits below the sequence number
 }  // namespace
 
-size_t ShmPath::segment_bytes(int n) { return header_bytes() + size_t(n) * box_bytes(n); }
+size_t ShmPath::segment_bytes(int n) { return header_bytes() + size_t(n) * box_bytes(n) + round64(sizeof(ShmMark)); }
+
+ShmMark* ShmPath::mark() const {
+  return reinterpret_cast<ShmMark*>(reinterpret_cast<char*>(shared_) + header_bytes() +
+                                    size_t(size_) * box_bytes(size_));
+}
 
 RankBox* ShmPath::box(int r) const {
   return reinterpret_cast<RankBox*>(reinterpret_cast<char*>(shared_) + header_bytes() + size_t(r) * box_bytes(size_));
@@ -153,27 +162,26 @@ bool ShmPath::stated(int r, uint64_t seq, Intent& into) const {
 void ShmPath::break_group(const CollectiveMismatchError& error) {
   box(rank_)->done.store(seq_, std::memory_order_release);  // nobody waits for our reading
   uint64_t none = 0;
-  if (shared_->broken.compare_exchange_strong(none, seq_ << kMarkShift | uint64_t(global(rank_) + 1))) {
-    std::strncpy(shared_->why, error.what(), sizeof shared_->why - 1);
-    shared_->why_ready.store(1, std::memory_order_release);
+  if (mark()->broken.compare_exchange_strong(none, seq_ << kMarkShift | uint64_t(global(rank_) + 1))) {
+    std::strncpy(mark()->why, error.what(), sizeof mark()->why - 1);
+    mark()->why_ready.store(1, std::memory_order_release);
   }
   ring();
   throw error;
 }
 
 bool ShmPath::broken() const {
-  return shared_ && shared_->why_ready.load(std::memory_order_acquire) &&
-         (shared_->broken.load(std::memory_order_relaxed) >> kMarkShift) <= seq_;
+  return shared_ && mark()->why_ready.load(std::memory_order_acquire) &&
+         (mark()->broken.load(std::memory_order_relaxed) >> kMarkShift) <= seq_;
 }
 
 void ShmPath::check_broken() const {
   if (!broken()) return;
-  const uint64_t mark = shared_->broken.load(std::memory_order_relaxed);
-  throw CollectiveMismatchError("collective #" + std::to_string(seq_) + ": rank " +
-                                std::to_string((mark & ((uint64_t(1) << kMarkShift) - 1)) - 1) +
-                                " found a disagreement on an eager broadcast at collective #" +
-                                std::to_string(mark >> kMarkShift) + " (" + std::string(shared_->why) +
-                                "); every later collective of the group fails");
+  const uint64_t at = mark()->broken.load(std::memory_order_relaxed);
+  throw CollectiveMismatchError(
+      "collective #" + std::to_string(seq_) + ": rank " + std::to_string((at & ((uint64_t(1) << kMarkShift) - 1)) - 1) +
+      " found a disagreement on an eager broadcast at collective #" + std::to_string(at >> kMarkShift) + " (" +
+      std::string(mark()->why) + "); every later collective of the group fails");
 }
 
 std::string ShmPath::segment_problem(int fd, int n) {
@@ -322,9 +330,14 @@ bool ShmPath::broadcast_eager(const Intent& intent, void* data, std::chrono::mil
              "eager ring full");
   if (rank_ == root && intent.bytes) std::memcpy(entry_payload(rank_, seq_), data, intent.bytes);
   mine.encode(entry_row(rank_, seq_), size_);
+  RankBox& me = *box(rank_);
   entry_seq(rank_, seq_).store(seq_, std::memory_order_release);
-  box(rank_)->eager.store(seq_, std::memory_order_release);
-  box(rank_)->posted.store(seq_, std::memory_order_release);
+  me.eager.store(seq_, std::memory_order_release);
+  me.posted.store(seq_, std::memory_order_release);
+  // A root running ahead, or a receiver working through a full ring, does not wait, so does
+  // not pulse in poll(): without a pulse here its peer would sleep, and every post would then
+  // cost a futex wake.
+  me.pulse.store(me.pulse.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   // `theirs`, stated by rank r, against ours; a disagreement breaks the group.
   Intent theirs;
   auto check = [&](int r, bool eager) {
@@ -351,7 +364,8 @@ bool ShmPath::broadcast_eager(const Intent& intent, void* data, std::chrono::mil
     ring();
     return true;
   }
-  ring();
+  // No ring() for our own entry: only a peer that meets against it (a disagreement) waits
+  // for it, and a sleeper looks again within 100 ms; our done below rings.
   wait_all([&](int r) { return r != root || arrived(r, seq_); }, timeout, "the root's broadcast");
   check(root, stated(root, seq_, theirs));
   if (intent.bytes) std::memcpy(data, entry_payload(root, seq_), intent.bytes);

@@ -57,6 +57,7 @@ std::string kernel_boot_id();
 // inline slots (see shm_path.cpp).
 struct ShmSegment;
 struct RankBox;
+struct ShmMark;
 
 class ShmPath : public Path {
  public:
@@ -143,6 +144,7 @@ class ShmPath : public Path {
   // throws `error`. check_broken() throws once a mark at or before the current collective is
   // set; broken() tells whether one is.
   [[noreturn]] void break_group(const CollectiveMismatchError& error);
+  ShmMark* mark() const;
   bool broken() const;
   void check_broken() const;
 
