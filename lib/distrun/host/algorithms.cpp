@@ -295,6 +295,7 @@ void PathCollectives::scatter(Intent intent, const void* in, void* out, std::chr
 void PathCollectives::broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) {
   const size_t bytes = intent.bytes;
   const int root = intent.root;
+  if (path_->broadcast_eager(intent, data, timeout)) return;
   path_->meet(intent, rank_ == root ? data : nullptr, bytes, timeout);
   auto s = direct_copy(size_, [&](int, int p) {
     return p == root ? Piece{p, 0, bytes, static_cast<char*>(data)} : Piece{};

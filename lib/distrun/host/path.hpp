@@ -62,6 +62,10 @@ class Path {
   virtual void run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) = 0;
   /// Ends the collective: returns once no peer will read this rank's exposed buffer again.
   virtual void finish(std::chrono::milliseconds timeout) = 0;
+  /// A broadcast that does not meet (root's intent.bytes at `data` into every rank's `data`),
+  /// where the path has one for this intent: the root returns once its bytes are posted, and
+  /// a disagreement reaches it later (paths/shm_path.hpp). False: nothing done, meet instead.
+  virtual bool broadcast_eager(const Intent&, void*, std::chrono::milliseconds) { return false; }
 };
 
 }  // namespace distrun

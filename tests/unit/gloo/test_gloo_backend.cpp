@@ -1,5 +1,6 @@
 // GlooBackend trusts no peer: ranks that disagree on a collective or a send/recv get the same
 // typed error on every rank, on both paths, and the pair keeps working.
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <cstring>
@@ -8,6 +9,7 @@
 
 #include "distrun/backend/intent.hpp"
 #include "distrun/gloo/gloo_backend.hpp"
+#include "distrun/host/paths/shm_path.hpp"
 #include "distrun/store/hash_store.hpp"
 
 using namespace distrun;
@@ -132,7 +134,9 @@ TEST_CASE(
           ++mismatches;
         }
       };
-      Tensor f = full(8, 1.0, DType::Float32), i = full(8, 1.0, DType::Int32);
+      // Broadcasts above the eager broadcast's 512 B: every rank meets (an eager one that
+      // disagrees breaks the group on shared memory: "an eager broadcast ..." below).
+      Tensor f = full(2048, 1.0, DType::Float32), i = full(2048, 1.0, DType::Int32);
       // Which collective runs.
       expect_mismatch([&] { r == 2 ? b.broadcast(f, {}) : b.all_reduce(f, {}); });
       // The dtype.
@@ -314,5 +318,129 @@ TEST_CASE("an exchange (isend; blocking recv; wait on both ranks) meets: the pay
       }
     });
     for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  }
+}
+
+TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, the root's at its next collective",
+          "[eager]") {
+  // A broadcast of at most 512 B on shared memory does not meet: the root posts and returns.
+  // Each case runs a broadcast both ranks see differently (3, 4: one of them meets), then an
+  // all_reduce, then another.
+  for (int which = 0; which < 5; ++which) {
+    INFO("case " << which);
+    std::vector<std::vector<std::string>> seen(2);
+    auto errors = on_ranks(2, GlooTransport::SharedMemory, [&](GlooBackend& b) {
+      const int r = b.rank();
+      auto call = [&](const std::function<void()>& f) {
+        try {
+          f();
+          seen[size_t(r)].push_back("ok");
+        } catch (const CollectiveMismatchError& e) {
+          seen[size_t(r)].push_back(e.what());
+        }
+      };
+      BroadcastOptions bo;
+      if (which == 2) bo.root = r;  // both claim the root
+      Tensor t = full(which == 0 && r == 1   ? 4
+                      : which == 4 && r == 0 ? 2048
+                                             : 8,
+                      1.0, which == 1 && r == 1 ? DType::Int32 : DType::Float32);
+      call([&] { which == 3 && r == 1 ? b.all_reduce(t, {}) : b.broadcast(t, bo); });
+      Tensor ok = full(5, 1.0, DType::Float32);
+      call([&] { b.all_reduce(ok, {}); });
+      call([&] { b.all_reduce(ok, {}); });
+    });
+    for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+    const std::vector<std::string> first =
+        {"broadcast #1: the ranks disagree on the bytes per rank: rank 1 has 16 "
+         "bytes, rank 0 has 32 bytes",
+         "broadcast #1: the ranks disagree on the dtype: rank 1 has int32, rank 0 "
+         "has float32"};
+    if (which < 2) {
+      // The receiver at the broadcast; the root, which returned, at its next collective.
+      CHECK(seen[1][0] == first[size_t(which)]);
+      CHECK(seen[0][0] == "ok");
+      for (int r = 0; r < 2; ++r)
+        for (size_t c = 1; c < 3; ++c)
+          CHECK(seen[size_t(r)][c] == "collective #" + std::to_string(c + 1) +
+                                          ": rank 1 found a disagreement on an eager broadcast at collective #1 (" +
+                                          first[size_t(which)] + "); every later collective of the group fails");
+    } else if (which > 2) {
+      // The rank that meets sees the eager entry; the root of an eager broadcast learns later.
+      // In 4 both see it at once, each by its own check or by the other's mark if that came first.
+      if (which == 3) {
+        CHECK(seen[0][0] == "ok");
+        CHECK_THAT(seen[1][0], Catch::StartsWith("broadcast #1: the ranks disagree on which collective runs"));
+      } else {
+        for (int r = 0; r < 2; ++r)
+          CHECK_THAT(seen[size_t(r)][0], Catch::Contains("broadcast #1: the ranks disagree on the bytes per rank"));
+      }
+      for (int r = 0; r < 2; ++r) CHECK_THAT(seen[size_t(r)][2], Catch::StartsWith("collective #3: rank "));
+    } else {
+      // At least one root sees the other's entry at once; both fail from the next collective.
+      int at_once = 0;
+      for (int r = 0; r < 2; ++r) {
+        if (seen[size_t(r)][0] != "ok") {
+          ++at_once;
+          CHECK_THAT(seen[size_t(r)][0], Catch::StartsWith("broadcast #1: the ranks disagree on the root"));
+        }
+        CHECK_THAT(seen[size_t(r)][1], Catch::StartsWith("collective #2: rank "));
+        CHECK_THAT(seen[size_t(r)][2], Catch::StartsWith("collective #3: rank "));
+      }
+      CHECK(at_once >= 1);
+    }
+  }
+}
+
+TEST_CASE("eager broadcasts: the root runs ahead of a stopped receiver up to the ring's depth, then waits", "[eager]") {
+  // More broadcasts than the ring holds, from changing roots, of changing sizes up to 512 B,
+  // with a meeting now and then, while receivers lag: every rank gets every payload.
+  const int depth = int(ShmPath::kEagerDepth);
+  for (int n : {2, 3}) {
+    INFO(n << " ranks");
+    std::atomic<int> ahead{0};
+    auto errors = on_ranks(n, GlooTransport::SharedMemory, [&](GlooBackend& b) {
+      const int r = b.rank();
+      // A ring's worth of broadcasts needs no receiver: rank 0 posts them all before the others
+      // start; its next one waits for them.
+      if (r == 0) {
+        for (int i = 0; i < depth; ++i) {
+          Tensor t = full(2, i, DType::Int32);
+          b.broadcast(t, {});
+        }
+        ahead = 1;
+      } else {
+        for (int waited = 0; ahead == 0; ++waited) {
+          if (waited > 20000) throw std::runtime_error("the root did not run a ring's worth of broadcasts ahead");
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        for (int i = 0; i < depth; ++i) {
+          Tensor t = full(2, -1, DType::Int32);
+          b.broadcast(t, {});
+          if (t.get(0) != i || t.get(1) != i) throw std::runtime_error("broadcast " + std::to_string(i) + " wrong");
+        }
+      }
+      for (int i = 0; i < 3 * depth; ++i) {
+        const int root = (i / 100) % n, elements = 1 + (i * 37) % 128;
+        if (r != root && r == 1 + i % (n - 1) && i % 100 == 0)
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));  // this receiver lags
+        Tensor t = Tensor::zeros({elements}, DType::Int32);
+        for (int e = 0; e < elements; ++e) t.set(e, r == root ? i * 10000 + e : -1);
+        BroadcastOptions bo;
+        bo.root = root;
+        b.broadcast(t, bo);
+        for (int e = 0; e < elements; ++e)
+          if (t.get(e) != i * 10000 + e)
+            throw std::runtime_error("broadcast " + std::to_string(i) + " element " + std::to_string(e) + " is " +
+                                     std::to_string(t.get(e)));
+        if (i % 64 == 63) {
+          Tensor sum = full(3, 1.0, DType::Float32);
+          b.all_reduce(sum, {});
+          if (sum.get(2) != n)
+            throw std::runtime_error("all_reduce between the broadcasts gave " + std::to_string(sum.get(2)));
+        }
+      }
+    });
+    for (int r = 0; r < n; ++r) CHECK(errors[size_t(r)] == "");
   }
 }

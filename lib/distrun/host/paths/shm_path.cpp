@@ -35,11 +35,23 @@ struct ShmSegment {
   std::atomic<uint32_t> sleepers;          // ranks in FUTEX_WAIT on `bell` (none: no wake syscall)
 };
 
+// After the ranks' boxes, away from the lines every collective touches. Claimed once, by the
+// first rank that sees a disagreement on an eager broadcast: the collective's sequence number
+// << 20 | its global rank + 1; its error's text follows in `why`, and the mark counts once
+// `why_ready` is set.
+struct ShmMark {
+  alignas(64) std::atomic<uint64_t> broken;
+  std::atomic<uint32_t> why_ready;
+  char why[448];
+};
+
 // One per rank, after the header: its flags on their own cache lines, then per parity of the
 // sequence number (so that a rank can post collective s+1 while a slow peer still reads s) an
-// intent row and an inline slot.
+// intent row and an inline slot, then its eager ring (kEagerDepth entries, one per eager
+// broadcast: its sequence number, the intent, the root's payload).
 struct RankBox {
-  alignas(64) std::atomic<uint64_t> posted;  // the last collective whose intent (and slot) is out
+  alignas(64) std::atomic<uint64_t> posted;  // the last collective whose intent (row or ring) is out
+  std::atomic<uint64_t> eager;               // the last one whose intent went into the ring
   std::atomic<int32_t> cpu;                  // 1 + the CPU this rank last polled on (0: not yet);
                                              // beside `posted`, which its readers poll anyway
   std::atomic<uint32_t> pulse;               // bumped as this rank polls: it is on a CPU now
@@ -96,10 +108,23 @@ namespace {
 constexpr size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 size_t header_bytes() { return round64(sizeof(ShmSegment)); }
 size_t row_bytes(int n) { return round64(sizeof(uint64_t) * Intent::words(n)); }
-size_t box_bytes(int n) { return round64(sizeof(RankBox)) + 2 * row_bytes(n) + 2 * ShmPath::kInlineCapacity; }
+// An entry: its sequence number and a broadcast's intent (the header words: a broadcast has
+// no per-rank ones) on two cache lines, then the payload.
+constexpr size_t kEntryHead = round64(sizeof(uint64_t) * (1 + Intent::kHeaderWords));
+constexpr size_t entry_bytes() { return kEntryHead + ShmPath::kEagerBytes; }
+size_t box_bytes(int n) {
+  return round64(sizeof(RankBox)) + 2 * row_bytes(n) + 2 * ShmPath::kInlineCapacity +
+         ShmPath::kEagerDepth * entry_bytes();
+}
+constexpr int kMarkShift = 20;  // ShmSegment::broken: the rank's bits below the sequence number
 }  // namespace
 
-size_t ShmPath::segment_bytes(int n) { return header_bytes() + size_t(n) * box_bytes(n); }
+size_t ShmPath::segment_bytes(int n) { return header_bytes() + size_t(n) * box_bytes(n) + round64(sizeof(ShmMark)); }
+
+ShmMark* ShmPath::mark() const {
+  return reinterpret_cast<ShmMark*>(reinterpret_cast<char*>(shared_) + header_bytes() +
+                                    size_t(size_) * box_bytes(size_));
+}
 
 RankBox* ShmPath::box(int r) const {
   return reinterpret_cast<RankBox*>(reinterpret_cast<char*>(shared_) + header_bytes() + size_t(r) * box_bytes(size_));
@@ -111,6 +136,52 @@ uint64_t* ShmPath::row(int r, uint64_t seq) const {
 char* ShmPath::slot(int r, uint64_t seq) const {
   return reinterpret_cast<char*>(box(r)) + round64(sizeof(RankBox)) + 2 * row_bytes(size_) +
          (seq & 1) * kInlineCapacity;
+}
+
+std::atomic<uint64_t>& ShmPath::entry_seq(int r, uint64_t seq) const {
+  char* e = slot(r, 0) + 2 * kInlineCapacity + (seq % kEagerDepth) * entry_bytes();
+  return *reinterpret_cast<std::atomic<uint64_t>*>(e);
+}
+uint64_t* ShmPath::entry_row(int r, uint64_t seq) const { return reinterpret_cast<uint64_t*>(&entry_seq(r, seq)) + 1; }
+char* ShmPath::entry_payload(int r, uint64_t seq) const {
+  return reinterpret_cast<char*>(&entry_seq(r, seq)) + kEntryHead;
+}
+
+bool ShmPath::arrived(int r, uint64_t seq) const { return box(r)->posted.load(std::memory_order_acquire) >= seq; }
+
+bool ShmPath::stated(int r, uint64_t seq, Intent& into) const {
+  // An entry is rewritten kEagerDepth collectives later, once every rank is done with this one;
+  // a row two later, once every rank has posted the next one: neither while we read. `eager`
+  // shares `posted`'s line: a group that never broadcasts eagerly reads no entry.
+  const bool eager =
+      box(r)->eager.load(std::memory_order_acquire) >= seq && entry_seq(r, seq).load(std::memory_order_acquire) == seq;
+  Intent::decode(eager ? entry_row(r, seq) : row(r, seq), size_, into);
+  return eager;
+}
+
+void ShmPath::break_group(const CollectiveMismatchError& error) {
+  box(rank_)->done.store(seq_, std::memory_order_release);  // nobody waits for our reading
+  uint64_t none = 0;
+  if (mark()->broken.compare_exchange_strong(none, seq_ << kMarkShift | uint64_t(global(rank_) + 1))) {
+    std::strncpy(mark()->why, error.what(), sizeof mark()->why - 1);
+    mark()->why_ready.store(1, std::memory_order_release);
+  }
+  ring();
+  throw error;
+}
+
+bool ShmPath::broken() const {
+  return shared_ && mark()->why_ready.load(std::memory_order_acquire) &&
+         (mark()->broken.load(std::memory_order_relaxed) >> kMarkShift) <= seq_;
+}
+
+void ShmPath::check_broken() const {
+  if (!broken()) return;
+  const uint64_t at = mark()->broken.load(std::memory_order_relaxed);
+  throw CollectiveMismatchError(
+      "collective #" + std::to_string(seq_) + ": rank " + std::to_string((at & ((uint64_t(1) << kMarkShift) - 1)) - 1) +
+      " found a disagreement on an eager broadcast at collective #" + std::to_string(at >> kMarkShift) + " (" +
+      std::string(mark()->why) + "); every later collective of the group fails");
 }
 
 std::string ShmPath::segment_problem(int fd, int n) {
@@ -207,10 +278,12 @@ const std::vector<Intent>& ShmPath::meet(Intent intent, const void* base, uint64
   intent.extent = base ? extent : 0;
   std::vector<Intent>& table = table_;
   table.resize(size_t(size_));
+  bool eager_peer = false;  // a peer stated an eager broadcast: no verdict reaches every rank
   if (shared_) {
+    check_broken();
     // Our row and slot of this parity were last read in collective seq-2; every peer that
     // has posted seq-1 is past that.
-    wait_all([&](int r) { return box(r)->posted.load(std::memory_order_acquire) + 1 >= seq_; }, timeout, "posted");
+    wait_all([&](int r) { return arrived(r, seq_ - 1); }, timeout, "posted");
     if (intent.extent <= inline_limit_) {
       intent.flags |= Intent::kInline;
       if (intent.extent) std::memcpy(slot(rank_, seq_), base, intent.extent);
@@ -218,21 +291,87 @@ const std::vector<Intent>& ShmPath::meet(Intent intent, const void* base, uint64
     intent.encode(row(rank_, seq_), size_);
     box(rank_)->posted.store(seq_, std::memory_order_release);
     ring();
-    wait_all([&](int r) { return box(r)->posted.load(std::memory_order_acquire) >= seq_; }, timeout, "posted");
-    for (int r = 0; r < size_; ++r) Intent::decode(row(r, seq_), size_, table[size_t(r)]);
+    wait_all([&](int r) { return arrived(r, seq_); }, timeout, "posted");
+    for (int r = 0; r < size_; ++r) eager_peer = stated(r, seq_, table[size_t(r)]) || eager_peer;
   } else {
     allgather_intents(context_, next_tag_(), timeout, intent, table);
   }
   try {
     check_agreement(table, true, global_ranks_);
-  } catch (const CollectiveMismatchError&) {
-    // Every rank saw the same table and throws the same error; nobody read a buffer, so
-    // nobody waits for readers.
+    // Ranks that agree on an intent agree on whether it is eager.
+    if (eager_peer)
+      throw CollectiveMismatchError(collective_name(intent.kind) + std::string(" #") + std::to_string(seq_) +
+                                    ": a peer runs an eager broadcast");
+  } catch (const CollectiveMismatchError& e) {
+    // Every rank that met saw the same table and throws the same error; nobody read a buffer,
+    // so nobody waits for readers. A peer in an eager broadcast learns it from the mark.
     table_[size_t(rank_)].extent = 0;
     finish(timeout);
+    if (eager_peer) break_group(e);
     throw;
   }
   return table;
+}
+
+bool ShmPath::broadcast_eager(const Intent& intent, void* data, std::chrono::milliseconds timeout) {
+  const int root = intent.root;
+  if (!shared_ || intent.kind != CollectiveKind::Broadcast || intent.bytes > std::min(kEagerBytes, inline_limit_) ||
+      root < 0 || root >= size_)
+    return false;
+  seq_ += 1;
+  phase_ = 0;
+  check_broken();
+  Intent mine = intent;
+  mine.seq = seq_;
+  // Our entry was last read in collective seq-kEagerDepth, by ranks now done with it. The
+  // root's entry for this one says every rank is: a receiver normally finds it so at once.
+  if (seq_ > kEagerDepth)
+    wait_all([&](int r) { return box(r)->done.load(std::memory_order_acquire) + kEagerDepth >= seq_; }, timeout,
+             "eager ring full");
+  if (rank_ == root && intent.bytes) std::memcpy(entry_payload(rank_, seq_), data, intent.bytes);
+  mine.encode(entry_row(rank_, seq_), size_);
+  RankBox& me = *box(rank_);
+  entry_seq(rank_, seq_).store(seq_, std::memory_order_release);
+  me.eager.store(seq_, std::memory_order_release);
+  me.posted.store(seq_, std::memory_order_release);
+  // A root running ahead, or a receiver working through a full ring, does not wait, so does
+  // not pulse in poll(): without a pulse here its peer would sleep, and every post would then
+  // cost a futex wake.
+  me.pulse.store(me.pulse.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // `theirs`, stated by rank r, against ours; a disagreement breaks the group.
+  Intent theirs;
+  auto check = [&](int r, bool eager) {
+    std::vector<Intent> pair{mine, theirs};
+    if (pair[0].root == pair[1].root) pair[0].root = pair[1].root = 0;  // an index into the pair
+    try {
+      check_agreement(pair, false, {global(rank_), global(r)});
+      if (!eager)
+        throw CollectiveMismatchError("broadcast #" + std::to_string(seq_) + ": root rank " +
+                                      std::to_string(global(r)) + " meets instead of an eager broadcast");
+    } catch (const CollectiveMismatchError& e) {
+      break_group(e);
+    }
+  };
+  if (rank_ == root) {
+    // Two ranks claiming the root: each looks for the other's entry after posting its own
+    // (Dekker's pattern, as in ring()), so at least one of them sees the other.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (int r = 0; r < size_; ++r)
+      if (r != rank_ && entry_seq(r, seq_).load(std::memory_order_acquire) == seq_ && stated(r, seq_, theirs) &&
+          theirs.root == r)
+        check(r, true);
+    box(rank_)->done.store(seq_, std::memory_order_release);
+    ring();
+    return true;
+  }
+  // No ring() for our own entry: only a peer that meets against it (a disagreement) waits
+  // for it, and a sleeper looks again within 100 ms; our done below rings.
+  wait_all([&](int r) { return r != root || arrived(r, seq_); }, timeout, "the root's broadcast");
+  check(root, stated(root, seq_, theirs));
+  if (intent.bytes) std::memcpy(data, entry_payload(root, seq_), intent.bytes);
+  box(rank_)->done.store(seq_, std::memory_order_release);
+  ring();
+  return true;
 }
 
 void ShmPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) {
@@ -339,18 +478,20 @@ bool ShmPath::poll(Done done, Awaited awaited) {
 
 template <typename Ready>
 void ShmPath::wait_all(Ready ready, std::chrono::milliseconds timeout, const char* what) {
+  // A broken group stops every wait: the rank that broke it does not come.
   auto all_ready = [&] {
     for (int r = 0; r < size_; ++r)
-      if (r != rank_ && !ready(r)) return false;
+      if (r != rank_ && !ready(r)) return broken();
     return true;
   };
-  if (poll(all_ready, [&](int r) { return !ready(r); })) return;
+  if (poll(all_ready, [&](int r) { return !ready(r); })) return check_broken();
   sleep_on(shared_->bell, all_ready, true, timeout, [&] {
     std::string late;
     for (int r = 0; r < size_; ++r)
       if (r != rank_ && !ready(r)) late += (late.empty() ? "" : ", ") + std::to_string(global(r));
     return "waiting for rank(s) " + late + " in collective #" + std::to_string(seq_) + " (" + what + ")";
   });
+  check_broken();
 }
 
 template <typename Done, typename Late>
