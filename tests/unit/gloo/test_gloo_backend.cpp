@@ -329,7 +329,7 @@ TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, t
   for (int which = 0; which < 5; ++which) {
     INFO("case " << which);
     std::vector<std::vector<std::string>> seen(2);
-    auto errors = on_ranks(2, GlooTransport::SharedMemory, [&](GlooBackend& b) {
+    auto errors = on_ranks(2, PathPreference::SharedMemory, [&](GlooBackend& b) {
       const int r = b.rank();
       auto call = [&](const std::function<void()>& f) {
         try {
@@ -399,7 +399,7 @@ TEST_CASE("eager broadcasts: the root runs ahead of a stopped receiver up to the
   for (int n : {2, 3}) {
     INFO(n << " ranks");
     std::atomic<int> ahead{0};
-    auto errors = on_ranks(n, GlooTransport::SharedMemory, [&](GlooBackend& b) {
+    auto errors = on_ranks(n, PathPreference::SharedMemory, [&](GlooBackend& b) {
       const int r = b.rank();
       // A ring's worth of broadcasts needs no receiver: rank 0 posts them all before the others
       // start; its next one waits for them.
