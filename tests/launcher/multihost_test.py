@@ -273,7 +273,7 @@ def agent_held(pid):
 
 def case_frozen_rank_named_first_of_three():
     """Three nodes: rank 5 (node 2) is frozen and rank 1 (node 0) gives up on it after 2 s,
-    while node 2's agent is itself stopped until past the 2 s that the others wait for its
+    while node 2's agent is itself held still until past the 2 s that the others wait for its
     flight report, so it replaces rank 1's record late. Every node still prints the same line,
     naming the frozen rank 5 on node 2."""
     mark = f"{TAG}-gaveup3"
@@ -294,10 +294,10 @@ def case_frozen_rank_named_first_of_three():
                 while not os.path.exists(gave_up) and time.time() < deadline:
                     time.sleep(0.02)
                 time.sleep(2.8)
-        finally:
+        except BaseException:
             for p in procs:
-                if p.poll() is None and not os.path.exists(gave_up):
-                    p.kill()
+                p.kill()
+            raise
         res = finish(procs)
         print(f"MEASURE rank 1 gives up on frozen rank 5 (node 2's agent held 2.8 s past it): {time.time() - t0:.2f} s "
               "from the start until the three agents ended", flush=True)
