@@ -172,6 +172,17 @@ int conclude(const AgentJob& job, Rendezvous& rendezvous, const AttemptOutcome& 
   return 1;
 }
 
+// Why the workers restart: the job's first failure where nodes share one (a rank of this
+// node, perhaps one found frozen after a rank gave up on it, or the kind's words for another
+// node's failure), else this node's failed rank.
+std::string restart_cause(const AttemptOutcome& out, const Rendezvous& rendezvous, int node_rank) {
+  if (!out.first) return "rank " + std::to_string(out.result.failure->rank) + " failed";
+  const FailureRecord& first = *out.first;
+  if (first.node_rank == node_rank && first.rank >= 0)
+    return "rank " + std::to_string(first.rank) + (first.frozen ? " was frozen" : " failed");
+  return rendezvous.restart_reason(first);
+}
+
 // Meets the other nodes and runs attempts until the job succeeds, fails for good, or is
 // stopped; returns distrun's exit status.
 int restart_loop(const AgentJob& job, Rendezvous& rendezvous) {
@@ -210,10 +221,8 @@ int restart_loop(const AgentJob& job, Rendezvous& rendezvous) {
            "); restarting all workers in a new round with it (not counted against --max-restarts)");
       continue;
     }
-    note((out.result.outcome == GroupOutcome::failed ? "rank " + std::to_string(out.result.failure->rank) + " failed"
-                                                     : rendezvous.restart_reason(*out.first)) +
-         "; restarting all workers (restart " + std::to_string(restart + 1) + " of " +
-         std::to_string(job.options.max_restarts) + ")");
+    note(restart_cause(out, rendezvous, a.node_rank) + "; restarting all workers (restart " +
+         std::to_string(restart + 1) + " of " + std::to_string(job.options.max_restarts) + ")");
     ++restart;
   }
 }

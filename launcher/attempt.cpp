@@ -232,7 +232,8 @@ AttemptOutcome run_attempt(const AgentJob& job, Rendezvous& rendezvous, const As
   const std::string flights =
       out.result.outcome == GroupOutcome::interrupted ? "" : job_flight_table(rendezvous, attempt, a.node_rank);
   rendezvous.acknowledge(attempt);
-  // Read again: a frozen worker found by another node since may have taken the first place.
+  // Read again, once settled: a frozen worker found by another node since may have taken the
+  // first place.
   if (auto now = rendezvous.first_failure(attempt)) out.first = now;
   if (!out.first->joining) {
     print_job_failure(*out.first);

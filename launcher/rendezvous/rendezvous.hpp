@@ -96,9 +96,10 @@ class Rendezvous {
   /// nullopt when there is no other node to tell (the failure is this node's alone). A frozen
   /// worker's record (mine.frozen) takes the place of a failed worker's that came first.
   virtual std::optional<FailureRecord> report_failure(int attempt, const FailureRecord& mine) = 0;
-  /// The job's first failure of `attempt` as recorded now: it may have changed since
-  /// report_failure() or watch() read it, when a node found a frozen worker that the failed
-  /// ones had waited for. nullopt when none is recorded or none can be read (alone, or lost).
+  /// After acknowledge(): the job's first failure of `attempt`, the same on every node. It may
+  /// have changed since report_failure() or watch() read it, when a node found a frozen worker
+  /// that the failed ones had waited for. nullopt when none is recorded or none can be read
+  /// (alone, or lost).
   virtual std::optional<FailureRecord> first_failure(int attempt) = 0;
   /// Whether this node leaving `attempt` (a signal) ends the job rather than the round.
   virtual bool leaving_is_final(int attempt) const = 0;

@@ -146,9 +146,11 @@ void StoreRendezvous::check_signal(int attempt, const std::string& during) {
   mine.node_rank = node_rank_;
   mine.cause = "distrun stopped by " + signal_abbrev(sig) + " " + during;
   mine.final = leave(attempt, sig);
-  // This agent leaves at once, without acknowledge(): node 0 need not wait for it.
+  // This agent leaves at once, without acknowledge() or first_failure(): node 0 need not
+  // wait for it.
   if (store_ && store_alive_) try {
       store_->set(key(attempt, "seen/" + std::to_string(id_)), "1");
+      store_->set(key(attempt, "read/" + std::to_string(id_)), "1");
     } catch (const Error&) {
     }
   report_failure(attempt, mine);
@@ -404,11 +406,41 @@ std::optional<FailureRecord> StoreRendezvous::finish(int attempt) {
 std::optional<FailureRecord> StoreRendezvous::first_failure(int attempt) {
   if (!store_alive_) return std::nullopt;
   try {
-    if (store_->check({key(attempt, "failed")})) return FailureRecord::decode(store_->get(key(attempt, "failed")));
+    // A node that finds a frozen worker late may still replace the record after another has
+    // given up on its flight report, so the host settles it once every reader has read
+    // (acknowledge()) and the others wait for that: every node prints the same first failure.
+    // The host's waits for the readers are bounded, so theirs is too; an etcd job has no host.
+    if (hosts_store_) {
+      store_->add(key(attempt, "frozenclaim"), 1);  // a frozen worker found from now on stays second
+      store_->set(key(attempt, "settled"), "1");
+      wait_for_readers(attempt, "read", kLinger);
+    } else if (tcp_store_) {
+      try {
+        store_->wait({key(attempt, "settled")}, 2 * (opt_.stop_grace + kLinger));
+      } catch (const TimeoutError&) {
+        // The host was held up: the record as it stands.
+      }
+    }
+    std::optional<FailureRecord> first;
+    if (store_->check({key(attempt, "failed")})) first = FailureRecord::decode(store_->get(key(attempt, "failed")));
+    if (tcp_store_ && !hosts_store_) store_->set(key(attempt, "read/" + std::to_string(id_)), "1");
+    return first;
   } catch (const Error&) {
     // Lost, or unreadable: the record read before stands.
   }
   return std::nullopt;
+}
+
+void StoreRendezvous::wait_for_readers(int attempt, const std::string& name, milliseconds within) {
+  std::vector<std::string> keys;
+  // Only nodes that joined this attempt and did not vanish can read it.
+  for (int id : readers(attempt))
+    if (!vanished_.count(id)) keys.push_back(key(attempt, name + "/" + std::to_string(id)));
+  try {
+    if (!keys.empty()) store_->wait(keys, within);
+  } catch (const TimeoutError&) {
+    // Bounded on purpose: a node that never reads it has lost the store and says so itself.
+  }
 }
 
 void StoreRendezvous::acknowledge(int attempt) {
@@ -418,14 +450,10 @@ void StoreRendezvous::acknowledge(int attempt) {
       store_->set(key(attempt, "seen/" + std::to_string(id_)), "1");
       return;
     }
-    std::vector<std::string> seen;
-    // Only nodes that joined this attempt and did not vanish can read it.
-    for (int id : readers(attempt))
-      if (!vanished_.count(id)) seen.push_back(key(attempt, "seen/" + std::to_string(id)));
     // The others read it after stopping their workers (up to their stop grace).
-    if (!seen.empty()) store_->wait(seen, opt_.stop_grace + kLinger);
+    wait_for_readers(attempt, "seen", opt_.stop_grace + kLinger);
   } catch (const Error&) {
-    // Bounded on purpose: a node that never reads it has lost the store and says so itself.
+    // Not the host, and the store is lost: its next look at it says so.
   }
 }
 

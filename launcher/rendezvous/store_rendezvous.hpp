@@ -80,6 +80,9 @@ class StoreRendezvous : public Rendezvous {
   void check_signal(int attempt, const std::string& during);
   // Connects to the host's store in short tries until `deadline` (a signal ends the wait).
   void connect_to_store(Clock::time_point deadline);
+  // The host: waits up to `within` until every node that can read `attempt`'s failure set its
+  // key `name`/<id>.
+  void wait_for_readers(int attempt, const std::string& name, std::chrono::milliseconds within);
   // The round's members, for heartbeats, finish and acknowledgements.
   void set_members(int attempt, std::vector<int> ids, std::vector<std::string> hosts);
   // The share of node `k` of a plan that gives each node `nproc` workers.

@@ -4,6 +4,8 @@ signals. Each case makes its own namespaces (names carry this process's pid), ch
 statuses and the summary every agent prints, and checks the process table afterwards. Cases
 that measure how long a failure takes to stop every node print `MEASURE` lines (reported,
 not asserted: timing targets belong to benchmarks). Needs root and `ip netns`."""
+import contextlib
+import ctypes
 import json
 import os
 import re
@@ -194,34 +196,38 @@ def case_worker_fails_on_node1():
         print(next(l for l in res[0][2].splitlines() if "first mismatch" in l).strip(), flush=True)
 
 
-def frozen_rank_3(mark, heartbeat, gives_up):
+def frozen_rank_3(mark, heartbeat, gives_up, extra=()):
     """Rank 3 (node 1) stops itself at its start; with `gives_up`, rank 1 (node 0) exits 1 after
     waiting 2 s for it. Every node must print the same line naming the frozen rank 3 on node 1;
-    returns the seconds from the start until both agents ended."""
+    returns the seconds from the start until both agents ended, and their stderr."""
     script = 'if [ "$RANK" = 3 ]; then kill -STOP $$; fi; '
     if gives_up:
         script += 'if [ "$RANK" = 1 ]; then sleep 2; echo "rank 1: no answer from rank 3" >&2; exit 1; fi; '
     script += "sleep 60 # " + mark
     with Hosts(2) as h:
         t0 = time.time()
-        procs = [h.agent(k, 2, ["--", "sh", "-c", script], extra=["--rdzv-conf", f"heartbeat_timeout={heartbeat}"])
-                 for k in (0, 1)]
+        procs = [h.agent(k, 2, ["--", "sh", "-c", script],
+                         extra=["--rdzv-conf", f"heartbeat_timeout={heartbeat}", *extra]) for k in (0, 1)]
         res = finish(procs, timeout=40)
         took = time.time() - t0
         check([r[0] for r in res] == [1, 1], f"both agents exit 1: {[r[0] for r in res]}", str(res))
-        lines = [first_failure(r[2]) for r in res]
-        check(lines[0] is not None and lines[0] == lines[1], "the same summary on every node", str(lines))
-        check("node rank 1, rank 3:" in lines[0] and "frozen, not ended" in lines[0],
-              "the summary names the frozen rank 3 on node 1", lines[0])
+        same_frozen_line(res, node=1, rank=3)
     stopped_at(mark, within=3)
-    return took
+    return took, [r[2] for r in res]
+
+
+def same_frozen_line(res, node, rank):
+    lines = [first_failure(r[2]) for r in res]
+    check(lines[0] is not None and len(set(lines)) == 1, "the same summary on every node", str(lines))
+    check(f"node rank {node}, rank {rank}:" in lines[0] and "frozen, not ended" in lines[0],
+          f"the summary names the frozen rank {rank} on node {node}", lines[0])
 
 
 def case_stopped_rank_on_node1():
     """A program's rank 3 (node 1) is frozen while the others wait for it (no timeout of their
     own): node 1's agent names it as stopped after the heartbeat timeout (2 s here), not at the
     rendezvous timeout, and every node stops with the same line."""
-    took = frozen_rank_3(f"{TAG}-stop", 2, gives_up=False)
+    took, _ = frozen_rank_3(f"{TAG}-stop", 2, gives_up=False)
     print(f"MEASURE a frozen rank on node 1: {took:.2f} s from the start until both agents ended "
           f"(heartbeat timeout 2 s)", flush=True)
     check(took < 20, f"after the heartbeat timeout, not the 20 s rendezvous timeout: {took:.2f} s")
@@ -231,10 +237,73 @@ def case_frozen_rank_named_first():
     """Rank 3 (node 1) is frozen; rank 1 (node 0) gives up waiting for it after 2 s and exits 1,
     long before the heartbeat timeout (30 s) would name rank 3. Every node's failure line
     names the frozen rank 3 on node 1, not rank 1 that failed because of it."""
-    took = frozen_rank_3(f"{TAG}-gaveup", 30, gives_up=True)
+    took, _ = frozen_rank_3(f"{TAG}-gaveup", 30, gives_up=True)
     print(f"MEASURE rank 1 gives up on frozen rank 3 (2 s): {took:.2f} s from the start until both agents ended",
           flush=True)
     check(took < 20, f"long before the 30 s heartbeat timeout: {took:.2f} s")
+
+
+def case_frozen_rank_named_on_restart():
+    """As above with --max-restarts 1: each node says why the workers restart, naming the first
+    failure (the frozen rank 3 on node 1's own node too), not rank 1 that gave up on it."""
+    _, errs = frozen_rank_3(f"{TAG}-gaveupr", 30, gives_up=True, extra=["--max-restarts", "1"])
+    check("rank 3 was frozen; restarting all workers (restart 1 of 1)" in errs[1],
+          "node 1 names its frozen rank 3 as the reason for the restart", errs[1])
+    check("another node failed; restarting all workers (restart 1 of 1)" in errs[0],
+          "node 0 names another node, not its rank 1 that gave up", errs[0])
+
+
+@contextlib.contextmanager
+def agent_held(pid):
+    """Holds an agent's main thread still without a signal (ptrace: PTRACE_SEIZE, then
+    PTRACE_INTERRUPT): a SIGSTOP would end in a SIGCONT, which distrun passes on to its workers,
+    a frozen one included."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    seize, interrupt, detach, wall = 0x4206, 0x4207, 17, 0x40000000
+    if libc.ptrace(seize, pid, None, None) != 0:
+        skip(f"cannot ptrace the agent here: {os.strerror(ctypes.get_errno())}")
+    try:
+        libc.ptrace(interrupt, pid, None, None)
+        os.waitpid(pid, wall)  # its stop
+        yield
+    finally:
+        libc.ptrace(detach, pid, None, None)
+
+
+def case_frozen_rank_named_first_of_three():
+    """Three nodes: rank 5 (node 2) is frozen and rank 1 (node 0) gives up on it after 2 s,
+    while node 2's agent is itself held still until past the 2 s that the others wait for its
+    flight report, so it replaces rank 1's record late. Every node still prints the same line,
+    naming the frozen rank 5 on node 2."""
+    mark = f"{TAG}-gaveup3"
+    t0 = time.time()
+    with Hosts(3) as h, tempfile.TemporaryDirectory() as d:
+        gave_up = os.path.join(d, "gave_up")
+        # Each rank says it started in a file (the mark is in the agents' own command lines).
+        script = (f': > {d}/up$RANK; if [ "$RANK" = 5 ]; then kill -STOP $$; fi; '
+                  f'if [ "$RANK" = 1 ]; then sleep 2; : > {gave_up}; exit 1; fi; sleep 60 # {mark}')
+        procs = [h.agent(k, 3, ["--", "sh", "-c", script], extra=["--rdzv-conf", "heartbeat_timeout=30"])
+                 for k in range(3)]
+        try:
+            deadline = time.time() + 20
+            while len([f for f in os.listdir(d) if f.startswith("up")]) < 6 and time.time() < deadline:
+                time.sleep(0.02)
+            with agent_held(procs[2].pid):
+                deadline = time.time() + 20
+                while not os.path.exists(gave_up) and time.time() < deadline:
+                    time.sleep(0.02)
+                time.sleep(2.8)
+        except BaseException:
+            for p in procs:
+                p.kill()
+            raise
+        res = finish(procs)
+        print(f"MEASURE rank 1 gives up on frozen rank 5 (node 2's agent held 2.8 s past it): {time.time() - t0:.2f} s "
+              "from the start until the three agents ended", flush=True)
+        check([r[0] for r in res] == [1, 1, 1], f"every agent exits 1: {[r[0] for r in res]}", str(res))
+        same_frozen_line(res, node=2, rank=5)
+    stopped_at(mark, within=3)
 
 
 def case_agent_sigterm():
