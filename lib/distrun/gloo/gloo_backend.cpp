@@ -167,7 +167,7 @@ GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const
 }
 
 GlooBackend::~GlooBackend() {
-  if (mesh_) log().debug("rank {}: {} tcp connections", global_rank(rank_), mesh_->connections());
+  if (mesh_) log().debug("rank {}: {} tcp connections opened", global_rank(rank_), mesh_->connections());
 }
 
 namespace {

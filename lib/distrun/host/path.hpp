@@ -1,6 +1,7 @@
 // A path moves blocks between the members of a group; the collectives' algorithms are written
-// once over it (algorithms.hpp) and say which blocks move, phase by phase. Two paths implement
-// it: shared memory (paths/shm_path.hpp) and Gloo's TCP pairs (paths/tcp_path.hpp).
+// once over it (algorithms.hpp) and say which blocks move, phase by phase. Three paths implement
+// it: shared memory (paths/shm_path.hpp), distrun's own sockets (paths/socket_path.hpp) and
+// Gloo's TCP pairs (paths/tcp_path.hpp, DISTRUN_TCP=gloo).
 //
 // The model is one-sided. In a collective every rank states its intent and exposes one buffer
 // (meet); in each phase every rank takes pieces of its peers' exposed buffers, either copied to

@@ -1,6 +1,6 @@
 // The collectives of a group over flat host buffers: GlooBackend chooses one implementation per
 // group when the group is made: our algorithms over one path (algorithms.hpp, over shared
-// memory or Gloo's TCP pairs), or the hierarchical composition of such groups across hosts
+// memory or TCP), or the hierarchical composition of such groups across hosts
 // (hierarchical_transport.hpp). Every call first makes the ranks agree on `intent`
 // (backend/intent.hpp): a disagreement is a CollectiveMismatchError on every rank, before a
 // byte moves.

@@ -95,10 +95,6 @@ SocketMesh::~SocketMesh() {
 
 int SocketMesh::global(int r) const { return global_rank_of(global_ranks_, r); }
 
-int SocketMesh::connections() const {
-  return int(std::count_if(conns_.begin(), conns_.end(), [](const Conn& c) { return c.fd >= 0; }));
-}
-
 void SocketMesh::close_conn(Conn& c) {
   if (c.fd >= 0) ::close(c.fd);
   c.fd = -1;
@@ -137,6 +133,7 @@ void SocketMesh::connect_to(int peer, Clock::time_point deadline) {
   }
   no_delay(fd);
   conns_[size_t(peer)].fd = fd;
+  ++opened_;
 }
 
 void SocketMesh::accept_one(Clock::time_point deadline) {
@@ -157,6 +154,7 @@ void SocketMesh::accept_one(Clock::time_point deadline) {
   no_delay(fd);
   Conn& c = conns_[size_t(hello.rank)];
   c.fd = fd;
+  ++opened_;
   if (!c.sends.empty()) write_some(int(hello.rank));
 }
 
@@ -349,6 +347,8 @@ bool SocketMesh::read_some(int peer) {
         c.dropping = c.stashing ? c.dropping + size_t(n) : c.dropping - size_t(n);
       }
       complete();
+      // A message ended: read on only while this connection still has something to wait for.
+      if (c.header_got == 0 && c.recvs.empty() && c.sends.empty()) return read;
       continue;
     }
     if (n == 0) {
@@ -363,7 +363,8 @@ bool SocketMesh::read_some(int peer) {
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
       const size_t before = c.header_got;
       complete();
-      if (before == kHeaderBytes && c.header_got == 0) continue;  // a message of no bytes ended
+      // A message of no bytes ended.
+      if (before == kHeaderBytes && c.header_got == 0 && !(c.recvs.empty() && c.sends.empty())) continue;
       return read;
     }
     fail_peer(peer, std::string("lost its connection: ") + std::strerror(errno));
@@ -385,6 +386,10 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
         awaiting = awaiting || !c.sends.empty() || !c.recvs.empty();
         continue;
       }
+      // Read only where a receive waits, a message is half read, or our sends wait on the peer
+      // (which may be sending to us): otherwise what arrives stays in the socket until its
+      // receive is posted, rather than being copied aside.
+      if (c.recvs.empty() && c.header_got == 0 && c.sends.empty()) continue;
       fds.push_back(pollfd{c.fd, short(POLLIN | (c.sends.empty() ? 0 : POLLOUT)), 0});
       peer_of.push_back(r);
     }

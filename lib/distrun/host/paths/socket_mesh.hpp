@@ -7,11 +7,13 @@
 // token (random, from the group's authenticated store); the higher rank compares the token in
 // constant time and drops strangers. A ring opens two connections per rank, not n - 1.
 //
-// Every message is a header (kind, key, bytes) and its bytes, written with one writev. All
+// Every message is a header (kind, key, bytes) and its bytes, written with one sendmsg. All
 // I/O happens in the calling thread: the waits poll() the sockets with the call's deadline, and
-// any wait moves every posted operation on (so `isend; recv; wait` on both ends of a pair, or
-// a ring of them, cannot deadlock); a message that arrives before its receive is posted is
-// kept until it is.
+// any wait moves every posted operation on, so `isend; recv; wait` on both ends of a pair, or a
+// ring's `isend; irecv; wait; wait`, cannot deadlock. A connection is read while a receive is
+// posted on it or a send of ours waits on it; a message found there before its receive is
+// posted is kept aside until it is. (Large sends posted all around a cycle before any of their
+// receives can still wait for each other, as MPI's "unsafe" programs may.)
 #pragma once
 #include <sys/socket.h>
 
@@ -72,8 +74,8 @@ class SocketMesh {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  /// Connections this rank holds (made or accepted): for logs and the scale measurements.
-  int connections() const;
+  /// Connections this rank has made or accepted so far: for logs and the scale measurements.
+  int connections() const { return opened_; }
 
   /// Posts `op` to `peer`, connecting first if this rank is the pair's connector. The op (and
   /// its buffers) must live until it is done or the mesh is gone.
@@ -124,6 +126,7 @@ class SocketMesh {
   int listener_ = -1;
   std::string token_;  // the group's, from the store
   std::vector<Conn> conns_;
+  int opened_ = 0;
 };
 
 }  // namespace distrun

@@ -1,7 +1,8 @@
-// The path over Gloo's TCP pairs (between hosts, or on one when shared memory cannot or must
-// not be used; see path.hpp for the model). A rank cannot read a peer's memory here, so in each
-// phase it lists what every reader takes from it and sends that, while receiving its own
-// pieces; pieces go in segments, so folding one segment in overlaps receiving the next.
+// The path over Gloo's TCP pairs, where DISTRUN_TCP=gloo picks it instead of distrun's sockets
+// (socket_path.hpp), for comparison (see path.hpp for the model). A rank cannot read a peer's
+// memory here, so in each phase it lists what every reader takes from it and sends that, while
+// receiving its own pieces; pieces go in segments, so folding one segment in overlaps receiving
+// the next.
 //
 // The intent check is one message to and from every peer before each collective, into
 // receives posted at the end of the collective before: a Gloo message moves at once when its
