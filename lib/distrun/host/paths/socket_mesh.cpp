@@ -300,9 +300,9 @@ bool SocketMesh::read_some(int peer) {
           skip -= bytes;
           continue;
         }
-        const size_t n = std::min(bytes - skip, left);
-        iov[k++] = iovec{p + skip, n};
-        left -= n;
+        const size_t len = std::min(bytes - skip, left);
+        iov[k++] = iovec{p + skip, len};
+        left -= len;
         skip = 0;
       }
       n = k ? ::readv(c.fd, iov, k) : 0;

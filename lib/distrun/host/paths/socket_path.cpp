@@ -14,9 +14,6 @@ using Send = SocketMesh::Send;
 using Recv = SocketMesh::Recv;
 using Kind = SocketMesh::Kind;
 
-// Bytes of a buffer sent with its intent, per peer: at most the direct algorithms' 64 KiB, and
-// within a budget of about 1 MiB over all peers, but never under 4 KiB.
-constexpr size_t kEagerMost = size_t(64) << 10, kEagerLeast = size_t(4) << 10, kEagerBudget = size_t(1) << 20;
 // A piece being folded is handed to the schedule in parts of this many bytes (a multiple of
 // every element size) as they arrive, so that folding overlaps receiving.
 constexpr size_t kFoldPart = size_t(64) << 10;
@@ -26,18 +23,9 @@ constexpr size_t kFoldPart = size_t(64) << 10;
 SocketPath::SocketPath(std::shared_ptr<SocketMesh> mesh, std::vector<int> global_ranks)
     : mesh_(std::move(mesh)), rank_(mesh_->rank()), size_(mesh_->size()), global_ranks_(std::move(global_ranks)) {
   row_bytes_ = Intent::words(size_) * sizeof(uint64_t);
-  if (size_ <= kDirectCheckMost)
-    eager_ = std::clamp(kEagerBudget / size_t(size_), kEagerLeast, kEagerMost) & ~size_t(7);
+  if (size_ <= kDirectCheckMost) eager_ = eager_bytes(size_);
   stride_ = row_bytes_ + eager_;
   inbox_.assign(stride_ / sizeof(uint64_t) * size_t(size_), 0);
-}
-
-void SocketPath::check_piece(int reader, int owner, const Piece& p, uint64_t extent) const {
-  if (p.offset <= extent && p.bytes <= extent - p.offset) return;
-  throw CollectiveMismatchError("rank " + std::to_string(global_rank_of(global_ranks_, reader)) + " would take " +
-                                std::to_string(p.bytes) + " bytes at offset " + std::to_string(p.offset) + " of rank " +
-                                std::to_string(global_rank_of(global_ranks_, owner)) + "'s buffer of " +
-                                std::to_string(extent));
 }
 
 void SocketPath::await(const std::vector<std::pair<int, std::shared_ptr<Send>>>& sends,
@@ -179,7 +167,7 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
   schedule.pieces(phase, rank_, [&](const Piece& p) {
     Mine m{p};
     if (eager(p.peer)) {
-      check_piece(rank_, p.peer, p, std::min<uint64_t>(table_[size_t(p.peer)].extent, eager_));
+      check_piece(global_ranks_, rank_, p.peer, p, std::min<uint64_t>(table_[size_t(p.peer)].extent, eager_));
     } else {
       m.at = from[size_t(p.peer)];
       from[size_t(p.peer)] += p.bytes;
@@ -195,7 +183,7 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
     if (reader == rank_) continue;
     schedule.pieces(phase, reader, [&](const Piece& p) {
       if (p.peer != rank_) return;
-      check_piece(reader, rank_, p, extent_);
+      check_piece(global_ranks_, reader, rank_, p, extent_);
       if (eager(rank_)) return;
       auto& s = to[size_t(reader)];
       if (!s) s = std::make_shared<Send>(), s->key = {Kind::Phase, key};

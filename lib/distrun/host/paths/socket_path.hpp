@@ -46,7 +46,6 @@ class SocketPath : public Path {
   void await(const std::vector<std::pair<int, std::shared_ptr<SocketMesh::Send>>>& sends,
              const std::vector<std::pair<int, std::shared_ptr<SocketMesh::Recv>>>& recvs, Clock::time_point deadline,
              const std::function<void()>& on_read = {});
-  void check_piece(int reader, int owner, const Piece& piece, uint64_t extent) const;
 
   std::shared_ptr<SocketMesh> mesh_;
   int rank_, size_;

@@ -71,8 +71,6 @@ class TcpPath : public Path {
   // those of unposted_ only.
   void post_intent_receives(bool again = false);
   std::vector<int> unposted_;  // peers whose receive of the next exchange is not posted yet
-  // Throws when `reader`'s piece lies outside the `extent` that rank `owner` exposed.
-  void check_piece(int reader, int owner, const Piece& piece, uint64_t extent) const;
   // After a disagreement, before the error leaves: one note to and from every peer. Every rank
   // finds the same disagreement in the same rows, but one that throws and closes its pairs at
   // once can reset a connection whose peer has not yet read that rank's row, and the peer
