@@ -40,12 +40,20 @@ def run(build, n, kind, job, timeout):
             procs.append(subprocess.Popen(["ip", "netns", "exec", ns, os.path.join(build, "bin", "distrun-worker"),
                                            "--log-level", "debug", job], stdout=subprocess.DEVNULL,
                                           stderr=subprocess.PIPE, text=True, env=env))
+        errs, late = [], False
         try:
-            errs = [p.communicate(timeout=timeout)[1] for p in procs]
+            for p in procs:
+                errs.append(p.communicate(timeout=max(0.1, start + timeout - time.monotonic()))[1])
+        except subprocess.TimeoutExpired:
+            late = True
         finally:
             for p in procs:
                 p.kill()
         wall = time.monotonic() - start
+        if late:
+            return {"ranks": n, "tcp": kind, "algo": os.environ.get("DISTRUN_ALGO", "auto"), "wall_s": round(wall, 2),
+                    "error": f"not done after {timeout:.0f} s (killed)",
+                    "load": " ".join(open("/proc/loadavg").read().split()[:3])}
         failed = [r for r, p in enumerate(procs) if p.returncode != 0]
         opened = sum(int(m.group(1)) for e in errs for m in re.finditer(r"(\d+) tcp connections opened", e))
         row = {"ranks": n, "tcp": kind, "algo": os.environ.get("DISTRUN_ALGO", "auto"), "wall_s": round(wall, 2), "failed_ranks": len(failed),
