@@ -1,8 +1,9 @@
 // The connections of one group over plain TCP sockets, made on first use, and the messages that
 // move over them: what socket_path.hpp (the collectives' blocks) and point-to-point traffic share.
 //
-// Each rank listens on one socket (bound where Gloo would bind; its address published once in
-// the group's store) and connects to a peer only when an operation first names it: the lower
+// Each rank listens on one socket per group (bound where Gloo would bind; its address published
+// once in the group's store; a subgroup has its own, so that no accept serves two groups) and
+// connects to a peer only when an operation first names it: the lower
 // rank of a pair connects, then says who it is in a hello that carries its rank and the group's
 // token (random, from the group's authenticated store); the higher rank compares the token in
 // constant time and drops strangers. A ring opens two connections per rank, not n - 1.
