@@ -554,9 +554,11 @@ std::shared_ptr<Work> GlooBackend::irecv(Tensor& tensor, int src, const SendOpti
 
 void GlooBackend::barrier(const BarrierOptions& opts) {
   if (!context_) {
-    // A collective of no bytes: it returns once every member's intent is in.
+    // A collective of no bytes: it returns once every member's intent is in. (Buffers that are
+    // not null: a composite path may hand them to memcpy for no bytes.)
+    char none = 0;
     guarded("barrier", timeout_of(opts), [&] {
-      transport_->all_gather(intent(CollectiveKind::AllGather, DType::UInt8, 0), nullptr, nullptr, timeout_of(opts));
+      transport_->all_gather(intent(CollectiveKind::AllGather, DType::UInt8, 0), &none, &none, timeout_of(opts));
     });
     return;
   }
