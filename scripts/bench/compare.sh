@@ -27,6 +27,8 @@
 #   --docs       also update docs/performance.md's table and docs/img/busbw.png
 #   --strict     exit 3 when a target is missed
 #   --hosts      the between-hosts tables only (with --quick: 2 hosts x 1 rank, quiet and busy)
+#   --hosts-baseline-env K=V  with --hosts: this build once more with K=V in the same runs
+#                (e.g. DISTRUN_TCP=gloo: the TCP path over Gloo's pairs), as the baseline
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/scripts/bench
@@ -37,6 +39,7 @@ docs=0
 strict=()
 hosts=0
 quick=0
+baseline_env=()
 while (($#)); do
   case "$1" in
     --build) build=$(cd "$2" && pwd); shift 2 ;;
@@ -46,7 +49,8 @@ while (($#)); do
     --docs) docs=1; shift ;;
     --strict) strict=(--strict); shift ;;
     --hosts) hosts=1; shift ;;
-    -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+    --hosts-baseline-env) baseline_env+=(--baseline-env "$2"); shift 2 ;;
+    -h | --help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -71,7 +75,7 @@ if ((hosts)); then
     echo "[compare] between hosts: $nh x $per, $busy busy loops, $reps repetitions" >&2
     rc=0
     timeout -k 10 3000 "$py" "$here/hosts.py" --build "$build" --hosts "$nh" --per-host "$per" --busy "$busy" \
-      --reps "$reps" --jsonl "$out/hosts.jsonl" >>"$out/hosts.md" || rc=$?
+      --reps "$reps" --jsonl "$out/hosts.jsonl" "${baseline_env[@]}" >>"$out/hosts.md" || rc=$?
     ((rc == 77)) && { echo "compare.sh: --hosts skipped (needs root and ip netns)" >&2; exit 77; }
     ((rc == 0)) || { echo "compare.sh: hosts.py failed ($config)" >&2; exit 1; }
     echo >>"$out/hosts.md"

@@ -18,6 +18,8 @@ and after: the machine may be shared.
 Usage: scripts/bench/hosts.py [--build DIR] [--baseline DIR] [--hosts N] [--per-host K]
                               [--busy N] [--reps N] [--iters N] [--jsonl FILE] [--quick]
 --baseline: another build's distrun-bench joins the interleaving (a change's before and after).
+--baseline-env K=V: the baseline runs with these variables (e.g. DISTRUN_TCP=gloo: this build over
+Gloo's pairs); without --baseline, it is this build.
 --jsonl: every measured row (busbw rows in compare.sh's form, for plot.py) appended to FILE.
 Prints Markdown on stdout; exits 77 (skipped) without root or `ip netns`."""
 import argparse
@@ -124,11 +126,11 @@ def pair(h, script, args, timeout=120):
     return float(out.split()[-1])
 
 
-def distrun(h, per_host, bench, coll, sizes, iters, json_path):
+def distrun(h, per_host, bench, coll, sizes, iters, json_path, env=None):
     # One run from the smallest size to the largest, doubling; only `sizes` are kept.
     args = [bench, coll, "-n", str(iters), "-w", "5", "-c", "0", "-J", json_path, "-b", sizes[0], "-e", sizes[-1],
             "-f", "2"]
-    run_world(h, per_host, args, {"DISTRUN_STORE_SECRET": "hosts-bench"})
+    run_world(h, per_host, args, {"DISTRUN_STORE_SECRET": "hosts-bench", **(env or {})})
     with open(json_path) as f:
         doc = json.load(f)
     # Each -J row's out-of-place figures, under the keys torch_bench.py's rows have.
@@ -151,6 +153,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(root, "build"))
     ap.add_argument("--baseline", help="another build directory, measured alongside")
+    ap.add_argument("--baseline-env", action="append", default=[], metavar="K=V",
+                    help="variables of the baseline's runs (repeatable)")
     ap.add_argument("--hosts", type=int, default=2, help="namespace hosts (2 to 4)")
     ap.add_argument("--per-host", type=int, default=1, help="ranks per host")
     ap.add_argument("--busy", type=int, default=0, help="busy loops running beside the measurement")
@@ -166,8 +170,9 @@ def main():
     from multihost_test import Hosts  # noqa: E402 (needs DISTRUN set first)
 
     benches = {"distrun": os.path.join(os.path.abspath(a.build), "bin", "distrun-bench")}
-    if a.baseline:
-        benches["baseline"] = os.path.join(os.path.abspath(a.baseline), "bin", "distrun-bench")
+    if a.baseline or a.baseline_env:
+        benches["baseline"] = os.path.join(os.path.abspath(a.baseline or a.build), "bin", "distrun-bench")
+    envs = {"baseline": dict(kv.split("=", 1) for kv in a.baseline_env)}
     for bench in benches.values():
         if not os.access(bench, os.X_OK):
             sys.exit(f"hosts.py: {bench} not built (scripts/build.sh)")
@@ -186,7 +191,8 @@ def main():
                 for group, colls, sizes, iters, into, key in (
                         ("latency", lat_colls, LATENCY, a.iters, lat, "p50_us"),
                         ("busbw", bw_colls, BUSBW, max(3, a.iters // 20), bw, "busbw_gbps")):
-                    got = {system: {c: distrun(h, a.per_host, bench, c, sizes, iters, f"{tmp}/d.json") for c in colls}
+                    got = {system: {c: distrun(h, a.per_host, bench, c, sizes, iters, f"{tmp}/d.json",
+                                               envs.get(system)) for c in colls}
                            for system, bench in benches.items()}
                     got["torch"] = torch(h, a.per_host, colls, sizes, iters)
                     for system, by_coll in got.items():
@@ -236,8 +242,8 @@ def main():
                       f"{cell('torch', coll, b, table, fmt)} | {ratio(coll, b, table)} | "
                       f"{f'{med(d) / limit:.2f}x' if d else 'n/a'} |")
         print()
-    if a.baseline:
-        print(f"Baseline ({a.baseline}), same runs: this build's p50 time or busbw relative to it\n")
+    if "baseline" in benches:
+        print(f"Baseline ({a.baseline or 'this build'} {' '.join(a.baseline_env)}), same runs: this build's p50 time or busbw relative to it\n")
         print("| measure | collective | size | baseline | this build | this / baseline |")
         print("|---|---|---:|---:|---:|---:|")
         for measure, colls, sizes, table, fmt in (("p50 us", lat_colls, LATENCY, lat, "%.1f"),

@@ -16,6 +16,7 @@
 #include "distrun/host/algorithms.hpp"
 #include "distrun/host/hierarchical_transport.hpp"
 #include "distrun/host/paths/shm_path.hpp"
+#include "distrun/host/paths/socket_path.hpp"
 #include "distrun/host/paths/tcp_path.hpp"
 
 namespace distrun {
@@ -157,21 +158,48 @@ GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const
                          std::shared_ptr<gloo::transport::Device> device)
     : Backend(rank, size, std::move(global_ranks), std::move(liveness), options.timeout), store_(std::move(store)),
       options_(options), device_(std::move(device)) {
+  transport_ = choose_transport();
+  if (options_.log_choice && rank_ == 0 && size_ > 1) {
+    std::string members;
+    for (int r = 0; r < size_; ++r) members += (r ? "," : "") + std::to_string(global_rank(r));
+    log().info("gloo group of {} ranks [{}]: {} path", size_, members, transport_->name());
+  }
+}
+
+GlooBackend::~GlooBackend() {
+  if (mesh_) log().debug("rank {}: {} tcp connections opened", global_rank(rank_), mesh_->connections());
+}
+
+namespace {
+
+// Where Gloo binds (an address, or an interface's), resolved.
+gloo::transport::tcp::attr device_attr(const GlooBackendOptions& options) {
+  gloo::transport::tcp::attr attr;
+  if (!options.iface.empty())
+    attr.iface = options.iface;
+  else
+    attr.hostname = options.hostname.empty() ? "127.0.0.1" : options.hostname;
+  return attr;
+}
+
+[[noreturn]] void cannot_bind(const gloo::transport::tcp::attr& attr, const std::exception& e) {
+  throw ConfigError("gloo: cannot use " +
+                    (attr.iface.empty() ? "address " + attr.hostname : "interface " + attr.iface) + ": " + e.what());
+}
+
+}  // namespace
+
+void GlooBackend::connect_gloo() {
+  if (context_) return;
   if (!device_) {
-    gloo::transport::tcp::attr attr;
-    if (!options_.iface.empty())
-      attr.iface = options_.iface;
-    else
-      attr.hostname = options_.hostname.empty() ? "127.0.0.1" : options_.hostname;
+    const auto attr = device_attr(options_);
     try {
       device_ = gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
-      throw ConfigError("gloo: cannot use " +
-                        (attr.iface.empty() ? "address " + attr.hostname : "interface " + attr.iface) + ": " +
-                        e.what());
+      cannot_bind(attr, e);
     }
   }
-  auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  auto ctx = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
   ctx->setTimeout(options_.timeout);
   GlooStoreAdapter adapter(std::make_shared<PrefixStore>("gloo", store_));
   try {
@@ -182,19 +210,31 @@ GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size, const
     fail("rendezvous", e);
   }
   context_ = ctx;
-  transport_ = choose_transport();
-  if (options_.log_choice && rank_ == 0 && size_ > 1) {
-    std::string members;
-    for (int r = 0; r < size_; ++r) members += (r ? "," : "") + std::to_string(global_rank(r));
-    log().info("gloo group of {} ranks [{}]: {} path", size_, members, transport_->name());
+}
+
+const std::shared_ptr<SocketMesh>& GlooBackend::mesh() {
+  if (mesh_) return mesh_;
+  const auto attr = device_attr(options_);
+  gloo::transport::tcp::attr resolved;
+  try {
+    resolved = gloo::transport::tcp::CreateDeviceAttr(attr);
+  } catch (const std::exception& e) {
+    cannot_bind(attr, e);
   }
+  mesh_ = std::make_shared<SocketMesh>(std::make_shared<PrefixStore>("sock", store_), rank_, size_, resolved.ai_addr,
+                                       global_ranks_);
+  p2p_ = std::make_unique<SocketP2P>(mesh_, global_ranks_,
+                                     [this](const char* op, const std::exception& e) { fail(op, e); });
+  return mesh_;
 }
 
 std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   auto over = [this](std::unique_ptr<Path> path) {
     return std::make_unique<PathCollectives>(std::move(path), rank_, size_, options_.algorithm);
   };
-  auto tcp = [&] {
+  auto tcp = [&]() -> std::unique_ptr<PathCollectives> {
+    if (options_.tcp == TcpKind::Socket) return over(std::make_unique<SocketPath>(mesh(), global_ranks_));
+    connect_gloo();
     return over(std::make_unique<TcpPath>(context_, rank_, size_, global_ranks_, [this] { return next_tag_++; }));
   };
   // Every member's settings and host, in group rank order: the same table, hence the same
@@ -211,6 +251,7 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   }
   std::unique_ptr<ShmPath> shm;
   const PathChoice choice = choose_path(members, rank_, options_.transport, options_.hierarchy, [&] {
+    connect_gloo();
     try {
       shm = ShmPath::create(
           context_, *std::make_shared<PrefixStore>("shm", store_), rank_, size_, [this] { return next_tag_++; },
@@ -247,8 +288,6 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
   return std::make_unique<HierarchicalTransport>(tcp(), collectives(std::move(local)), collectives(std::move(cross)),
                                                  on, host, slice);
 }
-
-GlooBackend::~GlooBackend() = default;
 
 void GlooBackendOptions::read_env() {
   auto env = [](const char* name) {
@@ -290,6 +329,13 @@ void GlooBackendOptions::read_env() {
       throw ConfigError("DISTRUN_SHM_INLINE_BYTES='" + i + "': expected a number of bytes from 0 to 65536");
     shm_inline_bytes = std::stoull(i);
   }
+  const std::string k = env("DISTRUN_TCP");
+  if (k == "gloo")
+    tcp = TcpKind::Gloo;
+  else if (k.empty() || k == "socket")
+    tcp = TcpKind::Socket;
+  else
+    throw ConfigError("DISTRUN_TCP='" + k + "': expected socket or gloo");
   if (!env("DISTRUN_HOST_ID").empty()) host_id = env("DISTRUN_HOST_ID");
 }
 
@@ -298,6 +344,7 @@ std::string GlooBackendOptions::shared_settings() const {
   const char* a = algorithm == Algorithm::Ring ? "ring" : algorithm == Algorithm::Direct ? "direct" : "auto";
   return std::string("DISTRUN_TRANSPORT=") + t + " DISTRUN_ALGO=" + a +
          " DISTRUN_HIERARCHY=" + (hierarchy == Hierarchy::Flat ? "flat" : "auto") +
+         " DISTRUN_TCP=" + (tcp == TcpKind::Gloo ? "gloo" : "socket") +
          " DISTRUN_SHM_INLINE_BYTES=" + std::to_string(shm_inline_bytes);
 }
 
@@ -464,6 +511,7 @@ std::shared_ptr<Work> GlooBackend::isend(const Tensor& tensor, int dst, const Se
   if (dst < 0 || dst >= size_ || dst == rank_) throw BackendError("send: bad destination rank " + std::to_string(dst));
   Tensor h = host(tensor);
   std::shared_ptr<Work> work;
+  if (p2p_) return p2p_->isend(h, dst, uint32_t(opts.tag), timeout_of(opts));
   guarded("send", timeout_of(opts), [&] {
     P2PWork::Side side{dst, global_rank(rank_), global_rank(dst), p2p_slot(dst, uint32_t(opts.tag), true)};
     work = std::make_shared<P2PWork>(*this, *context_, true, side, h, Tensor(), uint32_t(opts.tag), timeout_of(opts));
@@ -475,6 +523,8 @@ std::shared_ptr<Work> GlooBackend::irecv(Tensor& tensor, int src, const SendOpti
   if (src < 0 || src >= size_ || src == rank_) throw BackendError("recv: bad source rank " + std::to_string(src));
   Tensor h = host(tensor);
   std::shared_ptr<Work> work;
+  if (p2p_)
+    return p2p_->irecv(h, tensor.device().is_cuda() ? tensor : Tensor(), src, uint32_t(opts.tag), timeout_of(opts));
   guarded("recv", timeout_of(opts), [&] {
     P2PWork::Side side{src, global_rank(src), global_rank(rank_), p2p_slot(src, uint32_t(opts.tag), false)};
     work = std::make_shared<P2PWork>(*this, *context_, false, side, h, tensor.device().is_cuda() ? tensor : Tensor(),
@@ -484,6 +534,15 @@ std::shared_ptr<Work> GlooBackend::irecv(Tensor& tensor, int src, const SendOpti
 }
 
 void GlooBackend::barrier(const BarrierOptions& opts) {
+  if (!context_) {
+    // A collective of no bytes: it returns once every member's intent is in. (Buffers that are
+    // not null: a composite path may hand them to memcpy for no bytes.)
+    char none = 0;
+    guarded("barrier", timeout_of(opts), [&] {
+      transport_->all_gather(intent(CollectiveKind::AllGather, DType::UInt8, 0), &none, &none, timeout_of(opts));
+    });
+    return;
+  }
   guarded("barrier", timeout_of(opts), [&] {
     gloo::BarrierOptions o(context_);
     o.setTag(next_tag_++);

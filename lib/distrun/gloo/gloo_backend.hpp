@@ -12,6 +12,7 @@
 #include "distrun/backend/reduce_kernels.hpp"
 #include "distrun/host/algorithms.hpp"
 #include "distrun/host/path_policy.hpp"
+#include "distrun/host/paths/socket_p2p.hpp"
 #include "distrun/host/transport.hpp"
 #include "distrun/store/store.hpp"
 
@@ -24,6 +25,10 @@ class Device;
 
 namespace distrun {
 
+/// Which TCP path a group takes: distrun's own sockets (paths/socket_path.hpp, connected on
+/// first use) or Gloo's pairs (paths/tcp_path.hpp, a full mesh at the group's creation).
+enum class TcpKind { Socket, Gloo };
+
 struct GlooBackendOptions {
   std::chrono::milliseconds timeout{30000};  // default for every collective and the rendezvous
   std::string hostname;                      // local address to bind (see local_address_towards)
@@ -31,6 +36,7 @@ struct GlooBackendOptions {
   PathPreference transport = PathPreference::Auto;
   Algorithm algorithm = Algorithm::Auto;  // algorithms.hpp
   Hierarchy hierarchy = Hierarchy::Auto;
+  TcpKind tcp = TcpKind::Socket;
   /// The largest payload the shared-memory path copies through a rank's slot rather than
   /// exposing the buffer to single-copy reads (at most 64 KiB, its default): where copying
   /// stops paying, measured in docs/performance.md; settable for that measurement.
@@ -45,18 +51,20 @@ struct GlooBackendOptions {
 
   /// Sets transport from DISTRUN_TRANSPORT (auto|shm|tcp; unset with DISTRUN_CMA=0: tcp),
   /// algorithm from DISTRUN_ALGO (auto|direct|ring), hierarchy from DISTRUN_HIERARCHY
-  /// (auto|flat), shm_inline_bytes from DISTRUN_SHM_INLINE_BYTES (0..65536) and host_id from
-  /// DISTRUN_HOST_ID; ConfigError otherwise.
+  /// (auto|flat), tcp from DISTRUN_TCP (socket|gloo), shm_inline_bytes from
+  /// DISTRUN_SHM_INLINE_BYTES (0..65536) and host_id from DISTRUN_HOST_ID; ConfigError otherwise.
   void read_env();
-  /// The settings every member of a group must share (transport, algorithm, hierarchy, inline
-  /// limit), as text: a group whose members' differ is a ConfigError on every member when it
+  /// The settings every member of a group must share (transport, algorithm, hierarchy, TCP
+  /// path, inline limit), as text: a group whose members' differ is a ConfigError on every member when it
   /// is made.
   std::string shared_settings() const;
 };
 
 class GlooBackend : public Backend {
  public:
-  /// Connects a full mesh among `size` ranks through `store` (keys under its own prefix).
+  /// Joins `size` ranks through `store` (keys under its own prefix): Gloo's full mesh only where
+  /// the group's path needs it (shared memory, DISTRUN_TCP=gloo); distrun's sockets connect a
+  /// pair when a schedule or a point-to-point message first needs it.
   /// `liveness` (optional) names lost peers in errors. The device is shared with subgroups.
   GlooBackend(std::shared_ptr<Store> store, int rank, int size, const GlooBackendOptions& options,
               std::shared_ptr<Liveness> liveness = nullptr, std::vector<int> global_ranks = {},
@@ -100,6 +108,10 @@ class GlooBackend : public Backend {
   // The path for this group: every member's statement exchanged through the store, the verdict
   // (host/path_policy.hpp, the same on all) and the path it names, built.
   std::unique_ptr<CollectiveTransport> choose_transport();
+  // Gloo's full mesh, made by every member at the same point of choose_transport.
+  void connect_gloo();
+  // The group's sockets, listening once made (by every member at the same point).
+  const std::shared_ptr<SocketMesh>& mesh();
   // The Gloo slots of the next point-to-point message with `peer` under `tag` (low two bits
   // free for its parts).
   uint64_t p2p_slot(int peer, uint32_t tag, bool sending);
@@ -107,7 +119,9 @@ class GlooBackend : public Backend {
   std::shared_ptr<Store> store_;
   GlooBackendOptions options_;
   std::shared_ptr<gloo::transport::Device> device_;
-  std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<gloo::Context> context_;          // null unless the path needs Gloo
+  std::shared_ptr<SocketMesh> mesh_;                // null unless the path is distrun's TCP
+  std::unique_ptr<SocketP2P> p2p_;                  // point-to-point over mesh_
   std::unique_ptr<CollectiveTransport> transport_;  // chosen once, in the constructor
   uint32_t next_tag_ = 1;
   int groups_made_ = 0;

@@ -1,6 +1,7 @@
 // A path moves blocks between the members of a group; the collectives' algorithms are written
-// once over it (algorithms.hpp) and say which blocks move, phase by phase. Two paths implement
-// it: shared memory (paths/shm_path.hpp) and Gloo's TCP pairs (paths/tcp_path.hpp).
+// once over it (algorithms.hpp) and say which blocks move, phase by phase. Three paths implement
+// it: shared memory (paths/shm_path.hpp), distrun's own sockets (paths/socket_path.hpp) and
+// Gloo's TCP pairs (paths/tcp_path.hpp, DISTRUN_TCP=gloo).
 //
 // The model is one-sided. In a collective every rank states its intent and exposes one buffer
 // (meet); in each phase every rank takes pieces of its peers' exposed buffers, either copied to
@@ -10,6 +11,7 @@
 // function of the agreed intents, the same on every rank, so the sender and the reader list the
 // same pieces in the same order.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "distrun/backend/intent.hpp"
+#include "distrun/backend/types.hpp"
 
 namespace distrun {
 
@@ -67,5 +70,22 @@ class Path {
   /// a disagreement reaches it later (paths/shm_path.hpp). False: nothing done, meet instead.
   virtual bool broadcast_eager(const Intent&, void*, std::chrono::milliseconds) { return false; }
 };
+
+/// TCP paths: the most bytes of a buffer sent with its intent in a group of `size`: at most the
+/// direct algorithms' 64 KiB, within a budget of about 1 MiB over all peers, never under 4 KiB.
+inline size_t eager_bytes(int size) {
+  constexpr size_t most = size_t(64) << 10, least = size_t(4) << 10, budget = size_t(1) << 20;
+  return std::clamp(budget / size_t(size), least, most) & ~size_t(7);
+}
+
+/// TCP paths: throws when `reader`'s piece lies outside the `extent` that rank `owner` exposed
+/// (group ranks; named by their global ranks).
+inline void check_piece(const std::vector<int>& global_ranks, int reader, int owner, const Piece& p, uint64_t extent) {
+  if (p.offset <= extent && p.bytes <= extent - p.offset) return;
+  throw CollectiveMismatchError("rank " + std::to_string(global_rank_of(global_ranks, reader)) + " would take " +
+                                std::to_string(p.bytes) + " bytes at offset " + std::to_string(p.offset) + " of rank " +
+                                std::to_string(global_rank_of(global_ranks, owner)) + "'s buffer of " +
+                                std::to_string(extent));
+}
 
 }  // namespace distrun

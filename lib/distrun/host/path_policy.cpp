@@ -16,8 +16,8 @@ PathChoice choose_path(const std::vector<GroupMember>& members, int rank, PathPr
       differ += ", rank " + std::to_string(members[size_t(r)].global_rank) + " has " + members[size_t(r)].settings;
   if (!differ.empty())
     throw ConfigError(
-        "the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO, DISTRUN_HIERARCHY and "
-        "DISTRUN_SHM_INLINE_BYTES: rank " +
+        "the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO, DISTRUN_HIERARCHY, "
+        "DISTRUN_TCP and DISTRUN_SHM_INLINE_BYTES: rank " +
         std::to_string(members[0].global_rank) + " has " + members[0].settings + differ);
   if (preference == PathPreference::Tcp) return {};
   std::vector<std::string> hosts;  // distinct, in order of their first rank

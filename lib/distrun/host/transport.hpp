@@ -1,6 +1,6 @@
 // The collectives of a group over flat host buffers: GlooBackend chooses one implementation per
 // group when the group is made: our algorithms over one path (algorithms.hpp, over shared
-// memory or Gloo's TCP pairs), or the hierarchical composition of such groups across hosts
+// memory or TCP), or the hierarchical composition of such groups across hosts
 // (hierarchical_transport.hpp), each behind the one entry point `run`, which takes the
 // operation's description (HostOp): a new collective is a new kind of intent and its schedule,
 // not a method in every layer. Every call first makes the ranks agree on `intent`

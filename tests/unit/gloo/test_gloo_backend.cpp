@@ -241,10 +241,10 @@ TEST_CASE("send/recv: every size beside the receive's is a typed error, never an
 }
 
 TEST_CASE(
-    "members with different DISTRUN_ALGO, DISTRUN_TRANSPORT, DISTRUN_HIERARCHY or DISTRUN_SHM_INLINE_BYTES: a "
-    "ConfigError on each",
+    "members with different DISTRUN_ALGO, DISTRUN_TRANSPORT, DISTRUN_HIERARCHY, DISTRUN_TCP or "
+    "DISTRUN_SHM_INLINE_BYTES: a ConfigError on each",
     "[trust]") {
-  for (int which = 0; which < 4; ++which) {
+  for (int which = 0; which < 5; ++which) {
     auto store = std::make_shared<HashStore>();
     std::vector<std::string> errors(2);
     std::vector<std::thread> threads;
@@ -257,6 +257,7 @@ TEST_CASE(
         if (r == 1 && which == 1) o.transport = PathPreference::Auto;
         if (r == 1 && which == 2) o.hierarchy = Hierarchy::Flat;
         if (r == 1 && which == 3) o.shm_inline_bytes = 0;
+        if (r == 1 && which == 4) o.tcp = TcpKind::Gloo;
         try {
           GlooBackend b(store, r, 2, o);
         } catch (const ConfigError& e) {
@@ -265,15 +266,20 @@ TEST_CASE(
       });
     for (auto& t : threads) t.join();
     const char* rank1[] =
-        {"DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=ring DISTRUN_HIERARCHY=auto DISTRUN_SHM_INLINE_BYTES=65536",
-         "DISTRUN_TRANSPORT=auto DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto DISTRUN_SHM_INLINE_BYTES=65536",
-         "DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto DISTRUN_HIERARCHY=flat DISTRUN_SHM_INLINE_BYTES=65536",
-         "DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto DISTRUN_SHM_INLINE_BYTES=0"};
+        {"DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=ring DISTRUN_HIERARCHY=auto DISTRUN_TCP=socket "
+         "DISTRUN_SHM_INLINE_BYTES=65536",
+         "DISTRUN_TRANSPORT=auto DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto DISTRUN_TCP=socket "
+         "DISTRUN_SHM_INLINE_BYTES=65536",
+         "DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto DISTRUN_HIERARCHY=flat DISTRUN_TCP=socket "
+         "DISTRUN_SHM_INLINE_BYTES=65536",
+         "DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto DISTRUN_TCP=socket DISTRUN_SHM_INLINE_BYTES=0",
+         "DISTRUN_TRANSPORT=tcp DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto DISTRUN_TCP=gloo "
+         "DISTRUN_SHM_INLINE_BYTES=65536"};
     const std::string want =
         std::string(
             "the members of a group must share DISTRUN_TRANSPORT, DISTRUN_ALGO, "
-            "DISTRUN_HIERARCHY and DISTRUN_SHM_INLINE_BYTES: rank 0 has DISTRUN_TRANSPORT=tcp "
-            "DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto DISTRUN_SHM_INLINE_BYTES=65536, rank 1 has ") +
+            "DISTRUN_HIERARCHY, DISTRUN_TCP and DISTRUN_SHM_INLINE_BYTES: rank 0 has DISTRUN_TRANSPORT=tcp "
+            "DISTRUN_ALGO=auto DISTRUN_HIERARCHY=auto DISTRUN_TCP=socket DISTRUN_SHM_INLINE_BYTES=65536, rank 1 has ") +
         rank1[which];
     for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == want);
   }

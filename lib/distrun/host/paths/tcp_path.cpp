@@ -24,9 +24,6 @@ constexpr uint64_t kConfirmSlot = 0x4e5e000000000000ull;
 // A piece moves in segments of this size, so that the reader folds one in while the next
 // arrives (and Gloo never holds a whole large piece in one message).
 constexpr size_t kSegment = size_t(1) << 20;
-// Bytes of a buffer sent with its intent, per peer: at most the direct algorithms' 64 KiB, and
-// within a budget of about 1 MiB over all peers, but never under 4 KiB.
-constexpr size_t kEagerMost = size_t(64) << 10, kEagerLeast = size_t(4) << 10, kEagerBudget = size_t(1) << 20;
 
 void require(bool ok, std::chrono::milliseconds timeout) {
   if (!ok) throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms");
@@ -54,7 +51,7 @@ TcpPath::TcpPath(std::shared_ptr<gloo::Context> context, int rank, int size, std
     : context_(std::move(context)), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)),
       next_tag_(std::move(next_tag)) {
   row_bytes_ = Intent::words(size_) * sizeof(uint64_t);
-  eager_ = std::clamp(kEagerBudget / size_t(size_), kEagerLeast, kEagerMost) & ~size_t(7);
+  eager_ = eager_bytes(size_);
   stride_ = row_bytes_ + eager_;
   for (Inbox& box : inbox_) {
     box.words.assign(stride_ / sizeof(uint64_t) * size_t(size_), 0);
@@ -83,14 +80,6 @@ void TcpPath::post_intent_receives(bool again) {
     } catch (const std::exception&) {
       unposted_.push_back(r);
     }
-}
-
-void TcpPath::check_piece(int reader, int owner, const Piece& p, uint64_t extent) const {
-  if (p.offset <= extent && p.bytes <= extent - p.offset) return;
-  throw CollectiveMismatchError("rank " + std::to_string(global_rank_of(global_ranks_, reader)) + " would take " +
-                                std::to_string(p.bytes) + " bytes at offset " + std::to_string(p.offset) + " of rank " +
-                                std::to_string(global_rank_of(global_ranks_, owner)) + "'s buffer of " +
-                                std::to_string(extent));
 }
 
 const std::vector<Intent>& TcpPath::meet(Intent intent, const void* base, uint64_t extent,
@@ -167,7 +156,7 @@ void TcpPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeo
   schedule.pieces(phase, rank_, [&](const Piece& p) {
     if (eager(p.peer)) {
       const Intent& from = table_[size_t(p.peer)];
-      check_piece(rank_, p.peer, p, std::min<uint64_t>(from.extent, eager_));
+      check_piece(global_ranks_, rank_, p.peer, p, std::min<uint64_t>(from.extent, eager_));
     } else if (!p.dst) {
       folded += p.bytes;
     }
@@ -186,7 +175,7 @@ void TcpPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeo
     if (reader == rank_) continue;
     schedule.pieces(phase, reader, [&](const Piece& p) {
       if (p.peer != rank_) return;
-      check_piece(reader, rank_, p, extent_);
+      check_piece(global_ranks_, reader, rank_, p, extent_);
       if (!eager(rank_)) sends.push_back(Send{reader, p.offset, p.bytes});
     });
   }

@@ -1,7 +1,8 @@
-// The path over Gloo's TCP pairs (between hosts, or on one when shared memory cannot or must
-// not be used; see path.hpp for the model). A rank cannot read a peer's memory here, so in each
-// phase it lists what every reader takes from it and sends that, while receiving its own
-// pieces; pieces go in segments, so folding one segment in overlaps receiving the next.
+// The path over Gloo's TCP pairs, where DISTRUN_TCP=gloo picks it instead of distrun's sockets
+// (socket_path.hpp), for comparison (see path.hpp for the model). A rank cannot read a peer's
+// memory here, so in each phase it lists what every reader takes from it and sends that, while
+// receiving its own pieces; pieces go in segments, so folding one segment in overlaps receiving
+// the next.
 //
 // The intent check is one message to and from every peer before each collective, into
 // receives posted at the end of the collective before: a Gloo message moves at once when its
@@ -70,8 +71,6 @@ class TcpPath : public Path {
   // those of unposted_ only.
   void post_intent_receives(bool again = false);
   std::vector<int> unposted_;  // peers whose receive of the next exchange is not posted yet
-  // Throws when `reader`'s piece lies outside the `extent` that rank `owner` exposed.
-  void check_piece(int reader, int owner, const Piece& piece, uint64_t extent) const;
   // After a disagreement, before the error leaves: one note to and from every peer. Every rank
   // finds the same disagreement in the same rows, but one that throws and closes its pairs at
   // once can reset a connection whose peer has not yet read that rank's row, and the peer

@@ -1,0 +1,422 @@
+#include "distrun/host/paths/socket_mesh.hpp"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "distrun/backend/types.hpp"
+#include "distrun/core/error.hpp"
+#include "distrun/store/auth.hpp"
+
+namespace distrun {
+
+namespace {
+
+constexpr uint64_t kMagic = 0x6473636bull;               // "dsck": every header's top half
+constexpr uint64_t kHelloMagic = 0x64697374736f636bull;  // "distsock"
+constexpr size_t kTokenBytes = 16;
+constexpr size_t kHeaderBytes = 3 * sizeof(uint64_t);
+constexpr int kMaxIov = 64;
+// A stranger that connects and says nothing holds an accept this long at most.
+constexpr auto kHelloBound = std::chrono::seconds(2);
+
+struct Hello {
+  uint64_t magic;
+  uint64_t rank;
+  char token[kTokenBytes];
+};
+
+int ms_until(SocketMesh::Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SocketMesh::Clock::now());
+  return int(std::clamp<int64_t>(left.count() + 1, 0, 1 << 30));
+}
+
+// Writes or reads exactly `bytes` on a nonblocking socket before `deadline`; false otherwise.
+template <typename Io>
+bool exactly(int fd, short events, size_t bytes, SocketMesh::Clock::time_point deadline, Io io) {
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = io(done);
+    if (n > 0) {
+      done += size_t(n);
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
+    pollfd p{fd, events, 0};
+    if (::poll(&p, 1, ms_until(deadline)) <= 0 && SocketMesh::Clock::now() >= deadline) return false;
+  }
+  return true;
+}
+
+void no_delay(int fd) {
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+socklen_t length_of(const sockaddr_storage& a) {
+  return a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
+}  // namespace
+
+SocketMesh::SocketMesh(std::shared_ptr<Store> store, int rank, int size, const sockaddr_storage& address,
+                       std::vector<int> global_ranks)
+    : store_(std::move(store)), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)), conns_(size_t(size)) {
+  sockaddr_storage at = address;
+  if (at.ss_family == AF_INET6)
+    reinterpret_cast<sockaddr_in6&>(at).sin6_port = 0;
+  else
+    reinterpret_cast<sockaddr_in&>(at).sin_port = 0;
+  listener_ = ::socket(at.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  socklen_t len = length_of(at);
+  if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&at), len) != 0 ||
+      ::listen(listener_, SOMAXCONN) != 0 || ::getsockname(listener_, reinterpret_cast<sockaddr*>(&at), &len) != 0) {
+    const int err = errno;
+    if (listener_ >= 0) ::close(listener_);
+    throw BackendError(std::string("cannot listen for the group's connections: ") + std::strerror(err));
+  }
+  store_->set("sock/addr/" + std::to_string(rank_), std::string(reinterpret_cast<const char*>(&at), len));
+  if (rank_ == 0) store_->set("sock/token", auth::random_bytes(kTokenBytes));
+  token_ = store_->get("sock/token");
+  if (token_.size() != kTokenBytes) throw BackendError("the group's connection token is malformed");
+}
+
+SocketMesh::~SocketMesh() {
+  for (Conn& c : conns_) close_conn(c);
+  if (listener_ >= 0) ::close(listener_);
+}
+
+int SocketMesh::global(int r) const { return global_rank_of(global_ranks_, r); }
+
+void SocketMesh::close_conn(Conn& c) {
+  if (c.fd >= 0) ::close(c.fd);
+  c.fd = -1;
+}
+
+void SocketMesh::fail_peer(int peer, const std::string& what) const {
+  throw BackendError("rank " + std::to_string(global(peer)) + " " + what);
+}
+
+void SocketMesh::connect_to(int peer, Clock::time_point deadline) {
+  const std::string a = store_->get("sock/addr/" + std::to_string(peer));
+  sockaddr_storage to{};
+  std::memcpy(&to, a.data(), std::min(a.size(), sizeof to));
+  const int fd = ::socket(to.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw BackendError(std::string("cannot open a socket: ") + std::strerror(errno));
+  int err = 0;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&to), socklen_t(a.size())) != 0) {
+    err = errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      socklen_t len = sizeof err;
+      err =
+          ::poll(&p, 1, ms_until(deadline)) == 1 ? (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len), err) : ETIMEDOUT;
+    }
+  }
+  Hello hello{kHelloMagic, uint64_t(rank_), {}};
+  std::memcpy(hello.token, token_.data(), kTokenBytes);
+  if (err == 0 && !exactly(fd, POLLOUT, sizeof hello, deadline, [&](size_t at) {
+        return ::send(fd, reinterpret_cast<const char*>(&hello) + at, sizeof hello - at, MSG_NOSIGNAL);
+      }))
+    err = errno ? errno : ETIMEDOUT;
+  if (err != 0) {
+    ::close(fd);
+    if (err == ETIMEDOUT) throw TimeoutError("timed out connecting to rank " + std::to_string(global(peer)));
+    fail_peer(peer, std::string("cannot be reached: ") + std::strerror(err));
+  }
+  no_delay(fd);
+  conns_[size_t(peer)].fd = fd;
+  ++opened_;
+}
+
+void SocketMesh::accept_one(Clock::time_point deadline) {
+  const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) return;
+  Hello hello{};
+  const bool said = exactly(fd, POLLIN, sizeof hello, std::min(deadline, Clock::now() + kHelloBound), [&](size_t at) {
+    return ::recv(fd, reinterpret_cast<char*>(&hello) + at, sizeof hello - at, 0);
+  });
+  // Only a lower rank of this group connects to us, once.
+  const bool member = said && hello.magic == kHelloMagic && hello.rank < uint64_t(rank_) &&
+                      auth::equal_in_constant_time(std::string_view(hello.token, kTokenBytes), token_) &&
+                      conns_[size_t(hello.rank)].fd < 0;
+  if (!member) {
+    ::close(fd);
+    return;
+  }
+  no_delay(fd);
+  Conn& c = conns_[size_t(hello.rank)];
+  c.fd = fd;
+  ++opened_;
+  if (!c.sends.empty()) write_some(int(hello.rank));
+}
+
+void SocketMesh::post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline) {
+  Conn& c = conns_[size_t(peer)];
+  if (c.gone) fail_peer(peer, "closed its connection");
+  if (c.fd < 0 && peer > rank_) connect_to(peer, deadline);
+  op->header[0] = kMagic << 32 | uint64_t(op->key.kind);
+  op->header[1] = op->key.key;
+  op->total = 0;
+  for (auto& part : op->parts) op->total += part.second;
+  op->header[2] = op->total;
+  op->total += kHeaderBytes;
+  op->sent = 0;
+  op->done = false;
+  c.sends.push_back(op);
+  if (c.sends.size() == 1 && c.fd >= 0) write_some(peer);
+}
+
+void SocketMesh::deliver(const Stashed& m, Recv& r) {
+  if (r.at_most && m.bytes.size() <= r.bytes) r.bytes = m.bytes.size();
+  if (m.bytes.size() != r.bytes) {
+    r.differs = true;
+    r.stated = m.bytes.size();
+  } else {
+    size_t at = 0;
+    for (auto& [into, bytes] : r.parts) {
+      const size_t n = std::min(bytes, r.bytes - at);
+      if (n) std::memcpy(into, m.bytes.data() + at, n);
+      at += n;
+    }
+    r.got = r.bytes;
+  }
+  r.done = true;
+}
+
+void SocketMesh::post(int peer, const std::shared_ptr<Recv>& op, Clock::time_point deadline) {
+  Conn& c = conns_[size_t(peer)];
+  if (c.fd < 0 && peer > rank_ && !c.gone) connect_to(peer, deadline);
+  op->got = 0;
+  op->done = op->differs = false;
+  op->bytes = 0;
+  for (auto& part : op->parts) op->bytes += part.second;
+  for (auto it = c.stash.begin(); it != c.stash.end(); ++it)
+    if (it->key == op->key && &*it != c.stashing) {
+      deliver(*it, *op);
+      c.stash.erase(it);
+      return;
+    }
+  if (c.gone) fail_peer(peer, "closed its connection");
+  c.recvs.push_back(op);
+}
+
+void SocketMesh::abandon(int peer, const std::shared_ptr<Send>& op) {
+  Conn& c = conns_[size_t(peer)];
+  auto it = std::find(c.sends.begin(), c.sends.end(), op);
+  if (it == c.sends.end()) return;
+  if (op->sent > 0 && !op->done) close_conn(c);
+  c.sends.erase(it);
+}
+
+void SocketMesh::abandon(int peer, const std::shared_ptr<Recv>& op) {
+  Conn& c = conns_[size_t(peer)];
+  if (c.into == op) {
+    c.dropping = op->differs ? c.dropping : op->bytes - op->got;
+    c.into = nullptr;
+  }
+  c.recvs.erase(std::remove(c.recvs.begin(), c.recvs.end(), op), c.recvs.end());
+}
+
+bool SocketMesh::write_some(int peer) {
+  Conn& c = conns_[size_t(peer)];
+  while (!c.sends.empty()) {
+    Send& s = *c.sends.front();
+    iovec iov[kMaxIov];
+    int n = 0;
+    size_t skip = s.sent;
+    auto add = [&](const char* p, size_t bytes) {
+      if (n == kMaxIov) return;
+      if (skip >= bytes) {
+        skip -= bytes;
+        return;
+      }
+      iov[n++] = iovec{const_cast<char*>(p + skip), bytes - skip};
+      skip = 0;
+    };
+    add(reinterpret_cast<const char*>(s.header), kHeaderBytes);
+    for (auto& [p, bytes] : s.parts) add(p, bytes);
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = size_t(n);
+    const ssize_t w = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
+      fail_peer(peer, std::string("lost its connection: ") + std::strerror(errno));
+    }
+    s.sent += size_t(w);
+    if (s.sent < s.total) continue;
+    s.done = true;
+    c.sends.pop_front();
+  }
+  return true;
+}
+
+void SocketMesh::start_message(int peer) {
+  Conn& c = conns_[size_t(peer)];
+  if (c.header[0] >> 32 != kMagic) fail_peer(peer, "sent a message that is not one of distrun's");
+  const Key key{Kind(uint32_t(c.header[0])), c.header[1]};
+  const uint64_t bytes = c.header[2];
+  auto it = std::find_if(c.recvs.begin(), c.recvs.end(), [&](const auto& r) { return r->key == key; });
+  if (it != c.recvs.end()) {
+    c.into = *it;
+    c.recvs.erase(it);
+    if (c.into->at_most && bytes <= c.into->bytes) c.into->bytes = bytes;
+    if (bytes != c.into->bytes) {
+      // Read and dropped: the receiver's buffer holds what it states, never what the sender does.
+      c.into->differs = true;
+      c.into->stated = bytes;
+      c.dropping = bytes;
+    }
+    return;
+  }
+  c.stash.push_back(Stashed{key, std::vector<char>(bytes)});
+  c.stashing = &c.stash.back();
+  c.into = nullptr;
+  c.dropping = 0;
+}
+
+bool SocketMesh::read_some(int peer) {
+  Conn& c = conns_[size_t(peer)];
+  bool read = false;
+  for (;;) {
+    ssize_t n;
+    if (c.header_got < kHeaderBytes) {
+      n = ::recv(c.fd, reinterpret_cast<char*>(c.header) + c.header_got, kHeaderBytes - c.header_got, 0);
+    } else if (c.into && !c.into->differs) {
+      iovec iov[kMaxIov];
+      int k = 0;
+      size_t skip = c.into->got, left = c.into->bytes - c.into->got;
+      for (auto& [p, bytes] : c.into->parts) {
+        if (k == kMaxIov || left == 0) break;
+        if (skip >= bytes) {
+          skip -= bytes;
+          continue;
+        }
+        const size_t len = std::min(bytes - skip, left);
+        iov[k++] = iovec{p + skip, len};
+        left -= len;
+        skip = 0;
+      }
+      n = k ? ::readv(c.fd, iov, k) : 0;
+      if (k == 0) n = -1, errno = EAGAIN;  // nothing left (a 0-byte message completes below)
+    } else if (c.stashing) {
+      n = ::recv(c.fd, c.stashing->bytes.data() + c.dropping, c.stashing->bytes.size() - c.dropping, 0);
+    } else {
+      static thread_local char sink[1 << 16];
+      n = ::recv(c.fd, sink, std::min<uint64_t>(sizeof sink, c.dropping), 0);
+    }
+    // Completion of the message in hand, including one of no bytes.
+    auto complete = [&] {
+      if (c.header_got < kHeaderBytes) return;
+      if (c.into && !c.into->differs && c.into->got < c.into->bytes) return;
+      if (c.stashing && c.dropping < c.stashing->bytes.size()) return;
+      if (!c.stashing && (!c.into || c.into->differs) && c.dropping > 0) return;
+      if (c.into) c.into->done = true;
+      if (c.stashing) {
+        // A receive posted while this message was arriving takes it now.
+        Stashed& m = *c.stashing;
+        c.stashing = nullptr;
+        auto it = std::find_if(c.recvs.begin(), c.recvs.end(), [&](const auto& r) { return r->key == m.key; });
+        if (it != c.recvs.end()) {
+          deliver(m, **it);
+          c.recvs.erase(it);
+          c.stash.pop_back();
+        }
+      }
+      c.into = nullptr;
+      c.dropping = 0;
+      c.header_got = 0;
+    };
+    if (n > 0) {
+      read = true;
+      if (c.header_got < kHeaderBytes) {
+        c.header_got += size_t(n);
+        if (c.header_got == kHeaderBytes) start_message(peer);
+      } else if (c.into && !c.into->differs) {
+        c.into->got += size_t(n);
+      } else {
+        // Stash and drop positions share `dropping`: bytes of the message read so far.
+        c.dropping = c.stashing ? c.dropping + size_t(n) : c.dropping - size_t(n);
+      }
+      complete();
+      // A message ended: read on only while this connection still has something to wait for.
+      if (c.header_got == 0 && c.recvs.empty() && c.sends.empty()) return read;
+      continue;
+    }
+    if (n == 0) {
+      // Between messages, with nothing of ours pending, a peer that is done may leave.
+      if (c.header_got == 0 && c.recvs.empty() && c.sends.empty()) {
+        close_conn(c);
+        c.gone = true;
+        return read;
+      }
+      fail_peer(peer, "closed its connection");
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      const size_t before = c.header_got;
+      complete();
+      // A message of no bytes ended.
+      if (before == kHeaderBytes && c.header_got == 0 && !(c.recvs.empty() && c.sends.empty())) continue;
+      return read;
+    }
+    fail_peer(peer, std::string("lost its connection: ") + std::strerror(errno));
+  }
+}
+
+void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point deadline,
+                          const std::function<void()>& on_read) {
+  std::vector<pollfd> fds;
+  std::vector<int> peer_of;
+  for (;;) {
+    if (done()) return;
+    fds.clear();
+    peer_of.clear();
+    bool awaiting = false;  // a posted operation on a connection a peer has yet to make
+    for (int r = 0; r < size_; ++r) {
+      Conn& c = conns_[size_t(r)];
+      if (c.fd < 0) {
+        awaiting = awaiting || !c.sends.empty() || !c.recvs.empty();
+        continue;
+      }
+      // Read only where a receive waits, a message is half read, or our sends wait on the peer
+      // (which may be sending to us): otherwise what arrives stays in the socket until its
+      // receive is posted, rather than being copied aside.
+      if (c.recvs.empty() && c.header_got == 0 && c.sends.empty()) continue;
+      fds.push_back(pollfd{c.fd, short(POLLIN | (c.sends.empty() ? 0 : POLLOUT)), 0});
+      peer_of.push_back(r);
+    }
+    if (awaiting) fds.push_back(pollfd{listener_, POLLIN, 0}), peer_of.push_back(-1);
+    const int ready = ::poll(fds.data(), fds.size(), ms_until(deadline));
+    if (ready <= 0) {
+      if (ready < 0 && errno == EINTR) continue;
+      if (Clock::now() < deadline) continue;
+      std::string waiting;
+      for (int r = 0; r < size_; ++r)
+        if (!conns_[size_t(r)].sends.empty() || !conns_[size_t(r)].recvs.empty() || conns_[size_t(r)].into)
+          waiting += (waiting.empty() ? "" : ", ") + std::to_string(global(r));
+      throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : waiting));
+    }
+    bool read = false;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      const int r = peer_of[i];
+      if (r < 0) {
+        accept_one(deadline);
+        continue;
+      }
+      if (fds[i].revents & POLLOUT) write_some(r);
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read = read_some(r) || read;
+    }
+    if (read && on_read) on_read();
+  }
+}
+
+}  // namespace distrun

@@ -1,0 +1,133 @@
+// The connections of one group over plain TCP sockets, made on first use, and the messages that
+// move over them: what socket_path.hpp (the collectives' blocks) and point-to-point traffic share.
+//
+// Each rank listens on one socket per group (bound where Gloo would bind; its address published
+// once in the group's store; a subgroup has its own, so that no accept serves two groups) and
+// connects to a peer only when an operation first names it: the lower
+// rank of a pair connects, then says who it is in a hello that carries its rank and the group's
+// token (random, from the group's authenticated store); the higher rank compares the token in
+// constant time and drops strangers. A ring opens two connections per rank, not n - 1.
+//
+// Every message is a header (kind, key, bytes) and its bytes, written with one sendmsg. All
+// I/O happens in the calling thread: the waits poll() the sockets with the call's deadline, and
+// any wait moves every posted operation on, so `isend; recv; wait` on both ends of a pair, or a
+// ring's `isend; irecv; wait; wait`, cannot deadlock. A connection is read while a receive is
+// posted on it or a send of ours waits on it; a message found there before its receive is
+// posted is kept aside until it is. (Large sends posted all around a cycle before any of their
+// receives can still wait for each other, as MPI's "unsafe" programs may.)
+#pragma once
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distrun/store/store.hpp"
+
+namespace distrun {
+
+class SocketMesh {
+ public:
+  using Clock = std::chrono::steady_clock;
+  enum class Kind : uint32_t { Intent = 1, Phase, Confirm, Message, Statement };
+  /// A message's identity on its connection: sender and receiver derive it alike.
+  struct Key {
+    Kind kind;
+    uint64_t key;
+    bool operator==(const Key& o) const { return kind == o.kind && key == o.key; }
+  };
+  /// A posted receive: `bytes` of the message land in `parts` in order; `got` grows as they do.
+  struct Recv {
+    Key key{};
+    std::vector<std::pair<char*, size_t>> parts;
+    size_t bytes = 0;  // what the receiver expects (set by post: the parts' sum)
+    size_t got = 0;
+    // Any message of at most `bytes` fits; `bytes` becomes its size (an intent with a
+    // buffer of any size up to the eager limit).
+    bool at_most = false;
+    bool done = false;
+    // The sender's stated size when it differs from `bytes` (its bytes were read and dropped).
+    bool differs = false;
+    uint64_t stated = 0;
+  };
+  /// A posted send of `bytes` in `parts` (header added by the mesh); done once all are written.
+  struct Send {
+    Key key{};
+    std::vector<std::pair<const char*, size_t>> parts;
+    bool done = false;
+    // Filled by the mesh: the header and the write position.
+    uint64_t header[3]{};
+    size_t total = 0, sent = 0;
+  };
+
+  /// Listens on `address` (a resolved local address, port ignored), publishes it and this
+  /// group's token in `store`. `global_ranks` name the peers in errors.
+  SocketMesh(std::shared_ptr<Store> store, int rank, int size, const sockaddr_storage& address,
+             std::vector<int> global_ranks);
+  ~SocketMesh();
+  SocketMesh(const SocketMesh&) = delete;
+  SocketMesh& operator=(const SocketMesh&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// Connections this rank has made or accepted so far: for logs and the scale measurements.
+  int connections() const { return opened_; }
+
+  /// Posts `op` to `peer`, connecting first if this rank is the pair's connector. The op (and
+  /// its buffers) must live until it is done or the mesh is gone.
+  void post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline);
+  void post(int peer, const std::shared_ptr<Recv>& op, Clock::time_point deadline);
+  /// Moves every posted operation on until `done()` holds, calling `on_read` (if any) after
+  /// bytes arrive; TimeoutError at `deadline`, a PeerError naming a peer that closed its
+  /// connection.
+  void progress(const std::function<bool()>& done, Clock::time_point deadline,
+                const std::function<void()>& on_read = {});
+  /// Forgets an operation that will not be waited for (its caller failed): its buffers may go.
+  /// A send cut off mid-message closes its connection (the stream has lost its framing).
+  void abandon(int peer, const std::shared_ptr<Send>& op);
+  void abandon(int peer, const std::shared_ptr<Recv>& op);
+
+ private:
+  struct Stashed {
+    Key key;
+    std::vector<char> bytes;
+  };
+  struct Conn {
+    int fd = -1;
+    std::deque<std::shared_ptr<Send>> sends;
+    std::vector<std::shared_ptr<Recv>> recvs;  // posted, not yet matched
+    std::list<Stashed> stash;                  // arrived before their receive
+    bool gone = false;                         // the peer closed it between operations
+    // The message being read: its header, then its bytes into `into` (or `dropped` bytes).
+    uint64_t header[3]{};
+    size_t header_got = 0;
+    std::shared_ptr<Recv> into;
+    Stashed* stashing = nullptr;
+    uint64_t dropping = 0;
+  };
+  void connect_to(int peer, Clock::time_point deadline);
+  void accept_one(Clock::time_point deadline);
+  bool write_some(int peer);
+  bool read_some(int peer);
+  void start_message(int peer);
+  [[noreturn]] void fail_peer(int peer, const std::string& what) const;
+  int global(int r) const;
+
+  static void deliver(const Stashed& m, Recv& r);
+  void close_conn(Conn& c);
+
+  std::shared_ptr<Store> store_;
+  int rank_, size_;
+  std::vector<int> global_ranks_;
+  int listener_ = -1;
+  std::string token_;  // the group's, from the store
+  std::vector<Conn> conns_;
+  int opened_ = 0;
+};
+
+}  // namespace distrun

@@ -1,0 +1,241 @@
+#include "distrun/host/paths/socket_path.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "distrun/core/error.hpp"
+
+namespace distrun {
+
+namespace {
+
+using Send = SocketMesh::Send;
+using Recv = SocketMesh::Recv;
+using Kind = SocketMesh::Kind;
+
+// A piece being folded is handed to the schedule in parts of this many bytes (a multiple of
+// every element size) as they arrive, so that folding overlaps receiving.
+constexpr size_t kFoldPart = size_t(64) << 10;
+
+}  // namespace
+
+SocketPath::SocketPath(std::shared_ptr<SocketMesh> mesh, std::vector<int> global_ranks)
+    : mesh_(std::move(mesh)), rank_(mesh_->rank()), size_(mesh_->size()), global_ranks_(std::move(global_ranks)) {
+  row_bytes_ = Intent::words(size_) * sizeof(uint64_t);
+  if (size_ <= kDirectCheckMost) eager_ = eager_bytes(size_);
+  stride_ = row_bytes_ + eager_;
+  inbox_.assign(stride_ / sizeof(uint64_t) * size_t(size_), 0);
+}
+
+void SocketPath::await(const std::vector<std::pair<int, std::shared_ptr<Send>>>& sends,
+                       const std::vector<std::pair<int, std::shared_ptr<Recv>>>& recvs, Clock::time_point deadline,
+                       const std::function<void()>& on_read) {
+  try {
+    mesh_->progress(
+        [&] {
+          return std::all_of(sends.begin(), sends.end(), [](const auto& s) { return s.second->done; }) &&
+                 std::all_of(recvs.begin(), recvs.end(), [](const auto& r) { return r.second->done; });
+        },
+        deadline, on_read);
+  } catch (...) {
+    for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
+    for (const auto& [peer, r] : recvs) mesh_->abandon(peer, r);
+    throw;
+  }
+  for (const auto& [peer, r] : recvs)
+    if (r->differs)
+      throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, peer)) + " sent " +
+                         std::to_string(r->stated) + " bytes where the agreed schedule has " +
+                         std::to_string(r->bytes));
+}
+
+void SocketPath::check_directly(const Intent& intent, Clock::time_point deadline) {
+  char* mine = slot(rank_);
+  size_t sent = row_bytes_;
+  Intent row = intent;
+  if (extent_ <= eager_) {
+    row.flags |= Intent::kInline;
+    row.extent = extent_;
+    if (extent_) std::memcpy(mine + row_bytes_, base_, extent_);
+    sent += extent_;
+  }
+  row.encode(reinterpret_cast<uint64_t*>(mine), size_);
+  std::vector<std::pair<int, std::shared_ptr<Recv>>> recvs;
+  std::vector<std::pair<int, std::shared_ptr<Send>>> sends;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    auto in = std::make_shared<Recv>();
+    in->key = {Kind::Intent, exchanges_};
+    in->parts = {{slot(r), stride_}};
+    in->at_most = true;
+    recvs.emplace_back(r, in);
+  }
+  try {
+    for (auto& [r, in] : recvs) mesh_->post(r, in, deadline);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      auto out = std::make_shared<Send>();
+      out->key = {Kind::Intent, exchanges_};
+      out->parts = {{mine, sent}};
+      sends.emplace_back(r, out);
+      mesh_->post(r, out, deadline);
+    }
+  } catch (...) {
+    for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
+    for (const auto& [peer, r] : recvs) mesh_->abandon(peer, r);
+    throw;
+  }
+  await(sends, recvs, deadline);
+  for (auto& [r, in] : recvs)
+    if (in->bytes < row_bytes_)
+      throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " sent a short intent");
+}
+
+void SocketPath::check_around_ring(const Intent& intent, Clock::time_point deadline) {
+  intent.encode(reinterpret_cast<uint64_t*>(slot(rank_)), size_);
+  const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
+  std::vector<std::pair<int, std::shared_ptr<Send>>> sends;
+  // Step s forwards the row of rank - s and brings that of rank - s - 1.
+  for (int s = 0; s + 1 < size_; ++s) {
+    const int have = (rank_ - s + size_) % size_, bring = (rank_ - s - 1 + size_) % size_;
+    const uint64_t key = exchanges_ << 20 | uint64_t(s);
+    auto out = std::make_shared<Send>();
+    out->key = {Kind::Intent, key};
+    out->parts = {{slot(have), row_bytes_}};
+    auto in = std::make_shared<Recv>();
+    in->key = {Kind::Intent, key};
+    in->parts = {{slot(bring), row_bytes_}};
+    try {
+      mesh_->post(prev, in, deadline);
+      mesh_->post(next, out, deadline);
+    } catch (...) {
+      mesh_->abandon(prev, in);
+      for (const auto& [peer, o] : sends) mesh_->abandon(peer, o);
+      throw;
+    }
+    sends.emplace_back(next, out);
+    await({}, {{prev, in}}, deadline);
+  }
+  await(sends, {}, deadline);
+}
+
+const std::vector<Intent>& SocketPath::meet(Intent intent, const void* base, uint64_t extent,
+                                            std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  base_ = static_cast<char*>(const_cast<void*>(base));
+  extent_ = base ? extent : 0;
+  eager_in_ = false;
+  intent.seq = ++seq_;
+  table_.assign(size_t(size_), intent);
+  // Every member skips alike (same flags). all_to_all's intents differ by rank, so they always
+  // travel.
+  if (!(intent.flags & Intent::kAgreed) || intent.kind == CollectiveKind::AllToAll) {
+    ++exchanges_;
+    if (size_ <= kDirectCheckMost)
+      check_directly(intent, deadline);
+    else
+      check_around_ring(intent, deadline);
+    for (int r = 0; r < size_; ++r)
+      Intent::decode(reinterpret_cast<const uint64_t*>(slot(r)), size_, table_[size_t(r)]);
+    // Every rank holds the same table, so every rank throws the same error; the connections
+    // stay as they are (each peer's row was read whole), and the group stays usable.
+    check_agreement(table_, false, global_ranks_);
+    eager_in_ = eager_ > 0;
+  }
+  return table_;
+}
+
+void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) {
+  if (phase >= 1 << 16) throw BackendError("a collective of more than 65536 phases");
+  const auto deadline = Clock::now() + timeout;
+  const uint64_t key = seq_ << 16 | uint64_t(phase);
+  // Phase 0 sees every buffer as it was at the meeting: an eager sender's bytes came with its
+  // intent, and it sends nothing now.
+  auto eager = [&](int r) { return phase == 0 && eager_in_ && (table_[size_t(r)].flags & Intent::kInline); };
+  // What we take, in order, each from its peer's message at `at`; pieces folded in parts land
+  // in scratch, one after another.
+  struct Mine {
+    Piece piece;
+    size_t at = 0;       // where in its peer's message
+    size_t scratch = 0;  // where in scratch_ (folded pieces)
+    size_t taken = 0;
+  };
+  std::vector<Mine> mine;
+  std::vector<size_t> from(size_t(size_), 0);  // bytes of each peer's message
+  size_t folded = 0;
+  schedule.pieces(phase, rank_, [&](const Piece& p) {
+    Mine m{p};
+    if (eager(p.peer)) {
+      check_piece(global_ranks_, rank_, p.peer, p, std::min<uint64_t>(table_[size_t(p.peer)].extent, eager_));
+    } else {
+      m.at = from[size_t(p.peer)];
+      from[size_t(p.peer)] += p.bytes;
+      if (!p.dst) m.scratch = folded, folded += p.bytes;
+    }
+    mine.push_back(m);
+  });
+  if (scratch_.size() < folded) scratch_.resize(folded);
+  // What every reader takes from us, in its order: the schedule is the same function of the
+  // same intents on every rank. Checked against what we exposed before anything moves.
+  std::vector<std::shared_ptr<Send>> to(static_cast<size_t>(size_));
+  for (int reader = 0; reader < size_; ++reader) {
+    if (reader == rank_) continue;
+    schedule.pieces(phase, reader, [&](const Piece& p) {
+      if (p.peer != rank_) return;
+      check_piece(global_ranks_, reader, rank_, p, extent_);
+      if (eager(rank_)) return;
+      auto& s = to[size_t(reader)];
+      if (!s) s = std::make_shared<Send>(), s->key = {Kind::Phase, key};
+      s->parts.emplace_back(base_ + p.offset, p.bytes);
+    });
+  }
+  std::vector<std::shared_ptr<Recv>> in(static_cast<size_t>(size_));
+  for (const Mine& m : mine) {
+    if (eager(m.piece.peer)) continue;
+    auto& r = in[size_t(m.piece.peer)];
+    if (!r) r = std::make_shared<Recv>(), r->key = {Kind::Phase, key};
+    r->parts.emplace_back(m.piece.dst ? m.piece.dst : scratch_.data() + m.scratch, m.piece.bytes);
+  }
+  std::vector<std::pair<int, std::shared_ptr<Send>>> sends;
+  std::vector<std::pair<int, std::shared_ptr<Recv>>> recvs;
+  try {
+    for (int r = 0; r < size_; ++r)
+      if (in[size_t(r)]) mesh_->post(r, in[size_t(r)], deadline), recvs.emplace_back(r, in[size_t(r)]);
+    for (int r = 0; r < size_; ++r)
+      if (to[size_t(r)]) mesh_->post(r, to[size_t(r)], deadline), sends.emplace_back(r, to[size_t(r)]);
+  } catch (...) {
+    for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
+    for (const auto& [peer, r] : recvs) mesh_->abandon(peer, r);
+    throw;
+  }
+  // Folds what has arrived, in the order the pieces were emitted.
+  size_t next = 0;
+  auto fold = [&] {
+    for (; next < mine.size(); ++next) {
+      Mine& m = mine[next];
+      const Piece& p = m.piece;
+      if (eager(p.peer)) {
+        const char* bytes = slot(p.peer) + row_bytes_ + p.offset;
+        if (p.dst)
+          std::memcpy(p.dst, bytes, p.bytes);
+        else
+          schedule.take(p, 0, bytes, p.bytes);
+        continue;
+      }
+      if (p.dst) continue;
+      const Recv& r = *in[size_t(p.peer)];
+      const size_t arrived = r.done ? p.bytes : std::min(p.bytes, r.got > m.at ? r.got - m.at : 0);
+      size_t ready = arrived == p.bytes ? arrived : arrived / kFoldPart * kFoldPart;
+      if (ready > m.taken) {
+        schedule.take(p, m.taken, scratch_.data() + m.scratch + m.taken, ready - m.taken);
+        m.taken = ready;
+      }
+      if (m.taken < p.bytes) return;
+    }
+  };
+  await(sends, recvs, deadline, fold);
+  fold();
+}
+
+}  // namespace distrun
