@@ -85,7 +85,7 @@ TEST_CASE("checks against the world size before anything runs", "[loader][refere
   CHECK_THAT(world_error("groups:\n  g: [0, 3]\nsteps: []\n", 2), Catch::StartsWith("t.yaml:2:6: group 'g': member 3"));
   CHECK_THAT(world_error("tensors:\n  x: {shape: [2]}\nsteps:\n  - op: all_reduce\n    input: x\n    reduce: band\n",
                          2),
-             Catch::StartsWith("t.yaml:6:13: step 0 (all_reduce): reduce op 'band' needs an integer dtype"));
+             Catch::StartsWith("t.yaml:6:13: step 0 (all_reduce): reduce op 'band' needs an integer or bool dtype"));
   CHECK(world_error("tensors:\n  x: {shape: [2], dtype: int32}\nsteps:\n  - op: all_reduce\n    input: x\n    reduce: "
                     "band\n",
                     2) == "");
