@@ -102,6 +102,10 @@ TEST_CASE("checks against the world size before anything runs", "[loader][refere
                          "reduce: avg\n",
                          2),
              Catch::StartsWith("t.yaml:6:13: step 0 (all_reduce): reduce op 'avg' is not defined for bool"));
+  CHECK_THAT(world_error("tensors:\n  x: {shape: [2], dtype: bool, fill: \"0.5\"}\nsteps: []\n", 2),
+             Catch::Contains("0.5 is out of the range of bool"));
+  CHECK_THAT(world_error("tensors:\n  x: {shape: [2], dtype: bool}\nsteps:\n  - {op: local_reduce, input: x}\n", 2),
+             Catch::Contains("local_reduce of a bool tensor"));
   CHECK(world_error("tensors:\n  x: {shape: [2], dtype: int32}\nsteps:\n  - op: all_reduce\n    input: x\n    reduce: "
                     "band\n",
                     2) == "");

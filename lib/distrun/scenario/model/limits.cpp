@@ -72,9 +72,11 @@ std::optional<std::string> unrepresentable(double v, DType dtype) {
     const auto [ilo, ihi] = integer_range(dtype);
     const double lo = double(ilo), hi = double(ihi);
     // hi of int64 rounds up to 2^63 as a double, which no longer fits: compare strictly there.
-    const double whole = std::trunc(v);  // a fraction is dropped on the way in, as torch does
+    // A fraction is dropped on the way in, as torch does, except into bool, where torch makes
+    // any nonzero true: only 0 and 1 have one meaning there.
+    const double whole = dtype == DType::Bool ? v : std::trunc(v);
     const bool above = dtype == DType::Int64 ? whole >= hi : whole > hi;
-    if (whole < lo || above) {
+    if (whole < lo || above || (whole != lo && whole != hi && dtype == DType::Bool)) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.10g", v);
       return std::string(buf) + " is out of the range of " + dtype_name(dtype);
