@@ -161,8 +161,8 @@ int run_bench(int argc, char** argv) {
   else
     throw ConfigError("-o: unknown op '" + op + "' (sum, prod, min, max, avg, band, bor, bxor, all)");
   const bool reduces = std::any_of(colls.begin(), colls.end(), [](auto* c) { return c->reduces; });
-  if (reduces && ops.size() == 1 && types.size() == 1 && !distrun::reduce_op_valid_for(ops[0], types[0]))
-    throw ConfigError("-o " + op + " needs an integer type (-d int8, uint8, int32 or int64), not " + dtype);
+  if (reduces && ops.size() == 1 && types.size() == 1)
+    if (auto why = distrun::reduce_op_refusal(ops[0], types[0])) throw ConfigError("-o " + op + ": " + *why);
   const auto sizes = bench::size_sweep(bytes_of("-b", minb), bytes_of("-e", maxb), factor, bytes_of("-i", stepb));
   if (iters < 0 || warmup < 0 || agg < 1) throw ConfigError("need -n >= 0, -w >= 0 and -m >= 1");
   if (check < 0) throw ConfigError("-c: need 0 (no check) or more checked runs");
@@ -211,10 +211,8 @@ int run_bench(int argc, char** argv) {
   for (const auto* c : colls)
     for (auto t : types)
       for (auto o : (c->reduces ? ops : std::vector<distrun::ReduceOp>{ops.front()})) {
-        if (c->reduces && !distrun::reduce_op_valid_for(o, t)) {
-          if (out)
-            *out << "# " << c->name << " " << bench::type_name(t) << " " << distrun::reduce_op_name(o)
-                 << ": skipped, the op needs an integer type\n";
+        if (auto why = c->reduces ? distrun::reduce_op_refusal(o, t) : std::nullopt) {
+          if (out) *out << "# " << c->name << " " << bench::type_name(t) << ": skipped, " << *why << "\n";
           continue;
         }
         for (int rt : (c->rooted ? roots : std::vector<int>{0})) {

@@ -180,7 +180,7 @@ def test_wrong():
 def test_bad_input():
     for args, words in ((["all_reducee"], "unknown collective 'all_reducee'"), (["all_reduce", "-d", "quad"], "-d"),
                         (["all_reduce", "-b", "1Q"], "-b: bad size"), (["all_reduce", "-b", "2K", "-e", "1K"], "-b"),
-                        (["all_reduce", "-o", "nope"], "-o"), (["reduce", "-o", "bxor", "-d", "float"], "needs an integer type"), (["qualify", "--min-fraction", "2"], "--min-fraction")):
+                        (["all_reduce", "-o", "nope"], "-o"), (["reduce", "-o", "bxor", "-d", "float"], "needs an integer"), (["qualify", "--min-fraction", "2"], "--min-fraction")):
         r = run([BENCH, *args], timeout=30)
         check(r.returncode == 2 and words in r.stderr, f"{args}: exit 2 naming the problem", r.stdout + r.stderr)
     r = run([BENCH, "--help"], timeout=30)

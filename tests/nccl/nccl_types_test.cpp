@@ -20,17 +20,17 @@ TEST_CASE("every dtype maps to the NCCL type of the same width and kind", "[nccl
 }
 
 TEST_CASE("arithmetic reductions map to NCCL operators, avg to ncclAvg", "[nccl]") {
-  CHECK(nccl_reduce_op(ReduceOp::Sum, "all_reduce") == ncclSum);
-  CHECK(nccl_reduce_op(ReduceOp::Prod, "all_reduce") == ncclProd);
-  CHECK(nccl_reduce_op(ReduceOp::Min, "all_reduce") == ncclMin);
-  CHECK(nccl_reduce_op(ReduceOp::Max, "all_reduce") == ncclMax);
-  CHECK(nccl_reduce_op(ReduceOp::Avg, "all_reduce") == ncclAvg);
+  CHECK(nccl_reduce_op(ReduceOp::Sum, DType::Float32, "all_reduce") == ncclSum);
+  CHECK(nccl_reduce_op(ReduceOp::Prod, DType::Float32, "all_reduce") == ncclProd);
+  CHECK(nccl_reduce_op(ReduceOp::Min, DType::Float32, "all_reduce") == ncclMin);
+  CHECK(nccl_reduce_op(ReduceOp::Max, DType::Float32, "all_reduce") == ncclMax);
+  CHECK(nccl_reduce_op(ReduceOp::Avg, DType::Float32, "all_reduce") == ncclAvg);
 }
 
 TEST_CASE("bitwise reductions are refused with a message naming the op and the collective", "[nccl]") {
   for (ReduceOp op : {ReduceOp::BAnd, ReduceOp::BOr, ReduceOp::BXor}) {
     try {
-      nccl_reduce_op(op, "reduce_scatter");
+      nccl_reduce_op(op, DType::Int32, "reduce_scatter");
       FAIL("no error for " << reduce_op_name(op));
     } catch (const BackendError& e) {
       std::string msg = e.what();
@@ -38,5 +38,22 @@ TEST_CASE("bitwise reductions are refused with a message naming the op and the c
       CHECK(msg.find(std::string("'") + reduce_op_name(op) + "'") != std::string::npos);
       CHECK(msg.find("reduce_scatter") != std::string::npos);
     }
+  }
+}
+
+TEST_CASE("bool travels as uint8 with sum as max and prod as min, as torch maps it", "[nccl]") {
+  CHECK(nccl_dtype(DType::Bool) == ncclUint8);
+  CHECK(nccl_reduce_op(ReduceOp::Sum, DType::Bool, "all_reduce") == ncclMax);
+  CHECK(nccl_reduce_op(ReduceOp::Prod, DType::Bool, "all_reduce") == ncclMin);
+  CHECK(nccl_reduce_op(ReduceOp::Max, DType::Bool, "all_reduce") == ncclMax);
+  CHECK_THROWS_AS(nccl_reduce_op(ReduceOp::Avg, DType::Bool, "all_reduce"), BackendError);
+}
+
+TEST_CASE("int16 has no NCCL type: a ConfigError naming it", "[nccl]") {
+  try {
+    nccl_dtype(DType::Int16);
+    FAIL("no error for int16");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()).find("int16") != std::string::npos);
   }
 }

@@ -11,15 +11,23 @@ computes from the same inputs:
   min, max       torch.minimum / torch.maximum: a NaN on any rank gives NaN
   band/bor/bxor  torch.bitwise_and / _or / _xor
 
+bool follows the same torch arithmetic (add is or, mul and minimum are and, maximum is or);
+avg of bool has no meaning in torch and is one of the refusals below.
+
 torch 1.13's gloo has no avg and keeps a NaN in min/max only when rank 0 holds it, so the
 definition is torch's arithmetic, not its gloo collective. Where torch's gloo has the op and
 dtype (everything but avg and bfloat16), torch.distributed.all_reduce itself runs too (under
 distrun) and must agree with distrun's all_reduce: on every element, except min/max where a
-rank other than 0 holds a NaN. int16 (and uint64, bool) are not
-distrun dtypes: torch 1.13's gloo refuses int16 and bool, and torch 1.13 has no uint64.
+rank other than 0 holds a NaN. torch 1.13's gloo refuses every reduction of int16 and bool
+("Invalid scalar type"), which distrun defines by torch's arithmetic: that difference is
+checked too (torch must still refuse them). torch 1.13 has no uint64, nor has distrun.
+
+Refusals agree as well: where torch raises (a bitwise op on a float, avg of bool), distrun
+must refuse the scenario before launch with exit 2 and a file:line:col message.
 
 Usage: reduce_semantics.py DISTRUN_BINARY
        reduce_semantics.py --torch-worker DTYPE RESULTS.json   (one rank, under distrun)
+       reduce_semantics.py --torch-refusals RESULTS.json       (one rank, under distrun)
 Exit 0 when all agree, 1 on any difference, 77 (skip) when torch is not installed.
 """
 import functools
@@ -38,9 +46,17 @@ INTS = {
     "int8": [[100, -100, 7, 127, -128, 3], [100, -100, -9, 1, -1, 5], [100, -100, 4, 1, -1, -6]],
     "uint8": [[200, 0, 7, 255, 1, 3], [200, 0, 9, 1, 255, 5], [200, 0, 4, 1, 1, 6]],
     "int32": [[2**30, -2**30, 7, 2**31 - 1, -2**31, 65536], [2**30, -2**30, -9, 1, -1, 65536], [2**30, -2**30, 4, 1, -1, -65536]],
+    "int16": [[32767, -32768, 300, 7, -1, 200], [1, -1, 300, -9, -1, 200], [1, -1, 300, 4, -1, -200]],
     "int64": [[2**60, -2**62, 2**53 + 1, 2**63 - 1, -2**63, 3], [2**60 + 256, -2**62, 2**53 + 1, 1, -1, 5],
               [2**60 + 512, -2**62, -1, 1, -1, -6]],
+    # Every column a different mix of true and false (xor parities 1, 0, 0, 0, 1, 0).
+    "bool": [[1, 1, 1, 0, 0, 0], [1, 1, 0, 1, 0, 0], [1, 0, 1, 1, 1, 0]],
 }
+INT_OPS = ["sum", "avg", "prod", "min", "max", "band", "bor", "bxor"]
+# (dtype, op) that torch refuses and distrun must refuse too (exit 2, before launch).
+REFUSALS = [("float32", "band"), ("float64", "bxor"), ("bfloat16", "bor"), ("bool", "avg")]
+# (dtype, op) that torch 1.13's gloo refuses but distrun defines by torch's arithmetic.
+GLOO_REFUSES = [("int16", "sum"), ("int16", "bxor"), ("bool", "sum"), ("bool", "band")]
 NAN, INF = "nan", "inf"
 FLOATS = {
     "float16": [[NAN, 1.5, 60000, 1, -2, INF], [1, NAN, 60000, 2, -3, 1], [2, 3, 60000, NAN, -4, -1]],
@@ -113,7 +129,13 @@ GLOO_OPS = ["sum", "prod", "min", "max", "band", "bor", "bxor"]
 
 
 def gloo_ops(dtype):
-    return [] if dtype == "bfloat16" else [op for op in GLOO_OPS if dtype in INTS or not op.startswith("b")]
+    if dtype in ("bfloat16", "int16", "bool"):
+        return []
+    return [op for op in GLOO_OPS if dtype in INTS or not op.startswith("b")]
+
+
+def int_ops(dtype):
+    return [op for op in INT_OPS if (dtype, op) not in REFUSALS]
 
 
 def inputs(torch, dtype, table):
@@ -143,9 +165,62 @@ def torch_worker(dtype, out):
     dist.destroy_process_group()
 
 
+def torch_refusals(out):
+    """One rank of torch.distributed over gloo: which of REFUSALS and GLOO_REFUSES it raises on."""
+    import torch
+    import torch.distributed as dist
+    dist.init_process_group("gloo")
+    ops = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "band": dist.ReduceOp.BAND,
+           "bor": dist.ReduceOp.BOR, "bxor": dist.ReduceOp.BXOR}
+    results = {}
+    for dtype, op in REFUSALS + GLOO_REFUSES:
+        t = torch.ones(WORLD, dtype=getattr(torch, dtype))
+        try:
+            dist.all_reduce(t, ops[op])
+            results[f"{dtype} {op}"] = "ran"
+        except RuntimeError as e:
+            results[f"{dtype} {op}"] = "refused: " + str(e).splitlines()[0]
+    if dist.get_rank() == 0:
+        with open(out, "w") as f:
+            json.dump(results, f)
+    dist.destroy_process_group()
+
+
+def check_refusals(distrun, tmp):
+    """Both refuse REFUSALS (distrun: exit 2 and file:line:col); torch's gloo refuses GLOO_REFUSES."""
+    failures = 0
+    theirs = os.path.join(tmp, "refusals.torch.json")
+    p = subprocess.run([distrun, "--nproc-per-node", str(WORLD), "--", PY, os.path.abspath(__file__),
+                        "--torch-refusals", theirs], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        print(f"FAIL refusals: torch.distributed exited {p.returncode}\n{p.stderr[-2000:]}")
+        return 1
+    torch_says = json.load(open(theirs))
+    for dtype, op in REFUSALS + GLOO_REFUSES:
+        if not torch_says[f"{dtype} {op}"].startswith("refused"):
+            print(f"FAIL {dtype} {op}: torch's gloo {torch_says[f'{dtype} {op}']}, expected it to refuse")
+            failures += 1
+    for dtype, op in REFUSALS:
+        path = os.path.join(tmp, f"refuse_{dtype}_{op}.yaml")
+        with open(path, "w") as f:
+            json.dump({"world_size": WORLD, "tensors": {"x": {"shape": [WORLD], "dtype": dtype, "fill": 1}},
+                       "steps": [{"op": "all_reduce", "input": "x", "reduce": op}]}, f)
+        p = subprocess.run([distrun, "--nproc-per-node", str(WORLD), path], capture_output=True, text=True, timeout=60)
+        located = p.stderr.startswith(f"distrun: error: {path}:1:")
+        if p.returncode != 2 or not located:
+            print(f"FAIL {dtype} {op}: torch {torch_says[f'{dtype} {op}']}; distrun exited {p.returncode}: {p.stderr[-500:]}")
+            failures += 1
+        else:
+            print(f"{dtype} {op}: both refuse (distrun exit 2: {p.stderr.strip()[-120:]})")
+    return failures
+
+
 def main():
     if sys.argv[1] == "--torch-worker":
         torch_worker(sys.argv[2], sys.argv[3])
+        return 0
+    if sys.argv[1] == "--torch-refusals":
+        torch_refusals(sys.argv[2])
         return 0
     distrun = sys.argv[1]
     try:
@@ -154,9 +229,10 @@ def main():
         print("SKIP: Debian's python3-torch is not installed")
         return 77
     failures = 0
-    cases = [(d, t, ["sum", "avg", "prod", "min", "max", "band", "bor", "bxor"]) for d, t in INTS.items()]
+    cases = [(d, t, int_ops(d)) for d, t in INTS.items()]
     cases += [(d, t, ["sum", "avg", "prod", "min", "max"]) for d, t in FLOATS.items()]
     with tempfile.TemporaryDirectory() as tmp:
+        failures += check_refusals(distrun, tmp)
         for dtype, table, ops in cases:
             path, results = os.path.join(tmp, f"{dtype}.yaml"), os.path.join(tmp, f"{dtype}.jsonl")
             with open(path, "w") as f:

@@ -33,6 +33,12 @@ TEST_CASE("3-d tensors separate blocks with a blank line; long ones are summaris
 TEST_CASE("values become nested JSON lists", "[format]") {
   CHECK(values_json(make({1, 2}, DType::Float32, {68, 0.5})).dump() == "[[68,0.5]]");
   CHECK(values_json(make({}, DType::Int8, {-3})).dump() == "-3");
+  CHECK(values_json(make({2}, DType::Int16, {-32768, 32767})).dump() == "[-32768,32767]");
+  CHECK(values_json(make({2}, DType::Bool, {1, 0})).dump() == "[true,false]");
+}
+
+TEST_CASE("bool tensors print True and False, as torch does", "[format]") {
+  CHECK(format_values(make({3}, DType::Bool, {1, 0, 1})) == "[ True False  True]");
 }
 
 TEST_CASE("objects print like Python", "[format]") {

@@ -63,6 +63,18 @@ TEST_CASE("bad values are errors", "[loader]") {
              Catch::StartsWith("t.yaml:1:13: world_size must be an integer"));
 }
 
+TEST_CASE("int16 and bool values are exact and in range; bool takes true and false", "[loader]") {
+  CHECK(load_error("tensors:\n  x: {dtype: int16, values: [-32768, 32767]}\nsteps: []\n") == "");
+  CHECK_THAT(load_error("tensors:\n  x: {dtype: short, values: [32768]}\nsteps: []\n"),
+             Catch::StartsWith("t.yaml:2:30: 32768 is out of the range of int16"));
+  CHECK(load_error("tensors:\n  x: {dtype: bool, values: [true, false, 0, 1]}\n  y: {shape: [2], dtype: bool, "
+                   "fill: true}\nsteps: []\n") == "");
+  CHECK_THAT(load_error("tensors:\n  x: {dtype: bool, values: [true, 2]}\nsteps: []\n"),
+             Catch::StartsWith("t.yaml:2:35: 2 is out of the range of bool"));
+  CHECK_THAT(load_error("tensors:\n  x: {dtype: int8, values: [true]}\nsteps: []\n"),
+             Catch::StartsWith("t.yaml:2:29: each entry of values must be a number"));
+}
+
 // Loads `text` and simulates it for `world` ranks; returns the ConfigError message or "".
 static std::string world_error(const std::string& text, int world) {
   try {
@@ -85,7 +97,15 @@ TEST_CASE("checks against the world size before anything runs", "[loader][refere
   CHECK_THAT(world_error("groups:\n  g: [0, 3]\nsteps: []\n", 2), Catch::StartsWith("t.yaml:2:6: group 'g': member 3"));
   CHECK_THAT(world_error("tensors:\n  x: {shape: [2]}\nsteps:\n  - op: all_reduce\n    input: x\n    reduce: band\n",
                          2),
-             Catch::StartsWith("t.yaml:6:13: step 0 (all_reduce): reduce op 'band' needs an integer dtype"));
+             Catch::StartsWith("t.yaml:6:13: step 0 (all_reduce): reduce op 'band' needs an integer or bool dtype"));
+  CHECK_THAT(world_error("tensors:\n  x: {shape: [2], dtype: bool}\nsteps:\n  - op: all_reduce\n    input: x\n    "
+                         "reduce: avg\n",
+                         2),
+             Catch::StartsWith("t.yaml:6:13: step 0 (all_reduce): reduce op 'avg' is not defined for bool"));
+  CHECK_THAT(world_error("tensors:\n  x: {shape: [2], dtype: bool, fill: \"0.5\"}\nsteps: []\n", 2),
+             Catch::Contains("0.5 is out of the range of bool"));
+  CHECK_THAT(world_error("tensors:\n  x: {shape: [2], dtype: bool}\nsteps:\n  - {op: local_reduce, input: x}\n", 2),
+             Catch::Contains("local_reduce of a bool tensor"));
   CHECK(world_error("tensors:\n  x: {shape: [2], dtype: int32}\nsteps:\n  - op: all_reduce\n    input: x\n    reduce: "
                     "band\n",
                     2) == "");

@@ -30,9 +30,13 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view n) {
   return std::nullopt;
 }
 
-bool reduce_op_valid_for(ReduceOp op, DType dtype) {
-  bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
-  return !bitwise || is_integer(dtype);
+std::optional<std::string> reduce_op_refusal(ReduceOp op, DType dtype) {
+  const std::string what = std::string("reduce op '") + reduce_op_name(op) + "'";
+  const bool bitwise = op == ReduceOp::BAnd || op == ReduceOp::BOr || op == ReduceOp::BXor;
+  if (bitwise && !is_integer(dtype)) return what + " needs an integer or bool dtype, not " + dtype_name(dtype);
+  if (op == ReduceOp::Avg && dtype == DType::Bool)
+    return what + " is not defined for bool (max is 'any', min is 'all')";
+  return std::nullopt;
 }
 
 int Backend::group_rank(int g) const {

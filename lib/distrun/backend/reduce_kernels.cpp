@@ -93,8 +93,10 @@ ReduceFn pick(DType t) {
     case DType::BFloat16: return half<bf16_to_float, float_to_bf16, Op>;
     case DType::Int8: return native<int8_t, Op>;
     case DType::UInt8: return native<uint8_t, Op>;
+    case DType::Int16: return native<int16_t, Op>;
     case DType::Int32: return native<int32_t, Op>;
     case DType::Int64: return native<int64_t, Op>;
+    case DType::Bool: return native<bool, Op>;
   }
   return nullptr;
 }
@@ -104,8 +106,10 @@ ReduceFn pick_int(DType t) {
   switch (t) {
     case DType::Int8: return native<int8_t, Op>;
     case DType::UInt8: return native<uint8_t, Op>;
+    case DType::Int16: return native<int16_t, Op>;
     case DType::Int32: return native<int32_t, Op>;
     case DType::Int64: return native<int64_t, Op>;
+    case DType::Bool: return native<bool, Op>;
     default: return nullptr;
   }
 }
@@ -124,9 +128,7 @@ ReduceFn reduce_kernel(DType dtype, ReduceOp op) {
     case ReduceOp::BOr: f = pick_int<BOr>(dtype); break;
     case ReduceOp::BXor: f = pick_int<BXor>(dtype); break;
   }
-  if (!f)
-    throw BackendError(std::string("reduce op '") + reduce_op_name(op) + "' is not valid for dtype " +
-                       dtype_name(dtype));
+  if (auto why = reduce_op_refusal(op, dtype)) throw BackendError(*why);
   return f;
 }
 

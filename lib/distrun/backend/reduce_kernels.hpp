@@ -1,6 +1,7 @@
 // Elementwise reduction kernels, one per (dtype, op), with the signature Gloo expects.
 // The 16-bit floats are widened to float32 for the arithmetic and rounded back. min and max
-// propagate NaN (torch.minimum, torch.maximum).
+// propagate NaN (torch.minimum, torch.maximum). On bool they are logical, as torch's bool
+// arithmetic: sum and max are or, prod and min are and; avg is refused.
 #pragma once
 #include <cstddef>
 

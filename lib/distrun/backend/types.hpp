@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -16,8 +17,9 @@ enum class ReduceOp : uint8_t { Sum, Avg, Prod, Min, Max, BAnd, BOr, BXor };
 /// "sum", "avg", ... as the scenario format spells them.
 const char* reduce_op_name(ReduceOp op);
 std::optional<ReduceOp> parse_reduce_op(std::string_view name);
-/// Bitwise reductions need an integer dtype.
-bool reduce_op_valid_for(ReduceOp op, DType dtype);
+/// Why `op` cannot reduce `dtype` ("reduce op 'band' needs ..."), or nothing when it can: bitwise
+/// reductions need an integer or bool dtype, and avg is not defined for bool (torch refuses it).
+std::optional<std::string> reduce_op_refusal(ReduceOp op, DType dtype);
 
 /// The world's rank of group rank `r`, for a group whose members are `global_ranks` (empty:
 /// the group is the world). Every message that names a rank names this one.

@@ -238,7 +238,7 @@ void NcclBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
 
 void NcclBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
   check_on_device("all_reduce", tensor, device());
-  const ncclRedOp_t op = nccl::nccl_reduce_op(opts.op, "all_reduce");
+  const ncclRedOp_t op = nccl::nccl_reduce_op(opts.op, tensor.dtype(), "all_reduce");
   run("all_reduce", timeout_of(opts), *comm_, [&](auto deadline) {
     comm_->settle(ncclAllReduce(tensor.data(), tensor.data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), op,
                                 comm_->get(), stream_),
@@ -249,7 +249,7 @@ void NcclBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
 void NcclBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
   check_on_device("reduce", tensor, device());
   check_peer("reduce (root)", opts.root, size_);
-  const ncclRedOp_t op = nccl::nccl_reduce_op(opts.op, "reduce");
+  const ncclRedOp_t op = nccl::nccl_reduce_op(opts.op, tensor.dtype(), "reduce");
   run("reduce", timeout_of(opts), *comm_, [&](auto deadline) {
     comm_->settle(ncclReduce(tensor.data(), tensor.data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), op,
                              opts.root, comm_->get(), stream_),
@@ -347,7 +347,7 @@ void NcclBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScat
   check_on_device("reduce_scatter", out, device());
   check_same_dtype("reduce_scatter", in, out);
   check_numel("reduce_scatter", in, out.numel() * size_);
-  const ncclRedOp_t op = nccl::nccl_reduce_op(opts.op, "reduce_scatter");
+  const ncclRedOp_t op = nccl::nccl_reduce_op(opts.op, in.dtype(), "reduce_scatter");
   run("reduce_scatter", timeout_of(opts), *comm_, [&](auto deadline) {
     comm_->settle(ncclReduceScatter(in.data(), out.data(), size_t(out.numel()), nccl_dtype(out.dtype()), op,
                                     comm_->get(), stream_),

@@ -16,14 +16,19 @@ ncclDataType_t nccl_dtype(DType dtype) {
     case DType::UInt8: return ncclUint8;
     case DType::Int32: return ncclInt32;
     case DType::Int64: return ncclInt64;
+    case DType::Bool: return ncclUint8;
+    case DType::Int16: break;
   }
-  throw BackendError("backend nccl: no NCCL type for dtype " + std::to_string(int(dtype)));
+  throw ConfigError(std::string("backend nccl has no type for dtype ") + dtype_name(dtype) +
+                    " (NCCL has no 16-bit integer; use backend gloo or int32)");
 }
 
-ncclRedOp_t nccl_reduce_op(ReduceOp reduce, const char* op) {
+ncclRedOp_t nccl_reduce_op(ReduceOp reduce, DType dtype, const char* op) {
+  if (auto why = reduce_op_refusal(reduce, dtype)) throw BackendError(*why + " in " + op);
+  const bool logical = dtype == DType::Bool;
   switch (reduce) {
-    case ReduceOp::Sum: return ncclSum;
-    case ReduceOp::Prod: return ncclProd;
+    case ReduceOp::Sum: return logical ? ncclMax : ncclSum;
+    case ReduceOp::Prod: return logical ? ncclMin : ncclProd;
     case ReduceOp::Min: return ncclMin;
     case ReduceOp::Max: return ncclMax;
     case ReduceOp::Avg: return ncclAvg;

@@ -16,8 +16,9 @@ using distrun::testing::run_ranks;
 
 namespace {
 
-const DType kAllTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
-                           DType::Int8,    DType::UInt8,   DType::Int32,   DType::Int64};
+// Every dtype but bool, whose logical reductions have their own case below.
+const DType kAllTypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8,
+                           DType::UInt8,   DType::Int16,   DType::Int32,   DType::Int64};
 
 // Rank r's input: element e holds r + e % 3 + 1 (small, exact in every dtype, never zero).
 Tensor input(int rank, const Shape& shape, DType dt) {
@@ -53,9 +54,11 @@ TEST_CASE("all_reduce: every op, every dtype, world sizes 1..8", "[collectives]"
       for (DType dt : kAllTypes) {
         for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::BAnd,
                             ReduceOp::BOr, ReduceOp::BXor}) {
-          if (!reduce_op_valid_for(op, dt)) continue;
+          if (reduce_op_refusal(op, dt)) continue;
           if (op == ReduceOp::Prod &&
-              (dt == DType::Int8 || dt == DType::UInt8 || dt == DType::Float16 || dt == DType::BFloat16) && n > 3)
+              (dt == DType::Int8 || dt == DType::UInt8 || dt == DType::Int16 || dt == DType::Float16 ||
+               dt == DType::BFloat16) &&
+              n > 3)
             continue;  // 8! overflows these types; covered at small n
           Tensor t = input(pg.rank(), {7}, dt);
           AllreduceOptions o;
@@ -87,6 +90,27 @@ TEST_CASE("all_reduce: every op, every dtype, world sizes 1..8", "[collectives]"
       }
     });
   }
+}
+
+TEST_CASE("all_reduce of bool is logical: sum and max are or, prod and min are and", "[collectives]") {
+  // Element e of rank r holds bit r of e, so the 8 elements of 3 ranks cover every combination.
+  run_ranks(3, [&](ProcessGroup& pg) {
+    for (ReduceOp op :
+         {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::BAnd, ReduceOp::BOr, ReduceOp::BXor}) {
+      Tensor t = Tensor::empty({8}, DType::Bool);
+      for (int64_t e = 0; e < 8; ++e) t.set(e, double((e >> pg.rank()) & 1));
+      AllreduceOptions o;
+      o.op = op;
+      pg.backend().all_reduce(t, o);
+      for (int64_t e = 0; e < 8; ++e) {
+        const bool any = e != 0, all = e == 7, odd = __builtin_popcountll(uint64_t(e)) % 2 == 1;
+        const bool conj = op == ReduceOp::Prod || op == ReduceOp::Min || op == ReduceOp::BAnd;
+        const bool want = op == ReduceOp::BXor ? odd : conj ? all : any;
+        RANK_REQUIRE_CTX(t.get(e) == double(want), "op=" << reduce_op_name(op) << " e=" << e << " got " << t.get(e));
+      }
+    }
+    RANK_REQUIRE_CTX(reduce_op_refusal(ReduceOp::Avg, DType::Bool).has_value(), "avg of bool is refused");
+  });
 }
 
 TEST_CASE("broadcast, reduce, gather and scatter from every root", "[collectives]") {
@@ -485,8 +509,9 @@ TEST_CASE("invalid requests are clear errors", "[collectives]") {
     AllreduceOptions o;
     o.op = ReduceOp::BXor;
     using distrun::testing::throws;
-    RANK_REQUIRE(throws<BackendError>([&] { pg.backend().all_reduce(f, o); }).find("not valid for dtype float32") !=
-                 std::string::npos);
+    RANK_REQUIRE(throws<BackendError>([&] {
+                   pg.backend().all_reduce(f, o);
+                 }).find("needs an integer or bool dtype, not float32") != std::string::npos);
     RANK_REQUIRE(throws<BackendError>([&] {
                    scatter(pg.backend(), Tensor::zeros({3}, DType::Float32), 0, 0);
                  }).find("does not split") != std::string::npos);

@@ -20,9 +20,16 @@ Tensor iota(const Shape& shape, DType dt = DType::Float32) {
 
 TEST_CASE("dtype names round-trip and sizes are right") {
   for (auto dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int8, DType::UInt8,
-                  DType::Int32, DType::Int64}) {
+                  DType::Int16, DType::Int32, DType::Int64, DType::Bool}) {
     REQUIRE(parse_dtype(dtype_name(dt)) == dt);
   }
+  CHECK(dtype_names().size() == 10);
+  CHECK(parse_dtype("short") == DType::Int16);
+  CHECK_FALSE(parse_dtype("uint64"));  // torch 1.13 has no uint64
+  CHECK(dtype_size(DType::Int16) == 2);
+  CHECK(dtype_size(DType::Bool) == 1);
+  CHECK(integer_range(DType::Int16) == std::pair<int64_t, int64_t>{-32768, 32767});
+  CHECK(integer_range(DType::Bool) == std::pair<int64_t, int64_t>{0, 1});
   CHECK(dtype_size(DType::BFloat16) == 2);
   CHECK(dtype_size(DType::Int64) == 8);
   CHECK_FALSE(parse_dtype("complex64"));

@@ -164,9 +164,7 @@ std::vector<std::string> Validation::names(int rank) const {
 }
 
 void Validation::check_reduce(const Step& s, DType dtype) const {
-  if (!reduce_op_valid_for(s.args().reduce, dtype))
-    fail(s.args().reduce_mark, where(s) + ": reduce op '" + reduce_op_name(s.args().reduce) +
-                                   "' needs an integer dtype, the tensor is " + dtype_name(dtype));
+  if (auto why = reduce_op_refusal(s.args().reduce, dtype)) fail(s.args().reduce_mark, where(s) + ": " + *why);
 }
 
 int Validation::check_dim(const Step& s, const Shape& shape) const {

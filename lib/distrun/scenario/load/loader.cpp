@@ -74,6 +74,15 @@ class Loader {
     return out;
   }
 
+  // An entry of a bool tensor may also be written true or false (as torch.tensor([True])).
+  Literal element(const YamlNode& n, const std::string& what, DType dtype) const {
+    if (dtype == DType::Bool && n.is_scalar()) {
+      const CoreScalar c = resolve_scalar(n);
+      if (c.kind == CoreScalar::Bool) return {c.boolean ? 1.0 : 0.0, c.boolean ? 1 : 0};
+    }
+    return literal(n, what);
+  }
+
   double real(const YamlNode& n, const std::string& what) const { return literal(n, what).real; }
 
   std::optional<std::string> unrepresentable_literal(const Literal& l, DType dtype) const {
@@ -137,9 +146,9 @@ class Loader {
   DType dtype(const YamlNode& n) const {
     auto d = parse_dtype(str(n, "dtype"));
     if (!d) {
-      std::vector<std::string> names = {"float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"};
-      fail(n, "unknown dtype '" + excerpt(n.scalar()) + "'" + did_you_mean(n.scalar(), names) +
-                  "; known: " + dtype_names());
+      const std::vector<std::string> names = dtype_names();
+      fail(n,
+           "unknown dtype '" + excerpt(n.scalar()) + "'" + did_you_mean(n.scalar(), names) + "; known: " + join(names));
     }
     return *d;
   }
@@ -167,8 +176,9 @@ class Loader {
       return;
     }
     if (depth != spec.values_shape.size()) fail(n, "values is not rectangular: a list was expected here");
-    const Literal v = literal(n, "each entry of values");
-    if (auto why = unrepresentable_literal(v, spec.dtype.value_or(default_dtype_))) fail(n, *why);
+    const DType dtype = spec.dtype.value_or(default_dtype_);
+    const Literal v = element(n, "each entry of values", dtype);
+    if (auto why = unrepresentable_literal(v, dtype)) fail(n, *why);
     spec.values.push_back(v);
   }
 
@@ -191,7 +201,13 @@ class Loader {
       fail(n, "a tensor spec needs a shape (or values)");
     }
     if (const auto f = n["fill"]) {
-      spec.fill = number(f, "fill", kFillVars);
+      const DType dtype = spec.dtype.value_or(default_dtype_);
+      if (dtype == DType::Bool && f.is_scalar() && resolve_scalar(f).kind == CoreScalar::Bool) {
+        const Literal b = element(f, "fill", dtype);
+        spec.fill.value = b.real, spec.fill.integer = b.integer, spec.fill.mark = f.mark();
+      } else {
+        spec.fill = number(f, "fill", kFillVars);
+      }
       if (!spec.fill.expr)
         if (auto why =
                 unrepresentable_literal({spec.fill.value, spec.fill.integer}, spec.dtype.value_or(default_dtype_)))

@@ -69,17 +69,14 @@ std::optional<std::string> unrepresentable(double v, DType dtype) {
   if (is_integer(dtype)) {
     if (std::isnan(v) || std::isinf(v))
       return std::string(std::isnan(v) ? "nan" : "inf") + " cannot be stored in " + dtype_name(dtype);
-    double lo = 0, hi = 0;
-    switch (dtype) {
-      case DType::Int8: lo = -128, hi = 127; break;
-      case DType::UInt8: lo = 0, hi = 255; break;
-      case DType::Int32: lo = -2147483648.0, hi = 2147483647.0; break;
-      default: lo = -9223372036854775808.0, hi = 9223372036854775807.0; break;
-    }
+    const auto [ilo, ihi] = integer_range(dtype);
+    const double lo = double(ilo), hi = double(ihi);
     // hi of int64 rounds up to 2^63 as a double, which no longer fits: compare strictly there.
-    const double whole = std::trunc(v);  // a fraction is dropped on the way in, as torch does
+    // A fraction is dropped on the way in, as torch does, except into bool, where torch makes
+    // any nonzero true: only 0 and 1 have one meaning there.
+    const double whole = dtype == DType::Bool ? v : std::trunc(v);
     const bool above = dtype == DType::Int64 ? whole >= hi : whole > hi;
-    if (whole < lo || above) {
+    if (whole < lo || above || (whole != lo && whole != hi && dtype == DType::Bool)) {
       char buf[64];
       std::snprintf(buf, sizeof buf, "%.10g", v);
       return std::string(buf) + " is out of the range of " + dtype_name(dtype);
@@ -106,13 +103,7 @@ std::optional<std::string> bad_timeout(double seconds) {
 
 std::optional<std::string> unrepresentable(int64_t v, DType dtype) {
   if (!is_integer(dtype)) return unrepresentable(double(v), dtype);
-  int64_t lo = INT64_MIN, hi = INT64_MAX;
-  switch (dtype) {
-    case DType::Int8: lo = INT8_MIN, hi = INT8_MAX; break;
-    case DType::UInt8: lo = 0, hi = UINT8_MAX; break;
-    case DType::Int32: lo = INT32_MIN, hi = INT32_MAX; break;
-    default: break;
-  }
+  const auto [lo, hi] = integer_range(dtype);
   if (v >= lo && v <= hi) return std::nullopt;
   return std::to_string(v) + " is out of the range of " + dtype_name(dtype);
 }

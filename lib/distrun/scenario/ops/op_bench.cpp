@@ -15,9 +15,7 @@ void validate_bench(Validation& v, const Step& s) {
   const auto members = v.participants(s);
   const auto& b = s.args().bench;
   const DType dtype = b.dtype.value_or(v.scenario().dtype);
-  if (!reduce_op_valid_for(b.reduce, dtype))
-    v.fail(s.mark, v.where(s) + ": reduce op '" + reduce_op_name(b.reduce) + "' needs an integer dtype, bench uses " +
-                       dtype_name(dtype));
+  if (auto why = reduce_op_refusal(b.reduce, dtype)) v.fail(s.mark, v.where(s) + ": " + *why);
   if (b.root < 0 || b.root >= v.world_size())
     v.fail(s.mark, v.where(s) + ": root " + std::to_string(b.root) + " is out of range for a world of " +
                        ranks_str(v.world_size()));

@@ -153,6 +153,10 @@ void validate_local_reduce(Validation& v, const Step& s) {
     if (s.args().local_dim && *s.args().local_dim >= int(in.shape.size()))
       v.fail(s.args().dim_mark, v.where(s) + ": dim " + std::to_string(*s.args().local_dim) +
                                     " is out of range for shape " + shape_str(in.shape));
+    // torch.sum/prod of a bool tensor count in int64 and torch.mean refuses bool: no one meaning
+    // in the dtype, so the step asks for a map to an integer dtype first.
+    if (in.dtype == DType::Bool)
+      v.fail(s.mark, v.where(s) + ": local_reduce of a bool tensor (map it to an integer dtype first)");
     v.set_result(s, r, {local_reduce_shape(in.shape, s.args().local_dim, s.args().keepdim), in.dtype});
   }
 }

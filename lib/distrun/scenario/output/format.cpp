@@ -34,6 +34,7 @@ Style pick_style(const Tensor& t) {
 
 std::string element(const Tensor& t, int64_t e, Style style) {
   char buf[64];
+  if (t.dtype() == DType::Bool) return t.get(e) != 0 ? "True" : "False";  // as torch prints it
   if (style == Style::Integer) {
     std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(t.get(e)));
     return buf;
@@ -105,6 +106,7 @@ std::string format_values(const Tensor& t) {
 nlohmann::ordered_json values_json(const Tensor& t) {
   auto value = [&](int64_t e) -> nlohmann::ordered_json {
     const double v = t.get(e);
+    if (t.dtype() == DType::Bool) return v != 0;      // true/false, as json.dumps(t.tolist())
     if (is_integer(t.dtype())) return get_int(t, e);  // exact, even beyond 2^53
     // Whole floats print as integers (68, not 68.0), except -0.0, which would lose its sign.
     if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9e15 && !(v == 0 && std::signbit(v)))
