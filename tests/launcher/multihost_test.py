@@ -636,7 +636,7 @@ def case_wire_holds_no_secret():
             wire = f.read()
         print(f"captured {len(wire)} bytes on node 0's link", flush=True)
         check(b"distrun/rdzv/" in wire, "the capture holds the rendezvous' traffic")
-        check(b"gloo/" in wire, "the capture holds the workers' store traffic")
+        check(b"members/" in wire, "the capture holds the workers' store traffic")
         # The plan (where the workers' secret used to travel) is there, with a salt in its place.
         check(re.search(rb"ok\n\d+\n[0-9a-f]{32}\n2 ", wire), "the capture holds node 0's plan")
         for name, value in [("job secret", SECRET), ("workers' secret", workers_secret)]:

@@ -539,7 +539,7 @@ void GlooBackend::barrier(const BarrierOptions& opts) {
     // not null: a composite path may hand them to memcpy for no bytes.)
     char none = 0;
     guarded("barrier", timeout_of(opts), [&] {
-      transport_->all_gather(intent(CollectiveKind::AllGather, DType::UInt8, 0), &none, &none, timeout_of(opts));
+      transport_->run({intent(CollectiveKind::AllGather, DType::UInt8, 0), &none, &none}, timeout_of(opts));
     });
     return;
   }
