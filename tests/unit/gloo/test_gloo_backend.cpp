@@ -327,6 +327,29 @@ TEST_CASE("an exchange (isend; blocking recv; wait on both ranks) meets: the pay
   }
 }
 
+TEST_CASE("messages of different sizes each way between two ranks: each meets its own receive", "[trust]") {
+  // The n-th message from rank 0 to 1 is 1 element, the n-th from 1 to 0 is 1000: what each
+  // side states of one must never be taken for the other's.
+  for (auto path : kPaths) {
+    INFO("path " << path_name(path));
+    auto errors = on_ranks(2, path, [&](GlooBackend& b) {
+      const int peer = 1 - b.rank();
+      const int64_t mine = b.rank() == 0 ? 1 : 1000, theirs = b.rank() == 0 ? 1000 : 1;
+      for (int round = 0; round < 3; ++round) {
+        Tensor got = full(theirs, -1.0, DType::Float32);
+        auto r = b.irecv(got, peer, {});
+        auto s = b.isend(full(mine, 10.0 * b.rank() + round, DType::Float32), peer, {});
+        r->wait();
+        s->wait();
+        const double want = 10.0 * peer + round;
+        if (got.get(0) != want || got.get(theirs - 1) != want)
+          throw std::runtime_error("round " + std::to_string(round) + ": got " + std::to_string(got.get(0)));
+      }
+    });
+    for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  }
+}
+
 TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, the root's at its next collective",
           "[eager]") {
   // A broadcast of at most 512 B on shared memory does not meet: the root posts and returns.

@@ -119,7 +119,11 @@ SocketP2P::SocketP2P(std::shared_ptr<SocketMesh> mesh, std::vector<int> global_r
 
 uint64_t SocketP2P::key(int peer, uint32_t tag, bool sending) {
   auto& count = (sending ? sent_ : received_)[{peer, tag}];
-  return uint64_t(tag) << 32 | count++;
+  // The n-th message each way between two ranks travel on one connection, and each side's
+  // statement of either is keyed by the message: the direction is part of the key, else the
+  // receiver's statement of one would be read as the sender's of the other.
+  const bool upward = sending ? mesh_->rank() < peer : peer < mesh_->rank();
+  return uint64_t(tag) << 32 | (uint64_t(count++) & 0x7fffffff) << 1 | uint64_t(upward);
 }
 
 std::shared_ptr<Work> SocketP2P::isend(Tensor data, int dst, uint32_t tag, std::chrono::milliseconds timeout) {
