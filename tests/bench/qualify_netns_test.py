@@ -65,12 +65,19 @@ def throttle_host(i):
 
 
 def throttle_pair(i, j):
-    """Only what host i sends to host j goes through a 100 Mbit/s class (an htb whose
-    unclassified traffic passes unshaped, a u32 filter on the destination)."""
+    """Only the data host i sends to host j goes through a 100 Mbit/s class (an htb whose
+    unclassified traffic passes unshaped, a u32 filter on the destination). Packets under 256
+    bytes, the acknowledgements of what j sends to i among them, go through a class of their
+    own at 10 Gbit/s: shaped at 100 Mbit/s, the acknowledgements alone would cap j -> i near
+    0.5 GB/s, below half of a healthy direction over distrun's sockets here, and the fault
+    would not be one-way."""
     ns = ["ip", "netns", "exec", NS[i], "tc"]
     sh(*ns, "qdisc", "add", "dev", HOST_IF[i], "root", "handle", "1:", "htb")
+    sh(*ns, "class", "add", "dev", HOST_IF[i], "parent", "1:", "classid", "1:10", "htb", "rate", "10gbit")
     sh(*ns, "class", "add", "dev", HOST_IF[i], "parent", "1:", "classid", "1:20", "htb", "rate", "100mbit")
     sh(*ns, "filter", "add", "dev", HOST_IF[i], "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip",
+       "dst", ADDR[j] + "/32", "match", "u16", "0x0000", "0xff00", "at", "2", "flowid", "1:10")
+    sh(*ns, "filter", "add", "dev", HOST_IF[i], "parent", "1:", "protocol", "ip", "prio", "2", "u32", "match", "ip",
        "dst", ADDR[j] + "/32", "flowid", "1:20")
 
 
