@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -76,6 +77,23 @@ class Path {
 inline size_t eager_bytes(int size) {
   constexpr size_t most = size_t(64) << 10, least = size_t(4) << 10, budget = size_t(1) << 20;
   return std::clamp(budget / size_t(size), least, most) & ~size_t(7);
+}
+
+/// TCP paths: writes `intent` as this rank's row at `row` (`row_bytes` long) in a group of
+/// `size` and, when the exposed buffer (`base`, `extent`) fits in `eager` bytes, the buffer
+/// right behind it, the row saying so (kInline, its extent), so a small collective is one
+/// message each way. Returns the bytes to send.
+inline size_t write_row(Intent intent, int size, char* row, size_t row_bytes, const char* base, uint64_t extent,
+                        size_t eager) {
+  size_t bytes = row_bytes;
+  if (extent <= eager) {
+    intent.flags |= Intent::kInline;
+    intent.extent = extent;
+    if (extent) std::memcpy(row + row_bytes, base, extent);
+    bytes += extent;
+  }
+  intent.encode(reinterpret_cast<uint64_t*>(row), size);
+  return bytes;
 }
 
 /// TCP paths: throws when `reader`'s piece lies outside the `extent` that rank `owner` exposed

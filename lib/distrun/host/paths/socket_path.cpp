@@ -52,15 +52,7 @@ void SocketPath::await(const std::vector<std::pair<int, std::shared_ptr<Send>>>&
 
 void SocketPath::check_directly(const Intent& intent, Clock::time_point deadline) {
   char* mine = slot(rank_);
-  size_t sent = row_bytes_;
-  Intent row = intent;
-  if (extent_ <= eager_) {
-    row.flags |= Intent::kInline;
-    row.extent = extent_;
-    if (extent_) std::memcpy(mine + row_bytes_, base_, extent_);
-    sent += extent_;
-  }
-  row.encode(reinterpret_cast<uint64_t*>(mine), size_);
+  const size_t sent = write_row(intent, size_, mine, row_bytes_, base_, extent_, eager_);
   std::vector<std::pair<int, std::shared_ptr<Recv>>> recvs;
   std::vector<std::pair<int, std::shared_ptr<Send>>> sends;
   for (int r = 0; r < size_; ++r) {

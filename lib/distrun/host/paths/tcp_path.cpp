@@ -95,15 +95,7 @@ const std::vector<Intent>& TcpPath::meet(Intent intent, const void* base, uint64
     if (!unposted_.empty()) post_intent_receives(true);
     const uint64_t slot = kIntentSlot | ++exchanges_;
     Inbox& box = inbox_[exchanges_ % 2];
-    char* mine = box.slot(stride_, rank_);
-    size_t sent = row_bytes_;
-    if (extent_ <= eager_) {
-      intent.flags |= Intent::kInline;
-      intent.extent = extent_;
-      if (extent_) std::memcpy(mine + row_bytes_, base_, extent_);
-      sent += extent_;
-    }
-    intent.encode(reinterpret_cast<uint64_t*>(mine), size_);
+    const size_t sent = write_row(intent, size_, box.slot(stride_, rank_), row_bytes_, base_, extent_, eager_);
     for (int r = 0; r < size_; ++r)
       if (r != rank_) box.out->send(r, slot, stride_ * size_t(rank_), sent);
     for (int r = 1; r < size_; ++r) require(box.in->waitRecv(nullptr, timeout), timeout);
