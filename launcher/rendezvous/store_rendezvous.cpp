@@ -219,9 +219,7 @@ std::optional<FailureRecord> StoreRendezvous::report_failure(int attempt, const 
   if (!store_alive_) return mine;
   try {
     FailureRecord first = mine;
-    if (store_->add(key(attempt, "failclaim"), 1) == 1) {
-      store_->set(key(attempt, "failed"), mine.encode());
-    } else {
+    if (!record_first(attempt, mine)) {
       // Another node claimed first; its record follows at once.
       store_->wait({key(attempt, "failed")}, kLinger);
       first = FailureRecord::decode(store_->get(key(attempt, "failed")));
@@ -240,6 +238,13 @@ std::optional<FailureRecord> StoreRendezvous::report_failure(int attempt, const 
     store_alive_ = false;
     return mine;
   }
+}
+
+bool StoreRendezvous::record_first(int attempt, const FailureRecord& mine) {
+  // The count decides who is first; the record follows from the first at once.
+  if (store_->add(key(attempt, "failclaim"), 1) != 1) return false;
+  store_->set(key(attempt, "failed"), mine.encode());
+  return true;
 }
 
 FailureRecord StoreRendezvous::own_stall(milliseconds stalled, int node, const std::string& host,
@@ -409,12 +414,13 @@ std::optional<FailureRecord> StoreRendezvous::first_failure(int attempt) {
     // A node that finds a frozen worker late may still replace the record after another has
     // given up on its flight report, so the host settles it once every reader has read
     // (acknowledge()) and the others wait for that: every node prints the same first failure.
-    // The host's waits for the readers are bounded, so theirs is too; an etcd job has no host.
+    // The host's waits for the readers are bounded, so theirs is too (etcd, with no host,
+    // settles otherwise: EtcdRendezvous::first_failure).
     if (hosts_store_) {
       store_->add(key(attempt, "frozenclaim"), 1);  // a frozen worker found from now on stays second
       store_->set(key(attempt, "settled"), "1");
       wait_for_readers(attempt, "read", kLinger);
-    } else if (tcp_store_) {
+    } else {
       try {
         store_->wait({key(attempt, "settled")}, 2 * (opt_.stop_grace + kLinger));
       } catch (const TimeoutError&) {
@@ -423,7 +429,7 @@ std::optional<FailureRecord> StoreRendezvous::first_failure(int attempt) {
     }
     std::optional<FailureRecord> first;
     if (store_->check({key(attempt, "failed")})) first = FailureRecord::decode(store_->get(key(attempt, "failed")));
-    if (tcp_store_ && !hosts_store_) store_->set(key(attempt, "read/" + std::to_string(id_)), "1");
+    if (!hosts_store_) store_->set(key(attempt, "read/" + std::to_string(id_)), "1");
     return first;
   } catch (const Error&) {
     // Lost, or unreadable: the record read before stands.

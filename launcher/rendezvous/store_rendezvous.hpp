@@ -68,6 +68,8 @@ class StoreRendezvous : public Rendezvous {
   virtual FailureRecord store_lost(const std::exception& e) const;
   // Where the store is, for messages.
   virtual std::string where() const;
+  // Records `mine` as the failure of `attempt` when none is recorded yet; true when it was.
+  virtual bool record_first(int attempt, const FailureRecord& mine);
 
   // Node 0's failure after its own agent did not run for `stalled` (longer than the heartbeat
   // timeout), while `node` (on `host`) gave up on it for `cause`.
