@@ -21,6 +21,8 @@ from launcher_harness import DATA, DISTRUN, PYTHON, WORKER, Failed, check, main,
 TAG = f"dmh{os.getpid() % 100000}"
 # A program whose rank 3 calls all_gather where the others call all_reduce (tests/faults).
 MISMATCH = os.environ.get("MISMATCH", "")
+# A relay that records a job's store frames and replays and alters them (tests/unit/frame_relay.cpp).
+FRAME_RELAY = os.environ.get("FRAME_RELAY", "")
 ADDR = ["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"]
 PORT = "29400"  # inside namespaces made for this run only: no other test can hold it
 SECRET = os.urandom(16).hex()
@@ -78,17 +80,18 @@ class Hosts:
         for ns in [*self.ns, self.hub]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
 
-    def agent(self, k, nnodes, args, env=None, secret=SECRET, extra=(), rdzv_timeout=20, hostname=None):
+    def agent(self, k, nnodes, args, env=None, secret=SECRET, extra=(), rdzv_timeout=20, hostname=None,
+              master=ADDR[0]):
         """Starts distrun as node `k` on host `k` (ip netns exec execs it: the pid is distrun's),
         under a host name of its own when `hostname` is given (a UTS namespace; the namespaces
-        otherwise share the machine's name)."""
+        otherwise share the machine's name), reaching node 0 at `master`."""
         full = dict(os.environ, DISTRUN_CMA="0", **(env or {}))
         full.pop("DISTRUN_STORE_SECRET", None)
         if secret is not None:
             full["DISTRUN_STORE_SECRET"] = secret
         named = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname] if hostname else []
         cmd = ["ip", "netns", "exec", self.ns[k], *named, DISTRUN, "--nnodes", str(nnodes), "--node-rank", str(k),
-               "--nproc-per-node", "2", "--master-addr", ADDR[0], "--master-port", PORT, "--rdzv-timeout", str(rdzv_timeout),
+               "--nproc-per-node", "2", "--master-addr", master, "--master-port", PORT, "--rdzv-timeout", str(rdzv_timeout),
                "--stop-grace", "1", *extra, *args]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
 
@@ -643,6 +646,69 @@ def case_wire_holds_no_secret():
             check(value.encode() not in wire, f"the {name} is not on the wire as text")
             check(bytes.fromhex(value) not in wire, f"the {name} is not on the wire as bytes")
         check(workers_secret != SECRET and len(workers_secret) == 64, "the workers' secret is derived, not the job's")
+
+
+def relayed_job(h, mark, attack, seconds):
+    """A 2-node job whose node 1 reaches node 0 only through the frame relay on host 2 (its
+    --master-addr); once the workers run, the relay is told `attack`. Returns the relay's
+    answer and the agents' (rc, out, err)."""
+    relay = subprocess.Popen(["ip", "netns", "exec", h.ns[2], FRAME_RELAY, f"{ADDR[2]}:{PORT}", f"{ADDR[0]}:{PORT}"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if relay.stdout.readline().strip() != "ready":
+            raise Failed("the relay does not run\n" + relay.stderr.read())
+        program = ["--", PYTHON, "-c", "import sys, time; time.sleep(float(sys.argv[1]))", str(seconds), mark]
+        procs = [h.agent(k, 2, program, master=ADDR[2] if k else ADDR[0], extra=["--rdzv-conf", "heartbeat_timeout=4"])
+                 for k in (0, 1)]
+        try:
+            wait_for_processes(mark, 6)  # 2 agents, 4 workers
+        except Failed:
+            for p in procs:
+                p.kill()
+            raise Failed("the job did not start through the relay", str(finish(procs)))
+        relay.stdin.write(attack + "\n")
+        relay.stdin.flush()
+        answer = ""
+        for line in iter(relay.stdout.readline, ""):  # bounded: the relay answers within 15 s
+            if line == "done\n":
+                break
+            answer += line
+        return answer, finish(procs)
+    finally:
+        relay.kill()
+        relay.wait()
+
+
+def case_frames_replayed_and_altered():
+    """A relay on a third host sits between the two nodes of a real job (node 1's
+    --master-addr is the relay's) and records every rendezvous-store frame node 1's agent sends.
+    Each session it recorded (node 1's requests, and its listener parked on the failure key),
+    replayed on a fresh connection, is refused at the proof, before any request, and the job
+    runs on: both nodes exit 0. A frame of node 1's live session sent twice is answered once
+    and the session closed; one altered is not answered and the session closed: node 0 names
+    node 1's closed connection at once, and both nodes stop, exit 1."""
+    if not os.access(FRAME_RELAY, os.X_OK):
+        raise Failed(f"FRAME_RELAY={FRAME_RELAY!r} is not an executable")
+    with Hosts(3) as h:
+        answer, res = relayed_job(h, f"{TAG}-replay", "replay", 6)
+        replays = re.findall(r"replay (\d+): sent (\d+), replies (\d+), last refused (\d), closed (\d)", answer)
+        check(any(int(sent) >= 3 for _, sent, _, _, _ in replays),
+              "the relay recorded a session of node 1 past its handshake (requests included)", answer)
+        # A session recorded in its handshake (a listener just starting) gets a challenge only.
+        check(all(r[4] == "1" and (r[2:4] == ("2", "1") if int(r[1]) >= 2 else r[2] == "1") for r in replays),
+              "each replayed session is refused at its proof (a challenge, a refusal, closed)", answer)
+        check([r[0] for r in res] == [0, 0], f"the job runs on: rc {[r[0] for r in res]}", str(res))
+        for attack, replies in [("repeat", 1), ("alter", 0)]:
+            mark = f"{TAG}-{attack}"
+            answer, res = relayed_job(h, mark, f"{attack} 0", 30)
+            end = stopped_at(mark)
+            got = re.search(rf"{attack} 0: replies after {replies}, closed 1, at ([0-9.]+)", answer)
+            check(got, f"{attack}: answered {replies} time(s), then the session closed", answer)
+            print(f"MEASURE a frame of node 1's session {attack}ed on the wire: {end - float(got[1]):.2f} s until no "
+                  "worker was left on either node", flush=True)
+            check([r[0] for r in res] == [1, 1], f"{attack}: both nodes stop: rc {[r[0] for r in res]}", str(res))
+            check("node rank 1: its distrun agent closed its connection to node 0" in (first_failure(res[0][2]) or ""),
+                  f"{attack}: node 0 names node 1's closed session", res[0][2])
 
 
 def direct_worker(h, k, rank, world, local_world, scen, secret=None):
