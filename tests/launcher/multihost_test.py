@@ -309,6 +309,47 @@ def case_frozen_rank_named_first_of_three():
     stopped_at(mark, within=3)
 
 
+def case_frozen_node_reads_late():
+    """Rank 3 (node 1) is frozen and rank 1 (node 0) gives up on it after 2 s, while node 1's
+    agent is held still until node 0's agent has ended: node 0 settles the record without node
+    1 (rank 1's) and takes its store with it. Node 1, back, finds the store gone, yet prints the
+    same first failure as node 0 (its listener kept the settled record), not the lost store."""
+    mark = f"{TAG}-late-reader"
+    with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
+        gave_up = os.path.join(d, "gave_up")
+        script = (f': > {d}/up$RANK; if [ "$RANK" = 3 ]; then kill -STOP $$; fi; '
+                  f'if [ "$RANK" = 1 ]; then sleep 2; : > {gave_up}; exit 1; fi; sleep 60 # {mark}')
+        procs = [h.agent(k, 2, ["--", "sh", "-c", script], extra=["--rdzv-conf", "heartbeat_timeout=30"])
+                 for k in (0, 1)]
+        try:
+            deadline = time.time() + 20
+            while len([f for f in os.listdir(d) if f.startswith("up")]) < 4 and time.time() < deadline:
+                time.sleep(0.02)
+            # Node 1's agent watches through its listener, a second connection to node 0.
+            while subprocess.run(["ip", "netns", "exec", h.ns[1], "ss", "-tnH", "state", "established"],
+                                 capture_output=True, text=True).stdout.count(f"{ADDR[0]}:{PORT}") < 2:
+                check(time.time() < deadline, "node 1's agent listens for the failure")
+                time.sleep(0.02)
+            with agent_held(procs[1].pid):
+                deadline = time.time() + 20
+                while not os.path.exists(gave_up) and time.time() < deadline:
+                    time.sleep(0.02)
+                procs[0].wait(timeout=30)
+                node0_ended = time.time()
+        except BaseException:
+            for p in procs:
+                p.kill()
+            raise
+        res = finish(procs)
+        print(f"MEASURE node 1's agent held until node 0 ended: node 0 ended {node0_ended - os.path.getmtime(gave_up):.2f}"
+              f" s after rank 1 gave up, node 1 {time.time() - node0_ended:.2f} s after its release", flush=True)
+        check([r[0] for r in res] == [1, 1], f"both agents exit 1: {[r[0] for r in res]}", str(res))
+        lines = [first_failure(r[2]) for r in res]
+        check(lines[0] is not None and len(set(lines)) == 1, "the same first failure on every node", str(lines))
+        check("node rank 0, rank 1:" in lines[0], "the record node 0 settled: rank 1", lines[0])
+    stopped_at(mark, within=3)
+
+
 def case_agent_sigterm():
     """SIGTERM to node 1's agent: it stops its workers and exits 143; node 0 stops too, exit 1."""
     mark = f"{TAG}-term"
