@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -580,20 +579,46 @@ def case_no_secret():
         r = subprocess.run([*base[:1], "--rdzv-secret-file", fifo, *base[1:]], capture_output=True, text=True,
                            timeout=20, env=env)
         check(r.returncode == 2 and "not a regular file" in r.stderr, f"FIFO refused: rc {r.returncode}", r.stderr)
-    # A taken --master-port on a multi-node node 0: exit 2, as on one node.
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        port = str(held.getsockname()[1])
-        r = subprocess.run([DISTRUN, "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port",
-                            port, "--rdzv-timeout", "30", "--", "true"], capture_output=True, text=True, timeout=20,
-                           env=dict(env, DISTRUN_STORE_SECRET=SECRET))
-        check(r.returncode == 2 and "already in use" in r.stderr, f"taken port: rc {r.returncode}", r.stderr)
     # A weak secret: exit 2, saying how to make a strong one.
     for weak in ["x", "s3cret", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]:
         r = subprocess.run(base, capture_output=True, text=True, timeout=20, env=dict(env, DISTRUN_STORE_SECRET=weak))
         check(r.returncode == 2 and "too weak" in r.stderr and "openssl rand -hex 16" in r.stderr,
               f"weak secret {weak!r} refused: rc {r.returncode}", r.stderr)
+
+
+def case_master_port_taken():
+    """--master-port taken on node 0's host (another program listens on node 0's address and
+    port): node 0 of a 2-node job exits 2 at once, naming the port, as on one node."""
+    mark = f"{TAG}-taken"
+    hold = f"import socket, time; s = socket.create_server(('{ADDR[0]}', {PORT})); print('ready', flush=True); time.sleep(60)"
+    with Hosts(2) as h:
+        holder = subprocess.Popen(["ip", "netns", "exec", h.ns[0], PYTHON, "-c", hold], stdout=subprocess.PIPE, text=True)
+        try:
+            check(holder.stdout.readline().strip() == "ready", "another program holds the port")
+            t0 = time.time()
+            res = finish([h.agent(0, 2, ["--", "true", mark])], timeout=20)
+            took = time.time() - t0
+        finally:
+            holder.kill()
+            holder.wait()
+        check(res[0][0] == 2 and "already in use" in res[0][2] and PORT in res[0][2],
+              f"node 0 exits 2 naming the port: rc {res[0][0]}", res[0][2])
+        print(f"MEASURE a taken --master-port on node 0: it ended {took:.2f} s after its start", flush=True)
+        check(took < 10, f"at once, not after the rendezvous timeout: {took:.2f} s")
+
+
+def case_ipv6_master_addr():
+    """--master-addr [v6addr] (a URL's brackets) on namespace hosts with IPv6 addresses only
+    between them in use: the agents meet over IPv6 and the workers' store, on node 0's v6
+    address, serves a scenario across both hosts."""
+    need_worker()
+    v6 = ["fd00:d1::1", "fd00:d1::2"]
+    with Hosts(2) as h:
+        for k in (0, 1):
+            ip("-n", h.ns[k], "addr", "add", f"{v6[k]}/64", "dev", "eth0", "nodad")
+        res = finish([h.agent(k, 2, [os.path.join(DATA, "all_reduce_4.yaml")], master=f"[{v6[0]}]") for k in (0, 1)])
+        check([r[0] for r in res] == [0, 0], f"both nodes finish: rc {[r[0] for r in res]}", str(res))
+        check(res[0][1].count("[ 6. 10. 14. 18.]") == 4, "every rank's all_reduce, checked", res[0][1])
 
 
 def case_secret_file_and_wrong_secret():
