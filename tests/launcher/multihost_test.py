@@ -724,7 +724,7 @@ def relayed_job(h, mark, attack, seconds):
         if relay.stdout.readline().strip() != "ready":
             raise Failed("the relay does not run\n" + relay.stderr.read())
         program = ["--", PYTHON, "-c", "import sys, time; time.sleep(float(sys.argv[1]))", str(seconds), mark]
-        procs = [h.agent(k, 2, program, master=ADDR[2] if k else ADDR[0], extra=["--rdzv-conf", "heartbeat_timeout=4"])
+        procs = [h.agent(k, 2, program, master=ADDR[2] if k else ADDR[0], extra=["--rdzv-conf", "heartbeat_timeout=8"])
                  for k in (0, 1)]
         try:
             wait_for_processes(mark, 6)  # 2 agents, 4 workers
