@@ -273,6 +273,34 @@ def agent_held(pid):
         libc.ptrace(detach, pid, None, None)
 
 
+def gives_up_on_frozen(d, frozen, mark):
+    """A script whose ranks say they started ($d/upRANK); rank `frozen` then stops itself, and
+    rank 1 gives up on it after 2 s ($d/gave_up) and exits 1."""
+    return (f': > {d}/up$RANK; if [ "$RANK" = {frozen} ]; then kill -STOP $$; fi; '
+            f'if [ "$RANK" = 1 ]; then sleep 2; : > {d}/gave_up; exit 1; fi; sleep 60 # {mark}')
+
+
+def hold_past_give_up(procs, d, ranks, pid, before=lambda: None, then=lambda: None):
+    """Once `ranks` ranks started and `before()` returned, holds the agent `pid()` still
+    (agent_held) from before rank 1 gives up until `then()` returns after it; every agent is
+    killed if anything fails meanwhile."""
+    try:
+        deadline = time.time() + 20
+        while len([f for f in os.listdir(d) if f.startswith("up")]) < ranks:
+            check(time.time() < deadline and all(p.poll() is None for p in procs), f"{ranks} ranks start")
+            time.sleep(0.02)
+        before()
+        with agent_held(pid()):
+            while not os.path.exists(os.path.join(d, "gave_up")):
+                check(time.time() < deadline + 20, "rank 1 gives up")
+                time.sleep(0.02)
+            then()
+    except BaseException:
+        for p in procs:
+            p.kill()
+        raise
+
+
 def case_frozen_rank_named_first_of_three():
     """Three nodes: rank 5 (node 2) is frozen and rank 1 (node 0) gives up on it after 2 s,
     while node 2's agent is itself held still until past the 2 s that the others wait for its
@@ -281,25 +309,9 @@ def case_frozen_rank_named_first_of_three():
     mark = f"{TAG}-gaveup3"
     t0 = time.time()
     with Hosts(3) as h, tempfile.TemporaryDirectory() as d:
-        gave_up = os.path.join(d, "gave_up")
-        # Each rank says it started in a file (the mark is in the agents' own command lines).
-        script = (f': > {d}/up$RANK; if [ "$RANK" = 5 ]; then kill -STOP $$; fi; '
-                  f'if [ "$RANK" = 1 ]; then sleep 2; : > {gave_up}; exit 1; fi; sleep 60 # {mark}')
-        procs = [h.agent(k, 3, ["--", "sh", "-c", script], extra=["--rdzv-conf", "heartbeat_timeout=30"])
-                 for k in range(3)]
-        try:
-            deadline = time.time() + 20
-            while len([f for f in os.listdir(d) if f.startswith("up")]) < 6 and time.time() < deadline:
-                time.sleep(0.02)
-            with agent_held(procs[2].pid):
-                deadline = time.time() + 20
-                while not os.path.exists(gave_up) and time.time() < deadline:
-                    time.sleep(0.02)
-                time.sleep(2.8)
-        except BaseException:
-            for p in procs:
-                p.kill()
-            raise
+        procs = [h.agent(k, 3, ["--", "sh", "-c", gives_up_on_frozen(d, 5, mark)],
+                         extra=["--rdzv-conf", "heartbeat_timeout=30"]) for k in range(3)]
+        hold_past_give_up(procs, d, 6, lambda: procs[2].pid, then=lambda: time.sleep(2.8))
         res = finish(procs)
         print(f"MEASURE rank 1 gives up on frozen rank 5 (node 2's agent held 2.8 s past it): {time.time() - t0:.2f} s "
               "from the start until the three agents ended", flush=True)
@@ -315,33 +327,22 @@ def case_frozen_node_reads_late():
     same first failure as node 0 (its listener kept the settled record), not the lost store."""
     mark = f"{TAG}-late-reader"
     with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
-        gave_up = os.path.join(d, "gave_up")
-        script = (f': > {d}/up$RANK; if [ "$RANK" = 3 ]; then kill -STOP $$; fi; '
-                  f'if [ "$RANK" = 1 ]; then sleep 2; : > {gave_up}; exit 1; fi; sleep 60 # {mark}')
-        procs = [h.agent(k, 2, ["--", "sh", "-c", script], extra=["--rdzv-conf", "heartbeat_timeout=30"])
-                 for k in (0, 1)]
-        try:
+        procs = [h.agent(k, 2, ["--", "sh", "-c", gives_up_on_frozen(d, 3, mark)],
+                         extra=["--rdzv-conf", "heartbeat_timeout=30"]) for k in (0, 1)]
+
+        def listening():  # node 1's agent watches through its listener, a second connection to node 0
             deadline = time.time() + 20
-            while len([f for f in os.listdir(d) if f.startswith("up")]) < 4 and time.time() < deadline:
-                time.sleep(0.02)
-            # Node 1's agent watches through its listener, a second connection to node 0.
             while subprocess.run(["ip", "netns", "exec", h.ns[1], "ss", "-tnH", "state", "established"],
                                  capture_output=True, text=True).stdout.count(f"{ADDR[0]}:{PORT}") < 2:
                 check(time.time() < deadline, "node 1's agent listens for the failure")
                 time.sleep(0.02)
-            with agent_held(procs[1].pid):
-                deadline = time.time() + 20
-                while not os.path.exists(gave_up) and time.time() < deadline:
-                    time.sleep(0.02)
-                procs[0].wait(timeout=30)
-                node0_ended = time.time()
-        except BaseException:
-            for p in procs:
-                p.kill()
-            raise
+
+        hold_past_give_up(procs, d, 4, lambda: procs[1].pid, before=listening, then=lambda: procs[0].wait(timeout=30))
+        node0_ended = time.time()
         res = finish(procs)
-        print(f"MEASURE node 1's agent held until node 0 ended: node 0 ended {node0_ended - os.path.getmtime(gave_up):.2f}"
-              f" s after rank 1 gave up, node 1 {time.time() - node0_ended:.2f} s after its release", flush=True)
+        print(f"MEASURE node 1's agent held until node 0 ended: node 0 ended at most "
+              f"{node0_ended - os.path.getmtime(os.path.join(d, 'gave_up')):.2f} s after rank 1 gave up, node 1 "
+              f"{time.time() - node0_ended:.2f} s after its release", flush=True)
         check([r[0] for r in res] == [1, 1], f"both agents exit 1: {[r[0] for r in res]}", str(res))
         lines = [first_failure(r[2]) for r in res]
         check(lines[0] is not None and len(set(lines)) == 1, "the same first failure on every node", str(lines))
