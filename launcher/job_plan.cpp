@@ -1,7 +1,5 @@
 #include "job_plan.hpp"
 
-#include "rendezvous/rendezvous.hpp"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +11,7 @@
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/device_choice.hpp"
 #include "ports.hpp"
+#include "rendezvous/rendezvous.hpp"
 
 namespace distrun::launcher {
 namespace {

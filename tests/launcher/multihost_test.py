@@ -609,9 +609,9 @@ def case_master_port_taken():
 
 
 def case_ipv6_master_addr():
-    """--master-addr [v6addr] (a URL's brackets) on namespace hosts with IPv6 addresses only
-    between them in use: the agents meet over IPv6 and the workers' store, on node 0's v6
-    address, serves a scenario across both hosts."""
+    """--master-addr [v6addr] (a URL's brackets) on namespace hosts given IPv6 addresses: the
+    agents meet over IPv6, and the workers' store, on node 0's v6 address, serves a scenario
+    across both hosts."""
     need_worker()
     v6 = ["fd00:d1::1", "fd00:d1::2"]
     with Hosts(2) as h:
@@ -732,7 +732,7 @@ def relayed_job(h, mark, attack, seconds):
         except Failed:
             for p in procs:
                 p.kill()
-            raise Failed("the job did not start through the relay", str(finish(procs)))
+            raise Failed(f"the job did not start through the relay\n{finish(procs)}")
         relay.stdin.write(attack + "\n")
         relay.stdin.flush()
         answer = ""
