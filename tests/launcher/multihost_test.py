@@ -715,16 +715,26 @@ def case_wire_holds_no_secret():
         check(workers_secret != SECRET and len(workers_secret) == 64, "the workers' secret is derived, not the job's")
 
 
-def relayed_job(h, mark, attack, seconds):
+# A worker that ends (exit 0) once the file argv[1] exists, or after 60 s.
+UNTIL_PY = r"""
+import os, sys, time
+end = time.time() + 60
+while not os.path.exists(sys.argv[1]) and time.time() < end:
+    time.sleep(0.05)
+"""
+
+
+def relayed_job(h, mark, attack, release=None):
     """A 2-node job whose node 1 reaches node 0 only through the frame relay on host 2 (its
-    --master-addr); once the workers run, the relay is told `attack`. Returns the relay's
-    answer and the agents' (rc, out, err)."""
+    --master-addr); once the workers run, the relay is told `attack`, and once it answered, the
+    workers are told to end (the file `release` made). Returns the relay's answer and the
+    agents' (rc, out, err)."""
     relay = subprocess.Popen(["ip", "netns", "exec", h.ns[2], FRAME_RELAY, f"{ADDR[2]}:{PORT}", f"{ADDR[0]}:{PORT}"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         if relay.stdout.readline().strip() != "ready":
             raise Failed("the relay does not run\n" + relay.stderr.read())
-        program = ["--", PYTHON, "-c", "import sys, time; time.sleep(float(sys.argv[1]))", str(seconds), mark]
+        program = ["--", PYTHON, "-c", UNTIL_PY, release or os.devnull + "/none", mark]
         procs = [h.agent(k, 2, program, master=ADDR[2] if k else ADDR[0], extra=["--rdzv-conf", "heartbeat_timeout=8"])
                  for k in (0, 1)]
         try:
@@ -740,6 +750,8 @@ def relayed_job(h, mark, attack, seconds):
             if line == "done\n":
                 break
             answer += line
+        if release:
+            open(release, "w").close()
         return answer, finish(procs)
     finally:
         relay.kill()
@@ -756,8 +768,8 @@ def case_frames_replayed_and_altered():
     node 1's closed connection at once, and both nodes stop, exit 1."""
     if not os.access(FRAME_RELAY, os.X_OK):
         raise Failed(f"FRAME_RELAY={FRAME_RELAY!r} is not an executable")
-    with Hosts(3) as h:
-        answer, res = relayed_job(h, f"{TAG}-replay", "replay", 6)
+    with Hosts(3) as h, tempfile.TemporaryDirectory() as d:
+        answer, res = relayed_job(h, f"{TAG}-replay", "replay", os.path.join(d, "release"))
         replays = re.findall(r"replay (\d+): sent (\d+), replies (\d+), last refused (\d), closed (\d)", answer)
         check(any(int(sent) >= 3 for _, sent, _, _, _ in replays),
               "the relay recorded a session of node 1 past its handshake (requests included)", answer)
@@ -767,7 +779,7 @@ def case_frames_replayed_and_altered():
         check([r[0] for r in res] == [0, 0], f"the job runs on: rc {[r[0] for r in res]}", str(res))
         for attack, replies in [("repeat", 1), ("alter", 0)]:
             mark = f"{TAG}-{attack}"
-            answer, res = relayed_job(h, mark, f"{attack} 0", 30)
+            answer, res = relayed_job(h, mark, f"{attack} 0")
             end = stopped_at(mark)
             got = re.search(rf"{attack} 0: replies after {replies}, closed 1, at ([0-9.]+)", answer)
             check(got, f"{attack}: answered {replies} time(s), then the session closed", answer)
