@@ -32,10 +32,10 @@ def long_functions(path, text):
             continue
         # A head at column 0, perhaps over several lines, up to the `{` that opens the body.
         start, j = i, i
-        while j < len(lines) and not lines[j].rstrip().endswith(("{", ";")):
+        while j < len(lines) and not lines[j].rstrip().endswith(("{", ";", "}")):
             j += 1
-        if j == len(lines) or lines[j].rstrip().endswith(";") or "=" in "".join(lines[start:j + 1]).split("(")[0]:
-            i = j + 1  # a declaration, or a variable's initializer
+        if j == len(lines) or lines[j].rstrip().endswith((";", "}")) or "=" in "".join(lines[start:j + 1]).split("(")[0]:
+            i = j + 1  # a declaration, a variable's initializer, or a body closed on the head's last line
             continue
         k = j + 1
         while k < len(lines) and lines[k] not in ("}", "};"):
@@ -59,9 +59,10 @@ def mode_questions(path, text):
 
 def self_test():
     body = "\n".join(["  x();"] * (LIMIT + 1))
-    planted = f"int f(int a,\n      int b) {{\n{body}\n}}\n\nvoid g() {{\n  y();\n}}\n"
+    planted = (f"A::A(int a)\n    : a_(a) {{}}\n\nint f(int a,\n      int b) {{\n{body}\n}}\n\n"
+               f"void g() {{ y(); }}\n\nclass B {{\n{body}\n}};\n")
     found = long_functions("p.cpp", planted)
-    if len(found) != 1 or not found[0].startswith("p.cpp:1:"):
+    if len(found) != 1 or not found[0].startswith("p.cpp:4:"):
         return f"a {LIMIT + 3}-line function was not found, or not alone: {found}"
     if not mode_questions("agent.cpp", "  if (plan.elastic()) x();\n  b = o.rdzv_backend == \"etcd\";\n"):
         return "plan.elastic() in agent.cpp was not found"
