@@ -61,8 +61,8 @@ void note(const std::string& text) { std::cerr << "distrun: " << text << std::en
 
 // The workers' backend as they resolve it (scenario/run/api.cpp): auto is NCCL on CUDA.
 bool scenario_uses_nccl(const LaunchOptions& o, const scenario::Scenario& sc) {
-  const std::string backend = o.backend.value_or(sc.backend);
-  return backend == "nccl" || (backend == "auto" && o.device.value_or(sc.device) == "cuda");
+  const std::string collectives = o.backend.value_or(sc.backend);
+  return collectives == "nccl" || (collectives == "auto" && o.device.value_or(sc.device) == "cuda");
 }
 
 std::chrono::milliseconds seconds(double s) { return std::chrono::milliseconds(int64_t(s * 1000)); }
