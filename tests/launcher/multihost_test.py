@@ -612,7 +612,8 @@ with open(sys.argv[1], "wb") as out:
 def case_wire_holds_no_secret():
     """A 2-node job (a scenario's workers and their store across the link) captured on node 0's
     veth: neither the job secret nor the workers' secret is on the wire, in text or in bytes,
-    while the rendezvous' and the workers' store keys are (the capture saw them)."""
+    while the rendezvous' and the workers' store keys are (the capture saw them); the ranks'
+    socket pairs open with proofs, and no key to connect with travels in the store."""
     need_worker()
     scen = os.path.join(DATA, "all_reduce_4.yaml")
     wrapper = 'echo "WORKERS_SECRET $DISTRUN_STORE_SECRET"; exec "$0" "$@"'
@@ -643,6 +644,11 @@ def case_wire_holds_no_secret():
             check(value.encode() not in wire, f"the {name} is not on the wire as text")
             check(bytes.fromhex(value) not in wire, f"the {name} is not on the wire as bytes")
         check(workers_secret != SECRET and len(workers_secret) == 64, "the workers' secret is derived, not the job's")
+        # The ranks' own connections across the link open with hellos that prove a key derived
+        # from the workers' secret; the store holds each group's id, and no key of any kind.
+        check(b"dtsockv2" in wire, "the capture holds the socket path's hellos")
+        check(b"sock/group" in wire and b"sock/key" not in wire and b"sock/token" not in wire,
+              "the store carries the groups' ids, not a key a sniffer could connect with")
 
 
 def direct_worker(h, k, rank, world, local_world, scen, secret=None):
