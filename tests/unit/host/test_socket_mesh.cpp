@@ -249,6 +249,27 @@ TEST_CASE("a member under another workers' secret is refused: a typed error, not
   CHECK_THAT(error_a, Catch::Contains("refused this rank's connection") && Catch::Contains("DISTRUN_STORE_SECRET"));
 }
 
+TEST_CASE("groups share the process's one listener; a group made later still gets its connections", "[sockets]") {
+  auto first_store = std::make_shared<HashStore>(), later_store = std::make_shared<HashStore>();
+  auto first = group(first_store, 3, "the workers' secret");
+  std::vector<int> got(3, -1);
+  CHECK(ring(first, got) == std::vector<std::string>(3, ""));
+  // A hello naming a group the listener does not serve is dropped, whatever its key.
+  const std::string unknown(pair_auth::kGroupBytes, 'u');
+  const int stranger = connect_to(first_store->get("sock/addr/2"));
+  send_all(stranger, pair_auth::hello(pair_auth::group_key("the workers' secret", unknown), unknown, 0, 2));
+
+  auto later = group(later_store, 3, "the workers' secret");
+  for (int r = 0; r < 3; ++r)
+    CHECK(later_store->get("sock/addr/" + std::to_string(r)) == first_store->get("sock/addr/0"));
+  got.assign(3, -1);
+  CHECK(ring(later, got) == std::vector<std::string>(3, ""));
+  CHECK(got == std::vector<int>{2, 0, 1});
+  got.assign(3, -1);
+  CHECK(ring(first, got) == std::vector<std::string>(3, ""));
+  CHECK(closed_without_a_byte(stranger));
+}
+
 TEST_CASE("a message of another size than the receive's is dropped, and the next one still arrives", "[sockets]") {
   auto store = std::make_shared<HashStore>();
   SocketMesh a(store, 0, 2, loopback(), {}), b(store, 1, 2, loopback(), {});
