@@ -270,6 +270,45 @@ TEST_CASE("groups share the process's one listener; a group made later still get
   CHECK(closed_without_a_byte(stranger));
 }
 
+TEST_CASE("large blocking sends posted around a cycle before any receive complete", "[sockets]") {
+  // Each rank sends 8 MiB to the next and waits for it, then receives from the previous: no
+  // socket buffer holds a whole message, so each send completes only if its receiver reads
+  // while it is itself blocked sending.
+  const int n = 3;
+  auto store = std::make_shared<HashStore>();
+  auto mesh = group(store, n);
+  const size_t bytes = size_t(8) << 20;
+  std::vector<std::vector<char>> out(n), in(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      out[size_t(r)].assign(bytes, char('a' + r));
+      in[size_t(r)].assign(bytes, 0);
+      try {
+        const auto deadline = SocketMesh::Clock::now() + std::chrono::seconds(20);
+        auto send = std::make_shared<SocketMesh::Send>();
+        auto recv = std::make_shared<SocketMesh::Recv>();
+        send->key = recv->key = {SocketMesh::Kind::Message, 1};
+        send->parts = {{out[size_t(r)].data(), bytes}};
+        recv->parts = {{in[size_t(r)].data(), bytes}};
+        mesh[size_t(r)]->post((r + 1) % n, send, deadline);
+        mesh[size_t(r)]->progress([&] { return send->done; }, deadline);
+        mesh[size_t(r)]->post((r + n - 1) % n, recv, deadline);
+        mesh[size_t(r)]->progress([&] { return recv->done; }, deadline);
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r);
+    CHECK(errors[size_t(r)] == "");
+    const bool from_previous = in[size_t(r)] == std::vector<char>(bytes, char('a' + (r + n - 1) % n));
+    CHECK(from_previous);
+  }
+}
+
 TEST_CASE("a message of another size than the receive's is dropped, and the next one still arrives", "[sockets]") {
   auto store = std::make_shared<HashStore>();
   SocketMesh a(store, 0, 2, loopback(), {}), b(store, 1, 2, loopback(), {});

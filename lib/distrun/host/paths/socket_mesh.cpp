@@ -382,16 +382,19 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     fds.clear();
     peer_of.clear();
     bool awaiting = false;  // a posted operation on a connection a peer has yet to make
+    bool sending = false;   // a send of ours waits for its peer to read
+    for (const Conn& c : conns_) sending = sending || !c.sends.empty();
     for (int r = 0; r < size_; ++r) {
       Conn& c = conns_[size_t(r)];
       if (c.fd < 0) {
         awaiting = awaiting || !c.sends.empty() || !c.recvs.empty();
         continue;
       }
-      // Read only where a receive waits, a message is half read, or our sends wait on the peer
-      // (which may be sending to us): otherwise what arrives stays in the socket until its
-      // receive is posted, rather than being copied aside.
-      if (c.recvs.empty() && c.header_got == 0 && c.sends.empty()) continue;
+      // Read where a receive waits or a message is half read; and, while a send of ours waits,
+      // every connection: its peer may be blocked sending to us, as we are to ours (blocking
+      // sends posted around a cycle before their receives). Otherwise what arrives stays in the
+      // socket until its receive is posted, rather than being copied aside.
+      if (!sending && c.recvs.empty() && c.header_got == 0) continue;
       fds.push_back(pollfd{c.fd, short(POLLIN | (c.sends.empty() ? 0 : POLLOUT)), 0});
       peer_of.push_back(r);
     }
