@@ -108,22 +108,12 @@ void SocketListener::watch(std::vector<pollfd>& fds) {
   for (const Pending& p : pending_) fds.push_back(pollfd{p.fd, POLLIN, 0});
 }
 
-void SocketListener::drop(int fd) {
-  ::close(fd);
-  ++dropped_;
-}
-
-int SocketListener::dropped() const {
-  std::lock_guard lock(mu_);
-  return dropped_;
-}
-
 void SocketListener::accept_all() {
   for (;;) {
     const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     if (pending_.size() == kMostPending) {
-      drop(pending_.front().fd);
+      ::close(pending_.front().fd);
       pending_.erase(pending_.begin());
     }
     pending_.push_back(Pending{fd, Clock::now() + kHelloBound, {}, 0});
@@ -134,7 +124,7 @@ bool SocketListener::read_hello(Pending& p) {
   using namespace pair_auth;
   const ssize_t n = ::recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.got, sizeof p.hello - p.got, 0);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
-  if (n <= 0) return drop(p.fd), true;
+  if (n <= 0) return ::close(p.fd), true;
   p.got += size_t(n);
   if (p.got < sizeof p.hello) return false;
   const Hello& h = p.hello;
@@ -144,10 +134,10 @@ bool SocketListener::read_hello(Pending& p) {
   if (h.magic != kMagic || h.from >= h.to || it == members_.end() || it->second.seen.count(h.from) ||
       !auth::equal_in_constant_time(std::string_view(h.proof, kProofBytes),
                                     proof(it->second.key, Role::Connect, group, h.from, h.to, nonce)))
-    return drop(p.fd), true;
+    return ::close(p.fd), true;
   // The answer fits any fresh socket's buffer: a short write means the connector is gone.
   const std::string answer = proof(it->second.key, Role::Accept, group, h.from, h.to, nonce);
-  if (::send(p.fd, answer.data(), answer.size(), MSG_NOSIGNAL) != ssize_t(answer.size())) return drop(p.fd), true;
+  if (::send(p.fd, answer.data(), answer.size(), MSG_NOSIGNAL) != ssize_t(answer.size())) return ::close(p.fd), true;
   const int one = 1;
   setsockopt(p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   it->second.seen.insert(h.from);
@@ -169,7 +159,7 @@ void SocketListener::serve(const pollfd* fds, size_t n) {
   }
   // Silent ones go at their bound.
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
-                                [&](const Pending& p) { return p.until <= now && (drop(p.fd), true); }),
+                                [&](const Pending& p) { return p.until <= now && (::close(p.fd), true); }),
                  pending_.end());
 }
 

@@ -96,8 +96,6 @@ class SocketListener {
   /// The connections to `rank` of `group` that proved themselves since the last call: (peer,
   /// descriptor), the acceptor's answer already written.
   std::vector<std::pair<int, int>> take(const std::string& group, int rank);
-  /// Connections seen by the listener and dropped (strangers): for tests and logs.
-  int dropped() const;
 
  private:
   explicit SocketListener(const sockaddr_storage& address);
@@ -115,14 +113,12 @@ class SocketListener {
   void accept_all();
   // Reads `p`'s hello; true when it is done with (let in or dropped).
   bool read_hello(Pending& p);
-  void drop(int fd);
 
-  mutable std::mutex mu_;
+  std::mutex mu_;
   int fd_ = -1;
   sockaddr_storage address_{};
   std::vector<Pending> pending_;
   std::map<std::pair<std::string, int>, Member> members_;
-  int dropped_ = 0;
 };
 
 }  // namespace distrun

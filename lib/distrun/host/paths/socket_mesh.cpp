@@ -25,6 +25,10 @@ constexpr int kMaxIov = 64;
 // While a peer's connection is awaited, another thread's wait may be the one that lets it in
 // (ranks of one test in one process): look again this often.
 constexpr auto kAwaitSlice = std::chrono::milliseconds(10);
+// A wait in which a send of ours has moved nothing for this long reads every connection from
+// then on (see the header): long enough that healthy schedules, whose receives are posted,
+// never copy a message aside for it.
+constexpr auto kStalledSend = std::chrono::milliseconds(20);
 
 int ms_until(SocketMesh::Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SocketMesh::Clock::now());
@@ -376,6 +380,8 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
                           const std::function<void()>& on_read) {
   std::vector<pollfd> fds;
   std::vector<int> peer_of;
+  auto moved = Clock::now();  // when one of this group's sockets last had something for us
+  bool stalled = false;       // a send of ours waited kStalledSend with nothing moving
   for (;;) {
     take_accepted();
     if (done()) return;
@@ -384,17 +390,19 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     bool awaiting = false;  // a posted operation on a connection a peer has yet to make
     bool sending = false;   // a send of ours waits for its peer to read
     for (const Conn& c : conns_) sending = sending || !c.sends.empty();
+    stalled = stalled || (sending && Clock::now() - moved >= kStalledSend);
     for (int r = 0; r < size_; ++r) {
       Conn& c = conns_[size_t(r)];
       if (c.fd < 0) {
         awaiting = awaiting || !c.sends.empty() || !c.recvs.empty();
         continue;
       }
-      // Read where a receive waits or a message is half read; and, while a send of ours waits,
-      // every connection: its peer may be blocked sending to us, as we are to ours (blocking
-      // sends posted around a cycle before their receives). Otherwise what arrives stays in the
-      // socket until its receive is posted, rather than being copied aside.
-      if (!sending && c.recvs.empty() && c.header_got == 0) continue;
+      // Read where a receive waits, a message is half read, or our sends wait on the peer
+      // (which may be sending to us); once a send of ours stalls, every connection: its peer
+      // may be blocked sending to us, as we are to ours (blocking sends posted around a cycle
+      // before their receives). Otherwise what arrives stays in the socket until its receive
+      // is posted, rather than being copied aside.
+      if (!stalled && c.recvs.empty() && c.header_got == 0 && c.sends.empty()) continue;
       fds.push_back(pollfd{c.fd, short(POLLIN | (c.sends.empty() ? 0 : POLLOUT)), 0});
       peer_of.push_back(r);
     }
@@ -402,9 +410,13 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     // rank to need it.
     const size_t ours = fds.size();
     listener_->watch(fds);
-    const int ready =
-        ::poll(fds.data(), fds.size(), ms_until(awaiting ? std::min(deadline, Clock::now() + kAwaitSlice) : deadline));
+    auto wake = deadline;
+    if (awaiting) wake = std::min(wake, Clock::now() + kAwaitSlice);
+    if (sending && !stalled) wake = std::min(wake, moved + kStalledSend);
+    const int ready = ::poll(fds.data(), fds.size(), ms_until(wake));
     listener_->serve(fds.data() + ours, ready > 0 ? fds.size() - ours : 0);
+    if (std::any_of(fds.begin(), fds.begin() + ptrdiff_t(ours), [](const pollfd& p) { return p.revents != 0; }))
+      moved = Clock::now();
     if (ready <= 0) {
       if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
       std::string waiting;

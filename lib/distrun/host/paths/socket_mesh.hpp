@@ -13,9 +13,10 @@
 // I/O happens in the calling thread: the waits poll() the sockets with the call's deadline, and
 // any wait moves every posted operation on, so `isend; recv; wait` on both ends of a pair, or a
 // ring's `isend; irecv; wait; wait`, cannot deadlock. A connection is read while a receive is
-// posted on it, and every connection while a send of ours waits: a message found there before
-// its receive is posted is kept aside until it is, so large blocking sends posted around a
-// cycle before any of their receives (MPI's "unsafe" pattern) complete, at the cost of a copy.
+// posted on it or a send of ours waits on it, and every connection once a send of ours has
+// moved nothing for 20 ms: a message found there before its receive is posted is kept aside
+// until it is, so large blocking sends posted around a cycle before any of their receives
+// (MPI's "unsafe" pattern) complete, at the cost of a copy and that pause.
 #pragma once
 #include <sys/socket.h>
 
