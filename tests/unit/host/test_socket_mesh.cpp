@@ -309,6 +309,25 @@ TEST_CASE("large blocking sends posted around a cycle before any receive complet
   }
 }
 
+TEST_CASE("a send abandoned mid-message cuts its connection: the next operation with that peer fails at once",
+          "[sockets]") {
+  auto store = std::make_shared<HashStore>();
+  auto mesh = group(store, 2);
+  // Rank 1 never reads: no socket buffer holds 8 MiB, so the send stops mid-message.
+  std::vector<char> big(size_t(8) << 20, 'x');
+  auto send = std::make_shared<SocketMesh::Send>();
+  send->key = {SocketMesh::Kind::Message, 1};
+  send->parts = {{big.data(), big.size()}};
+  const auto soon = SocketMesh::Clock::now() + std::chrono::milliseconds(300);
+  mesh[0]->post(1, send, soon);
+  CHECK_THROWS_AS(mesh[0]->progress([&] { return send->done; }, soon), TimeoutError);
+  mesh[0]->abandon(1, send);
+  auto next = std::make_shared<SocketMesh::Recv>();
+  next->key = {SocketMesh::Kind::Message, 2};
+  CHECK_THROWS_WITH(mesh[0]->post(1, next, SocketMesh::Clock::now() + std::chrono::seconds(5)),
+                    Catch::Contains("cut the connection"));
+}
+
 TEST_CASE("a message of another size than the receive's is dropped, and the next one still arrives", "[sockets]") {
   auto store = std::make_shared<HashStore>();
   SocketMesh a(store, 0, 2, loopback(), {}), b(store, 1, 2, loopback(), {});

@@ -22,6 +22,9 @@ namespace {
 constexpr uint64_t kMagic = 0x6473636bull;  // "dsck": every header's top half
 constexpr size_t kHeaderBytes = 3 * sizeof(uint64_t);
 constexpr int kMaxIov = 64;
+// What a later operation with a peer says once a failure cut their connection mid-message.
+constexpr const char* kCut =
+    "is no longer connected: this rank cut the connection when an operation failed mid-message";
 // While a peer's connection is awaited, another thread's wait may be the one that lets it in
 // (ranks of one test in one process): look again this often.
 constexpr auto kAwaitSlice = std::chrono::milliseconds(10);
@@ -162,6 +165,7 @@ bool SocketMesh::read_answer(int peer) {
 void SocketMesh::post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline) {
   Conn& c = conns_[size_t(peer)];
   if (c.gone) fail_peer(peer, "closed its connection");
+  if (c.cut) fail_peer(peer, kCut);
   if (c.fd < 0 && peer > rank_ && !c.opened) connect_to(peer, deadline);
   op->header[0] = kMagic << 32 | uint64_t(op->key.kind);
   op->header[1] = op->key.key;
@@ -206,6 +210,7 @@ void SocketMesh::post(int peer, const std::shared_ptr<Recv>& op, Clock::time_poi
       return;
     }
   if (c.gone) fail_peer(peer, "closed its connection");
+  if (c.cut) fail_peer(peer, kCut);
   c.recvs.push_back(op);
 }
 
@@ -215,7 +220,7 @@ void SocketMesh::abandon(int peer, const std::shared_ptr<Send>& op) {
   if (it == c.sends.end()) return;
   if (op->sent > 0 && !op->done) {
     close_conn(c);
-    c.gone = true;  // never made again: the listener lets each pair in once
+    c.cut = true;  // never made again: the listener lets each pair in once
   }
   c.sends.erase(it);
 }

@@ -92,7 +92,8 @@ class SocketMesh {
   void progress(const std::function<bool()>& done, Clock::time_point deadline,
                 const std::function<void()>& on_read = {});
   /// Forgets an operation that will not be waited for (its caller failed): its buffers may go.
-  /// A send cut off mid-message closes its connection (the stream has lost its framing).
+  /// A send cut off mid-message closes its connection for good (the stream has lost its
+  /// framing, and the listener lets a pair in once): later operations with that peer fail.
   void abandon(int peer, const std::shared_ptr<Send>& op);
   void abandon(int peer, const std::shared_ptr<Recv>& op);
 
@@ -107,6 +108,7 @@ class SocketMesh {
     std::vector<std::shared_ptr<Recv>> recvs;  // posted, not yet matched
     std::list<Stashed> stash;                  // arrived before their receive
     bool gone = false;                         // the peer closed it between operations
+    bool cut = false;                          // this rank closed it: a send failed mid-message
     // The message being read: its header, then its bytes into `into` (or `dropped` bytes).
     uint64_t header[3]{};
     size_t header_got = 0;
