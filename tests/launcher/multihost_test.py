@@ -682,7 +682,8 @@ with open(sys.argv[1], "wb") as out:
 def case_wire_holds_no_secret():
     """A 2-node job (a scenario's workers and their store across the link) captured on node 0's
     veth: neither the job secret nor the workers' secret is on the wire, in text or in bytes,
-    while the rendezvous' and the workers' store keys are (the capture saw them)."""
+    while the rendezvous' and the workers' store keys are (the capture saw them); the ranks'
+    socket pairs open with proofs, and no key to connect with travels in the store."""
     need_worker()
     scen = os.path.join(DATA, "all_reduce_4.yaml")
     wrapper = 'echo "WORKERS_SECRET $DISTRUN_STORE_SECRET"; exec "$0" "$@"'
@@ -713,6 +714,79 @@ def case_wire_holds_no_secret():
             check(value.encode() not in wire, f"the {name} is not on the wire as text")
             check(bytes.fromhex(value) not in wire, f"the {name} is not on the wire as bytes")
         check(workers_secret != SECRET and len(workers_secret) == 64, "the workers' secret is derived, not the job's")
+        # The ranks' own connections across the link open with hellos that prove a key derived
+        # from the workers' secret; the store holds each group's id, and no key of any kind.
+        check(b"dtsockv2" in wire, "the capture holds the socket path's hellos")
+        check(b"sock/group" in wire and b"sock/key" not in wire and b"sock/token" not in wire,
+              "the store carries the groups' ids, not a key a sniffer could connect with")
+
+
+# Sends a hello (hex, argv[3]) to argv[1]:argv[2] as a stranger would and prints how the peer
+# answered: "closed" (the end, no byte), "answered" or "silent" (nothing within 10 s).
+REPLAY_PY = r"""
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+s.sendall(bytes.fromhex(sys.argv[3]))
+try:
+    print("closed" if s.recv(64) == b"" else "answered", flush=True)
+except socket.timeout:
+    print("silent", flush=True)
+except ConnectionResetError:
+    print("closed", flush=True)
+"""
+
+
+def sniffed_hello(wire):
+    """The first socket-path hello in a capture of raw Ethernet frames, with the address it went
+    to: (hello, "a.b.c.d", port), or None."""
+    at = wire.find(b"dtsockv2")
+    while at >= 0:
+        for tcp_len in range(20, 64, 4):
+            ip = at - tcp_len - 20
+            if ip >= 0 and wire[ip] == 0x45 and wire[ip + 9] == 6 and wire[ip + 32] >> 4 == tcp_len // 4 \
+                    and len(wire) >= at + 96:
+                dst = ".".join(str(b) for b in wire[ip + 16:ip + 20])
+                return wire[at:at + 96], dst, int.from_bytes(wire[ip + 22:ip + 24], "big")
+        at = wire.find(b"dtsockv2", at + 1)
+    return None
+
+
+def case_sniffed_pair_handshake_refused():
+    """Two ranks on two hosts over the socket path, the link captured: the hello rank 0 sent to
+    rank 1 is sent again to rank 1 from the network while the job runs; rank 1 closes it without
+    a byte, and the job goes on."""
+    need_worker()
+    slow = os.path.join(DATA, "slow_all_reduce_2.yaml")
+    with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
+        cap = os.path.join(d, "capture")
+        sniffer = subprocess.Popen(["ip", "netns", "exec", h.hub, PYTHON, "-c", SNIFF_PY, cap, "p0"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs = []
+        try:
+            if sniffer.stdout.readline().strip() != "ready":
+                raise Failed("the sniffer does not run\n" + sniffer.stderr.read())
+            procs = [direct_worker(h, k, k, 2, 1, slow, SECRET) for k in (0, 1)]
+            deadline, found = time.time() + 30, None
+            while found is None and time.time() < deadline and all(p.poll() is None for p in procs):
+                time.sleep(0.2)
+                with open(cap, "rb") as f:
+                    found = sniffed_hello(f.read())
+            check(found is not None, "the capture holds rank 0's hello to rank 1")
+            hello, dst, port = found
+            check(dst == ADDR[1], f"the hello went to rank 1's host: {dst}")
+            replay = subprocess.run(["ip", "netns", "exec", h.ns[0], PYTHON, "-c", REPLAY_PY, dst, str(port),
+                                     hello.hex()], capture_output=True, text=True, timeout=30)
+            check(replay.stdout.strip() == "closed", f"the replayed hello is refused: {replay.stdout.strip()}",
+                  replay.stderr)
+            check(all(p.poll() is None for p in procs), "the job goes on",
+                  "\n".join(p.communicate()[1] for p in procs if p.poll() is not None))
+        finally:
+            for p in procs:
+                p.kill()
+            if procs:
+                finish(procs)
+            sniffer.send_signal(signal.SIGTERM)
+            sniffer.communicate(timeout=10)
 
 
 # A worker that ends (exit 0) once the file argv[1] exists, or after 60 s.

@@ -222,7 +222,7 @@ const std::shared_ptr<SocketMesh>& GlooBackend::mesh() {
     cannot_bind(attr, e);
   }
   mesh_ = std::make_shared<SocketMesh>(std::make_shared<PrefixStore>("sock", store_), rank_, size_, resolved.ai_addr,
-                                       global_ranks_);
+                                       global_ranks_, options_.secret);
   p2p_ = std::make_unique<SocketP2P>(mesh_, global_ranks_,
                                      [this](const char* op, const std::exception& e) { fail(op, e); });
   return mesh_;
