@@ -5,9 +5,13 @@
 # here, in the same session as the ranks), the systems interleaved in every block. all_reduce,
 # broadcast and all_gather at 8 B, 512 B, 4 KiB and 64 KiB, 2 and 4 ranks. Each point is the
 # mean time per call over ITERS calls of the slowest rank (distrun-bench -a 3, as mpi_bench's
-# MPI_MAX); distrun's p50 and p99 too. all_reduce and broadcast in place, all_gather out of
-# place (as mpi_bench calls them). With --base DIR, a second distrun (an installed prefix or
-# a build folder) runs beside it when quiet: the figures before and after a change, in one run.
+# MPI_MAX); distrun's p50 and p99 too. Each point runs REPS times (default 3), interleaved, and
+# the table takes the median: beside busy loops a point's mean is set by the few calls that wait
+# out a preemption (milliseconds each), and 20 000 calls of 8 B last about one scheduler slice,
+# so one run's mean swings a hundredfold with whether a preemption lands in it. all_reduce and
+# broadcast in place, all_gather out of place (as mpi_bench calls them). With --base DIR, a
+# second distrun (an installed prefix or a build folder) runs beside it when quiet: the figures
+# before and after a change, in one run.
 # Prints a Markdown table (contention_table.py), with the load average of each block: the
 # figures are only comparable within one run.
 # Target: loaded, distrun's mean <= 2x Open MPI's at every point; quiet, no worse than --base
@@ -24,7 +28,7 @@ out=""
 iters=20000
 ranks="2 4"
 busy=4
-reps=1
+reps=3
 sizes="8 512 4K 64K"
 colls="all_reduce broadcast all_gather"
 while (($#)); do
@@ -38,7 +42,7 @@ while (($#)); do
     --reps) reps=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --collectives) colls=$2; shift 2 ;;
-    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "contention.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done

@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "distrun/core/error.hpp"
 
@@ -49,7 +50,7 @@ struct Slot {
 };
 static_assert(sizeof(Slot) == 256);
 
-void put(char* dst, size_t n, const std::string& s) {
+void put(char* dst, size_t n, std::string_view s) {
   size_t len = std::min(n - 1, s.size());
   std::memcpy(dst, s.data(), len);
   dst[len] = '\0';
