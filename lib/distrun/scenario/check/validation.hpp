@@ -82,7 +82,7 @@ class Validation : public WorldView {
   // Evaluates every fill value of `spec` on `rank`: always when the fill does not depend on
   // both the rank and the index (one value per rank, or the same values for every rank of a
   // shape: cheap to cover every rank), else when `rank` is ours or the budget allows.
-  void check_fill_values(const TensorSpec& spec, int rank);
+  void check_fill_values(const TensorSpec& spec, int rank, Origin origin = {});
   std::optional<int> own_;
   std::set<std::pair<const TensorSpec*, Shape>> fills_checked_;  // rank-independent fills, per shape
   int64_t fill_budget_ = kFillBudget;
