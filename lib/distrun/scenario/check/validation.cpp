@@ -45,8 +45,8 @@ std::vector<int> WorldView::result_ranks(const Step& s) const {
   return chosen;
 }
 
-Validation::Validation(const Scenario& sc, int world_size, int local_world_size, std::optional<int> own_rank)
-    : WorldView(sc, world_size, local_world_size), own_(own_rank) {
+Validation::Validation(const Scenario& sc, int world_size, int local_world_size, std::optional<int> own_rank, bool nccl)
+    : WorldView(sc, world_size, local_world_size), own_(own_rank), nccl_(nccl) {
   if (sc.world_size && *sc.world_size != world_size)
     fail(sc.world_size_mark, "the scenario declares world_size " + std::to_string(*sc.world_size) +
                                  " but the launched world has " + ranks_str(world_size));
@@ -124,11 +124,19 @@ TensorMeta Validation::input(const Step& s, int rank) {
     TensorMeta m{spec_shape(spec, sc_.dtype, env(rank), sc_.file, s.origin()), spec.dtype.value_or(sc_.dtype)};
     check_fits(*checked_bytes(m.shape, m.dtype), s.at(spec.mark), where(s) + ": the input");
     check_fill_values(spec, rank, s.origin());
-    return m;
+    return on_backend(s, m);
   }
-  if (const TensorMeta* t = tensor(rank, s.args().input.name)) return *t;
+  if (const TensorMeta* t = tensor(rank, s.args().input.name)) return on_backend(s, *t);
   fail(s.at(s.args().input.mark), where(s) + ": tensor '" + s.args().input.name + "' is not defined on rank " +
                                       std::to_string(rank) + did_you_mean(s.args().input.name, names(rank)));
+}
+
+const TensorMeta& Validation::on_backend(const Step& s, const TensorMeta& m) const {
+  // A step whose results are made of other ranks' tensors hands them to the backend.
+  const Reads reads = sc_.spec(s.op).reads;
+  if (nccl_ && (reads == Reads::Src || reads == Reads::EveryMember))
+    if (auto why = nccl_dtype_refusal(m.dtype)) fail(s.at(s.args().input.mark), where(s) + ": " + *why);
+  return m;
 }
 
 std::vector<TensorMeta> Validation::inputs(const Step& s, const std::vector<int>& members) {
@@ -166,6 +174,8 @@ std::vector<std::string> Validation::names(int rank) const {
 
 void Validation::check_reduce(const Step& s, DType dtype) const {
   if (auto why = reduce_op_refusal(s.args().reduce, dtype)) fail(s.at(s.args().reduce_mark), where(s) + ": " + *why);
+  if (auto why = nccl_ ? nccl_reduce_refusal(s.args().reduce) : std::nullopt)
+    fail(s.at(s.args().reduce_mark), where(s) + ": " + *why);
 }
 
 int Validation::check_dim(const Step& s, const Shape& shape) const {
