@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
     if (check_only) {
       // Checked against the launched world when there is one (e.g. under srun), else alone.
       const auto world = distrun::world_from_env();
-      distrun::check_scenario(sc, world.source == "none" ? std::nullopt : std::optional<int>(world.world_size));
+      distrun::check_scenario(sc, world.source == "none" ? std::nullopt : std::optional<int>(world.world_size),
+                              std::nullopt, distrun::scenario_backend(sc, options.backend, options.device));
       return 0;
     }
     return distrun::run_scenario_rank(sc, options);

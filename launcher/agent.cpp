@@ -92,7 +92,7 @@ std::optional<int> check_scenario_first(const LaunchOptions& o, const scenario::
                                         const RendezvousOptions& ro) {
   const int world = plan.nproc_per_node * plan.nnodes;  // static rendezvous: equal nodes assumed here
   try {
-    check_scenario(sc, world, plan.nproc_per_node);
+    check_scenario(sc, world, plan.nproc_per_node, scenario_backend(sc, o.backend, o.device));
     if (o.results) check_results_path(*o.results, sc);
   } catch (const ConfigError& e) {
     if (!o.check_only && !o.explain) {

@@ -4,9 +4,11 @@
   1. `distrun --check` of a 1 MiB all_reduce + reduce_scatter + all_to_all at N ranks
      (default 1024 and 4096): wall time, CPU time and peak RSS of the launcher's validation.
      Target: <= 2 s and <= 200 MB at 4096 ranks.
-  2. `distrun --check` of S barrier steps (default 200 000) at 2 ranks, and of a file of barrier
-     steps at the scenario size bound (16 MiB, refused at the 1 000 000-node bound): what reading
-     and checking a long file costs, in distrun and in `distrun-worker --check`. Target: each
+  2. `distrun --check` of S barrier steps (default 200 000) at 2 ranks, of a file of barrier
+     steps at the scenario size bound (16 MiB, refused at the 1 000 000-node bound), and of the
+     largest files of steps with arguments and of `values` (LONG_FILES: as many entries as the
+     node bound lets a file of at most 16 MiB hold, so each is accepted): what reading and
+     checking a long file costs, in distrun and in `distrun-worker --check`. Target: each
      accepted or refused in <= 1 s of CPU and <= 64 MB peak RSS (asserted: exit 1 otherwise).
   3. A checked 4 MiB all_reduce run at M ranks (default 32) on this host: the largest peak RSS
      of one distrun-worker (peak_rss.py reads every worker's VmHWM). Target: <= 64 MB.
@@ -77,6 +79,25 @@ BOUND_PEAK_MB = 64.0
 SIZE_BOUND = 16 * 1024 * 1024
 
 
+# The largest files of each kind that the node bound accepts (yaml_guard.hpp: 1 000 000 nodes,
+# keys included) within the size bound: every step or value is a node or a few, so these hold
+# the most a loaded scenario can. name -> (text, entries).
+MAX_NODES = 1000000
+
+
+def long_files():
+    # tensors, x, its spec, shape, [4], steps: 10 nodes; a step {op: all_reduce, input: x}: 5.
+    n = (MAX_NODES - 10) // 5
+    yield "all_reduce_steps", "tensors:\n  x: {shape: [4]}\nsteps:\n" + "  - {op: all_reduce, input: x}\n" * n, n
+    # A broadcast with an inline spec: 12 nodes.
+    n = (MAX_NODES - 3) // 12
+    yield ("broadcast_inline_steps", "steps:\n" + "  - {op: broadcast, input: {shape: [4], fill: 1}, src: 1}\n" * n, n)
+    # One float64 tensor of `values`, 15-character numbers: 16 MiB at the node bound.
+    n = MAX_NODES - 14
+    values = ", ".join("%.8e" % (i * 1.2345678) for i in range(n))
+    yield ("values", "tensors:\n  v: {dtype: float64, values: [" + values + "]}\nsteps:\n  - {op: barrier}\n", n)
+
+
 def measure_check(distrun, path, ranks):
     """Runs in a fresh process (see --one-check): ru_maxrss of children is that process's only child.
     ranks 0: `distrun-worker --check` beside `distrun`."""
@@ -141,6 +162,12 @@ def table(out):
                 rows.append(f"| `{'distrun' if who == 'distrun' else 'distrun-worker'} --check` {key}, {b['bytes']} B file "
                             f"(exit {b[who].get('rc')}) | | n/a | {fig(b[who], key, unit)} | "
                             f"{'<= 64 MB' if key == 'peak_mb' else '<= 1 s CPU'} |")
+    for lf in out.get("long_files", []):
+        for who in ("distrun", "worker_check"):
+            for key, unit in (("cpu_seconds", "s CPU"), ("peak_mb", "MB")):
+                rows.append(f"| `{'distrun' if who == 'distrun' else 'distrun-worker'} --check` {key}, {lf['name']} "
+                            f"({lf['entries']}, {lf['bytes']} B, exit {lf[who].get('rc')}) | | n/a | "
+                            f"{fig(lf[who], key, unit)} | {'<= 64 MB' if key == 'peak_mb' else '<= 1 s CPU'} |")
     if "worker" in out:
         w = out["worker"]
         rows.append(f"| largest worker, checked 4 MiB all_reduce | {w['ranks']} | {fig(w['old'], 'largest_worker_mb', 'MB')} | "
@@ -198,9 +225,22 @@ def main():
                  "worker_check": run_check(distrun, path, 0)}
             out["bound_file"] = b
             bounded += [b["distrun"], b["worker_check"]]
+        out["long_files"] = []
+        for name, text, entries in long_files():
+            path = os.path.join(d, f"check_cost_{name}.yaml")
+            with open(path, "w") as f:
+                f.write(text)
+            assert os.path.getsize(path) <= SIZE_BOUND, name
+            row = {"name": name, "entries": entries, "bytes": os.path.getsize(path),
+                   "distrun": run_check(distrun, path, 2), "worker_check": run_check(distrun, path, 0)}
+            out["long_files"].append(row)
+            bounded += [row["distrun"], row["worker_check"]]
         # Accepted (0) or refused (2), within the CPU time and memory of the bound.
         out["bound_ok"] = all(m.get("rc") in (0, 2) and m["cpu_seconds"] <= BOUND_CPU_SECONDS and
                               m["peak_mb"] <= BOUND_PEAK_MB for m in bounded)
+        # The long files are made to be accepted: one refused would measure only its refusal.
+        out["bound_ok"] = out["bound_ok"] and all(lf[w].get("rc") == 0 for lf in out["long_files"]
+                                                  for w in ("distrun", "worker_check"))
         if not a.skip_worker:
             worker_path = os.path.join(d, "check_cost_worker.yaml")
             with open(worker_path, "w") as f:

@@ -335,6 +335,39 @@ def case_scenario_mode():
     check(r.returncode == 2 and "bad_op.yaml:" in r.stderr, f"bad scenario rc {r.returncode}", r.stderr)
 
 
+def case_nccl_refused_before_launch():
+    """What NCCL cannot do (int16, bitwise reductions) is refused by the launcher's check, with
+    file:line:col and exit 2, before any worker starts: no GPU is needed to know it."""
+    need_worker()
+    with tempfile.TemporaryDirectory() as d:
+        def scenario(name, text):
+            path = os.path.join(d, name)
+            with open(path, "w") as f:
+                f.write(text)
+            return path
+
+        int16 = scenario("int16.yaml", "tensors:\n  x: {shape: [4], dtype: int16, fill: rank}\n"
+                                       "steps:\n  - op: barrier\n  - {op: all_reduce, input: x}\n")
+        want = f"distrun: error: {int16}:5:29: step 1 (all_reduce): backend nccl has no type for dtype int16"
+        for args in (["--backend", "nccl"], ["--check", "--backend", "nccl"], ["--backend", "auto", "--device", "cuda"]):
+            r = distrun("--nproc-per-node", "2", *args, int16, timeout=60)
+            # A worker would have failed on its own (no GPU here, or NCCL's refusal) with other words.
+            check(r.returncode == 2 and r.stderr.startswith(want), f"int16 with {args}: rc {r.returncode}", r.stderr)
+        band = scenario("band.yaml", "backend: nccl\ntensors:\n  x: {shape: [4], dtype: int32, fill: rank}\n"
+                                     "steps:\n  - {op: all_reduce, input: x, reduce: band}\n")
+        r = distrun("--nproc-per-node", "2", band, timeout=60)
+        check(r.returncode == 2 and r.stderr.startswith(f"distrun: error: {band}:5:40: step 0 (all_reduce): backend "
+                                                         "nccl does not support reduce op 'band'"),
+              f"band on nccl: rc {r.returncode}", r.stderr)
+        # Gloo carries both; NCCL carries an int32 sum: the check passes without a GPU.
+        for path, args in ((int16, []), (band, ["--backend", "gloo"]), (int16, ["--backend", "gloo"])):
+            r = distrun("--check", "--nproc-per-node", "2", *args, path, timeout=60)
+            check(r.returncode == 0, f"{os.path.basename(path)} {args} --check: rc {r.returncode}", r.stderr)
+        sum32 = scenario("sum32.yaml", "tensors:\n  x: {shape: [4], dtype: int32}\nsteps:\n  - {op: all_reduce, input: x}\n")
+        r = distrun("--check", "--nproc-per-node", "2", "--backend", "nccl", sum32, timeout=60)
+        check(r.returncode == 0, f"int32 sum on nccl --check: rc {r.returncode}", r.stderr)
+
+
 def case_frozen_scenario_rank():
     """A frozen distrun-worker (SIGSTOP) with a short --timeout: a clear report, nothing left."""
     need_worker()

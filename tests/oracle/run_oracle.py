@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Differential test against torch.distributed: generates random scenarios (fixed seeds,
-world sizes 2 to 4, every tensor collective, rows and columns, several dtypes and reduce ops),
-runs each with distrun (`distrun --results`) and with torch (`distrun -- python3
+world sizes 2 to 4, every tensor collective, rows and columns, several dtypes and reduce ops;
+and int16 and bool through send_recv, the one op torch 1.13's gloo takes them in: its every
+collective of them raises "Invalid scalar type"), runs each with distrun (`distrun --results`) and with torch (`distrun -- python3
 torch_oracle.py`), and requires the same values on every rank for every step.
 
-Usage: run_oracle.py DISTRUN_BINARY [--seeds 3] [--steps 14]
+Usage: run_oracle.py DISTRUN_BINARY [--seeds 3] [--narrow-seeds 2] [--steps 14]
 Exit 0 when all agree, 1 on any difference, 77 (skip) when torch is not installed.
 """
 import argparse
@@ -19,18 +20,25 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"
 
 
-def generate(seed, steps):
+def generate(seed, steps, narrow=False):
+    """narrow: an int16 or bool scenario of send_recv steps (what torch's gloo carries of them)."""
     rnd = random.Random(seed)
     n = rnd.choice([2, 3, 4])
-    dtype = rnd.choice(["float32", "float64", "int32", "int64"])
+    dtype = rnd.choice(["int16", "bool"] if narrow else ["float32", "float64", "int32", "int64"])
     tensors = {}
     for k in range(3):
         a, b, c = rnd.randint(1, 20), rnd.randint(0, 9), rnd.randint(0, 9)
-        tensors[f"t{k}"] = {"shape": [2 * n, 3 * n], "fill": f"rank*{a} + i*{b} - j*{c} + {k}"}
+        fill = f"rank*{a} + i*{b} - j*{c} + {k}"
+        if dtype == "bool":  # 0 or 1, from a sum that stays positive (% of a negative differs)
+            fill = f"(rank*{a} + i*{b} + j*{c} + {k}) % 2"
+        tensors[f"t{k}"] = {"shape": [2 * n, 3 * n], "fill": fill}
     # Small positive values, so products of up to 4 ranks stay exact in every dtype.
     tensors["small"] = {"shape": [n, 2 * n], "fill": "(rank + i + j) % 3 + 1"}
     ops = ["all_reduce", "reduce", "broadcast", "all_gather", "gather", "scatter", "reduce_scatter",
            "all_to_all", "send_recv"]
+    if narrow:
+        del tensors["small"]
+        ops = ["send_recv"]
     out = []
     for s in range(steps):
         op = ops[s % len(ops)] if s < len(ops) else rnd.choice(ops)
@@ -68,6 +76,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("distrun")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--narrow-seeds", type=int, default=2, help="int16/bool send_recv scenarios after --seeds")
     ap.add_argument("--steps", type=int, default=14)
     args = ap.parse_args()
     if subprocess.run([PY, "-c", "import torch, yaml"], capture_output=True).returncode != 0:
@@ -75,8 +84,8 @@ def main():
         return 77
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for seed in range(args.seeds):
-            n, scenario = generate(seed, args.steps)
+        for seed in range(args.seeds + args.narrow_seeds):
+            n, scenario = generate(seed, args.steps, narrow=seed >= args.seeds)
             path = os.path.join(tmp, f"oracle_{seed}.yaml")
             with open(path, "w") as f:
                 json.dump(scenario, f)  # JSON is YAML

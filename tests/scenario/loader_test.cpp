@@ -167,3 +167,29 @@ steps:
   CHECK(sc.steps[2].args().group == "g");
   CHECK(sc.steps[0].args().group == std::nullopt);
 }
+
+// Steps written alike share one StepArgs (their marks count from their own line), and each
+// still reports its own line: the second reduce_scatter finds y too small, on line 4.
+TEST_CASE("steps written alike share their arguments and keep their own lines", "[loader]") {
+  auto check_error = [](const std::string& text, int world) -> std::string {
+    try {
+      check_scenario(load_scenario_text("a.yaml", text), world);
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string text =
+      "tensors: {y: {shape: [2]}}\nsteps:\n"
+      "  - {op: reduce_scatter, input: y}\n"
+      "  - {op: reduce_scatter, input: y}\n";
+  const Scenario sc = load_scenario_text("a.yaml", text);
+  REQUIRE(sc.steps.size() == 2);
+  CHECK(sc.steps[0].given == sc.steps[1].given);
+  CHECK(sc.steps[0].at(sc.steps[0].args().input.mark).line == 3);
+  CHECK(sc.steps[1].at(sc.steps[1].args().input.mark).line == 4);
+  CHECK_THAT(check_error(text, 2), Catch::StartsWith("a.yaml:4:33: step 1 (reduce_scatter): size 1 of dim 0"));
+  // An inline spec's marks count from its step's line too.
+  CHECK_THAT(check_error("steps:\n  - op: barrier\n  - {op: all_reduce, input: {shape: [\"rank - 1\"]}}\n", 2),
+             Catch::StartsWith("a.yaml:3:38: a shape entry must be a whole number of 0 or more, got -1 on rank 0"));
+}

@@ -39,6 +39,19 @@ std::optional<std::string> reduce_op_refusal(ReduceOp op, DType dtype) {
   return std::nullopt;
 }
 
+std::optional<std::string> nccl_dtype_refusal(DType dtype) {
+  if (dtype != DType::Int16) return std::nullopt;
+  return std::string("backend nccl has no type for dtype ") + dtype_name(dtype) +
+         " (NCCL has no 16-bit integer; use backend gloo or int32)";
+}
+
+std::optional<std::string> nccl_reduce_refusal(ReduceOp op) {
+  if (op != ReduceOp::BAnd && op != ReduceOp::BOr && op != ReduceOp::BXor) return std::nullopt;
+  // torch refuses them on NCCL too.
+  return std::string("backend nccl does not support reduce op '") + reduce_op_name(op) +
+         "' (NCCL has sum, avg, prod, min and max; use backend gloo for band/bor/bxor)";
+}
+
 int Backend::group_rank(int g) const {
   if (global_ranks_.empty()) return g >= 0 && g < size_ ? g : -1;
   auto it = std::find(global_ranks_.begin(), global_ranks_.end(), g);

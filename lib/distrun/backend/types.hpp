@@ -20,6 +20,12 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view name);
 /// Why `op` cannot reduce `dtype` ("reduce op 'band' needs ..."), or nothing when it can: bitwise
 /// reductions need an integer or bool dtype, and avg is not defined for bool (torch refuses it).
 std::optional<std::string> reduce_op_refusal(ReduceOp op, DType dtype);
+/// Why NCCL cannot carry `dtype` ("backend nccl has no type for dtype int16 ..."), or nothing:
+/// what the NCCL backend refuses at run time, said here so that a check without a GPU (the
+/// launcher's, before any worker) refuses the same with the same words.
+std::optional<std::string> nccl_dtype_refusal(DType dtype);
+/// Why NCCL cannot reduce with `op` (it has no bitwise reductions), or nothing.
+std::optional<std::string> nccl_reduce_refusal(ReduceOp op);
 
 /// The world's rank of group rank `r`, for a group whose members are `global_ranks` (empty:
 /// the group is the world). Every message that names a rank names this one.

@@ -19,12 +19,12 @@ ncclDataType_t nccl_dtype(DType dtype) {
     case DType::Bool: return ncclUint8;
     case DType::Int16: break;
   }
-  throw ConfigError(std::string("backend nccl has no type for dtype ") + dtype_name(dtype) +
-                    " (NCCL has no 16-bit integer; use backend gloo or int32)");
+  throw ConfigError(nccl_dtype_refusal(dtype).value_or("backend nccl has no type for this dtype"));
 }
 
 ncclRedOp_t nccl_reduce_op(ReduceOp reduce, DType dtype, const char* op) {
   if (auto why = reduce_op_refusal(reduce, dtype)) throw BackendError(*why + " in " + op);
+  if (auto why = nccl_reduce_refusal(reduce)) throw BackendError(*why + " in " + op);
   const bool logical = dtype == DType::Bool;
   switch (reduce) {
     case ReduceOp::Sum: return logical ? ncclMax : ncclSum;
@@ -34,11 +34,9 @@ ncclRedOp_t nccl_reduce_op(ReduceOp reduce, DType dtype, const char* op) {
     case ReduceOp::Avg: return ncclAvg;
     case ReduceOp::BAnd:
     case ReduceOp::BOr:
-    case ReduceOp::BXor: break;
+    case ReduceOp::BXor: break;  // refused above
   }
-  // NCCL has no bitwise reductions (torch refuses them on NCCL too); use backend gloo.
-  throw BackendError(std::string("backend nccl does not support reduce op '") + reduce_op_name(reduce) + "' in " + op +
-                     " (NCCL has sum, avg, prod, min and max; use backend gloo for band/bor/bxor)");
+  throw BackendError(std::string("backend nccl: no operator for reduce op '") + reduce_op_name(reduce) + "' in " + op);
 }
 
 }  // namespace distrun::nccl

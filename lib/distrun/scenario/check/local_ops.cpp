@@ -55,7 +55,7 @@ std::string format_number(double v) {
 // validation, before any worker). One scratch element tells whether a floating value overflows.
 template <class Put>
 void fill_values(const TensorSpec& spec, DType dtype, const Shape& shape, const RankEnv& env, const std::string& file,
-                 Put put) {
+                 Origin origin, Put put) {
   const Expression& ex = *spec.fill.expr;
   Expression::Evaluator b = ex.evaluator();
   b.set(bind_env(ex, env));
@@ -74,7 +74,7 @@ void fill_values(const TensorSpec& spec, DType dtype, const Shape& shape, const 
       bad = std::isinf(scratch.get(0)) && std::isfinite(v);
     }
     if (bad)
-      throw error_at(file, spec.fill.mark,
+      throw error_at(file, origin.at(spec.fill.mark),
                      "fill '" + ex.text() + "' gives " + format_number(v) + " at index " + std::to_string(e) +
                          " on rank " + std::to_string(env.rank) + ": " +
                          unrepresentable(v, dtype).value_or("out of range"));
@@ -97,34 +97,36 @@ double eval_number(const Number& n, const RankEnv& env) {
   return n.expr->eval(bind_env(*n.expr, env));
 }
 
-Shape spec_shape(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
+Shape spec_shape(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file,
+                 Origin origin) {
   const DType dtype = spec.dtype.value_or(default_dtype);
   Shape shape;
   for (const auto& s : spec.shape) {
     const double v = eval_number(s, env);
     if (!(v >= 0) || v != std::floor(v) || v > 1e12)
-      throw error_at(file, s.mark,
+      throw error_at(file, origin.at(s.mark),
                      "a shape entry must be a whole number of 0 or more, got " + format_number(v) + " on rank " +
                          std::to_string(env.rank));
     shape.push_back(int64_t(v));
   }
   if (spec.has_values && !spec.has_shape) shape = spec.values_shape;
   if (!checked_bytes(shape, dtype))
-    throw error_at(file, spec.mark,
+    throw error_at(file, origin.at(spec.mark),
                    "shape " + shape_str(shape) + " of " + dtype_name(dtype) +
                        " has more bytes than int64 can count (on rank " + std::to_string(env.rank) + ")");
   return shape;
 }
 
-Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
+Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file,
+                   Origin origin) {
   const DType dtype = spec.dtype.value_or(default_dtype);
-  const Shape shape = spec_shape(spec, default_dtype, env, file);
+  const Shape shape = spec_shape(spec, default_dtype, env, file, origin);
   if (spec.has_values) {
     Tensor t = Tensor::empty(shape, dtype);
     if (spec.values.size() == 1 && t.numel() != 1) {
       for (int64_t e = 0; e < t.numel(); ++e) store(t, e, spec.values[0]);  // a scalar fills the shape
     } else if (int64_t(spec.values.size()) != t.numel()) {
-      throw error_at(file, spec.mark,
+      throw error_at(file, origin.at(spec.mark),
                      "values has " + std::to_string(spec.values.size()) + " elements, shape " + shape_str(shape) +
                          " needs " + std::to_string(t.numel()));
     } else {
@@ -138,18 +140,19 @@ Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& e
     for (int64_t e = 0; e < t.numel(); ++e) store(t, e, fill);
     return t;
   }
-  fill_values(spec, dtype, shape, env, file, [&](int64_t e, double v) { t.set(e, v); });
+  fill_values(spec, dtype, shape, env, file, origin, [&](int64_t e, double v) { t.set(e, v); });
   return t;
 }
 
-int64_t check_fill(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file) {
+int64_t check_fill(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file,
+                   Origin origin) {
   if (spec.has_values || !spec.fill.expr) return 0;  // literals were checked by the loader
-  Shape shape = spec_shape(spec, default_dtype, env, file);
+  Shape shape = spec_shape(spec, default_dtype, env, file, origin);
   const Expression& e = *spec.fill.expr;
   // Without an index the fill is one value: evaluating it once checks every element.
   if (!e.uses("i") && !e.uses("j") && !e.uses("k") && !e.uses("idx") && numel_of(shape) > 0) shape = {1};
   int64_t n = 0;
-  fill_values(spec, spec.dtype.value_or(default_dtype), shape, env, file, [&](int64_t, double) { ++n; });
+  fill_values(spec, spec.dtype.value_or(default_dtype), shape, env, file, origin, [&](int64_t, double) { ++n; });
   return n;
 }
 

@@ -23,17 +23,22 @@ Bindings bind_env(const Expression& e, const RankEnv& env);
 /// The value of `n` on the rank described by `env`.
 double eval_number(const Number& n, const RankEnv& env);
 
+// `origin`: where the spec's marks count from (a step's inline spec: Step::origin()).
+
 /// The shape `spec` has on the rank `env`, without creating the tensor. ConfigError for a
 /// negative or fractional entry, or a byte size beyond int64.
-Shape spec_shape(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file);
+Shape spec_shape(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file,
+                 Origin origin = {});
 
 /// Creates a tensor from `spec` on the rank `env` (CPU). ConfigError (at the spec's marks in
 /// `file`) for a negative or fractional shape entry or values that do not fit the shape.
-Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file);
+Tensor make_tensor(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file,
+                   Origin origin = {});
 
 /// Evaluates every value the fill of `spec` gives on `env` and refuses one its dtype cannot
 /// hold, as make_tensor does, without creating the tensor. Returns how many were evaluated.
-int64_t check_fill(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file);
+int64_t check_fill(const TensorSpec& spec, DType default_dtype, const RankEnv& env, const std::string& file,
+                   Origin origin = {});
 
 /// The tensors named in a map expression: its variables other than the rank and index names.
 std::vector<std::string> map_tensor_names(const Expression& e);

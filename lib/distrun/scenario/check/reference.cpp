@@ -155,7 +155,8 @@ void Reference::plan(std::optional<int> own) {
 }
 
 RefTensor Reference::input(const Step& s, int rank) {
-  if (s.args().input.spec) return RefTensor{make_tensor(*s.args().input.spec, sc_.dtype, env(rank), sc_.file)};
+  if (s.args().input.spec)
+    return RefTensor{make_tensor(*s.args().input.spec, sc_.dtype, env(rank), sc_.file, s.origin())};
   return *tensor(rank, s.args().input.name);
 }
 

@@ -45,8 +45,8 @@ std::vector<int> WorldView::result_ranks(const Step& s) const {
   return chosen;
 }
 
-Validation::Validation(const Scenario& sc, int world_size, int local_world_size, std::optional<int> own_rank)
-    : WorldView(sc, world_size, local_world_size), own_(own_rank) {
+Validation::Validation(const Scenario& sc, int world_size, int local_world_size, std::optional<int> own_rank, bool nccl)
+    : WorldView(sc, world_size, local_world_size), own_(own_rank), nccl_(nccl) {
   if (sc.world_size && *sc.world_size != world_size)
     fail(sc.world_size_mark, "the scenario declares world_size " + std::to_string(*sc.world_size) +
                                  " but the launched world has " + ranks_str(world_size));
@@ -73,27 +73,27 @@ Validation::Validation(const Scenario& sc, int world_size, int local_world_size,
   for (const auto& s : sc.steps) sc.spec(s.op).validate(*this, s);
 }
 
-void Validation::check_fill_values(const TensorSpec& spec, int rank) {
+void Validation::check_fill_values(const TensorSpec& spec, int rank, Origin origin) {
   if (spec.has_values || !spec.fill.expr) return;  // literals: checked by the loader
   const Expression& e = *spec.fill.expr;
   const bool by_index = e.uses("i") || e.uses("j") || e.uses("k") || e.uses("idx");
   const bool by_rank = e.uses("rank") || e.uses("local_rank");
   if (!by_index) {  // one value per rank (check_fill evaluates it once)
-    check_fill(spec, sc_.dtype, env(rank), sc_.file);
+    check_fill(spec, sc_.dtype, env(rank), sc_.file, origin);
     return;
   }
   if (!by_rank) {  // the same values on every rank of one shape
-    if (fills_checked_.emplace(&spec, spec_shape(spec, sc_.dtype, env(rank), sc_.file)).second)
-      check_fill(spec, sc_.dtype, env(rank), sc_.file);
+    if (fills_checked_.emplace(&spec, spec_shape(spec, sc_.dtype, env(rank), sc_.file, origin)).second)
+      check_fill(spec, sc_.dtype, env(rank), sc_.file, origin);
     return;
   }
   const bool always = (own_ && rank == *own_) || rank == 0 || rank == world_size_ - 1;
   if (!always) {
-    const int64_t n = numel_of(spec_shape(spec, sc_.dtype, env(rank), sc_.file));
+    const int64_t n = numel_of(spec_shape(spec, sc_.dtype, env(rank), sc_.file, origin));
     if (n > fill_budget_) return;  // that rank's worker checks its own before it joins
     fill_budget_ -= n;
   }
-  check_fill(spec, sc_.dtype, env(rank), sc_.file);
+  check_fill(spec, sc_.dtype, env(rank), sc_.file, origin);
 }
 
 void Validation::check_fits(int64_t bytes_per_rank, Mark m, const std::string& what) const {
@@ -121,14 +121,22 @@ int Validation::member_index(const Step& s, const std::vector<int>& members, int
 TensorMeta Validation::input(const Step& s, int rank) {
   if (s.args().input.spec) {
     const TensorSpec& spec = *s.args().input.spec;
-    TensorMeta m{spec_shape(spec, sc_.dtype, env(rank), sc_.file), spec.dtype.value_or(sc_.dtype)};
-    check_fits(*checked_bytes(m.shape, m.dtype), spec.mark, where(s) + ": the input");
-    check_fill_values(spec, rank);
-    return m;
+    TensorMeta m{spec_shape(spec, sc_.dtype, env(rank), sc_.file, s.origin()), spec.dtype.value_or(sc_.dtype)};
+    check_fits(*checked_bytes(m.shape, m.dtype), s.at(spec.mark), where(s) + ": the input");
+    check_fill_values(spec, rank, s.origin());
+    return on_backend(s, m);
   }
-  if (const TensorMeta* t = tensor(rank, s.args().input.name)) return *t;
-  fail(s.args().input.mark, where(s) + ": tensor '" + s.args().input.name + "' is not defined on rank " +
-                                std::to_string(rank) + did_you_mean(s.args().input.name, names(rank)));
+  if (const TensorMeta* t = tensor(rank, s.args().input.name)) return on_backend(s, *t);
+  fail(s.at(s.args().input.mark), where(s) + ": tensor '" + s.args().input.name + "' is not defined on rank " +
+                                      std::to_string(rank) + did_you_mean(s.args().input.name, names(rank)));
+}
+
+const TensorMeta& Validation::on_backend(const Step& s, const TensorMeta& m) const {
+  // A step whose results are made of other ranks' tensors hands them to the backend.
+  const Reads reads = sc_.spec(s.op).reads;
+  if (nccl_ && (reads == Reads::Src || reads == Reads::EveryMember))
+    if (auto why = nccl_dtype_refusal(m.dtype)) fail(s.at(s.args().input.mark), where(s) + ": " + *why);
+  return m;
 }
 
 std::vector<TensorMeta> Validation::inputs(const Step& s, const std::vector<int>& members) {
@@ -145,9 +153,10 @@ void Validation::require_same_shapes(const Step& s, const std::vector<TensorMeta
     if (except_dim >= 0 && a.size() == b.size() && size_t(except_dim) < a.size())
       a[size_t(except_dim)] = b[size_t(except_dim)];
     if (a != b || in[0].dtype != in[i].dtype)
-      fail(s.args().input.mark, where(s) + ": rank " + std::to_string(members[i]) + " has " + dtype_name(in[i].dtype) +
-                                    " " + shape_str(in[i].shape) + " but rank " + std::to_string(members[0]) + " has " +
-                                    dtype_name(in[0].dtype) + " " + shape_str(in[0].shape));
+      fail(s.at(s.args().input.mark), where(s) + ": rank " + std::to_string(members[i]) + " has " +
+                                          dtype_name(in[i].dtype) + " " + shape_str(in[i].shape) + " but rank " +
+                                          std::to_string(members[0]) + " has " + dtype_name(in[0].dtype) + " " +
+                                          shape_str(in[0].shape));
   }
 }
 
@@ -164,22 +173,24 @@ std::vector<std::string> Validation::names(int rank) const {
 }
 
 void Validation::check_reduce(const Step& s, DType dtype) const {
-  if (auto why = reduce_op_refusal(s.args().reduce, dtype)) fail(s.args().reduce_mark, where(s) + ": " + *why);
+  if (auto why = reduce_op_refusal(s.args().reduce, dtype)) fail(s.at(s.args().reduce_mark), where(s) + ": " + *why);
+  if (auto why = nccl_ ? nccl_reduce_refusal(s.args().reduce) : std::nullopt)
+    fail(s.at(s.args().reduce_mark), where(s) + ": " + *why);
 }
 
 int Validation::check_dim(const Step& s, const Shape& shape) const {
   const int ndim = std::max(1, int(shape.size()));
   if (s.args().dim >= ndim)
-    fail(s.args().dim_mark, where(s) + ": dim " + std::to_string(s.args().dim) + " is out of range for shape " +
-                                shape_str(as_vector_shape(shape)));
+    fail(s.at(s.args().dim_mark), where(s) + ": dim " + std::to_string(s.args().dim) + " is out of range for shape " +
+                                      shape_str(as_vector_shape(shape)));
   return s.args().dim;
 }
 
 void Validation::require_even_split(const Step& s, const Shape& shape, int dim, int n, const Shape& shown) const {
   if (shape[size_t(dim)] % n != 0)
-    fail(s.args().input.mark, where(s) + ": size " + std::to_string(shape[size_t(dim)]) + " of dim " +
-                                  std::to_string(dim) + " of " + shape_str(shown) + " does not split into " +
-                                  std::to_string(n) + " equal chunks");
+    fail(s.at(s.args().input.mark), where(s) + ": size " + std::to_string(shape[size_t(dim)]) + " of dim " +
+                                        std::to_string(dim) + " of " + shape_str(shown) + " does not split into " +
+                                        std::to_string(n) + " equal chunks");
 }
 
 void Validation::set_result(const Step& s, int rank, const TensorMeta& t) { state_[size_t(rank)][s.args().output] = t; }

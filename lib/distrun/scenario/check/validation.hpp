@@ -48,10 +48,12 @@ class Validation : public WorldView {
  public:
   /// Checks `scenario` for `world_size` ranks, `local_world_size` per host. Fill values are
   /// evaluated for every rank while they total at most kFillBudget, else for the first and the
-  /// last rank; `own_rank` (a worker's) always has all of its own checked. Throws ConfigError
-  /// "file:line:col: ..." for anything that cannot run.
-  Validation(const Scenario& scenario, int world_size, int local_world_size,
-             std::optional<int> own_rank = std::nullopt);
+  /// last rank; `own_rank` (a worker's) always has all of its own checked. With `nccl` (the
+  /// backend that will run it), also what NCCL cannot do (an int16 collective, a bitwise
+  /// reduction), which needs no GPU to know. Throws ConfigError "file:line:col: ..." for
+  /// anything that cannot run.
+  Validation(const Scenario& scenario, int world_size, int local_world_size, std::optional<int> own_rank = std::nullopt,
+             bool nccl = false);
 
   static constexpr int64_t kFillBudget = int64_t(1) << 22;
 
@@ -72,6 +74,8 @@ class Validation : public WorldView {
   /// The names defined on `rank`, for did-you-mean.
   std::vector<std::string> names(int rank) const;
   void check_reduce(const Step& s, DType dtype) const;
+  /// Whether the scenario is checked for NCCL (the constructor's `nccl`).
+  bool nccl() const { return nccl_; }
   /// `s.args().dim`, refused when out of range for `shape` (a scalar counts as one dim).
   int check_dim(const Step& s, const Shape& shape) const;
   /// Refuses a size of `dim` that does not split into `n` equal chunks.
@@ -82,8 +86,11 @@ class Validation : public WorldView {
   // Evaluates every fill value of `spec` on `rank`: always when the fill does not depend on
   // both the rank and the index (one value per rank, or the same values for every rank of a
   // shape: cheap to cover every rank), else when `rank` is ours or the budget allows.
-  void check_fill_values(const TensorSpec& spec, int rank);
+  void check_fill_values(const TensorSpec& spec, int rank, Origin origin = {});
+  // `m`, refused when `s` hands it to a backend that cannot carry its dtype.
+  const TensorMeta& on_backend(const Step& s, const TensorMeta& m) const;
   std::optional<int> own_;
+  bool nccl_ = false;
   std::set<std::pair<const TensorSpec*, Shape>> fills_checked_;  // rank-independent fills, per shape
   int64_t fill_budget_ = kFillBudget;
   bool sample_fills_ = false;                             // the budget cannot cover every rank

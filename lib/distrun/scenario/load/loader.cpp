@@ -1,8 +1,10 @@
 #include "distrun/scenario/load/loader.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
+#include <unordered_map>
 
 #include "distrun/scenario/load/yaml_guard.hpp"
 #include "distrun/scenario/model/limits.hpp"
@@ -130,7 +132,7 @@ class Loader {
   // A literal number, or an expression string over `allowed`.
   Number number(const YamlNode& n, const std::string& what, const std::vector<std::string>& allowed) const {
     Number out;
-    out.mark = n.mark();
+    out.mark = here(n);
     if (!n.is_scalar()) fail(n, what + " must be a number or an expression string");
     const CoreScalar c = resolve_scalar(n);
     if (c.kind == CoreScalar::Int || c.kind == CoreScalar::Float) {
@@ -186,7 +188,7 @@ class Loader {
     if (!n.is_map()) fail(n, "a tensor spec must be a mapping with shape/fill, or values");
     check_keys(n, kSpecKeys, "tensor spec");
     TensorSpec spec;
-    spec.mark = n.mark();
+    spec.mark = here(n);
     if (n["dtype"]) spec.dtype = dtype(n["dtype"]);
     if (const auto s = n["shape"]) {
       if (!s.is_sequence()) fail(s, "shape must be a list");
@@ -196,6 +198,12 @@ class Loader {
     if (const auto v = n["values"]) {
       if (n["fill"]) fail(n["fill"], "a tensor spec takes fill or values, not both");
       spec.has_values = true;
+      // Room for the entries a rectangular list holds (its first entry at each depth times
+      // its length): a million values are not copied as the list grows.
+      const auto most = size_t(YamlLimits{}.max_nodes);
+      size_t expected = 1;
+      for (YamlNode e = v; e.is_sequence() && e.size() > 0 && expected <= most; e = e.item(0)) expected *= e.size();
+      spec.values.reserve(std::min(expected, most));
       flatten_values(v, 0, spec);
     } else if (!spec.has_shape) {
       fail(n, "a tensor spec needs a shape (or values)");
@@ -204,7 +212,7 @@ class Loader {
       const DType dtype = spec.dtype.value_or(default_dtype_);
       if (dtype == DType::Bool && f.is_scalar() && resolve_scalar(f).kind == CoreScalar::Bool) {
         const Literal b = element(f, "fill", dtype);
-        spec.fill.value = b.real, spec.fill.integer = b.integer, spec.fill.mark = f.mark();
+        spec.fill.value = b.real, spec.fill.integer = b.integer, spec.fill.mark = here(f);
       } else {
         spec.fill = number(f, "fill", kFillVars);
       }
@@ -218,7 +226,7 @@ class Loader {
 
   TensorRef tensor_ref(const YamlNode& n) const {
     TensorRef ref;
-    ref.mark = n.mark();
+    ref.mark = here(n);
     if (n.is_scalar())
       ref.name = std::string(n.scalar());
     else
@@ -276,7 +284,7 @@ class Loader {
 
   int rank_field(const YamlNode& step, const char* key, Mark& mark) const {
     const auto n = step[key];
-    mark = (n ? n : step).mark();
+    mark = here(n ? n : step);
     if (!n) return 0;
     return int_field(n, key, 0, "a rank (0 or more)");
   }
@@ -332,6 +340,55 @@ class Loader {
     return b;
   }
 
+  // Steps written alike (the same keys and texts at the same places, lines counted from the
+  // step's own) are made alike, whatever else the file says: they share one StepArgs, so a
+  // file of 200 000 `{op: all_reduce, input: x}` holds one, and are read once.
+  Step shared_step(const YamlNode& n, int index) const {
+    line_base_ = n.mark().line;
+    std::string key;
+    const bool keyed = alike_key(n, key);
+    if (keyed)
+      if (const auto it = alike_.find(key); it != alike_.end()) {
+        Step s = it->second;
+        s.index = index;
+        s.mark = n.mark();
+        return s;
+      }
+    Step s = step(n, index);
+    if (keyed) {
+      if (alike_.size() >= kAlikeSteps) alike_.clear();  // bounded: steps alike tend to be near
+      alike_.emplace(std::move(key), s);
+    }
+    return s;
+  }
+
+  // Appends what `n` is made of to `key`: its kind, place and text, then its entries. False
+  // past kMaxAlikeKey bytes (a step with a long list of its own is not shared).
+  bool alike_key(const YamlNode& n, std::string& key) const {
+    const Mark m = here(n);
+    const std::string_view text = n.scalar();
+    const int size = n.is_scalar() ? int(text.size()) : int(n.size());
+    key += n.is_map() ? 'm' : n.is_sequence() ? 's' : n.is_null() ? 'n' : n.is_quoted() ? 'q' : 'p';
+    for (const int v : {m.line, m.col, size}) key.append(reinterpret_cast<const char*>(&v), sizeof v);
+    key += text;
+    if (key.size() > kMaxAlikeKey) return false;
+    if (n.is_map()) {
+      for (size_t i = 0; i < n.size(); ++i)
+        if (!alike_key(n.key(i), key) || !alike_key(n.value(i), key)) return false;
+    } else if (n.is_sequence()) {
+      for (const auto& c : n)
+        if (!alike_key(c, key)) return false;
+    }
+    return true;
+  }
+
+  // A mark to keep in the model: within a step, its line counted from the step's (model.hpp).
+  Mark here(const YamlNode& n) const {
+    Mark m = n.mark();
+    m.line -= line_base_;
+    return m;
+  }
+
   Step step(const YamlNode& n, int index) const {
     if (!n.is_map()) fail(n, "a step must be a mapping with an op");
     Step s;
@@ -356,7 +413,7 @@ class Loader {
 
     if (const auto g = n["group"]) {
       a.group = str(g, "group");
-      a.group_mark = g.mark();
+      a.group_mark = here(g);
     }
     if (n["print"]) s.print = boolean(n["print"], "print");
     if (n["check"]) s.check = boolean(n["check"], "check");
@@ -369,7 +426,7 @@ class Loader {
     if (has("output")) {
       if (const auto o = n["output"]) {
         a.output = str(o, "output");
-        a.output_mark = o.mark();
+        a.output_mark = here(o);
       } else if (a.has_input && !a.input.name.empty()) {
         a.output = a.input.name;
         a.output_mark = a.input.mark;
@@ -384,16 +441,16 @@ class Loader {
         a.local_dim = int(v);
       else
         a.dim = int(v);
-      a.dim_mark = d.mark();
+      a.dim_mark = here(d);
     }
     if (n["keepdim"]) a.keepdim = boolean(n["keepdim"], "keepdim");
     if (has("reduce") && !has("collective")) {  // bench reads its own reduce
       if (const auto r = n["reduce"]) {
         a.reduce = reduce(r, spec.local_reduce_ops);
         a.has_reduce = true;
-        a.reduce_mark = r.mark();
+        a.reduce_mark = here(r);
       } else {
-        a.reduce_mark = s.mark;
+        a.reduce_mark = here(n);
       }
     }
     if (has("src")) a.src = rank_field(n, "src", a.src_mark);
@@ -404,16 +461,16 @@ class Loader {
     if (const auto ss = n["split_sizes"]) {
       if (!ss.is_sequence()) fail(ss, "split_sizes must be a list (one size per rank)");
       a.has_split_sizes = true;
-      a.split_mark = ss.mark();
+      a.split_mark = here(ss);
       for (const auto& e : ss) a.split_sizes.push_back(number(e, "a split size", kRankVars));
     }
     if (const auto e = n["expr"]) {
       if (!e.is_scalar()) fail(e, "expr must be an expression string");
       a.expr = compile(e, std::string(e.scalar()), nullptr);  // tensor names are checked by the simulation
-      a.expr_mark = e.mark();
+      a.expr_mark = here(e);
       if (n["dtype"]) a.dtype = dtype(n["dtype"]);
       if (const auto r = n["ranks"]) {
-        a.ranks_mark = r.mark();
+        a.ranks_mark = here(r);
         std::vector<int> ranks;
         if (r.is_sequence())
           for (const auto& x : r) ranks.push_back(int_field(x, "each entry of ranks", 0, "a rank (0 or more)"));
@@ -423,7 +480,7 @@ class Loader {
       }
     }
     if (const auto o = n["object"]) {
-      a.object.mark = o.mark();
+      a.object.mark = here(o);
       size_t left = kMaxObjectBytes;
       a.object.value = to_json(o, a.object, left);
     }
@@ -487,13 +544,15 @@ class Loader {
     if (!steps.is_sequence()) fail(steps, "steps must be a list");
     sc.steps.reserve(steps.size());
     int i = 0;
-    for (const auto& st : steps) sc.steps.push_back(step(st, i++));
+    for (const auto& st : steps) sc.steps.push_back(shared_step(st, i++));
+    line_base_ = 0;
+    alike_.clear();
     for (const auto& st : sc.steps) {
       const auto& group = st.args().group;
       if (group && !sc.find_group(*group)) {
         std::vector<std::string> names;
         for (const auto& g : sc.groups) names.push_back(g.name);
-        fail(st.args().group_mark, "unknown group '" + excerpt(*group) + "'" + did_you_mean(*group, names));
+        fail(st.at(st.args().group_mark), "unknown group '" + excerpt(*group) + "'" + did_you_mean(*group, names));
       }
     }
     return sc;
@@ -503,13 +562,16 @@ class Loader {
   std::string file_;
   const OpTable& ops_;
   mutable DType default_dtype_ = DType::Float32;  // the scenario's, once read: literal fills are checked against it
+  static constexpr size_t kAlikeSteps = 4096, kMaxAlikeKey = 512;
+  mutable int line_base_ = 0;                            // the line of the step being read (here())
+  mutable std::unordered_map<std::string, Step> alike_;  // steps read, by what they are made of
 };
 
 }  // namespace
 
 Scenario load_scenario_text(const std::string& file, std::string text, const OpTable& ops) {
-  // The text is freed once parsed and the tree once the model is built: neither outlives
-  // its use, so the peak is the larger of text + tree and tree + model.
+  // The text lives in the tree (it holds most scalars' texts), and the tree is freed once the
+  // model is built: the peak is text + tree + model.
   const YamlDocument doc = load_one_document(file, normalize_line_ends(std::move(text)));
   return Loader(file, ops).scenario(doc.root());
 }

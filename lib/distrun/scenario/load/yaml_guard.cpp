@@ -65,7 +65,9 @@ class YamlBuilder {
   YamlBuilder(const std::string& file, const YamlLimits& limits, YamlDocument& doc)
       : file_(file), limits_(limits), doc_(doc) {}
 
-  void run(const std::string& text) {
+  void run(std::string source) {
+    doc_.source_ = std::move(source);
+    const std::string& text = doc_.source_;
     // Room for as many nodes as the text can hold (every node but an empty document's takes
     // at least a byte) and the limits allow: the tree never grows by copying, and the pages
     // it does not fill are never touched, so they cost no memory.
@@ -73,7 +75,6 @@ class YamlBuilder {
     doc_.nodes_.reserve(most);
     doc_.links_.reserve(most);
     pending_.reserve(most);
-    doc_.texts_.reserve(text.size());
     yaml_parser_t parser;
     if (!yaml_parser_initialize(&parser)) throw ConfigError(file_ + ":0:0: cannot start the YAML parser");
     yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
@@ -172,18 +173,29 @@ class YamlBuilder {
       index = uint32_t(doc_.nodes_.size());
       YamlDocument::Node& n = doc_.nodes_.emplace_back();
       n.line = uint32_t(m.line);
-      n.col = std::min<uint32_t>(uint32_t(m.col), (1u << 29) - 1);
+      n.col = std::min<uint32_t>(uint32_t(m.col), (1u << 28) - 1);
       const unsigned char* anchor_name = nullptr;
       if (e.type == YAML_SCALAR_EVENT) {
         const auto& s = e.data.scalar;
         if (s.length > limits_.max_scalar_bytes)
           fail(m, "a scalar of " + std::to_string(s.length) + " bytes; at most " +
                       std::to_string(limits_.max_scalar_bytes) + " are read");
-        if (doc_.texts_.size() + s.length >= UINT32_MAX) fail(m, "the document's scalars are too long");
         const std::string_view text(reinterpret_cast<const char*>(s.value), s.length);
-        n.first = uint32_t(doc_.texts_.size());
         n.count = uint32_t(s.length);
-        doc_.texts_.append(text);
+        // A scalar written as it reads (plain on one line, or quoted without escapes) is not
+        // copied: its text is in the source, after its quote if any.
+        const size_t at =
+            e.start_mark.index +
+            (s.style == YAML_SINGLE_QUOTED_SCALAR_STYLE || s.style == YAML_DOUBLE_QUOTED_SCALAR_STYLE ? 1 : 0);
+        if (at + s.length <= doc_.source_.size() && at + s.length < UINT32_MAX &&
+            std::string_view(doc_.source_).substr(at, s.length) == text) {
+          n.first = uint32_t(at);
+          n.in_source = 1;
+        } else {
+          if (doc_.texts_.size() + s.length >= UINT32_MAX) fail(m, "the document's scalars are too long");
+          n.first = uint32_t(doc_.texts_.size());
+          doc_.texts_.append(text);
+        }
         n.quoted = s.style != YAML_PLAIN_SCALAR_STYLE ||
                    (s.tag && std::strcmp(reinterpret_cast<const char*>(s.tag), "!") == 0);
         n.kind = uint32_t(!n.quoted && is_null_word(text) ? Kind::Null : Kind::Scalar);
@@ -211,10 +223,7 @@ class YamlBuilder {
       add_to_parent(extent);
   }
 
-  std::string_view text_of(uint32_t index) const {
-    const YamlDocument::Node& n = doc_.nodes_[index];
-    return std::string_view(doc_.texts_).substr(n.first, n.count);
-  }
+  std::string_view text_of(uint32_t index) const { return YamlNode(&doc_, index).scalar(); }
 
   // A mapping key: a scalar name, once per mapping.
   void key(Mark m, uint32_t index) {
@@ -286,10 +295,10 @@ class YamlBuilder {
   int documents_ = 0;
 };
 
-YamlDocument load_one_document(const std::string& file, const std::string& text, const YamlLimits& limits) {
+YamlDocument load_one_document(const std::string& file, std::string text, const YamlLimits& limits) {
   check_flow_depth(file, text, limits.max_depth);
   YamlDocument doc;
-  YamlBuilder(file, limits, doc).run(text);
+  YamlBuilder(file, limits, doc).run(std::move(text));
   return doc;
 }
 
@@ -302,7 +311,7 @@ bool YamlNode::is_quoted() const { return doc_ && doc_->nodes_[index_].quoted; }
 std::string_view YamlNode::scalar() const {
   if (!is_scalar()) return {};
   const auto& n = doc_->nodes_[index_];
-  return std::string_view(doc_->texts_).substr(n.first, n.count);
+  return std::string_view(n.in_source ? doc_->source_ : doc_->texts_).substr(n.first, n.count);
 }
 
 size_t YamlNode::size() const {

@@ -66,6 +66,7 @@ class YamlNode {
 
  private:
   friend class YamlDocument;
+  friend class YamlBuilder;
   YamlNode(const YamlDocument* doc, uint32_t index) : doc_(doc), index_(index) {}
   const YamlDocument* doc_ = nullptr;
   uint32_t index_ = 0;
@@ -90,8 +91,10 @@ struct YamlNode::Entry {
 };
 
 /// A parsed scenario document: its nodes, the children of each collection (a mapping's as
-/// key, value, key, value...) and the text of its scalars, end to end. A node is 16 bytes: a
-/// file of a million nodes is a tree of about 20 MB. Not copyable: its handles point into it.
+/// key, value, key, value...) and its source text, which holds most scalars' texts as they are
+/// written (the rest, unescaped or folded, end to end beside it). A node is 16 bytes: a file of
+/// a million nodes is a tree of about 20 MB besides its text. Not copyable: its handles point
+/// into it.
 class YamlDocument {
  public:
   YamlDocument() = default;
@@ -108,25 +111,28 @@ class YamlDocument {
   friend class YamlBuilder;
   enum class Kind : uint8_t { Null, Scalar, Sequence, Map };
   struct Node {
-    Node() : col(0), kind(uint32_t(Kind::Null)), quoted(0) {}
+    Node() : col(0), kind(uint32_t(Kind::Null)), quoted(0), in_source(0) {}
     uint32_t line = 0;
-    uint32_t col : 29;  // a longer line is marked at its 2^29-1th column
+    uint32_t col : 28;  // a longer line is marked at its 2^28-1th column
     uint32_t kind : 2;
     uint32_t quoted : 1;
-    uint32_t first = 0;  // a collection's children: links_[first, first + count); a scalar's text in texts_
+    uint32_t in_source : 1;  // a scalar's text is source_[first, first + count), else texts_'s
+    uint32_t first = 0;      // a collection's children: links_[first, first + count)
     uint32_t count = 0;
 
     Kind type() const { return Kind(kind); }
   };
   std::vector<Node> nodes_;
   std::vector<uint32_t> links_;
+  std::string source_;
   std::string texts_;
 };
 
 /// Parses `text` as exactly one YAML document and checks it against `limits` (aliases count
 /// as often as they are used) and for duplicate or non-scalar mapping keys. ConfigError
-/// `file:line:col: message` otherwise. An empty text gives a null root.
-YamlDocument load_one_document(const std::string& file, const std::string& text, const YamlLimits& limits = {});
+/// `file:line:col: message` otherwise. An empty text gives a null root. The document keeps
+/// the text.
+YamlDocument load_one_document(const std::string& file, std::string text, const YamlLimits& limits = {});
 
 /// What a scalar means under the YAML 1.2 core schema.
 struct CoreScalar {

@@ -40,6 +40,24 @@ struct Literal {
   std::optional<int64_t> integer;  // set when written as an integer within int64
 };
 
+/// The entries of `values`, 8 bytes and a bit each (a file may list a million): an integer's
+/// bits or a real's, told apart by the bit. An integer's real is the integer rounded, as the
+/// loader reads it.
+class Literals {
+ public:
+  void reserve(size_t n) {
+    bits_.reserve(n);
+    integer_.reserve(n);
+  }
+  void push_back(const Literal& l);
+  size_t size() const { return bits_.size(); }
+  Literal operator[](size_t i) const;
+
+ private:
+  std::vector<uint64_t> bits_;
+  std::vector<bool> integer_;
+};
+
 /// A number written either as a literal or as an expression string.
 struct Number {
   double value = 0;
@@ -55,9 +73,9 @@ struct TensorSpec {
   std::vector<Number> shape;
   Number fill;  // default 0
   bool has_values = false;
-  std::vector<Literal> values;  // flattened, row-major
-  Shape values_shape;           // the nesting of `values` ([] for a scalar)
-  std::optional<DType> dtype;   // default: the scenario's
+  Literals values;             // flattened, row-major
+  Shape values_shape;          // the nesting of `values` ([] for a scalar)
+  std::optional<DType> dtype;  // default: the scenario's
 };
 
 /// A step input: the name of a tensor, or an inline spec.
@@ -86,7 +104,9 @@ struct BenchSpec {
 
 /// Everything a step says besides its op, place and print/check flags. Kept behind one
 /// pointer, absent for a step that gives nothing more (a barrier): a Step is 32 bytes, so a
-/// file of hundreds of thousands of small steps stays small once loaded.
+/// file of hundreds of thousands of small steps stays small once loaded. Its marks (those of
+/// its inline spec and split sizes too) count lines from the step's own line, so that steps
+/// written alike share one StepArgs wherever they stand: `Step::at` gives the file's mark.
 struct StepArgs {
   std::optional<std::string> group;
   Mark group_mark;
@@ -126,6 +146,10 @@ struct Step {
   std::shared_ptr<const StepArgs> given;  // null: every argument at its default
 
   const StepArgs& args() const { return given ? *given : kDefaultArgs; }
+  /// A mark of args() as a mark in the file.
+  Mark at(Mark in_args) const { return origin().at(in_args); }
+  /// Where args()'s marks count from, for the functions that take a spec (local_ops.hpp).
+  Origin origin() const { return {mark.line}; }
 
  private:
   static const StepArgs kDefaultArgs;

@@ -17,6 +17,14 @@ struct Mark {
   int col = 0;
 };
 
+/// The line a model element's marks count from: 0 for the file's own; a step's line for those
+/// in its arguments (model.hpp's StepArgs).
+struct Origin {
+  int line = 0;
+  /// `m` as a mark in the file (an unknown mark stays unknown).
+  Mark at(Mark m) const { return m.line == 0 && m.col == 0 ? m : Mark{m.line + line, m.col}; }
+};
+
 /// Builds ConfigError("file:line:col: message").
 ConfigError error_at(const std::string& file, Mark mark, const std::string& message);
 

@@ -16,6 +16,12 @@ void validate_bench(Validation& v, const Step& s) {
   const auto& b = s.args().bench;
   const DType dtype = b.dtype.value_or(v.scenario().dtype);
   if (auto why = reduce_op_refusal(b.reduce, dtype)) v.fail(s.mark, v.where(s) + ": " + *why);
+  if (v.nccl()) {
+    const bool reduces =
+        b.collective == Op::AllReduce || b.collective == Op::Reduce || b.collective == Op::ReduceScatter;
+    if (auto why = nccl_dtype_refusal(dtype)) v.fail(s.mark, v.where(s) + ": " + *why);
+    if (auto why = reduces ? nccl_reduce_refusal(b.reduce) : std::nullopt) v.fail(s.mark, v.where(s) + ": " + *why);
+  }
   if (b.root < 0 || b.root >= v.world_size())
     v.fail(s.mark, v.where(s) + ": root " + std::to_string(b.root) + " is out of range for a world of " +
                        ranks_str(v.world_size()));

@@ -47,7 +47,7 @@ void scatter_chunks(Reference& ref, const Step& s, const std::vector<int>& membe
 
 void validate_broadcast(Validation& v, const Step& s) {
   const auto members = v.participants(s);
-  v.member_index(s, members, s.args().src, s.args().src_mark, "src");
+  v.member_index(s, members, s.args().src, s.at(s.args().src_mark), "src");
   const TensorMeta src = v.input(s, s.args().src);
   for (int r : members) v.set_result(s, r, src);
 }
@@ -69,7 +69,7 @@ StepOutput run_broadcast(StepRunner& r, const Step& s, Backend& b) {
 
 void validate_scatter(Validation& v, const Step& s) {
   const auto members = v.participants(s);
-  v.member_index(s, members, s.args().src, s.args().src_mark, "src");
+  v.member_index(s, members, s.args().src, s.at(s.args().src_mark), "src");
   validate_scatter_chunks(v, s, members, v.input(s, s.args().src));
 }
 
@@ -95,7 +95,7 @@ StepOutput run_scatter(StepRunner& r, const Step& s, Backend& b) {
 
 void validate_gather_any(Validation& v, const Step& s, bool to_one) {
   const auto members = v.participants(s);
-  if (to_one) v.member_index(s, members, s.args().dst, s.args().dst_mark, "dst");
+  if (to_one) v.member_index(s, members, s.args().dst, s.at(s.args().dst_mark), "dst");
   const auto in = v.inputs(s, members);
   Shape out = as_vector_shape(in[0].shape);
   const int dim = v.check_dim(s, out);
@@ -138,7 +138,7 @@ StepOutput run_gather(StepRunner& r, const Step& s, Backend& b) {
 
 void validate_reduction(Validation& v, const Step& s, bool to_one, bool scattered) {
   const auto members = v.participants(s);
-  if (to_one) v.member_index(s, members, s.args().dst, s.args().dst_mark, "dst");
+  if (to_one) v.member_index(s, members, s.args().dst, s.at(s.args().dst_mark), "dst");
   const TensorMeta first = v.input(s, members[0]);
   v.check_reduce(s, first.dtype);
   for (size_t k = 1; k < members.size(); ++k)
@@ -229,28 +229,29 @@ void validate_all_to_all(Validation& v, const Step& s) {
     const std::string on_rank = " on rank " + std::to_string(members[size_t(r)]);
     if (!s.args().has_split_sizes) {
       if (extent % n != 0)
-        v.fail(s.args().input.mark, v.where(s) + ": size " + std::to_string(extent) + " of dim " + std::to_string(dim) +
-                                        on_rank + " does not split into " + std::to_string(n) +
-                                        " equal chunks (give split_sizes for uneven splits)");
+        v.fail(s.at(s.args().input.mark), v.where(s) + ": size " + std::to_string(extent) + " of dim " +
+                                              std::to_string(dim) + on_rank + " does not split into " +
+                                              std::to_string(n) + " equal chunks (give split_sizes for uneven splits)");
       for (auto& x : received) x += extent / n;
       continue;
     }
     if (int(s.args().split_sizes.size()) != n)
-      v.fail(s.args().split_mark, v.where(s) + ": split_sizes has " + std::to_string(s.args().split_sizes.size()) +
-                                      " entries for " + std::to_string(n) + " ranks");
+      v.fail(s.at(s.args().split_mark), v.where(s) + ": split_sizes has " +
+                                            std::to_string(s.args().split_sizes.size()) + " entries for " +
+                                            std::to_string(n) + " ranks");
     int64_t total = 0;
     for (size_t j = 0; j < s.args().split_sizes.size(); ++j) {
       const Number& num = s.args().split_sizes[j];
       const double x = splits.at(j, v.env(members[size_t(r)]));
       if (!(x >= 0) || x != std::floor(x) || x > 1e15)
-        v.fail(num.mark,
+        v.fail(s.at(num.mark),
                v.where(s) + ": a split size must be a whole number of 0 or more, got " + std::to_string(x) + on_rank);
       total += int64_t(x);
       received[j] += int64_t(x);
     }
     if (total != extent)
-      v.fail(s.args().split_mark, v.where(s) + ": split_sizes add up to " + std::to_string(total) + on_rank +
-                                      " but dim " + std::to_string(dim) + " has " + std::to_string(extent));
+      v.fail(s.at(s.args().split_mark), v.where(s) + ": split_sizes add up to " + std::to_string(total) + on_rank +
+                                            " but dim " + std::to_string(dim) + " has " + std::to_string(extent));
   }
   for (int j = 0; j < n; ++j) {
     Shape out = as_vector_shape(in[0].shape);
@@ -298,8 +299,8 @@ StepOutput run_all_to_all(StepRunner& r, const Step& s, Backend& b) {
 
 void validate_send_recv(Validation& v, const Step& s) {
   const auto members = v.participants(s);
-  v.member_index(s, members, s.args().src, s.args().src_mark, "src");
-  v.member_index(s, members, s.args().dst, s.args().dst_mark, "dst");
+  v.member_index(s, members, s.args().src, s.at(s.args().src_mark), "src");
+  v.member_index(s, members, s.args().dst, s.at(s.args().dst_mark), "dst");
   v.set_result(s, s.args().dst, v.input(s, s.args().src));
 }
 

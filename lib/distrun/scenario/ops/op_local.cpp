@@ -20,8 +20,8 @@ double propagated_error(Reference& ref, const Step& s, const std::map<std::strin
   // error, the others held. This follows steep functions (exp(s) amplifies an ulp of s by s)
   // where a fixed number of ulps would not.
   const Reference::State& st = ref.state(rank);
-  const Tensor base =
-      apply_map(*s.args().expr, inputs, shape, DType::Float64, ref.env(rank), ref.scenario().file, s.args().expr_mark);
+  const Tensor base = apply_map(*s.args().expr, inputs, shape, DType::Float64, ref.env(rank), ref.scenario().file,
+                                s.at(s.args().expr_mark));
   std::vector<double> err(size_t(base.numel()), 0.0);
   for (const auto& [name, t] : inputs) {
     const RefTensor& tol = st.at(name);  // a tensor still as its spec made it is exact (ulps 0)
@@ -36,7 +36,7 @@ double propagated_error(Reference& ref, const Step& s, const std::map<std::strin
       auto shifted = inputs;
       shifted[name] = moved;
       const Tensor y = apply_map(*s.args().expr, shifted, shape, DType::Float64, ref.env(rank), ref.scenario().file,
-                                 s.args().expr_mark);
+                                 s.at(s.args().expr_mark));
       for (int64_t e = 0; e < y.numel(); ++e) {
         const double d = std::fabs(y.get(e) - base.get(e));
         if (std::isfinite(d)) err[size_t(e)] += d / 2;  // the two directions, averaged
@@ -58,15 +58,15 @@ void validate_map_on_rank(Validation& v, const Step& s, int rank) {
     if (!t) {
       std::vector<std::string> names = {"rank", "world_size", "local_rank", "local_world_size", "i", "j", "k", "idx"};
       for (const auto& n : v.names(rank)) names.push_back(n);
-      v.fail(s.args().expr_mark, v.where(s) + ": '" + name + "' in expr is not a tensor defined on rank " +
-                                     std::to_string(rank) + " nor a known name" + did_you_mean(name, names));
+      v.fail(s.at(s.args().expr_mark), v.where(s) + ": '" + name + "' in expr is not a tensor defined on rank " +
+                                           std::to_string(rank) + " nor a known name" + did_you_mean(name, names));
     }
     if (!first) first = *t;
     if (numel_of(t->shape) != 1) {
       if (shape && *shape != t->shape)
-        v.fail(s.args().expr_mark, v.where(s) + ": tensors in expr have different shapes on rank " +
-                                       std::to_string(rank) + ": " + shape_str(*shape) + " and " + shape_str(t->shape) +
-                                       " ('" + name + "')");
+        v.fail(s.at(s.args().expr_mark), v.where(s) + ": tensors in expr have different shapes on rank " +
+                                             std::to_string(rank) + ": " + shape_str(*shape) + " and " +
+                                             shape_str(t->shape) + " ('" + name + "')");
       shape = t->shape;
     }
   }
@@ -77,8 +77,9 @@ void validate_map_on_rank(Validation& v, const Step& s, int rank) {
     else if (old_out)
       shape = old_out->shape;
     else
-      v.fail(s.args().expr_mark, v.where(s) + ": expr names no tensor and output '" + s.args().output +
-                                     "' does not exist on rank " + std::to_string(rank) + ", so its shape is unknown");
+      v.fail(s.at(s.args().expr_mark), v.where(s) + ": expr names no tensor and output '" + s.args().output +
+                                           "' does not exist on rank " + std::to_string(rank) +
+                                           ", so its shape is unknown");
   }
   const DType dtype = s.args().dtype ? *s.args().dtype
                       : first        ? first->dtype
@@ -108,7 +109,7 @@ void map_on_rank(Reference& ref, const Step& s, int rank) {
                 : old_out      ? old_out->value.dtype()
                                : ref.scenario().dtype;
   RefTensor out{
-      apply_map(*s.args().expr, inputs, *shape, dtype, ref.env(rank), ref.scenario().file, s.args().expr_mark)};
+      apply_map(*s.args().expr, inputs, *shape, dtype, ref.env(rank), ref.scenario().file, s.at(s.args().expr_mark))};
   if (floating(dtype) && ulps > 0) {
     // Inexact inputs: allow their error to grow through the expression (exp, log, division).
     for (const auto& kv : inputs)
@@ -124,8 +125,8 @@ void validate_map(Validation& v, const Step& s) {
   if (s.args().ranks)
     for (int r : *s.args().ranks)
       if (r < 0 || r >= v.world_size())
-        v.fail(s.args().ranks_mark, v.where(s) + ": rank " + std::to_string(r) +
-                                        " in ranks is out of range for a world of " + ranks_str(v.world_size()));
+        v.fail(s.at(s.args().ranks_mark), v.where(s) + ": rank " + std::to_string(r) +
+                                              " in ranks is out of range for a world of " + ranks_str(v.world_size()));
   for (int r : v.result_ranks(s)) validate_map_on_rank(v, s, r);
 }
 
@@ -141,7 +142,7 @@ StepOutput run_map(StepRunner& r, const Step& s, Backend&) {
   for (const auto& name : map_tensor_names(*s.args().expr)) inputs[name] = to_cpu(r.tensor(name));
   const Tensor& shape_of = r.expected(s).tensor.value;
   return {apply_map(*s.args().expr, inputs, shape_of.shape(), shape_of.dtype(), r.env(), r.scenario().file,
-                    s.args().expr_mark)
+                    s.at(s.args().expr_mark))
               .to(r.settings().device),
           {},
           {}};
@@ -151,8 +152,8 @@ void validate_local_reduce(Validation& v, const Step& s) {
   for (int r : v.participants(s)) {
     const TensorMeta in = v.input(s, r);
     if (s.args().local_dim && *s.args().local_dim >= int(in.shape.size()))
-      v.fail(s.args().dim_mark, v.where(s) + ": dim " + std::to_string(*s.args().local_dim) +
-                                    " is out of range for shape " + shape_str(in.shape));
+      v.fail(s.at(s.args().dim_mark), v.where(s) + ": dim " + std::to_string(*s.args().local_dim) +
+                                          " is out of range for shape " + shape_str(in.shape));
     // torch.sum/prod of a bool tensor count in int64 and torch.mean refuses bool: no one meaning
     // in the dtype, so the step asks for a map to an integer dtype first.
     if (in.dtype == DType::Bool)

@@ -49,7 +49,7 @@ std::vector<OpSpec> object_ops() {
   ops.push_back({Op::GatherObject, "gather_object", {"object", "dst"}, {"object"}, true});
   ops.back().result_at = ResultAt::Dst;
   ops.back().validate = [](Validation& v, const Step& s) {
-    v.member_index(s, v.participants(s), s.args().dst, s.args().dst_mark, "dst");
+    v.member_index(s, v.participants(s), s.args().dst, s.at(s.args().dst_mark), "dst");
   };
   ops.back().simulate = [](Reference& ref, const Step& s) {
     ref.set_object(s, s.args().dst, simulated_list(ref, s, ref.participants(s)));
@@ -63,7 +63,7 @@ std::vector<OpSpec> object_ops() {
 
   ops.push_back({Op::BroadcastObject, "broadcast_object", {"object", "src"}, {"object"}, true});
   ops.back().validate = [](Validation& v, const Step& s) {
-    v.member_index(s, v.participants(s), s.args().src, s.args().src_mark, "src");
+    v.member_index(s, v.participants(s), s.args().src, s.at(s.args().src_mark), "src");
   };
   ops.back().simulate = [](Reference& ref, const Step& s) {
     const auto members = ref.participants(s);

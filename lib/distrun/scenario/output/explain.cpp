@@ -205,7 +205,7 @@ class HeldValues {
  private:
   RankEnv env(int r) const { return RankEnv{r, world_size_, r, world_size_}; }
   std::optional<Tensor> input(const Step& s, int r) const {
-    if (s.args().input.spec) return make_tensor(*s.args().input.spec, sc_.dtype, env(r), sc_.file);
+    if (s.args().input.spec) return make_tensor(*s.args().input.spec, sc_.dtype, env(r), sc_.file, s.origin());
     const auto& mine = held_[size_t(r)];
     if (auto it = mine.find(s.args().input.name); it != mine.end()) return it->second;
     return std::nullopt;

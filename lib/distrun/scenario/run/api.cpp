@@ -27,10 +27,19 @@ Scenario load_scenario_text(const std::string& file, std::string text) {
 
 }  // namespace scenario
 
-void check_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::optional<int> local_world_size) {
+std::string scenario_backend(const scenario::Scenario& sc, const std::optional<std::string>& backend,
+                             const std::optional<std::string>& device) {
+  const std::string chosen = backend.value_or(sc.backend);
+  if (chosen != "auto") return chosen;
+  return device.value_or(sc.device) == "cuda" ? "nccl" : "gloo";
+}
+
+void check_scenario(const scenario::Scenario& sc, std::optional<int> world_size, std::optional<int> local_world_size,
+                    const std::string& backend) {
   // Shapes, groups, dtypes and sizes only: no rank's values, so the cost does not grow with
   // the tensors (the workers compute the values of their own results).
-  if (world_size) scenario::Validation(sc, *world_size, local_world_size.value_or(*world_size));
+  if (world_size)
+    scenario::Validation(sc, *world_size, local_world_size.value_or(*world_size), std::nullopt, backend == "nccl");
 }
 
 void check_results_path(const std::string& path, const scenario::Scenario& sc) {
@@ -55,8 +64,7 @@ int run_scenario_rank(const scenario::Scenario& sc, const ScenarioRunOptions& op
   const std::string device = options.device.value_or(sc.device);
   if (device != "cpu" && device != "cuda")
     throw ConfigError("--device: unknown device '" + device + "'; known: cpu, cuda");
-  std::string backend = options.backend.value_or(sc.backend);
-  if (backend == "auto") backend = device == "cuda" ? "nccl" : "gloo";
+  const std::string backend = scenario_backend(sc, options.backend, device);
   InitOptions init;
   init.backend = parse_backend(backend);
   init.world = world;

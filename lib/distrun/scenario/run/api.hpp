@@ -17,11 +17,18 @@ Scenario load_scenario(const std::string& path);
 Scenario load_scenario_text(const std::string& file, std::string text);
 }  // namespace scenario
 
+/// The backend `sc` runs on: `backend` (--backend) or the scenario's, where auto is nccl on
+/// the device cuda (`device`, --device, or the scenario's) and gloo otherwise.
+std::string scenario_backend(const scenario::Scenario& sc, const std::optional<std::string>& backend,
+                             const std::optional<std::string>& device);
+
 /// Validates everything that can be checked before running, for a world of `world_size`
 /// ranks, `local_world_size` of them per host (default: all on one host; nullopt world:
-/// only what loading checked). Throws ConfigError whose message starts with "file:line:col: ".
+/// only what loading checked), on `backend` when known (scenario_backend: "nccl" also refuses
+/// what NCCL cannot do, without a GPU). Throws ConfigError whose message starts with
+/// "file:line:col: ".
 void check_scenario(const scenario::Scenario& sc, std::optional<int> world_size,
-                    std::optional<int> local_world_size = std::nullopt);
+                    std::optional<int> local_world_size = std::nullopt, const std::string& backend = "");
 
 /// ConfigError when a results file cannot be created at `path`: it must be a regular file or
 /// a new name in an existing writable folder, and not the scenario `sc` was read from (a

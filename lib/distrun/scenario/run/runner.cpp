@@ -99,7 +99,8 @@ class Runner final : public StepRunner {
   const Tensor& tensor(const std::string& name) const override { return state_.at(name); }
 
   Tensor input(const Step& s) override {
-    if (s.args().input.spec) return make_tensor(*s.args().input.spec, sc_.dtype, env_, sc_.file).to(settings_.device);
+    if (s.args().input.spec)
+      return make_tensor(*s.args().input.spec, sc_.dtype, env_, sc_.file, s.origin()).to(settings_.device);
     return state_.at(s.args().input.name);
   }
 
