@@ -59,12 +59,6 @@ std::vector<std::string> worker_command(const LaunchOptions& o, const std::optio
 
 void note(const std::string& text) { std::cerr << "distrun: " << text << std::endl; }
 
-// The workers' backend as they resolve it (scenario/run/api.cpp): auto is NCCL on CUDA.
-bool scenario_uses_nccl(const LaunchOptions& o, const scenario::Scenario& sc) {
-  const std::string collectives = o.backend.value_or(sc.backend);
-  return collectives == "nccl" || (collectives == "auto" && o.device.value_or(sc.device) == "cuda");
-}
-
 std::chrono::milliseconds seconds(double s) { return std::chrono::milliseconds(int64_t(s * 1000)); }
 
 RendezvousOptions rendezvous_options(const LaunchOptions& o, const std::optional<std::string>& secret) {
@@ -252,7 +246,7 @@ int run_agent(const LaunchOptions& o) {
   }
   // The workers see the devices this process sees: more of them on NCCL than devices would
   // meet in NCCL's "Duplicate GPU detected" on every rank.
-  if (sc && scenario_uses_nccl(o, *sc)) nccl::check_launch_fits_devices(plan.nproc_per_node);
+  if (sc && scenario_backend(*sc, o.backend, o.device) == "nccl") nccl::check_launch_fits_devices(plan.nproc_per_node);
   // Blocks the signals before any thread exists (the rendezvous store runs one).
   SignalWatch signals(parse_signal_list(o.signals_to_handle));
   become_subreaper();
