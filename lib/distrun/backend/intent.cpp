@@ -5,24 +5,10 @@
 
 namespace distrun {
 
-const char* collective_name(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::Broadcast: return "broadcast";
-    case CollectiveKind::AllReduce: return "all_reduce";
-    case CollectiveKind::Reduce: return "reduce";
-    case CollectiveKind::AllGather: return "all_gather";
-    case CollectiveKind::Gather: return "gather";
-    case CollectiveKind::Scatter: return "scatter";
-    case CollectiveKind::ReduceScatter: return "reduce_scatter";
-    case CollectiveKind::AllToAll: return "all_to_all";
-  }
-  return "an unknown collective";
-}
-
 namespace {
 
 std::string kind_text(uint64_t k) {
-  return k >= uint64_t(CollectiveKind::Broadcast) && k <= uint64_t(CollectiveKind::AllToAll)
+  return k >= uint64_t(CollectiveKind::Broadcast) && k <= uint64_t(CollectiveKind::Barrier)
              ? collective_name(CollectiveKind(k))
              : "collective #" + std::to_string(k);
 }
