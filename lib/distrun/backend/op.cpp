@@ -19,17 +19,18 @@ constexpr CollectiveForm kForms[] = {
 constexpr uint32_t kKinds = sizeof kForms / sizeof kForms[0];
 static_assert(uint32_t(CollectiveKind::Barrier) == kKinds, "a form for every kind, in order");
 
-bool known(CollectiveKind kind) { return uint32_t(kind) >= 1 && uint32_t(kind) <= kKinds; }
-
 }  // namespace
 
+bool is_collective_kind(uint64_t k) { return k >= 1 && k <= kKinds; }
+
 const CollectiveForm& form_of(CollectiveKind kind) {
-  if (!known(kind)) throw BackendError("no collective of kind " + std::to_string(uint32_t(kind)));
+  if (!is_collective_kind(uint64_t(kind)))
+    throw BackendError("no collective of kind " + std::to_string(uint32_t(kind)));
   return kForms[uint32_t(kind) - 1];
 }
 
 const char* collective_name(CollectiveKind kind) {
-  return known(kind) ? kForms[uint32_t(kind) - 1].name : "an unknown collective";
+  return is_collective_kind(uint64_t(kind)) ? kForms[uint32_t(kind) - 1].name : "an unknown collective";
 }
 
 const Tensor* CollectiveOp::block() const {

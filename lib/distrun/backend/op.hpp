@@ -42,6 +42,8 @@ struct CollectiveForm {
   Buffers buffers;
 };
 
+/// Whether `k` is the number of a kind (one read off the wire may be anything).
+bool is_collective_kind(uint64_t k);
 /// The form of `kind` (BackendError for a number that is no kind).
 const CollectiveForm& form_of(CollectiveKind kind);
 /// form_of(kind).name, or "an unknown collective".
