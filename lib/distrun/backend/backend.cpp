@@ -93,50 +93,40 @@ void Backend::recv(Tensor& tensor, int src, const SendOptions& opts) { irecv(ten
 
 namespace {
 
-CollectiveOp op_of(CollectiveKind kind, const CollectiveOptions& opts, const Tensor* in, Tensor* out) {
+CollectiveOp op_of(CollectiveKind kind, const CollectiveOptions& opts, const Tensor* in, Tensor* out, int root = -1,
+                   ReduceOp reduce = ReduceOp::Sum) {
   CollectiveOp op;
   op.timeout = opts.timeout;
   op.kind = kind;
   op.in = in;
   op.out = out;
+  op.root = root;
+  op.reduce = reduce;
   return op;
 }
 
 }  // namespace
 
 void Backend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
-  CollectiveOp op = op_of(CollectiveKind::Broadcast, opts, nullptr, &tensor);
-  op.root = opts.root;
-  run(op);
+  run(op_of(CollectiveKind::Broadcast, opts, nullptr, &tensor, opts.root));
 }
 void Backend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
-  CollectiveOp op = op_of(CollectiveKind::AllReduce, opts, nullptr, &tensor);
-  op.reduce = opts.op;
-  run(op);
+  run(op_of(CollectiveKind::AllReduce, opts, nullptr, &tensor, -1, opts.op));
 }
 void Backend::reduce(Tensor& tensor, const ReduceOptions& opts) {
-  CollectiveOp op = op_of(CollectiveKind::Reduce, opts, nullptr, &tensor);
-  op.root = opts.root;
-  op.reduce = opts.op;
-  run(op);
+  run(op_of(CollectiveKind::Reduce, opts, nullptr, &tensor, opts.root, opts.op));
 }
 void Backend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) {
   run(op_of(CollectiveKind::AllGather, opts, &in, &out));
 }
 void Backend::gather(const Tensor& in, Tensor& out, const GatherOptions& opts) {
-  CollectiveOp op = op_of(CollectiveKind::Gather, opts, &in, &out);
-  op.root = opts.root;
-  run(op);
+  run(op_of(CollectiveKind::Gather, opts, &in, &out, opts.root));
 }
 void Backend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts) {
-  CollectiveOp op = op_of(CollectiveKind::Scatter, opts, &in, &out);
-  op.root = opts.root;
-  run(op);
+  run(op_of(CollectiveKind::Scatter, opts, &in, &out, opts.root));
 }
 void Backend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) {
-  CollectiveOp op = op_of(CollectiveKind::ReduceScatter, opts, &in, &out);
-  op.reduce = opts.op;
-  run(op);
+  run(op_of(CollectiveKind::ReduceScatter, opts, &in, &out, -1, opts.op));
 }
 void Backend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) {
   CollectiveOp op = op_of(CollectiveKind::AllToAll, opts, &in, &out);

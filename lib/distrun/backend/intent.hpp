@@ -20,7 +20,6 @@
 
 namespace distrun {
 
-
 /// The ranks disagree on a collective (its kind, sequence, dtype, op, root or sizes). Raised
 /// on every rank with the same message, before any rank reads a peer's data.
 class CollectiveMismatchError : public BackendError {

@@ -50,8 +50,9 @@ const CollectiveForm& form_of(CollectiveKind kind);
 const char* collective_name(CollectiveKind kind);
 
 /// One call of a collective on this rank. `in` and `out` as the kind's Buffers say (the
-/// caller's tensors, which must outlive the call); a buffer the kind has on the root only may
-/// be anything elsewhere. Ranks are the group's.
+/// caller's tensors, which must outlive the call; `in` is null for the in-place kinds, both for
+/// a barrier); a buffer the kind has on the root only is ignored elsewhere, but points to a
+/// tensor (an empty one will do). Ranks are the group's.
 struct CollectiveOp : CollectiveOptions {
   CollectiveKind kind{};
   const Tensor* in = nullptr;
