@@ -59,6 +59,12 @@ std::vector<std::string> worker_command(const LaunchOptions& o, const std::optio
 
 void note(const std::string& text) { std::cerr << "distrun: " << text << std::endl; }
 
+// The workers' backend as they resolve it (scenario/run/api.cpp): auto is NCCL on CUDA.
+bool scenario_uses_nccl(const LaunchOptions& o, const scenario::Scenario& sc) {
+  const std::string collectives = o.backend.value_or(sc.backend);
+  return collectives == "nccl" || (collectives == "auto" && o.device.value_or(sc.device) == "cuda");
+}
+
 std::chrono::milliseconds seconds(double s) { return std::chrono::milliseconds(int64_t(s * 1000)); }
 
 RendezvousOptions rendezvous_options(const LaunchOptions& o, const std::optional<std::string>& secret) {
@@ -244,6 +250,9 @@ int run_agent(const LaunchOptions& o) {
     if (nccl::count_visible_cuda_devices(&why) == 0)
       throw ConfigError("--device cuda: no CUDA device is visible (" + why + ")");
   }
+  // The workers see the devices this process sees: more of them on NCCL than devices would
+  // meet in NCCL's "Duplicate GPU detected" on every rank.
+  if (sc && scenario_uses_nccl(o, *sc)) nccl::check_launch_fits_devices(plan.nproc_per_node);
   // Blocks the signals before any thread exists (the rendezvous store runs one).
   SignalWatch signals(parse_signal_list(o.signals_to_handle));
   become_subreaper();

@@ -11,6 +11,7 @@
 #include "distrun/core/error.hpp"
 #include "distrun/nccl/device_choice.hpp"
 #include "ports.hpp"
+#include "rendezvous/rendezvous.hpp"
 
 namespace distrun::launcher {
 namespace {
@@ -82,9 +83,6 @@ void check_run_id(const std::string& id) {
 // --launcher slurm or mpi: one agent per node, started by srun or mpirun; the job's own
 // variables say who we are.
 void plan_from_job_variables(JobPlan& plan, const LaunchOptions& o, const EnvLookup& env) {
-  if (plan.elastic())
-    throw ConfigError("--nnodes " + o.nnodes + ": an elastic range needs --launcher pytorch (under " + plan.source +
-                      " the job's own variables fix the nodes)");
   std::set<std::string> hidden = {"RANK", "WORLD_SIZE"};
   if (plan.source == "mpi") hidden.insert({"SLURM_PROCID", "SLURM_NTASKS", "SLURM_JOB_NODELIST"});
   WorldInfo w = world_from_env(hiding(env, hidden));
@@ -140,8 +138,9 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
   plan.run_id = o.run_id;
   plan.source = o.launcher == "auto" ? detect_launcher(env) : o.launcher;
   std::tie(plan.min_nodes, plan.nnodes) = parse_nnodes(o.nnodes);
-  // Elastic ranks come from the rounds (arrival order), as with torchrun's c10d rendezvous.
-  plan.node_rank = plan.elastic() ? 0 : o.node_rank;
+  plan.node_rank = o.node_rank;
+  // Before the job's own variables replace --nnodes: what the kind of job it names allows.
+  fit_plan_to_kind(plan, o);
   // "[v6addr]" as in a URL: the address inside.
   if (!o.master_addr.empty())
     plan.master_addr = o.master_addr.size() > 2 && o.master_addr.front() == '[' && o.master_addr.back() == ']'
@@ -185,10 +184,6 @@ JobPlan plan_job(const LaunchOptions& o, const EnvLookup& env, std::optional<int
   } else {
     plan.nproc_per_node = 1;  // torchrun's default
   }
-  if (plan.elastic() && o.mode == RunMode::scenario)
-    throw ConfigError("--nnodes " + o.nnodes +
-                      ": an elastic range runs programs only (a scenario is checked for one "
-                      "world size before it starts); give N nodes");
   return plan;
 }
 

@@ -90,6 +90,31 @@ FailureRecord EtcdRendezvous::store_lost(const std::exception& e) const {
   return r;
 }
 
+bool EtcdRendezvous::record_first(int attempt, const FailureRecord& mine) {
+  return etcd_->set_if_absent(key(attempt, "failed"), mine.encode());
+}
+
+std::vector<int> EtcdRendezvous::readers(int attempt) const {
+  return members_attempt_ == attempt ? members_ : std::vector<int>{};
+}
+
+std::optional<FailureRecord> EtcdRendezvous::first_failure(int attempt) {
+  if (!store_alive_) return std::nullopt;
+  try {
+    // A member whose lease lapsed (its agent died, or its host is gone) reads nothing.
+    for (int id : readers(attempt))
+      if (id != id_ && !store_->check({key("alive/" + std::to_string(id))})) vanished_.insert(id);
+    wait_for_readers(attempt, "seen", opt_.stop_grace + kLinger);
+    const std::string failed = key(attempt, "failed"), settled = key(attempt, "settled");
+    if (!store_->check({failed})) return std::nullopt;
+    etcd_->set_if_absent(settled, store_->get(failed));
+    return FailureRecord::decode(store_->get(settled));
+  } catch (const Error&) {
+    // Lost, or unreadable: the record read before stands.
+  }
+  return std::nullopt;
+}
+
 std::string EtcdRendezvous::where() const { return "etcd " + opt_.endpoint; }
 
 }  // namespace distrun::launcher

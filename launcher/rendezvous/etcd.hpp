@@ -7,6 +7,7 @@
 // address and port, read from its entry. Keys besides the elastic ones:
 //   node/ID            "NPROC HOST ADDRESS PORT" (ADDRESS: this host as etcd reaches it)
 //   R/closer           the agent closing round R (leased)
+//   R/settled          round R's first failure as every agent prints it
 // Values carry an HMAC under the job secret (distrun/etcd/etcd_store.hpp).
 #pragma once
 #include "elastic.hpp"
@@ -21,12 +22,23 @@ class EtcdRendezvous : public ElasticRendezvous {
  public:
   EtcdRendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals);
 
+  // No agent hosts the store to settle the record for the others: the first agent to settle
+  // it does, in one transaction, once every member has read the failure (a frozen worker
+  // found meanwhile has replaced the record by then) or that wait ran out; every agent prints
+  // what was settled.
+  std::optional<FailureRecord> first_failure(int attempt) override;
+
  protected:
   bool watches_members() const override { return true; }
   std::string claim_lost_cause() const override;
   // No host to say that the job is over: each agent that sees every member done does.
   void all_finished() override { mark_closed("ok"); }
   FailureRecord store_lost(const std::exception& e) const override;
+  // The first writer wins in one transaction (create if absent): no count to read apart
+  // from the record.
+  bool record_first(int attempt, const FailureRecord& mine) override;
+  // Every member, none hosting the store.
+  std::vector<int> readers(int attempt) const override;
   std::string where() const override;
   void form_round(int round, Clock::time_point deadline) override;
   void place_workers(Assignment& a, const RoundPlan& p) override;

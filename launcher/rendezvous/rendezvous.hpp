@@ -135,6 +135,12 @@ class Rendezvous {
 std::unique_ptr<Rendezvous> make_rendezvous(const JobPlan& plan, const RendezvousOptions& options,
                                             SignalWatch& signals);
 
+/// What the kind of job that `plan`'s --nnodes names allows and fixes, before the rest of the
+/// plan is read (plan_job()): an elastic range takes its node rank from the rounds (arrival
+/// order, as torchrun's c10d rendezvous: 0 until then), runs programs only, and only under
+/// --launcher pytorch. ConfigError otherwise.
+void fit_plan_to_kind(JobPlan& plan, const LaunchOptions& options);
+
 /// The job secret for `plan`'s rendezvous (load_job_secret()): required with several nodes
 /// (ConfigError, unless only checking) and checked strong.
 std::optional<std::string> rendezvous_secret(const LaunchOptions& options, const JobPlan& plan, const EnvLookup& env);

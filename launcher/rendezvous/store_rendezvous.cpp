@@ -20,18 +20,21 @@ StoreRendezvous::StoreRendezvous(const JobPlan& plan, const RendezvousOptions& o
 // A second connection to the host's store, parked in a thread of its own on one attempt's
 // failure key: the store wakes every such agent the moment the key is written. A thousand
 // agents asking at each watch instead cost the host 40% of a core (distrun-bench control-plane
-// --role rendezvous), and still 6% asking once a second.
+// --role rendezvous), and still 6% asking once a second. Once woken it keeps the record as the
+// host settles it (or as it stands when that wait ends): an agent held up past the host's
+// bounded wait for its readers finds the store gone, and prints what the others printed.
 class StoreRendezvous::FailureListener {
  public:
-  FailureListener(const std::string& host, uint16_t port, const std::string& secret, std::string key, milliseconds wait)
-      : key_(std::move(key)) {
+  FailureListener(const std::string& host, uint16_t port, const std::string& secret, std::string key,
+                  std::string settled_key, milliseconds wait, milliseconds settle_wait)
+      : key_(std::move(key)), settled_key_(std::move(settled_key)) {
     TCPStoreOptions so;
     so.secret = secret;
     so.timeout = kRequestTimeout;
     // A host silent past a wait is judged by the heartbeats, not here.
     so.keep_on_timeout = true;
     store_ = std::make_unique<TCPStore>(host, port, so);
-    thread_ = std::thread([this, wait] { run(wait); });
+    thread_ = std::thread([this, wait, settle_wait] { run(wait, settle_wait); });
   }
   ~FailureListener() {
     stop_ = true;
@@ -48,13 +51,19 @@ class StoreRendezvous::FailureListener {
     std::lock_guard<std::mutex> lock(mu_);
     return lost_;
   }
+  // The record kept once the key was there (settled, if the host settled it in time).
+  std::optional<std::string> record() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return record_;
+  }
 
  private:
-  void run(milliseconds wait) {
+  void run(milliseconds wait, milliseconds settle_wait) {
     while (!stop_) {
       try {
         store_->wait({key_}, wait);
         fired_ = true;
+        keep_record(settle_wait);
         return;
       } catch (const TimeoutError&) {
       } catch (const std::exception& e) {
@@ -65,11 +74,26 @@ class StoreRendezvous::FailureListener {
     }
   }
 
-  std::string key_;
+  void keep_record(milliseconds settle_wait) {
+    try {
+      try {
+        store_->wait({settled_key_}, settle_wait);
+      } catch (const TimeoutError&) {
+        // The host was held up: the record as it stands.
+      }
+      std::string text = store_->get(key_);
+      std::lock_guard<std::mutex> lock(mu_);
+      record_ = std::move(text);
+    } catch (const std::exception&) {
+      // Stopped, or the store went first: the agent reads the record itself, or loses it.
+    }
+  }
+
+  std::string key_, settled_key_;
   std::unique_ptr<TCPStore> store_;
   std::atomic<bool> fired_{false}, stop_{false};
   std::mutex mu_;
-  std::optional<std::string> lost_;
+  std::optional<std::string> lost_, record_;
   std::thread thread_;
 };
 
@@ -216,12 +240,10 @@ Assignment StoreRendezvous::share(int attempt, size_t k, const std::vector<int>&
 }
 
 std::optional<FailureRecord> StoreRendezvous::report_failure(int attempt, const FailureRecord& mine) {
-  if (!store_alive_) return mine;
+  if (!store_alive_) return kept_failure(attempt).value_or(mine);
   try {
     FailureRecord first = mine;
-    if (store_->add(key(attempt, "failclaim"), 1) == 1) {
-      store_->set(key(attempt, "failed"), mine.encode());
-    } else {
+    if (!record_first(attempt, mine)) {
       // Another node claimed first; its record follows at once.
       store_->wait({key(attempt, "failed")}, kLinger);
       first = FailureRecord::decode(store_->get(key(attempt, "failed")));
@@ -238,8 +260,28 @@ std::optional<FailureRecord> StoreRendezvous::report_failure(int attempt, const 
     return first;
   } catch (const Error&) {
     store_alive_ = false;
-    return mine;
+    return kept_failure(attempt).value_or(mine);
   }
+}
+
+std::optional<FailureRecord> StoreRendezvous::kept_failure(int attempt) {
+  if (!listener_ || listener_attempt_ != attempt) return std::nullopt;
+  const auto text = listener_->record();
+  if (!text) return std::nullopt;
+  try {
+    return FailureRecord::decode(*text);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+milliseconds StoreRendezvous::settle_wait() const { return 2 * (opt_.stop_grace + kLinger); }
+
+bool StoreRendezvous::record_first(int attempt, const FailureRecord& mine) {
+  // The count decides who is first; the record follows from the first at once.
+  if (store_->add(key(attempt, "failclaim"), 1) != 1) return false;
+  store_->set(key(attempt, "failed"), mine.encode());
+  return true;
 }
 
 FailureRecord StoreRendezvous::own_stall(milliseconds stalled, int node, const std::string& host,
@@ -320,7 +362,8 @@ std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
       if (!listener_ || listener_attempt_ != attempt) {
         listener_.reset();
         listener_ = std::make_unique<FailureListener>(plan_.master_addr, tcp_store_->port(), opt_.secret,
-                                                      key(attempt, "failed"), opt_.heartbeat_timeout);
+                                                      key(attempt, "failed"), key(attempt, "settled"),
+                                                      opt_.heartbeat_timeout, settle_wait());
         listener_attempt_ = attempt;
       }
       if (auto why = listener_->lost()) throw StoreError(*why);
@@ -341,7 +384,7 @@ std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
     // No answer yet: the connection is kept (a blip heals), until the heartbeat timeout.
     if (Clock::now() - last_answer_ < opt_.heartbeat_timeout) return std::nullopt;
     store_alive_ = false;
-    return store_lost(e);
+    return kept_failure(attempt).value_or(store_lost(e));
   } catch (const MalformedMessage& e) {
     // A failure was recorded, but not as this version writes it: still the job's end.
     return FailureRecord{true, "?", 0, -1,
@@ -350,7 +393,7 @@ std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
   } catch (const Error& e) {
     if (hosts_store_) throw;  // our own store, in this process: cannot be lost
     store_alive_ = false;
-    return store_lost(e);
+    return kept_failure(attempt).value_or(store_lost(e));
   }
   return std::nullopt;
 }
@@ -404,31 +447,32 @@ std::optional<FailureRecord> StoreRendezvous::finish(int attempt) {
 }
 
 std::optional<FailureRecord> StoreRendezvous::first_failure(int attempt) {
-  if (!store_alive_) return std::nullopt;
+  if (!store_alive_) return kept_failure(attempt);
   try {
     // A node that finds a frozen worker late may still replace the record after another has
     // given up on its flight report, so the host settles it once every reader has read
     // (acknowledge()) and the others wait for that: every node prints the same first failure.
-    // The host's waits for the readers are bounded, so theirs is too; an etcd job has no host.
+    // The host's waits for the readers are bounded, so theirs is too (etcd, with no host,
+    // settles otherwise: EtcdRendezvous::first_failure).
     if (hosts_store_) {
       store_->add(key(attempt, "frozenclaim"), 1);  // a frozen worker found from now on stays second
       store_->set(key(attempt, "settled"), "1");
       wait_for_readers(attempt, "read", kLinger);
-    } else if (tcp_store_) {
+    } else {
       try {
-        store_->wait({key(attempt, "settled")}, 2 * (opt_.stop_grace + kLinger));
+        store_->wait({key(attempt, "settled")}, settle_wait());
       } catch (const TimeoutError&) {
         // The host was held up: the record as it stands.
       }
     }
     std::optional<FailureRecord> first;
     if (store_->check({key(attempt, "failed")})) first = FailureRecord::decode(store_->get(key(attempt, "failed")));
-    if (tcp_store_ && !hosts_store_) store_->set(key(attempt, "read/" + std::to_string(id_)), "1");
+    if (!hosts_store_) store_->set(key(attempt, "read/" + std::to_string(id_)), "1");
     return first;
   } catch (const Error&) {
-    // Lost, or unreadable: the record read before stands.
+    // Lost, or unreadable: the record kept by the listener, else the one read before.
   }
-  return std::nullopt;
+  return kept_failure(attempt);
 }
 
 void StoreRendezvous::wait_for_readers(int attempt, const std::string& name, milliseconds within) {

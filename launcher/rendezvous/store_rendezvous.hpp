@@ -68,6 +68,8 @@ class StoreRendezvous : public Rendezvous {
   virtual FailureRecord store_lost(const std::exception& e) const;
   // Where the store is, for messages.
   virtual std::string where() const;
+  // Records `mine` as the failure of `attempt` when none is recorded yet; true when it was.
+  virtual bool record_first(int attempt, const FailureRecord& mine);
 
   // Node 0's failure after its own agent did not run for `stalled` (longer than the heartbeat
   // timeout), while `node` (on `host`) gave up on it for `cause`.
@@ -113,6 +115,10 @@ class StoreRendezvous : public Rendezvous {
   std::optional<FailureRecord> poll(int attempt, bool admit);
   // The host's look at every member: the first one lost, as a failure record.
   std::optional<FailureRecord> check_members(int attempt);
+  // Not the host: the failure of `attempt` as the listener kept it, for when the store is gone.
+  std::optional<FailureRecord> kept_failure(int attempt);
+  // How long an agent that does not host the store waits for the host to settle a failure.
+  std::chrono::milliseconds settle_wait() const;
   // How often an agent's heartbeat count moves (and the host reads it): an eighth of the
   // heartbeat timeout, so that a silent agent is told from a slow one.
   std::chrono::milliseconds beat_period() const;

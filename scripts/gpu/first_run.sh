@@ -10,7 +10,11 @@
 #     send_recvs under strace, counting every thread the workers start (NCCL's own included).
 #     They run on blocking communicators once their peers are connected (point-to-point: once
 #     its channel is set up), so the count stays at the set-up's, far below one per operation.
-#  3. ctest -L nccl in the Release build and, when there is one, the ASan build (build-asan):
+#  3. The seeds on however few GPUs there are: every configs/seeds scenario that validates at
+#     world size 1, on NCCL with --device cuda, compared value for value with Gloo on the CPU;
+#     and every seed at its own world size on Gloo with --device cuda (Gloo may share a GPU),
+#     compared with its golden values (tests/golden/check_seeds.py; needs python3 with yaml).
+#  4. ctest -L nccl in the Release build and, when there is one, the ASan build (build-asan):
 #     the device-free tests, the GPU tests, and the seed scenarios on every visible GPU.
 # Usage: scripts/gpu/first_run.sh [BUILD_DIR] [OUT_DIR]   (defaults: build, first_run.<date>)
 # Writes OUT_DIR/first_run.md (the table) and every log beside it; exits 2 without a GPU.
@@ -40,13 +44,16 @@ table=$out/first_run.md
 perf=$(command -v all_reduce_perf || true)
 [[ -z $perf && -n ${NCCL_TESTS_DIR:-} && -x $NCCL_TESTS_DIR/build/all_reduce_perf ]] && perf=$NCCL_TESTS_DIR/build/all_reduce_perf
 
-# "size busbw" of the out-of-place column of an nccl-tests table (distrun-bench prints the same).
-busbw() { awk '$1 ~ /^[0-9]+$/ && NF >= 12 { print $1, $8 }' "$1"; }
+# "size busbw" of the out-of-place column of an nccl-tests table (distrun-bench prints the same);
+# algbw on one GPU, where busbw is 0 by definition (the bus factor (n-1)/n).
+bw=8 bw_name=busbw
+[[ $gpus -eq 1 ]] && bw=7 bw_name="algbw (one GPU: busbw is 0)"
+busbw() { awk -v c=$bw '$1 ~ /^[0-9]+$/ && NF >= 12 { print $1, $c }' "$1"; }
 # The algorithms NCCL's tuning log names, e.g. "RING, NVLS".
 algos() { grep -oiE "algo(rithm)? *[:=]? *(ring|tree|nvls|nvlstree|collnet[a-z]*|pat)" "$@" 2>/dev/null |
           grep -oiE "(ring|tree|nvls|nvlstree|collnet[a-z]*|pat)$" | tr a-z A-Z | sort -u | paste -sd, -; }
 
-echo "## all_reduce, float, out of place, $gpus GPUs: busbw (GB/s)" >>"$table"
+echo "## all_reduce, float, out of place, $gpus GPUs: $bw_name (GB/s)" >>"$table"
 for mode in default ring; do
   env_args=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING)
   [[ $mode == ring ]] && env_args+=(NCCL_ALGO=Ring)
@@ -95,6 +102,33 @@ if command -v strace >/dev/null; then
 else
   echo "strace not found: not counted." >>"$table"
 fi
+
+# The seeds: at world size 1 on NCCL against Gloo on the CPU, and at their own sizes on Gloo
+# with CUDA tensors against their golden values.
+{
+  echo
+  echo "## Seeds"
+  echo
+} >>"$table"
+ws1=$out/seeds_ws1
+mkdir -p "$ws1"
+ran=0 differ=""
+for f in "$root"/configs/seeds/*.yaml; do
+  n=$(basename "$f" .yaml)
+  sed 's/^world_size: *[0-9]*/world_size: 1/' "$f" >"$ws1/$n.yaml"
+  "$distrun" --nproc-per-node 1 --check "$ws1/$n.yaml" >/dev/null 2>&1 || continue  # needs two ranks
+  echo "== $n at world size 1: NCCL and Gloo on the CPU"
+  (cd "$ws1" && timeout 120 "$distrun" --nproc-per-node 1 --backend gloo --device cpu --results "$n.cpu.jsonl" "$n.yaml" &&
+    timeout 120 "$distrun" --nproc-per-node 1 --backend nccl --device cuda --results "$n.nccl.jsonl" "$n.yaml") \
+    >"$ws1/$n.log" 2>&1 && python3 "$root/tests/golden/compare_golden.py" "$ws1/$n.nccl.jsonl" "$ws1/$n.cpu.jsonl" >>"$ws1/$n.log" 2>&1 ||
+    differ="$differ $n"
+  ran=$((ran + 1))
+done
+echo "- world size 1, NCCL against Gloo on the CPU: $((ran - $(wc -w <<<"$differ"))) of $ran seeds equal${differ:+; differ or failed:$differ} (seeds_ws1/)" >>"$table"
+echo "== every seed on Gloo with --device cuda"
+python3 "$root/tests/golden/check_seeds.py" --worker "$build/bin/distrun-worker" --repo "$root" --device cuda \
+  --backend gloo >"$out/seeds_gloo_cuda.log" 2>&1
+echo "- Gloo with --device cuda at each seed's world size ($gpus GPUs shared): $(tail -1 "$out/seeds_gloo_cuda.log") (seeds_gloo_cuda.log)" >>"$table"
 
 # The test suites: Release, then ASan where it was built.
 {

@@ -85,20 +85,23 @@ def main():
     parser.add_argument("--timeout", type=float, default=60)
     parser.add_argument("-v", "--verbose", action="store_true")
     parser.add_argument("--device", choices=["cpu", "cuda"], help="run every seed on this device (--device of the worker)")
+    parser.add_argument("--backend", choices=["gloo", "nccl", "auto"],
+                        help="run every seed on this backend (--backend of the worker; gloo may share a GPU)")
     parser.add_argument("--max-world", type=int, help="skip seeds that need more ranks (e.g. the GPUs of this host)")
     parser.add_argument("scenarios", nargs="*")
     args = parser.parse_args()
     scenarios = args.scenarios or sorted(glob.glob(os.path.join(args.repo, "configs", "seeds", "*.yaml")))
     golden_dir = os.path.join(args.repo, "tests", "golden", "seeds")
     failed = skipped = 0
-    extra = ["--device", args.device] if args.device else []
+    extra = (["--device", args.device] if args.device else []) + (["--backend", args.backend] if args.backend else [])
     for path in scenarios:
         with open(path, encoding="utf-8") as f:
             text = f.read()
         needs = int(yaml.safe_load(text).get("world_size", 1))
         # NCCL has no band/bor/bxor (docs/gpu.md): those seeds stay on the CPU.
+        on_nccl = args.backend == "nccl" or (args.device == "cuda" and args.backend != "gloo")
         if (args.max_world is not None and needs > args.max_world) or (
-                args.device == "cuda" and any(op in text for op in ("band", "bor", "bxor"))):
+                on_nccl and any(op in text for op in ("band", "bor", "bxor"))):
             print(f"skip {os.path.basename(path)} (needs {needs} ranks on {args.device or 'cpu'})")
             skipped += 1
             continue

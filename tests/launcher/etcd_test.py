@@ -12,7 +12,8 @@ import tempfile
 import time
 
 from launcher_harness import DISTRUN, PYTHON, Failed, check, free_port, main, skip
-from multihost_test import ELASTIC_PY, SECRET, elastic_lines, finish, ip
+from multihost_test import (ELASTIC_PY, SECRET, elastic_lines, finish, first_failure, gives_up_on_frozen,
+                            hold_past_give_up, ip, stopped_at)
 
 TAG = f"det{os.getpid() % 100000}"
 ETCD = shutil.which("etcd")
@@ -141,12 +142,13 @@ class Cluster:
                 continue  # a member that is down
         return next(ns for ns, i in ids.items() if i == lead)
 
-    def agent(self, k, log, nnodes, run_id):
+    def agent(self, k, log, nnodes, run_id, program=None, conf="last_call_timeout=1,join_timeout=30", restarts="2"):
         env = dict(os.environ, DISTRUN_CMA="0", DISTRUN_STORE_SECRET=SECRET, ELASTIC_LOG=log)
         cmd = ["ip", "netns", "exec", self.hosts[k], DISTRUN, "--nnodes", nnodes, "--nproc-per-node", "2",
                "--rdzv-backend", "etcd-v2" if k % 2 else "etcd", "--rdzv-endpoint", self.endpoints(),
-               "--rdzv-id", run_id, "--rdzv-conf", "last_call_timeout=1,join_timeout=30", "--max-restarts", "2",
-               "--monitor-interval", "0.2", "--stop-grace", "1", "--", PYTHON, "-c", ELASTIC_PY, TAG, "dies", "0"]
+               "--rdzv-id", run_id, "--rdzv-conf", conf, "--max-restarts", restarts,
+               "--monitor-interval", "0.2", "--stop-grace", "1", "--",
+               *(program or [PYTHON, "-c", ELASTIC_PY, TAG, "dies", "0"])]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
@@ -211,6 +213,56 @@ def case_leader_and_node0_killed():
     (the job runs on, nobody restarts), then node 0's host: the other two re-form and finish."""
     with Cluster(3, 3) as c:
         run_without_node0(c, 3, kill_leader=True)
+
+
+def settled_job(c, run_id, script, hold=False):
+    """Both agents (--nnodes 1:2, the round closed once both joined) run `script(d)` under sh,
+    d a folder of the case's own; with `hold`, the agent of rank 3 (its pid in d/agent) is held
+    still for 3 s from before rank 1 gives up (gives_up_on_frozen). Returns (rc, out, err) of
+    both, the line both print, and the seconds from the start and from the file d/fault (the
+    script writes it) until both ended."""
+    d = tempfile.mkdtemp(dir=c.dir)
+    program = ["sh", "-c", script(d)]
+    t0 = time.time()
+    procs = [c.agent(k, "/dev/null", "1:2", run_id, program, conf="last_call_timeout=20,join_timeout=30,"
+                     "heartbeat_timeout=30", restarts="0") for k in (0, 1)]
+    if hold:
+        hold_past_give_up(procs, d, 4, lambda: int(open(os.path.join(d, "agent")).read()),
+                          then=lambda: time.sleep(3))
+    res = finish(procs)
+    end = time.time()
+    stopped_at(run_id, within=5)
+    check([r[0] for r in res] == [1, 1], f"both agents exit 1: {[r[0] for r in res]}", str(res))
+    lines = [first_failure(r[2]) for r in res]
+    check(lines[0] is not None and len(set(lines)) == 1, "the same first failure on every node", str(lines))
+    fault = os.path.join(d, "gave_up" if hold else "fault")
+    return res, lines[0], end - t0, end - os.path.getmtime(fault)
+
+
+def case_failure_settled_once():
+    """With no agent hosting the store, the first failure is still settled once (an etcd
+    transaction: the first agent to settle it wins, the others read it) and every node prints
+    the same line: two ranks on two nodes that fail together; then a rank frozen on one node
+    that a rank of the other gives up on, while the frozen rank's agent is held still past the
+    2 s the other waits for its flight report, so it finds its frozen worker (which takes the
+    first place) only late."""
+    with Cluster(2, 1) as c:
+        mark = f"{TAG}-both"
+        _, line, _, stop = settled_job(c, mark, lambda d: f'if [ "$RANK" = 1 ]; then sleep 2; : > {d}/fault; exit 3; fi; '
+                                       f'if [ "$RANK" = 3 ]; then sleep 2; exit 4; fi; sleep 60 # {mark}')
+        print(f"MEASURE etcd, ranks on two nodes fail together: {stop:.2f} s from the failure until both agents "
+              "ended", flush=True)
+        check(("rank 1:" in line and "exit code 3" in line) or ("rank 3:" in line and "exit code 4" in line),
+              "the line names one of the two failed ranks with its own cause", line)
+        mark = f"{TAG}-frozen"
+        # Rank 3 says which agent is its own (its shim's parent) before it says it started.
+        own_agent = 'if [ "$RANK" = 3 ]; then read -r _ _ _ agent _ < /proc/$PPID/stat; echo $agent > {d}/agent; fi; '
+        _, line, took, stop = settled_job(c, mark, lambda d: own_agent.format(d=d) + gives_up_on_frozen(d, 3, mark),
+                                          hold=True)
+        print(f"MEASURE etcd, rank 1 gives up on frozen rank 3 (its agent held 3 s past it): {took:.2f} s from the "
+              f"start, {stop:.2f} s from the give-up, until both agents ended", flush=True)
+        check("node rank 1, rank 3:" in line and "frozen, not ended" in line,
+              "every node names the frozen rank 3 on node rank 1", line)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,8 @@ from launcher_harness import DATA, DISTRUN, PYTHON, WORKER, Failed, check, main,
 TAG = f"dmh{os.getpid() % 100000}"
 # A program whose rank 3 calls all_gather where the others call all_reduce (tests/faults).
 MISMATCH = os.environ.get("MISMATCH", "")
+# A relay that records a job's store frames and replays and alters them (tests/unit/frame_relay.cpp).
+FRAME_RELAY = os.environ.get("FRAME_RELAY", "")
 ADDR = ["192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"]
 PORT = "29400"  # inside namespaces made for this run only: no other test can hold it
 SECRET = os.urandom(16).hex()
@@ -78,17 +79,18 @@ class Hosts:
         for ns in [*self.ns, self.hub]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
 
-    def agent(self, k, nnodes, args, env=None, secret=SECRET, extra=(), rdzv_timeout=20, hostname=None):
+    def agent(self, k, nnodes, args, env=None, secret=SECRET, extra=(), rdzv_timeout=20, hostname=None,
+              master=ADDR[0]):
         """Starts distrun as node `k` on host `k` (ip netns exec execs it: the pid is distrun's),
         under a host name of its own when `hostname` is given (a UTS namespace; the namespaces
-        otherwise share the machine's name)."""
+        otherwise share the machine's name), reaching node 0 at `master`."""
         full = dict(os.environ, DISTRUN_CMA="0", **(env or {}))
         full.pop("DISTRUN_STORE_SECRET", None)
         if secret is not None:
             full["DISTRUN_STORE_SECRET"] = secret
         named = ["unshare", "--uts", "sh", "-c", 'hostname "$0" && exec "$@"', hostname] if hostname else []
         cmd = ["ip", "netns", "exec", self.ns[k], *named, DISTRUN, "--nnodes", str(nnodes), "--node-rank", str(k),
-               "--nproc-per-node", "2", "--master-addr", ADDR[0], "--master-port", PORT, "--rdzv-timeout", str(rdzv_timeout),
+               "--nproc-per-node", "2", "--master-addr", master, "--master-port", PORT, "--rdzv-timeout", str(rdzv_timeout),
                "--stop-grace", "1", *extra, *args]
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=full)
 
@@ -271,6 +273,34 @@ def agent_held(pid):
         libc.ptrace(detach, pid, None, None)
 
 
+def gives_up_on_frozen(d, frozen, mark):
+    """A script whose ranks say they started ($d/upRANK); rank `frozen` then stops itself, and
+    rank 1 gives up on it after 2 s ($d/gave_up) and exits 1."""
+    return (f': > {d}/up$RANK; if [ "$RANK" = {frozen} ]; then kill -STOP $$; fi; '
+            f'if [ "$RANK" = 1 ]; then sleep 2; : > {d}/gave_up; exit 1; fi; sleep 60 # {mark}')
+
+
+def hold_past_give_up(procs, d, ranks, pid, before=lambda: None, then=lambda: None):
+    """Once `ranks` ranks started and `before()` returned, holds the agent `pid()` still
+    (agent_held) from before rank 1 gives up until `then()` returns after it; every agent is
+    killed if anything fails meanwhile."""
+    try:
+        deadline = time.time() + 20
+        while len([f for f in os.listdir(d) if f.startswith("up")]) < ranks:
+            check(time.time() < deadline and all(p.poll() is None for p in procs), f"{ranks} ranks start")
+            time.sleep(0.02)
+        before()
+        with agent_held(pid()):
+            while not os.path.exists(os.path.join(d, "gave_up")):
+                check(time.time() < deadline + 20, "rank 1 gives up")
+                time.sleep(0.02)
+            then()
+    except BaseException:
+        for p in procs:
+            p.kill()
+        raise
+
+
 def case_frozen_rank_named_first_of_three():
     """Three nodes: rank 5 (node 2) is frozen and rank 1 (node 0) gives up on it after 2 s,
     while node 2's agent is itself held still until past the 2 s that the others wait for its
@@ -279,30 +309,44 @@ def case_frozen_rank_named_first_of_three():
     mark = f"{TAG}-gaveup3"
     t0 = time.time()
     with Hosts(3) as h, tempfile.TemporaryDirectory() as d:
-        gave_up = os.path.join(d, "gave_up")
-        # Each rank says it started in a file (the mark is in the agents' own command lines).
-        script = (f': > {d}/up$RANK; if [ "$RANK" = 5 ]; then kill -STOP $$; fi; '
-                  f'if [ "$RANK" = 1 ]; then sleep 2; : > {gave_up}; exit 1; fi; sleep 60 # {mark}')
-        procs = [h.agent(k, 3, ["--", "sh", "-c", script], extra=["--rdzv-conf", "heartbeat_timeout=30"])
-                 for k in range(3)]
-        try:
-            deadline = time.time() + 20
-            while len([f for f in os.listdir(d) if f.startswith("up")]) < 6 and time.time() < deadline:
-                time.sleep(0.02)
-            with agent_held(procs[2].pid):
-                deadline = time.time() + 20
-                while not os.path.exists(gave_up) and time.time() < deadline:
-                    time.sleep(0.02)
-                time.sleep(2.8)
-        except BaseException:
-            for p in procs:
-                p.kill()
-            raise
+        procs = [h.agent(k, 3, ["--", "sh", "-c", gives_up_on_frozen(d, 5, mark)],
+                         extra=["--rdzv-conf", "heartbeat_timeout=30"]) for k in range(3)]
+        hold_past_give_up(procs, d, 6, lambda: procs[2].pid, then=lambda: time.sleep(2.8))
         res = finish(procs)
         print(f"MEASURE rank 1 gives up on frozen rank 5 (node 2's agent held 2.8 s past it): {time.time() - t0:.2f} s "
               "from the start until the three agents ended", flush=True)
         check([r[0] for r in res] == [1, 1, 1], f"every agent exits 1: {[r[0] for r in res]}", str(res))
         same_frozen_line(res, node=2, rank=5)
+    stopped_at(mark, within=3)
+
+
+def case_frozen_node_reads_late():
+    """Rank 3 (node 1) is frozen and rank 1 (node 0) gives up on it after 2 s, while node 1's
+    agent is held still until node 0's agent has ended: node 0 settles the record without node
+    1 (rank 1's) and takes its store with it. Node 1, back, finds the store gone, yet prints the
+    same first failure as node 0 (its listener kept the settled record), not the lost store."""
+    mark = f"{TAG}-late-reader"
+    with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
+        procs = [h.agent(k, 2, ["--", "sh", "-c", gives_up_on_frozen(d, 3, mark)],
+                         extra=["--rdzv-conf", "heartbeat_timeout=30"]) for k in (0, 1)]
+
+        def listening():  # node 1's agent watches through its listener, a second connection to node 0
+            deadline = time.time() + 20
+            while subprocess.run(["ip", "netns", "exec", h.ns[1], "ss", "-tnH", "state", "established"],
+                                 capture_output=True, text=True).stdout.count(f"{ADDR[0]}:{PORT}") < 2:
+                check(time.time() < deadline, "node 1's agent listens for the failure")
+                time.sleep(0.02)
+
+        hold_past_give_up(procs, d, 4, lambda: procs[1].pid, before=listening, then=lambda: procs[0].wait(timeout=30))
+        node0_ended = time.time()
+        res = finish(procs)
+        print(f"MEASURE node 1's agent held until node 0 ended: node 0 ended at most "
+              f"{node0_ended - os.path.getmtime(os.path.join(d, 'gave_up')):.2f} s after rank 1 gave up, node 1 "
+              f"{time.time() - node0_ended:.2f} s after its release", flush=True)
+        check([r[0] for r in res] == [1, 1], f"both agents exit 1: {[r[0] for r in res]}", str(res))
+        lines = [first_failure(r[2]) for r in res]
+        check(lines[0] is not None and len(set(lines)) == 1, "the same first failure on every node", str(lines))
+        check("node rank 0, rank 1:" in lines[0], "the record node 0 settled: rank 1", lines[0])
     stopped_at(mark, within=3)
 
 
@@ -536,20 +580,46 @@ def case_no_secret():
         r = subprocess.run([*base[:1], "--rdzv-secret-file", fifo, *base[1:]], capture_output=True, text=True,
                            timeout=20, env=env)
         check(r.returncode == 2 and "not a regular file" in r.stderr, f"FIFO refused: rc {r.returncode}", r.stderr)
-    # A taken --master-port on a multi-node node 0: exit 2, as on one node.
-    with socket.socket() as held:
-        held.bind(("127.0.0.1", 0))
-        held.listen()
-        port = str(held.getsockname()[1])
-        r = subprocess.run([DISTRUN, "--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port",
-                            port, "--rdzv-timeout", "30", "--", "true"], capture_output=True, text=True, timeout=20,
-                           env=dict(env, DISTRUN_STORE_SECRET=SECRET))
-        check(r.returncode == 2 and "already in use" in r.stderr, f"taken port: rc {r.returncode}", r.stderr)
     # A weak secret: exit 2, saying how to make a strong one.
     for weak in ["x", "s3cret", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]:
         r = subprocess.run(base, capture_output=True, text=True, timeout=20, env=dict(env, DISTRUN_STORE_SECRET=weak))
         check(r.returncode == 2 and "too weak" in r.stderr and "openssl rand -hex 16" in r.stderr,
               f"weak secret {weak!r} refused: rc {r.returncode}", r.stderr)
+
+
+def case_master_port_taken():
+    """--master-port taken on node 0's host (another program listens on node 0's address and
+    port): node 0 of a 2-node job exits 2 at once, naming the port, as on one node."""
+    mark = f"{TAG}-taken"
+    hold = f"import socket, time; s = socket.create_server(('{ADDR[0]}', {PORT})); print('ready', flush=True); time.sleep(60)"
+    with Hosts(2) as h:
+        holder = subprocess.Popen(["ip", "netns", "exec", h.ns[0], PYTHON, "-c", hold], stdout=subprocess.PIPE, text=True)
+        try:
+            check(holder.stdout.readline().strip() == "ready", "another program holds the port")
+            t0 = time.time()
+            res = finish([h.agent(0, 2, ["--", "true", mark])], timeout=20)
+            took = time.time() - t0
+        finally:
+            holder.kill()
+            holder.wait()
+        check(res[0][0] == 2 and "already in use" in res[0][2] and PORT in res[0][2],
+              f"node 0 exits 2 naming the port: rc {res[0][0]}", res[0][2])
+        print(f"MEASURE a taken --master-port on node 0: it ended {took:.2f} s after its start", flush=True)
+        check(took < 10, f"at once, not after the rendezvous timeout: {took:.2f} s")
+
+
+def case_ipv6_master_addr():
+    """--master-addr [v6addr] (a URL's brackets) on namespace hosts given IPv6 addresses: the
+    agents meet over IPv6, and the workers' store, on node 0's v6 address, serves a scenario
+    across both hosts."""
+    need_worker()
+    v6 = ["fd00:d1::1", "fd00:d1::2"]
+    with Hosts(2) as h:
+        for k in (0, 1):
+            ip("-n", h.ns[k], "addr", "add", f"{v6[k]}/64", "dev", "eth0", "nodad")
+        res = finish([h.agent(k, 2, [os.path.join(DATA, "all_reduce_4.yaml")], master=f"[{v6[0]}]") for k in (0, 1)])
+        check([r[0] for r in res] == [0, 0], f"both nodes finish: rc {[r[0] for r in res]}", str(res))
+        check(res[0][1].count("[ 6. 10. 14. 18.]") == 4, "every rank's all_reduce, checked", res[0][1])
 
 
 def case_secret_file_and_wrong_secret():
@@ -612,7 +682,8 @@ with open(sys.argv[1], "wb") as out:
 def case_wire_holds_no_secret():
     """A 2-node job (a scenario's workers and their store across the link) captured on node 0's
     veth: neither the job secret nor the workers' secret is on the wire, in text or in bytes,
-    while the rendezvous' and the workers' store keys are (the capture saw them)."""
+    while the rendezvous' and the workers' store keys are (the capture saw them); the ranks'
+    socket pairs open with proofs, and no key to connect with travels in the store."""
     need_worker()
     scen = os.path.join(DATA, "all_reduce_4.yaml")
     wrapper = 'echo "WORKERS_SECRET $DISTRUN_STORE_SECRET"; exec "$0" "$@"'
@@ -643,6 +714,154 @@ def case_wire_holds_no_secret():
             check(value.encode() not in wire, f"the {name} is not on the wire as text")
             check(bytes.fromhex(value) not in wire, f"the {name} is not on the wire as bytes")
         check(workers_secret != SECRET and len(workers_secret) == 64, "the workers' secret is derived, not the job's")
+        # The ranks' own connections across the link open with hellos that prove a key derived
+        # from the workers' secret; the store holds each group's id, and no key of any kind.
+        check(b"dtsockv2" in wire, "the capture holds the socket path's hellos")
+        check(b"sock/group" in wire and b"sock/key" not in wire and b"sock/token" not in wire,
+              "the store carries the groups' ids, not a key a sniffer could connect with")
+
+
+# Sends a hello (hex, argv[3]) to argv[1]:argv[2] as a stranger would and prints how the peer
+# answered: "closed" (the end, no byte), "answered" or "silent" (nothing within 10 s).
+REPLAY_PY = r"""
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+s.sendall(bytes.fromhex(sys.argv[3]))
+try:
+    print("closed" if s.recv(64) == b"" else "answered", flush=True)
+except socket.timeout:
+    print("silent", flush=True)
+except ConnectionResetError:
+    print("closed", flush=True)
+"""
+
+
+def sniffed_hello(wire):
+    """The first socket-path hello in a capture of raw Ethernet frames, with the address it went
+    to: (hello, "a.b.c.d", port), or None."""
+    at = wire.find(b"dtsockv2")
+    while at >= 0:
+        for tcp_len in range(20, 64, 4):
+            ip = at - tcp_len - 20
+            if ip >= 0 and wire[ip] == 0x45 and wire[ip + 9] == 6 and wire[ip + 32] >> 4 == tcp_len // 4 \
+                    and len(wire) >= at + 96:
+                dst = ".".join(str(b) for b in wire[ip + 16:ip + 20])
+                return wire[at:at + 96], dst, int.from_bytes(wire[ip + 22:ip + 24], "big")
+        at = wire.find(b"dtsockv2", at + 1)
+    return None
+
+
+def case_sniffed_pair_handshake_refused():
+    """Two ranks on two hosts over the socket path, the link captured: the hello rank 0 sent to
+    rank 1 is sent again to rank 1 from the network while the job runs; rank 1 closes it without
+    a byte, and the job goes on."""
+    need_worker()
+    slow = os.path.join(DATA, "slow_all_reduce_2.yaml")
+    with Hosts(2) as h, tempfile.TemporaryDirectory() as d:
+        cap = os.path.join(d, "capture")
+        sniffer = subprocess.Popen(["ip", "netns", "exec", h.hub, PYTHON, "-c", SNIFF_PY, cap, "p0"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs = []
+        try:
+            if sniffer.stdout.readline().strip() != "ready":
+                raise Failed("the sniffer does not run\n" + sniffer.stderr.read())
+            procs = [direct_worker(h, k, k, 2, 1, slow, SECRET) for k in (0, 1)]
+            deadline, found = time.time() + 30, None
+            while found is None and time.time() < deadline and all(p.poll() is None for p in procs):
+                time.sleep(0.2)
+                with open(cap, "rb") as f:
+                    found = sniffed_hello(f.read())
+            check(found is not None, "the capture holds rank 0's hello to rank 1")
+            hello, dst, port = found
+            check(dst == ADDR[1], f"the hello went to rank 1's host: {dst}")
+            replay = subprocess.run(["ip", "netns", "exec", h.ns[0], PYTHON, "-c", REPLAY_PY, dst, str(port),
+                                     hello.hex()], capture_output=True, text=True, timeout=30)
+            check(replay.stdout.strip() == "closed", f"the replayed hello is refused: {replay.stdout.strip()}",
+                  replay.stderr)
+            check(all(p.poll() is None for p in procs), "the job goes on",
+                  "\n".join(p.communicate()[1] for p in procs if p.poll() is not None))
+        finally:
+            for p in procs:
+                p.kill()
+            if procs:
+                finish(procs)
+            sniffer.send_signal(signal.SIGTERM)
+            sniffer.communicate(timeout=10)
+
+
+# A worker that ends (exit 0) once the file argv[1] exists, or after 60 s.
+UNTIL_PY = r"""
+import os, sys, time
+end = time.time() + 60
+while not os.path.exists(sys.argv[1]) and time.time() < end:
+    time.sleep(0.05)
+"""
+
+
+def relayed_job(h, mark, attack, release=None):
+    """A 2-node job whose node 1 reaches node 0 only through the frame relay on host 2 (its
+    --master-addr); once the workers run, the relay is told `attack`, and once it answered, the
+    workers are told to end (the file `release` made). Returns the relay's answer and the
+    agents' (rc, out, err)."""
+    relay = subprocess.Popen(["ip", "netns", "exec", h.ns[2], FRAME_RELAY, f"{ADDR[2]}:{PORT}", f"{ADDR[0]}:{PORT}"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if relay.stdout.readline().strip() != "ready":
+            raise Failed("the relay does not run\n" + relay.stderr.read())
+        program = ["--", PYTHON, "-c", UNTIL_PY, release or os.devnull + "/none", mark]
+        procs = [h.agent(k, 2, program, master=ADDR[2] if k else ADDR[0], extra=["--rdzv-conf", "heartbeat_timeout=8"])
+                 for k in (0, 1)]
+        try:
+            wait_for_processes(mark, 6)  # 2 agents, 4 workers
+        except Failed:
+            for p in procs:
+                p.kill()
+            raise Failed(f"the job did not start through the relay\n{finish(procs)}")
+        relay.stdin.write(attack + "\n")
+        relay.stdin.flush()
+        answer = ""
+        for line in iter(relay.stdout.readline, ""):  # bounded: the relay answers within 15 s
+            if line == "done\n":
+                break
+            answer += line
+        if release:
+            open(release, "w").close()
+        return answer, finish(procs)
+    finally:
+        relay.kill()
+        relay.wait()
+
+
+def case_frames_replayed_and_altered():
+    """A relay on a third host sits between the two nodes of a real job (node 1's
+    --master-addr is the relay's) and records every rendezvous-store frame node 1's agent sends.
+    Each session it recorded (node 1's requests, and its listener parked on the failure key),
+    replayed on a fresh connection, is refused at the proof, before any request, and the job
+    runs on: both nodes exit 0. A frame of node 1's live session sent twice is answered once
+    and the session closed; one altered is not answered and the session closed: node 0 names
+    node 1's closed connection at once, and both nodes stop, exit 1."""
+    if not os.access(FRAME_RELAY, os.X_OK):
+        raise Failed(f"FRAME_RELAY={FRAME_RELAY!r} is not an executable")
+    with Hosts(3) as h, tempfile.TemporaryDirectory() as d:
+        answer, res = relayed_job(h, f"{TAG}-replay", "replay", os.path.join(d, "release"))
+        replays = re.findall(r"replay (\d+): sent (\d+), replies (\d+), last refused (\d), closed (\d)", answer)
+        check(any(int(sent) >= 3 for _, sent, _, _, _ in replays),
+              "the relay recorded a session of node 1 past its handshake (requests included)", answer)
+        # A session recorded in its handshake (a listener just starting) gets a challenge only.
+        check(all(r[4] == "1" and (r[2:4] == ("2", "1") if int(r[1]) >= 2 else r[2] == "1") for r in replays),
+              "each replayed session is refused at its proof (a challenge, a refusal, closed)", answer)
+        check([r[0] for r in res] == [0, 0], f"the job runs on: rc {[r[0] for r in res]}", str(res))
+        for attack, replies in [("repeat", 1), ("alter", 0)]:
+            mark = f"{TAG}-{attack}"
+            answer, res = relayed_job(h, mark, f"{attack} 0")
+            end = stopped_at(mark)
+            got = re.search(rf"{attack} 0: replies after {replies}, closed 1, at ([0-9.]+)", answer)
+            check(got, f"{attack}: answered {replies} time(s), then the session closed", answer)
+            print(f"MEASURE a frame of node 1's session {attack}ed on the wire: {end - float(got[1]):.2f} s until no "
+                  "worker was left on either node", flush=True)
+            check([r[0] for r in res] == [1, 1], f"{attack}: both nodes stop: rc {[r[0] for r in res]}", str(res))
+            check("node rank 1: its distrun agent closed its connection to node 0" in (first_failure(res[0][2]) or ""),
+                  f"{attack}: node 0 names node 1's closed session", res[0][2])
 
 
 def direct_worker(h, k, rank, world, local_world, scen, secret=None):

@@ -25,6 +25,14 @@ out=$(timeout 120 "$distrun" --device cuda --backend gloo "$scenario" 2>&1)
 case $out in *"Rank 3 after all_reduce"*"[ 6. 10. 14. 18.]"*) echo "ok: Gloo, 4 ranks on 2 devices" ;;
   *) echo "FAIL: Gloo with --device cuda on 4 ranks: $out"; fail=1 ;; esac
 out=$(timeout 120 "$distrun" --device cuda --backend nccl "$scenario" 2>&1)
-case $out in *"4 ranks on this node but only 2 CUDA devices"*) echo "ok: NCCL refuses 4 ranks on 2 devices" ;;
+rc=$?
+case $out in *"4 ranks on this node but only 2 CUDA device"*) echo "ok: NCCL refuses 4 ranks on 2 devices" ;;
   *) echo "FAIL: NCCL with 4 ranks on 2 devices: $out"; fail=1 ;; esac
+expect 2 "$rc" "NCCL with 4 ranks on 2 devices exits"
+# One visible GPU: each worker alone cannot tell it is not its own; the launcher refuses.
+out=$(CUDA_VISIBLE_DEVICES=1 timeout 120 "$distrun" --nproc-per-node 2 --device cuda "$root/configs/demo.yaml" 2>&1)
+rc=$?
+case $out in *"2 ranks on this node but only 1 CUDA device"*) echo "ok: NCCL refuses 2 ranks on 1 device" ;;
+  *) echo "FAIL: NCCL with 2 ranks on 1 device: $out"; fail=1 ;; esac
+expect 2 "$rc" "NCCL with 2 ranks on 1 device exits"
 exit $fail

@@ -11,8 +11,9 @@ using Catch::Matchers::Contains;
 namespace {
 
 int choose(int local_rank, int local_world_size, int visible, int gpus_per_task = 0, std::string mask = "",
-           bool exclusive = true) {
+           bool exclusive = true, bool same_view = false) {
   DeviceChoice c;
+  c.same_view = same_view;
   c.local_rank = local_rank;
   c.local_world_size = local_world_size;
   c.visible = visible;
@@ -63,4 +64,14 @@ TEST_CASE("no device, a negative rank, or ranks sharing a GPU are ConfigErrors (
   CHECK_THROWS_WITH(choose(0, 1, 0), Contains("no CUDA device is visible (cudaGetDeviceCount: 0 devices)"));
   CHECK_THROWS_AS(choose(-1, 1, 2), ConfigError);
   CHECK_THROWS_WITH(choose(5, 8, 4), Contains("8 ranks on this node but only 4") && Contains("share a GPU"));
+}
+
+TEST_CASE("a launcher's workers share its view: two on its one GPU are refused before NCCL", "[nccl][device]") {
+  // Each worker alone cannot tell one GPU for all from one of its own; the launcher can.
+  CHECK_THROWS_WITH(choose(0, 2, 1, 0, "", true, /*same_view=*/true),
+                    Contains("2 ranks on this node but only 1") && Contains("share a GPU"));
+  // Under srun --gpus-per-task=1 the launcher's workers still share the one GPU of its task.
+  CHECK_THROWS_AS(choose(0, 2, 1, 1, "", true, true), ConfigError);
+  CHECK(choose(0, 1, 1, 0, "", true, true) == 0);
+  CHECK(choose(0, 4, 1, 0, "", /*exclusive=*/false, true) == 0);  // Gloo may share it
 }

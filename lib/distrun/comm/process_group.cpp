@@ -108,6 +108,7 @@ std::shared_ptr<Backend> make_backend(BackendKind kind, std::shared_ptr<Store> s
   o.timeout = timeout;
   o.iface = env("DISTRUN_SOCKET_IFNAME").empty() ? env("GLOO_SOCKET_IFNAME") : env("DISTRUN_SOCKET_IFNAME");
   o.read_env();
+  o.secret = env("DISTRUN_STORE_SECRET");
   if (o.iface.empty()) o.hostname = world.world_size == 1 ? "127.0.0.1" : local_address_towards(world.master_addr);
   return std::make_shared<GlooBackend>(std::move(store), world.rank, world.world_size, o, std::move(liveness));
 }

@@ -222,7 +222,7 @@ const std::shared_ptr<SocketMesh>& GlooBackend::mesh() {
     cannot_bind(attr, e);
   }
   mesh_ = std::make_shared<SocketMesh>(std::make_shared<PrefixStore>("sock", store_), rank_, size_, resolved.ai_addr,
-                                       global_ranks_);
+                                       global_ranks_, options_.secret);
   p2p_ = std::make_unique<SocketP2P>(mesh_, global_ranks_,
                                      [this](const char* op, const std::exception& e) { fail(op, e); });
   return mesh_;
@@ -289,63 +289,72 @@ std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
                                                  on, host, slice);
 }
 
+namespace {
+
+// Each setting every member must share, as the words its variable accepts: the first is the
+// default (what an unset variable means). read_env() parses them and shared_settings() writes
+// them back, so the two cannot drift apart.
+template <class T>
+struct Word {
+  const char* word;
+  T value;
+};
+constexpr std::array<Word<PathPreference>, 3> kTransports{
+    {{"auto", PathPreference::Auto}, {"shm", PathPreference::SharedMemory}, {"tcp", PathPreference::Tcp}}};
+constexpr std::array<Word<Algorithm>, 3> kAlgorithms{
+    {{"auto", Algorithm::Auto}, {"direct", Algorithm::Direct}, {"ring", Algorithm::Ring}}};
+constexpr std::array<Word<Hierarchy>, 2> kHierarchies{{{"auto", Hierarchy::Auto}, {"flat", Hierarchy::Flat}}};
+constexpr std::array<Word<TcpKind>, 2> kTcpKinds{{{"socket", TcpKind::Socket}, {"gloo", TcpKind::Gloo}}};
+
+std::string env_value(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+template <class T, size_t N>
+T from_env(const char* variable, const std::array<Word<T>, N>& words) {
+  const std::string given = env_value(variable);
+  if (given.empty()) return words[0].value;
+  for (const auto& w : words)
+    if (given == w.word) return w.value;
+  std::string expected;
+  for (size_t i = 0; i < N; ++i) expected += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(words[i].word);
+  throw ConfigError(std::string(variable) + "='" + given + "': expected " + expected);
+}
+
+template <class T, size_t N>
+const char* word_of(T value, const std::array<Word<T>, N>& words) {
+  for (const auto& w : words)
+    if (w.value == value) return w.word;
+  return words[0].word;
+}
+
+}  // namespace
+
 void GlooBackendOptions::read_env() {
-  auto env = [](const char* name) {
-    const char* v = std::getenv(name);
-    return std::string(v ? v : "");
-  };
-  const std::string t = env("DISTRUN_TRANSPORT");
-  if (t == "shm")
-    transport = PathPreference::SharedMemory;
-  else if (t == "tcp" || (t.empty() && env("DISTRUN_CMA") == "0"))
-    transport = PathPreference::Tcp;
-  else if (t.empty() || t == "auto")
-    transport = PathPreference::Auto;
-  else
-    throw ConfigError("DISTRUN_TRANSPORT='" + t + "': expected auto, shm or tcp");
-  if (!env("DISTRUN_ALLREDUCE_ALGO").empty())
+  // DISTRUN_CMA=0 is the older spelling of "TCP only", honoured while DISTRUN_TRANSPORT is unset.
+  const bool cma_off = env_value("DISTRUN_TRANSPORT").empty() && env_value("DISTRUN_CMA") == "0";
+  transport = cma_off ? PathPreference::Tcp : from_env("DISTRUN_TRANSPORT", kTransports);
+  if (!env_value("DISTRUN_ALLREDUCE_ALGO").empty())
     throw ConfigError(
         "DISTRUN_ALLREDUCE_ALGO is gone: Gloo's own algorithms are no longer used; "
         "DISTRUN_ALGO=auto|direct|ring picks ours");
-  const std::string a = env("DISTRUN_ALGO");
-  if (a == "ring")
-    algorithm = Algorithm::Ring;
-  else if (a == "direct")
-    algorithm = Algorithm::Direct;
-  else if (a.empty() || a == "auto")
-    algorithm = Algorithm::Auto;
-  else
-    throw ConfigError("DISTRUN_ALGO='" + a + "': expected auto, direct or ring");
-  const std::string h = env("DISTRUN_HIERARCHY");
-  if (h == "flat")
-    hierarchy = Hierarchy::Flat;
-  else if (h.empty() || h == "auto")
-    hierarchy = Hierarchy::Auto;
-  else
-    throw ConfigError("DISTRUN_HIERARCHY='" + h + "': expected auto or flat");
-  const std::string i = env("DISTRUN_SHM_INLINE_BYTES");
+  algorithm = from_env("DISTRUN_ALGO", kAlgorithms);
+  hierarchy = from_env("DISTRUN_HIERARCHY", kHierarchies);
+  const std::string i = env_value("DISTRUN_SHM_INLINE_BYTES");
   if (!i.empty()) {
     if (i.size() > 6 || i.find_first_not_of("0123456789") != std::string::npos || std::stoull(i) > (64u << 10))
       throw ConfigError("DISTRUN_SHM_INLINE_BYTES='" + i + "': expected a number of bytes from 0 to 65536");
     shm_inline_bytes = std::stoull(i);
   }
-  const std::string k = env("DISTRUN_TCP");
-  if (k == "gloo")
-    tcp = TcpKind::Gloo;
-  else if (k.empty() || k == "socket")
-    tcp = TcpKind::Socket;
-  else
-    throw ConfigError("DISTRUN_TCP='" + k + "': expected socket or gloo");
-  if (!env("DISTRUN_HOST_ID").empty()) host_id = env("DISTRUN_HOST_ID");
+  tcp = from_env("DISTRUN_TCP", kTcpKinds);
+  if (!env_value("DISTRUN_HOST_ID").empty()) host_id = env_value("DISTRUN_HOST_ID");
 }
 
 std::string GlooBackendOptions::shared_settings() const {
-  const char* t = transport == PathPreference::Tcp ? "tcp" : transport == PathPreference::SharedMemory ? "shm" : "auto";
-  const char* a = algorithm == Algorithm::Ring ? "ring" : algorithm == Algorithm::Direct ? "direct" : "auto";
-  return std::string("DISTRUN_TRANSPORT=") + t + " DISTRUN_ALGO=" + a +
-         " DISTRUN_HIERARCHY=" + (hierarchy == Hierarchy::Flat ? "flat" : "auto") +
-         " DISTRUN_TCP=" + (tcp == TcpKind::Gloo ? "gloo" : "socket") +
-         " DISTRUN_SHM_INLINE_BYTES=" + std::to_string(shm_inline_bytes);
+  return std::string("DISTRUN_TRANSPORT=") + word_of(transport, kTransports) +
+         " DISTRUN_ALGO=" + word_of(algorithm, kAlgorithms) + " DISTRUN_HIERARCHY=" + word_of(hierarchy, kHierarchies) +
+         " DISTRUN_TCP=" + word_of(tcp, kTcpKinds) + " DISTRUN_SHM_INLINE_BYTES=" + std::to_string(shm_inline_bytes);
 }
 
 std::string GlooBackend::transport_name() const { return transport_->name(); }

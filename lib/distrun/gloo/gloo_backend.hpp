@@ -45,6 +45,10 @@ struct GlooBackendOptions {
   /// id. Ranks with different ids never share memory. Set (DISTRUN_HOST_ID) to make network
   /// namespaces, or threads of a test, behave as separate hosts.
   std::string host_id;
+  /// The workers' secret (DISTRUN_STORE_SECRET), from which the socket path's pairs derive the
+  /// key they prove on connecting; empty: a random key from the store (see socket_listener.hpp).
+  /// Never written anywhere.
+  std::string secret;
   /// Log the path chosen (info level, by the group's rank 0); off for the hierarchical path's
   /// own inner groups, which its line describes.
   bool log_choice = true;

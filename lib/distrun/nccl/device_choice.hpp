@@ -24,12 +24,20 @@ struct DeviceChoice {
   int gpus_per_task = 0;        // SLURM_GPUS_PER_TASK: each rank sees its own devices; 0 when unset
   std::string visible_devices;  // CUDA_VISIBLE_DEVICES as set ("" when unset)
   bool exclusive = true;        // one rank per GPU (NCCL)
+  // Every rank of the node sees the same devices (a launcher's workers inherit its view), so
+  // one visible device is one GPU for all of them; else (a rank alone) it may be its own.
+  bool same_view = false;
 };
 
 /// The device index for `c`. ConfigError for no device, a negative local rank, ranks that would
 /// share a GPU or several MIG instances under `exclusive`; `why_none` completes the no-device
 /// message (what is missing: library, driver, device).
 int choose_cuda_device(const DeviceChoice& c, const std::string& why_none = "");
+
+/// For a launcher about to start `ranks` workers of one node on NCCL: ConfigError, naming the
+/// numbers, when they would share a GPU (they all see what this process sees), or when none
+/// is visible.
+void check_launch_fits_devices(int ranks);
 
 /// Fills a DeviceChoice for this process from the environment (SLURM_GPUS_PER_TASK,
 /// CUDA_VISIBLE_DEVICES) and the CUDA runtime's count, and chooses: the device of `local_rank`

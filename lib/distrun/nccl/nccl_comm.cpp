@@ -29,6 +29,10 @@ class Backoff {
 ncclConfig_t nonblocking_config() {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
+  // Whether a split shares this communicator's resources (buffers, proxy, connections) is read
+  // from the parent's config, not the child's (init.cc, ncclCommInitChildComm): set here, the
+  // blocking twin uses the connections made on its parent.
+  config.splitShare = 1;
   return config;
 }
 
@@ -82,7 +86,7 @@ std::unique_ptr<NcclComm> NcclComm::split(int color, int key, Clock::time_point 
 std::unique_ptr<NcclComm> NcclComm::blocking_twin(int rank, Clock::time_point deadline) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 1;
-  config.splitShare = 1;  // the parent's buffers and proxy, not a second set
+  config.splitShare = 1;  // for the twin's own splits: it shares its parent's by the parent's config
   std::unique_ptr<NcclComm> c = split_with(0, rank, config, deadline);
   c->blocking_ = true;
   return c;
@@ -96,12 +100,17 @@ std::unique_ptr<NcclComm> NcclComm::split_with(int color, int key, ncclConfig_t 
   split_slots_.push_back(std::make_unique<ncclComm_t>(nullptr));
   ncclComm_t* slot = split_slots_.back().get();
   ncclResult_t r = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, slot, &config);
-  // The parent settles once every rank has taken part; the child once its members are connected.
-  // On a throw the slot stays here: abort() aborts whatever child NCCL put in it.
+  // NCCL 2.28 returns ncclSuccess while the split still runs in its thread (the group's
+  // ncclInProgress is dropped): the parent settles once every rank has taken part, and the
+  // child's handle is written just before. On a throw the slot stays here: abort() aborts
+  // whatever child NCCL put in it.
   settle(r, "ncclCommSplit", deadline);
-  ncclComm_t child = *slot;
+  ncclComm_t child = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
   split_slots_.pop_back();  // settled: NCCL's split job is over and wrote its last
-  if (!child) return nullptr;
+  if (!child) {
+    if (color < 0) return nullptr;
+    throw BackendError("ncclCommSplit: NCCL settled without making the communicator");
+  }
   std::unique_ptr<NcclComm> c(new NcclComm(child));
   c->ensure_ready("ncclCommSplit", deadline);
   return c;
@@ -145,7 +154,9 @@ void NcclComm::require_alive(const char* what) const {
 void NcclComm::settle(ncclResult_t r, const char* call, Clock::time_point deadline) {
   auto held = hold();
   require_alive(call);
-  if (r == ncclInProgress) return poll_ready(call, deadline);
+  // A nonblocking communicator's call may return ncclSuccess with its work still under way
+  // (ncclCommSplit does): only the communicator's state says it is over.
+  if (r == ncclInProgress || (r == ncclSuccess && !blocking_)) return poll_ready(call, deadline);
   if (r != ncclSuccess) throw BackendError(nccl_error_message(call, r, comm_));
 }
 

@@ -78,8 +78,9 @@ class NcclComm {
   /// get() (a launch, a group), and never across wait(). The members below take it themselves.
   std::unique_lock<std::recursive_mutex> hold() { return std::unique_lock<std::recursive_mutex>(mu_); }
 
-  /// Checks the result `r` of the NCCL call `call`; when it is ncclInProgress, polls until the
-  /// communicator settles or `deadline` passes (TimeoutError). BackendError on any failure.
+  /// Checks the result `r` of the NCCL call `call`; when it is ncclInProgress, or ncclSuccess on
+  /// a nonblocking communicator, polls until the communicator settles or `deadline` passes
+  /// (TimeoutError). BackendError on any failure.
   void settle(ncclResult_t r, const char* call, Clock::time_point deadline);
 
   /// Waits until `event` (a blocking-sync event) has completed on the device, asleep in

@@ -14,8 +14,6 @@
 
 namespace distrun::auth {
 
-namespace {
-
 std::string hmac(std::string_view key, std::string_view msg) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
@@ -24,6 +22,8 @@ std::string hmac(std::string_view key, std::string_view msg) {
     throw StoreError("store: HMAC-SHA256 failed (OpenSSL)");
   return std::string(reinterpret_cast<const char*>(md), len);
 }
+
+namespace {
 
 std::string labelled(const char* label, std::string_view server_nonce, std::string_view client_nonce) {
   std::string msg = label;

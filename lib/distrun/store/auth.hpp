@@ -23,6 +23,9 @@ constexpr size_t kTagBytes = 32;
 /// `n` bytes from OpenSSL's CSPRNG; StoreError when it cannot give them.
 std::string random_bytes(size_t n);
 
+/// HMAC-SHA256 of `msg` under `key`; StoreError when OpenSSL fails.
+std::string hmac(std::string_view key, std::string_view msg);
+
 enum class Side { Client, Server };
 
 /// What `side` must show: HMAC-SHA256 keyed by `secret` over a label for the side, the server's

@@ -13,8 +13,12 @@
 //    once its own rank aborted the communicator;
 //  - point-to-point connections, made at the first send or receive between two ranks as NCCL
 //    makes them (ncclGather, ncclScatter and ncclAlltoAll use the same), are shared with a
-//    splitShare child; a launch on a blocking communicator that would have to make one (and
-//    so wait inline for the peer, unbounded) is counted;
+//    child whose parent was made with splitShare (NCCL reads the parent's config, not the
+//    child's); a launch on a blocking communicator that would have to make one (and so wait
+//    inline for the peer, unbounded) is counted;
+//  - as NCCL 2.28 does, ncclCommSplit on a nonblocking parent returns ncclSuccess while the
+//    split goes on, and writes the child's handle only once it is done (once every rank of
+//    the parent has split, seen by the parent's ncclCommGetAsyncError);
 //  - as NCCL 2.28 does, a group (an explicit ncclGroupStart/End, or the implicit one of a lone
 //    call) on a nonblocking communicator runs in a thread of its own and returns ncclInProgress;
 //    ncclCommGetAsyncError joins it. Those threads are counted; a blocking one runs inline;
@@ -106,7 +110,10 @@ struct Comm {
   bool blocking = true;
   std::shared_ptr<Clique> clique;
   std::shared_ptr<Clique> splitting;  // the split under way, until every rank has joined it
+  ncclComm_t* split_slot = nullptr;   // where the split's child goes once it is done
+  ncclComm_t split_child = nullptr;
   int splits = 0;
+  bool share = false;  // its splits share its connections (its config's splitShare)
   std::shared_ptr<Links> links = std::make_shared<Links>();
   std::atomic<int> inside{0};
   std::shared_ptr<GroupJob> job;  // the last nonblocking group it took part in
@@ -374,6 +381,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
 const char* ncclGetErrorString(ncclResult_t) { return "fake NCCL error"; }
 const char* ncclGetLastError(ncclComm_t) { return ""; }
 bool blocking_of(const ncclConfig_t* config) { return !config || config->blocking != 0; }  // UNDEF: blocking
+bool shares_of(const ncclConfig_t* config) { return config && config->splitShare == 1; }   // UNDEF: not
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
   Comm* c = new Comm;
   {
@@ -387,6 +395,7 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
   c->size = nranks;
   c->rank = rank;
   c->blocking = blocking_of(config);
+  c->share = shares_of(config);
   *comm = reinterpret_cast<ncclComm_t>(c);
   return ncclSuccess;
 }
@@ -401,22 +410,32 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* chil
     parent->splitting = clique;
   }
   ++parent->splitting->joined;
+  parent->split_slot = child;
+  parent->split_child = nullptr;
   if (color != NCCL_SPLIT_NOCOLOR) {
     Comm* c = new Comm;
     c->rank = key;
     c->size = parent->size;  // the tests split into the whole group
     c->blocking = blocking_of(config);
+    c->share = shares_of(config);
     c->clique = parent->splitting;
-    if (config && config->splitShare) c->links = parent->links;
-    *child = reinterpret_cast<ncclComm_t>(c);
+    if (parent->share) c->links = parent->links;
+    parent->split_child = reinterpret_cast<ncclComm_t>(c);
   }
-  return join_group(comm);  // a job of the parent's, nonblocking as the parent is
+  // A job of the parent's, nonblocking as the parent is; its ncclInProgress is not returned.
+  const ncclResult_t r = join_group(comm);
+  if (parent->blocking) *child = parent->split_child;
+  return r == ncclInProgress ? ncclSuccess : r;
 }
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   Inside inside(comm, 50);
   Comm* c = as_comm(comm);
   if (auto& job = c->job) job->join();
-  if (c->splitting && c->splitting->complete()) c->splitting.reset();
+  if (c->splitting && c->splitting->complete()) {
+    c->splitting.reset();
+    if (c->split_slot) *c->split_slot = c->split_child;
+    c->split_slot = nullptr;
+  }
   *state = c->clique->complete() && !c->splitting ? ncclSuccess : ncclInProgress;
   return ncclSuccess;
 }

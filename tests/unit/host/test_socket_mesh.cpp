@@ -1,17 +1,21 @@
 // The socket path's connections: made on first use, only between the pairs that exchange, and
-// never with a stranger that lacks the group's token.
+// only with a peer that proves the group's key; strangers, replays and wrong ranks are dropped
+// without holding up the group.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "distrun/core/error.hpp"
 #include "distrun/host/paths/socket_mesh.hpp"
 #include "distrun/store/hash_store.hpp"
 
@@ -27,30 +31,33 @@ sockaddr_storage loopback() {
   return a;
 }
 
-}  // namespace
+// A connection to the address `at` (as the store holds it).
+int connect_to(const std::string& at) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(connect(fd, reinterpret_cast<const sockaddr*>(at.data()), socklen_t(at.size())) == 0);
+  return fd;
+}
 
-TEST_CASE("a ring opens two connections a rank, and a stranger without the token is dropped", "[sockets]") {
-  const int n = 6;
-  auto store = std::make_shared<HashStore>();
-  std::vector<std::unique_ptr<SocketMesh>> mesh;
-  for (int r = 0; r < n; ++r) mesh.push_back(std::make_unique<SocketMesh>(store, r, n, loopback(), std::vector<int>{}));
-  // The stranger knows rank 5's address (the store's value) and the hello's form, not the token;
-  // it is first in rank 5's accept queue.
-  const std::string at = store->get("sock/addr/5");
-  const int stranger = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(connect(stranger, reinterpret_cast<const sockaddr*>(at.data()), socklen_t(at.size())) == 0);
-  char hello[32] = {};
-  const uint64_t magic = 0x64697374736f636bull;
-  std::memcpy(hello, &magic, sizeof magic);
-  REQUIRE(send(stranger, hello, sizeof hello, 0) == ssize_t(sizeof hello));
+// True when the other end closed `fd` (within 10 s) without sending a byte.
+bool closed_without_a_byte(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  char byte = 0;
+  const bool closed = poll(&p, 1, 10000) == 1 && recv(fd, &byte, 1, 0) == 0;
+  close(fd);
+  return closed;
+}
 
-  std::vector<int> got(n, -1);
-  std::vector<std::string> errors(n);
+// Every rank sends its rank to the next around a ring and receives the previous one's; the
+// errors by rank ("" where none).
+std::vector<std::string> ring(std::vector<std::unique_ptr<SocketMesh>>& mesh, std::vector<int>& got,
+                              std::chrono::seconds within = std::chrono::seconds(20)) {
+  const int n = int(mesh.size());
+  std::vector<std::string> errors(static_cast<size_t>(n));
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; ++r)
     ranks.emplace_back([&, r] {
       try {
-        const auto deadline = SocketMesh::Clock::now() + std::chrono::seconds(20);
+        const auto deadline = SocketMesh::Clock::now() + within;
         auto out = std::make_shared<SocketMesh::Send>();
         auto in = std::make_shared<SocketMesh::Recv>();
         out->key = in->key = {SocketMesh::Kind::Message, 1};
@@ -64,18 +71,261 @@ TEST_CASE("a ring opens two connections a rank, and a stranger without the token
       }
     });
   for (auto& t : ranks) t.join();
+  return errors;
+}
+
+std::vector<std::unique_ptr<SocketMesh>> group(const std::shared_ptr<Store>& store, int n,
+                                               const std::string& secret = "") {
+  std::vector<std::unique_ptr<SocketMesh>> mesh;
+  for (int r = 0; r < n; ++r)
+    mesh.push_back(std::make_unique<SocketMesh>(store, r, n, loopback(), std::vector<int>{}, secret));
+  return mesh;
+}
+
+template <typename T>
+void send_all(int fd, const T& what) {
+  REQUIRE(send(fd, &what, sizeof what, 0) == ssize_t(sizeof what));
+}
+
+}  // namespace
+
+TEST_CASE("a ring opens two connections a rank; strangers that send garbage or nothing hold up no one", "[sockets]") {
+  const int n = 6;
+  auto store = std::make_shared<HashStore>();
+  auto mesh = group(store, n);
+  // They know rank 5's address (the store's value) and are first in the listener's queue: one
+  // sends a hello-sized block of garbage, three connect and stay silent. The ring's calls have
+  // 4 s: were each silent one to hold the listener for seconds, as an accept that waits for
+  // its hello would, they would time out.
+  const std::string at = store->get("sock/addr/5");
+  const int garbage = connect_to(at);
+  const int silent[] = {connect_to(at), connect_to(at), connect_to(at)};
+  pair_auth::Hello junk{};
+  std::memset(&junk, 0x5a, sizeof junk);
+  send_all(garbage, junk);
+
+  std::vector<int> got(n, -1);
+  const auto errors = ring(mesh, got, std::chrono::seconds(4));
   for (int r = 0; r < n; ++r) {
     INFO("rank " << r);
     CHECK(errors[size_t(r)] == "");
     CHECK(got[size_t(r)] == (r + n - 1) % n);
     CHECK(mesh[size_t(r)]->connections() == 2);
   }
-  // Rank 5 closed the stranger's connection: it reads the end, not a byte of the group's.
-  pollfd p{stranger, POLLIN, 0};
-  REQUIRE(poll(&p, 1, 5000) == 1);
-  char byte = 0;
-  CHECK(recv(stranger, &byte, 1, 0) == 0);
-  close(stranger);
+  CHECK(closed_without_a_byte(garbage));
+  for (int fd : silent) close(fd);
+}
+
+TEST_CASE("a hello under another key, with other ranks, or replayed is dropped; the group still connects",
+          "[sockets]") {
+  const int n = 3;
+  auto store = std::make_shared<HashStore>();
+  auto mesh = group(store, n, "the workers' secret");
+  const std::string id = store->get("sock/group");
+  const std::string key = pair_auth::group_key("the workers' secret", id);
+  const std::string at2 = store->get("sock/addr/2");
+  // Without a secret the key's input would be in the store: here it is not.
+  CHECK_FALSE(store->check({"sock/key"}));
+
+  const int wrong_key = connect_to(at2);
+  send_all(wrong_key, pair_auth::hello(pair_auth::group_key("another secret", id), id, 0, 2));
+  // Rank 0's hello to rank 1, sent to rank 2 with its `to` changed: the proof covers the ranks.
+  pair_auth::Hello moved = pair_auth::hello(key, id, 0, 1);
+  moved.to = 2;
+  const int wrong_rank = connect_to(at2);
+  send_all(wrong_rank, moved);
+  // The group's key but a rank that cannot connect to 2 (the lower rank connects).
+  const int upward = connect_to(at2);
+  send_all(upward, pair_auth::hello(key, id, 2, 2));
+
+  std::vector<int> got(n, -1);
+  auto errors = ring(mesh, got);
+  for (int r = 0; r < n; ++r) CHECK(errors[size_t(r)] == "");
+  CHECK(closed_without_a_byte(wrong_key));
+  CHECK(closed_without_a_byte(wrong_rank));
+  CHECK(closed_without_a_byte(upward));
+
+  // A genuine hello (the key is known here, as it is to rank 0) for a pair already connected:
+  // each lower rank is let in once, so a copy of its hello, sent later, is refused.
+  const int again = connect_to(at2);
+  send_all(again, pair_auth::hello(key, id, 0, 2));
+  got.assign(n, -1);
+  errors = ring(mesh, got);
+  for (int r = 0; r < n; ++r) CHECK(errors[size_t(r)] == "");
+  CHECK(closed_without_a_byte(again));
+  CHECK(mesh[2]->connections() == 2);
+}
+
+TEST_CASE("a handshake seen on the wire and sent again is refused", "[sockets]") {
+  auto store = std::make_shared<HashStore>();
+  auto mesh = group(store, 2, "the workers' secret");
+  // A relay between rank 0 and rank 1 records what rank 0 says first, as a sniffer would.
+  const std::string real = store->get("sock/addr/1");
+  const int relay = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_storage at = loopback();
+  socklen_t len = sizeof(sockaddr_in);
+  REQUIRE(bind(relay, reinterpret_cast<sockaddr*>(&at), len) == 0);
+  REQUIRE(listen(relay, 4) == 0);
+  REQUIRE(getsockname(relay, reinterpret_cast<sockaddr*>(&at), &len) == 0);
+  store->set("sock/addr/1", std::string(reinterpret_cast<const char*>(&at), len));
+  std::mutex mu;
+  std::string seen;  // what rank 0 sent through the relay
+  std::atomic<bool> stop{false};
+  std::thread pump([&] {
+    const int a = accept(relay, nullptr, nullptr);
+    const int b = connect_to(real);
+    char buf[4096];
+    while (!stop) {
+      pollfd p[2] = {{a, POLLIN, 0}, {b, POLLIN, 0}};
+      if (poll(p, 2, 50) <= 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        if (!p[i].revents) continue;
+        const ssize_t k = recv(p[i].fd, buf, sizeof buf, 0);
+        if (k <= 0) stop = true;
+        if (k <= 0) break;
+        if (i == 0) {
+          std::lock_guard lock(mu);
+          seen.append(buf, size_t(k));
+        }
+        send(i == 0 ? b : a, buf, size_t(k), MSG_NOSIGNAL);
+      }
+    }
+    close(a);
+    close(b);
+  });
+  std::vector<int> got(2, -1);
+  const auto errors = ring(mesh, got);
+  CHECK(errors == std::vector<std::string>{"", ""});
+  CHECK(got == std::vector<int>{1, 0});
+  std::string wire;
+  {
+    std::lock_guard lock(mu);
+    wire = seen;
+  }
+  REQUIRE(wire.size() >= sizeof(pair_auth::Hello));
+  // Nothing of the key or the secret travelled, only the proof.
+  CHECK(wire.find("the workers' secret") == std::string::npos);
+  CHECK(wire.find(pair_auth::group_key("the workers' secret", store->get("sock/group"))) == std::string::npos);
+
+  // The recorded hello, sent again to rank 1 while the group goes on over its connection.
+  const int replay = connect_to(real);
+  REQUIRE(send(replay, wire.data(), sizeof(pair_auth::Hello), 0) == ssize_t(sizeof(pair_auth::Hello)));
+  got.assign(2, -1);
+  CHECK(ring(mesh, got) == std::vector<std::string>{"", ""});
+  CHECK(got == std::vector<int>{1, 0});
+  CHECK(closed_without_a_byte(replay));
+  CHECK(mesh[1]->connections() == 1);
+  stop = true;
+  pump.join();
+  close(relay);
+}
+
+TEST_CASE("a member under another workers' secret is refused: a typed error, not a hang", "[sockets]") {
+  auto store = std::make_shared<HashStore>();
+  SocketMesh a(store, 0, 2, loopback(), {}, "one secret"), b(store, 1, 2, loopback(), {}, "another secret");
+  const auto deadline = SocketMesh::Clock::now() + std::chrono::seconds(3);
+  int x = 1, y = 0;
+  std::string error_a;
+  std::thread t([&] {
+    auto out = std::make_shared<SocketMesh::Send>();
+    auto in = std::make_shared<SocketMesh::Recv>();
+    out->key = in->key = {SocketMesh::Kind::Message, 1};
+    out->parts = {{reinterpret_cast<const char*>(&x), sizeof x}};
+    in->parts = {{reinterpret_cast<char*>(&y), sizeof y}};
+    try {
+      a.post(1, out, deadline);
+      a.post(1, in, deadline);
+      a.progress([&] { return in->done; }, deadline);
+    } catch (const BackendError& e) {
+      error_a = e.what();
+    }
+  });
+  auto in = std::make_shared<SocketMesh::Recv>();
+  in->key = {SocketMesh::Kind::Message, 1};
+  in->parts = {{reinterpret_cast<char*>(&y), sizeof y}};
+  b.post(0, in, deadline);
+  CHECK_THROWS_AS(b.progress([&] { return in->done; }, deadline), TimeoutError);
+  t.join();
+  CHECK_THAT(error_a, Catch::Contains("refused this rank's connection") && Catch::Contains("DISTRUN_STORE_SECRET"));
+}
+
+TEST_CASE("groups share the process's one listener; a group made later still gets its connections", "[sockets]") {
+  auto first_store = std::make_shared<HashStore>(), later_store = std::make_shared<HashStore>();
+  auto first = group(first_store, 3, "the workers' secret");
+  std::vector<int> got(3, -1);
+  CHECK(ring(first, got) == std::vector<std::string>(3, ""));
+  // A hello naming a group the listener does not serve is dropped, whatever its key.
+  const std::string unknown(pair_auth::kGroupBytes, 'u');
+  const int stranger = connect_to(first_store->get("sock/addr/2"));
+  send_all(stranger, pair_auth::hello(pair_auth::group_key("the workers' secret", unknown), unknown, 0, 2));
+
+  auto later = group(later_store, 3, "the workers' secret");
+  for (int r = 0; r < 3; ++r)
+    CHECK(later_store->get("sock/addr/" + std::to_string(r)) == first_store->get("sock/addr/0"));
+  got.assign(3, -1);
+  CHECK(ring(later, got) == std::vector<std::string>(3, ""));
+  CHECK(got == std::vector<int>{2, 0, 1});
+  got.assign(3, -1);
+  CHECK(ring(first, got) == std::vector<std::string>(3, ""));
+  CHECK(closed_without_a_byte(stranger));
+}
+
+TEST_CASE("large blocking sends posted around a cycle before any receive complete", "[sockets]") {
+  // Each rank sends 8 MiB to the next and waits for it, then receives from the previous: no
+  // socket buffer holds a whole message, so each send completes only if its receiver reads
+  // while it is itself blocked sending.
+  const int n = 3;
+  auto store = std::make_shared<HashStore>();
+  auto mesh = group(store, n);
+  const size_t bytes = size_t(8) << 20;
+  std::vector<std::vector<char>> out(n), in(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      out[size_t(r)].assign(bytes, char('a' + r));
+      in[size_t(r)].assign(bytes, 0);
+      try {
+        const auto deadline = SocketMesh::Clock::now() + std::chrono::seconds(20);
+        auto send = std::make_shared<SocketMesh::Send>();
+        auto recv = std::make_shared<SocketMesh::Recv>();
+        send->key = recv->key = {SocketMesh::Kind::Message, 1};
+        send->parts = {{out[size_t(r)].data(), bytes}};
+        recv->parts = {{in[size_t(r)].data(), bytes}};
+        mesh[size_t(r)]->post((r + 1) % n, send, deadline);
+        mesh[size_t(r)]->progress([&] { return send->done; }, deadline);
+        mesh[size_t(r)]->post((r + n - 1) % n, recv, deadline);
+        mesh[size_t(r)]->progress([&] { return recv->done; }, deadline);
+      } catch (const std::exception& e) {
+        errors[size_t(r)] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r);
+    CHECK(errors[size_t(r)] == "");
+    const bool from_previous = in[size_t(r)] == std::vector<char>(bytes, char('a' + (r + n - 1) % n));
+    CHECK(from_previous);
+  }
+}
+
+TEST_CASE("a send abandoned mid-message cuts its connection: the next operation with that peer fails at once",
+          "[sockets]") {
+  auto store = std::make_shared<HashStore>();
+  auto mesh = group(store, 2);
+  // Rank 1 never reads: no socket buffer holds 8 MiB, so the send stops mid-message.
+  std::vector<char> big(size_t(8) << 20, 'x');
+  auto send = std::make_shared<SocketMesh::Send>();
+  send->key = {SocketMesh::Kind::Message, 1};
+  send->parts = {{big.data(), big.size()}};
+  const auto soon = SocketMesh::Clock::now() + std::chrono::milliseconds(300);
+  mesh[0]->post(1, send, soon);
+  CHECK_THROWS_AS(mesh[0]->progress([&] { return send->done; }, soon), TimeoutError);
+  mesh[0]->abandon(1, send);
+  auto next = std::make_shared<SocketMesh::Recv>();
+  next->key = {SocketMesh::Kind::Message, 2};
+  CHECK_THROWS_WITH(mesh[0]->post(1, next, SocketMesh::Clock::now() + std::chrono::seconds(5)),
+                    Catch::Contains("cut the connection"));
 }
 
 TEST_CASE("a message of another size than the receive's is dropped, and the next one still arrives", "[sockets]") {

@@ -22,6 +22,7 @@
 #include "distrun/store/auth.hpp"
 #include "distrun/store/server_session.hpp"
 #include "distrun/store/tcp_store.hpp"
+#include "frame_relay.hpp"
 
 using namespace distrun;
 using namespace std::chrono_literals;
@@ -435,66 +436,13 @@ TEST_CASE("auth: the entropy estimate passes generated secrets and refuses words
   CHECK(auth::estimated_entropy_bits("12345678901234567890123456789012345") < 128);
 }
 
-namespace {
-
-// A relay between a store client and its server that sees every frame the client sends and
-// may alter, repeat or drop it (`tamper` returns what goes on); replies go back unchanged.
-class Relay {
- public:
-  using Tamper = std::function<std::vector<std::string>(int index, const std::string& frame_payload)>;
-  Relay(uint16_t server_port, Tamper tamper) : server_port_(server_port), tamper_(std::move(tamper)) {
-    thread_ = std::thread([this] { run(); });
-  }
-  ~Relay() {
-    ::shutdown(listener_.fd, SHUT_RDWR);
-    if (client_ >= 0) ::shutdown(client_, SHUT_RDWR);
-    if (server_ >= 0) ::shutdown(server_, SHUT_RDWR);
-    thread_.join();
-    if (back_.joinable()) back_.join();
-    if (client_ >= 0) ::close(client_);
-    if (server_ >= 0) ::close(server_);
-  }
-  uint16_t port() const { return listener_.port; }
-
- private:
-  void run() {
-    client_ = ::accept(listener_.fd, nullptr, nullptr);
-    if (client_ < 0) return;
-    server_ = raw_connect(server_port_);
-    back_ = std::thread([this] {
-      char buf[4096];
-      for (ssize_t n; (n = ::recv(server_, buf, sizeof buf, 0)) > 0;) ::send(client_, buf, size_t(n), MSG_NOSIGNAL);
-      ::shutdown(client_, SHUT_RDWR);
-    });
-    for (int i = 0;; ++i) {
-      uint8_t hdr[4];
-      if (::recv(client_, hdr, 4, MSG_WAITALL) != 4) break;
-      std::string body(wire::read_u32(hdr), '\0');
-      if (!body.empty() && ::recv(client_, body.data(), body.size(), MSG_WAITALL) != ssize_t(body.size())) break;
-      for (const auto& out : tamper_(i, body)) {
-        const std::string f = wire::frame(out);
-        ::send(server_, f.data(), f.size(), MSG_NOSIGNAL);
-      }
-    }
-    ::shutdown(server_, SHUT_RDWR);
-  }
-
-  FakeServer listener_;
-  uint16_t server_port_;
-  Tamper tamper_;
-  int client_ = -1, server_ = -1;
-  std::thread thread_, back_;
-};
-
-}  // namespace
-
 TEST_CASE("TCPStore: a frame replayed or altered on the wire is refused, and the session ends") {
   TCPStoreServer server(secret_server());
   TCPStoreOptions o = secret_client();
   TCPStore honest("127.0.0.1", server.port(), o);
   // Frames 0 and 1 are the handshake; frame 2 is the first request.
   SECTION("replayed: the add counts once, the connection is closed") {
-    Relay relay(server.port(), [](int i, const std::string& f) {
+    test::FrameRelay relay("127.0.0.1", 0, "127.0.0.1", server.port(), [](int, int i, const std::string& f) {
       return i == 2 ? std::vector<std::string>{f, f} : std::vector<std::string>{f};
     });
     TCPStore victim("127.0.0.1", relay.port(), o);
@@ -503,7 +451,7 @@ TEST_CASE("TCPStore: a frame replayed or altered on the wire is refused, and the
     CHECK(honest.add("n", 0) == 1);
   }
   SECTION("altered: the value never lands") {
-    Relay relay(server.port(), [](int i, std::string f) {
+    test::FrameRelay relay("127.0.0.1", 0, "127.0.0.1", server.port(), [](int, int i, std::string f) {
       if (i == 2) f[f.size() - auth::kTagBytes - 1] = 'X';
       return std::vector<std::string>{f};
     });
@@ -537,7 +485,7 @@ TEST_CASE("TCPStore: with keep_on_timeout a late reply does not end the connecti
   TCPStoreOptions o = secret_client();
   for (bool keep : {true, false}) {
     // The relay holds the first request for 3 s, as a network blip would.
-    Relay relay(server.port(), [](int i, const std::string& f) {
+    test::FrameRelay relay("127.0.0.1", 0, "127.0.0.1", server.port(), [](int, int i, const std::string& f) {
       if (i == 2) std::this_thread::sleep_for(3s);
       return std::vector<std::string>{f};
     });

@@ -19,19 +19,19 @@ namespace distrun {
 
 namespace {
 
-constexpr uint64_t kMagic = 0x6473636bull;               // "dsck": every header's top half
-constexpr uint64_t kHelloMagic = 0x64697374736f636bull;  // "distsock"
-constexpr size_t kTokenBytes = 16;
+constexpr uint64_t kMagic = 0x6473636bull;  // "dsck": every header's top half
 constexpr size_t kHeaderBytes = 3 * sizeof(uint64_t);
 constexpr int kMaxIov = 64;
-// A stranger that connects and says nothing holds an accept this long at most.
-constexpr auto kHelloBound = std::chrono::seconds(2);
-
-struct Hello {
-  uint64_t magic;
-  uint64_t rank;
-  char token[kTokenBytes];
-};
+// What a later operation with a peer says once a failure cut their connection mid-message.
+constexpr const char* kCut =
+    "is no longer connected: this rank cut the connection when an operation failed mid-message";
+// While a peer's connection is awaited, another thread's wait may be the one that lets it in
+// (ranks of one test in one process): look again this often.
+constexpr auto kAwaitSlice = std::chrono::milliseconds(10);
+// A wait in which a send of ours has moved nothing for this long reads every connection from
+// then on (see the header): long enough that healthy schedules, whose receives are posted,
+// never copy a message aside for it.
+constexpr auto kStalledSend = std::chrono::milliseconds(20);
 
 int ms_until(SocketMesh::Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SocketMesh::Clock::now());
@@ -60,37 +60,29 @@ void no_delay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-socklen_t length_of(const sockaddr_storage& a) {
-  return a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-}
-
 }  // namespace
 
 SocketMesh::SocketMesh(std::shared_ptr<Store> store, int rank, int size, const sockaddr_storage& address,
-                       std::vector<int> global_ranks)
-    : store_(std::move(store)), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)), conns_(size_t(size)) {
-  sockaddr_storage at = address;
-  if (at.ss_family == AF_INET6)
-    reinterpret_cast<sockaddr_in6&>(at).sin6_port = 0;
-  else
-    reinterpret_cast<sockaddr_in&>(at).sin_port = 0;
-  listener_ = ::socket(at.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  socklen_t len = length_of(at);
-  if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&at), len) != 0 ||
-      ::listen(listener_, SOMAXCONN) != 0 || ::getsockname(listener_, reinterpret_cast<sockaddr*>(&at), &len) != 0) {
-    const int err = errno;
-    if (listener_ >= 0) ::close(listener_);
-    throw BackendError(std::string("cannot listen for the group's connections: ") + std::strerror(err));
+                       std::vector<int> global_ranks, const std::string& secret)
+    : store_(std::move(store)), rank_(rank), size_(size), global_ranks_(std::move(global_ranks)), conns_(size_t(size)),
+      listener_(SocketListener::on(address)) {
+  // Without a workers' secret the key's input is random and travels in the store, which is then
+  // on loopback (one host) or in this process (tests).
+  if (rank_ == 0) {
+    store_->set("sock/group", auth::random_bytes(pair_auth::kGroupBytes));
+    if (secret.empty()) store_->set("sock/key", auth::random_bytes(32));
   }
-  store_->set("sock/addr/" + std::to_string(rank_), std::string(reinterpret_cast<const char*>(&at), len));
-  if (rank_ == 0) store_->set("sock/token", auth::random_bytes(kTokenBytes));
-  token_ = store_->get("sock/token");
-  if (token_.size() != kTokenBytes) throw BackendError("the group's connection token is malformed");
+  group_ = store_->get("sock/group");
+  if (group_.size() != pair_auth::kGroupBytes) throw BackendError("the group's id in the store is malformed");
+  key_ = pair_auth::group_key(secret.empty() ? store_->get("sock/key") : secret, group_);
+  listener_->join(group_, rank_, key_);
+  store_->set("sock/addr/" + std::to_string(rank_),
+              std::string(reinterpret_cast<const char*>(&listener_->address()), listener_->address_length()));
 }
 
 SocketMesh::~SocketMesh() {
+  listener_->leave(group_, rank_);
   for (Conn& c : conns_) close_conn(c);
-  if (listener_ >= 0) ::close(listener_);
 }
 
 int SocketMesh::global(int r) const { return global_rank_of(global_ranks_, r); }
@@ -120,8 +112,7 @@ void SocketMesh::connect_to(int peer, Clock::time_point deadline) {
           ::poll(&p, 1, ms_until(deadline)) == 1 ? (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len), err) : ETIMEDOUT;
     }
   }
-  Hello hello{kHelloMagic, uint64_t(rank_), {}};
-  std::memcpy(hello.token, token_.data(), kTokenBytes);
+  const pair_auth::Hello hello = pair_auth::hello(key_, group_, uint32_t(rank_), uint32_t(peer));
   if (err == 0 && !exactly(fd, POLLOUT, sizeof hello, deadline, [&](size_t at) {
         return ::send(fd, reinterpret_cast<const char*>(&hello) + at, sizeof hello - at, MSG_NOSIGNAL);
       }))
@@ -132,36 +123,50 @@ void SocketMesh::connect_to(int peer, Clock::time_point deadline) {
     fail_peer(peer, std::string("cannot be reached: ") + std::strerror(err));
   }
   no_delay(fd);
-  conns_[size_t(peer)].fd = fd;
+  Conn& c = conns_[size_t(peer)];
+  c.fd = fd;
+  c.opened = true;
+  c.expect = pair_auth::proof(key_, pair_auth::Role::Accept, group_, uint32_t(rank_), uint32_t(peer),
+                              std::string_view(hello.nonce, pair_auth::kNonceBytes));
   ++opened_;
 }
 
-void SocketMesh::accept_one(Clock::time_point deadline) {
-  const int fd = ::accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-  if (fd < 0) return;
-  Hello hello{};
-  const bool said = exactly(fd, POLLIN, sizeof hello, std::min(deadline, Clock::now() + kHelloBound), [&](size_t at) {
-    return ::recv(fd, reinterpret_cast<char*>(&hello) + at, sizeof hello - at, 0);
-  });
-  // Only a lower rank of this group connects to us, once.
-  const bool member = said && hello.magic == kHelloMagic && hello.rank < uint64_t(rank_) &&
-                      auth::equal_in_constant_time(std::string_view(hello.token, kTokenBytes), token_) &&
-                      conns_[size_t(hello.rank)].fd < 0;
-  if (!member) {
-    ::close(fd);
-    return;
+void SocketMesh::take_accepted() {
+  for (auto [peer, fd] : listener_->take(group_, rank_)) {
+    Conn& c = conns_[size_t(peer)];
+    if (c.opened) {
+      ::close(fd);
+      continue;
+    }
+    c.fd = fd;
+    c.opened = true;
+    ++opened_;
+    if (!c.sends.empty()) write_some(peer);
   }
-  no_delay(fd);
-  Conn& c = conns_[size_t(hello.rank)];
-  c.fd = fd;
-  ++opened_;
-  if (!c.sends.empty()) write_some(int(hello.rank));
+}
+
+bool SocketMesh::read_answer(int peer) {
+  Conn& c = conns_[size_t(peer)];
+  while (c.answer_got < sizeof c.answer) {
+    const ssize_t n = ::recv(c.fd, c.answer + c.answer_got, sizeof c.answer - c.answer_got, 0);
+    if (n > 0) {
+      c.answer_got += size_t(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    fail_peer(peer, "refused this rank's connection (is DISTRUN_STORE_SECRET the same on every rank?)");
+  }
+  if (!auth::equal_in_constant_time(std::string_view(c.answer, sizeof c.answer), c.expect))
+    fail_peer(peer, "answered at its address without this group's key: not a member");
+  c.expect.clear();
+  return true;
 }
 
 void SocketMesh::post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline) {
   Conn& c = conns_[size_t(peer)];
   if (c.gone) fail_peer(peer, "closed its connection");
-  if (c.fd < 0 && peer > rank_) connect_to(peer, deadline);
+  if (c.cut) fail_peer(peer, kCut);
+  if (c.fd < 0 && peer > rank_ && !c.opened) connect_to(peer, deadline);
   op->header[0] = kMagic << 32 | uint64_t(op->key.kind);
   op->header[1] = op->key.key;
   op->total = 0;
@@ -193,7 +198,7 @@ void SocketMesh::deliver(const Stashed& m, Recv& r) {
 
 void SocketMesh::post(int peer, const std::shared_ptr<Recv>& op, Clock::time_point deadline) {
   Conn& c = conns_[size_t(peer)];
-  if (c.fd < 0 && peer > rank_ && !c.gone) connect_to(peer, deadline);
+  if (c.fd < 0 && peer > rank_ && !c.opened) connect_to(peer, deadline);
   op->got = 0;
   op->done = op->differs = false;
   op->bytes = 0;
@@ -205,6 +210,7 @@ void SocketMesh::post(int peer, const std::shared_ptr<Recv>& op, Clock::time_poi
       return;
     }
   if (c.gone) fail_peer(peer, "closed its connection");
+  if (c.cut) fail_peer(peer, kCut);
   c.recvs.push_back(op);
 }
 
@@ -212,7 +218,10 @@ void SocketMesh::abandon(int peer, const std::shared_ptr<Send>& op) {
   Conn& c = conns_[size_t(peer)];
   auto it = std::find(c.sends.begin(), c.sends.end(), op);
   if (it == c.sends.end()) return;
-  if (op->sent > 0 && !op->done) close_conn(c);
+  if (op->sent > 0 && !op->done) {
+    close_conn(c);
+    c.cut = true;  // never made again: the listener lets each pair in once
+  }
   c.sends.erase(it);
 }
 
@@ -285,6 +294,7 @@ void SocketMesh::start_message(int peer) {
 
 bool SocketMesh::read_some(int peer) {
   Conn& c = conns_[size_t(peer)];
+  if (!c.expect.empty() && !read_answer(peer)) return false;
   bool read = false;
   for (;;) {
     ssize_t n;
@@ -375,29 +385,45 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
                           const std::function<void()>& on_read) {
   std::vector<pollfd> fds;
   std::vector<int> peer_of;
+  auto moved = Clock::now();  // when one of this group's sockets last had something for us
+  bool stalled = false;       // a send of ours waited kStalledSend with nothing moving
   for (;;) {
+    take_accepted();
     if (done()) return;
     fds.clear();
     peer_of.clear();
     bool awaiting = false;  // a posted operation on a connection a peer has yet to make
+    bool sending = false;   // a send of ours waits for its peer to read
+    for (const Conn& c : conns_) sending = sending || !c.sends.empty();
+    stalled = stalled || (sending && Clock::now() - moved >= kStalledSend);
     for (int r = 0; r < size_; ++r) {
       Conn& c = conns_[size_t(r)];
       if (c.fd < 0) {
         awaiting = awaiting || !c.sends.empty() || !c.recvs.empty();
         continue;
       }
-      // Read only where a receive waits, a message is half read, or our sends wait on the peer
-      // (which may be sending to us): otherwise what arrives stays in the socket until its
-      // receive is posted, rather than being copied aside.
-      if (c.recvs.empty() && c.header_got == 0 && c.sends.empty()) continue;
+      // Read where a receive waits, a message is half read, or our sends wait on the peer
+      // (which may be sending to us); once a send of ours stalls, every connection: its peer
+      // may be blocked sending to us, as we are to ours (blocking sends posted around a cycle
+      // before their receives). Otherwise what arrives stays in the socket until its receive
+      // is posted, rather than being copied aside.
+      if (!stalled && c.recvs.empty() && c.header_got == 0 && c.sends.empty()) continue;
       fds.push_back(pollfd{c.fd, short(POLLIN | (c.sends.empty() ? 0 : POLLOUT)), 0});
       peer_of.push_back(r);
     }
-    if (awaiting) fds.push_back(pollfd{listener_, POLLIN, 0}), peer_of.push_back(-1);
-    const int ready = ::poll(fds.data(), fds.size(), ms_until(deadline));
+    // Every wait serves the listener, so that a peer's first message never waits for this
+    // rank to need it.
+    const size_t ours = fds.size();
+    listener_->watch(fds);
+    auto wake = deadline;
+    if (awaiting) wake = std::min(wake, Clock::now() + kAwaitSlice);
+    if (sending && !stalled) wake = std::min(wake, moved + kStalledSend);
+    const int ready = ::poll(fds.data(), fds.size(), ms_until(wake));
+    listener_->serve(fds.data() + ours, ready > 0 ? fds.size() - ours : 0);
+    if (std::any_of(fds.begin(), fds.begin() + ptrdiff_t(ours), [](const pollfd& p) { return p.revents != 0; }))
+      moved = Clock::now();
     if (ready <= 0) {
-      if (ready < 0 && errno == EINTR) continue;
-      if (Clock::now() < deadline) continue;
+      if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
       std::string waiting;
       for (int r = 0; r < size_; ++r)
         if (!conns_[size_t(r)].sends.empty() || !conns_[size_t(r)].recvs.empty() || conns_[size_t(r)].into)
@@ -405,13 +431,9 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
       throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : waiting));
     }
     bool read = false;
-    for (size_t i = 0; i < fds.size(); ++i) {
+    for (size_t i = 0; i < ours; ++i) {
       if (!fds[i].revents) continue;
       const int r = peer_of[i];
-      if (r < 0) {
-        accept_one(deadline);
-        continue;
-      }
       if (fds[i].revents & POLLOUT) write_some(r);
       if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read = read_some(r) || read;
     }

@@ -1,20 +1,22 @@
 // The connections of one group over plain TCP sockets, made on first use, and the messages that
 // move over them: what socket_path.hpp (the collectives' blocks) and point-to-point traffic share.
 //
-// Each rank listens on one socket per group (bound where Gloo would bind; its address published
-// once in the group's store; a subgroup has its own, so that no accept serves two groups) and
-// connects to a peer only when an operation first names it: the lower
-// rank of a pair connects, then says who it is in a hello that carries its rank and the group's
-// token (random, from the group's authenticated store); the higher rank compares the token in
-// constant time and drops strangers. A ring opens two connections per rank, not n - 1.
+// Each process listens on one socket (socket_listener.hpp, shared by its groups bound to the
+// same address; the address published in each group's store once the group is registered
+// there) and a rank connects to a peer only when an operation first names it: the lower rank
+// of a pair connects and proves, in its hello, a key derived from the workers' secret and the
+// group's id; the listener drops strangers, replays and wrong ranks without a wait, and the
+// acceptor's answer, read before the connection's first message, proves the key back. A ring
+// opens two connections per rank, not n - 1.
 //
 // Every message is a header (kind, key, bytes) and its bytes, written with one sendmsg. All
 // I/O happens in the calling thread: the waits poll() the sockets with the call's deadline, and
 // any wait moves every posted operation on, so `isend; recv; wait` on both ends of a pair, or a
 // ring's `isend; irecv; wait; wait`, cannot deadlock. A connection is read while a receive is
-// posted on it or a send of ours waits on it; a message found there before its receive is
-// posted is kept aside until it is. (Large sends posted all around a cycle before any of their
-// receives can still wait for each other, as MPI's "unsafe" programs may.)
+// posted on it or a send of ours waits on it, and every connection once a send of ours has
+// moved nothing for 20 ms: a message found there before its receive is posted is kept aside
+// until it is, so large blocking sends posted around a cycle before any of their receives
+// (MPI's "unsafe" pattern) complete, at the cost of a copy and that pause.
 #pragma once
 #include <sys/socket.h>
 
@@ -27,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "distrun/host/paths/socket_listener.hpp"
 #include "distrun/store/store.hpp"
 
 namespace distrun {
@@ -65,10 +68,11 @@ class SocketMesh {
     size_t total = 0, sent = 0;
   };
 
-  /// Listens on `address` (a resolved local address, port ignored), publishes it and this
-  /// group's token in `store`. `global_ranks` name the peers in errors.
+  /// Listens on `address` (a resolved local address, port ignored; the process's listener
+  /// there), publishes where in `store`, with the group's id (and, without `secret`, the key's
+  /// input). `secret` is the workers' secret; `global_ranks` name the peers in errors.
   SocketMesh(std::shared_ptr<Store> store, int rank, int size, const sockaddr_storage& address,
-             std::vector<int> global_ranks);
+             std::vector<int> global_ranks, const std::string& secret = "");
   ~SocketMesh();
   SocketMesh(const SocketMesh&) = delete;
   SocketMesh& operator=(const SocketMesh&) = delete;
@@ -88,7 +92,8 @@ class SocketMesh {
   void progress(const std::function<bool()>& done, Clock::time_point deadline,
                 const std::function<void()>& on_read = {});
   /// Forgets an operation that will not be waited for (its caller failed): its buffers may go.
-  /// A send cut off mid-message closes its connection (the stream has lost its framing).
+  /// A send cut off mid-message closes its connection for good (the stream has lost its
+  /// framing, and the listener lets a pair in once): later operations with that peer fail.
   void abandon(int peer, const std::shared_ptr<Send>& op);
   void abandon(int peer, const std::shared_ptr<Recv>& op);
 
@@ -103,15 +108,24 @@ class SocketMesh {
     std::vector<std::shared_ptr<Recv>> recvs;  // posted, not yet matched
     std::list<Stashed> stash;                  // arrived before their receive
     bool gone = false;                         // the peer closed it between operations
+    bool cut = false;                          // this rank closed it: a send failed mid-message
     // The message being read: its header, then its bytes into `into` (or `dropped` bytes).
     uint64_t header[3]{};
     size_t header_got = 0;
     std::shared_ptr<Recv> into;
     Stashed* stashing = nullptr;
     uint64_t dropping = 0;
+    // On a connection this rank made: the answer the acceptor must give first, and what came.
+    std::string expect;
+    char answer[pair_auth::kProofBytes]{};
+    size_t answer_got = 0;
+    bool opened = false;  // a connection was made once: never again (a replay is not let in)
   };
   void connect_to(int peer, Clock::time_point deadline);
-  void accept_one(Clock::time_point deadline);
+  // Takes the connections the listener let in for this rank.
+  void take_accepted();
+  // Reads the acceptor's answer on `peer`'s connection; false while it is incomplete.
+  bool read_answer(int peer);
   bool write_some(int peer);
   bool read_some(int peer);
   void start_message(int peer);
@@ -124,9 +138,9 @@ class SocketMesh {
   std::shared_ptr<Store> store_;
   int rank_, size_;
   std::vector<int> global_ranks_;
-  int listener_ = -1;
-  std::string token_;  // the group's, from the store
   std::vector<Conn> conns_;
+  std::shared_ptr<SocketListener> listener_;
+  std::string group_, key_;  // the group's id (from the store) and key (never sent)
   int opened_ = 0;
 };
 
