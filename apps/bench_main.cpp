@@ -98,8 +98,7 @@ int run_bench(int argc, char** argv) {
   int iters = 20, warmup = 1, agg = 1, check = 1, root = 0, average = 1, blocking = 0;
   bool verbose = false, raw_samples = false;
   app.add_option("collective", collective,
-                 "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, "
-                 "gather, scatter, send_recv, or all (each in turn); `qualify` finds a bad node")
+                 distrun::bench::collective_names() + ", or all (each in turn); `qualify` finds a bad node")
       ->required();
   app.add_option("-b,--minbytes", minb, "Smallest size in bytes (K, M, G: powers of 1024; default 32M)");
   app.add_option("-e,--maxbytes", maxb, "Largest size in bytes (default 32M)");

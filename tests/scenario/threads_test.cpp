@@ -22,14 +22,12 @@ class BrokenAllReduce : public Backend {
   BrokenAllReduce(std::shared_ptr<Backend> inner, int bad_rank)
       : Backend(inner->rank(), inner->size(), inner->global_ranks()), inner_(std::move(inner)), bad_rank_(bad_rank) {}
   std::string name() const override { return "broken"; }
-  void all_reduce(Tensor& t, const AllreduceOptions& o) override {
-    inner_->all_reduce(t, o);
-    if (rank() == bad_rank_ && t.dtype() == DType::Float32) t.set(0, t.get(0) + 1);
+  void run(const CollectiveOp& op) override {
+    inner_->run(op);
+    Tensor& t = *op.out;
+    if (op.kind == CollectiveKind::AllReduce && rank() == bad_rank_ && t.dtype() == DType::Float32)
+      t.set(0, t.get(0) + 1);
   }
-  void broadcast(Tensor& t, const BroadcastOptions& o) override { inner_->broadcast(t, o); }
-  void all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& o) override { inner_->all_gather(in, out, o); }
-  void gather(const Tensor& in, Tensor& out, const GatherOptions& o) override { inner_->gather(in, out, o); }
-  void barrier(const BarrierOptions& o) override { inner_->barrier(o); }
 
  private:
   std::shared_ptr<Backend> inner_;

@@ -96,20 +96,58 @@ std::vector<double> Backend::end_timed(std::chrono::milliseconds) { return std::
 
 void Backend::unsupported(const char* op) const { throw BackendError("backend " + name() + " does not support " + op); }
 
-void Backend::broadcast(Tensor&, const BroadcastOptions&) { unsupported("broadcast"); }
-void Backend::all_reduce(Tensor&, const AllreduceOptions&) { unsupported("all_reduce"); }
-void Backend::reduce(Tensor&, const ReduceOptions&) { unsupported("reduce"); }
-void Backend::all_gather(const Tensor&, Tensor&, const AllgatherOptions&) { unsupported("all_gather"); }
-void Backend::gather(const Tensor&, Tensor&, const GatherOptions&) { unsupported("gather"); }
-void Backend::scatter(const Tensor&, Tensor&, const ScatterOptions&) { unsupported("scatter"); }
-void Backend::reduce_scatter(const Tensor&, Tensor&, const ReduceScatterOptions&) { unsupported("reduce_scatter"); }
-void Backend::all_to_all(const Tensor&, Tensor&, const AllToAllOptions&) { unsupported("all_to_all"); }
-void Backend::send(const Tensor&, int, const SendOptions&) { unsupported("send"); }
-void Backend::recv(Tensor&, int, const SendOptions&) { unsupported("recv"); }
+void Backend::run(const CollectiveOp& op) { unsupported(collective_name(op.kind)); }
 std::shared_ptr<Work> Backend::isend(const Tensor&, int, const SendOptions&) { unsupported("isend"); }
 std::shared_ptr<Work> Backend::irecv(Tensor&, int, const SendOptions&) { unsupported("irecv"); }
-void Backend::barrier(const BarrierOptions&) { unsupported("barrier"); }
 std::shared_ptr<Backend> Backend::new_group(const std::vector<int>&) { unsupported("new_group"); }
+
+void Backend::send(const Tensor& tensor, int dst, const SendOptions& opts) { isend(tensor, dst, opts)->wait(); }
+void Backend::recv(Tensor& tensor, int src, const SendOptions& opts) { irecv(tensor, src, opts)->wait(); }
+
+namespace {
+
+CollectiveOp op_of(CollectiveKind kind, const CollectiveOptions& opts, const Tensor* in, Tensor* out, int root = -1,
+                   ReduceOp reduce = ReduceOp::Sum) {
+  CollectiveOp op;
+  op.timeout = opts.timeout;
+  op.kind = kind;
+  op.in = in;
+  op.out = out;
+  op.root = root;
+  op.reduce = reduce;
+  return op;
+}
+
+}  // namespace
+
+void Backend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
+  run(op_of(CollectiveKind::Broadcast, opts, nullptr, &tensor, opts.root));
+}
+void Backend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
+  run(op_of(CollectiveKind::AllReduce, opts, nullptr, &tensor, -1, opts.op));
+}
+void Backend::reduce(Tensor& tensor, const ReduceOptions& opts) {
+  run(op_of(CollectiveKind::Reduce, opts, nullptr, &tensor, opts.root, opts.op));
+}
+void Backend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) {
+  run(op_of(CollectiveKind::AllGather, opts, &in, &out));
+}
+void Backend::gather(const Tensor& in, Tensor& out, const GatherOptions& opts) {
+  run(op_of(CollectiveKind::Gather, opts, &in, &out, opts.root));
+}
+void Backend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts) {
+  run(op_of(CollectiveKind::Scatter, opts, &in, &out, opts.root));
+}
+void Backend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) {
+  run(op_of(CollectiveKind::ReduceScatter, opts, &in, &out, -1, opts.op));
+}
+void Backend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) {
+  CollectiveOp op = op_of(CollectiveKind::AllToAll, opts, &in, &out);
+  op.send_counts = opts.send_counts;
+  op.recv_counts = opts.recv_counts;
+  run(op);
+}
+void Backend::barrier(const BarrierOptions& opts) { run(op_of(CollectiveKind::Barrier, opts, nullptr, nullptr)); }
 
 void Backend::all_reduce_coalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts) {
   // Pack consecutive tensors into buckets of about bucket_bytes (ScaleTorch's

@@ -1,13 +1,15 @@
-// The Backend interface: one method per collective, over flat contiguous buffers whose
-// per-rank blocks follow rank order (what "along dim 0" means). Splitting along other
-// dimensions, and object collectives, are built on top in comm/. Implementations: GlooBackend
-// (CPU, TCP) and NcclBackend (CUDA). The base class throws "backend X does not support Y".
+// The Backend interface: one entry point, run(), for every collective (its description in
+// op.hpp), and point to point, over flat contiguous buffers whose per-rank blocks follow rank
+// order (what "along dim 0" means); torch's collectives are thin helpers over run(). Splitting
+// along other dimensions, and object collectives, are built on top in comm/. Implementations:
+// GlooBackend (CPU, TCP) and NcclBackend (CUDA); RecordingBackend records what it forwards.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "distrun/backend/liveness.hpp"
+#include "distrun/backend/op.hpp"
 #include "distrun/backend/types.hpp"
 #include "distrun/core/tensor.hpp"
 
@@ -52,32 +54,39 @@ class Backend {
   int group_rank(int g) const;
   const std::vector<int>& global_ranks() const { return global_ranks_; }
 
+  /// Runs `op` with the group: every member calls it for the same collective, in the same
+  /// order. The one entry point of every collective: each backend reads the kind's form
+  /// (op.hpp) and dispatches by its kind; the base class throws "backend X does not support Y".
+  virtual void run(const CollectiveOp& op);
+
+  // The collectives in torch's shape, each one run() of its kind.
   /// Root's tensor into every rank's `tensor`.
-  virtual void broadcast(Tensor& tensor, const BroadcastOptions& opts);
+  void broadcast(Tensor& tensor, const BroadcastOptions& opts);
   /// Elementwise reduction over ranks, in place.
-  virtual void all_reduce(Tensor& tensor, const AllreduceOptions& opts);
+  void all_reduce(Tensor& tensor, const AllreduceOptions& opts);
   /// all_reduce of many tensors packed into buckets (fewer, larger messages); all must share a dtype.
-  virtual void all_reduce_coalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts);
+  void all_reduce_coalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts);
   /// Reduction into `tensor` on root; other ranks' tensors are left unspecified.
-  virtual void reduce(Tensor& tensor, const ReduceOptions& opts);
+  void reduce(Tensor& tensor, const ReduceOptions& opts);
   /// Every rank's `in`, concatenated in rank order into `out` (size() * in.numel() elements).
-  virtual void all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts);
+  void all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts);
   /// As all_gather, into `out` on root only (ignored elsewhere).
-  virtual void gather(const Tensor& in, Tensor& out, const GatherOptions& opts);
+  void gather(const Tensor& in, Tensor& out, const GatherOptions& opts);
   /// Block r of root's `in` (size() equal blocks) into rank r's `out`; `in` is ignored off root.
-  virtual void scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts);
+  void scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts);
   /// Block `rank` of the elementwise reduction of every rank's `in` into `out`.
-  virtual void reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts);
+  void reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts);
   /// Block j of `in` to rank j; `out` is the received blocks in rank order (counts in opts).
-  virtual void all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts);
-  /// Point to point, blocking; ranks are group ranks.
-  virtual void send(const Tensor& tensor, int dst, const SendOptions& opts);
-  virtual void recv(Tensor& tensor, int src, const SendOptions& opts);
-  /// Point to point, returning at once; the tensor must outlive wait().
+  void all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts);
+  /// Returns when every rank has entered.
+  void barrier(const BarrierOptions& opts);
+
+  /// Point to point, returning at once; ranks are group ranks; the tensor must outlive wait().
   virtual std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const SendOptions& opts);
   virtual std::shared_ptr<Work> irecv(Tensor& tensor, int src, const SendOptions& opts);
-  /// Returns when every rank has entered.
-  virtual void barrier(const BarrierOptions& opts);
+  /// Point to point, blocking: isend or irecv, waited for.
+  void send(const Tensor& tensor, int dst, const SendOptions& opts);
+  void recv(Tensor& tensor, int src, const SendOptions& opts);
   /// A backend over the members `ranks` (group ranks of this backend, ascending and unique).
   /// Every rank of this backend must call it, in the same order; non-members get nullptr.
   virtual std::shared_ptr<Backend> new_group(const std::vector<int>& ranks);

@@ -5,26 +5,10 @@
 
 namespace distrun {
 
-const char* collective_name(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::Broadcast: return "broadcast";
-    case CollectiveKind::AllReduce: return "all_reduce";
-    case CollectiveKind::Reduce: return "reduce";
-    case CollectiveKind::AllGather: return "all_gather";
-    case CollectiveKind::Gather: return "gather";
-    case CollectiveKind::Scatter: return "scatter";
-    case CollectiveKind::ReduceScatter: return "reduce_scatter";
-    case CollectiveKind::AllToAll: return "all_to_all";
-  }
-  return "an unknown collective";
-}
-
 namespace {
 
 std::string kind_text(uint64_t k) {
-  return k >= uint64_t(CollectiveKind::Broadcast) && k <= uint64_t(CollectiveKind::AllToAll)
-             ? collective_name(CollectiveKind(k))
-             : "collective #" + std::to_string(k);
+  return is_collective_kind(k) ? collective_name(CollectiveKind(k)) : "collective #" + std::to_string(k);
 }
 
 }  // namespace
@@ -77,35 +61,38 @@ void Intent::decode(const uint64_t* in, int n, Intent& i) {
 }
 
 uint64_t readable_bytes(const Intent& in, int r, int n) {
-  switch (in.kind) {
-    case CollectiveKind::Broadcast: return r == in.root ? in.bytes : 0;
-    case CollectiveKind::Gather:
-    case CollectiveKind::Reduce: return r == in.root ? 0 : in.bytes;  // the root only reads
-    case CollectiveKind::Scatter: return r == in.root ? in.bytes * uint64_t(n) : 0;
-    case CollectiveKind::ReduceScatter: return in.bytes * uint64_t(n);
-    case CollectiveKind::AllToAll: {
+  if (!is_collective_kind(uint64_t(in.kind))) return in.bytes;
+  const CollectiveForm& f = form_of(in.kind);
+  const bool root = r == in.root;
+  switch (f.buffers) {
+    case Buffers::Exchanges: {
       uint64_t end = 0;
       for (size_t j = 0; j < in.send_offset.size() && j < in.send_bytes.size(); ++j)
         end = std::max(end, in.send_offset[j] + in.send_bytes[j]);
       return end;
     }
-    default: return in.bytes;
+    case Buffers::Scatters: return f.rooted && !root ? 0 : in.bytes * uint64_t(n);
+    case Buffers::Gathers:
+    case Buffers::InPlace:
+      // Into a root: the root only reads (gather, reduce); from a root: only it is read (broadcast).
+      if (f.rooted) return (f.buffers == Buffers::Gathers || f.reduces) == root ? 0 : in.bytes;
+      return in.bytes;
+    case Buffers::None: return 0;
   }
+  return in.bytes;
 }
 
 namespace {
 
-// Which buffer of rank r must hold n blocks (nullptr: none, or not stated). A step of a
+// Which buffer of rank r must hold n blocks (nullptr: none, or not stated): the output of the
+// kinds that gather, the input of those that scatter, where the rank has it. A step of a
 // composite collective (kAgreed) was checked as a whole already.
 const char* whole_buffer(const Intent& in, int r) {
-  if (in.whole == Intent::kUnstated || (in.flags & Intent::kAgreed)) return nullptr;
-  switch (in.kind) {
-    case CollectiveKind::AllGather: return "output";
-    case CollectiveKind::ReduceScatter: return "input";
-    case CollectiveKind::Gather: return r == in.root ? "output" : nullptr;
-    case CollectiveKind::Scatter: return r == in.root ? "input" : nullptr;
-    default: return nullptr;
-  }
+  if (in.whole == Intent::kUnstated || (in.flags & Intent::kAgreed) || !is_collective_kind(uint64_t(in.kind)))
+    return nullptr;
+  const CollectiveForm& f = form_of(in.kind);
+  if (f.rooted && r != in.root) return nullptr;
+  return f.buffers == Buffers::Gathers ? "output" : f.buffers == Buffers::Scatters ? "input" : nullptr;
 }
 
 // The common case, checked without building a word of the messages below: every field that

@@ -14,22 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "distrun/backend/op.hpp"
 #include "distrun/backend/types.hpp"
 #include "distrun/core/error.hpp"
 
 namespace distrun {
-
-enum class CollectiveKind : uint32_t {
-  Broadcast = 1,
-  AllReduce,
-  Reduce,
-  AllGather,
-  Gather,
-  Scatter,
-  ReduceScatter,
-  AllToAll
-};
-const char* collective_name(CollectiveKind kind);
 
 /// The ranks disagree on a collective (its kind, sequence, dtype, op, root or sizes). Raised
 /// on every rank with the same message, before any rank reads a peer's data.

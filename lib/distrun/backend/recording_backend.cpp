@@ -33,13 +33,12 @@ RecordingBackend::RecordingBackend(std::shared_ptr<Backend> inner, std::shared_p
     : Backend(inner->rank(), inner->size(), inner->global_ranks()), inner_(std::move(inner)),
       recorder_(std::move(recorder)), group_(std::move(group)) {}
 
-template <typename F>
-void RecordingBackend::record(const char* op, const Tensor* t, F&& f, int peer) {
-  const uint64_t seq = peer < 0 ? ++seq_ : seq_;
-  const uint64_t h =
-      recorder_->start(op, group_, seq, t ? int64_t(t->nbytes()) : 0, t ? dtype_name(t->dtype()) : "", peer);
+void RecordingBackend::run(const CollectiveOp& op) {
+  const Tensor* t = op.block();
+  const uint64_t h = recorder_->start(collective_name(op.kind), group_, ++seq_, t ? int64_t(t->nbytes()) : 0,
+                                      t ? dtype_name(t->dtype()) : "", -1);
   try {
-    f();
+    inner_->run(op);
   } catch (...) {
     recorder_->finish(h, FlightState::Failed);
     throw;
@@ -47,61 +46,22 @@ void RecordingBackend::record(const char* op, const Tensor* t, F&& f, int peer) 
   recorder_->finish(h, FlightState::Completed);
 }
 
-void RecordingBackend::broadcast(Tensor& t, const BroadcastOptions& o) {
-  record("broadcast", &t, [&] { inner_->broadcast(t, o); });
-}
-void RecordingBackend::all_reduce(Tensor& t, const AllreduceOptions& o) {
-  record("all_reduce", &t, [&] { inner_->all_reduce(t, o); });
-}
-void RecordingBackend::all_reduce_coalesced(std::vector<Tensor>& ts, const AllreduceCoalescedOptions& o) {
-  record("all_reduce_coalesced", ts.empty() ? nullptr : &ts.front(), [&] { inner_->all_reduce_coalesced(ts, o); });
-}
-void RecordingBackend::reduce(Tensor& t, const ReduceOptions& o) {
-  record("reduce", &t, [&] { inner_->reduce(t, o); });
-}
-void RecordingBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& o) {
-  record("all_gather", &in, [&] { inner_->all_gather(in, out, o); });
-}
-void RecordingBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& o) {
-  record("gather", &in, [&] { inner_->gather(in, out, o); });
-}
-void RecordingBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o) {
-  record("scatter", &out, [&] { inner_->scatter(in, out, o); });
-}
-void RecordingBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& o) {
-  record("reduce_scatter", &in, [&] { inner_->reduce_scatter(in, out, o); });
-}
-void RecordingBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& o) {
-  record("all_to_all", &in, [&] { inner_->all_to_all(in, out, o); });
-}
-void RecordingBackend::send(const Tensor& t, int dst, const SendOptions& o) {
-  record(
-      "send", &t, [&] { inner_->send(t, dst, o); }, dst);
-}
-void RecordingBackend::recv(Tensor& t, int src, const SendOptions& o) {
-  record(
-      "recv", &t, [&] { inner_->recv(t, src, o); }, src);
-}
-std::shared_ptr<Work> RecordingBackend::isend(const Tensor& t, int dst, const SendOptions& o) {
-  const uint64_t h = recorder_->start("isend", group_, seq_, int64_t(t.nbytes()), dtype_name(t.dtype()), dst);
+template <typename F>
+std::shared_ptr<Work> RecordingBackend::record_p2p(const char* op, const Tensor& t, int peer, F&& start) {
+  const uint64_t h = recorder_->start(op, group_, seq_, int64_t(t.nbytes()), dtype_name(t.dtype()), peer);
   try {
-    return std::make_shared<RecordingWork>(inner_->isend(t, dst, o), recorder_, h);
+    return std::make_shared<RecordingWork>(start(), recorder_, h);
   } catch (...) {
     recorder_->finish(h, FlightState::Failed);
     throw;
   }
+}
+
+std::shared_ptr<Work> RecordingBackend::isend(const Tensor& t, int dst, const SendOptions& o) {
+  return record_p2p("send", t, dst, [&] { return inner_->isend(t, dst, o); });
 }
 std::shared_ptr<Work> RecordingBackend::irecv(Tensor& t, int src, const SendOptions& o) {
-  const uint64_t h = recorder_->start("irecv", group_, seq_, int64_t(t.nbytes()), dtype_name(t.dtype()), src);
-  try {
-    return std::make_shared<RecordingWork>(inner_->irecv(t, src, o), recorder_, h);
-  } catch (...) {
-    recorder_->finish(h, FlightState::Failed);
-    throw;
-  }
-}
-void RecordingBackend::barrier(const BarrierOptions& o) {
-  record("barrier", nullptr, [&] { inner_->barrier(o); });
+  return record_p2p("recv", t, src, [&] { return inner_->irecv(t, src, o); });
 }
 
 std::shared_ptr<Backend> RecordingBackend::new_group(const std::vector<int>& ranks) {

@@ -24,29 +24,18 @@ class RecordingBackend : public Backend {
   std::string name() const override { return inner_->name(); }
   Device tensor_device() const override { return inner_->tensor_device(); }
   std::string transport_name() const override { return inner_->transport_name(); }
-  void broadcast(Tensor& tensor, const BroadcastOptions& opts) override;
-  void all_reduce(Tensor& tensor, const AllreduceOptions& opts) override;
-  void all_reduce_coalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts) override;
-  void reduce(Tensor& tensor, const ReduceOptions& opts) override;
-  void all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) override;
-  void gather(const Tensor& in, Tensor& out, const GatherOptions& opts) override;
-  void scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts) override;
-  void reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) override;
-  void all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) override;
-  void send(const Tensor& tensor, int dst, const SendOptions& opts) override;
-  void recv(Tensor& tensor, int src, const SendOptions& opts) override;
+  void run(const CollectiveOp& op) override;
   std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const SendOptions& opts) override;
   std::shared_ptr<Work> irecv(Tensor& tensor, int src, const SendOptions& opts) override;
-  void barrier(const BarrierOptions& opts) override;
   void begin_timed() override { inner_->begin_timed(); }
   void mark() override { inner_->mark(); }
   std::vector<double> end_timed(std::chrono::milliseconds timeout) override { return inner_->end_timed(timeout); }
   std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
 
  private:
-  // Runs `f` as collective number ++seq_ (point to point: peer >= 0, not numbered).
+  // Starts `inner_`'s point-to-point operation `op` and records it until its Work is waited for.
   template <typename F>
-  void record(const char* op, const Tensor* t, F&& f, int peer = -1);
+  std::shared_ptr<Work> record_p2p(const char* op, const Tensor& t, int peer, F&& start);
 
   std::shared_ptr<Backend> inner_;
   std::shared_ptr<FlightRecorder> recorder_;

@@ -40,64 +40,8 @@ double one(int) { return 1.0; }
 bool everywhere(const RunArgs&) { return true; }
 bool on_root(const RunArgs& a) { return a.rank == a.root; }
 
-// The backend's all_reduce, broadcast and reduce work in place (as c10d's): out-of-place is
-// a copy into the output followed by the in-place call, which is what a caller pays.
-void into_out(const Tensor& in, Tensor& out) {
-  if (out.data() != in.data()) out.copy_from(in);
-}
-
-void run_all_reduce(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a) {
-  into_out(in, out);
-  AllreduceOptions o;
-  o.op = a.op;
-  o.timeout = a.timeout;
-  b.all_reduce(out, o);
-}
-void run_broadcast(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a) {
-  into_out(in, out);
-  BroadcastOptions o;
-  o.root = a.root;
-  o.timeout = a.timeout;
-  b.broadcast(out, o);
-}
-void run_reduce(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a) {
-  into_out(in, out);
-  ReduceOptions o;
-  o.root = a.root;
-  o.op = a.op;
-  o.timeout = a.timeout;
-  b.reduce(out, o);
-}
-void run_all_gather(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a) {
-  AllgatherOptions o;
-  o.timeout = a.timeout;
-  b.all_gather(in, out, o);
-}
-void run_gather(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a) {
-  GatherOptions o;
-  o.root = a.root;
-  o.timeout = a.timeout;
-  b.gather(in, out, o);
-}
-void run_scatter(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a) {
-  ScatterOptions o;
-  o.root = a.root;
-  o.timeout = a.timeout;
-  b.scatter(in, out, o);
-}
-void run_reduce_scatter(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a) {
-  ReduceScatterOptions o;
-  o.op = a.op;
-  o.timeout = a.timeout;
-  b.reduce_scatter(in, out, o);
-}
-void run_all_to_all(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a) {
-  AllToAllOptions o;
-  o.timeout = a.timeout;
-  b.all_to_all(in, out, o);
-}
 // nccl-tests' sendrecv: every rank sends to the next and receives from the previous.
-void run_send_recv(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a) {
+void send_recv(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a) {
   SendOptions o;
   o.timeout = a.timeout;
   auto s = b.isend(in, (a.rank + 1) % a.size, o);
@@ -124,26 +68,47 @@ double want_previous(const RunArgs& a, int64_t e, bool) {
   return fill_value(a.op, a.size, (a.rank + a.size - 1) % a.size, e);
 }
 
+// A row of the table: its name, whether it reduces and whether it has a root are the kind's form.
+Collective row(CollectiveKind kind, Layout layout, InPlace in_place, double (*bus_factor)(int),
+               bool (*has_result)(const RunArgs&), double (*expected)(const RunArgs&, int64_t, bool)) {
+  const CollectiveForm& f = form_of(kind);
+  return {f.name, kind, layout, in_place, f.reduces, f.rooted, bus_factor, has_result, expected};
+}
+
 }  // namespace
 
 const std::vector<Collective>& collectives() {
+  using K = CollectiveKind;
   static const std::vector<Collective> table = {
-      {"all_reduce", Layout::Whole, InPlace::Same, true, false, all_reduce_factor, run_all_reduce, everywhere,
-       want_reduced},
-      {"all_gather", Layout::Gathers, InPlace::InIsOwnSlot, false, false, ring_factor, run_all_gather, everywhere,
-       want_gathered},
-      {"reduce_scatter", Layout::Splits, InPlace::OutIsOwnSlot, true, false, ring_factor, run_reduce_scatter,
-       everywhere, want_own_block_reduced},
-      {"all_to_all", Layout::Exchange, InPlace::Staged, false, false, ring_factor, run_all_to_all, everywhere,
-       want_exchanged},
-      {"broadcast", Layout::Whole, InPlace::Same, false, true, one, run_broadcast, everywhere, want_roots},
-      {"reduce", Layout::Whole, InPlace::Same, true, true, one, run_reduce, on_root, want_reduced},
-      {"gather", Layout::Gathers, InPlace::InIsOwnSlot, false, true, ring_factor, run_gather, on_root, want_gathered},
-      {"scatter", Layout::Splits, InPlace::OutIsOwnSlot, false, true, ring_factor, run_scatter, everywhere,
-       want_own_block_of_roots},
-      {"send_recv", Layout::Whole, InPlace::Staged, false, false, one, run_send_recv, everywhere, want_previous},
+      row(K::AllReduce, Layout::Whole, InPlace::Same, all_reduce_factor, everywhere, want_reduced),
+      row(K::AllGather, Layout::Gathers, InPlace::InIsOwnSlot, ring_factor, everywhere, want_gathered),
+      row(K::ReduceScatter, Layout::Splits, InPlace::OutIsOwnSlot, ring_factor, everywhere, want_own_block_reduced),
+      row(K::AllToAll, Layout::Exchange, InPlace::Staged, ring_factor, everywhere, want_exchanged),
+      row(K::Broadcast, Layout::Whole, InPlace::Same, one, everywhere, want_roots),
+      row(K::Reduce, Layout::Whole, InPlace::Same, one, on_root, want_reduced),
+      row(K::Gather, Layout::Gathers, InPlace::InIsOwnSlot, ring_factor, on_root, want_gathered),
+      row(K::Scatter, Layout::Splits, InPlace::OutIsOwnSlot, ring_factor, everywhere, want_own_block_of_roots),
+      {"send_recv", std::nullopt, Layout::Whole, InPlace::Staged, false, false, one, everywhere, want_previous},
   };
   return table;
+}
+
+void Collective::run(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a) const {
+  if (!kind) return send_recv(b, in, out, a);
+  CollectiveOp op;
+  op.kind = *kind;
+  op.timeout = a.timeout;
+  op.root = a.root;
+  op.reduce = a.op;
+  // The in-place kinds (all_reduce, broadcast, reduce, as c10d's) have one buffer: out-of-place
+  // is a copy into the output followed by the in-place call, which is what a caller pays.
+  if (op.form().buffers == Buffers::InPlace) {
+    if (out.data() != in.data()) out.copy_from(in);
+  } else {
+    op.in = &in;
+  }
+  op.out = &out;
+  b.run(op);
 }
 
 const Collective* find_collective(std::string_view name) {

@@ -3,6 +3,7 @@
 // (engine.hpp) knows no collective by name; a new collective is one entry in collectives.cpp.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,18 +49,20 @@ double reduced_value(ReduceOp op, int size, int64_t e, bool integer);
 
 struct Collective {
   const char* name;
+  /// The backend's collective (Backend::run), or none: send_recv, which is point to point.
+  std::optional<CollectiveKind> kind;
   Layout layout;
   InPlace in_place;
-  bool reduces;  // uses -o
-  bool rooted;   // uses -r
+  bool reduces;  // uses -o (the kind's form says)
+  bool rooted;   // uses -r (the kind's form says)
   /// nccl-tests' busbw = algbw * factor on `n` ranks.
   double (*bus_factor)(int n);
-  /// One run from `in` into `out` (the same tensor, or views of one, in place).
-  void (*run)(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a);
   /// True when rank a.rank's `out` has a defined result (e.g. only the root's for reduce).
   bool (*has_result)(const RunArgs& a);
   /// Element `e` of a correct `out` on rank a.rank, every rank's input being fill_value.
   double (*expected)(const RunArgs& a, int64_t e, bool integer);
+  /// One run from `in` into `out` (the same tensor, or views of one, in place).
+  void run(Backend& b, const Tensor& in, Tensor& out, const RunArgs& a) const;
 };
 
 /// Every collective, in the order `all` runs them.

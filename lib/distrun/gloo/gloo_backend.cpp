@@ -389,90 +389,50 @@ void GlooBackend::guarded(const char* op, std::chrono::milliseconds timeout, F&&
   }
 }
 
-void GlooBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
-  Tensor h = host(tensor);
-  Intent want = intent(CollectiveKind::Broadcast, h.dtype(), h.nbytes(), opts.root);
-  guarded("broadcast", timeout_of(opts), [&] { transport_->run({want, nullptr, h.data()}, timeout_of(opts)); });
-  copy_back(tensor, h);
-}
-
-void GlooBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
-  Tensor h = host(tensor);
-  ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
-  Intent want = intent(CollectiveKind::AllReduce, h.dtype(), h.nbytes(), -1, opts.op);
-  guarded("all_reduce", timeout_of(opts), [&] {
-    transport_->run({want, nullptr, h.data(), h.element_size(), fn}, timeout_of(opts));
-  });
-  if (opts.op == ReduceOp::Avg) divide_by(h, size_);
-  copy_back(tensor, h);
-}
-
-
-void GlooBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
-  Tensor h = host(tensor);
-  ReduceFn fn = reduce_kernel(h.dtype(), opts.op);
-  Intent want = intent(CollectiveKind::Reduce, h.dtype(), h.nbytes(), opts.root, opts.op);
-  guarded("reduce", timeout_of(opts), [&] {
-    transport_->run({want, nullptr, h.data(), h.element_size(), fn}, timeout_of(opts));
-  });
-  if (opts.op == ReduceOp::Avg && rank_ == opts.root) divide_by(h, size_);
-  copy_back(tensor, h);
-}
-
-void GlooBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) {
-  Tensor hi = host(in), ho = host(out);
-  Intent want = intent(CollectiveKind::AllGather, hi.dtype(), hi.nbytes());
-  want.whole = ho.nbytes();
-  Tensor whole = right_sized(ho, hi.nbytes() * size_t(size_));
-  guarded("all_gather", timeout_of(opts), [&] { transport_->run({want, hi.data(), whole.data()}, timeout_of(opts)); });
-  copy_back(out, ho);
-}
-
-void GlooBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opts) {
-  const bool root = rank_ == opts.root;
-  Tensor hi = host(in), ho = root ? host(out) : Tensor();
-  Intent want = intent(CollectiveKind::Gather, hi.dtype(), hi.nbytes(), opts.root);
-  if (root) want.whole = ho.nbytes();
-  Tensor whole = root ? right_sized(ho, hi.nbytes() * size_t(size_)) : Tensor();
-  guarded("gather", timeout_of(opts), [&] {
-    transport_->run({want, hi.data(), root ? whole.data() : nullptr}, timeout_of(opts));
-  });
-  if (root) copy_back(out, ho);
-}
-
-void GlooBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts) {
-  const bool root = rank_ == opts.root;
-  Tensor hi = root ? host(in) : Tensor(), ho = host(out);
-  Intent want = intent(CollectiveKind::Scatter, ho.dtype(), ho.nbytes(), opts.root);
-  if (root) want.whole = hi.nbytes();
-  Tensor whole = root ? right_sized(hi, ho.nbytes() * size_t(size_)) : Tensor();
-  guarded("scatter", timeout_of(opts), [&] {
-    transport_->run({want, root ? whole.data() : nullptr, ho.data()}, timeout_of(opts));
-  });
-  copy_back(out, ho);
-}
-
-void GlooBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) {
-  ReduceFn fn = reduce_kernel(in.dtype(), opts.op);
-  const Tensor hin = host(in);
-  Tensor hout = host(out);
-  const size_t block = hout.nbytes();
-  if (size_ == 1) {
-    check_numel("reduce_scatter", in, out.numel());
-    std::memcpy(hout.data(), hin.data(), block);
-  } else {
-    Intent want = intent(CollectiveKind::ReduceScatter, hout.dtype(), block, -1, opts.op);
-    want.whole = hin.nbytes();
-    const Tensor whole = right_sized(hin, block * size_t(size_));
-    guarded("reduce_scatter", timeout_of(opts), [&] {
-      transport_->run({want, whole.data(), hout.data(), hout.element_size(), fn}, timeout_of(opts));
-    });
+void GlooBackend::run(const CollectiveOp& op) {
+  switch (op.form().buffers) {
+    case Buffers::None: return run_barrier(op);
+    case Buffers::Exchanges: return run_all_to_all(op);
+    default: return run_blocks(op);
   }
-  if (opts.op == ReduceOp::Avg) divide_by(hout, size_);
-  copy_back(out, hout);
 }
 
-void GlooBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) {
+void GlooBackend::run_blocks(const CollectiveOp& op) {
+  const CollectiveForm& form = op.form();
+  const bool gathers = form.buffers == Buffers::Gathers, scatters = form.buffers == Buffers::Scatters;
+  const bool root = rank_ == op.root;
+  // The buffers this rank has: a rooted gather's output and a rooted scatter's input are the
+  // root's only; the in-place kinds have `out` alone.
+  const bool has_in = (gathers || scatters) && !(form.rooted && scatters && !root);
+  const bool has_out = !(form.rooted && gathers && !root);
+  Tensor hi = has_in ? host(*op.in) : Tensor(), ho = has_out ? host(*op.out) : Tensor();
+  const Tensor& block = gathers ? hi : ho;
+  const auto timeout = timeout_of(op);
+  const ReduceFn fn = form.reduces ? reduce_kernel(block.dtype(), op.reduce) : nullptr;
+  if (op.kind == CollectiveKind::ReduceScatter && size_ == 1) {
+    check_numel(form.name, *op.in, op.out->numel());
+    std::memcpy(ho.data(), hi.data(), ho.nbytes());
+  } else {
+    Intent want = intent(op.kind, block.dtype(), block.nbytes(), form.rooted ? op.root : -1,
+                         form.reduces ? std::optional<ReduceOp>(op.reduce) : std::nullopt);
+    // The buffer of n blocks, where this rank has one, is stated and checked with the rest.
+    const Tensor& whole_of = gathers ? ho : hi;
+    Tensor whole;
+    if ((gathers && has_out) || (scatters && has_in)) {
+      want.whole = whole_of.nbytes();
+      whole = right_sized(whole_of, block.nbytes() * size_t(size_));
+    }
+    const HostOp host_op{std::move(want), scatters ? whole.data() : hi.data(), gathers ? whole.data() : ho.data(),
+                         fn ? block.element_size() : 0, fn};
+    guarded(form.name, timeout, [&] { transport_->run(host_op, timeout); });
+  }
+  // A rooted reduction's result is the root's only.
+  if (form.reduces && op.reduce == ReduceOp::Avg && (!form.rooted || root)) divide_by(ho, size_);
+  if (has_out) copy_back(*op.out, ho);
+}
+
+void GlooBackend::run_all_to_all(const CollectiveOp& opts) {
+  const Tensor &in = *opts.in, &out = *opts.out;
   Tensor hi = host(in), ho = host(out);
   const bool even = opts.send_counts.empty() && opts.recv_counts.empty();
   if (even) {
@@ -502,12 +462,8 @@ void GlooBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
   guarded("all_to_all", timeout_of(opts), [&] {
     transport_->run({std::move(want), hi.data(), ho.data()}, timeout_of(opts));
   });
-  copy_back(out, ho);
+  copy_back(*opts.out, ho);
 }
-
-void GlooBackend::send(const Tensor& tensor, int dst, const SendOptions& opts) { isend(tensor, dst, opts)->wait(); }
-
-void GlooBackend::recv(Tensor& tensor, int src, const SendOptions& opts) { irecv(tensor, src, opts)->wait(); }
 
 uint64_t GlooBackend::p2p_slot(int peer, uint32_t tag, bool sending) {
   auto& count = (sending ? sent_ : received_)[{peer, tag}];
@@ -542,7 +498,7 @@ std::shared_ptr<Work> GlooBackend::irecv(Tensor& tensor, int src, const SendOpti
   return work;
 }
 
-void GlooBackend::barrier(const BarrierOptions& opts) {
+void GlooBackend::run_barrier(const CollectiveOp& opts) {
   if (!context_) {
     // A collective of no bytes: it returns once every member's intent is in. (Buffers that are
     // not null: a composite path may hand them to memcpy for no bytes.)

@@ -1,4 +1,4 @@
-// GlooBackend: every collective of the spec on CPU tensors over Gloo's TCP transport. CUDA
+// GlooBackend: every collective of the spec on CPU tensors over a host path (host/). CUDA
 // tensors are staged through host memory. A failure is translated into a distrun error that
 // names the lost peer when the heartbeats tell one (see backend/liveness.hpp).
 #pragma once
@@ -79,19 +79,11 @@ class GlooBackend : public Backend {
   /// "shm" (single-copy reads, meeting in a shared segment), "shm/tcp-sync" (single-copy
   /// reads, meeting over TCP when no segment could be mapped) or "tcp".
   std::string transport_name() const override;
-  void broadcast(Tensor& tensor, const BroadcastOptions& opts) override;
-  void all_reduce(Tensor& tensor, const AllreduceOptions& opts) override;
-  void reduce(Tensor& tensor, const ReduceOptions& opts) override;
-  void all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) override;
-  void gather(const Tensor& in, Tensor& out, const GatherOptions& opts) override;
-  void scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts) override;
-  void reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) override;
-  void all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) override;
-  void send(const Tensor& tensor, int dst, const SendOptions& opts) override;
-  void recv(Tensor& tensor, int src, const SendOptions& opts) override;
+  /// Every collective over the group's path (transport()): the kind's form (backend/op.hpp)
+  /// says which buffers become its intent's blocks.
+  void run(const CollectiveOp& op) override;
   std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const SendOptions& opts) override;
   std::shared_ptr<Work> irecv(Tensor& tensor, int src, const SendOptions& opts) override;
-  void barrier(const BarrierOptions& opts) override;
   std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
 
   /// The path chosen for this group (the hierarchical path runs its inner groups' directly).
@@ -109,6 +101,11 @@ class GlooBackend : public Backend {
   // This rank's statement of the collective about to run (the transport numbers it).
   static Intent intent(CollectiveKind kind, DType dtype, uint64_t bytes, int root = -1,
                        std::optional<ReduceOp> op = {});
+  // run()'s ways: the collectives of blocks (every kind but these two), all_to_all's counts,
+  // and the barrier.
+  void run_blocks(const CollectiveOp& op);
+  void run_all_to_all(const CollectiveOp& op);
+  void run_barrier(const CollectiveOp& op);
   // The path for this group: every member's statement exchanged through the store, the verdict
   // (host/path_policy.hpp, the same on all) and the path it names, built.
   std::unique_ptr<CollectiveTransport> choose_transport();

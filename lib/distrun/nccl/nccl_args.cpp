@@ -26,9 +26,10 @@ void check_peer(const char* op, int peer, int size, int self) {
                        std::to_string(size) + (self >= 0 ? ", this rank is " + std::to_string(self) : "") + ")");
 }
 
-AllToAllLayout all_to_all_layout(const Tensor& in, const Tensor& out, const AllToAllOptions& opts, int size) {
+AllToAllLayout all_to_all_layout(const Tensor& in, const Tensor& out, const std::vector<int64_t>& send_counts,
+                                 const std::vector<int64_t>& recv_counts, int size) {
   AllToAllLayout l;
-  const bool even = opts.send_counts.empty() && opts.recv_counts.empty();
+  const bool even = send_counts.empty() && recv_counts.empty();
   if (even) {
     check_numel("all_to_all", out, in.numel());
     if (in.numel() % size != 0)
@@ -37,17 +38,17 @@ AllToAllLayout all_to_all_layout(const Tensor& in, const Tensor& out, const AllT
     l.send_counts.assign(size_t(size), size_t(in.numel() / size));
     l.recv_counts = l.send_counts;
   } else {
-    if (int(opts.send_counts.size()) != size || int(opts.recv_counts.size()) != size)
+    if (int(send_counts.size()) != size || int(recv_counts.size()) != size)
       throw BackendError("backend nccl: all_to_all: send/recv counts need one entry per rank (" + std::to_string(size) +
                          ")");
     int64_t s = 0, r = 0;
     for (int i = 0; i < size; ++i) {
-      if (opts.send_counts[size_t(i)] < 0 || opts.recv_counts[size_t(i)] < 0)
+      if (send_counts[size_t(i)] < 0 || recv_counts[size_t(i)] < 0)
         throw BackendError("backend nccl: all_to_all: negative count for rank " + std::to_string(i));
-      s += opts.send_counts[size_t(i)];
-      r += opts.recv_counts[size_t(i)];
-      l.send_counts.push_back(size_t(opts.send_counts[size_t(i)]));
-      l.recv_counts.push_back(size_t(opts.recv_counts[size_t(i)]));
+      s += send_counts[size_t(i)];
+      r += recv_counts[size_t(i)];
+      l.send_counts.push_back(size_t(send_counts[size_t(i)]));
+      l.recv_counts.push_back(size_t(recv_counts[size_t(i)]));
     }
     check_numel("all_to_all (sum of send counts)", in, s);
     check_numel("all_to_all (sum of recv counts)", out, r);

@@ -26,8 +26,9 @@ struct AllToAllLayout {
 };
 
 /// The layout of an all_to_all of `in` into `out` over `size` ranks: equal blocks when both
-/// count lists in `opts` are empty, else the given (uneven) counts, checked against the sizes.
-AllToAllLayout all_to_all_layout(const Tensor& in, const Tensor& out, const AllToAllOptions& opts, int size);
+/// count lists are empty, else the given (uneven) counts, checked against the sizes.
+AllToAllLayout all_to_all_layout(const Tensor& in, const Tensor& out, const std::vector<int64_t>& send_counts,
+                                 const std::vector<int64_t>& recv_counts, int size);
 
 }  // namespace distrun::nccl
 

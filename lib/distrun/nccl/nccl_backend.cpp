@@ -226,7 +226,23 @@ void NcclBackend::run(const char* op, std::chrono::milliseconds timeout, nccl::N
   }
 }
 
-void NcclBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
+void NcclBackend::run(const CollectiveOp& op) {
+  switch (op.kind) {
+    case CollectiveKind::Broadcast: return run_broadcast(op);
+    case CollectiveKind::AllReduce: return run_all_reduce(op);
+    case CollectiveKind::Reduce: return run_reduce(op);
+    case CollectiveKind::AllGather: return run_all_gather(op);
+    case CollectiveKind::Gather: return run_gather(op);
+    case CollectiveKind::Scatter: return run_scatter(op);
+    case CollectiveKind::ReduceScatter: return run_reduce_scatter(op);
+    case CollectiveKind::AllToAll: return run_all_to_all(op);
+    case CollectiveKind::Barrier: return run_barrier(op);
+  }
+  unsupported(collective_name(op.kind));
+}
+
+void NcclBackend::run_broadcast(const CollectiveOp& opts) {
+  Tensor& tensor = *opts.out;
   check_on_device("broadcast", tensor, device());
   check_peer("broadcast (root)", opts.root, size_);
   run("broadcast", timeout_of(opts), *comm_, [&](auto deadline) {
@@ -236,9 +252,10 @@ void NcclBackend::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   });
 }
 
-void NcclBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
+void NcclBackend::run_all_reduce(const CollectiveOp& opts) {
+  Tensor& tensor = *opts.out;
   check_on_device("all_reduce", tensor, device());
-  const ncclRedOp_t op = nccl::nccl_reduce_op(opts.op, tensor.dtype(), "all_reduce");
+  const ncclRedOp_t op = nccl::nccl_reduce_op(opts.reduce, tensor.dtype(), "all_reduce");
   run("all_reduce", timeout_of(opts), *comm_, [&](auto deadline) {
     comm_->settle(ncclAllReduce(tensor.data(), tensor.data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), op,
                                 comm_->get(), stream_),
@@ -246,10 +263,11 @@ void NcclBackend::all_reduce(Tensor& tensor, const AllreduceOptions& opts) {
   });
 }
 
-void NcclBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
+void NcclBackend::run_reduce(const CollectiveOp& opts) {
+  Tensor& tensor = *opts.out;
   check_on_device("reduce", tensor, device());
   check_peer("reduce (root)", opts.root, size_);
-  const ncclRedOp_t op = nccl::nccl_reduce_op(opts.op, tensor.dtype(), "reduce");
+  const ncclRedOp_t op = nccl::nccl_reduce_op(opts.reduce, tensor.dtype(), "reduce");
   run("reduce", timeout_of(opts), *comm_, [&](auto deadline) {
     comm_->settle(ncclReduce(tensor.data(), tensor.data(), size_t(tensor.numel()), nccl_dtype(tensor.dtype()), op,
                              opts.root, comm_->get(), stream_),
@@ -257,7 +275,9 @@ void NcclBackend::reduce(Tensor& tensor, const ReduceOptions& opts) {
   });
 }
 
-void NcclBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) {
+void NcclBackend::run_all_gather(const CollectiveOp& opts) {
+  const Tensor& in = *opts.in;
+  Tensor& out = *opts.out;
   check_on_device("all_gather", in, device());
   check_on_device("all_gather", out, device());
   check_same_dtype("all_gather", in, out);
@@ -269,7 +289,9 @@ void NcclBackend::all_gather(const Tensor& in, Tensor& out, const AllgatherOptio
   });
 }
 
-void NcclBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opts) {
+void NcclBackend::run_gather(const CollectiveOp& opts) {
+  const Tensor& in = *opts.in;
+  Tensor& out = *opts.out;
   // ncclGather where the NCCL loaded has it (2.28); before, the root receives a block from every
   // other rank in one group call, as torch's ProcessGroupNCCL does, its own block a device copy.
   const bool root = rank_ == opts.root;
@@ -306,7 +328,9 @@ void NcclBackend::gather(const Tensor& in, Tensor& out, const GatherOptions& opt
   });
 }
 
-void NcclBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts) {
+void NcclBackend::run_scatter(const CollectiveOp& opts) {
+  const Tensor& in = *opts.in;
+  Tensor& out = *opts.out;
   const bool root = rank_ == opts.root;
   check_peer("scatter (root)", opts.root, size_);
   check_on_device("scatter", out, device());
@@ -342,12 +366,14 @@ void NcclBackend::scatter(const Tensor& in, Tensor& out, const ScatterOptions& o
   });
 }
 
-void NcclBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) {
+void NcclBackend::run_reduce_scatter(const CollectiveOp& opts) {
+  const Tensor& in = *opts.in;
+  Tensor& out = *opts.out;
   check_on_device("reduce_scatter", in, device());
   check_on_device("reduce_scatter", out, device());
   check_same_dtype("reduce_scatter", in, out);
   check_numel("reduce_scatter", in, out.numel() * size_);
-  const ncclRedOp_t op = nccl::nccl_reduce_op(opts.op, in.dtype(), "reduce_scatter");
+  const ncclRedOp_t op = nccl::nccl_reduce_op(opts.reduce, in.dtype(), "reduce_scatter");
   run("reduce_scatter", timeout_of(opts), *comm_, [&](auto deadline) {
     comm_->settle(ncclReduceScatter(in.data(), out.data(), size_t(out.numel()), nccl_dtype(out.dtype()), op,
                                     comm_->get(), stream_),
@@ -355,11 +381,13 @@ void NcclBackend::reduce_scatter(const Tensor& in, Tensor& out, const ReduceScat
   });
 }
 
-void NcclBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) {
+void NcclBackend::run_all_to_all(const CollectiveOp& opts) {
+  const Tensor& in = *opts.in;
+  Tensor& out = *opts.out;
   check_on_device("all_to_all", in, device());
   check_on_device("all_to_all", out, device());
   check_same_dtype("all_to_all", in, out);
-  const nccl::AllToAllLayout l = nccl::all_to_all_layout(in, out, opts, size_);
+  const nccl::AllToAllLayout l = nccl::all_to_all_layout(in, out, opts.send_counts, opts.recv_counts, size_);
   const size_t elem = in.element_size();
   const ncclDataType_t dt = nccl_dtype(in.dtype());
   const size_t me = size_t(rank_);
@@ -400,10 +428,6 @@ void NcclBackend::all_to_all(const Tensor& in, Tensor& out, const AllToAllOption
   });
 }
 
-void NcclBackend::send(const Tensor& tensor, int dst, const SendOptions& opts) { isend(tensor, dst, opts)->wait(); }
-
-void NcclBackend::recv(Tensor& tensor, int src, const SendOptions& opts) { irecv(tensor, src, opts)->wait(); }
-
 std::shared_ptr<Work> NcclBackend::isend(const Tensor& tensor, int dst, const SendOptions& opts) {
   check_on_device("send", tensor, device());
   check_peer("send (destination)", dst, size_, rank_);
@@ -434,7 +458,7 @@ std::shared_ptr<Work> NcclBackend::launch_p2p(bool is_send, const Tensor& tensor
   return std::make_shared<nccl::NcclWork>(failure_namer(), std::move(ch), op, std::move(p), timeout);
 }
 
-void NcclBackend::barrier(const BarrierOptions& opts) {
+void NcclBackend::run_barrier(const CollectiveOp& opts) {
   // NCCL has no barrier: a one-element all_reduce, waited for, is one (as in torch).
   prepare("barrier");
   void* buf = scratch();

@@ -47,16 +47,8 @@ class NcclBackend : public Backend {
   std::string name() const override { return "nccl"; }
   Device tensor_device() const override { return Device::cuda(options_.device); }
   int device() const { return options_.device; }
-  void broadcast(Tensor& tensor, const BroadcastOptions& opts) override;
-  void all_reduce(Tensor& tensor, const AllreduceOptions& opts) override;
-  void reduce(Tensor& tensor, const ReduceOptions& opts) override;
-  void all_gather(const Tensor& in, Tensor& out, const AllgatherOptions& opts) override;
-  void gather(const Tensor& in, Tensor& out, const GatherOptions& opts) override;
-  void scatter(const Tensor& in, Tensor& out, const ScatterOptions& opts) override;
-  void reduce_scatter(const Tensor& in, Tensor& out, const ReduceScatterOptions& opts) override;
-  void all_to_all(const Tensor& in, Tensor& out, const AllToAllOptions& opts) override;
-  void send(const Tensor& tensor, int dst, const SendOptions& opts) override;
-  void recv(Tensor& tensor, int src, const SendOptions& opts) override;
+  /// Every collective, each kind by its own NCCL calls (run_broadcast, ...).
+  void run(const CollectiveOp& op) override;
   /// On the channel of this direction (its own two-rank communicator and stream,
   /// p2p_channel.hpp), ordered after the tensor's producers, never behind a collective:
   /// launched when called, as in torch, once the channel is set up; its first operation starts
@@ -64,7 +56,6 @@ class NcclBackend : public Backend {
   /// arrive in the order they were made (NCCL has no tags: opts.tag is ignored).
   std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const SendOptions& opts) override;
   std::shared_ptr<Work> irecv(Tensor& tensor, int src, const SendOptions& opts) override;
-  void barrier(const BarrierOptions& opts) override;
   /// ncclCommSplit of this backend's communicator; every rank must call it.
   std::shared_ptr<Backend> new_group(const std::vector<int>& ranks) override;
   /// Collectives return once launched (point-to-point, and the first gather, scatter or
@@ -96,6 +87,16 @@ class NcclBackend : public Backend {
   void destroy_stream() noexcept;
   // Sets the device and checks the communicator is usable (not aborted by an earlier failure).
   void prepare(const char* op);
+  // run()'s, one per kind.
+  void run_broadcast(const CollectiveOp& op);
+  void run_all_reduce(const CollectiveOp& op);
+  void run_reduce(const CollectiveOp& op);
+  void run_all_gather(const CollectiveOp& op);
+  void run_gather(const CollectiveOp& op);
+  void run_scatter(const CollectiveOp& op);
+  void run_reduce_scatter(const CollectiveOp& op);
+  void run_all_to_all(const CollectiveOp& op);
+  void run_barrier(const CollectiveOp& op);
   // Runs `enqueue` (NCCL calls on `comm`, on the stream), then blocks until the device has finished.
   template <typename F>
   void run(const char* op, std::chrono::milliseconds timeout, nccl::NcclComm& comm, F&& enqueue);

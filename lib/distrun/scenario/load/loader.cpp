@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "distrun/bench/collectives.hpp"
 #include "distrun/scenario/load/yaml_guard.hpp"
 #include "distrun/scenario/model/limits.hpp"
 #include "distrun/scenario/model/op_table.hpp"
@@ -293,9 +294,12 @@ class Loader {
     BenchSpec b;
     if (const auto c = n["collective"]) {
       auto op = ops_.parse(str(c, "collective"));
-      static const std::vector<std::string> tensor_ops = {"broadcast",      "scatter",    "gather",
-                                                          "all_gather",     "reduce",     "all_reduce",
-                                                          "reduce_scatter", "all_to_all", "send_recv"};
+      // What distrun-bench measures (bench/collectives.hpp), under the same names as the ops.
+      static const std::vector<std::string> tensor_ops = [] {
+        std::vector<std::string> names;
+        for (const auto& b : bench::collectives()) names.emplace_back(b.name);
+        return names;
+      }();
       if (!op || std::find(tensor_ops.begin(), tensor_ops.end(), c.scalar()) == tensor_ops.end())
         fail(c, "bench: unknown collective '" + excerpt(c.scalar()) + "'" + did_you_mean(c.scalar(), tensor_ops) +
                     "; known: " + join(tensor_ops));
