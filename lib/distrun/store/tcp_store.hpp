@@ -93,6 +93,8 @@ class TCPStore : public Store {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
+  size_t wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys) override;
   using Store::wait;
 
   /// Sets `key` for as long as this connection lives: the server removes it when the
