@@ -50,22 +50,27 @@ StaticRendezvous::StaticRendezvous(const JobPlan& plan, const RendezvousOptions&
 }
 
 std::string StaticRendezvous::missing_nodes(const std::vector<std::string>& keys) const {
+  const auto entries = store_->multi_get(keys);
   std::string missing;
   for (int n = 0; n < plan_.nnodes; ++n)
-    if (!store_->check({keys[size_t(n)]})) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+    if (!entries[size_t(n)]) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
   return missing;
 }
 
 std::optional<FailureRecord> StaticRendezvous::node_left(int attempt, const std::vector<std::string>& keys,
                                                          milliseconds stalled) {
-  for (int n = 1; n < plan_.nnodes; ++n) {
-    const std::string id = std::to_string(n);
+  // Every node's entry, claim and goodbye in one request: [entries..., alive/..., seen/...].
+  std::vector<std::string> ask(keys.begin() + 1, keys.end());
+  for (int n = 1; n < plan_.nnodes; ++n) ask.push_back(key("alive/" + std::to_string(n)));
+  for (int n = 1; n < plan_.nnodes; ++n) ask.push_back(key(attempt, "seen/" + std::to_string(n)));
+  const auto got = store_->multi_get(ask);
+  const size_t others = size_t(plan_.nnodes) - 1;
+  for (size_t i = 0; i < others; ++i) {
     // Its connection is its claim; one that joined this attempt and then vanished without a
     // word (a signal leaves a failure record and a "seen") died, or gave up on this node.
-    if (!store_->check({keys[size_t(n)]}) || store_->check({key("alive/" + id)}) ||
-        store_->check({key(attempt, "seen/" + id)}))
-      continue;
-    const std::string host = NodeEntry::decode(store_->get(keys[size_t(n)])).host;
+    if (!got[i] || got[others + i] || got[2 * others + i]) continue;
+    const int n = int(i) + 1;
+    const std::string host = NodeEntry::decode(*got[i]).host;
     const std::string cause = "its distrun agent joined, then closed its connection to node 0 during the rendezvous";
     vanished_.insert(n);  // not waited for to read the failure
     return stalled.count() ? own_stall(stalled, n, host, cause) : FailureRecord{true, host, n, -1, cause};
@@ -120,8 +125,10 @@ void StaticRendezvous::publish_plan(int attempt, Clock::time_point deadline) {
   plan.port = workers_port_;
   plan.salt = random_hex(16);
   std::string with, without;
+  const auto entries = store_->multi_get(keys);  // all there: waited for above
   for (int n = 0; n < plan_.nnodes; ++n) {
-    NodeEntry node = NodeEntry::decode(store_->get(keys[size_t(n)]));
+    if (!entries[size_t(n)]) throw StoreError("rendezvous: node " + std::to_string(n) + "'s entry vanished");
+    NodeEntry node = NodeEntry::decode(*entries[size_t(n)]);
     plan.nproc.push_back(node.nproc);
     plan.hosts.push_back(node.host);
     std::string& list = node.results_given ? with : without;
@@ -198,9 +205,12 @@ void StaticRendezvous::check_same_nnodes(Clock::time_point deadline) {
 }
 
 std::vector<int> StaticRendezvous::readers(int attempt) const {
+  std::vector<std::string> entries;
+  for (int n = 1; n < plan_.nnodes; ++n) entries.push_back(key(attempt, "node/" + std::to_string(n)));
+  const auto got = store_->multi_get(entries);
   std::vector<int> ids;
   for (int n = 1; n < plan_.nnodes; ++n)
-    if (store_->check({key(attempt, "node/" + std::to_string(n))})) ids.push_back(n);
+    if (got[size_t(n) - 1]) ids.push_back(n);
   return ids;
 }
 
