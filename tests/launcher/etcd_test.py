@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 from launcher_harness import DISTRUN, PYTHON, Failed, check, free_port, main, skip
 from multihost_test import ELASTIC_PY, SECRET, elastic_lines, finish, ip
@@ -58,9 +59,52 @@ def case_client():
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_healthy(f"http://127.0.0.1:{client}")
-            r = subprocess.run([CLIENT_TEST], env=dict(os.environ, DISTRUN_ETCD=f"127.0.0.1:{client}"),
+            r = subprocess.run([CLIENT_TEST, "~[auth]"], env=dict(os.environ, DISTRUN_ETCD=f"127.0.0.1:{client}"),
                                capture_output=True, text=True, timeout=60)
             check(r.returncode == 0, f"the client's cases pass: rc {r.returncode}", r.stdout + r.stderr)
+        finally:
+            p.kill()
+            p.wait()
+
+
+def case_auth():
+    """An etcd with authentication enabled (a user and password, tokens that expire after 1 s):
+    the client's cases, every one authenticated with the user in ETCDCTL_USER/ETCDCTL_PASSWORD
+    (and the [auth] case: strangers refused, an expired token renewed); then an elastic job
+    kept there, and the same job without the user, refused with a word on what to set."""
+    need_etcd()
+    if not os.access(CLIENT_TEST, os.X_OK):
+        raise Failed(f"ETCD_CLIENT_TEST={CLIENT_TEST!r} is not an executable")
+    with tempfile.TemporaryDirectory() as d:
+        client, peer = free_port(), free_port()
+        endpoint = f"127.0.0.1:{client}"
+        p = subprocess.Popen(etcd_cmd("one", "127.0.0.1", client, peer, f"one=http://127.0.0.1:{peer}", d + "/data") +
+                             ["--auth-token", "simple", "--auth-token-ttl", "1"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_healthy(f"http://{endpoint}")
+            password = os.urandom(8).hex()
+            # As `etcdctl user add root; etcdctl auth enable` do it, through the gateway.
+            for path, body in (("user/add", {"name": "root", "password": password}), ("role/add", {"name": "root"}),
+                               ("user/grant", {"user": "root", "role": "root"}), ("enable", {})):
+                req = urllib.request.Request(f"http://{endpoint}/v3/auth/{path}", json.dumps(body).encode(),
+                                             {"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=10) as answer:
+                    check(answer.status == 200, f"etcd's /v3/auth/{path}: HTTP {answer.status}")
+            user = dict(os.environ, DISTRUN_ETCD=endpoint, ETCDCTL_USER="root", ETCDCTL_PASSWORD=password)
+            r = subprocess.run([CLIENT_TEST], env=user, capture_output=True, text=True, timeout=90)
+            check(r.returncode == 0, f"the client's cases pass authenticated: rc {r.returncode}", r.stdout + r.stderr)
+
+            job = [DISTRUN, "--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                   endpoint, "--rdzv-conf", "last_call_timeout=1", "--rdzv-id", TAG, "--", PYTHON, "-c", "pass"]
+            user.update(DISTRUN_STORE_SECRET=SECRET)
+            r = subprocess.run(job, env=user, capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, f"a job kept in the etcd with authentication runs: rc {r.returncode}", r.stderr)
+            stranger = {k: v for k, v in user.items() if not k.startswith("ETCDCTL_")}
+            r = subprocess.run(job[:-3] + ["--rdzv-id", TAG + "s", "--", PYTHON, "-c", "pass"], env=stranger,
+                               capture_output=True, text=True, timeout=60)
+            check(r.returncode != 0 and "ETCDCTL_USER" in r.stderr,
+                  f"without the user the job is refused, saying what to set: rc {r.returncode}", r.stderr)
         finally:
             p.kill()
             p.wait()
