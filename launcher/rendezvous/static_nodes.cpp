@@ -29,7 +29,7 @@ StaticRendezvous::StaticRendezvous(const JobPlan& plan, const RendezvousOptions&
   TCPStoreOptions so;
   so.secret = opt_.secret;
   so.is_server = true;
-  so.max_connections = store_connections(plan_);
+  so.max_connections = so.max_unauthenticated = store_connections(plan_);
   so.timeout = opt_.timeout;
   // Its own replies come late only when this agent itself did not run (SIGSTOP): taken then.
   so.keep_on_timeout = true;
@@ -157,6 +157,10 @@ Assignment StaticRendezvous::join(int attempt, int restarts) {
   const int k = plan_.node_rank;
   const auto deadline = Clock::now() + opt_.timeout;
   PlanText p;
+  // While the nodes meet, node 0 may be slow to answer (thousands of agents connecting at
+  // once): its silence is judged by the heartbeat timeout, as its listener judges it, not by
+  // the run's short request timeout. Its requests are not repeated (a claim counts once).
+  if (k != 0) store_->set_timeout(opt_.heartbeat_timeout);
   try {
     if (attempt == 0 && k != 0) check_same_nnodes(deadline);
     if (attempt == 0 && store_->add(key("claim/" + std::to_string(k)), 1) > 1)
@@ -175,10 +179,15 @@ Assignment StaticRendezvous::join(int attempt, int restarts) {
     if (p.refused && k == 0) linger_for_readers(attempt);
   } catch (const MalformedMessage&) {
     throw;  // the store answered: it is not lost
+  } catch (const StoreSilent& e) {
+    if (k == 0) throw;
+    store_alive_ = false;  // nothing more is said to it
+    throw JobFailed(store_lost(e));
   } catch (const StoreError& e) {
     if (k == 0) throw;
     throw JobFailed(store_lost(e));
   }
+  store_->set_timeout(kRequestTimeout);
   if (p.refused) throw ConfigError("rendezvous: " + p.message);
   std::vector<int> ids;
   for (int n = 0; n < plan_.nnodes; ++n) ids.push_back(n);

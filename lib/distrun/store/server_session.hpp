@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "distrun/store/auth.hpp"
@@ -27,7 +28,8 @@ namespace distrun {
 
 /// The keys of one server, shared by its sessions (all on the server's one thread).
 struct StoreData {
-  std::map<std::string, std::string> kv;
+  // Hashed: node 0 looks up thousands of keys at each watch (every agent's claim).
+  std::unordered_map<std::string, std::string> kv;
   std::map<std::string, const void*> claimed_by;  // a claimed key's session (see Cmd::Claim)
   bool has(const std::string& key) const { return kv.count(key) > 0; }
 };

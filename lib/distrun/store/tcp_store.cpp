@@ -92,6 +92,7 @@ TCPStore::TCPStore(const std::string& host, uint16_t port, const TCPStoreOptions
     so.secret = secret;
     so.listen_fd = options.listen_fd;
     so.max_connections = options.max_connections;
+    so.max_unauthenticated = options.max_unauthenticated;
     server_ = std::make_unique<TCPStoreServer>(so);
     port_ = server_->port();
     // Talk to our own server over loopback unless it is bound to one address only.
