@@ -32,11 +32,12 @@ def etcd_cmd(name, ip_addr, client, peer, cluster, data):
             "--initial-cluster-state", "new", "--initial-cluster-token", TAG, "--log-level", "error"]
 
 
-def wait_healthy(url, prefix=(), within=30):
-    """Until etcd at `url` has a leader; its status (member id, leader id)."""
+def wait_healthy(url, prefix=(), within=30, extra=()):
+    """Until etcd at `url` has a leader; its status (member id, leader id). `extra`: curl's
+    arguments for https (the CA, a client certificate)."""
     deadline = time.time() + within
     while time.time() < deadline:
-        r = subprocess.run([*prefix, "curl", "-s", "-m", "1", "-X", "POST", url + "/v3/maintenance/status"],
+        r = subprocess.run([*prefix, "curl", "-s", "-m", "1", *extra, "-X", "POST", url + "/v3/maintenance/status"],
                            capture_output=True, text=True)
         try:
             status = json.loads(r.stdout)
@@ -105,6 +106,58 @@ def case_auth():
                                capture_output=True, text=True, timeout=60)
             check(r.returncode != 0 and "ETCDCTL_USER" in r.stderr,
                   f"without the user the job is refused, saying what to set: rc {r.returncode}", r.stderr)
+        finally:
+            p.kill()
+            p.wait()
+
+
+def make_certs(d):
+    """A CA, etcd's server certificate for 127.0.0.1 and a client certificate, signed by the CA."""
+    openssl = shutil.which("openssl")
+    if not openssl:
+        skip("openssl is not installed")
+    def run(*args):
+        r = subprocess.run([openssl, *args], capture_output=True, text=True, cwd=d, timeout=30)
+        check(r.returncode == 0, f"openssl {args[0]}", r.stderr)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=distrun test CA", "-days", "1")
+    with open(os.path.join(d, "san"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
+    for name in ("server", "client"):
+        run("req", "-new", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.pem", "-days", "1", "-extfile", "san")
+
+
+def case_tls():
+    """An etcd that asks for client certificates (--client-cert-auth) over https: the client's
+    cases pass with the CA and the client's certificate in ETCDCTL_CACERT/CERT/KEY; without the
+    certificate a call is refused."""
+    need_etcd()
+    if not os.access(CLIENT_TEST, os.X_OK):
+        raise Failed(f"ETCD_CLIENT_TEST={CLIENT_TEST!r} is not an executable")
+    with tempfile.TemporaryDirectory() as d:
+        make_certs(d)
+        client, peer = free_port(), free_port()
+        url = f"https://127.0.0.1:{client}"
+        cmd = etcd_cmd("one", "127.0.0.1", client, peer, f"one=http://127.0.0.1:{peer}", d + "/data")
+        cmd = [a.replace(f"http://127.0.0.1:{client}", url) for a in cmd]
+        cmd += ["--cert-file", f"{d}/server.pem", "--key-file", f"{d}/server.key", "--client-cert-auth",
+                "--trusted-ca-file", f"{d}/ca.pem"]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            tls = dict(os.environ, DISTRUN_ETCD=url, ETCDCTL_CACERT=f"{d}/ca.pem", ETCDCTL_CERT=f"{d}/client.pem",
+                       ETCDCTL_KEY=f"{d}/client.key")
+            wait_healthy(url, ["env"], extra=["--cacert", f"{d}/ca.pem", "--cert", f"{d}/client.pem", "--key",
+                                              f"{d}/client.key"])
+            r = subprocess.run([CLIENT_TEST, "~[auth]"], env=tls, capture_output=True, text=True, timeout=90)
+            check(r.returncode == 0, f"the client's cases pass over https with a client certificate: "
+                                     f"rc {r.returncode}", r.stdout + r.stderr)
+            stranger = {k: v for k, v in tls.items() if k not in ("ETCDCTL_CERT", "ETCDCTL_KEY")}
+            r = subprocess.run([CLIENT_TEST, "client: put*"], env=stranger,
+                               capture_output=True, text=True, timeout=60)
+            check(r.returncode != 0 and "1 failed" in r.stdout, "without the client certificate a call is refused",
+                  r.stdout + r.stderr)
         finally:
             p.kill()
             p.wait()

@@ -69,6 +69,9 @@ int64_t number(const json& obj, const char* field) {
 
 Credentials Credentials::from_env() {
   Credentials c;
+  for (auto [field, name] :
+       {std::pair{&c.ca_cert, "ETCDCTL_CACERT"}, {&c.cert, "ETCDCTL_CERT"}, {&c.key, "ETCDCTL_KEY"}})
+    if (const char* v = std::getenv(name)) *field = v;
   const char* user = std::getenv("ETCDCTL_USER");
   if (!user || !*user) return c;
   c.user = user;
@@ -102,6 +105,12 @@ struct Client::Curl {
     curl_slist_free_all(headers);
     curl_easy_cleanup(handle);
   }
+  // The CA and the client certificate of every https:// request.
+  void set_tls(const Credentials& c) {
+    if (!c.ca_cert.empty()) curl_easy_setopt(handle, CURLOPT_CAINFO, c.ca_cert.c_str());
+    if (!c.cert.empty()) curl_easy_setopt(handle, CURLOPT_SSLCERT, c.cert.c_str());
+    if (!c.key.empty()) curl_easy_setopt(handle, CURLOPT_SSLKEY, c.key.c_str());
+  }
   // Sets up a JSON POST of `body` to `url`, its answer to `sink(data)`, bounded by `connect`
   // and `total`; curl_easy_perform() sends it.
   void post(const std::string& url, const std::string& body, curl_write_callback sink, void* data, milliseconds connect,
@@ -121,6 +130,7 @@ struct Client::Curl {
 Client::Client(std::vector<std::string> endpoints, milliseconds timeout, Credentials credentials)
     : credentials_(std::move(credentials)), endpoints_(std::move(endpoints)), timeout_(timeout),
       curl_(std::make_unique<Curl>()) {
+  curl_->set_tls(credentials_);
   for (auto& e : endpoints_) {
     if (e.find("://") == std::string::npos) e = "http://" + e;
     // etcd's client port, as torchrun's etcd backend assumes it.

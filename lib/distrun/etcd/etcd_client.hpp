@@ -20,12 +20,15 @@ struct KeyValue {
   int64_t mod_revision = 0;  // the revision of its last write (compare_and_swap's witness)
 };
 
-/// An etcd user, for a cluster with authentication enabled. As etcdctl takes them: the user in
-/// $ETCDCTL_USER ("NAME" or "NAME:PASSWORD"), the password else in $ETCDCTL_PASSWORD; never on
-/// a command line. Over http:// the password crosses the network in clear: use https://.
+/// Who this client is to etcd, as etcdctl takes it from its environment (never a command line):
+/// a user, for a cluster with authentication enabled ($ETCDCTL_USER "NAME" or "NAME:PASSWORD",
+/// the password else in $ETCDCTL_PASSWORD; over http:// it crosses the network in clear: use
+/// https://), and for https:// the CA to trust ($ETCDCTL_CACERT, else the system's) and a
+/// client certificate and its key ($ETCDCTL_CERT, $ETCDCTL_KEY) for --client-cert-auth.
 struct Credentials {
   std::string user, password;
-  /// From $ETCDCTL_USER and $ETCDCTL_PASSWORD; no user when ETCDCTL_USER is unset.
+  std::string ca_cert, cert, key;  // PEM files
+  /// From the ETCDCTL_ variables above; empty fields for those unset.
   static Credentials from_env();
 };
 
