@@ -245,6 +245,8 @@ void StoreRendezvous::wait_keys(int attempt, const std::vector<std::string>& key
 }
 
 void StoreRendezvous::listen_for(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline) {
+  check_signal(attempt, "while the nodes met");
+  if (store_->check(keys)) return;  // there already: one request, no hop through the listener
   std::vector<std::string> stops = closing_keys();
   stops.push_back(key(attempt, "failed"));
   // Each wait is held for half the heartbeat timeout, so that node 0's silence (its agent
