@@ -17,7 +17,7 @@ build_pkgs=(build-essential ccache cmake pkg-config libcli11-dev libgloo-dev lib
 lint_pkgs=(clang-format clang-tidy git python3)
 unit_pkgs=(python3 procps)
 test_pkgs=(slurm-wlm munge openmpi-bin libopenmpi-dev python3-yaml python3-jsonschema python3-torch iproute2 psmisc
-  clang libclang-rt-14-dev file dpkg-dev python3-matplotlib etcd-server curl)
+  clang libclang-rt-14-dev file dpkg-dev python3-matplotlib etcd-server curl openssl)
 bench_pkgs=(hyperfine valgrind)
 
 pkgs=("${build_pkgs[@]}")

@@ -88,7 +88,7 @@ void ElasticRendezvous::open_store(const std::string& master_ip, Clock::time_poi
       TCPStoreOptions so;
       so.secret = opt_.secret;
       so.is_server = true;
-      so.max_connections = store_connections(plan_);
+      so.max_connections = so.max_unauthenticated = store_connections(plan_);
       so.bind_host = bind_ip_;
       so.listen_fd = port->release();
       so.timeout = opt_.timeout;

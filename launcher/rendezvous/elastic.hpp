@@ -34,6 +34,7 @@ class ElasticRendezvous : public StoreRendezvous {
   std::optional<FailureRecord> newcomer(int attempt) override;
   void mark_closed(const std::string& text) override;
   void check_closed() override;
+  std::vector<std::string> closing_keys() const override { return {key("closed")}; }
   bool leave(int attempt, int sig) override;
   std::vector<int> readers(int attempt) const override;
 

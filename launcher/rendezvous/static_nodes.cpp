@@ -29,7 +29,7 @@ StaticRendezvous::StaticRendezvous(const JobPlan& plan, const RendezvousOptions&
   TCPStoreOptions so;
   so.secret = opt_.secret;
   so.is_server = true;
-  so.max_connections = store_connections(plan_);
+  so.max_connections = so.max_unauthenticated = store_connections(plan_);
   so.timeout = opt_.timeout;
   // Its own replies come late only when this agent itself did not run (SIGSTOP): taken then.
   so.keep_on_timeout = true;
@@ -50,22 +50,27 @@ StaticRendezvous::StaticRendezvous(const JobPlan& plan, const RendezvousOptions&
 }
 
 std::string StaticRendezvous::missing_nodes(const std::vector<std::string>& keys) const {
+  const auto entries = store_->multi_get(keys);
   std::string missing;
   for (int n = 0; n < plan_.nnodes; ++n)
-    if (!store_->check({keys[size_t(n)]})) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
+    if (!entries[size_t(n)]) missing += (missing.empty() ? "" : ", ") + std::to_string(n);
   return missing;
 }
 
 std::optional<FailureRecord> StaticRendezvous::node_left(int attempt, const std::vector<std::string>& keys,
                                                          milliseconds stalled) {
-  for (int n = 1; n < plan_.nnodes; ++n) {
-    const std::string id = std::to_string(n);
+  // Every node's entry, claim and goodbye in one request: [entries..., alive/..., seen/...].
+  std::vector<std::string> ask(keys.begin() + 1, keys.end());
+  for (int n = 1; n < plan_.nnodes; ++n) ask.push_back(key("alive/" + std::to_string(n)));
+  for (int n = 1; n < plan_.nnodes; ++n) ask.push_back(key(attempt, "seen/" + std::to_string(n)));
+  const auto got = store_->multi_get(ask);
+  const size_t others = size_t(plan_.nnodes) - 1;
+  for (size_t i = 0; i < others; ++i) {
     // Its connection is its claim; one that joined this attempt and then vanished without a
     // word (a signal leaves a failure record and a "seen") died, or gave up on this node.
-    if (!store_->check({keys[size_t(n)]}) || store_->check({key("alive/" + id)}) ||
-        store_->check({key(attempt, "seen/" + id)}))
-      continue;
-    const std::string host = NodeEntry::decode(store_->get(keys[size_t(n)])).host;
+    if (!got[i] || got[others + i] || got[2 * others + i]) continue;
+    const int n = int(i) + 1;
+    const std::string host = NodeEntry::decode(*got[i]).host;
     const std::string cause = "its distrun agent joined, then closed its connection to node 0 during the rendezvous";
     vanished_.insert(n);  // not waited for to read the failure
     return stalled.count() ? own_stall(stalled, n, host, cause) : FailureRecord{true, host, n, -1, cause};
@@ -120,8 +125,10 @@ void StaticRendezvous::publish_plan(int attempt, Clock::time_point deadline) {
   plan.port = workers_port_;
   plan.salt = random_hex(16);
   std::string with, without;
+  const auto entries = store_->multi_get(keys);  // all there: waited for above
   for (int n = 0; n < plan_.nnodes; ++n) {
-    NodeEntry node = NodeEntry::decode(store_->get(keys[size_t(n)]));
+    if (!entries[size_t(n)]) throw StoreError("rendezvous: node " + std::to_string(n) + "'s entry vanished");
+    NodeEntry node = NodeEntry::decode(*entries[size_t(n)]);
     plan.nproc.push_back(node.nproc);
     plan.hosts.push_back(node.host);
     std::string& list = node.results_given ? with : without;
@@ -150,6 +157,10 @@ Assignment StaticRendezvous::join(int attempt, int restarts) {
   const int k = plan_.node_rank;
   const auto deadline = Clock::now() + opt_.timeout;
   PlanText p;
+  // While the nodes meet, node 0 may be slow to answer (thousands of agents connecting at
+  // once): its silence is judged by the heartbeat timeout, as its listener judges it, not by
+  // the run's short request timeout. Its requests are not repeated (a claim counts once).
+  if (k != 0) store_->set_timeout(opt_.heartbeat_timeout);
   try {
     if (attempt == 0 && k != 0) check_same_nnodes(deadline);
     if (attempt == 0 && store_->add(key("claim/" + std::to_string(k)), 1) > 1)
@@ -168,10 +179,15 @@ Assignment StaticRendezvous::join(int attempt, int restarts) {
     if (p.refused && k == 0) linger_for_readers(attempt);
   } catch (const MalformedMessage&) {
     throw;  // the store answered: it is not lost
+  } catch (const StoreSilent& e) {
+    if (k == 0) throw;
+    store_alive_ = false;  // nothing more is said to it
+    throw JobFailed(store_lost(e));
   } catch (const StoreError& e) {
     if (k == 0) throw;
     throw JobFailed(store_lost(e));
   }
+  store_->set_timeout(kRequestTimeout);
   if (p.refused) throw ConfigError("rendezvous: " + p.message);
   std::vector<int> ids;
   for (int n = 0; n < plan_.nnodes; ++n) ids.push_back(n);
@@ -198,9 +214,12 @@ void StaticRendezvous::check_same_nnodes(Clock::time_point deadline) {
 }
 
 std::vector<int> StaticRendezvous::readers(int attempt) const {
+  std::vector<std::string> entries;
+  for (int n = 1; n < plan_.nnodes; ++n) entries.push_back(key(attempt, "node/" + std::to_string(n)));
+  const auto got = store_->multi_get(entries);
   std::vector<int> ids;
   for (int n = 1; n < plan_.nnodes; ++n)
-    if (store_->check({key(attempt, "node/" + std::to_string(n))})) ids.push_back(n);
+    if (got[size_t(n) - 1]) ids.push_back(n);
   return ids;
 }
 

@@ -1,10 +1,12 @@
 #include "store_rendezvous.hpp"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <thread>
 
+#include "distrun/store/hash_store.hpp"
 #include "distrun/store/tcp_store.hpp"
 #include "detail.hpp"
 #include "signal_names.hpp"
@@ -17,83 +19,150 @@ StoreRendezvous::StoreRendezvous(const JobPlan& plan, const RendezvousOptions& o
     : plan_(plan), opt_(options), signals_(signals), host_(hostname()), node_rank_(plan.node_rank),
       id_(plan.node_rank) {}
 
-// A second connection to the host's store, parked in a thread of its own on one attempt's
-// failure key: the store wakes every such agent the moment the key is written. A thousand
-// agents asking at each watch instead cost the host 40% of a core (distrun-bench control-plane
-// --role rendezvous), and still 6% asking once a second. Once woken it keeps the record as the
-// host settles it (or as it stands when that wait ends): an agent held up past the host's
-// bounded wait for its readers finds the store gone, and prints what the others printed.
-class StoreRendezvous::FailureListener {
+// A second connection to the host's store, parked in a thread of its own until every key of
+// one set exists or any key of another does (the attempt's failure, the job's end): the store
+// wakes it the moment such a key is written, and the agent's own connection stays free. Agents
+// asking instead cost the host 40% of a core at a thousand agents during the run, and 40 000
+// requests a second at 4 096 agents waiting for a round's plan (distrun-bench control-plane
+// --role rendezvous). Stopped by a failure, it can keep the record as the host settles it (or
+// as it stands when that wait ends): an agent held up past the host's bounded wait for its
+// readers finds the store gone, and prints what the others printed.
+class StoreRendezvous::Listener {
  public:
-  FailureListener(const std::string& host, uint16_t port, const std::string& secret, std::string key,
-                  std::string settled_key, milliseconds wait, milliseconds settle_wait)
-      : key_(std::move(key)), settled_key_(std::move(settled_key)) {
-    TCPStoreOptions so;
-    so.secret = secret;
-    so.timeout = kRequestTimeout;
-    // A host silent past a wait is judged by the heartbeats, not here.
-    so.keep_on_timeout = true;
-    store_ = std::make_unique<TCPStore>(host, port, so);
-    thread_ = std::thread([this, wait, settle_wait] { run(wait, settle_wait); });
-  }
-  ~FailureListener() {
-    stop_ = true;
-    store_->abort();
-    thread_.join();
-  }
-  FailureListener(const FailureListener&) = delete;
-  FailureListener& operator=(const FailureListener&) = delete;
+  enum class State { Idle, Waiting, Done, Stopped, Lost };
+  // What to keep once stopped: the record under `record` once `settled` exists (at most `wait`).
+  struct Keep {
+    std::string record, settled;
+    milliseconds wait;
+  };
 
-  // The key is there.
-  bool fired() const { return fired_; }
-  // Why the connection failed (the store is lost), if it did.
-  std::optional<std::string> lost() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lost_;
+  Listener(std::string host, uint16_t port, const TCPStoreOptions& options)
+      : host_(std::move(host)), port_(port), options_(options) {
+    store_ = std::make_unique<TCPStore>(host_, port_, options_);
   }
-  // The record kept once the key was there (settled, if the host settled it in time).
+  ~Listener() { halt(); }
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  // Waits for every key of `all` (in turn), or for any key of `stops`. Each request is held
+  // at most `hold`; with `silence`, a store that answers none for that long is lost. A wait
+  // still in flight is given up with its connection, and a new one opened.
+  void start(std::vector<std::string> all, std::vector<std::string> stops, milliseconds hold,
+             std::optional<milliseconds> silence, std::optional<Keep> keep = std::nullopt) {
+    const State was = state();
+    if (was == State::Waiting || was == State::Lost || halted_ || keeping_) {
+      halt();
+      store_ = std::make_unique<TCPStore>(host_, port_, options_);
+      halted_ = false;
+    }
+    if (thread_.joinable()) thread_.join();
+    set(State::Waiting);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      record_.reset();
+    }
+    thread_ = std::thread([this, all = std::move(all), stops = std::move(stops), hold, silence,
+                           keep = std::move(keep)] { run(all, stops, hold, silence, keep); });
+  }
+
+  State state() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return state_;
+  }
+  // Waits up to `within` for the wait to end; the state then.
+  State wait_for(milliseconds within) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, within, [&] { return state_ != State::Waiting; });
+    return state_;
+  }
+  // State::Lost: what lost the connection.
+  [[noreturn]] void rethrow_lost() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::rethrow_exception(lost_);
+  }
+  // The record kept once stopped (settled, if the host settled it in time).
   std::optional<std::string> record() {
     std::lock_guard<std::mutex> lock(mu_);
     return record_;
   }
 
  private:
-  void run(milliseconds wait, milliseconds settle_wait) {
-    while (!stop_) {
+  void run(const std::vector<std::string>& all, const std::vector<std::string>& stops, milliseconds hold,
+           std::optional<milliseconds> silence, const std::optional<Keep>& keep) {
+    // The stops come first: a failure written with the last key is the answer.
+    std::vector<std::string> keys = stops;
+    auto last_answer = Clock::now();
+    for (size_t next = 0; !halted_;) {
+      if (next == all.size() && !all.empty()) return set(State::Done);
+      keys.resize(stops.size());
+      if (next < all.size()) keys.push_back(all[next]);
       try {
-        store_->wait({key_}, wait);
-        fired_ = true;
-        keep_record(settle_wait);
-        return;
+        const size_t i = store_->wait_any(keys, hold);
+        last_answer = Clock::now();
+        if (i < stops.size()) {
+          set(State::Stopped);
+          if (keep) keep_record(*keep);
+          return;
+        }
+        ++next;
+      } catch (const StoreSilent&) {
+        if (silence && Clock::now() - last_answer >= *silence) return lose(std::current_exception());
       } catch (const TimeoutError&) {
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!stop_) lost_ = e.what();
-        return;
+        last_answer = Clock::now();  // answered: nothing yet
+      } catch (const std::exception&) {
+        return lose(std::current_exception());
       }
     }
   }
-
-  void keep_record(milliseconds settle_wait) {
+  void keep_record(const Keep& keep) {
+    keeping_ = true;
     try {
       try {
-        store_->wait({settled_key_}, settle_wait);
+        store_->wait({keep.settled}, keep.wait);
       } catch (const TimeoutError&) {
         // The host was held up: the record as it stands.
       }
-      std::string text = store_->get(key_);
+      std::string text = store_->get(keep.record);
       std::lock_guard<std::mutex> lock(mu_);
       record_ = std::move(text);
     } catch (const std::exception&) {
-      // Stopped, or the store went first: the agent reads the record itself, or loses it.
+      // Halted, or the store went first: the agent reads the record itself, or loses it.
     }
+    keeping_ = false;
+  }
+  void set(State s) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      state_ = s;
+    }
+    cv_.notify_all();
+  }
+  void lose(std::exception_ptr e) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!halted_) lost_ = std::move(e);
+      state_ = halted_ ? State::Idle : State::Lost;
+    }
+    cv_.notify_all();
+  }
+  // Ends the thread: its wait fails at once on the connection shut down.
+  void halt() {
+    halted_ = true;
+    store_->abort();
+    if (thread_.joinable()) thread_.join();
+    set(State::Idle);
   }
 
-  std::string key_, settled_key_;
+  std::string host_;
+  uint16_t port_;
+  TCPStoreOptions options_;
   std::unique_ptr<TCPStore> store_;
-  std::atomic<bool> fired_{false}, stop_{false};
+  std::atomic<bool> halted_{false}, keeping_{false};
   std::mutex mu_;
-  std::optional<std::string> lost_, record_;
+  std::condition_variable cv_;
+  State state_ = State::Idle;
+  std::exception_ptr lost_;
+  std::optional<std::string> record_;
   std::thread thread_;
 };
 
@@ -117,6 +186,7 @@ void StoreRendezvous::connect_to_store(Clock::time_point deadline) {
       auto store = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
       // Held while this agent's connection lives: node 0 sees it go at once when it dies.
       if (id_ > 0) store->claim(key("alive/" + std::to_string(id_)), "1");
+      listener_ = std::make_unique<Listener>(plan_.master_addr, *plan_.master_port, so);
       tcp_store_ = store.get();
       store_ = std::move(store);
       return;
@@ -182,6 +252,7 @@ void StoreRendezvous::check_signal(int attempt, const std::string& during) {
 }
 
 void StoreRendezvous::wait_keys(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline) {
+  if (listener_) return listen_for(attempt, keys, deadline);
   for (;;) {
     check_signal(attempt, "while the nodes met");
     try {
@@ -206,6 +277,37 @@ void StoreRendezvous::wait_keys(int attempt, const std::vector<std::string>& key
         throw JobFailed(store_lost(e));
       }
     }
+    if (Clock::now() >= deadline) throw TimeoutError("rendezvous: deadline");
+  }
+}
+
+void StoreRendezvous::listen_for(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline) {
+  check_signal(attempt, "while the nodes met");
+  if (store_->check(keys)) return;  // there already: one request, no hop through the listener
+  std::vector<std::string> stops = closing_keys();
+  stops.push_back(key(attempt, "failed"));
+  // Each wait is held for half the heartbeat timeout, so that node 0's silence (its agent
+  // stopped or stalled) is judged within about that timeout, as during the run.
+  listener_->start(keys, stops, opt_.heartbeat_timeout / 2, opt_.heartbeat_timeout);
+  listener_attempt_ = -1;
+  for (;;) {
+    check_signal(attempt, "while the nodes met");
+    const auto state = listener_->wait_for(kSlice);
+    if (state == Listener::State::Done) {
+      last_answer_ = Clock::now();
+      return;
+    }
+    if (state == Listener::State::Stopped) {
+      last_answer_ = Clock::now();
+      check_closed();
+      throw JobFailed(FailureRecord::decode(store_->get(key(attempt, "failed"))));
+    }
+    if (state == Listener::State::Lost) try {
+        listener_->rethrow_lost();
+      } catch (const StoreSilent& e) {
+        store_alive_ = false;
+        throw JobFailed(store_lost(e));
+      }
     if (Clock::now() >= deadline) throw TimeoutError("rendezvous: deadline");
   }
 }
@@ -306,21 +408,34 @@ std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
     for (auto& t : beat_seen_) t = now;
   }
   last_watch_ = now;
-  // The counts move once a beat period: read as often, one request per member.
+  // The counts move once a beat period: read as often, every member's in one request.
   const bool read_beats = now - beats_read_ >= beat_period();
   if (read_beats) beats_read_ = now;
-  // Every claim at once, one request while all hold (the common case); a member at a time
-  // only to find whose is gone.
-  std::vector<std::string> claims;
+  std::vector<std::string> claims, beats;
   for (int id : members_)
-    if (id != id_) claims.push_back(key("alive/" + std::to_string(id)));
-  const bool all_claimed = claims.empty() || store_->check(claims);
-  for (size_t m = 0; m < members_.size(); ++m) {
+    if (id != id_) {
+      claims.push_back(key("alive/" + std::to_string(id)));
+      beats.push_back(key("beat/" + std::to_string(id)));
+    }
+  const auto counts = read_beats ? store_->multi_get(beats) : std::vector<std::optional<std::string>>{};
+  // Every claim at once, one request while all hold (the common case); with a goodbye for
+  // each (an acknowledgement, a "seen") only to find whose is gone.
+  std::vector<std::optional<std::string>> gone;
+  if (!claims.empty() && !store_->check(claims)) {
+    std::vector<std::string> ask = claims;
+    for (int id : members_)
+      if (id != id_) {
+        ask.push_back(key(attempt, "ack/" + std::to_string(id)));
+        ask.push_back(key(attempt, "seen/" + std::to_string(id)));
+      }
+    gone = store_->multi_get(ask);
+  }
+  for (size_t m = 0, other = 0; m < members_.size(); ++m) {
     if (members_[m] == id_) continue;
-    const std::string id = std::to_string(members_[m]);
+    const size_t o = other++;
     std::string cause;
     if (read_beats) {
-      int64_t b = store_->add(key("beat/" + id), 0);
+      const int64_t b = counts[o] ? parse_counter(beats[o], *counts[o]) : 0;
       if (b != beats_[m]) {
         beats_[m] = b;
         beat_seen_[m] = now;
@@ -329,8 +444,7 @@ std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
     // Its connection closed (the agent died, or its host reset it) without a goodbye: at
     // once. Silence (a frozen agent, a link down) only after the heartbeat timeout, since
     // a network blip heals and the connection with it.
-    if (!all_claimed && !store_->check({key("alive/" + id)}) && !store_->check({key(attempt, "ack/" + id)}) &&
-        !store_->check({key(attempt, "seen/" + id)}))
+    if (!gone.empty() && !gone[o] && !gone[claims.size() + 2 * o] && !gone[claims.size() + 2 * o + 1])
       cause = claim_lost_cause();
     else if (now - beat_seen_[m] > opt_.heartbeat_timeout)
       cause = "its distrun agent stopped answering (no heartbeat for " +
@@ -357,17 +471,17 @@ std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
       last_beat_ = now;
       last_answer_ = Clock::now();
     }
-    if (!watches_members() && tcp_store_) {
-      // Told by the host's store the moment the failure is written, instead of asking.
-      if (!listener_ || listener_attempt_ != attempt) {
-        listener_.reset();
-        listener_ = std::make_unique<FailureListener>(plan_.master_addr, tcp_store_->port(), opt_.secret,
-                                                      key(attempt, "failed"), key(attempt, "settled"),
-                                                      opt_.heartbeat_timeout, settle_wait());
+    if (listener_) {
+      // Told by the host's store the moment the failure is written, instead of asking; a
+      // host silent past a wait is judged by the heartbeats, not here.
+      if (listener_attempt_ != attempt) {
+        listener_->start({}, {key(attempt, "failed")}, opt_.heartbeat_timeout, std::nullopt,
+                         Listener::Keep{key(attempt, "failed"), key(attempt, "settled"), settle_wait()});
         listener_attempt_ = attempt;
       }
-      if (auto why = listener_->lost()) throw StoreError(*why);
-      if (!listener_->fired()) return std::nullopt;
+      const auto state = listener_->state();
+      if (state == Listener::State::Lost) listener_->rethrow_lost();
+      if (state != Listener::State::Stopped) return std::nullopt;
     }
     const bool failed = store_->check({key(attempt, "failed")});
     last_answer_ = Clock::now();
@@ -527,15 +641,21 @@ std::vector<std::optional<std::string>> StoreRendezvous::gather(int attempt, con
   const auto deadline = Clock::now() + within;
   try {
     for (;;) {
-      bool waiting = false;
+      // The texts still due, in one request.
+      std::vector<size_t> due;
+      std::vector<std::string> keys;
       for (size_t n = 0; n < got.size(); ++n) {
         const int id = members_[n];
         if (id == id_ || got[n] || vanished_.count(id)) continue;
-        const std::string k = key(attempt, name + "/" + std::to_string(id));
-        if (store_->check({k}))
-          got[n] = store_->get(k);
-        else
-          waiting = true;
+        due.push_back(n);
+        keys.push_back(key(attempt, name + "/" + std::to_string(id)));
+      }
+      if (keys.empty()) return got;
+      auto texts = store_->multi_get(keys);
+      bool waiting = false;
+      for (size_t i = 0; i < due.size(); ++i) {
+        got[due[i]] = std::move(texts[i]);
+        waiting = waiting || !got[due[i]];
       }
       if (!waiting || Clock::now() >= deadline) return got;
       std::this_thread::sleep_for(milliseconds(50));

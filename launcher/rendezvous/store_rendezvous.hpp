@@ -52,6 +52,8 @@ class StoreRendezvous : public Rendezvous {
   virtual void mark_closed(const std::string& /*text*/) {}
   // While waiting for keys: throws what join must throw once the job was closed.
   virtual void check_closed() {}
+  // The keys whose write means check_closed() throws.
+  virtual std::vector<std::string> closing_keys() const { return {}; }
   // A signal while meeting: this agent leaves; returns whether that ends the job (or throws
   // Interrupted when this node has nothing to end).
   virtual bool leave(int attempt, int sig) = 0;
@@ -77,8 +79,11 @@ class StoreRendezvous : public Rendezvous {
                           const std::string& cause) const;
   std::string key(int attempt, const std::string& name) const;
   std::string key(const std::string& name) const;
-  // Waits for `keys` in short slices, so that signals and failures are seen at once.
+  // Waits for `keys`, seeing signals and failures at once: parked on the listener's
+  // connection where this agent has one, else in short slices.
   void wait_keys(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline);
+  // wait_keys() on the listener.
+  void listen_for(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline);
   void check_signal(int attempt, const std::string& during);
   // Connects to the host's store in short tries until `deadline` (a signal ends the wait).
   void connect_to_store(Clock::time_point deadline);
@@ -129,8 +134,9 @@ class StoreRendezvous : public Rendezvous {
   Clock::time_point beats_read_{};  // when the host last read every member's count
   // Not the host: when this agent last beat; the listener for the attempt's failure.
   Clock::time_point last_beat_{};
-  class FailureListener;
-  std::unique_ptr<FailureListener> listener_;
+  // Not the host of a TCPStore: the listener, and the attempt whose failure it waits for.
+  class Listener;
+  std::unique_ptr<Listener> listener_;
   int listener_attempt_ = -1;
   // The host: when watch() last ran, and for how long this agent itself was not running (a
   // SIGSTOP, a stalled host) when it last came back.

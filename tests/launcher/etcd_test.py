@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 from launcher_harness import DISTRUN, PYTHON, Failed, check, free_port, main, skip
 from multihost_test import (ELASTIC_PY, SECRET, elastic_lines, finish, first_failure, gives_up_on_frozen,
@@ -32,11 +33,12 @@ def etcd_cmd(name, ip_addr, client, peer, cluster, data):
             "--initial-cluster-state", "new", "--initial-cluster-token", TAG, "--log-level", "error"]
 
 
-def wait_healthy(url, prefix=(), within=30):
-    """Until etcd at `url` has a leader; its status (member id, leader id)."""
+def wait_healthy(url, prefix=(), within=30, extra=()):
+    """Until etcd at `url` has a leader; its status (member id, leader id). `extra`: curl's
+    arguments for https (the CA, a client certificate)."""
     deadline = time.time() + within
     while time.time() < deadline:
-        r = subprocess.run([*prefix, "curl", "-s", "-m", "1", "-X", "POST", url + "/v3/maintenance/status"],
+        r = subprocess.run([*prefix, "curl", "-s", "-m", "1", *extra, "-X", "POST", url + "/v3/maintenance/status"],
                            capture_output=True, text=True)
         try:
             status = json.loads(r.stdout)
@@ -59,9 +61,104 @@ def case_client():
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_healthy(f"http://127.0.0.1:{client}")
-            r = subprocess.run([CLIENT_TEST], env=dict(os.environ, DISTRUN_ETCD=f"127.0.0.1:{client}"),
+            r = subprocess.run([CLIENT_TEST, "~[auth]"], env=dict(os.environ, DISTRUN_ETCD=f"127.0.0.1:{client}"),
                                capture_output=True, text=True, timeout=60)
             check(r.returncode == 0, f"the client's cases pass: rc {r.returncode}", r.stdout + r.stderr)
+        finally:
+            p.kill()
+            p.wait()
+
+
+def case_auth():
+    """An etcd with authentication enabled (a user and password, tokens that expire after 1 s):
+    the client's cases, every one authenticated with the user in ETCDCTL_USER/ETCDCTL_PASSWORD
+    (and the [auth] case: strangers refused, an expired token renewed); then an elastic job
+    kept there, and the same job without the user, refused with a word on what to set."""
+    need_etcd()
+    if not os.access(CLIENT_TEST, os.X_OK):
+        raise Failed(f"ETCD_CLIENT_TEST={CLIENT_TEST!r} is not an executable")
+    with tempfile.TemporaryDirectory() as d:
+        client, peer = free_port(), free_port()
+        endpoint = f"127.0.0.1:{client}"
+        p = subprocess.Popen(etcd_cmd("one", "127.0.0.1", client, peer, f"one=http://127.0.0.1:{peer}", d + "/data") +
+                             ["--auth-token", "simple", "--auth-token-ttl", "1"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_healthy(f"http://{endpoint}")
+            password = os.urandom(8).hex()
+            # As `etcdctl user add root; etcdctl auth enable` do it, through the gateway.
+            for path, body in (("user/add", {"name": "root", "password": password}), ("role/add", {"name": "root"}),
+                               ("user/grant", {"user": "root", "role": "root"}), ("enable", {})):
+                req = urllib.request.Request(f"http://{endpoint}/v3/auth/{path}", json.dumps(body).encode(),
+                                             {"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=10) as answer:
+                    check(answer.status == 200, f"etcd's /v3/auth/{path}: HTTP {answer.status}")
+            user = dict(os.environ, DISTRUN_ETCD=endpoint, ETCDCTL_USER="root", ETCDCTL_PASSWORD=password)
+            r = subprocess.run([CLIENT_TEST], env=user, capture_output=True, text=True, timeout=90)
+            check(r.returncode == 0, f"the client's cases pass authenticated: rc {r.returncode}", r.stdout + r.stderr)
+
+            job = [DISTRUN, "--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "etcd", "--rdzv-endpoint",
+                   endpoint, "--rdzv-conf", "last_call_timeout=1", "--rdzv-id", TAG, "--", PYTHON, "-c", "pass"]
+            user.update(DISTRUN_STORE_SECRET=SECRET)
+            r = subprocess.run(job, env=user, capture_output=True, text=True, timeout=60)
+            check(r.returncode == 0, f"a job kept in the etcd with authentication runs: rc {r.returncode}", r.stderr)
+            stranger = {k: v for k, v in user.items() if not k.startswith("ETCDCTL_")}
+            r = subprocess.run(job[:-3] + ["--rdzv-id", TAG + "s", "--", PYTHON, "-c", "pass"], env=stranger,
+                               capture_output=True, text=True, timeout=60)
+            check(r.returncode != 0 and "ETCDCTL_USER" in r.stderr,
+                  f"without the user the job is refused, saying what to set: rc {r.returncode}", r.stderr)
+        finally:
+            p.kill()
+            p.wait()
+
+
+def make_certs(d):
+    """A CA, etcd's server certificate for 127.0.0.1 and a client certificate, signed by the CA."""
+    openssl = shutil.which("openssl")
+    if not openssl:
+        skip("openssl is not installed")
+    def run(*args):
+        r = subprocess.run([openssl, *args], capture_output=True, text=True, cwd=d, timeout=30)
+        check(r.returncode == 0, f"openssl {args[0]}", r.stderr)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=distrun test CA", "-days", "1")
+    with open(os.path.join(d, "san"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n")
+    for name in ("server", "client"):
+        run("req", "-new", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.pem", "-days", "1", "-extfile", "san")
+
+
+def case_tls():
+    """An etcd that asks for client certificates (--client-cert-auth) over https: the client's
+    cases pass with the CA and the client's certificate in ETCDCTL_CACERT/CERT/KEY; without the
+    certificate a call is refused."""
+    need_etcd()
+    if not os.access(CLIENT_TEST, os.X_OK):
+        raise Failed(f"ETCD_CLIENT_TEST={CLIENT_TEST!r} is not an executable")
+    with tempfile.TemporaryDirectory() as d:
+        make_certs(d)
+        client, peer = free_port(), free_port()
+        url = f"https://127.0.0.1:{client}"
+        cmd = etcd_cmd("one", "127.0.0.1", client, peer, f"one=http://127.0.0.1:{peer}", d + "/data")
+        cmd = [a.replace(f"http://127.0.0.1:{client}", url) for a in cmd]
+        cmd += ["--cert-file", f"{d}/server.pem", "--key-file", f"{d}/server.key", "--client-cert-auth",
+                "--trusted-ca-file", f"{d}/ca.pem"]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            tls = dict(os.environ, DISTRUN_ETCD=url, ETCDCTL_CACERT=f"{d}/ca.pem", ETCDCTL_CERT=f"{d}/client.pem",
+                       ETCDCTL_KEY=f"{d}/client.key")
+            wait_healthy(url, ["env"], extra=["--cacert", f"{d}/ca.pem", "--cert", f"{d}/client.pem", "--key",
+                                              f"{d}/client.key"])
+            r = subprocess.run([CLIENT_TEST, "~[auth]"], env=tls, capture_output=True, text=True, timeout=90)
+            check(r.returncode == 0, f"the client's cases pass over https with a client certificate: "
+                                     f"rc {r.returncode}", r.stdout + r.stderr)
+            stranger = {k: v for k, v in tls.items() if k not in ("ETCDCTL_CERT", "ETCDCTL_KEY")}
+            r = subprocess.run([CLIENT_TEST, "client: put*"], env=stranger,
+                               capture_output=True, text=True, timeout=60)
+            check(r.returncode != 0 and "1 failed" in r.stdout, "without the client certificate a call is refused",
+                  r.stdout + r.stderr)
         finally:
             p.kill()
             p.wait()

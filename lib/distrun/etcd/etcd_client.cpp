@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -66,6 +67,24 @@ int64_t number(const json& obj, const char* field) {
 
 }  // namespace
 
+Credentials Credentials::from_env() {
+  Credentials c;
+  for (auto [field, name] :
+       {std::pair{&c.ca_cert, "ETCDCTL_CACERT"}, {&c.cert, "ETCDCTL_CERT"}, {&c.key, "ETCDCTL_KEY"}})
+    if (const char* v = std::getenv(name)) *field = v;
+  const char* user = std::getenv("ETCDCTL_USER");
+  if (!user || !*user) return c;
+  c.user = user;
+  const size_t colon = c.user.find(':');
+  if (colon != std::string::npos) {
+    c.password = c.user.substr(colon + 1);
+    c.user.resize(colon);
+  } else if (const char* password = std::getenv("ETCDCTL_PASSWORD")) {
+    c.password = password;
+  }
+  return c;
+}
+
 struct Client::Curl {
   CURL* handle = nullptr;
   curl_slist* headers = nullptr;
@@ -74,11 +93,23 @@ struct Client::Curl {
     std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
     handle = curl_easy_init();
     if (!handle) throw StoreError("etcd: cannot start libcurl");
+    set_token("");
+  }
+  // The headers of every request: JSON, and the auth token when there is one.
+  void set_token(const std::string& token) {
+    curl_slist_free_all(headers);
     headers = curl_slist_append(nullptr, "Content-Type: application/json");
+    if (!token.empty()) headers = curl_slist_append(headers, ("Authorization: " + token).c_str());
   }
   ~Curl() {
     curl_slist_free_all(headers);
     curl_easy_cleanup(handle);
+  }
+  // The CA and the client certificate of every https:// request.
+  void set_tls(const Credentials& c) {
+    if (!c.ca_cert.empty()) curl_easy_setopt(handle, CURLOPT_CAINFO, c.ca_cert.c_str());
+    if (!c.cert.empty()) curl_easy_setopt(handle, CURLOPT_SSLCERT, c.cert.c_str());
+    if (!c.key.empty()) curl_easy_setopt(handle, CURLOPT_SSLKEY, c.key.c_str());
   }
   // Sets up a JSON POST of `body` to `url`, its answer to `sink(data)`, bounded by `connect`
   // and `total`; curl_easy_perform() sends it.
@@ -96,8 +127,10 @@ struct Client::Curl {
   }
 };
 
-Client::Client(std::vector<std::string> endpoints, milliseconds timeout)
-    : endpoints_(std::move(endpoints)), timeout_(timeout), curl_(std::make_unique<Curl>()) {
+Client::Client(std::vector<std::string> endpoints, milliseconds timeout, Credentials credentials)
+    : credentials_(std::move(credentials)), endpoints_(std::move(endpoints)), timeout_(timeout),
+      curl_(std::make_unique<Curl>()) {
+  curl_->set_tls(credentials_);
   for (auto& e : endpoints_) {
     if (e.find("://") == std::string::npos) e = "http://" + e;
     // etcd's client port, as torchrun's etcd backend assumes it.
@@ -108,8 +141,36 @@ Client::Client(std::vector<std::string> endpoints, milliseconds timeout)
 Client::~Client() = default;
 
 json Client::call(const std::string& path, const json& body) {
-  const auto deadline = Clock::now() + timeout_;
   const std::string request = body.dump();
+  if (credentials_.user.empty()) {
+    long status = 0;
+    return try_call(path, request, status);
+  }
+  if (!authenticated_) authenticate();
+  long status = 0;
+  json answer = try_call(path, request, status);
+  if (status != 401) return answer;
+  authenticate();  // the token expired, or the member that issued it forgot it
+  answer = try_call(path, request, status);
+  if (status == 401)
+    throw StoreError("etcd refused the token of user " + credentials_.user + " just issued for it: " + answer.dump());
+  return answer;
+}
+
+void Client::authenticate() {
+  authenticated_ = false;
+  curl_->set_token("");
+  long status = 0;
+  const json answer = try_call("/v3/auth/authenticate",
+                               json{{"name", credentials_.user}, {"password", credentials_.password}}.dump(), status);
+  if (status == 401 || !answer.contains("token") || !answer["token"].is_string())
+    throw StoreError("etcd gave no token to user " + credentials_.user);
+  curl_->set_token(answer["token"].get<std::string>());
+  authenticated_ = true;
+}
+
+json Client::try_call(const std::string& path, const std::string& request, long& status) {
+  const auto deadline = Clock::now() + timeout_;
   std::string last_error;
   for (;;) {
     for (size_t n = 0; n < endpoints_.size(); ++n) {
@@ -122,8 +183,10 @@ json Client::call(const std::string& path, const json& body) {
                   std::min(left, kTryTimeout));
       ++requests_;
       const CURLcode rc = curl_easy_perform(h);
-      long status = 0;
+      status = 0;
       curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+      // A token refused is for call() to renew; the body says why.
+      if (rc == CURLE_OK && status == 401 && !credentials_.user.empty()) return json::parse(reply, nullptr, false);
       if (rc == CURLE_OK && status == 200) {
         char* local = nullptr;
         if (curl_easy_getinfo(h, CURLINFO_LOCAL_IP, &local) == CURLE_OK && local) local_address_ = local;
@@ -137,7 +200,12 @@ json Client::call(const std::string& path, const json& body) {
           endpoint + ": " + (rc != CURLE_OK ? curl_easy_strerror(rc) : "HTTP " + std::to_string(status) + " " + reply);
       // A refusal (bad request, wrong credentials) is the same on every member; anything else
       // (no leader yet, a member down) may pass.
-      if (rc == CURLE_OK && status >= 400 && status < 500) throw StoreError("etcd at " + last_error);
+      if (rc == CURLE_OK && status >= 400 && status < 500)
+        throw StoreError("etcd at " + last_error +
+                         (credentials_.user.empty()
+                              ? " (no etcd user given: if the cluster has authentication enabled, set ETCDCTL_USER "
+                                "and ETCDCTL_PASSWORD)"
+                              : " (as etcd user " + credentials_.user + ")"));
       current_ = (current_ + 1) % endpoints_.size();
     }
     if (Clock::now() >= deadline)
@@ -149,6 +217,7 @@ json Client::call(const std::string& path, const json& body) {
 
 bool Client::watch_write(const std::string& key, int64_t after, milliseconds within) {
   if (within <= milliseconds(0)) return false;
+  if (!credentials_.user.empty() && !authenticated_) authenticate();
   const std::string request =
       json{{"create_request", {{"key", base64_encode(key)}, {"start_revision", std::to_string(after + 1)}}}}.dump();
   WatchStream stream;
@@ -158,6 +227,11 @@ bool Client::watch_write(const std::string& key, int64_t after, milliseconds wit
   // Ends at the first event (the callback stops it), at `within`, or on any failure: then the
   // next look goes to the next member.
   const CURLcode rc = curl_easy_perform(curl_->handle);
+  long status = 0;
+  curl_easy_getinfo(curl_->handle, CURLINFO_RESPONSE_CODE, &status);
+  // Refused, or ended by a message that is no event (an expired token says so in the stream):
+  // the next watch authenticates again first.
+  if (!stream.written && (status == 401 || stream.ended)) authenticated_ = false;
   if (!stream.written && rc != CURLE_OPERATION_TIMEDOUT) current_ = (current_ + 1) % endpoints_.size();
   return stream.written;
 }

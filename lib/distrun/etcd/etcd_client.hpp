@@ -20,11 +20,27 @@ struct KeyValue {
   int64_t mod_revision = 0;  // the revision of its last write (compare_and_swap's witness)
 };
 
+/// Who this client is to etcd, as etcdctl takes it from its environment (never a command line):
+/// a user, for a cluster with authentication enabled ($ETCDCTL_USER "NAME" or "NAME:PASSWORD",
+/// the password else in $ETCDCTL_PASSWORD; over http:// it crosses the network in clear: use
+/// https://), and for https:// the CA to trust ($ETCDCTL_CACERT, else the system's) and a
+/// client certificate and its key ($ETCDCTL_CERT, $ETCDCTL_KEY) for --client-cert-auth.
+struct Credentials {
+  std::string user, password;
+  std::string ca_cert, cert, key;  // PEM files
+  /// From the ETCDCTL_ variables above; empty fields for those unset.
+  static Credentials from_env();
+};
+
 class Client {
  public:
   /// `endpoints`: "host[:port]" (http), "http://host[:port]" or "https://host[:port]" (the
-  /// system's CAs); the port is 2379 unless given. `timeout` bounds each call, every retry included.
-  Client(std::vector<std::string> endpoints, std::chrono::milliseconds timeout);
+  /// system's CAs); the port is 2379 unless given. `timeout` bounds each call, every retry
+  /// included. With a user, the client authenticates (/v3/auth/authenticate) before its first
+  /// call and sends the token with each; a token etcd no longer knows (expired, or the member
+  /// restarted) is replaced once per call.
+  Client(std::vector<std::string> endpoints, std::chrono::milliseconds timeout,
+         Credentials credentials = Credentials::from_env());
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -61,6 +77,13 @@ class Client {
 
  private:
   nlohmann::json call(const std::string& path, const nlohmann::json& body);
+  // One call to every member in turn until the deadline; `status` its HTTP status (401: the
+  // token was refused).
+  nlohmann::json try_call(const std::string& path, const std::string& request, long& status);
+  void authenticate();
+
+  Credentials credentials_;
+  bool authenticated_ = false;  // a token is in the headers
 
   std::vector<std::string> endpoints_;
   std::chrono::milliseconds timeout_;

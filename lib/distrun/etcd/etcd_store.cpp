@@ -140,6 +140,16 @@ void EtcdStore::wait(const std::vector<std::string>& keys, milliseconds timeout)
   }
 }
 
+std::vector<std::optional<std::string>> EtcdStore::multi_get(const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::optional<std::string>> values;
+  for (const auto& k : keys) {
+    auto kv = client_.get(k);
+    values.push_back(kv ? std::optional<std::string>(open(k, kv->value)) : std::nullopt);
+  }
+  return values;
+}
+
 bool EtcdStore::remove(const std::string& key) {
   std::lock_guard<std::mutex> l(mu_);
   return client_.remove(key);

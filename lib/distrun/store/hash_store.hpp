@@ -17,6 +17,8 @@ class HashStore : public Store {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
+  size_t wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys) override;
   using Store::wait;
 
  private:

@@ -1,5 +1,6 @@
 #include "distrun/store/protocol.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "distrun/core/error.hpp"
@@ -51,7 +52,9 @@ std::string encode(const Request& r) {
       put_i64(out, r.number);
       break;
     case Cmd::Wait:
+    case Cmd::WaitAny:
     case Cmd::Check:
+    case Cmd::MultiGet:
       put_i64(out, r.number);
       put_u32(out, uint32_t(r.keys.size()));
       for (const auto& k : r.keys) put_str(out, k);
@@ -98,7 +101,7 @@ Request decode_request(std::string_view payload) {
   Request q;
   uint8_t c = uint8_t(payload[0]);
   r.at = 1;
-  if (c < uint8_t(Cmd::Auth) || c > uint8_t(Cmd::Claim))
+  if (c < uint8_t(Cmd::Auth) || c > uint8_t(Cmd::MultiGet))
     throw StoreError("store protocol: unknown command " + std::to_string(c));
   q.cmd = Cmd(c);
   switch (q.cmd) {
@@ -116,7 +119,9 @@ Request decode_request(std::string_view payload) {
       q.number = r.i64();
       break;
     case Cmd::Wait:
-    case Cmd::Check: {
+    case Cmd::WaitAny:
+    case Cmd::Check:
+    case Cmd::MultiGet: {
       q.number = r.i64();
       uint32_t n = r.u32();
       if (n > kMaxKeys) throw StoreError("store protocol: too many keys");
@@ -127,6 +132,29 @@ Request decode_request(std::string_view payload) {
   }
   if (r.at != payload.size()) throw StoreError("store protocol: trailing bytes in frame");
   return q;
+}
+
+std::string encode_values(const std::vector<const std::string*>& values) {
+  std::string out;
+  for (const auto* v : values) {
+    out.push_back(char(v != nullptr));
+    if (v) put_str(out, *v);
+  }
+  return out;
+}
+
+std::vector<std::optional<std::string>> decode_values(std::string_view body, size_t count) {
+  Reader r{body};
+  std::vector<std::optional<std::string>> values;
+  values.reserve(std::min<size_t>(count, kMaxKeys));
+  for (size_t i = 0; i < count; ++i) {
+    r.need(1);
+    const uint8_t present = uint8_t(body[r.at++]);
+    if (present > 1) throw StoreError("store protocol: malformed multi-get reply");
+    values.push_back(present ? std::optional<std::string>(r.str(UINT32_MAX)) : std::nullopt);
+  }
+  if (r.at != body.size()) throw StoreError("store protocol: trailing bytes in multi-get reply");
+  return values;
 }
 
 }  // namespace distrun::wire

@@ -4,6 +4,7 @@
 // total: any byte string either decodes or throws StoreError, which the fuzzer checks.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -13,14 +14,17 @@ namespace distrun::wire {
 // Hello (client nonce) asks for the server's challenge; Auth answers it with a proof (auth.hpp).
 // Claim sets a key that lives as long as the connection that set it (the server removes it
 // when that connection closes), so a peer's death is seen at once, not after a timeout.
-enum class Cmd : uint8_t { Auth = 1, Set, Get, Add, Wait, Check, Remove, Ping, Hello, Claim };
+// WaitAny finishes at the first of its keys written (its reply: that key's index, a u32);
+// MultiGet reads many keys in one round trip without waiting (its reply: per key, a presence
+// byte, then the value as a string when present).
+enum class Cmd : uint8_t { Auth = 1, Set, Get, Add, Wait, Check, Remove, Ping, Hello, Claim, WaitAny, MultiGet };
 enum class Status : uint8_t { Ok = 0, Timeout = 1, Error = 2 };
 
 /// Frames larger than this are refused (the connection is closed with a log line).
 constexpr uint32_t kDefaultMaxFrame = 256u << 20;
 /// Keys longer than this are refused.
 constexpr uint32_t kMaxKey = 64u << 10;
-/// Most keys in one wait/check.
+/// Most keys in one wait/check/multi-get.
 constexpr uint32_t kMaxKeys = 1u << 16;
 /// Frames before authentication: only Hello and Auth (a nonce or a proof) fit, so a stranger
 /// cannot make the server reserve memory.
@@ -36,9 +40,10 @@ int64_t clamp_timeout_ms(int64_t ms);
 
 struct Request {
   Cmd cmd = Cmd::Ping;
-  std::vector<std::string> keys;  // Set/Claim/Get/Add/Remove: one; Wait/Check: many; Hello: nonce; Auth: proof
+  std::vector<std::string> keys;  // Set/Claim/Get/Add/Remove: one; Wait/WaitAny/Check/MultiGet: many;
+                                  // Hello: nonce; Auth: proof
   std::string value;              // Set/Claim
-  int64_t number = 0;             // Add: delta; Get/Wait: timeout in ms
+  int64_t number = 0;             // Add: delta; Get/Wait/WaitAny: timeout in ms
 };
 
 /// Encodes `r` as a payload (without the length prefix).
@@ -50,6 +55,11 @@ Request decode_request(std::string_view payload);
 std::string frame(const std::string& payload);
 /// Reads the little-endian u32 of a frame header.
 uint32_t read_u32(const void* p);
+
+/// MultiGet's reply body: per key, a presence byte, then the value when present (nullptr: absent).
+std::string encode_values(const std::vector<const std::string*>& values);
+/// Decodes MultiGet's reply body for `count` keys; StoreError on anything malformed.
+std::vector<std::optional<std::string>> decode_values(std::string_view body, size_t count);
 
 /// Helpers shared by encoder and decoder.
 void put_u32(std::string& out, uint32_t v);

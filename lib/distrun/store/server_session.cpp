@@ -1,5 +1,7 @@
 #include "distrun/store/server_session.hpp"
 
+#include <algorithm>
+
 #include "distrun/core/error.hpp"
 #include "distrun/store/auth.hpp"
 #include "distrun/store/hash_store.hpp"
@@ -126,10 +128,27 @@ SessionAction ServerSession::handle(wire::Request r) {
     case wire::Cmd::Remove:
       data_.claimed_by.erase(r.keys[0]);
       return reply(wire::Status::Ok, std::string(1, char(kv.erase(r.keys[0]) > 0)));
+    case wire::Cmd::MultiGet: {
+      // Sized first, so that a reply over the bound is refused before it is built.
+      size_t size = 0;
+      std::vector<const std::string*> found;
+      found.reserve(r.keys.size());
+      for (const auto& k : r.keys) {
+        auto it = kv.find(k);
+        found.push_back(it == kv.end() ? nullptr : &it->second);
+        size += 1 + (it == kv.end() ? 0 : 4 + it->second.size());
+      }
+      if (size >= wire::kDefaultMaxFrame)
+        return reply(wire::Status::Error, "a multi-get of " + std::to_string(size) + " bytes is over the bound of " +
+                                              std::to_string(wire::kDefaultMaxFrame) + ": ask for fewer keys");
+      return reply(wire::Status::Ok, wire::encode_values(found));
+    }
     case wire::Cmd::Get:
-    case wire::Cmd::Wait: {
+    case wire::Cmd::Wait:
+    case wire::Cmd::WaitAny: {
       r.number = wire::clamp_timeout_ms(r.number);
       parked_ = std::move(r);
+      scan_ = 0;
       if (auto done = try_finish()) return *done;
       SessionAction a;
       a.kind = SessionAction::Park;
@@ -151,13 +170,32 @@ void ServerSession::on_close() {
   }
 }
 
-std::optional<std::string> ServerSession::missing_key() const {
-  for (const auto& k : parked_.keys)
-    if (!data_.has(k)) return k;
-  return std::nullopt;
+std::vector<std::string> ServerSession::park_keys() {
+  const auto& keys = parked_.keys;
+  if (parked_.cmd == wire::Cmd::WaitAny) {
+    if (std::any_of(keys.begin(), keys.end(), [&](const std::string& k) { return data_.has(k); })) return {};
+    std::vector<std::string> distinct = keys;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    return distinct;
+  }
+  for (; scan_ < keys.size(); ++scan_)
+    if (!data_.has(keys[scan_])) return {keys[scan_]};
+  for (scan_ = 0; scan_ < keys.size(); ++scan_)
+    if (!data_.has(keys[scan_])) return {keys[scan_]};
+  return {};
 }
 
 std::optional<SessionAction> ServerSession::try_finish() const {
+  if (parked_.cmd == wire::Cmd::WaitAny) {
+    for (size_t i = 0; i < parked_.keys.size(); ++i)
+      if (data_.has(parked_.keys[i])) {
+        std::string index;
+        wire::put_u32(index, uint32_t(i));
+        return reply(wire::Status::Ok, index);
+      }
+    return std::nullopt;
+  }
   for (const auto& k : parked_.keys)
     if (!data_.has(k)) return std::nullopt;
   if (parked_.cmd == wire::Cmd::Get) return reply(wire::Status::Ok, data_.kv.at(parked_.keys[0]));
@@ -165,6 +203,10 @@ std::optional<SessionAction> ServerSession::try_finish() const {
 }
 
 SessionAction ServerSession::on_park_timeout() const {
+  if (parked_.cmd == wire::Cmd::WaitAny)
+    return reply(wire::Status::Timeout, "timed out after " + std::to_string(parked_.number) +
+                                            " ms waiting for any of key(s) " +
+                                            missing_keys(parked_.keys, [](const std::string&) { return false; }));
   std::string missing = missing_keys(parked_.keys, [&](const std::string& k) { return data_.has(k); });
   return reply(wire::Status::Timeout,
                "timed out after " + std::to_string(parked_.number) + " ms waiting for key(s) " + missing);

@@ -18,6 +18,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <vector>
 
 #include "distrun/store/auth.hpp"
 #include "distrun/store/protocol.hpp"
@@ -26,7 +28,8 @@ namespace distrun {
 
 /// The keys of one server, shared by its sessions (all on the server's one thread).
 struct StoreData {
-  std::map<std::string, std::string> kv;
+  // Hashed: node 0 looks up thousands of keys at each watch (every agent's claim).
+  std::unordered_map<std::string, std::string> kv;
   std::map<std::string, const void*> claimed_by;  // a claimed key's session (see Cmd::Claim)
   bool has(const std::string& key) const { return kv.count(key) > 0; }
 };
@@ -36,7 +39,7 @@ struct SessionAction {
   enum Kind {
     Reply,           // send `status` + `body`, then read the next frame
     ReplyThenClose,  // send it, then close (a refused proof: the client learns why)
-    Park,            // a get/wait whose keys are missing: wait up to `park_for`, see try_finish()
+    Park,            // a get/wait(-any) not satisfied yet: wait up to `park_for`, see try_finish()
     Close,           // close at once; `why` says why (for the log)
   };
   Kind kind = Reply;
@@ -66,12 +69,15 @@ class ServerSession {
   SessionAction on_frame(std::string_view payload);
   /// The payload of the reply `a` (status, body), sealed when the frame it answers was.
   std::string reply_payload(const SessionAction& a);
-  /// For a parked get/wait: its reply once every key exists, else nullopt.
+  /// For a parked get/wait/wait-any: its reply once it is satisfied, else nullopt.
   std::optional<SessionAction> try_finish() const;
-  /// For a parked get/wait: the first of its keys still missing (the one whose write may
-  /// finish it), or nullopt when none is.
-  std::optional<std::string> missing_key() const;
-  /// For a parked get/wait whose time ran out.
+  /// For a parked get/wait/wait-any: the keys whose write may finish it (a get/wait: the
+  /// next key still missing; a wait-any: each of its keys once), or none when it is
+  /// satisfied. A wait's keys are looked at from where the last look stopped, so N keys
+  /// written one by one cost O(N) in all, not O(N^2); a key removed meanwhile is found by the
+  /// full look before the wait finishes.
+  std::vector<std::string> park_keys();
+  /// For a parked get/wait/wait-any whose time ran out.
   SessionAction on_park_timeout() const;
   /// The connection closed: the keys this session claimed, and still holds, are removed.
   void on_close();
@@ -88,6 +94,7 @@ class ServerSession {
   auth::FrameSeal seal_;
   bool answer_sealed_ = false;  // the frame being answered was sealed: so is the reply
   wire::Request parked_;
+  size_t scan_ = 0;  // a parked wait's keys before this were there when last looked at
 };
 
 }  // namespace distrun

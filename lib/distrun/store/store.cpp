@@ -1,10 +1,32 @@
 #include "distrun/store/store.hpp"
 
+#include <thread>
+
 #include "distrun/core/error.hpp"
 #include "distrun/store/hash_store.hpp"
 #include "distrun/store/protocol.hpp"
 
 namespace distrun {
+
+size_t Store::wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::min(timeout, std::chrono::milliseconds(wire::kMaxTimeoutMs));
+  for (;;) {
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (check({keys[i]})) return i;
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw TimeoutError("store: timed out after " + std::to_string(timeout.count()) +
+                         " ms waiting for any of key(s) " +
+                         missing_keys(keys, [](const std::string&) { return false; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::vector<std::optional<std::string>> Store::multi_get(const std::vector<std::string>& keys) {
+  std::vector<std::optional<std::string>> values;
+  for (const auto& key : keys) values.push_back(check({key}) ? std::optional<std::string>(get(key)) : std::nullopt);
+  return values;
+}
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
     : prefix_(std::move(prefix)), inner_(std::move(inner)) {
@@ -28,6 +50,12 @@ int64_t PrefixStore::add(const std::string& key, int64_t delta) { return inner_-
 void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds t) { inner_->wait(k(keys), t); }
 bool PrefixStore::check(const std::vector<std::string>& keys) { return inner_->check(k(keys)); }
 bool PrefixStore::remove(const std::string& key) { return inner_->remove(k(key)); }
+size_t PrefixStore::wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds t) {
+  return inner_->wait_any(k(keys), t);
+}
+std::vector<std::optional<std::string>> PrefixStore::multi_get(const std::vector<std::string>& keys) {
+  return inner_->multi_get(k(keys));
+}
 
 int64_t parse_counter(const std::string& key, const std::string& value) {
   try {
@@ -99,6 +127,31 @@ bool HashStore::check(const std::vector<std::string>& keys) {
   for (const auto& key : keys)
     if (!data_.count(key)) return false;
   return true;
+}
+
+size_t HashStore::wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  timeout = std::min(timeout, std::chrono::milliseconds(wire::kMaxTimeoutMs));
+  std::unique_lock<std::mutex> lock(mu_);
+  size_t found = keys.size();
+  auto any = [&] {
+    for (found = 0; found < keys.size(); ++found)
+      if (data_.count(keys[found])) return true;
+    return false;
+  };
+  if (!cv_.wait_for(lock, timeout, any))
+    throw TimeoutError("store: timed out after " + std::to_string(timeout.count()) + " ms waiting for any of key(s) " +
+                       missing_keys(keys, [](const std::string&) { return false; }));
+  return found;
+}
+
+std::vector<std::optional<std::string>> HashStore::multi_get(const std::vector<std::string>& keys) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::optional<std::string>> values;
+  for (const auto& key : keys) {
+    auto it = data_.find(key);
+    values.push_back(it == data_.end() ? std::nullopt : std::optional<std::string>(it->second));
+  }
+  return values;
 }
 
 bool HashStore::remove(const std::string& key) {

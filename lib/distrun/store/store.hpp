@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,13 @@ class Store {
   virtual bool check(const std::vector<std::string>& keys) = 0;
   /// Removes `key`; true when it existed.
   virtual bool remove(const std::string& key) = 0;
+  /// Waits until any of `keys` exists, up to `timeout` (TimeoutError naming them); the index
+  /// of the first of them that does. This default looks every 10 ms; a store that can be told
+  /// of a write (TCPStore, HashStore) waits for it instead.
+  virtual size_t wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  /// The values of `keys` as they stand, nullopt for each absent one, without waiting. One
+  /// request to a TCPStore; this default asks key by key.
+  virtual std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys);
 
   /// Waits for `keys` with the store's own timeout.
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
@@ -50,6 +58,8 @@ class PrefixStore : public Store {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
+  size_t wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys) override;
   using Store::wait;
 
  private:

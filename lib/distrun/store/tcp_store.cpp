@@ -92,6 +92,7 @@ TCPStore::TCPStore(const std::string& host, uint16_t port, const TCPStoreOptions
     so.secret = secret;
     so.listen_fd = options.listen_fd;
     so.max_connections = options.max_connections;
+    so.max_unauthenticated = options.max_unauthenticated;
     server_ = std::make_unique<TCPStoreServer>(so);
     port_ = server_->port();
     // Talk to our own server over loopback unless it is bound to one address only.
@@ -359,6 +360,23 @@ bool TCPStore::remove(const std::string& key) {
   r.cmd = wire::Cmd::Remove;
   r.keys = {key};
   return request(r, with_slack(timeout_)) == std::string(1, '\1');
+}
+
+size_t TCPStore::wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  wire::Request r;
+  r.cmd = wire::Cmd::WaitAny;
+  r.keys = keys;
+  r.number = wire::clamp_timeout_ms(timeout.count());
+  const std::string v = request(r, with_slack(timeout));
+  if (v.size() != 4 || wire::read_u32(v.data()) >= keys.size()) throw StoreError("store: malformed wait-any reply");
+  return wire::read_u32(v.data());
+}
+
+std::vector<std::optional<std::string>> TCPStore::multi_get(const std::vector<std::string>& keys) {
+  wire::Request r;
+  r.cmd = wire::Cmd::MultiGet;
+  r.keys = keys;
+  return wire::decode_values(request(r, with_slack(timeout_)), keys.size());
 }
 
 }  // namespace distrun

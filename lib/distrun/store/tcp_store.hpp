@@ -73,7 +73,8 @@ struct TCPStoreOptions {
   std::string secret;                                          // defaults to $DISTRUN_STORE_SECRET
   std::string bind_host;  // server only: address to bind (default: derived from host)
   int listen_fd = -1;     // server only: serve on this listening socket instead of binding
-  size_t max_connections = TCPStoreServerOptions{}.max_connections;  // server only
+  size_t max_connections = TCPStoreServerOptions{}.max_connections;          // server only
+  size_t max_unauthenticated = TCPStoreServerOptions{}.max_unauthenticated;  // server only
   /// A request with no reply in time is a TimeoutError, but the connection stays: its reply is
   /// read (and dropped) before the next request's. For a peer that must survive a network
   /// blip: TCP delivers what was sent once the link is back. Otherwise the socket is closed.
@@ -93,6 +94,8 @@ class TCPStore : public Store {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
+  size_t wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys) override;
   using Store::wait;
 
   /// Sets `key` for as long as this connection lives: the server removes it when the

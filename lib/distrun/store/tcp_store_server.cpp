@@ -97,8 +97,9 @@ struct TCPStoreServer::Impl {
   bool exhausted_logged = false;
   size_t refused_while_exhausted = 0;
   StoreData data;
-  // Connections blocked in get/wait, by the first key they miss: a write wakes only those
-  // waiting on its key, so N ranks waiting on one key cost O(1) per write, not O(N).
+  // Connections blocked in get/wait, by the first key they miss (a wait-any: by each of its
+  // keys): a write wakes only those waiting on its key, so N ranks waiting on one key cost
+  // O(1) per write, not O(N).
   std::unordered_map<std::string, std::list<std::shared_ptr<Connection>>> parked;
   std::list<std::shared_ptr<Connection>> strangers;  // not authenticated yet, oldest first
   size_t authenticated = 0;
@@ -140,11 +141,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     read_header();
   }
 
-  // A parked get/wait whose key was written: answers it when every key is there, else parks
-  // it again on the next one missing.
-  void on_written() {
-    parked_ = false;
-    if (auto missing = session_.missing_key()) return park_on(*missing);
+  // A parked get/wait(-any) whose `key` was written: answers it when it is satisfied, else
+  // parks it again (a wait: on the next key missing).
+  void on_written(const std::string& key) {
+    if (parked_at_.empty()) return;
+    unpark(&key);
+    auto keys = session_.park_keys();
+    if (!keys.empty()) return park_on(keys);
     timer_.cancel();
     auto done = session_.try_finish();
     act(*done);
@@ -219,7 +222,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
         log().warn("distrun store: closing {}: {}", peer_, a.why);
         return close();
       case SessionAction::Park:
-        park_on(*session_.missing_key());
+        park_on(session_.park_keys());
+        watch_peer(++park_gen_);
         timer_.expires_after(a.park_for);
         timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
           if (ec || self->closed_) return;  // cancelled: answered
@@ -249,20 +253,35 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  void park_on(const std::string& key) {
-    auto& waiting = srv_.parked[key];
-    parked_it_ = waiting.insert(waiting.end(), shared_from_this());
-    parked_key_ = key;
-    parked_ = true;
+  // A client sends nothing while its request is parked: the socket turning readable then is
+  // its close (it died, or gave up), seen at once rather than when the wait times out. Data
+  // (a request sent early) is left for after the reply.
+  void watch_peer(uint64_t gen) {
+    sock_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), gen](const asio::error_code& ec) {
+      if (ec || self->closed_ || gen != self->park_gen_ || self->parked_at_.empty()) return;
+      char c;
+      const ssize_t n = ::recv(self->sock_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return self->close();
+      if (n < 0) self->watch_peer(gen);
+    });
   }
 
-  void unpark() {
-    if (!parked_) return;
-    parked_ = false;
-    auto it = srv_.parked.find(parked_key_);
-    if (it == srv_.parked.end()) return;  // being woken: wake_waiters() holds its list
-    it->second.erase(parked_it_);
-    if (it->second.empty()) srv_.parked.erase(it);
+  void park_on(const std::vector<std::string>& keys) {
+    for (const auto& key : keys) {
+      auto& waiting = srv_.parked[key];
+      parked_at_.emplace_back(key, waiting.insert(waiting.end(), shared_from_this()));
+    }
+  }
+
+  // Out of every list it is parked in, but `woken`'s: wake_waiters() holds that one.
+  void unpark(const std::string* woken = nullptr) {
+    for (auto& [key, at] : parked_at_) {
+      if (woken && key == *woken) continue;
+      auto it = srv_.parked.find(key);
+      it->second.erase(at);
+      if (it->second.empty()) srv_.parked.erase(it);
+    }
+    parked_at_.clear();
   }
 
   tcp::socket sock_;
@@ -273,9 +292,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string body_, out_, peer_;
   bool closed_ = false;
   bool counted_open_ = false;  // counted in srv_.authenticated
-  bool parked_ = false;        // in srv_.parked[parked_key_], at parked_it_
-  std::string parked_key_;
-  std::list<std::shared_ptr<Connection>>::iterator parked_it_;
+  uint64_t park_gen_ = 0;      // which parked request watch_peer() watches for
+  // Where it is parked: in srv_.parked[key], at the iterator.
+  std::vector<std::pair<std::string, std::list<std::shared_ptr<Connection>>::iterator>> parked_at_;
 };
 
 void TCPStoreServer::Impl::wake_waiters(const std::string& key) {
@@ -283,7 +302,7 @@ void TCPStoreServer::Impl::wake_waiters(const std::string& key) {
   if (it == parked.end()) return;
   auto woken = std::move(it->second);
   parked.erase(it);
-  for (auto& c : woken) c->on_written();
+  for (auto& c : woken) c->on_written(key);
 }
 
 // The oldest stranger that has not even asked for a challenge gives way first: a rank asks at

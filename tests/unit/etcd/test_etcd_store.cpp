@@ -171,3 +171,26 @@ TEST_CASE("store: claims are made again under a new lease when the old one lapse
   CHECK(s.get(k) == "1");
   CHECK(s.lease_id() != first);
 }
+
+// Run by etcd_test.py's auth case only, against an etcd with authentication enabled, a user
+// in $ETCDCTL_USER/$ETCDCTL_PASSWORD and tokens that expire after 1 s (--auth-token-ttl 1).
+TEST_CASE("client: with authentication, a stranger is refused and an expired token renewed", "[auth]") {
+  const Credentials user = Credentials::from_env();
+  REQUIRE_FALSE(user.user.empty());
+  const std::string k = unique("auth");
+  CHECK_THROWS_WITH(Client(endpoints(), 2s, Credentials{}).get(k), Catch::Contains("ETCDCTL_USER"));
+  CHECK_THROWS_WITH(Client(endpoints(), 2s, Credentials{user.user, user.password + "x"}).get(k),
+                    Catch::Contains("as etcd user " + user.user));
+
+  Client c(endpoints(), 5s, user);
+  c.put(k, "v");
+  CHECK(c.get(k)->value == "v");
+  std::this_thread::sleep_for(2500ms);  // the token expires unused
+  const int64_t before = c.requests();
+  CHECK(c.get(k)->value == "v");
+  CHECK(c.requests() - before == 3);  // refused, authenticated again, answered
+
+  EtcdStore s(endpoints(), "secret", 5s);  // its clients take the user from the environment
+  s.set(k, "sealed");
+  CHECK(s.get(k) == "sealed");
+}

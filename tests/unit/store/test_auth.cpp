@@ -115,7 +115,7 @@ TEST_CASE("store session: no key is read or written before the secret is proved"
   data.kv["plan"] = "port and secret";
   const std::string secret = "job-secret";
   for (auto cmd : {wire::Cmd::Get, wire::Cmd::Set, wire::Cmd::Add, wire::Cmd::Wait, wire::Cmd::Check, wire::Cmd::Remove,
-                   wire::Cmd::Ping}) {
+                   wire::Cmd::Ping, wire::Cmd::WaitAny, wire::Cmd::MultiGet}) {
     ServerSession s(data, secret, fixed_nonce);
     auto a = s.on_frame(payload(cmd, {"plan"}, "forged"));
     CHECK(a.kind == SessionAction::Close);

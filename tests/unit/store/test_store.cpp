@@ -40,6 +40,36 @@ void exercise(Store& s, Store& other) {
   CHECK(s.get("late") == "v");
 }
 
+// wait_any and multi_get on `s`, with `other` writing meanwhile (as in exercise()).
+void exercise_any(Store& s, Store& other) {
+  s.set("one", "1");
+  CHECK(s.wait_any({"none", "one"}, 5s) == 1);  // there already: no wait
+  // A key removed is absent again: it does not finish a wait-any.
+  s.set("gone", "x");
+  s.remove("gone");
+  CHECK_THROWS_WITH(s.wait_any({"gone", "never"}, 100ms),
+                    Catch::Contains("any of") && Catch::Contains("gone'") && Catch::Contains("never'"));
+  std::thread later([&] {
+    std::this_thread::sleep_for(50ms);
+    other.set("unrelated", "u");
+    other.set("second", "2");
+  });
+  CHECK(s.wait_any({"first", "second", "second"}, 5s) == 1);
+  later.join();
+
+  s.set("bin", std::string("a\0b", 3));
+  s.set("empty", "");
+  auto values = s.multi_get({"bin", "absent", "empty", "bin"});
+  REQUIRE(values.size() == 4);
+  CHECK(values[0] == std::string("a\0b", 3));
+  CHECK_FALSE(values[1].has_value());
+  CHECK(values[2] == std::string());
+  CHECK(values[3] == values[0]);
+  s.remove("bin");
+  CHECK_FALSE(s.multi_get({"bin"})[0].has_value());
+  CHECK(s.multi_get({}).empty());
+}
+
 // Opens a raw TCP connection to 127.0.0.1:port.
 int raw_connect(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -58,6 +88,11 @@ TEST_CASE("HashStore semantics") {
   exercise(s, s);
 }
 
+TEST_CASE("HashStore: wait_any and multi_get") {
+  HashStore s;
+  exercise_any(s, s);
+}
+
 TEST_CASE("PrefixStore keeps namespaces apart") {
   auto inner = std::make_shared<HashStore>();
   PrefixStore a("a", inner), b("b", inner);
@@ -67,6 +102,9 @@ TEST_CASE("PrefixStore keeps namespaces apart") {
   CHECK(b.get("k") == "2");
   CHECK(inner->get("a/k") == "1");
   exercise(a, a);
+  exercise_any(a, a);
+  CHECK_FALSE(b.multi_get({"one"})[0].has_value());
+  CHECK(inner->multi_get({"a/one"})[0] == "1");
 }
 
 TEST_CASE("TCPStore semantics over a real socket") {
@@ -80,6 +118,76 @@ TEST_CASE("TCPStore semantics over a real socket") {
   exercise(server, client);
   client.set("from-client", "hello");
   CHECK(server.get("from-client") == "hello");
+}
+
+TEST_CASE("TCPStore: wait_any and multi_get over a real socket") {
+  TCPStoreServerOptions so;
+  so.host = "127.0.0.1";
+  so.secret = "s3cret";
+  TCPStoreServer server(so);
+  TCPStoreOptions c;
+  c.timeout = 5s;
+  c.secret = "s3cret";
+  TCPStore client("127.0.0.1", server.port(), c), other("127.0.0.1", server.port(), c);
+  exercise_any(client, other);
+}
+
+TEST_CASE("TCPStore: a wait-any is parked on each of its keys, and unparked from all") {
+  // Finished by one key, the connection must be gone from the others' lists: a later write of
+  // them must neither answer its next request nor touch freed memory (ASan).
+  TCPStoreServer server({"127.0.0.1", 0});
+  TCPStore waiter("127.0.0.1", server.port()), writer("127.0.0.1", server.port());
+  // Catch's assertions are for the test's own thread: the waiter's thread only records.
+  std::atomic<int> step{0};
+  std::atomic<size_t> index{99};
+  std::thread t([&] {
+    index = waiter.wait_any({"a", "b", "c"}, 10s);
+    step = 1;
+    waiter.wait({"d"}, 10s);
+    step = 2;
+  });
+  std::this_thread::sleep_for(100ms);
+  CHECK(step == 0);
+  writer.set("b", "1");
+  while (step == 0) std::this_thread::sleep_for(5ms);
+  writer.set("a", "1");
+  writer.set("c", "1");
+  std::this_thread::sleep_for(100ms);
+  CHECK(step == 1);  // still waiting for "d"
+  writer.set("d", "1");
+  t.join();
+  CHECK(index == 1);
+  CHECK(step == 2);
+
+  // Timed out, too, it is unparked from every key.
+  CHECK_THROWS_AS(waiter.wait_any({"x", "y"}, 50ms), TimeoutError);
+  writer.set("x", "1");
+  CHECK(waiter.multi_get({"x", "y"})[0] == "1");
+}
+
+TEST_CASE("TCPStore: a client gone while parked in a wait-any leaves the server serving") {
+  TCPStoreServer server({"127.0.0.1", 0});
+  TCPStore writer("127.0.0.1", server.port());
+  {
+    TCPStore gone("127.0.0.1", server.port());
+    std::atomic<bool> lost{false};
+    std::thread t([&] {
+      try {
+        gone.wait_any({"p", "q"}, 10s);
+      } catch (const StoreError&) {
+        lost = true;
+      }
+    });
+    std::this_thread::sleep_for(100ms);
+    gone.abort();  // as a process that dies: its connection closes mid-wait
+    t.join();
+    CHECK(lost);
+  }
+  for (int i = 0; i < 200 && server.connections() > 1; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(server.connections() == 1);
+  writer.set("p", "1");
+  writer.set("q", "1");
+  CHECK(writer.wait_any({"q"}, 1s) == 0);
 }
 
 TEST_CASE("TCPStore: a get timeout is reported by the server, not a hang") {
@@ -208,4 +316,25 @@ TEST_CASE("store frames: decode is total over malformed input") {
   std::string enc = wire::encode(r);
   for (size_t cut = 0; cut < enc.size(); ++cut) CHECK_THROWS_AS(wire::decode_request(enc.substr(0, cut)), StoreError);
   CHECK_THROWS_AS(wire::decode_request(enc + "x"), StoreError);
+  for (auto cmd : {wire::Cmd::WaitAny, wire::Cmd::MultiGet}) {
+    r.cmd = cmd;
+    back = wire::decode_request(wire::encode(r));
+    CHECK(back.cmd == cmd);
+    CHECK(back.keys == r.keys);
+  }
+}
+
+TEST_CASE("store frames: a multi-get reply decodes strictly") {
+  const std::string v = "value", empty;
+  const std::string body = wire::encode_values({&v, nullptr, &empty});
+  auto values = wire::decode_values(body, 3);
+  REQUIRE(values.size() == 3);
+  CHECK(values[0] == "value");
+  CHECK_FALSE(values[1].has_value());
+  CHECK(values[2] == "");
+  for (size_t cut = 0; cut < body.size(); ++cut)
+    CHECK_THROWS_AS(wire::decode_values(body.substr(0, cut), 3), StoreError);
+  CHECK_THROWS_AS(wire::decode_values(body + "x", 3), StoreError);
+  CHECK_THROWS_AS(wire::decode_values(body, 4), StoreError);
+  CHECK_THROWS_AS(wire::decode_values(std::string(1, '\2'), 1), StoreError);  // a presence byte is 0 or 1
 }
