@@ -283,7 +283,10 @@ void StoreRendezvous::wait_keys(int attempt, const std::vector<std::string>& key
 
 void StoreRendezvous::listen_for(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline) {
   check_signal(attempt, "while the nodes met");
-  if (store_->check(keys)) return;  // there already: one request, no hop through the listener
+  if (store_->check(keys)) {  // there already: one request, no hop through the listener
+    listen_for_failure(attempt);
+    return;
+  }
   std::vector<std::string> stops = closing_keys();
   stops.push_back(key(attempt, "failed"));
   // Each wait is held for half the heartbeat timeout, so that node 0's silence (its agent
@@ -295,6 +298,7 @@ void StoreRendezvous::listen_for(int attempt, const std::vector<std::string>& ke
     const auto state = listener_->wait_for(kSlice);
     if (state == Listener::State::Done) {
       last_answer_ = Clock::now();
+      listen_for_failure(attempt);
       return;
     }
     if (state == Listener::State::Stopped) {
@@ -310,6 +314,13 @@ void StoreRendezvous::listen_for(int attempt, const std::vector<std::string>& ke
       }
     if (Clock::now() >= deadline) throw TimeoutError("rendezvous: deadline");
   }
+}
+
+void StoreRendezvous::listen_for_failure(int attempt) {
+  if (listener_attempt_ == attempt) return;
+  listener_->start({}, {key(attempt, "failed")}, opt_.heartbeat_timeout, std::nullopt,
+                   Listener::Keep{key(attempt, "failed"), key(attempt, "settled"), settle_wait()});
+  listener_attempt_ = attempt;
 }
 
 void StoreRendezvous::set_members(int attempt, std::vector<int> ids, std::vector<std::string> hosts) {
@@ -474,11 +485,7 @@ std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
     if (listener_) {
       // Told by the host's store the moment the failure is written, instead of asking; a
       // host silent past a wait is judged by the heartbeats, not here.
-      if (listener_attempt_ != attempt) {
-        listener_->start({}, {key(attempt, "failed")}, opt_.heartbeat_timeout, std::nullopt,
-                         Listener::Keep{key(attempt, "failed"), key(attempt, "settled"), settle_wait()});
-        listener_attempt_ = attempt;
-      }
+      listen_for_failure(attempt);
       const auto state = listener_->state();
       if (state == Listener::State::Lost) listener_->rethrow_lost();
       if (state != Listener::State::Stopped) return std::nullopt;
