@@ -37,6 +37,7 @@ LATENCY = ["8", "64", "512", "4K", "64K"]
 LATENCY_COLLS = ["all_reduce", "all_gather", "broadcast", "send_recv"]
 BUSBW = ["1M", "4M", "16M", "64M"]
 BUSBW_COLLS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]
+IN_PLACE = {"all_reduce", "broadcast"}  # torch_bench.py's calls that work in place
 
 PING = r"""
 import socket, sys, time
@@ -133,8 +134,11 @@ def distrun(h, per_host, bench, coll, sizes, iters, json_path, env=None):
     run_world(h, per_host, args, {"DISTRUN_STORE_SECRET": "hosts-bench", **(env or {})})
     with open(json_path) as f:
         doc = json.load(f)
-    # Each -J row's out-of-place figures, under the keys torch_bench.py's rows have.
-    rows = [{**r["out_of_place"], "bytes": r["size"], "busbw_gbps": r["out_of_place"]["bus_bw"]} for r in doc["results"]]
+    # Each -J row's figures under the keys torch_bench.py's rows have: in place where torch's
+    # call is in place (all_reduce, broadcast: the out-of-place row adds a copy torch does not
+    # make), out of place otherwise.
+    placement = "in_place" if coll in IN_PLACE else "out_of_place"
+    rows = [{**r[placement], "bytes": r["size"], "busbw_gbps": r[placement]["bus_bw"]} for r in doc["results"]]
     return {r["bytes"]: r for r in rows if r["bytes"] in {size_bytes(s) for s in sizes}}
 
 
@@ -162,9 +166,10 @@ def main():
     ap.add_argument("--iters", type=int, default=200, help="timed iterations per latency size (busbw: a tenth)")
     ap.add_argument("--jsonl", help="append every measured row to this file")
     ap.add_argument("--quick", action="store_true", help="all_reduce and send_recv latency, all_reduce busbw only")
+    ap.add_argument("--only", choices=["latency", "busbw"], help="one of the two tables")
     a = ap.parse_args()
-    lat_colls = ["all_reduce", "send_recv"] if a.quick else LATENCY_COLLS
-    bw_colls = ["all_reduce"] if a.quick else BUSBW_COLLS
+    lat_colls = [] if a.only == "busbw" else ["all_reduce", "send_recv"] if a.quick else LATENCY_COLLS
+    bw_colls = [] if a.only == "latency" else ["all_reduce"] if a.quick else BUSBW_COLLS
     os.environ["DISTRUN"] = os.path.join(os.path.abspath(a.build), "bin", "distrun")
     sys.path.insert(0, os.path.join(root, "tests", "launcher"))
     from multihost_test import Hosts  # noqa: E402 (needs DISTRUN set first)
@@ -191,6 +196,8 @@ def main():
                 for group, colls, sizes, iters, into, key in (
                         ("latency", lat_colls, LATENCY, a.iters, lat, "p50_us"),
                         ("busbw", bw_colls, BUSBW, max(3, a.iters // 20), bw, "busbw_gbps")):
+                    if not colls:
+                        continue
                     got = {system: {c: distrun(h, a.per_host, bench, c, sizes, iters, f"{tmp}/d.json",
                                                envs.get(system)) for c in colls}
                            for system, bench in benches.items()}
@@ -232,6 +239,8 @@ def main():
     for head, colls, sizes, table, fmt, unit, limit, limit_name in (
             ("distrun p50 us | torch p50 us", lat_colls, LATENCY, lat, "%.1f", " B", med(rtt), "round trip"),
             ("distrun busbw GB/s | torch", bw_colls, BUSBW, bw, "%.3f", "iB", med(stream), "raw TCP")):
+        if not colls:
+            continue
         print(f"| collective | size | {head} | distrun / torch | distrun / {limit_name} |")
         print("|---|---:|---:|---:|---:|---:|")
         for coll in colls:

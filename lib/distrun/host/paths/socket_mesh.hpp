@@ -63,6 +63,7 @@ class SocketMesh {
     // Filled by the mesh: the header and the write position.
     uint64_t header[3]{};
     size_t total = 0, sent = 0;
+    std::vector<char> own;  // the bytes, once detached from the caller's buffers
   };
 
   /// Listens on `address` (a resolved local address, port ignored), publishes it and this
@@ -84,9 +85,18 @@ class SocketMesh {
   void post(int peer, const std::shared_ptr<Recv>& op, Clock::time_point deadline);
   /// Moves every posted operation on until `done()` holds, calling `on_read` (if any) after
   /// bytes arrive; TimeoutError at `deadline`, a PeerError naming a peer that closed its
-  /// connection.
+  /// connection. `posted_only`: read a connection only up to the end of its last posted
+  /// receive, even where our sends wait on it (a caller that posts the next receives once
+  /// these are in, and so must not find their messages copied aside).
   void progress(const std::function<bool()>& done, Clock::time_point deadline,
-                const std::function<void()>& on_read = {});
+                const std::function<void()>& on_read = {}, bool posted_only = false);
+  /// Gives `op` (posted to `peer`, not yet written whole) a copy of its bytes, so that it is
+  /// written on later progress after its caller's buffers are gone: a message already begun
+  /// cannot be taken back without losing the stream's framing.
+  void detach(const std::shared_ptr<Send>& op);
+  /// Messages of `kind` with a key below `key` will never be received: drops those kept
+  /// aside and those still to arrive (read and dropped, never copied aside).
+  void discard_below(Kind kind, uint64_t key);
   /// Forgets an operation that will not be waited for (its caller failed): its buffers may go.
   /// A send cut off mid-message closes its connection (the stream has lost its framing).
   void abandon(int peer, const std::shared_ptr<Send>& op);
@@ -113,7 +123,7 @@ class SocketMesh {
   void connect_to(int peer, Clock::time_point deadline);
   void accept_one(Clock::time_point deadline);
   bool write_some(int peer);
-  bool read_some(int peer);
+  bool read_some(int peer, bool posted_only = false);
   void start_message(int peer);
   [[noreturn]] void fail_peer(int peer, const std::string& what) const;
   int global(int r) const;
@@ -128,6 +138,7 @@ class SocketMesh {
   std::string token_;  // the group's, from the store
   std::vector<Conn> conns_;
   int opened_ = 0;
+  uint64_t floor_[8]{};  // per Kind: keys below it are dropped on arrival (discard_below)
 };
 
 }  // namespace distrun
