@@ -166,6 +166,42 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "disagreeing on collectives past the socket buffers: the same typed error on both ranks, the bytes sent ahead of "
+    "the check dropped unread, and the pair still works",
+    "[trust]") {
+  // On the sockets a first phase goes out before the peers' intents are in: 4 MiB each way
+  // that nobody reads fill both sockets, so each rank keeps unsent bytes when the check fails.
+  auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
+    const int r = b.rank();
+    const int64_t n = int64_t(1) << 20;
+    int mismatches = 0;
+    auto expect_mismatch = [&](const std::function<void()>& f) {
+      try {
+        f();
+      } catch (const CollectiveMismatchError&) {
+        ++mismatches;
+      }
+    };
+    Tensor f = full(n, 1.0, DType::Float32), i = full(n, 1.0, DType::Int32);
+    expect_mismatch([&] { b.all_reduce(r == 1 ? i : f, {}); });
+    BroadcastOptions bo;
+    bo.root = r;  // both send their whole buffer
+    expect_mismatch([&] { b.broadcast(f, bo); });
+    Tensor out = full(n, -1.0, DType::Float32);
+    expect_mismatch([&] { b.reduce_scatter(full(r == 0 ? 2 * n : n, 1.0, DType::Float32), out, {}); });
+    if (mismatches != 3) throw std::runtime_error("only " + std::to_string(mismatches) + " of 3 mismatches raised");
+    if (out.get(0) != -1.0) throw std::runtime_error("a failed reduce_scatter wrote its output");
+    Tensor big = full(n, double(r + 1), DType::Float32), small = full(4, double(r + 1), DType::Float32);
+    b.all_reduce(big, {});
+    b.all_reduce(small, {});
+    if (big.get(n - 1) != 3.0 || small.get(3) != 3.0)
+      throw std::runtime_error("all_reduce after the mismatches gave " + std::to_string(big.get(n - 1)) + " and " +
+                               std::to_string(small.get(3)));
+  });
+  for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+}
+
 TEST_CASE("send/recv that disagree on size or dtype: the same typed error on both ranks and the pair still works",
           "[trust]") {
   // Point-to-point runs over Gloo's pairs whatever the collectives' path; both paths anyway.
