@@ -209,6 +209,7 @@ void SocketMesh::post(int peer, const std::shared_ptr<Recv>& op, Clock::time_poi
 }
 
 void SocketMesh::abandon(int peer, const std::shared_ptr<Send>& op) {
+  if (!op->own.empty()) return;  // detached: it needs no buffer of its caller's
   Conn& c = conns_[size_t(peer)];
   auto it = std::find(c.sends.begin(), c.sends.end(), op);
   if (it == c.sends.end()) return;

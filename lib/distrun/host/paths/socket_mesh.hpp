@@ -98,7 +98,8 @@ class SocketMesh {
   /// aside and those still to arrive (read and dropped, never copied aside).
   void discard_below(Kind kind, uint64_t key);
   /// Forgets an operation that will not be waited for (its caller failed): its buffers may go.
-  /// A send cut off mid-message closes its connection (the stream has lost its framing).
+  /// A send cut off mid-message closes its connection (the stream has lost its framing); a
+  /// detached one stays queued.
   void abandon(int peer, const std::shared_ptr<Send>& op);
   void abandon(int peer, const std::shared_ptr<Recv>& op);
 

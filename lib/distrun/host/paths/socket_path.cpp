@@ -85,12 +85,7 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
   unsettled_ = false;
   const Sends out = std::move(rows_out_);
   const Recvs in = std::move(rows_);
-  try {
-    await(out, in, deadline);
-  } catch (...) {
-    for (const auto& [peer, s] : early) mesh_->abandon(peer, s);
-    throw;
-  }
+  await(out, in, deadline);
   try {
     for (auto& [r, row] : in)
       if (row->bytes < row_bytes_)
@@ -198,15 +193,6 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
     settle(deadline);  // a disagreement is the error every rank reports
     throw;
   }
-  Sends sends;
-  try {
-    for (int r = 0; r < size_; ++r)
-      if (to[size_t(r)]) mesh_->post(r, to[size_t(r)], deadline), sends.emplace_back(r, to[size_t(r)]);
-  } catch (...) {
-    for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
-    throw;
-  }
-  settle(deadline, sends);
   // What we take, in order, each from its peer's message at `at`; pieces folded in parts land
   // in scratch, one after another.
   struct Mine {
@@ -216,9 +202,15 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
     size_t taken = 0;
   };
   std::vector<Mine> mine;
-  std::vector<size_t> from(size_t(size_), 0);  // bytes of each peer's message
-  size_t folded = 0;
+  std::vector<std::shared_ptr<Recv>> in(static_cast<size_t>(size_));
+  Sends sends;
+  Recvs recvs;
   try {
+    for (int r = 0; r < size_; ++r)
+      if (to[size_t(r)]) mesh_->post(r, to[size_t(r)], deadline), sends.emplace_back(r, to[size_t(r)]);
+    settle(deadline, sends);
+    std::vector<size_t> from(size_t(size_), 0);  // bytes of each peer's message
+    size_t folded = 0;
     schedule.pieces(phase, rank_, [&](const Piece& p) {
       Mine m{p};
       if (eager(p.peer)) {
@@ -230,20 +222,13 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
       }
       mine.push_back(m);
     });
-  } catch (...) {
-    for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
-    throw;
-  }
-  if (scratch_.size() < folded) scratch_.resize(folded);
-  std::vector<std::shared_ptr<Recv>> in(static_cast<size_t>(size_));
-  for (const Mine& m : mine) {
-    if (eager(m.piece.peer)) continue;
-    auto& r = in[size_t(m.piece.peer)];
-    if (!r) r = std::make_shared<Recv>(), r->key = {Kind::Phase, key};
-    r->parts.emplace_back(m.piece.dst ? m.piece.dst : scratch_.data() + m.scratch, m.piece.bytes);
-  }
-  Recvs recvs;
-  try {
+    if (scratch_.size() < folded) scratch_.resize(folded);
+    for (const Mine& m : mine) {
+      if (eager(m.piece.peer)) continue;
+      auto& r = in[size_t(m.piece.peer)];
+      if (!r) r = std::make_shared<Recv>(), r->key = {Kind::Phase, key};
+      r->parts.emplace_back(m.piece.dst ? m.piece.dst : scratch_.data() + m.scratch, m.piece.bytes);
+    }
     for (int r = 0; r < size_; ++r)
       if (in[size_t(r)]) mesh_->post(r, in[size_t(r)], deadline), recvs.emplace_back(r, in[size_t(r)]);
   } catch (...) {

@@ -52,7 +52,8 @@ class SocketPath : public Path {
   void post_rows(const Intent& intent, Clock::time_point deadline);
   void check_around_ring(const Intent& intent, Clock::time_point deadline);
   // Waits for the rows post_rows posted and checks them, once; `early`: what this rank sent
-  // before the check (given its own bytes on a disagreement).
+  // before the check (given its own bytes on a disagreement, so that abandoning them leaves
+  // them queued).
   void settle(Clock::time_point deadline, const Sends& early = {});
   // Waits for `sends` and `recvs` (posted to the peers alongside), abandoning them on failure.
   // Reads no further than the posted receives: what a peer sends next waits in the socket
