@@ -158,10 +158,12 @@ def torch(h, per_host, colls, sizes, iters):
 
 
 MPI_COLLS = {"all_reduce", "all_gather", "broadcast", "all_to_all", "reduce_scatter"}  # mpi_bench.c's
-# Open MPI's launch agent: `agent HOST COMMAND...` runs its daemon inside the namespace HOST.
+# Open MPI's launch agent: `agent HOST COMMAND...` runs its daemon inside the namespace HOST,
+# under the host name HOST (a UTS namespace): the namespaces share /dev/shm, and Open MPI's
+# shared-memory files are named after the host, so two hosts of one name crash each other.
 AGENT = """#!/bin/sh
 host=$1; shift
-exec ip netns exec "$host" sh -c "$*"
+exec ip netns exec "$host" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$host" "$*"
 """
 
 
