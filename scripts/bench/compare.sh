@@ -18,7 +18,8 @@
 # beside four busy loops; 8 B..64 KiB all_reduce, all_gather, broadcast, send_recv p50 against
 # torch and the kernel's 8-byte round trip, 1..64 MiB all_reduce, all_gather, reduce_scatter,
 # all_to_all, broadcast busbw against torch and raw TCP on the same link; into OUT/hosts.md,
-# OUT/hosts.jsonl and OUT/hosts_busbw.png. Open MPI is not started in the namespaces.
+# OUT/hosts.jsonl and OUT/hosts_busbw.png; Open MPI's TCP transport on the same namespaces as a
+# second anchor (mpirun through a launch agent that enters each namespace).
 #
 # Usage: scripts/bench/compare.sh [--build DIR] [--out DIR] [--reps N] [--quick] [--docs] [--strict] [--hosts]
 #   --build DIR  distrun's build folder (default: build/; built by scripts/build.sh when missing)

@@ -5,8 +5,11 @@ its host (DISTRUN_HOST_ID: the namespaces share one kernel, which would otherwis
 ranks read each other's memory), so distrun takes its TCP path between them, as between real
 hosts (with several ranks per host, shared memory within each and TCP between: hierarchical).
 Both systems are started the same way: one process per rank with RANK, WORLD_SIZE,
-MASTER_ADDR and MASTER_PORT (no launcher). Each repetition runs distrun-bench, then
-torch_bench.py, on the same sizes; the tables give the median over repetitions of each one's
+MASTER_ADDR and MASTER_PORT (no launcher). Open MPI is the second anchor where mpirun and
+mpicc exist: mpirun in the first namespace starts its daemons in each through a launch agent
+(`ip netns exec`), its TCP transport between them, mpi_bench.c's figures (no send_recv; a
+mean, not a median, for latency). Each repetition runs distrun-bench, then torch_bench.py,
+then mpi_bench, on the same sizes; the tables give the median over repetitions of each one's
 p50 (every rank's iterations pooled) for 8 B..64 KiB all_reduce, all_gather, broadcast and
 send_recv, and of its busbw for 1..64 MiB all_reduce, all_gather, reduce_scatter, all_to_all
 and broadcast, beside two limits of the link measured in the same run: the kernel's own 8-byte
@@ -25,6 +28,7 @@ Prints Markdown on stdout; exits 77 (skipped) without root or `ip netns`."""
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,6 +41,7 @@ LATENCY = ["8", "64", "512", "4K", "64K"]
 LATENCY_COLLS = ["all_reduce", "all_gather", "broadcast", "send_recv"]
 BUSBW = ["1M", "4M", "16M", "64M"]
 BUSBW_COLLS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]
+IN_PLACE = {"all_reduce", "broadcast"}  # torch_bench.py's calls that work in place
 
 PING = r"""
 import socket, sys, time
@@ -133,8 +138,11 @@ def distrun(h, per_host, bench, coll, sizes, iters, json_path, env=None):
     run_world(h, per_host, args, {"DISTRUN_STORE_SECRET": "hosts-bench", **(env or {})})
     with open(json_path) as f:
         doc = json.load(f)
-    # Each -J row's out-of-place figures, under the keys torch_bench.py's rows have.
-    rows = [{**r["out_of_place"], "bytes": r["size"], "busbw_gbps": r["out_of_place"]["bus_bw"]} for r in doc["results"]]
+    # Each -J row's figures under the keys torch_bench.py's rows have: in place where torch's
+    # call is in place (all_reduce, broadcast: the out-of-place row adds a copy torch does not
+    # make), out of place otherwise.
+    placement = "in_place" if coll in IN_PLACE else "out_of_place"
+    rows = [{**r[placement], "bytes": r["size"], "busbw_gbps": r[placement]["bus_bw"]} for r in doc["results"]]
     return {r["bytes"]: r for r in rows if r["bytes"] in {size_bytes(s) for s in sizes}}
 
 
@@ -146,6 +154,56 @@ def torch(h, per_host, colls, sizes, iters):
     for row in map(json.loads, (l for l in out.splitlines() if l.startswith("{"))):
         if "error" not in row:
             got.setdefault(row["collective"], {})[row["bytes"]] = row
+    return got
+
+
+MPI_COLLS = {"all_reduce", "all_gather", "broadcast", "all_to_all", "reduce_scatter"}  # mpi_bench.c's
+# Open MPI's launch agent: `agent HOST COMMAND...` runs its daemon inside the namespace HOST,
+# under the host name HOST (a UTS namespace): the namespaces share /dev/shm, and Open MPI's
+# shared-memory files are named after the host, so two hosts of one name crash each other.
+AGENT = """#!/bin/sh
+host=$1; shift
+exec ip netns exec "$host" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$host" "$*"
+"""
+
+
+def mpi_setup(h, per_host, tmp):
+    """mpi_bench built and the files mpirun needs to start a rank per slot in each namespace;
+    None (and why, on stderr) where Open MPI is missing."""
+    if not all(shutil.which(t) for t in ("mpirun", "mpicc")):
+        print("hosts.py: no mpirun/mpicc: Open MPI not measured", file=sys.stderr)
+        return None
+    exe, agent, hostfile = f"{tmp}/mpi_bench", f"{tmp}/agent.sh", f"{tmp}/hostfile"
+    subprocess.run(["mpicc", "-O2", "-o", exe, os.path.join(here, "mpi_bench.c")], check=True)
+    with open(agent, "w") as f:
+        f.write(AGENT)
+    os.chmod(agent, 0o755)
+    with open(hostfile, "w") as f:
+        f.writelines(f"{ns} slots={per_host}\n" for ns in h.ns)
+    return exe, agent, hostfile
+
+
+def mpi(h, per_host, setup, colls, sizes, iters):
+    """Open MPI 4's TCP transport between the namespaces (shared memory within one), mpirun in
+    the first namespace starting its daemons through the agent. Ranks yield when idle: on an
+    oversubscribed machine busy-polling ranks take each other's cores (8 B all_reduce: 21 ms
+    a call spinning, 26 us yielding, in one trial here). Its latency figure is mpi_bench's
+    mean, not a median."""
+    colls = [c for c in colls if c in MPI_COLLS]
+    if not setup or not colls:
+        return {}
+    exe, agent, hostfile = setup
+    cmd = ["ip", "netns", "exec", h.ns[0], "mpirun", "--allow-run-as-root", "--hostfile", hostfile,
+           "-np", str(len(h.ns) * per_host), "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include", "eth0",
+           "--mca", "btl_tcp_if_include", "eth0", "--mca", "btl", "self,vader,tcp", "--mca", "mpi_yield_when_idle",
+           "1", exe, ",".join(colls), ",".join(sizes), str(iters), "5"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        print(f"hosts.py: mpirun failed ({out.returncode}): {out.stderr[-1000:]}", file=sys.stderr)
+        return {}
+    got = {}
+    for row in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{"))):
+        got.setdefault(row["collective"], {})[row["bytes"]] = {**row, "p50_us": row["time_us"]}
     return got
 
 
@@ -162,9 +220,11 @@ def main():
     ap.add_argument("--iters", type=int, default=200, help="timed iterations per latency size (busbw: a tenth)")
     ap.add_argument("--jsonl", help="append every measured row to this file")
     ap.add_argument("--quick", action="store_true", help="all_reduce and send_recv latency, all_reduce busbw only")
+    ap.add_argument("--only", choices=["latency", "busbw"], help="one of the two tables")
+    ap.add_argument("--no-mpi", action="store_true", help="leave Open MPI out")
     a = ap.parse_args()
-    lat_colls = ["all_reduce", "send_recv"] if a.quick else LATENCY_COLLS
-    bw_colls = ["all_reduce"] if a.quick else BUSBW_COLLS
+    lat_colls = [] if a.only == "busbw" else ["all_reduce", "send_recv"] if a.quick else LATENCY_COLLS
+    bw_colls = [] if a.only == "latency" else ["all_reduce"] if a.quick else BUSBW_COLLS
     os.environ["DISTRUN"] = os.path.join(os.path.abspath(a.build), "bin", "distrun")
     sys.path.insert(0, os.path.join(root, "tests", "launcher"))
     from multihost_test import Hosts  # noqa: E402 (needs DISTRUN set first)
@@ -185,16 +245,20 @@ def main():
     rows = []
     try:
         with Hosts(a.hosts) as h, tempfile.TemporaryDirectory() as tmp:
+            mpi_ready = None if a.no_mpi else mpi_setup(h, a.per_host, tmp)
             for rep in range(a.reps):
                 rtt.append(pair(h, PING, ["2000"]))
                 stream.append(pair(h, STREAM, [str(256 << 20)]))
                 for group, colls, sizes, iters, into, key in (
                         ("latency", lat_colls, LATENCY, a.iters, lat, "p50_us"),
                         ("busbw", bw_colls, BUSBW, max(3, a.iters // 20), bw, "busbw_gbps")):
+                    if not colls:
+                        continue
                     got = {system: {c: distrun(h, a.per_host, bench, c, sizes, iters, f"{tmp}/d.json",
                                                envs.get(system)) for c in colls}
                            for system, bench in benches.items()}
                     got["torch"] = torch(h, a.per_host, colls, sizes, iters)
+                    got["mpi"] = mpi(h, a.per_host, mpi_ready, colls, sizes, iters)
                     for system, by_coll in got.items():
                         for coll, by_size in by_coll.items():
                             for b, r in by_size.items():
@@ -230,16 +294,20 @@ def main():
           f"raw TCP each way, both directions busy, {med(stream):.3f} GB/s (reps: "
           f"{', '.join(f'{x:.3f}' for x in stream)})\n")
     for head, colls, sizes, table, fmt, unit, limit, limit_name in (
-            ("distrun p50 us | torch p50 us", lat_colls, LATENCY, lat, "%.1f", " B", med(rtt), "round trip"),
-            ("distrun busbw GB/s | torch", bw_colls, BUSBW, bw, "%.3f", "iB", med(stream), "raw TCP")):
-        print(f"| collective | size | {head} | distrun / torch | distrun / {limit_name} |")
-        print("|---|---:|---:|---:|---:|---:|")
+            ("distrun p50 us | torch p50 us | Open MPI mean us", lat_colls, LATENCY, lat, "%.1f", " B", med(rtt),
+             "round trip"),
+            ("distrun busbw GB/s | torch | Open MPI", bw_colls, BUSBW, bw, "%.3f", "iB", med(stream), "raw TCP")):
+        if not colls:
+            continue
+        print(f"| collective | size | {head} | distrun / torch | distrun / Open MPI | distrun / {limit_name} |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for coll in colls:
             for s in sizes:
                 b = size_bytes(s)
                 d = table.get(("distrun", coll, b))
                 print(f"| {coll} | {s}{unit} | {cell('distrun', coll, b, table, fmt)} | "
-                      f"{cell('torch', coll, b, table, fmt)} | {ratio(coll, b, table)} | "
+                      f"{cell('torch', coll, b, table, fmt)} | {cell('mpi', coll, b, table, fmt)} | "
+                      f"{ratio(coll, b, table)} | {ratio(coll, b, table, over='mpi')} | "
                       f"{f'{med(d) / limit:.2f}x' if d else 'n/a'} |")
         print()
     if "baseline" in benches:

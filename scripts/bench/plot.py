@@ -29,7 +29,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 COLLECTIVES = ["all_reduce", "all_gather", "all_to_all", "broadcast", "reduce_scatter"]
 SYSTEMS = [("distrun", "distrun (single copy on one host)", "tab:blue"), ("torch", "torch.distributed (gloo)", "tab:orange"),
            ("mpi", "Open MPI (shared memory)", "tab:green")]
-HOST_SYSTEMS = [("distrun", "distrun (TCP between hosts)", "tab:blue"), ("torch", "torch.distributed (gloo)", "tab:orange")]
+HOST_SYSTEMS = [("distrun", "distrun (TCP between hosts)", "tab:blue"), ("torch", "torch.distributed (gloo)", "tab:orange"),
+                ("mpi", "Open MPI (TCP between hosts)", "tab:green")]
 STYLES = ["-", "--", ":", "-."]  # one per placement, in order: 2 ranks, 4 ranks on one host
 MIB = 1024 * 1024
 

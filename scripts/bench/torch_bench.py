@@ -35,6 +35,9 @@ def bus_factor(coll, n):
 
 def make_op(coll, nbytes, n, rank):
     count = element_count(nbytes)
+    if coll in ("all_gather", "all_to_all", "reduce_scatter") and count // n == 0:
+        # Every rank alike, before any call: gloo dies of SIGFPE on blocks of no elements.
+        raise RuntimeError(f"{count} elements make no block for each of {n} ranks")
     if coll == "all_reduce":
         t = torch.ones(count)
         return lambda: dist.all_reduce(t)

@@ -45,23 +45,27 @@ DirectCopy<Of> direct_copy(int size, Of of) {
 }
 
 // One phase in which `reader` (every rank when -1) takes the same range of every peer's buffer
-// and folds each, in rank order, into `into`: [offset, offset + bytes), or with
-// `offset_per_reader` (reduce_scatter) reader r's block, [r * offset, r * offset + bytes).
+// and folds each, in rank order, into `into`: [offset, offset + bytes). With `own`
+// (reduce_scatter) each reader takes its own block, [r * offset, r * offset + bytes), and the
+// first peer's piece is folded with `own` rather than into what `into` holds: nothing is
+// written to `into` before the first piece arrives (after the intents agree).
 class DirectFold : public Schedule {
  public:
   DirectFold(int size, int reader, uint64_t offset, size_t bytes, char* into, size_t element_size, ReduceFn fn,
-             bool offset_per_reader = false)
+             const char* own = nullptr)
       : size_(size), reader_(reader), offset_(offset), bytes_(bytes), into_(into), es_(element_size), fn_(fn),
-        per_reader_(offset_per_reader) {}
+        own_(own) {}
   int phases() const override { return 1; }
   void pieces(int, int reader, const Emit& emit) const override {
     if ((reader_ >= 0 && reader != reader_) || bytes_ == 0) return;
-    const uint64_t offset = per_reader_ ? uint64_t(reader) * offset_ : offset_;
+    const uint64_t offset = own_ ? uint64_t(reader) * offset_ : offset_;
     for (int p = 0; p < size_; ++p)
       if (p != reader) emit(Piece{p, offset, bytes_, nullptr});
   }
-  void take(const Piece&, size_t at, const char* data, size_t bytes) override {
-    fn_(into_ + at, into_ + at, data, bytes / es_);
+  void take(const Piece& piece, size_t at, const char* data, size_t bytes) override {
+    if (first_peer_ < 0) first_peer_ = piece.peer;  // pieces come in the order they were emitted
+    const bool first = own_ && piece.peer == first_peer_;
+    fn_(into_ + at, first ? own_ + at : into_ + at, data, bytes / es_);
   }
 
  private:
@@ -71,7 +75,8 @@ class DirectFold : public Schedule {
   char* into_;
   size_t es_;
   ReduceFn fn_;
-  bool per_reader_;
+  const char* own_;
+  int first_peer_ = -1;
 };
 
 // Block b of `count` elements cut into n: elements [b*chunk, ...), possibly empty at the end.
@@ -265,9 +270,9 @@ void PathCollectives::all_gather(Intent intent, const void* in, void* out, std::
     return drive(s, timeout);
   }
   path_->meet(intent, in, bytes, timeout);
-  copy_bytes(o + size_t(rank_) * bytes, in, bytes);
   auto s = direct_copy(size_, [&](int, int p) { return Piece{p, 0, bytes, o + size_t(p) * bytes}; });
   drive(s, timeout);
+  copy_bytes(o + size_t(rank_) * bytes, in, bytes);
 }
 
 void PathCollectives::gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
@@ -275,22 +280,22 @@ void PathCollectives::gather(Intent intent, const void* in, void* out, std::chro
   const int root = intent.root;
   auto* o = static_cast<char*>(out);
   path_->meet(intent, rank_ == root ? nullptr : in, bytes, timeout);
-  if (rank_ == root) copy_bytes(o + size_t(rank_) * bytes, in, bytes);
   auto s = direct_copy(size_, [&](int reader, int p) {
     return reader == root ? Piece{p, 0, bytes, o + size_t(p) * bytes} : Piece{};
   });
   drive(s, timeout);
+  if (rank_ == root) copy_bytes(o + size_t(rank_) * bytes, in, bytes);
 }
 
 void PathCollectives::scatter(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
   const size_t bytes = intent.bytes;
   const int root = intent.root;
   path_->meet(intent, rank_ == root ? in : nullptr, bytes * size_t(size_), timeout);
-  if (rank_ == root) copy_bytes(out, static_cast<const char*>(in) + size_t(rank_) * bytes, bytes);
   auto s = direct_copy(size_, [&](int reader, int p) {
     return p == root ? Piece{p, uint64_t(reader) * bytes, bytes, static_cast<char*>(out)} : Piece{};
   });
   drive(s, timeout);
+  if (rank_ == root) copy_bytes(out, static_cast<const char*>(in) + size_t(rank_) * bytes, bytes);
 }
 
 void PathCollectives::broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) {
@@ -312,15 +317,15 @@ void PathCollectives::all_to_all(Intent intent, const void* in, void* out, std::
   // Where the block from rank p lands in `out`: the blocks in rank order.
   std::vector<size_t> at(size_t(size_) + 1, 0);
   for (int p = 0; p < size_; ++p) at[size_t(p) + 1] = at[size_t(p)] + mine.recv_bytes[size_t(p)];
-  if (mine.recv_bytes[size_t(rank_)] != 0)  // an empty block may come with null buffers
-    copy_bytes(o + at[size_t(rank_)], static_cast<const char*>(in) + mine.send_offset[size_t(rank_)],
-               mine.recv_bytes[size_t(rank_)]);
   auto s = direct_copy(size_, [&](int reader, int p) {
     const Intent& from = table[size_t(p)];
     return Piece{p, from.send_offset[size_t(reader)], size_t(from.send_bytes[size_t(reader)]),
                  reader == rank_ ? o + at[size_t(p)] : nullptr};
   });
   drive(s, timeout);
+  if (mine.recv_bytes[size_t(rank_)] != 0)  // an empty block may come with null buffers
+    copy_bytes(o + at[size_t(rank_)], static_cast<const char*>(in) + mine.send_offset[size_t(rank_)],
+               mine.recv_bytes[size_t(rank_)]);
 }
 
 void PathCollectives::reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
@@ -336,9 +341,9 @@ void PathCollectives::reduce_scatter(Intent intent, const void* in, void* out, s
     return drive(s, timeout);
   }
   path_->meet(intent, in, bytes * size_t(size_), timeout);
-  copy_bytes(out, i + size_t(rank_) * bytes, bytes);
-  DirectFold s(size_, -1, bytes, bytes, static_cast<char*>(out), element_size, fn, true);
+  DirectFold s(size_, -1, bytes, bytes, static_cast<char*>(out), element_size, fn, i + size_t(rank_) * bytes);
   drive(s, timeout);
+  if (size_ == 1) copy_bytes(out, i, bytes);
 }
 
 void PathCollectives::reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,

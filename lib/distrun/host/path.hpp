@@ -56,8 +56,11 @@ class Path {
 
   /// States `intent` (this rank's view; the path numbers it) and exposes `extent` bytes at
   /// `base` (nullptr, 0: nothing) to the peers' pieces. Returns every rank's intent once they
-  /// agree; a disagreement is the same CollectiveMismatchError on every rank, before a byte
-  /// moves.
+  /// agree; a disagreement is the same CollectiveMismatchError on every rank, before a rank
+  /// takes a byte of a peer's. A path may return before the peers' intents are in (the
+  /// sockets send a first phase right behind the intent): then every row reads as this rank's
+  /// own until the first run() or finish() completes the check (and may throw its error), so
+  /// a caller uses its own row only and writes its outputs after the phases.
   virtual const std::vector<Intent>& meet(Intent intent, const void* base, uint64_t extent,
                                           std::chrono::milliseconds timeout) = 0;
   /// Phase `phase` of `schedule`: this rank's pieces are in when it returns (and on TCP, its

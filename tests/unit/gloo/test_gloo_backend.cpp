@@ -49,6 +49,18 @@ std::vector<std::string> on_ranks(int n, PathPreference transport, const std::fu
   return errors;
 }
 
+// Runs a call, counting it when it raises CollectiveMismatchError.
+struct MismatchCounter {
+  int count = 0;
+  void operator()(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const CollectiveMismatchError&) {
+      ++count;
+    }
+  }
+};
+
 const PathPreference kPaths[] = {PathPreference::SharedMemory, PathPreference::Tcp};
 const char* path_name(PathPreference t) { return t == PathPreference::Tcp ? "tcp" : "shm"; }
 
@@ -126,14 +138,7 @@ TEST_CASE(
     INFO("path " << path_name(path));
     auto errors = on_ranks(3, path, [&](GlooBackend& b) {
       const int r = b.rank();
-      int mismatches = 0;
-      auto expect_mismatch = [&](const std::function<void()>& f) {
-        try {
-          f();
-        } catch (const CollectiveMismatchError&) {
-          ++mismatches;
-        }
-      };
+      MismatchCounter expect_mismatch;
       // Broadcasts above the eager broadcast's 512 B: every rank meets (an eager one that
       // disagrees breaks the group on shared memory: "an eager broadcast ..." below).
       Tensor f = full(2048, 1.0, DType::Float32), i = full(2048, 1.0, DType::Int32);
@@ -155,7 +160,8 @@ TEST_CASE(
       ao.recv_counts = {1, 1, 1};
       Tensor ai = Tensor::zeros({r == 0 ? 4 : 3}, DType::Float32), aout = Tensor::zeros({3}, DType::Float32);
       expect_mismatch([&] { b.all_to_all(ai, aout, ao); });
-      if (mismatches != 5) throw std::runtime_error("only " + std::to_string(mismatches) + " of 5 mismatches raised");
+      if (expect_mismatch.count != 5)
+        throw std::runtime_error("only " + std::to_string(expect_mismatch.count) + " of 5 mismatches raised");
       // Every rank stopped at the same collectives, so the next one still meets.
       Tensor ok = full(5, double(r + 1), DType::Float32);
       b.all_reduce(ok, {});
@@ -164,6 +170,36 @@ TEST_CASE(
     });
     for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
   }
+}
+
+TEST_CASE(
+    "disagreeing on collectives past the socket buffers: the same typed error on both ranks, the bytes sent ahead of "
+    "the check dropped unread, and the pair still works",
+    "[trust]") {
+  // On the sockets a first phase goes out before the peers' intents are in: 4 MiB each way
+  // that nobody reads fill both sockets, so each rank keeps unsent bytes when the check fails.
+  auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
+    const int r = b.rank();
+    const int64_t n = int64_t(1) << 20;
+    MismatchCounter expect_mismatch;
+    Tensor f = full(n, 1.0, DType::Float32), i = full(n, 1.0, DType::Int32);
+    expect_mismatch([&] { b.all_reduce(r == 1 ? i : f, {}); });
+    BroadcastOptions bo;
+    bo.root = r;  // both send their whole buffer
+    expect_mismatch([&] { b.broadcast(f, bo); });
+    Tensor out = full(n, -1.0, DType::Float32);
+    expect_mismatch([&] { b.reduce_scatter(full(r == 0 ? 2 * n : n, 1.0, DType::Float32), out, {}); });
+    if (expect_mismatch.count != 3)
+      throw std::runtime_error("only " + std::to_string(expect_mismatch.count) + " of 3 mismatches raised");
+    if (out.get(0) != -1.0) throw std::runtime_error("a failed reduce_scatter wrote its output");
+    Tensor big = full(n, double(r + 1), DType::Float32), small = full(4, double(r + 1), DType::Float32);
+    b.all_reduce(big, {});
+    b.all_reduce(small, {});
+    if (big.get(n - 1) != 3.0 || small.get(3) != 3.0)
+      throw std::runtime_error("all_reduce after the mismatches gave " + std::to_string(big.get(n - 1)) + " and " +
+                               std::to_string(small.get(3)));
+  });
+  for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
 }
 
 TEST_CASE("send/recv that disagree on size or dtype: the same typed error on both ranks and the pair still works",

@@ -215,6 +215,7 @@ void SocketMesh::post(int peer, const std::shared_ptr<Recv>& op, Clock::time_poi
 }
 
 void SocketMesh::abandon(int peer, const std::shared_ptr<Send>& op) {
+  if (!op->own.empty()) return;  // detached: it needs no buffer of its caller's
   Conn& c = conns_[size_t(peer)];
   auto it = std::find(c.sends.begin(), c.sends.end(), op);
   if (it == c.sends.end()) return;
@@ -232,6 +233,19 @@ void SocketMesh::abandon(int peer, const std::shared_ptr<Recv>& op) {
     c.into = nullptr;
   }
   c.recvs.erase(std::remove(c.recvs.begin(), c.recvs.end(), op), c.recvs.end());
+}
+
+void SocketMesh::detach(const std::shared_ptr<Send>& op) {
+  if (op->done || !op->own.empty()) return;
+  for (auto& [p, bytes] : op->parts) op->own.insert(op->own.end(), p, p + bytes);
+  op->parts = {{op->own.data(), op->own.size()}};
+}
+
+void SocketMesh::discard_below(Kind kind, uint64_t key) {
+  uint64_t& floor = floor_[uint32_t(kind) & 7];
+  floor = std::max(floor, key);
+  for (Conn& c : conns_)
+    c.stash.remove_if([&](const Stashed& m) { return m.key.kind == kind && m.key.key < floor && &m != c.stashing; });
 }
 
 bool SocketMesh::write_some(int peer) {
@@ -286,16 +300,24 @@ void SocketMesh::start_message(int peer) {
     }
     return;
   }
+  if (key.key < floor_[uint32_t(key.kind) & 7]) {
+    c.into = nullptr;
+    c.stashing = nullptr;
+    c.dropping = bytes;
+    return;
+  }
   c.stash.push_back(Stashed{key, std::vector<char>(bytes)});
   c.stashing = &c.stash.back();
   c.into = nullptr;
   c.dropping = 0;
 }
 
-bool SocketMesh::read_some(int peer) {
+bool SocketMesh::read_some(int peer, bool posted_only) {
   Conn& c = conns_[size_t(peer)];
   if (!c.expect.empty() && !read_answer(peer)) return false;
   bool read = false;
+  // Between messages, read on only while this connection has something to wait for.
+  auto waits = [&] { return !c.recvs.empty() || (!posted_only && !c.sends.empty()); };
   for (;;) {
     ssize_t n;
     if (c.header_got < kHeaderBytes) {
@@ -339,6 +361,8 @@ bool SocketMesh::read_some(int peer) {
           deliver(m, **it);
           c.recvs.erase(it);
           c.stash.pop_back();
+        } else if (m.key.key < floor_[uint32_t(m.key.kind) & 7]) {
+          c.stash.pop_back();
         }
       }
       c.into = nullptr;
@@ -357,8 +381,7 @@ bool SocketMesh::read_some(int peer) {
         c.dropping = c.stashing ? c.dropping + size_t(n) : c.dropping - size_t(n);
       }
       complete();
-      // A message ended: read on only while this connection still has something to wait for.
-      if (c.header_got == 0 && c.recvs.empty() && c.sends.empty()) return read;
+      if (c.header_got == 0 && !waits()) return read;
       continue;
     }
     if (n == 0) {
@@ -374,7 +397,7 @@ bool SocketMesh::read_some(int peer) {
       const size_t before = c.header_got;
       complete();
       // A message of no bytes ended.
-      if (before == kHeaderBytes && c.header_got == 0 && !(c.recvs.empty() && c.sends.empty())) continue;
+      if (before == kHeaderBytes && c.header_got == 0 && waits()) continue;
       return read;
     }
     fail_peer(peer, std::string("lost its connection: ") + std::strerror(errno));
@@ -382,7 +405,7 @@ bool SocketMesh::read_some(int peer) {
 }
 
 void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point deadline,
-                          const std::function<void()>& on_read) {
+                          const std::function<void()>& on_read, bool posted_only) {
   std::vector<pollfd> fds;
   std::vector<int> peer_of;
   auto moved = Clock::now();  // when one of this group's sockets last had something for us
@@ -403,12 +426,13 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
         continue;
       }
       // Read where a receive waits, a message is half read, or our sends wait on the peer
-      // (which may be sending to us); once a send of ours stalls, every connection: its peer
-      // may be blocked sending to us, as we are to ours (blocking sends posted around a cycle
-      // before their receives). Otherwise what arrives stays in the socket until its receive
-      // is posted, rather than being copied aside.
-      if (!stalled && c.recvs.empty() && c.header_got == 0 && c.sends.empty()) continue;
-      fds.push_back(pollfd{c.fd, short(POLLIN | (c.sends.empty() ? 0 : POLLOUT)), 0});
+      // (which may be sending to us; not with `posted_only`); once a send of ours stalls, every
+      // connection: its peer may be blocked sending to us, as we are to ours (blocking sends
+      // posted around a cycle before their receives). Otherwise what arrives stays in the
+      // socket until its receive is posted, rather than being copied aside.
+      const bool reading = stalled || !c.recvs.empty() || c.header_got > 0 || (!posted_only && !c.sends.empty());
+      if (!reading && c.sends.empty()) continue;
+      fds.push_back(pollfd{c.fd, short((reading ? POLLIN : 0) | (c.sends.empty() ? 0 : POLLOUT)), 0});
       peer_of.push_back(r);
     }
     // Every wait serves the listener, so that a peer's first message never waits for this
@@ -435,7 +459,7 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
       if (!fds[i].revents) continue;
       const int r = peer_of[i];
       if (fds[i].revents & POLLOUT) write_some(r);
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read = read_some(r) || read;
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read = read_some(r, posted_only) || read;
     }
     if (read && on_read) on_read();
   }

@@ -66,6 +66,7 @@ class SocketMesh {
     // Filled by the mesh: the header and the write position.
     uint64_t header[3]{};
     size_t total = 0, sent = 0;
+    std::vector<char> own;  // the bytes, once detached from the caller's buffers
   };
 
   /// Listens on `address` (a resolved local address, port ignored; the process's listener
@@ -88,12 +89,22 @@ class SocketMesh {
   void post(int peer, const std::shared_ptr<Recv>& op, Clock::time_point deadline);
   /// Moves every posted operation on until `done()` holds, calling `on_read` (if any) after
   /// bytes arrive; TimeoutError at `deadline`, a PeerError naming a peer that closed its
-  /// connection.
+  /// connection. `posted_only`: read a connection only up to the end of its last posted
+  /// receive, even where our sends wait on it (a caller that posts the next receives once
+  /// these are in, and so must not find their messages copied aside).
   void progress(const std::function<bool()>& done, Clock::time_point deadline,
-                const std::function<void()>& on_read = {});
+                const std::function<void()>& on_read = {}, bool posted_only = false);
+  /// Gives `op` (posted to `peer`, not yet written whole) a copy of its bytes, so that it is
+  /// written on later progress after its caller's buffers are gone: a message already begun
+  /// cannot be taken back without losing the stream's framing.
+  void detach(const std::shared_ptr<Send>& op);
+  /// Messages of `kind` with a key below `key` will never be received: drops those kept
+  /// aside and those still to arrive (read and dropped, never copied aside).
+  void discard_below(Kind kind, uint64_t key);
   /// Forgets an operation that will not be waited for (its caller failed): its buffers may go.
   /// A send cut off mid-message closes its connection for good (the stream has lost its
-  /// framing, and the listener lets a pair in once): later operations with that peer fail.
+  /// framing, and the listener lets a pair in once): later operations with that peer fail. A
+  /// detached one stays queued.
   void abandon(int peer, const std::shared_ptr<Send>& op);
   void abandon(int peer, const std::shared_ptr<Recv>& op);
 
@@ -127,7 +138,7 @@ class SocketMesh {
   // Reads the acceptor's answer on `peer`'s connection; false while it is incomplete.
   bool read_answer(int peer);
   bool write_some(int peer);
-  bool read_some(int peer);
+  bool read_some(int peer, bool posted_only = false);
   void start_message(int peer);
   [[noreturn]] void fail_peer(int peer, const std::string& what) const;
   int global(int r) const;
@@ -142,6 +153,7 @@ class SocketMesh {
   std::shared_ptr<SocketListener> listener_;
   std::string group_, key_;  // the group's id (from the store) and key (never sent)
   int opened_ = 0;
+  uint64_t floor_[8]{};  // per Kind: keys below it are dropped on arrival (discard_below)
 };
 
 }  // namespace distrun

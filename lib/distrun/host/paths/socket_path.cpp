@@ -28,8 +28,7 @@ SocketPath::SocketPath(std::shared_ptr<SocketMesh> mesh, std::vector<int> global
   inbox_.assign(stride_ / sizeof(uint64_t) * size_t(size_), 0);
 }
 
-void SocketPath::await(const std::vector<std::pair<int, std::shared_ptr<Send>>>& sends,
-                       const std::vector<std::pair<int, std::shared_ptr<Recv>>>& recvs, Clock::time_point deadline,
+void SocketPath::await(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
                        const std::function<void()>& on_read) {
   try {
     mesh_->progress(
@@ -37,7 +36,7 @@ void SocketPath::await(const std::vector<std::pair<int, std::shared_ptr<Send>>>&
           return std::all_of(sends.begin(), sends.end(), [](const auto& s) { return s.second->done; }) &&
                  std::all_of(recvs.begin(), recvs.end(), [](const auto& r) { return r.second->done; });
         },
-        deadline, on_read);
+        deadline, on_read, true);
   } catch (...) {
     for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
     for (const auto& [peer, r] : recvs) mesh_->abandon(peer, r);
@@ -50,38 +49,57 @@ void SocketPath::await(const std::vector<std::pair<int, std::shared_ptr<Send>>>&
                          std::to_string(r->bytes));
 }
 
-void SocketPath::check_directly(const Intent& intent, Clock::time_point deadline) {
+void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
   char* mine = slot(rank_);
   const size_t sent = write_row(intent, size_, mine, row_bytes_, base_, extent_, eager_);
-  std::vector<std::pair<int, std::shared_ptr<Recv>>> recvs;
-  std::vector<std::pair<int, std::shared_ptr<Send>>> sends;
+  rows_.clear();
+  rows_out_.clear();
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     auto in = std::make_shared<Recv>();
     in->key = {Kind::Intent, exchanges_};
     in->parts = {{slot(r), stride_}};
     in->at_most = true;
-    recvs.emplace_back(r, in);
+    rows_.emplace_back(r, in);
   }
   try {
-    for (auto& [r, in] : recvs) mesh_->post(r, in, deadline);
+    for (auto& [r, in] : rows_) mesh_->post(r, in, deadline);
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       auto out = std::make_shared<Send>();
       out->key = {Kind::Intent, exchanges_};
       out->parts = {{mine, sent}};
-      sends.emplace_back(r, out);
+      rows_out_.emplace_back(r, out);
       mesh_->post(r, out, deadline);
     }
   } catch (...) {
-    for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
-    for (const auto& [peer, r] : recvs) mesh_->abandon(peer, r);
+    for (const auto& [peer, s] : rows_out_) mesh_->abandon(peer, s);
+    for (const auto& [peer, r] : rows_) mesh_->abandon(peer, r);
     throw;
   }
-  await(sends, recvs, deadline);
-  for (auto& [r, in] : recvs)
-    if (in->bytes < row_bytes_)
-      throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " sent a short intent");
+  unsettled_ = true;
+}
+
+void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
+  if (!unsettled_) return;
+  unsettled_ = false;
+  const Sends out = std::move(rows_out_);
+  const Recvs in = std::move(rows_);
+  await(out, in, deadline);
+  try {
+    for (auto& [r, row] : in)
+      if (row->bytes < row_bytes_)
+        throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " sent a short intent");
+    for (int r = 0; r < size_; ++r)
+      Intent::decode(reinterpret_cast<const uint64_t*>(slot(r)), size_, table_[size_t(r)]);
+    // Every rank holds the same table, so every rank throws the same error; the connections
+    // stay as they are (each peer's row was read whole), and the group stays usable.
+    check_agreement(table_, false, global_ranks_);
+  } catch (...) {
+    for (const auto& [peer, s] : early) mesh_->detach(s);
+    mesh_->discard_below(Kind::Phase, (seq_ + 1) << 16);
+    throw;
+  }
 }
 
 void SocketPath::check_around_ring(const Intent& intent, Clock::time_point deadline) {
@@ -118,22 +136,31 @@ const std::vector<Intent>& SocketPath::meet(Intent intent, const void* base, uin
   base_ = static_cast<char*>(const_cast<void*>(base));
   extent_ = base ? extent : 0;
   eager_in_ = false;
+  if (unsettled_) {  // a collective that failed between its meeting and its first phase
+    for (const auto& [peer, s] : rows_out_) mesh_->abandon(peer, s);
+    for (const auto& [peer, r] : rows_) mesh_->abandon(peer, r);
+    unsettled_ = false;
+  }
   intent.seq = ++seq_;
   table_.assign(size_t(size_), intent);
   // Every member skips alike (same flags). all_to_all's intents differ by rank, so they always
   // travel.
   if (!(intent.flags & Intent::kAgreed) || intent.kind == CollectiveKind::AllToAll) {
     ++exchanges_;
-    if (size_ <= kDirectCheckMost)
-      check_directly(intent, deadline);
-    else
-      check_around_ring(intent, deadline);
+    eager_in_ = eager_ > 0;
+    if (size_ <= kDirectCheckMost) {
+      post_rows(intent, deadline);
+      // Until the first phase settles the check, every row reads as ours (with its kInline
+      // flag): a schedule's sending side needs no other.
+      Intent own;
+      Intent::decode(reinterpret_cast<const uint64_t*>(slot(rank_)), size_, own);
+      std::fill(table_.begin(), table_.end(), own);
+      return table_;
+    }
+    check_around_ring(intent, deadline);
     for (int r = 0; r < size_; ++r)
       Intent::decode(reinterpret_cast<const uint64_t*>(slot(r)), size_, table_[size_t(r)]);
-    // Every rank holds the same table, so every rank throws the same error; the connections
-    // stay as they are (each peer's row was read whole), and the group stays usable.
     check_agreement(table_, false, global_ranks_);
-    eager_in_ = eager_ > 0;
   }
   return table_;
 }
@@ -145,6 +172,27 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
   // Phase 0 sees every buffer as it was at the meeting: an eager sender's bytes came with its
   // intent, and it sends nothing now.
   auto eager = [&](int r) { return phase == 0 && eager_in_ && (table_[size_t(r)].flags & Intent::kInline); };
+  // What every reader takes from us, in its order: the schedule is the same function of the
+  // same intents on every rank, and a sender's side of it depends on its own intent only, so
+  // it goes out before the check settles. Checked against what we exposed before anything
+  // moves.
+  std::vector<std::shared_ptr<Send>> to(static_cast<size_t>(size_));
+  try {
+    for (int reader = 0; reader < size_; ++reader) {
+      if (reader == rank_) continue;
+      schedule.pieces(phase, reader, [&](const Piece& p) {
+        if (p.peer != rank_) return;
+        check_piece(global_ranks_, reader, rank_, p, extent_);
+        if (eager(rank_)) return;
+        auto& s = to[size_t(reader)];
+        if (!s) s = std::make_shared<Send>(), s->key = {Kind::Phase, key};
+        s->parts.emplace_back(base_ + p.offset, p.bytes);
+      });
+    }
+  } catch (...) {
+    settle(deadline);  // a disagreement is the error every rank reports
+    throw;
+  }
   // What we take, in order, each from its peer's message at `at`; pieces folded in parts land
   // in scratch, one after another.
   struct Mine {
@@ -154,48 +202,35 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
     size_t taken = 0;
   };
   std::vector<Mine> mine;
-  std::vector<size_t> from(size_t(size_), 0);  // bytes of each peer's message
-  size_t folded = 0;
-  schedule.pieces(phase, rank_, [&](const Piece& p) {
-    Mine m{p};
-    if (eager(p.peer)) {
-      check_piece(global_ranks_, rank_, p.peer, p, std::min<uint64_t>(table_[size_t(p.peer)].extent, eager_));
-    } else {
-      m.at = from[size_t(p.peer)];
-      from[size_t(p.peer)] += p.bytes;
-      if (!p.dst) m.scratch = folded, folded += p.bytes;
-    }
-    mine.push_back(m);
-  });
-  if (scratch_.size() < folded) scratch_.resize(folded);
-  // What every reader takes from us, in its order: the schedule is the same function of the
-  // same intents on every rank. Checked against what we exposed before anything moves.
-  std::vector<std::shared_ptr<Send>> to(static_cast<size_t>(size_));
-  for (int reader = 0; reader < size_; ++reader) {
-    if (reader == rank_) continue;
-    schedule.pieces(phase, reader, [&](const Piece& p) {
-      if (p.peer != rank_) return;
-      check_piece(global_ranks_, reader, rank_, p, extent_);
-      if (eager(rank_)) return;
-      auto& s = to[size_t(reader)];
-      if (!s) s = std::make_shared<Send>(), s->key = {Kind::Phase, key};
-      s->parts.emplace_back(base_ + p.offset, p.bytes);
-    });
-  }
   std::vector<std::shared_ptr<Recv>> in(static_cast<size_t>(size_));
-  for (const Mine& m : mine) {
-    if (eager(m.piece.peer)) continue;
-    auto& r = in[size_t(m.piece.peer)];
-    if (!r) r = std::make_shared<Recv>(), r->key = {Kind::Phase, key};
-    r->parts.emplace_back(m.piece.dst ? m.piece.dst : scratch_.data() + m.scratch, m.piece.bytes);
-  }
-  std::vector<std::pair<int, std::shared_ptr<Send>>> sends;
-  std::vector<std::pair<int, std::shared_ptr<Recv>>> recvs;
+  Sends sends;
+  Recvs recvs;
   try {
     for (int r = 0; r < size_; ++r)
-      if (in[size_t(r)]) mesh_->post(r, in[size_t(r)], deadline), recvs.emplace_back(r, in[size_t(r)]);
-    for (int r = 0; r < size_; ++r)
       if (to[size_t(r)]) mesh_->post(r, to[size_t(r)], deadline), sends.emplace_back(r, to[size_t(r)]);
+    settle(deadline, sends);
+    std::vector<size_t> from(size_t(size_), 0);  // bytes of each peer's message
+    size_t folded = 0;
+    schedule.pieces(phase, rank_, [&](const Piece& p) {
+      Mine m{p};
+      if (eager(p.peer)) {
+        check_piece(global_ranks_, rank_, p.peer, p, std::min<uint64_t>(table_[size_t(p.peer)].extent, eager_));
+      } else {
+        m.at = from[size_t(p.peer)];
+        from[size_t(p.peer)] += p.bytes;
+        if (!p.dst) m.scratch = folded, folded += p.bytes;
+      }
+      mine.push_back(m);
+    });
+    if (scratch_.size() < folded) scratch_.resize(folded);
+    for (const Mine& m : mine) {
+      if (eager(m.piece.peer)) continue;
+      auto& r = in[size_t(m.piece.peer)];
+      if (!r) r = std::make_shared<Recv>(), r->key = {Kind::Phase, key};
+      r->parts.emplace_back(m.piece.dst ? m.piece.dst : scratch_.data() + m.scratch, m.piece.bytes);
+    }
+    for (int r = 0; r < size_; ++r)
+      if (in[size_t(r)]) mesh_->post(r, in[size_t(r)], deadline), recvs.emplace_back(r, in[size_t(r)]);
   } catch (...) {
     for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
     for (const auto& [peer, r] : recvs) mesh_->abandon(peer, r);
