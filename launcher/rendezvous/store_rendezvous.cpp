@@ -36,9 +36,12 @@ class StoreRendezvous::Listener {
     milliseconds wait;
   };
 
-  Listener(std::string host, uint16_t port, const TCPStoreOptions& options)
+  // Connects with `options` (the caller's short tries); a later reconnect, made while every
+  // agent may be joining at once, waits up to `reconnect_within` (the heartbeat timeout).
+  Listener(std::string host, uint16_t port, const TCPStoreOptions& options, milliseconds reconnect_within)
       : host_(std::move(host)), port_(port), options_(options) {
     store_ = std::make_unique<TCPStore>(host_, port_, options_);
+    options_.timeout = reconnect_within;
   }
   ~Listener() { halt(); }
   Listener(const Listener&) = delete;
@@ -100,6 +103,7 @@ class StoreRendezvous::Listener {
         const size_t i = store_->wait_any(keys, hold);
         last_answer = Clock::now();
         if (i < stops.size()) {
+          keeping_ = keep.has_value();  // before Stopped shows: start() must halt, not join, a keeping thread
           set(State::Stopped);
           if (keep) keep_record(*keep);
           return;
@@ -115,7 +119,6 @@ class StoreRendezvous::Listener {
     }
   }
   void keep_record(const Keep& keep) {
-    keeping_ = true;
     try {
       try {
         store_->wait({keep.settled}, keep.wait);
@@ -186,7 +189,7 @@ void StoreRendezvous::connect_to_store(Clock::time_point deadline) {
       auto store = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
       // Held while this agent's connection lives: node 0 sees it go at once when it dies.
       if (id_ > 0) store->claim(key("alive/" + std::to_string(id_)), "1");
-      listener_ = std::make_unique<Listener>(plan_.master_addr, *plan_.master_port, so);
+      listener_ = std::make_unique<Listener>(plan_.master_addr, *plan_.master_port, so, opt_.heartbeat_timeout);
       tcp_store_ = store.get();
       store_ = std::move(store);
       return;

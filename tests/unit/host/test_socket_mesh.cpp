@@ -359,3 +359,34 @@ TEST_CASE("a message of another size than the receive's is dropped, and the next
   CHECK_FALSE(r2->differs);
   CHECK(into == small);
 }
+
+TEST_CASE("more members connecting at once than the strangers' margin, hellos late, are all let in", "[sockets]") {
+  // Rank `top` of a group is connected to by each of its lower ranks; they all connect before
+  // any says its hello, so the listener accepts them all while none has proved itself yet.
+  const int top = int(SocketListener::kMostPending) + 40;
+  auto listener = SocketListener::on(loopback());
+  const std::string id(pair_auth::kGroupBytes, 'b');
+  const std::string key = pair_auth::group_key("the workers' secret", id);
+  listener->join(id, top, key);
+  const std::string at(reinterpret_cast<const char*>(&listener->address()), listener->address_length());
+  std::vector<int> lower;
+  for (int r = 0; r < top; ++r) lower.push_back(connect_to(at));
+  auto serve_once = [&] {
+    std::vector<pollfd> fds;
+    listener->watch(fds);
+    poll(fds.data(), fds.size(), 50);
+    listener->serve(fds.data(), fds.size());
+  };
+  serve_once();  // accepts the whole burst
+  for (int r = 0; r < top; ++r) send_all(lower[size_t(r)], pair_auth::hello(key, id, uint32_t(r), uint32_t(top)));
+  std::vector<std::pair<int, int>> in;
+  for (const auto until = SocketListener::Clock::now() + std::chrono::seconds(10);
+       int(in.size()) < top && SocketListener::Clock::now() < until;) {
+    serve_once();
+    for (auto& p : listener->take(id, top)) in.push_back(p);
+  }
+  CHECK(int(in.size()) == top);
+  listener->leave(id, top);
+  for (auto& [peer, fd] : in) close(fd);
+  for (int fd : lower) close(fd);
+}

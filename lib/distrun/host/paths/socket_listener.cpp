@@ -112,12 +112,23 @@ void SocketListener::accept_all() {
   for (;;) {
     const int fd = ::accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
-    if (pending_.size() == kMostPending) {
+    Pending p{fd, Clock::now() + kHelloBound, {}, 0};
+    // A hello already in the socket is read at once, and only a connection still silent takes
+    // a place among the pending, so a burst of members connecting does not crowd itself out.
+    if (read_hello(p)) continue;
+    if (pending_.size() >= kMostPending + members_still_to_connect()) {
       ::close(pending_.front().fd);
       pending_.erase(pending_.begin());
     }
-    pending_.push_back(Pending{fd, Clock::now() + kHelloBound, {}, 0});
+    pending_.push_back(p);
   }
+}
+
+size_t SocketListener::members_still_to_connect() const {
+  // Each member of rank r is connected to once by each of its r lower ranks.
+  size_t n = 0;
+  for (const auto& [id, m] : members_) n += size_t(id.second) - std::min(m.seen.size(), size_t(id.second));
+  return n;
 }
 
 bool SocketListener::read_hello(Pending& p) {

@@ -14,7 +14,8 @@
 // connection's first bytes before any message: it knows it reached the member, not a stranger.
 // The hello needs no answer before data may follow, so a first send never waits on the peer.
 //
-// Nothing here blocks: connections whose hello is incomplete wait in a bounded list, read as
+// Nothing here blocks: connections whose hello is incomplete wait in a list bounded by what the
+// members expect plus a margin (so members never crowd each other out), read as
 // their bytes come by whichever group's wait polls them, and dropped at a bound; a stranger that
 // sends garbage is dropped at once, one that says nothing holds a slot, never a wait. A group
 // registers (join) before it publishes its address, so a member's connection never precedes
@@ -68,7 +69,8 @@ Hello hello(std::string_view key, std::string_view group, uint32_t from, uint32_
 class SocketListener {
  public:
   using Clock = std::chrono::steady_clock;
-  /// Connections whose hello has not arrived yet, at most; a new one beyond drops the oldest.
+  /// Connections whose hello has not arrived yet, at most, beyond those the members registered
+  /// here still expect (one from each lower rank): a new one beyond drops the oldest.
   static constexpr size_t kMostPending = 128;
   /// How long a connection may take to say its hello.
   static constexpr auto kHelloBound = std::chrono::seconds(5);
@@ -111,6 +113,8 @@ class SocketListener {
     std::vector<std::pair<int, int>> ready;
   };
   void accept_all();
+  // The connections the registered members still expect: one from each lower rank not seen.
+  size_t members_still_to_connect() const;
   // Reads `p`'s hello; true when it is done with (let in or dropped).
   bool read_hello(Pending& p);
 

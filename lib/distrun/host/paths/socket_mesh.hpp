@@ -91,7 +91,10 @@ class SocketMesh {
   /// bytes arrive; TimeoutError at `deadline`, a PeerError naming a peer that closed its
   /// connection. `posted_only`: read a connection only up to the end of its last posted
   /// receive, even where our sends wait on it (a caller that posts the next receives once
-  /// these are in, and so must not find their messages copied aside).
+  /// these are in, and so would rather not find their messages copied aside). Once a send of
+  /// ours has moved nothing for 20 ms, every connection is read whatever `posted_only`
+  /// says (its peer may be blocked sending to us: a cycle of blocking sends), and what arrives
+  /// before its receive is copied aside.
   void progress(const std::function<bool()>& done, Clock::time_point deadline,
                 const std::function<void()>& on_read = {}, bool posted_only = false);
   /// Gives `op` (posted to `peer`, not yet written whole) a copy of its bytes, so that it is

@@ -57,7 +57,8 @@ class SocketPath : public Path {
   void settle(Clock::time_point deadline, const Sends& early = {});
   // Waits for `sends` and `recvs` (posted to the peers alongside), abandoning them on failure.
   // Reads no further than the posted receives: what a peer sends next waits in the socket
-  // until its receive is posted, never copied aside.
+  // until its receive is posted, unless a send of ours stalls (SocketMesh::progress), when it
+  // may be copied aside.
   void await(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
              const std::function<void()>& on_read = {});
 
