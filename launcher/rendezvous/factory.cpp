@@ -30,18 +30,6 @@ std::unique_ptr<Rendezvous> make_rendezvous(const JobPlan& plan, const Rendezvou
   return std::make_unique<StaticRendezvous>(plan, options, signals);
 }
 
-void fit_plan_to_kind(JobPlan& plan, const LaunchOptions& o) {
-  if (!plan.elastic()) return;
-  if (plan.source != "pytorch")
-    throw ConfigError("--nnodes " + o.nnodes + ": an elastic range needs --launcher pytorch (under " + plan.source +
-                      " the job's own variables fix the nodes)");
-  if (o.mode == RunMode::scenario)
-    throw ConfigError("--nnodes " + o.nnodes +
-                      ": an elastic range runs programs only (a scenario is checked for one world size before it "
-                      "starts); give N nodes");
-  plan.node_rank = 0;
-}
-
 std::optional<std::string> rendezvous_secret(const LaunchOptions& o, const JobPlan& plan, const EnvLookup& env) {
   std::optional<std::string> secret = load_job_secret(o.rdzv_secret_file, env);
   if (plan.single_node()) return secret;

@@ -286,10 +286,7 @@ void StoreRendezvous::wait_keys(int attempt, const std::vector<std::string>& key
 
 void StoreRendezvous::listen_for(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline) {
   check_signal(attempt, "while the nodes met");
-  if (store_->check(keys)) {  // there already: one request, no hop through the listener
-    listen_for_failure(attempt);
-    return;
-  }
+  if (store_->check(keys)) return;  // there already: one request, no hop through the listener
   std::vector<std::string> stops = closing_keys();
   stops.push_back(key(attempt, "failed"));
   // Each wait is held for half the heartbeat timeout, so that node 0's silence (its agent
@@ -301,7 +298,6 @@ void StoreRendezvous::listen_for(int attempt, const std::vector<std::string>& ke
     const auto state = listener_->wait_for(kSlice);
     if (state == Listener::State::Done) {
       last_answer_ = Clock::now();
-      listen_for_failure(attempt);
       return;
     }
     if (state == Listener::State::Stopped) {
@@ -320,7 +316,7 @@ void StoreRendezvous::listen_for(int attempt, const std::vector<std::string>& ke
 }
 
 void StoreRendezvous::listen_for_failure(int attempt) {
-  if (listener_attempt_ == attempt) return;
+  if (!listener_ || listener_attempt_ == attempt) return;
   listener_->start({}, {key(attempt, "failed")}, opt_.heartbeat_timeout, std::nullopt,
                    Listener::Keep{key(attempt, "failed"), key(attempt, "settled"), settle_wait()});
   listener_attempt_ = attempt;
@@ -333,6 +329,8 @@ void StoreRendezvous::set_members(int attempt, std::vector<int> ids, std::vector
   beats_.assign(members_.size(), -1);
   beat_seen_.assign(members_.size(), Clock::now());
   last_watch_ = Clock::now();
+  // The meeting is over: from here the listener waits for this attempt's failure.
+  listen_for_failure(attempt);
 }
 
 Assignment StoreRendezvous::share(int attempt, size_t k, const std::vector<int>& nproc, uint16_t port,

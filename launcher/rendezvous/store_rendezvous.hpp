@@ -84,8 +84,8 @@ class StoreRendezvous : public Rendezvous {
   void wait_keys(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline);
   // wait_keys() on the listener.
   void listen_for(int attempt, const std::vector<std::string>& keys, Clock::time_point deadline);
-  // The listener back on `attempt`'s failure (keeping the record as settled), from the moment
-  // a wait of the meeting ends: an agent held up before it first watches is still told.
+  // The listener on `attempt`'s failure (keeping the record as settled), from the moment the
+  // meeting ends (set_members): an agent held up before it first watches is still told.
   void listen_for_failure(int attempt);
   void check_signal(int attempt, const std::string& during);
   // Connects to the host's store in short tries until `deadline` (a signal ends the wait).
