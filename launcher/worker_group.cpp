@@ -175,7 +175,9 @@ static bool is_stopped(pid_t pid) {
   const char* close = nullptr;
   for (const char* p = buf; p + 2 < buf + n; ++p)
     if (p[0] == ')' && p[1] == ' ') close = p;
-  return close && (close[2] == 'T' || close[2] == 't');
+  // 'T' only: a job-control stop that nobody will end. 't' is a tracer's stop (a debugger, or a
+  // sanitizer build's leak check holding the exiting worker), which its tracer ends.
+  return close && close[2] == 'T';
 }
 
 void WorkerGroup::sample_stopped(bool at_once) {

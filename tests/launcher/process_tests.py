@@ -172,6 +172,42 @@ def case_stopped_rank():
     expect_no_leftovers(m)
 
 
+# Holds process PID in a tracer's stop ('t' in /proc, as a debugger or a sanitizer's leak check
+# at exit does), says so by creating file HELD, and lets it go after SECONDS. PTRACE_SEIZE and
+# PTRACE_INTERRUPT send no SIGSTOP, so nothing is left pending when it lets go.
+TRACER = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+pid, seconds, held = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+if libc.ptrace(0x4206, pid, 0, 0) or libc.ptrace(0x4207, pid, 0, 0):
+    sys.exit("ptrace: " + os.strerror(ctypes.get_errno()))
+os.waitpid(pid, 0x40000000)
+open(held, "w").close()
+time.sleep(seconds)
+libc.ptrace(17, pid, 0, 0)
+"""
+
+
+def case_traced_rank_not_frozen():
+    """A rank held by a tracer (a debugger, a leak check at exit) is not frozen: the rank that
+    really failed is named, with its own exit code."""
+    m = marker()
+    tmp = tempfile.mkdtemp()
+    tracer, held = os.path.join(tmp, "tracer.py"), os.path.join(tmp, "held")
+    with open(tracer, "w") as f:
+        f.write(TRACER)
+    # Rank 0 fails once rank 1 has been held long enough for distrun to have looked (0.25 s).
+    r = distrun("--nproc", "2", "--stop-grace", "0.5",
+                *sh(f'if [ "$RANK" = 1 ]; then {PYTHON} {tracer} $$ 20 {held} & sleep 30; fi; '
+                    f'for i in $(seq 300); do [ -e {held} ] && break; sleep 0.1; done; sleep 1; '
+                    'echo "rank 0 gives up" >&2; exit 3', m),
+                timeout=40)
+    check(r.returncode == 1 and "rank 0 gives up" in r.stderr, f"rc {r.returncode}", r.stderr)
+    check("rank       : 0" in r.stderr and "exit code 3" in r.stderr and "frozen" not in r.stderr,
+          "the summary names rank 0's exit, not the traced rank 1", r.stderr)
+    expect_no_leftovers(m)
+
+
 def case_stopped_rank_alone():
     """A rank frozen while the others wait (a program whose collective has no timeout of its
     own): named as stopped after the heartbeat timeout, and every worker stopped."""
