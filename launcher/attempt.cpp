@@ -220,7 +220,13 @@ AttemptOutcome run_attempt(const AgentJob& job, Rendezvous& rendezvous, const As
   for (int local = 0; local < job.plan.nproc_per_node; ++local)
     specs.push_back(worker_spec(job, a, local, restart, terminal, bind));
   AttemptWatch watch(job, rendezvous, a, attempt, restart);
-  AttemptOutcome out = watch.run(specs, router);
+  AttemptOutcome out;
+  try {
+    out = watch.run(specs, router);
+  } catch (...) {
+    end_adopted_children();  // the group killed its shims outright: their orphans are ours now
+    throw;
+  }
   end_adopted_children();  // the group has reaped its workers: what is left was orphaned below
   out.log_error = router.log_error();
   if (out.result.outcome == GroupOutcome::succeeded) {

@@ -117,8 +117,9 @@ def wait_for_processes(mark, count, within=30):
         time.sleep(0.05)
 
 
-def stopped_at(mark, within=30):
-    """The time at which no process carrying `mark` is left (fails after `within` s)."""
+def stopped_at(mark, within=30, agents=()):
+    """The time at which no process carrying `mark` is left (fails after `within` s, with what
+    each of `agents` said)."""
     deadline = time.time() + within
     while processes_with(mark):
         if time.time() > deadline:
@@ -128,7 +129,14 @@ def stopped_at(mark, within=30):
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-            raise Failed(f"processes left behind: {left}")
+            said = []
+            for k, p in enumerate(agents):
+                running = p.poll() is None
+                if running:
+                    p.kill()
+                o, e = p.communicate()
+                said.append(f"node {k}'s agent ({'still running' if running else f'rc {p.returncode}'}):\n{o}{e}")
+            raise Failed(f"processes left behind: {left}" + "".join("\n--- " + s for s in said))
         time.sleep(0.02)
     return time.time()
 
@@ -419,7 +427,7 @@ def case_agent_frozen_node0():
         finally:
             t1 = time.time()
             procs[0].send_signal(signal.SIGCONT)
-        node0_clear = stopped_at(marks[0])
+        node0_clear = stopped_at(marks[0], agents=procs)
         res = finish(procs)
         print(f"MEASURE SIGSTOP of node 0's agent: node 1's agent ended {detected - t0:.2f} s later, its workers "
               f"gone {node1_clear - t0:.2f} s later", flush=True)
