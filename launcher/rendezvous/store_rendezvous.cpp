@@ -502,7 +502,13 @@ std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
         if (auto joining = newcomer(attempt)) return report_failure(attempt, *joining);
     }
   } catch (const TimeoutError& e) {
-    if (hosts_store_) throw;
+    if (hosts_store_) {
+      // Our own store, in this process, answers unless this agent itself was not running
+      // (stopped, stalled) while it waited; the next look reads the answer, and the stall.
+      if (last_watch_ != Clock::time_point{} && Clock::now() - last_watch_ > opt_.heartbeat_timeout)
+        return std::nullopt;
+      throw;
+    }
     // No answer yet: the connection is kept (a blip heals), until the heartbeat timeout.
     if (Clock::now() - last_answer_ < opt_.heartbeat_timeout) return std::nullopt;
     store_alive_ = false;
