@@ -91,7 +91,9 @@ class WorkerGroup {
     std::string held;
     std::chrono::steady_clock::time_point held_since;
   };
-  static constexpr std::chrono::milliseconds kHoldPartial{50};
+  // Long enough for a process descheduled between its pieces on a loaded host (50 ms was
+  // crossed at load 40-60), short enough that a prompt still shows at once to a person.
+  static constexpr std::chrono::milliseconds kHoldPartial{200};
   struct Worker {
     WorkerSpec spec;
     pid_t pid = -1;  // the shim's: its process group holds the program and what it started

@@ -496,7 +496,7 @@ def case_cpu_bind_auto_per_host():
             check([r[0] for r in res] == [0, 0], f"both nodes finish: rc {[r[0] for r in res]}", str(res))
             for k, (_, out, _) in enumerate(res):
                 # Found anywhere: under load a rank's line may be cut by another's (unended
-                # output is held only 50 ms for its newline).
+                # output is held only 200 ms for its newline).
                 sets = [json.loads(m) for m in re.findall(r"CPUS (\[[0-9, ]*\])", out)]
                 check(len(sets) == 2, f"node {k}: both ranks report", out)
                 if names[0] is None:

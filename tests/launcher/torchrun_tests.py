@@ -480,8 +480,10 @@ def lines_with(text, word):
 
 def case_torchrun_options():
     """torchrun's options with their meaning, PET_* defaults, and clear refusals."""
-    dump = [PYTHON, "-c", "import os; print('ID', os.environ['RANK'], os.environ['WORLD_SIZE'], "
-            "os.environ['ROLE_NAME'], os.environ['TORCHELASTIC_RUN_ID'])"]
+    # One write per line: this case checks the exact lines, not the holding of a line written
+    # in pieces, which a loaded host can stretch past its bound.
+    dump = [PYTHON, "-c", "import os, sys; sys.stdout.write(' '.join(['ID', os.environ['RANK'], "
+            "os.environ['WORLD_SIZE'], os.environ['ROLE_NAME'], os.environ['TORCHELASTIC_RUN_ID']]) + '\\n')"]
     r = distrun("--", *dump, env={"PET_NPROC_PER_NODE": "3", "PET_ROLE": "pet_role"})
     check(r.returncode == 0 and len(lines_with(r.stdout, "ID ")) == 3 and "pet_role" in r.stdout,
           "PET_NPROC_PER_NODE and PET_ROLE", r.stdout + r.stderr)
