@@ -1,6 +1,6 @@
 // The path of a group that spans several hosts with the same number of ranks (k > 1) on each:
 // all_reduce, all_gather, reduce_scatter and broadcast are hierarchical; gather, scatter,
-// reduce and all_to_all run flat over Gloo's TCP pairs.
+// reduce and all_to_all run flat over the group's TCP path.
 //
 // all_reduce of S bytes, h hosts of k ranks: the ranks of a host reduce-scatter through
 // their own (shared-memory) group, so local rank i holds slice i of its host's sum; the h

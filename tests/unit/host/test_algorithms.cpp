@@ -335,6 +335,17 @@ TEST_CASE("all_to_all schedule with uneven and empty blocks", "[algorithms]") {
   });
 }
 
+TEST_CASE("a kind without a schedule (barrier) is a BackendError naming it, before it meets", "[algorithms]") {
+  // A backend runs its barrier as a collective of no bytes; the table of schedules has no row
+  // for it, and a kind it lacks must fail on every rank at once, not wait for its peers.
+  FakeWorld world(2);
+  for (int r = 0; r < 2; ++r) {
+    PathCollectives c(std::make_unique<FakePath>(world, r, false), r, 2, Algorithm::Auto);
+    REQUIRE_THROWS_MATCHES(c.run({intent_of(CollectiveKind::Barrier, 0)}, kTimeout), BackendError,
+                           Catch::Matchers::Message("no host schedule for barrier"));
+  }
+}
+
 // A one-phase schedule for the fake path's own checks: rank 1 takes `bytes` at offset 0 of rank
 // 0's buffer (into rank 1's own), and rank 0, when `owner_writes`, writes its first byte during
 // the phase; with `lists_differ` rank 0 lists rank 1's piece one byte shorter than rank 1 does.
