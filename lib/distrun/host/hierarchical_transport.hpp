@@ -55,8 +55,8 @@ class HierarchicalTransport : public CollectiveTransport {
 
   /// e.g. "hierarchical(shm x2, tcp x2)": the host's path and size, then the hosts' path and count.
   std::string name() const override;
-  /// The kinds with a composition by hosts (hierarchical_transport.cpp holds one row per kind:
-  /// all_reduce, all_gather, reduce_scatter and broadcast) run it; the rest run flat: rooted
+  /// The kinds composed by hosts (a row each in hierarchical_transport.cpp's table: all_reduce,
+  /// all_gather, reduce_scatter and broadcast) run their composition; the rest run flat: rooted
   /// ones move at most one copy between hosts either way, and all_to_all's blocks are all
   /// different, so nothing is shared within a host.
   void run(const HostOp& op, std::chrono::milliseconds timeout) override;
