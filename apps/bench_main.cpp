@@ -113,8 +113,7 @@ int run_bench(int argc, char** argv) {
   app.add_option("-d,--datatype", dtype, "float, half, bfloat16, double, int8, uint8, int32, int64, or all");
   app.add_option("-o,--op", op, "Reduce op: sum, prod, min, max, avg, band, bor, bxor, or all (sum..avg)");
   app.add_option("-r,--root", root,
-                 "Root rank of broadcast, reduce, gather and scatter; -1: every rank in turn "
-                 "(default 0)");
+                 "Root rank of " + distrun::bench::collective_names(true) + "; -1: every rank in turn (default 0)");
   app.add_option("-a,--average", average, "Time reported from the ranks' means: 0 rank 0, 1 average, 2 min, 3 max")
       ->check(CLI::IsMember({0, 1, 2, 3}));
   app.add_option("-z,--blocking", blocking,

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_harness import BENCH, DISTRUN, PYTHON, ROOT, check, main, run, skip, validate
+from bench_harness import BENCH, DISTRUN, PYTHON, ROOT, SCHEMA, check, main, run, skip, validate
 
 TMP = tempfile.mkdtemp(prefix="distrun-bench-test-")
 SMALL = ["-n", "3", "-w", "1"]
@@ -185,6 +185,9 @@ def test_bad_input():
         check(r.returncode == 2 and words in r.stderr, f"{args}: exit 2 naming the problem", r.stdout + r.stderr)
     r = run([BENCH, "--help"], timeout=30)
     check(r.returncode == 0 and "-b,--minbytes" in r.stdout and "--csv" in r.stdout, "--help", r.stdout)
+    # The help's list is the collective table's, which bench.engine holds the schema's enum to.
+    names = json.load(open(SCHEMA))["definitions"]["size_row"]["properties"]["collective"]["enum"]
+    check(", ".join(names) + ", or all" in r.stdout, "--help lists the schema's collectives", r.stdout)
 
 
 def test_mpirun():

@@ -6,6 +6,8 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "distrun/bench/collectives.hpp"
@@ -70,6 +72,19 @@ TEST_CASE("the table: every collective once, with nccl-tests' bus factors", "[be
   CHECK(size_count(*find_collective("all_to_all"), 4, 4, 8).count == 0);
   CHECK(size_count(*find_collective("all_reduce"), 1, 4, 2).bytes == 0);
   CHECK(size_count(*find_collective("all_reduce"), 1, 1, 2).count == 1);
+}
+
+TEST_CASE("bench.schema.json names the table's collectives, in its order, and no other", "[bench]") {
+  // The schema is a file of its own for the readers of -J documents; the table is where a new
+  // collective is added, and this is what holds the schema to it.
+  std::ifstream file(DISTRUN_BENCH_SCHEMA);
+  REQUIRE(file);
+  const auto schema = nlohmann::json::parse(file);
+  std::vector<std::string> listed, table;
+  for (const auto& name : schema.at("definitions").at("size_row").at("properties").at("collective").at("enum"))
+    listed.push_back(name.get<std::string>());
+  for (const auto& c : collectives()) table.push_back(c.name);
+  CHECK(listed == table);
 }
 
 TEST_CASE("expected results follow from the fill pattern", "[bench]") {

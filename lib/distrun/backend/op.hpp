@@ -5,6 +5,7 @@
 // carrying a method per collective.
 #pragma once
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 #include "distrun/backend/types.hpp"
@@ -41,6 +42,17 @@ struct CollectiveForm {
   bool reduces;      // takes a ReduceOp
   Buffers buffers;
 };
+
+/// The form of each kind, in the enum's order from Broadcast: a new kind is its value above and
+/// its row here.
+inline constexpr CollectiveForm kCollectiveForms[] = {
+    {"broadcast", true, false, Buffers::InPlace},       {"all_reduce", false, true, Buffers::InPlace},
+    {"reduce", true, true, Buffers::InPlace},           {"all_gather", false, false, Buffers::Gathers},
+    {"gather", true, false, Buffers::Gathers},          {"scatter", true, false, Buffers::Scatters},
+    {"reduce_scatter", false, true, Buffers::Scatters}, {"all_to_all", false, false, Buffers::Exchanges},
+    {"barrier", false, false, Buffers::None},
+};
+static_assert(uint32_t(CollectiveKind::Barrier) == std::size(kCollectiveForms), "a form for every kind, in order");
 
 /// Whether `k` is the number of a kind (one read off the wire may be anything).
 bool is_collective_kind(uint64_t k);

@@ -117,9 +117,10 @@ const Collective* find_collective(std::string_view name) {
   return nullptr;
 }
 
-std::string collective_names() {
+std::string collective_names(bool rooted_only) {
   std::string s;
-  for (const auto& c : collectives()) s += (s.empty() ? "" : ", ") + std::string(c.name);
+  for (const auto& c : collectives())
+    if (c.rooted || !rooted_only) s += (s.empty() ? "" : ", ") + std::string(c.name);
   return s;
 }
 

@@ -69,8 +69,9 @@ struct Collective {
 const std::vector<Collective>& collectives();
 /// The entry called `name`, or nullptr.
 const Collective* find_collective(std::string_view name);
-/// The names, comma separated, for help texts and errors.
-std::string collective_names();
+/// The names (with `rooted_only`, those that take a root), comma separated, for help texts and
+/// errors.
+std::string collective_names(bool rooted_only = false);
 
 /// Elements per rank buffer and the size nccl-tests reports for `bytes` requested: the whole
 /// elements that fit, and layouts that split a buffer across ranks round the count down to a

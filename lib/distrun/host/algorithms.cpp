@@ -222,22 +222,180 @@ class ReduceScatterRing : public Schedule {
   ReduceFn fn_;
 };
 
+// One call of a collective over the group's path: what every kind's schedule works with.
+struct Call {
+  Path& path;
+  int rank, size;
+  Algorithm algorithm;
+  std::vector<char>& scratch;
+  std::chrono::milliseconds timeout;
+
+  // Ring for all_reduce, all_gather and reduce_scatter with `bytes` per rank's payload?
+  bool ring(uint64_t bytes) const {
+    if (size < 2) return false;
+    if (algorithm != Algorithm::Auto) return algorithm == Algorithm::Ring;
+    if (size == 2) return false;  // two ranks: the ring is the direct algorithm, in more phases
+    return !path.reads_peers() && bytes > kSmall;
+  }
+  // Runs every phase of `schedule` (made from the table `meet` returned), then finishes.
+  void drive(Schedule& schedule) const {
+    for (int p = 0; p < schedule.phases(); ++p) path.run(schedule, p, timeout);
+    path.finish(timeout);
+  }
+  char* scratch_of(size_t bytes) const {
+    if (scratch.size() < bytes) scratch.resize(bytes);
+    return scratch.data();
+  }
+};
+
+// Each kind's schedule; `bytes` is intent.bytes, a block. A rank writes its own part of an
+// output after the phases, so a collective whose check fails leaves its outputs untouched.
+
+// Each rank's `bytes` at `in`, in rank order, into `out` (size blocks).
+void all_gather(const Call& c, const HostOp& op) {
+  const size_t bytes = op.intent.bytes;
+  auto* o = static_cast<char*>(op.out);
+  if (c.ring(bytes)) {
+    copy_bytes(o + size_t(c.rank) * bytes, op.in, bytes);
+    c.path.meet(op.intent, op.out, bytes * size_t(c.size), c.timeout);
+    AllGatherRing s(c.size, bytes, o);
+    return c.drive(s);
+  }
+  c.path.meet(op.intent, op.in, bytes, c.timeout);
+  auto s = direct_copy(c.size, [&](int, int p) { return Piece{p, 0, bytes, o + size_t(p) * bytes}; });
+  c.drive(s);
+  copy_bytes(o + size_t(c.rank) * bytes, op.in, bytes);
+}
+
+// As all_gather, into the root's `out` only (elsewhere `out` may be null).
+void gather(const Call& c, const HostOp& op) {
+  const size_t bytes = op.intent.bytes;
+  const int root = op.intent.root;
+  auto* o = static_cast<char*>(op.out);
+  c.path.meet(op.intent, c.rank == root ? nullptr : op.in, bytes, c.timeout);
+  auto s = direct_copy(c.size, [&](int reader, int p) {
+    return reader == root ? Piece{p, 0, bytes, o + size_t(p) * bytes} : Piece{};
+  });
+  c.drive(s);
+  if (c.rank == root) copy_bytes(o + size_t(c.rank) * bytes, op.in, bytes);
+}
+
+// Block `rank` of the root's `in` (size blocks) into `out`.
+void scatter(const Call& c, const HostOp& op) {
+  const size_t bytes = op.intent.bytes;
+  const int root = op.intent.root;
+  c.path.meet(op.intent, c.rank == root ? op.in : nullptr, bytes * size_t(c.size), c.timeout);
+  auto s = direct_copy(c.size, [&](int reader, int p) {
+    return p == root ? Piece{p, uint64_t(reader) * bytes, bytes, static_cast<char*>(op.out)} : Piece{};
+  });
+  c.drive(s);
+  if (c.rank == root) copy_bytes(op.out, static_cast<const char*>(op.in) + size_t(c.rank) * bytes, bytes);
+}
+
+// The root's `bytes` at `out` into every rank's `out`.
+void broadcast(const Call& c, const HostOp& op) {
+  const size_t bytes = op.intent.bytes;
+  const int root = op.intent.root;
+  if (c.path.broadcast_eager(op.intent, op.out, c.timeout)) return;
+  c.path.meet(op.intent, c.rank == root ? op.out : nullptr, bytes, c.timeout);
+  auto s = direct_copy(c.size, [&](int, int p) {
+    return p == root ? Piece{p, 0, bytes, static_cast<char*>(op.out)} : Piece{};
+  });
+  c.drive(s);
+}
+
+// intent.send_bytes[j] at in + intent.send_offset[j] go to rank j; the received blocks land in
+// rank order in `out` (intent.recv_bytes[j] from rank j).
+void all_to_all(const Call& c, const HostOp& op) {
+  const uint64_t extent = readable_bytes(op.intent, c.rank, c.size);
+  const auto& table = c.path.meet(op.intent, op.in, extent, c.timeout);
+  const Intent& mine = table[size_t(c.rank)];  // as stated, read back from the table
+  auto* o = static_cast<char*>(op.out);
+  // Where the block from rank p lands in `out`: the blocks in rank order.
+  std::vector<size_t> at(size_t(c.size) + 1, 0);
+  for (int p = 0; p < c.size; ++p) at[size_t(p) + 1] = at[size_t(p)] + mine.recv_bytes[size_t(p)];
+  auto s = direct_copy(c.size, [&](int reader, int p) {
+    const Intent& from = table[size_t(p)];
+    return Piece{p, from.send_offset[size_t(reader)], size_t(from.send_bytes[size_t(reader)]),
+                 reader == c.rank ? o + at[size_t(p)] : nullptr};
+  });
+  c.drive(s);
+  if (mine.recv_bytes[size_t(c.rank)] != 0)  // an empty block may come with null buffers
+    copy_bytes(o + at[size_t(c.rank)], static_cast<const char*>(op.in) + mine.send_offset[size_t(c.rank)],
+               mine.recv_bytes[size_t(c.rank)]);
+}
+
+// Block `rank` of the reduction of every rank's `in` (size blocks) into `out`.
+void reduce_scatter(const Call& c, const HostOp& op) {
+  const size_t bytes = op.intent.bytes;
+  const auto* i = static_cast<const char*>(op.in);
+  if (c.ring(bytes)) {
+    const size_t left_starts = size_t(mod(c.rank - 1, c.size)) * bytes;
+    char* partial = c.scratch_of(bytes * size_t(c.size));
+    copy_bytes(partial + left_starts, i + left_starts, bytes);
+    c.path.meet(op.intent, partial, bytes * size_t(c.size), c.timeout);
+    ReduceScatterRing s(c.rank, c.size, bytes, i, partial, static_cast<char*>(op.out), op.element_size, op.fn);
+    return c.drive(s);
+  }
+  c.path.meet(op.intent, op.in, bytes * size_t(c.size), c.timeout);
+  DirectFold s(c.size, -1, bytes, bytes, static_cast<char*>(op.out), op.element_size, op.fn,
+               i + size_t(c.rank) * bytes);
+  c.drive(s);
+  if (c.size == 1) copy_bytes(op.out, i, bytes);
+}
+
+// The reduction of every rank's `out` into the root's `out` (the others' are left as they were).
+void reduce(const Call& c, const HostOp& op) {
+  const size_t bytes = op.intent.bytes;
+  const int root = op.intent.root;
+  c.path.meet(op.intent, c.rank == root ? nullptr : op.out, bytes, c.timeout);
+  DirectFold s(c.size, root, 0, bytes, static_cast<char*>(op.out), op.element_size, op.fn);
+  c.drive(s);
+}
+
+// The reduction of every rank's `out`, in place on every rank.
+void all_reduce(const Call& c, const HostOp& op) {
+  const size_t bytes = op.intent.bytes;
+  auto* d = static_cast<char*>(op.out);
+  c.path.meet(op.intent, d, bytes, c.timeout);
+  if (c.algorithm != Algorithm::Ring && bytes <= kSmall) {
+    char* sum = c.scratch_of(bytes);
+    AllReduceSmall s(c.rank, c.size, d, sum, bytes, op.element_size, op.fn);
+    c.drive(s);
+    // Peers may read our buffer until we finish; the sum goes into it after.
+    s.close();
+    copy_bytes(d, sum, bytes);
+    return;
+  }
+  const Blocks blocks(bytes / op.element_size, op.element_size, c.size);
+  if (c.ring(bytes)) {
+    AllReduceRing s(c.size, blocks, d, op.fn);
+    return c.drive(s);
+  }
+  AllReduceDirect s(c.size, blocks, d, op.fn);
+  c.drive(s);
+}
+
+// The schedule of each kind. A barrier has none: a backend runs it as a collective of no bytes.
+struct KindSchedule {
+  CollectiveKind kind;
+  void (*run)(const Call&, const HostOp&);
+};
+constexpr KindSchedule kSchedules[] = {
+    {CollectiveKind::Broadcast, broadcast},
+    {CollectiveKind::AllReduce, all_reduce},
+    {CollectiveKind::Reduce, reduce},
+    {CollectiveKind::AllGather, all_gather},
+    {CollectiveKind::Gather, gather},
+    {CollectiveKind::Scatter, scatter},
+    {CollectiveKind::ReduceScatter, reduce_scatter},
+    {CollectiveKind::AllToAll, all_to_all},
+};
+
 }  // namespace
 
 PathCollectives::PathCollectives(std::unique_ptr<Path> path, int rank, int size, Algorithm algorithm)
     : path_(std::move(path)), rank_(rank), size_(size), algorithm_(algorithm) {}
-
-bool PathCollectives::ring(uint64_t bytes) const {
-  if (size_ < 2) return false;
-  if (algorithm_ != Algorithm::Auto) return algorithm_ == Algorithm::Ring;
-  if (size_ == 2) return false;  // two ranks: the ring is the direct algorithm, in more phases
-  return !path_->reads_peers() && bytes > kSmall;
-}
-
-void PathCollectives::drive(Schedule& schedule, std::chrono::milliseconds timeout) {
-  for (int p = 0; p < schedule.phases(); ++p) path_->run(schedule, p, timeout);
-  path_->finish(timeout);
-}
 
 void PathCollectives::agree(const Intent& intent, std::chrono::milliseconds timeout) {
   path_->meet(intent, nullptr, 0, timeout);
@@ -245,137 +403,9 @@ void PathCollectives::agree(const Intent& intent, std::chrono::milliseconds time
 }
 
 void PathCollectives::run(const HostOp& op, std::chrono::milliseconds timeout) {
-  switch (op.intent.kind) {
-    case CollectiveKind::AllGather: return all_gather(op.intent, op.in, op.out, timeout);
-    case CollectiveKind::Gather: return gather(op.intent, op.in, op.out, timeout);
-    case CollectiveKind::Scatter: return scatter(op.intent, op.in, op.out, timeout);
-    case CollectiveKind::Broadcast: return broadcast(op.intent, op.out, timeout);
-    case CollectiveKind::AllReduce: return all_reduce(op.intent, op.out, op.element_size, op.fn, timeout);
-    case CollectiveKind::Reduce: return reduce(op.intent, op.out, op.element_size, op.fn, timeout);
-    case CollectiveKind::ReduceScatter:
-      return reduce_scatter(op.intent, op.in, op.out, op.element_size, op.fn, timeout);
-    case CollectiveKind::AllToAll: return all_to_all(op.intent, op.in, op.out, timeout);
-    case CollectiveKind::Barrier: break;  // a backend's barrier is a collective of no bytes
-  }
-  throw BackendError("no collective of kind " + std::to_string(uint32_t(op.intent.kind)));
-}
-
-void PathCollectives::all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  const size_t bytes = intent.bytes;
-  auto* o = static_cast<char*>(out);
-  if (ring(bytes)) {
-    copy_bytes(o + size_t(rank_) * bytes, in, bytes);
-    path_->meet(intent, out, bytes * size_t(size_), timeout);
-    AllGatherRing s(size_, bytes, o);
-    return drive(s, timeout);
-  }
-  path_->meet(intent, in, bytes, timeout);
-  auto s = direct_copy(size_, [&](int, int p) { return Piece{p, 0, bytes, o + size_t(p) * bytes}; });
-  drive(s, timeout);
-  copy_bytes(o + size_t(rank_) * bytes, in, bytes);
-}
-
-void PathCollectives::gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  const size_t bytes = intent.bytes;
-  const int root = intent.root;
-  auto* o = static_cast<char*>(out);
-  path_->meet(intent, rank_ == root ? nullptr : in, bytes, timeout);
-  auto s = direct_copy(size_, [&](int reader, int p) {
-    return reader == root ? Piece{p, 0, bytes, o + size_t(p) * bytes} : Piece{};
-  });
-  drive(s, timeout);
-  if (rank_ == root) copy_bytes(o + size_t(rank_) * bytes, in, bytes);
-}
-
-void PathCollectives::scatter(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  const size_t bytes = intent.bytes;
-  const int root = intent.root;
-  path_->meet(intent, rank_ == root ? in : nullptr, bytes * size_t(size_), timeout);
-  auto s = direct_copy(size_, [&](int reader, int p) {
-    return p == root ? Piece{p, uint64_t(reader) * bytes, bytes, static_cast<char*>(out)} : Piece{};
-  });
-  drive(s, timeout);
-  if (rank_ == root) copy_bytes(out, static_cast<const char*>(in) + size_t(rank_) * bytes, bytes);
-}
-
-void PathCollectives::broadcast(Intent intent, void* data, std::chrono::milliseconds timeout) {
-  const size_t bytes = intent.bytes;
-  const int root = intent.root;
-  if (path_->broadcast_eager(intent, data, timeout)) return;
-  path_->meet(intent, rank_ == root ? data : nullptr, bytes, timeout);
-  auto s = direct_copy(size_, [&](int, int p) {
-    return p == root ? Piece{p, 0, bytes, static_cast<char*>(data)} : Piece{};
-  });
-  drive(s, timeout);
-}
-
-void PathCollectives::all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout) {
-  const uint64_t extent = readable_bytes(intent, rank_, size_);
-  const auto& table = path_->meet(std::move(intent), in, extent, timeout);
-  const Intent& mine = table[size_t(rank_)];  // as stated, read back from the table
-  auto* o = static_cast<char*>(out);
-  // Where the block from rank p lands in `out`: the blocks in rank order.
-  std::vector<size_t> at(size_t(size_) + 1, 0);
-  for (int p = 0; p < size_; ++p) at[size_t(p) + 1] = at[size_t(p)] + mine.recv_bytes[size_t(p)];
-  auto s = direct_copy(size_, [&](int reader, int p) {
-    const Intent& from = table[size_t(p)];
-    return Piece{p, from.send_offset[size_t(reader)], size_t(from.send_bytes[size_t(reader)]),
-                 reader == rank_ ? o + at[size_t(p)] : nullptr};
-  });
-  drive(s, timeout);
-  if (mine.recv_bytes[size_t(rank_)] != 0)  // an empty block may come with null buffers
-    copy_bytes(o + at[size_t(rank_)], static_cast<const char*>(in) + mine.send_offset[size_t(rank_)],
-               mine.recv_bytes[size_t(rank_)]);
-}
-
-void PathCollectives::reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
-                                     std::chrono::milliseconds timeout) {
-  const size_t bytes = intent.bytes;
-  const auto* i = static_cast<const char*>(in);
-  if (ring(bytes)) {
-    const size_t left_starts = size_t(mod(rank_ - 1, size_)) * bytes;
-    if (scratch_.size() < bytes * size_t(size_)) scratch_.resize(bytes * size_t(size_));
-    copy_bytes(scratch_.data() + left_starts, i + left_starts, bytes);
-    path_->meet(intent, scratch_.data(), bytes * size_t(size_), timeout);
-    ReduceScatterRing s(rank_, size_, bytes, i, scratch_.data(), static_cast<char*>(out), element_size, fn);
-    return drive(s, timeout);
-  }
-  path_->meet(intent, in, bytes * size_t(size_), timeout);
-  DirectFold s(size_, -1, bytes, bytes, static_cast<char*>(out), element_size, fn, i + size_t(rank_) * bytes);
-  drive(s, timeout);
-  if (size_ == 1) copy_bytes(out, i, bytes);
-}
-
-void PathCollectives::reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
-                             std::chrono::milliseconds timeout) {
-  const size_t bytes = intent.bytes;
-  const int root = intent.root;
-  path_->meet(intent, rank_ == root ? nullptr : data, bytes, timeout);
-  DirectFold s(size_, root, 0, bytes, static_cast<char*>(data), element_size, fn);
-  drive(s, timeout);
-}
-
-void PathCollectives::all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn,
-                                 std::chrono::milliseconds timeout) {
-  const size_t bytes = intent.bytes;
-  auto* d = static_cast<char*>(data);
-  path_->meet(intent, data, bytes, timeout);
-  if (algorithm_ != Algorithm::Ring && bytes <= kSmall) {
-    if (scratch_.size() < bytes) scratch_.resize(bytes);
-    AllReduceSmall s(rank_, size_, d, scratch_.data(), bytes, element_size, fn);
-    drive(s, timeout);
-    // Peers may read our buffer until we finish; the sum goes into it after.
-    s.close();
-    copy_bytes(d, scratch_.data(), bytes);
-    return;
-  }
-  const Blocks blocks(bytes / element_size, element_size, size_);
-  if (ring(bytes)) {
-    AllReduceRing s(size_, blocks, d, fn);
-    return drive(s, timeout);
-  }
-  AllReduceDirect s(size_, blocks, d, fn);
-  drive(s, timeout);
+  for (const KindSchedule& k : kSchedules)
+    if (k.kind == op.intent.kind) return k.run(Call{*path_, rank_, size_, algorithm_, scratch_, timeout}, op);
+  throw BackendError(std::string("no host schedule for ") + collective_name(op.intent.kind));
 }
 
 }  // namespace distrun

@@ -33,30 +33,15 @@ class PathCollectives : public CollectiveTransport {
   PathCollectives(std::unique_ptr<Path> path, int rank, int size, Algorithm algorithm);
 
   std::string name() const override { return path_->name(); }
+  /// Runs the schedule of op.intent.kind: algorithms.cpp holds one row per kind (its schedule,
+  /// and what it reads and writes), the only place a new collective adds to this layer.
   void run(const HostOp& op, std::chrono::milliseconds timeout) override;
-
-  // The collectives run() dispatches to, one per kind (HostOp says what each reads and writes);
-  // the hierarchical path runs its flat ones through them too.
-  void all_gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout);
-  void gather(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout);
-  void scatter(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout);
-  void broadcast(Intent intent, void* data, std::chrono::milliseconds timeout);
-  void all_reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout);
-  void reduce(Intent intent, void* data, size_t element_size, ReduceFn fn, std::chrono::milliseconds timeout);
-  void reduce_scatter(Intent intent, const void* in, void* out, size_t element_size, ReduceFn fn,
-                      std::chrono::milliseconds timeout);
-  void all_to_all(Intent intent, const void* in, void* out, std::chrono::milliseconds timeout);
 
   /// Checks `intent` across the group without moving a byte: the hierarchical path checks the
   /// whole group once, then runs its steps on sub-groups marked kAgreed.
   void agree(const Intent& intent, std::chrono::milliseconds timeout);
 
  private:
-  // Runs every phase of `schedule` (made from the table `meet` returned), then finishes.
-  void drive(Schedule& schedule, std::chrono::milliseconds timeout);
-  // Ring for all_reduce, all_gather and reduce_scatter with `bytes` per rank's payload?
-  bool ring(uint64_t bytes) const;
-
   std::unique_ptr<Path> path_;
   int rank_, size_;
   Algorithm algorithm_;

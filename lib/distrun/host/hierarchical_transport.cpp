@@ -14,15 +14,21 @@ namespace distrun {
 HierarchicalTransport::HierarchicalTransport(std::unique_ptr<PathCollectives> flat,
                                              std::shared_ptr<CollectiveTransport> local,
                                              std::shared_ptr<CollectiveTransport> cross,
-                                             std::vector<std::vector<int>> ranks_on_host, int host, int place)
-    : flat_(std::move(flat)), local_(std::move(local)), cross_(std::move(cross)), on_(std::move(ranks_on_host)),
-      host_(host), place_(place) {}
+                                             std::vector<std::vector<int>> ranks_on_host, int host, int place) {
+  parts_.flat = std::move(flat);
+  parts_.local = std::move(local);
+  parts_.cross = std::move(cross);
+  parts_.on = std::move(ranks_on_host);
+  parts_.host = host;
+  parts_.place = place;
+}
 
 HierarchicalTransport::~HierarchicalTransport() = default;
 
 std::string HierarchicalTransport::name() const {
-  return "hierarchical(" + local_->name() + " x" + std::to_string(on_[0].size()) + ", " + cross_->name() + " x" +
-         std::to_string(on_.size()) + ")";
+  const Parts& p = parts_;
+  return "hierarchical(" + p.local->name() + " x" + std::to_string(p.on[0].size()) + ", " + p.cross->name() + " x" +
+         std::to_string(p.on.size()) + ")";
 }
 
 namespace {
@@ -97,76 +103,12 @@ class CrossSteps {
   std::thread thread_;  // last: starts once the rest is set up
 };
 
-}  // namespace
+using Parts = HierarchicalTransport::Parts;
+using std::chrono::milliseconds;
 
-void HierarchicalTransport::run(const HostOp& op, std::chrono::milliseconds timeout) {
-  switch (op.intent.kind) {
-    case CollectiveKind::AllReduce: return all_reduce(op.intent, op.out, op.element_size, op.fn, timeout);
-    case CollectiveKind::AllGather: return all_gather(op.intent, op.in, op.out, timeout);
-    case CollectiveKind::ReduceScatter:
-      return reduce_scatter(op.intent, op.in, op.out, op.element_size, op.fn, timeout);
-    case CollectiveKind::Broadcast: return broadcast(op.intent, op.out, timeout);
-    default: return flat_->run(op, timeout);
-  }
-}
-
-void HierarchicalTransport::all_reduce(const Intent& intent, void* data, size_t es, ReduceFn fn,
-                                       std::chrono::milliseconds timeout) {
-  const size_t k = on_[size_t(host_)].size();
-  const size_t count = intent.bytes / es;
-  const size_t pieces = pieces_for(intent.bytes);
-  // Each piece: k blocks of `block` elements, block i reduced by local rank i.
-  const size_t block = count / (k * pieces);
-  // Fewer elements than ranks on a host: nothing to split, and nothing worth it.
-  if (block == 0) return flat_->all_reduce(intent, data, es, fn, timeout);
-  flat_->agree(intent, timeout);
-  const size_t block_bytes = block * es, piece_bytes = block_bytes * k;
-  if (slice_.size() < block_bytes * pieces) slice_.resize(block_bytes * pieces);
-  auto* base = static_cast<char*>(data);
-  Intent step = intent;
-  step.bytes = block_bytes;
-  auto local_step = [&](CollectiveKind kind, size_t c) {
-    step.kind = kind;
-    char* piece = base + c * piece_bytes;
-    char* mine = slice_.data() + c * block_bytes;
-    if (kind == CollectiveKind::ReduceScatter)
-      local_->run({step, piece, mine, es, fn}, timeout);
-    else
-      local_->run({step, mine, piece}, timeout);
-  };
-  Intent cross_step = intent;
-  cross_step.bytes = block_bytes;
-  cross_step.kind = CollectiveKind::AllReduce;
-  // Checked above across the whole group, of which the cross group is part: a second check per
-  // piece would cost a round trip over the slow link each time (4 of them at 4 MiB).
-  cross_step.flags |= Intent::kAgreed;
-  auto cross_piece = [&](size_t c) {
-    cross_->run({cross_step, nullptr, slice_.data() + c * block_bytes, es, fn}, timeout);
-  };
-  if (pieces == 1) {  // nothing to overlap: no thread
-    local_step(CollectiveKind::ReduceScatter, 0);
-    cross_piece(0);
-    local_step(CollectiveKind::AllGather, 0);
-  } else {
-    CrossSteps cross(pieces, cross_piece);
-    for (size_t c = 0; c < pieces; ++c) {
-      local_step(CollectiveKind::ReduceScatter, c);
-      cross.reduced(c);
-    }
-    for (size_t c = 0; c < pieces; ++c) {
-      cross.wait(c);
-      local_step(CollectiveKind::AllGather, c);
-    }
-  }
-  // The last elements (fewer than k * pieces) did not fill a block: flat, and small.
-  if (const size_t tail = count - block * k * pieces) {
-    Intent rest = intent;
-    rest.bytes = tail * es;
-    flat_->all_reduce(rest, base + piece_bytes * pieces, es, fn, timeout);
-  }
-}
-
-Intent HierarchicalTransport::step(const Intent& intent, CollectiveKind kind, uint64_t bytes, int root) {
+// The intent of a step on a sub-group (kind, bytes per rank, root there), marked agreed: the
+// whole group has agreed on `intent` already.
+Intent step(const Intent& intent, CollectiveKind kind, uint64_t bytes, int root = -1) {
   Intent s = intent;
   s.kind = kind;
   s.bytes = bytes;
@@ -175,50 +117,127 @@ Intent HierarchicalTransport::step(const Intent& intent, CollectiveKind kind, ui
   return s;
 }
 
-void HierarchicalTransport::all_gather(const Intent& intent, const void* in, void* out,
-                                       std::chrono::milliseconds timeout) {
-  const size_t bytes = intent.bytes, hosts = on_.size(), places = on_[0].size();
-  flat_->agree(intent, timeout);
-  // staged_[g]: the block of the rank at our place on host g.
-  if (staged_.size() < hosts * bytes) staged_.resize(hosts * bytes);
-  cross_->run({step(intent, CollectiveKind::AllGather, bytes), in, staged_.data()}, timeout);
-  // gathered_[p][g]: the block of the rank at place p on host g.
-  if (gathered_.size() < places * hosts * bytes) gathered_.resize(places * hosts * bytes);
-  local_->run({step(intent, CollectiveKind::AllGather, hosts * bytes), staged_.data(), gathered_.data()}, timeout);
-  auto* o = static_cast<char*>(out);
-  for (size_t p = 0; p < places; ++p)
-    for (size_t g = 0; g < hosts; ++g)
-      std::memcpy(o + size_t(on_[g][p]) * bytes, gathered_.data() + (p * hosts + g) * bytes, bytes);
+void all_reduce(Parts& h, const HostOp& op, milliseconds timeout) {
+  const size_t es = op.element_size;
+  const size_t k = h.on[size_t(h.host)].size();
+  const size_t count = op.intent.bytes / es;
+  const size_t pieces = pieces_for(op.intent.bytes);
+  // Each piece: k blocks of `block` elements, block i reduced by local rank i.
+  const size_t block = count / (k * pieces);
+  // Fewer elements than ranks on a host: nothing to split, and nothing worth it.
+  if (block == 0) return h.flat->run(op, timeout);
+  h.flat->agree(op.intent, timeout);
+  const size_t block_bytes = block * es, piece_bytes = block_bytes * k;
+  if (h.slice.size() < block_bytes * pieces) h.slice.resize(block_bytes * pieces);
+  auto* base = static_cast<char*>(op.out);
+  Intent local = op.intent;
+  local.bytes = block_bytes;
+  auto local_step = [&](CollectiveKind kind, size_t c) {
+    local.kind = kind;
+    char* piece = base + c * piece_bytes;
+    char* mine = h.slice.data() + c * block_bytes;
+    if (kind == CollectiveKind::ReduceScatter)
+      h.local->run({local, piece, mine, es, op.fn}, timeout);
+    else
+      h.local->run({local, mine, piece}, timeout);
+  };
+  // Checked above across the whole group, of which the cross group is part: a second check per
+  // piece would cost a round trip over the slow link each time (4 of them at 4 MiB).
+  const Intent cross = step(op.intent, CollectiveKind::AllReduce, block_bytes, op.intent.root);
+  auto cross_piece = [&](size_t c) {
+    h.cross->run({cross, nullptr, h.slice.data() + c * block_bytes, es, op.fn}, timeout);
+  };
+  if (pieces == 1) {  // nothing to overlap: no thread
+    local_step(CollectiveKind::ReduceScatter, 0);
+    cross_piece(0);
+    local_step(CollectiveKind::AllGather, 0);
+  } else {
+    CrossSteps steps(pieces, cross_piece);
+    for (size_t c = 0; c < pieces; ++c) {
+      local_step(CollectiveKind::ReduceScatter, c);
+      steps.reduced(c);
+    }
+    for (size_t c = 0; c < pieces; ++c) {
+      steps.wait(c);
+      local_step(CollectiveKind::AllGather, c);
+    }
+  }
+  // The last elements (fewer than k * pieces) did not fill a block: flat, and small.
+  if (const size_t tail = count - block * k * pieces) {
+    HostOp rest = op;
+    rest.intent.bytes = tail * es;
+    rest.out = base + piece_bytes * pieces;
+    h.flat->run(rest, timeout);
+  }
 }
 
-void HierarchicalTransport::reduce_scatter(const Intent& intent, const void* in, void* out, size_t element_size,
-                                           ReduceFn fn, std::chrono::milliseconds timeout) {
-  const size_t bytes = intent.bytes, hosts = on_.size(), places = on_[0].size();
-  flat_->agree(intent, timeout);
-  // staged_[p][g]: our block for the rank at place p on host g, so that each place's blocks
+void all_gather(Parts& h, const HostOp& op, milliseconds timeout) {
+  const size_t bytes = op.intent.bytes, hosts = h.on.size(), places = h.on[0].size();
+  h.flat->agree(op.intent, timeout);
+  // staged[g]: the block of the rank at our place on host g.
+  if (h.staged.size() < hosts * bytes) h.staged.resize(hosts * bytes);
+  h.cross->run({step(op.intent, CollectiveKind::AllGather, bytes), op.in, h.staged.data()}, timeout);
+  // gathered[p][g]: the block of the rank at place p on host g.
+  if (h.gathered.size() < places * hosts * bytes) h.gathered.resize(places * hosts * bytes);
+  h.local->run({step(op.intent, CollectiveKind::AllGather, hosts * bytes), h.staged.data(), h.gathered.data()},
+               timeout);
+  auto* o = static_cast<char*>(op.out);
+  for (size_t p = 0; p < places; ++p)
+    for (size_t g = 0; g < hosts; ++g)
+      std::memcpy(o + size_t(h.on[g][p]) * bytes, h.gathered.data() + (p * hosts + g) * bytes, bytes);
+}
+
+void reduce_scatter(Parts& h, const HostOp& op, milliseconds timeout) {
+  const size_t bytes = op.intent.bytes, hosts = h.on.size(), places = h.on[0].size();
+  h.flat->agree(op.intent, timeout);
+  // staged[p][g]: our block for the rank at place p on host g, so that each place's blocks
   // are one contiguous piece for the host's reduce_scatter.
-  if (staged_.size() < places * hosts * bytes) staged_.resize(places * hosts * bytes);
-  const auto* i = static_cast<const char*>(in);
+  if (h.staged.size() < places * hosts * bytes) h.staged.resize(places * hosts * bytes);
+  const auto* i = static_cast<const char*>(op.in);
   for (size_t p = 0; p < places; ++p)
     for (size_t g = 0; g < hosts; ++g)
-      std::memcpy(staged_.data() + (p * hosts + g) * bytes, i + size_t(on_[g][p]) * bytes, bytes);
-  // gathered_[g]: the host's sum of the block for the rank at our place on host g.
-  if (gathered_.size() < hosts * bytes) gathered_.resize(hosts * bytes);
-  local_->run({step(intent, CollectiveKind::ReduceScatter, hosts * bytes), staged_.data(), gathered_.data(),
-               element_size, fn},
-              timeout);
-  cross_->run({step(intent, CollectiveKind::ReduceScatter, bytes), gathered_.data(), out, element_size, fn}, timeout);
+      std::memcpy(h.staged.data() + (p * hosts + g) * bytes, i + size_t(h.on[g][p]) * bytes, bytes);
+  // gathered[g]: the host's sum of the block for the rank at our place on host g.
+  if (h.gathered.size() < hosts * bytes) h.gathered.resize(hosts * bytes);
+  h.local->run({step(op.intent, CollectiveKind::ReduceScatter, hosts * bytes), h.staged.data(), h.gathered.data(),
+                op.element_size, op.fn},
+               timeout);
+  h.cross->run({step(op.intent, CollectiveKind::ReduceScatter, bytes), h.gathered.data(), op.out, op.element_size,
+                op.fn},
+               timeout);
 }
 
-void HierarchicalTransport::broadcast(const Intent& intent, void* data, std::chrono::milliseconds timeout) {
-  flat_->agree(intent, timeout);  // also refuses a root outside the group, before the search below
+void broadcast(Parts& h, const HostOp& op, milliseconds timeout) {
+  h.flat->agree(op.intent, timeout);  // also refuses a root outside the group, before the search below
   size_t root_host = 0, root_place = 0;
-  for (size_t g = 0; g < on_.size(); ++g)
-    for (size_t p = 0; p < on_[g].size(); ++p)
-      if (on_[g][p] == intent.root) root_host = g, root_place = p;
-  if (size_t(place_) == root_place)
-    cross_->run({step(intent, CollectiveKind::Broadcast, intent.bytes, int(root_host)), nullptr, data}, timeout);
-  local_->run({step(intent, CollectiveKind::Broadcast, intent.bytes, int(root_place)), nullptr, data}, timeout);
+  for (size_t g = 0; g < h.on.size(); ++g)
+    for (size_t p = 0; p < h.on[g].size(); ++p)
+      if (h.on[g][p] == op.intent.root) root_host = g, root_place = p;
+  if (size_t(h.place) == root_place)
+    h.cross->run({step(op.intent, CollectiveKind::Broadcast, op.intent.bytes, int(root_host)), nullptr, op.out},
+                 timeout);
+  h.local->run({step(op.intent, CollectiveKind::Broadcast, op.intent.bytes, int(root_place)), nullptr, op.out},
+               timeout);
+}
+
+// The kinds composed by hosts; any other runs flat.
+struct Composition {
+  CollectiveKind kind;
+  void (*run)(Parts&, const HostOp&, milliseconds);
+};
+constexpr Composition kCompositions[] = {
+    {CollectiveKind::AllReduce, all_reduce},
+    {CollectiveKind::AllGather, all_gather},
+    {CollectiveKind::ReduceScatter, reduce_scatter},
+    {CollectiveKind::Broadcast, broadcast},
+};
+
+}  // namespace
+
+void HierarchicalTransport::run(const HostOp& op, std::chrono::milliseconds timeout) {
+  for (const Composition& c : kCompositions)
+    if (c.kind == op.intent.kind) return c.run(parts_, op, timeout);
+  parts_.flat->run(op, timeout);
 }
 
 }  // namespace distrun

@@ -1,6 +1,6 @@
 // The path of a group that spans several hosts with the same number of ranks (k > 1) on each:
 // all_reduce, all_gather, reduce_scatter and broadcast are hierarchical; gather, scatter,
-// reduce and all_to_all run flat over Gloo's TCP pairs.
+// reduce and all_to_all run flat over the group's TCP path.
 //
 // all_reduce of S bytes, h hosts of k ranks: the ranks of a host reduce-scatter through
 // their own (shared-memory) group, so local rank i holds slice i of its host's sum; the h
@@ -31,12 +31,23 @@ namespace distrun {
 
 class HierarchicalTransport : public CollectiveTransport {
  public:
-  /// `flat`: the whole group over TCP; `local`: this rank's host (its rank there is the
-  /// slice it owns); `cross`: the ranks that own the same slice, one per host. The two are
-  /// the collectives of groups made by the layer above (which keeps them alive through the
-  /// shared pointers); their sizes are read from `ranks_on_host`.
-  /// `ranks_on_host[h]`: the group ranks on host h, in the order of their place there (the
-  /// local group's ranks); this rank is ranks_on_host[host][place].
+  /// What a composition runs its steps on, as the constructor's arguments say.
+  struct Parts {
+    std::unique_ptr<PathCollectives> flat;
+    std::shared_ptr<CollectiveTransport> local, cross;
+    std::vector<std::vector<int>> on;
+    int host = 0, place = 0;
+    // Kept across calls: this rank's slice between the steps (all_reduce), and the blocks
+    // between all_gather's and reduce_scatter's steps.
+    std::vector<char> slice, staged, gathered;
+  };
+
+  /// `flat`: the whole group over TCP; `local`: this rank's host (its rank there is the slice it
+  /// owns); `cross`: the ranks that own the same slice, one per host. The two are the
+  /// collectives of groups made by the layer above (which keeps them alive through the shared
+  /// pointers); their sizes are read from `ranks_on_host`. `ranks_on_host[h]`: the group ranks
+  /// on host h, in the order of their place there (the local group's ranks); this rank is
+  /// ranks_on_host[host][place].
   HierarchicalTransport(std::unique_ptr<PathCollectives> flat, std::shared_ptr<CollectiveTransport> local,
                         std::shared_ptr<CollectiveTransport> cross, std::vector<std::vector<int>> ranks_on_host,
                         int host, int place);
@@ -44,29 +55,14 @@ class HierarchicalTransport : public CollectiveTransport {
 
   /// e.g. "hierarchical(shm x2, tcp x2)": the host's path and size, then the hosts' path and count.
   std::string name() const override;
-  /// all_reduce, all_gather, reduce_scatter and broadcast by hosts; the rest flat: rooted ones
-  /// move at most one copy between hosts either way, and all_to_all's blocks are all different,
-  /// so nothing is shared within a host.
+  /// The kinds composed by hosts (a row each in hierarchical_transport.cpp's table: all_reduce,
+  /// all_gather, reduce_scatter and broadcast) run their composition; the rest run flat: rooted
+  /// ones move at most one copy between hosts either way, and all_to_all's blocks are all
+  /// different, so nothing is shared within a host.
   void run(const HostOp& op, std::chrono::milliseconds timeout) override;
 
  private:
-  void all_reduce(const Intent& intent, void* data, size_t element_size, ReduceFn fn,
-                  std::chrono::milliseconds timeout);
-  void all_gather(const Intent& intent, const void* in, void* out, std::chrono::milliseconds timeout);
-  void reduce_scatter(const Intent& intent, const void* in, void* out, size_t element_size, ReduceFn fn,
-                      std::chrono::milliseconds timeout);
-  void broadcast(const Intent& intent, void* data, std::chrono::milliseconds timeout);
-
-  std::unique_ptr<PathCollectives> flat_;
-  std::shared_ptr<CollectiveTransport> local_, cross_;
-  // The intent of a step on a sub-group (kind, bytes per rank, root there), marked agreed:
-  // the whole group has agreed on `intent` already.
-  static Intent step(const Intent& intent, CollectiveKind kind, uint64_t bytes, int root = -1);
-
-  std::vector<std::vector<int>> on_;  // group ranks per host, by place
-  int host_, place_;
-  std::vector<char> slice_;              // this rank's slice between the steps, kept across calls
-  std::vector<char> staged_, gathered_;  // all_gather's and reduce_scatter's blocks between steps
+  Parts parts_;
 };
 
 }  // namespace distrun

@@ -16,18 +16,11 @@
 namespace distrun {
 
 /// One collective as this layer runs it: what every rank states (its kind says which
-/// collective) and this rank's buffers. What each kind reads and writes:
-///   all_gather      each rank's intent.bytes at `in`, in rank order, into `out` (size * bytes)
-///   gather          as all_gather, on intent.root only (elsewhere `out` may be null)
-///   scatter         block `rank` of root's `in` (size blocks of intent.bytes) into `out`
-///   broadcast       root's intent.bytes at `out` into every rank's `out`
-///   all_reduce      elementwise reduction of every rank's `out` (intent.bytes), in place on every rank
-///   reduce          as all_reduce, into root's `out` only (the others' are left as they were)
-///   reduce_scatter  block `rank` (intent.bytes) of the reduction of every rank's `in` (size
-///                   blocks) into `out`
-///   all_to_all      intent.send_bytes[j] at in + intent.send_offset[j] go to rank j; received
-///                   blocks land in rank order in `out` (intent.recv_bytes[j] from rank j)
-/// The reductions combine elements of `element_size` bytes with `fn`.
+/// collective) and this rank's buffers, `in` and `out` as the kind's form says
+/// (backend/op.hpp's Buffers; intent.bytes is one block, and all_to_all's blocks are
+/// intent.send_bytes at intent.send_offset and intent.recv_bytes in rank order). What each kind
+/// reads and writes is said beside its schedule, in algorithms.cpp. The reductions combine
+/// elements of `element_size` bytes with `fn`.
 struct HostOp {
   Intent intent;
   const void* in = nullptr;

@@ -226,22 +226,8 @@ void NcclBackend::run(const char* op, std::chrono::milliseconds timeout, nccl::N
   }
 }
 
-void NcclBackend::run(const CollectiveOp& op) {
-  switch (op.kind) {
-    case CollectiveKind::Broadcast: return run_broadcast(op);
-    case CollectiveKind::AllReduce: return run_all_reduce(op);
-    case CollectiveKind::Reduce: return run_reduce(op);
-    case CollectiveKind::AllGather: return run_all_gather(op);
-    case CollectiveKind::Gather: return run_gather(op);
-    case CollectiveKind::Scatter: return run_scatter(op);
-    case CollectiveKind::ReduceScatter: return run_reduce_scatter(op);
-    case CollectiveKind::AllToAll: return run_all_to_all(op);
-    case CollectiveKind::Barrier: return run_barrier(op);
-  }
-  unsupported(collective_name(op.kind));
-}
-
-void NcclBackend::run_broadcast(const CollectiveOp& opts) {
+template <>
+void NcclBackend::run_kind<CollectiveKind::Broadcast>(const CollectiveOp& opts) {
   Tensor& tensor = *opts.out;
   check_on_device("broadcast", tensor, device());
   check_peer("broadcast (root)", opts.root, size_);
@@ -252,7 +238,8 @@ void NcclBackend::run_broadcast(const CollectiveOp& opts) {
   });
 }
 
-void NcclBackend::run_all_reduce(const CollectiveOp& opts) {
+template <>
+void NcclBackend::run_kind<CollectiveKind::AllReduce>(const CollectiveOp& opts) {
   Tensor& tensor = *opts.out;
   check_on_device("all_reduce", tensor, device());
   const ncclRedOp_t op = nccl::nccl_reduce_op(opts.reduce, tensor.dtype(), "all_reduce");
@@ -263,7 +250,8 @@ void NcclBackend::run_all_reduce(const CollectiveOp& opts) {
   });
 }
 
-void NcclBackend::run_reduce(const CollectiveOp& opts) {
+template <>
+void NcclBackend::run_kind<CollectiveKind::Reduce>(const CollectiveOp& opts) {
   Tensor& tensor = *opts.out;
   check_on_device("reduce", tensor, device());
   check_peer("reduce (root)", opts.root, size_);
@@ -275,7 +263,8 @@ void NcclBackend::run_reduce(const CollectiveOp& opts) {
   });
 }
 
-void NcclBackend::run_all_gather(const CollectiveOp& opts) {
+template <>
+void NcclBackend::run_kind<CollectiveKind::AllGather>(const CollectiveOp& opts) {
   const Tensor& in = *opts.in;
   Tensor& out = *opts.out;
   check_on_device("all_gather", in, device());
@@ -289,7 +278,8 @@ void NcclBackend::run_all_gather(const CollectiveOp& opts) {
   });
 }
 
-void NcclBackend::run_gather(const CollectiveOp& opts) {
+template <>
+void NcclBackend::run_kind<CollectiveKind::Gather>(const CollectiveOp& opts) {
   const Tensor& in = *opts.in;
   Tensor& out = *opts.out;
   // ncclGather where the NCCL loaded has it (2.28); before, the root receives a block from every
@@ -328,7 +318,8 @@ void NcclBackend::run_gather(const CollectiveOp& opts) {
   });
 }
 
-void NcclBackend::run_scatter(const CollectiveOp& opts) {
+template <>
+void NcclBackend::run_kind<CollectiveKind::Scatter>(const CollectiveOp& opts) {
   const Tensor& in = *opts.in;
   Tensor& out = *opts.out;
   const bool root = rank_ == opts.root;
@@ -366,7 +357,8 @@ void NcclBackend::run_scatter(const CollectiveOp& opts) {
   });
 }
 
-void NcclBackend::run_reduce_scatter(const CollectiveOp& opts) {
+template <>
+void NcclBackend::run_kind<CollectiveKind::ReduceScatter>(const CollectiveOp& opts) {
   const Tensor& in = *opts.in;
   Tensor& out = *opts.out;
   check_on_device("reduce_scatter", in, device());
@@ -381,7 +373,8 @@ void NcclBackend::run_reduce_scatter(const CollectiveOp& opts) {
   });
 }
 
-void NcclBackend::run_all_to_all(const CollectiveOp& opts) {
+template <>
+void NcclBackend::run_kind<CollectiveKind::AllToAll>(const CollectiveOp& opts) {
   const Tensor& in = *opts.in;
   Tensor& out = *opts.out;
   check_on_device("all_to_all", in, device());
@@ -458,7 +451,8 @@ std::shared_ptr<Work> NcclBackend::launch_p2p(bool is_send, const Tensor& tensor
   return std::make_shared<nccl::NcclWork>(failure_namer(), std::move(ch), op, std::move(p), timeout);
 }
 
-void NcclBackend::run_barrier(const CollectiveOp& opts) {
+template <>
+void NcclBackend::run_kind<CollectiveKind::Barrier>(const CollectiveOp& opts) {
   // NCCL has no barrier: a one-element all_reduce, waited for, is one (as in torch).
   prepare("barrier");
   void* buf = scratch();
@@ -469,6 +463,22 @@ void NcclBackend::run_barrier(const CollectiveOp& opts) {
                   deadline);
   });
   timing_ = timing;
+}
+
+void NcclBackend::run(const CollectiveOp& op) {
+  using K = CollectiveKind;
+  switch (op.kind) {
+    case K::Broadcast: return run_kind<K::Broadcast>(op);
+    case K::AllReduce: return run_kind<K::AllReduce>(op);
+    case K::Reduce: return run_kind<K::Reduce>(op);
+    case K::AllGather: return run_kind<K::AllGather>(op);
+    case K::Gather: return run_kind<K::Gather>(op);
+    case K::Scatter: return run_kind<K::Scatter>(op);
+    case K::ReduceScatter: return run_kind<K::ReduceScatter>(op);
+    case K::AllToAll: return run_kind<K::AllToAll>(op);
+    case K::Barrier: return run_kind<K::Barrier>(op);
+  }
+  unsupported(collective_name(op.kind));
 }
 
 void NcclBackend::begin_timed() {

@@ -47,7 +47,7 @@ class NcclBackend : public Backend {
   std::string name() const override { return "nccl"; }
   Device tensor_device() const override { return Device::cuda(options_.device); }
   int device() const { return options_.device; }
-  /// Every collective, each kind by its own NCCL calls (run_broadcast, ...).
+  /// Every collective, each kind by its own NCCL calls (run_kind).
   void run(const CollectiveOp& op) override;
   /// On the channel of this direction (its own two-rank communicator and stream,
   /// p2p_channel.hpp), ordered after the tensor's producers, never behind a collective:
@@ -87,16 +87,9 @@ class NcclBackend : public Backend {
   void destroy_stream() noexcept;
   // Sets the device and checks the communicator is usable (not aborted by an earlier failure).
   void prepare(const char* op);
-  // run()'s, one per kind.
-  void run_broadcast(const CollectiveOp& op);
-  void run_all_reduce(const CollectiveOp& op);
-  void run_reduce(const CollectiveOp& op);
-  void run_all_gather(const CollectiveOp& op);
-  void run_gather(const CollectiveOp& op);
-  void run_scatter(const CollectiveOp& op);
-  void run_reduce_scatter(const CollectiveOp& op);
-  void run_all_to_all(const CollectiveOp& op);
-  void run_barrier(const CollectiveOp& op);
+  // run()'s for kind K: a specialization in nccl_backend.cpp for each kind, and its case in run().
+  template <CollectiveKind K>
+  void run_kind(const CollectiveOp& op);
   // Runs `enqueue` (NCCL calls on `comm`, on the stream), then blocks until the device has finished.
   template <typename F>
   void run(const char* op, std::chrono::milliseconds timeout, nccl::NcclComm& comm, F&& enqueue);

@@ -232,7 +232,8 @@ TEST_CASE("all_reduce schedules (small direct, large direct, ring) sum every ele
   each_case([](const Case& c, int n, size_t count) {
     on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
       auto data = values_of(r, count);
-      coll.all_reduce(intent_of(CollectiveKind::AllReduce, count * kEs, -1, true), data.data(), kEs, kSum, kTimeout);
+      coll.run({intent_of(CollectiveKind::AllReduce, count * kEs, -1, true), nullptr, data.data(), kEs, kSum},
+               kTimeout);
       for (size_t i = 0; i < count; ++i)
         if (data[i] != sum_over_ranks(n, i)) throw std::runtime_error("element " + std::to_string(i) + " wrong");
     });
@@ -244,7 +245,7 @@ TEST_CASE("all_gather schedules (direct, ring) put every rank's block in place",
     on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
       auto in = values_of(r, count);
       std::vector<int64_t> out(count * size_t(n), -1);
-      coll.all_gather(intent_of(CollectiveKind::AllGather, count * kEs), in.data(), out.data(), kTimeout);
+      coll.run({intent_of(CollectiveKind::AllGather, count * kEs), in.data(), out.data()}, kTimeout);
       for (int p = 0; p < n; ++p)
         if (!std::equal(out.begin() + long(p * count), out.begin() + long((p + 1) * count),
                         values_of(p, count).begin()))
@@ -259,8 +260,8 @@ TEST_CASE("reduce_scatter schedules (direct, ring) leave each rank the sum of it
     on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
       auto in = values_of(r, count * size_t(n));
       std::vector<int64_t> out(count, -1);
-      coll.reduce_scatter(intent_of(CollectiveKind::ReduceScatter, count * kEs, -1, true), in.data(), out.data(), kEs,
-                          kSum, kTimeout);
+      coll.run({intent_of(CollectiveKind::ReduceScatter, count * kEs, -1, true), in.data(), out.data(), kEs, kSum},
+               kTimeout);
       for (size_t i = 0; i < count; ++i)
         if (out[i] != sum_over_ranks(n, size_t(r) * count + i))
           throw std::runtime_error("element " + std::to_string(i) + " wrong");
@@ -277,18 +278,19 @@ TEST_CASE("rooted schedules (broadcast, reduce, gather, scatter) from every root
           throw std::runtime_error(what + " wrong on rank " + std::to_string(r));
         };
         auto data = values_of(r, count);
-        coll.broadcast(intent_of(CollectiveKind::Broadcast, count * kEs, root), data.data(), kTimeout);
+        coll.run({intent_of(CollectiveKind::Broadcast, count * kEs, root), nullptr, data.data()}, kTimeout);
         if (data != values_of(root, count)) fail("broadcast");
 
         data = values_of(r, count);
-        coll.reduce(intent_of(CollectiveKind::Reduce, count * kEs, root, true), data.data(), kEs, kSum, kTimeout);
+        coll.run({intent_of(CollectiveKind::Reduce, count * kEs, root, true), nullptr, data.data(), kEs, kSum},
+                 kTimeout);
         if (r == root)
           for (size_t i = 0; i < count; ++i)
             if (data[i] != sum_over_ranks(n, i)) fail("reduce");
 
         auto in = values_of(r, count);
         std::vector<int64_t> out(r == root ? count * size_t(n) : 0, -1);
-        coll.gather(intent_of(CollectiveKind::Gather, count * kEs, root), in.data(), out.data(), kTimeout);
+        coll.run({intent_of(CollectiveKind::Gather, count * kEs, root), in.data(), out.data()}, kTimeout);
         if (r == root)
           for (int p = 0; p < n; ++p)
             if (!std::equal(out.begin() + long(p * count), out.begin() + long((p + 1) * count),
@@ -297,7 +299,7 @@ TEST_CASE("rooted schedules (broadcast, reduce, gather, scatter) from every root
 
         auto whole = r == root ? values_of(root, count * size_t(n)) : std::vector<int64_t>();
         std::vector<int64_t> mine(count, -1);
-        coll.scatter(intent_of(CollectiveKind::Scatter, count * kEs, root), whole.data(), mine.data(), kTimeout);
+        coll.run({intent_of(CollectiveKind::Scatter, count * kEs, root), whole.data(), mine.data()}, kTimeout);
         if (mine != values_of(root, count, size_t(r) * count)) fail("scatter");
       });
     }
@@ -321,7 +323,7 @@ TEST_CASE("all_to_all schedule with uneven and empty blocks", "[algorithms]") {
       }
       auto in = values_of(r, total_in);
       std::vector<int64_t> out(total_out, -1);
-      coll.all_to_all(intent, in.data(), out.data(), kTimeout);
+      coll.run({intent, in.data(), out.data()}, kTimeout);
       size_t o = 0;
       for (int p = 0; p < n; ++p) {
         size_t from = 0;  // where p's block for r starts in p's buffer
@@ -331,6 +333,17 @@ TEST_CASE("all_to_all schedule with uneven and empty blocks", "[algorithms]") {
       }
     });
   });
+}
+
+TEST_CASE("a kind without a schedule (barrier) is a BackendError naming it, before it meets", "[algorithms]") {
+  // A backend runs its barrier as a collective of no bytes; the table of schedules has no row
+  // for it, and a kind it lacks must fail on every rank at once, not wait for its peers.
+  FakeWorld world(2);
+  for (int r = 0; r < 2; ++r) {
+    PathCollectives c(std::make_unique<FakePath>(world, r, false), r, 2, Algorithm::Auto);
+    REQUIRE_THROWS_MATCHES(c.run({intent_of(CollectiveKind::Barrier, 0)}, kTimeout), BackendError,
+                           Catch::Matchers::Message("no host schedule for barrier"));
+  }
 }
 
 // A one-phase schedule for the fake path's own checks: rank 1 takes `bytes` at offset 0 of rank
