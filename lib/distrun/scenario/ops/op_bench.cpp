@@ -27,7 +27,7 @@ void validate_bench(Validation& v, const Step& s) {
                        ranks_str(v.world_size()));
   if (std::find(members.begin(), members.end(), b.root) == members.end())
     v.fail(s.mark,
-           v.where(s) + ": root " + std::to_string(b.root) + " is not a member of group '" + *s.args().group + "'");
+           v.where(s) + ": root " + std::to_string(b.root) + " is not a member of group '" + s.group.str() + "'");
   // A bench rank holds an input, an output and the expected values of its largest size.
   for (size_t k = 0; k < b.bytes.size(); ++k) {
     int64_t need = 0;

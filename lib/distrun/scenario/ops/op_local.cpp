@@ -70,14 +70,14 @@ void validate_map_on_rank(Validation& v, const Step& s, int rank) {
       shape = t->shape;
     }
   }
-  const TensorMeta* old_out = v.tensor(rank, s.args().output);
+  const TensorMeta* old_out = v.tensor(rank, s.output.str());
   if (!shape) {
     if (first)
       shape = first->shape;
     else if (old_out)
       shape = old_out->shape;
     else
-      v.fail(s.at(s.args().expr_mark), v.where(s) + ": expr names no tensor and output '" + s.args().output +
+      v.fail(s.at(s.args().expr_mark), v.where(s) + ": expr names no tensor and output '" + s.output.str() +
                                            "' does not exist on rank " + std::to_string(rank) +
                                            ", so its shape is unknown");
   }
@@ -102,7 +102,7 @@ void map_on_rank(Reference& ref, const Step& s, int rank) {
     if (!first_dtype) first_dtype = t.dtype();
     if (t.numel() != 1) shape = t.shape();
   }
-  const std::optional<RefTensor> old_out = ref.tensor(rank, s.args().output);
+  const std::optional<RefTensor> old_out = ref.tensor(rank, s.output.str());
   if (!shape) shape = !inputs.empty() ? inputs.begin()->second.shape() : old_out->value.shape();
   DType dtype = s.args().dtype ? *s.args().dtype
                 : first_dtype  ? *first_dtype
