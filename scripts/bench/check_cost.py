@@ -95,12 +95,15 @@ def long_files():
     n = (MAX_NODES - 3) // 12
     yield ("broadcast_inline_steps", "steps:\n" + "  - {op: broadcast, input: {shape: [4], fill: 1}, src: 1}\n" * n, n,
            True)
-    # Steps that all differ: each names its own result (7 nodes a step), or reads a tensor of
-    # its own name (5 nodes: the most names a file can hold; none is defined, so distrun refuses
-    # it after reading it whole, and distrun-worker --check, which has no world, accepts it).
+    # Steps that all differ: each names its own result (7 nodes a step), gives its own number,
+    # or reads a tensor of its own name (5 nodes: the most names a file can hold). The last two
+    # are refused by distrun once read whole (src 2 of 2 ranks; no tensor x0) and accepted by
+    # distrun-worker --check, which has no world to check them against.
     n = (MAX_NODES - 10) // 7
     yield ("distinct_steps", "tensors:\n  x: {shape: [4]}\nsteps:\n" +
            "".join("  - {op: all_reduce, input: x, output: y%d}\n" % i for i in range(n)), n, True)
+    yield ("distinct_src", "tensors:\n  x: {shape: [4]}\nsteps:\n" +
+           "".join("  - {op: broadcast, input: x, src: %d}\n" % i for i in range(n)), n, False)
     n = (MAX_NODES - 10) // 5
     yield ("distinct_inputs", "tensors:\n  x: {shape: [4]}\nsteps:\n" +
            "".join("  - {op: all_reduce, input: x%d}\n" % i for i in range(n)), n, False)

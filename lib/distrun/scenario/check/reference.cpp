@@ -142,8 +142,8 @@ void Reference::plan(std::optional<int> own) {
         break;
       case Reads::Own:
         for (int r : want) {
-          if (s.args().expr) {  // map: the tensors its expression names, and the output it replaces
-            for (const auto& name : map_tensor_names(*s.args().expr)) reads(r, name);
+          if (s.args().more().expr) {  // map: the tensors its expression names, and the output it replaces
+            for (const auto& name : map_tensor_names(*s.args().more().expr)) reads(r, name);
             reads(r, s.output.str());
           } else {
             reads(r, s.input.str());

@@ -38,10 +38,11 @@ std::vector<int> WorldView::result_ranks(const Step& s) const {
                                                                                       : std::vector<int>{};
     case ResultAt::Members: break;
   }
-  if (!s.args().ranks) return members;
+  if (!s.args().more().ranks) return members;
   std::vector<int> chosen;  // a map's `ranks`: those that are members, in member order
   for (int r : members)
-    if (std::find(s.args().ranks->begin(), s.args().ranks->end(), r) != s.args().ranks->end()) chosen.push_back(r);
+    if (std::find(s.args().more().ranks->begin(), s.args().more().ranks->end(), r) != s.args().more().ranks->end())
+      chosen.push_back(r);
   return chosen;
 }
 

@@ -424,6 +424,7 @@ class Loader {
     if (!op) fail(opn, "unknown op '" + excerpt(opn.scalar()) + "'" + did_you_mean(opn.scalar(), ops_.names()));
     s.op = *op;
     StepArgs a;
+    StepMore m;
     // Which keys the step may and must give is the op's (op_table); what each key means is
     // the same for every op, so the rest reads them by name.
     const OpSpec& spec = ops_.spec(s.op);
@@ -480,31 +481,33 @@ class Loader {
     if (n["async"]) a.async = boolean(n["async"], "async");
     if (const auto ss = n["split_sizes"]) {
       if (!ss.is_sequence()) fail(ss, "split_sizes must be a list (one size per rank)");
-      a.has_split_sizes = true;
-      a.split_mark = here(ss);
-      for (const auto& e : ss) a.split_sizes.push_back(number(e, "a split size", kRankVars));
+      m.has_split_sizes = true;
+      m.split_mark = here(ss);
+      for (const auto& e : ss) m.split_sizes.push_back(number(e, "a split size", kRankVars));
     }
     if (const auto e = n["expr"]) {
       if (!e.is_scalar()) fail(e, "expr must be an expression string");
-      a.expr = compile(e, std::string(e.scalar()), nullptr);  // tensor names are checked by the simulation
-      a.expr_mark = here(e);
-      if (n["dtype"]) a.dtype = dtype(n["dtype"]);
+      m.expr = compile(e, std::string(e.scalar()), nullptr);  // tensor names are checked by the simulation
+      m.expr_mark = here(e);
+      if (n["dtype"]) m.dtype = dtype(n["dtype"]);
       if (const auto r = n["ranks"]) {
-        a.ranks_mark = here(r);
+        m.ranks_mark = here(r);
         std::vector<int> ranks;
         if (r.is_sequence())
           for (const auto& x : r) ranks.push_back(int_field(x, "each entry of ranks", 0, "a rank (0 or more)"));
         else
           ranks.push_back(int_field(r, "ranks", 0, "a rank (0 or more)"));
-        a.ranks = ranks;
+        m.ranks = ranks;
       }
     }
     if (const auto o = n["object"]) {
-      a.object.mark = here(o);
+      m.object.mark = here(o);
       size_t left = kMaxObjectBytes;
-      a.object.value = to_json(o, a.object, left);
+      m.object.value = to_json(o, m.object, left);
     }
-    if (has("collective")) a.bench = bench(n);
+    if (has("collective")) m.bench = bench(n);
+    if (n["split_sizes"] || n["expr"] || n["object"] || has("collective"))
+      a.rare = std::make_unique<const StepMore>(std::move(m));
     if (!spec.keys.empty() || n["group"]) s.given = &step_args_->emplace_back(std::move(a));
     return s;
   }

@@ -7,6 +7,7 @@
 namespace distrun::scenario {
 
 const StepArgs Step::kDefaultArgs{};
+const StepMore StepArgs::kNoMore{};
 
 size_t Names::slot(std::string_view text) const {
   const size_t mask = table_.size() - 1;

@@ -150,6 +150,22 @@ struct BenchSpec {
   int root = 0;
 };
 
+/// The arguments of a step that few steps give (split sizes, a map's, an object, a bench), out
+/// of StepArgs so that steps that differ in their common arguments (each its own `src`) stay
+/// small.
+struct StepMore {
+  bool has_split_sizes = false;
+  std::vector<Number> split_sizes;
+  Mark split_mark;
+  std::shared_ptr<const Expression> expr;  // map
+  Mark expr_mark;
+  std::optional<std::vector<int>> ranks;
+  Mark ranks_mark;
+  std::optional<DType> dtype;  // map: the output's dtype
+  ObjectTemplate object;
+  BenchSpec bench;
+};
+
 /// Everything a step says besides its op, place, names and print/check flags. Kept behind one
 /// pointer, absent for a step that gives nothing more (a barrier), so a file of hundreds of
 /// thousands of small steps stays small once loaded. Its marks (those of its inline spec and
@@ -171,17 +187,13 @@ struct StepArgs {
   Mark reduce_mark;
   int src = 0, dst = 0;
   Mark src_mark, dst_mark;
-  bool has_split_sizes = false;
-  std::vector<Number> split_sizes;
-  Mark split_mark;
   bool async = false;
-  std::shared_ptr<const Expression> expr;  // map
-  Mark expr_mark;
-  std::optional<std::vector<int>> ranks;
-  Mark ranks_mark;
-  std::optional<DType> dtype;  // map: the output's dtype
-  ObjectTemplate object;
-  BenchSpec bench;
+  /// What few steps give: a step that gives none of it holds none.
+  const StepMore& more() const { return rare ? *rare : kNoMore; }
+  std::unique_ptr<const StepMore> rare;
+
+ private:
+  static const StepMore kNoMore;
 };
 
 struct Step {

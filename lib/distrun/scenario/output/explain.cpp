@@ -31,7 +31,7 @@ void size_chunks(Picture& p, const Step& s, const std::vector<int>& members, int
   std::map<int, std::vector<int64_t>> splits;
   for (int r : members) {
     const RankEnv env{r, world_size, r, world_size};
-    for (const auto& num : s.args().split_sizes) splits[r].push_back(int64_t(eval_number(num, env)));
+    for (const auto& num : s.args().more().split_sizes) splits[r].push_back(int64_t(eval_number(num, env)));
   }
   for (auto& rp : p.ranks)
     for (auto* blocks : {&rp.before, &rp.after})
@@ -248,7 +248,7 @@ void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour,
       continue;
     }
     Picture p = spec.picture(s, members);
-    if (s.args().has_split_sizes) size_chunks(p, s, members, world_size);
+    if (s.args().more().has_split_sizes) size_chunks(p, s, members, world_size);
     bool blocks = false;
     for (const auto& r : p.ranks) blocks = blocks || r.before.size() > 1 || r.after.size() > 1;
     if (spec.object_result)
