@@ -7,8 +7,9 @@
   2. `distrun --check` of S barrier steps (default 200 000) at 2 ranks, of a file of barrier
      steps at the scenario size bound (16 MiB, refused at the 1 000 000-node bound), and of the
      largest files of steps with arguments and of `values` (LONG_FILES: as many entries as the
-     node bound lets a file of at most 16 MiB hold, so each is accepted): what reading and
-     checking a long file costs, in distrun and in `distrun-worker --check`. Target: each
+     node bound lets a file of at most 16 MiB hold, among them steps that all differ by the names
+     they use; each is made to be accepted but one that reads names no tensor has): what reading
+     and checking a long file costs, in distrun and in `distrun-worker --check`. Target: each
      accepted or refused in <= 1 s of CPU and <= 64 MB peak RSS (asserted: exit 1 otherwise).
   3. A checked 4 MiB all_reduce run at M ranks (default 32) on this host: the largest peak RSS
      of one distrun-worker (peak_rss.py reads every worker's VmHWM). Target: <= 64 MB.
@@ -81,21 +82,35 @@ SIZE_BOUND = 16 * 1024 * 1024
 
 # The largest files of each kind that the node bound accepts (yaml_guard.hpp: 1 000 000 nodes,
 # keys included) within the size bound: every step or value is a node or a few, so these hold
-# the most a loaded scenario can. name -> (text, entries).
+# the most a loaded scenario can. name -> (text, entries, accepted): a file made to be refused
+# (a name no tensor has) is held to the bound as well, but may exit 2.
 MAX_NODES = 1000000
 
 
 def long_files():
     # tensors, x, its spec, shape, [4], steps: 10 nodes; a step {op: all_reduce, input: x}: 5.
     n = (MAX_NODES - 10) // 5
-    yield "all_reduce_steps", "tensors:\n  x: {shape: [4]}\nsteps:\n" + "  - {op: all_reduce, input: x}\n" * n, n
+    yield "all_reduce_steps", "tensors:\n  x: {shape: [4]}\nsteps:\n" + "  - {op: all_reduce, input: x}\n" * n, n, True
     # A broadcast with an inline spec: 12 nodes.
     n = (MAX_NODES - 3) // 12
-    yield ("broadcast_inline_steps", "steps:\n" + "  - {op: broadcast, input: {shape: [4], fill: 1}, src: 1}\n" * n, n)
+    yield ("broadcast_inline_steps", "steps:\n" + "  - {op: broadcast, input: {shape: [4], fill: 1}, src: 1}\n" * n, n,
+           True)
+    # Steps that all differ: each names its own result (7 nodes a step), gives its own number,
+    # or reads a tensor of its own name (5 nodes: the most names a file can hold). The last two
+    # are refused by distrun once read whole (src 2 of 2 ranks; no tensor x0) and accepted by
+    # distrun-worker --check, which has no world to check them against.
+    n = (MAX_NODES - 10) // 7
+    yield ("distinct_steps", "tensors:\n  x: {shape: [4]}\nsteps:\n" +
+           "".join("  - {op: all_reduce, input: x, output: y%d}\n" % i for i in range(n)), n, True)
+    yield ("distinct_src", "tensors:\n  x: {shape: [4]}\nsteps:\n" +
+           "".join("  - {op: broadcast, input: x, src: %d}\n" % i for i in range(n)), n, False)
+    n = (MAX_NODES - 10) // 5
+    yield ("distinct_inputs", "tensors:\n  x: {shape: [4]}\nsteps:\n" +
+           "".join("  - {op: all_reduce, input: x%d}\n" % i for i in range(n)), n, False)
     # One float64 tensor of `values`, 15-character numbers: 16 MiB at the node bound.
     n = MAX_NODES - 14
     values = ", ".join("%.8e" % (i * 1.2345678) for i in range(n))
-    yield ("values", "tensors:\n  v: {dtype: float64, values: [" + values + "]}\nsteps:\n  - {op: barrier}\n", n)
+    yield ("values", "tensors:\n  v: {dtype: float64, values: [" + values + "]}\nsteps:\n  - {op: barrier}\n", n, True)
 
 
 def measure_check(distrun, path, ranks):
@@ -226,20 +241,20 @@ def main():
             out["bound_file"] = b
             bounded += [b["distrun"], b["worker_check"]]
         out["long_files"] = []
-        for name, text, entries in long_files():
+        for name, text, entries, accepted in long_files():
             path = os.path.join(d, f"check_cost_{name}.yaml")
             with open(path, "w") as f:
                 f.write(text)
             assert os.path.getsize(path) <= SIZE_BOUND, name
-            row = {"name": name, "entries": entries, "bytes": os.path.getsize(path),
+            row = {"name": name, "entries": entries, "bytes": os.path.getsize(path), "accepted": accepted,
                    "distrun": run_check(distrun, path, 2), "worker_check": run_check(distrun, path, 0)}
             out["long_files"].append(row)
             bounded += [row["distrun"], row["worker_check"]]
         # Accepted (0) or refused (2), within the CPU time and memory of the bound.
         out["bound_ok"] = all(m.get("rc") in (0, 2) and m["cpu_seconds"] <= BOUND_CPU_SECONDS and
                               m["peak_mb"] <= BOUND_PEAK_MB for m in bounded)
-        # The long files are made to be accepted: one refused would measure only its refusal.
-        out["bound_ok"] = out["bound_ok"] and all(lf[w].get("rc") == 0 for lf in out["long_files"]
+        # The long files made to be accepted must be: one refused would measure only its refusal.
+        out["bound_ok"] = out["bound_ok"] and all(lf[w].get("rc") == 0 for lf in out["long_files"] if lf["accepted"]
                                                   for w in ("distrun", "worker_check"))
         if not a.skip_worker:
             worker_path = os.path.join(d, "check_cost_worker.yaml")

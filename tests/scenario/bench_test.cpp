@@ -22,8 +22,8 @@ TEST_CASE("byte sizes use powers of 1024", "[bench]") {
 TEST_CASE("bench steps load their sizes", "[bench]") {
   auto sc = load_scenario_text("b.yaml",
                                "steps:\n  - op: bench\n    collective: all_gather\n    bytes: {min: 1K, max: 4K}\n");
-  CHECK(sc.steps[0].args().bench.bytes == std::vector<int64_t>{1024, 2048, 4096});
-  CHECK(sc.steps[0].args().bench.collective == Op::AllGather);
+  CHECK(sc.steps[0].args().more().bench.bytes == std::vector<int64_t>{1024, 2048, 4096});
+  CHECK(sc.steps[0].args().more().bench.collective == Op::AllGather);
   CHECK_THAT(testing::load_error("steps:\n  - op: bench\n    collective: all_gathr\n    bytes: [1K]\n"),
              Catch::Contains("did you mean 'all_gather'"));
   CHECK_THAT(testing::load_error("steps:\n  - op: bench\n    collective: all_gather\n    bytes: [1Q]\n"),

@@ -73,7 +73,7 @@ TEST_CASE("an alias names an anchor before it and outside it", "[hostile]") {
   CHECK_THAT(load_error("steps:\n  - op: all_gather_object\n    object: {a: &k [1], *k : 2}\n"),
              Catch::StartsWith("t.yaml:3:25: a mapping key must be a plain name"));
   auto sc = load_scenario_text("t.yaml", "steps:\n  - op: all_gather_object\n    object: {a: &k b, *k : 2}\n");
-  CHECK(sc.steps[0].args().object.value.dump() == R"({"a":"b","b":2})");
+  CHECK(sc.steps[0].args().more().object.value.dump() == R"({"a":"b","b":2})");
 }
 
 TEST_CASE("scalars follow the YAML 1.2 core schema", "[hostile]") {
@@ -82,7 +82,7 @@ TEST_CASE("scalars follow the YAML 1.2 core schema", "[hostile]") {
   CHECK(load_error("steps:\n  - {op: barrier, print: False}\n") == "");
   auto sc = load_scenario_text(
       "t.yaml", "steps:\n  - op: all_gather_object\n    object: [n, y, yes, off, ~, 0x10, 1e3, .inf, \"1\"]\n");
-  const auto& o = sc.steps[0].args().object.value;
+  const auto& o = sc.steps[0].args().more().object.value;
   CHECK(o[0] == "n");
   CHECK(o[1] == "y");
   CHECK(o[2] == "yes");
@@ -340,8 +340,8 @@ TEST_CASE("integers are read exactly, and every count in its own type", "[hostil
   auto sc =
       load_scenario_text("t.yaml",
                          "steps:\n  - {op: all_gather_object, object: [9007199254740993, 18446744073709551615]}\n");
-  CHECK(sc.steps[0].args().object.value[0].get<int64_t>() == 9007199254740993LL);
-  CHECK(sc.steps[0].args().object.value[1].get<uint64_t>() == UINT64_MAX);
+  CHECK(sc.steps[0].args().more().object.value[0].get<int64_t>() == 9007199254740993LL);
+  CHECK(sc.steps[0].args().more().object.value[1].get<uint64_t>() == UINT64_MAX);
 }
 
 TEST_CASE("messages are bounded and say what is wrong", "[hostile]") {

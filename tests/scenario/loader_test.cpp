@@ -19,7 +19,7 @@ TEST_CASE("loads a valid scenario with defaults", "[loader]") {
   REQUIRE(sc.steps.size() == 1);
   CHECK(sc.steps[0].op == Op::ReduceScatter);
   CHECK(sc.steps[0].args().reduce == ReduceOp::Sum);
-  CHECK(sc.steps[0].args().output == "y");
+  CHECK(sc.steps[0].output == "y");
   CHECK(sc.steps[0].print);
   CHECK(sc.steps[0].check);
 }
@@ -148,10 +148,11 @@ TEST_CASE("scenario_world_size reports the declared size", "[loader]") {
   std::remove(path.c_str());
 }
 
-// The memory a long file costs once loaded is its steps': a Step is a few words, and the
-// arguments of a step that gives none (a barrier) are not stored at all.
+// The memory a long file costs once loaded is its steps': a Step is a few words (its names
+// point to one copy of each), and the arguments of a step that gives none (a barrier) are not
+// stored at all.
 TEST_CASE("a step is small and a barrier holds no arguments", "[loader]") {
-  CHECK(sizeof(Step) <= 32);
+  CHECK(sizeof(Step) <= 48);
   const Scenario sc = load_scenario_text("m.yaml", R"(
 groups: {g: [0]}
 steps:
@@ -164,8 +165,8 @@ steps:
   CHECK(sc.steps[1].given == nullptr);
   CHECK_FALSE(sc.steps[1].print);
   REQUIRE(sc.steps[2].given != nullptr);
-  CHECK(sc.steps[2].args().group == "g");
-  CHECK(sc.steps[0].args().group == std::nullopt);
+  CHECK(sc.steps[2].group == "g");
+  CHECK_FALSE(sc.steps[0].group);
 }
 
 // Steps written alike share one StepArgs (their marks count from their own line), and each
@@ -192,4 +193,30 @@ TEST_CASE("steps written alike share their arguments and keep their own lines", 
   // An inline spec's marks count from its step's line too.
   CHECK_THAT(check_error("steps:\n  - op: barrier\n  - {op: all_reduce, input: {shape: [\"rank - 1\"]}}\n", 2),
              Catch::StartsWith("a.yaml:3:38: a shape entry must be a whole number of 0 or more, got -1 on rank 0"));
+}
+
+// Steps that differ only in their names share their arguments too (a file of 100 000 results
+// named apart holds one), and each keeps its own names: the last step's error names its input
+// at its own line.
+TEST_CASE("steps alike but for their names share arguments and keep their names", "[loader]") {
+  const std::string text =
+      "tensors: {x: {shape: [2]}, w: {shape: [2]}}\ngroups: {g: [0, 1], h: [0]}\nsteps:\n"
+      "  - {op: all_reduce, input: x, output: a1, group: g}\n"
+      "  - {op: all_reduce, input: w, output: a2, group: h}\n"
+      "  - {op: all_reduce, input: x}\n"
+      "  - {op: all_reduce, input: q, output: a3, group: g}\n";
+  const Scenario sc = load_scenario_text("n.yaml", text);
+  REQUIRE(sc.steps.size() == 4);
+  CHECK(sc.steps[0].given == sc.steps[1].given);
+  CHECK(sc.steps[0].given == sc.steps[3].given);
+  CHECK(sc.steps[1].input == "w");
+  CHECK(sc.steps[1].output == "a2");
+  CHECK(sc.steps[1].group == "h");
+  CHECK(sc.steps[2].output == "x");  // the input's name when no output is given
+  CHECK_FALSE(sc.steps[2].group);
+  CHECK(sc.names->size() == 8);  // x w g a1 h a2 q a3, each once
+  CHECK(sc.names->find("a2")->id() == sc.steps[1].output.id());
+  CHECK_FALSE(sc.names->find("a4"));
+  CHECK_THROWS_WITH(check_scenario(sc, 2),
+                    Catch::StartsWith("n.yaml:7:29: step 3 (all_reduce): tensor 'q' is not defined on rank 0"));
 }

@@ -103,7 +103,7 @@ Reference::Reference(const Scenario& sc, int world_size, int local_world_size, s
     for (int r : dropped_[size_t(s.index)]) {
       RefTensor unknown;
       unknown.unknown = true;
-      state_[size_t(r)][s.args().output] = unknown;
+      state_[size_t(r)][s.output.str()] = unknown;
     }
   }
 }
@@ -122,13 +122,13 @@ void Reference::plan(std::optional<int> own) {
     std::vector<int> want;
     for (int r : result_ranks(s)) {
       auto& mine = live[size_t(r)];
-      if (r == *own || (!spec.object_result && mine.count(s.args().output))) {
+      if (r == *own || (!spec.object_result && mine.count(s.output.str()))) {
         wanted_[k][size_t(r)] = 1;
         want.push_back(r);
       } else if (!spec.object_result) {
         dropped_[k].push_back(r);
       }
-      if (!spec.object_result) mine.erase(s.args().output);
+      if (!spec.object_result) mine.erase(s.output.str());
     }
     if (want.empty()) continue;
     auto reads = [&](int r, const std::string& name) {
@@ -136,17 +136,17 @@ void Reference::plan(std::optional<int> own) {
     };
     switch (spec.reads) {
       case Reads::Nothing: break;
-      case Reads::Src: reads(s.args().src, s.args().input.name); break;
+      case Reads::Src: reads(s.args().src, s.input.str()); break;
       case Reads::EveryMember:
-        for (int r : participants(s)) reads(r, s.args().input.name);
+        for (int r : participants(s)) reads(r, s.input.str());
         break;
       case Reads::Own:
         for (int r : want) {
-          if (s.args().expr) {  // map: the tensors its expression names, and the output it replaces
-            for (const auto& name : map_tensor_names(*s.args().expr)) reads(r, name);
-            reads(r, s.args().output);
+          if (s.args().more().expr) {  // map: the tensors its expression names, and the output it replaces
+            for (const auto& name : map_tensor_names(*s.args().more().expr)) reads(r, name);
+            reads(r, s.output.str());
           } else {
-            reads(r, s.args().input.name);
+            reads(r, s.input.str());
           }
         }
         break;
@@ -157,7 +157,7 @@ void Reference::plan(std::optional<int> own) {
 RefTensor Reference::input(const Step& s, int rank) {
   if (s.args().input.spec)
     return RefTensor{make_tensor(*s.args().input.spec, sc_.dtype, env(rank), sc_.file, s.origin())};
-  return *tensor(rank, s.args().input.name);
+  return *tensor(rank, s.input.str());
 }
 
 std::optional<RefTensor> Reference::tensor(int rank, const std::string& name) const {
@@ -238,10 +238,10 @@ RefTensor Reference::reduce_members(const Step& s, const std::vector<int>& membe
 
 void Reference::set_result(const Step& s, int rank, const RefTensor& t) {
   if (!wanted(s, rank)) return;
-  state_[size_t(rank)][s.args().output] = t;
+  state_[size_t(rank)][s.output.str()] = t;
   Expected& e = results_[size_t(s.index)][size_t(rank)];
   e.has_result = true;
-  e.name = s.args().output;
+  e.name = s.output.str();
   e.tensor = t;
 }
 

@@ -23,7 +23,7 @@ std::string WorldView::where(const Step& s) const {
 }
 
 std::vector<int> WorldView::participants(const Step& s) const {
-  if (s.args().group) return sc_.find_group(*s.args().group)->members;
+  if (s.group) return sc_.find_group(s.group.view())->members;
   std::vector<int> all(static_cast<size_t>(world_size_));
   for (int r = 0; r < world_size_; ++r) all[size_t(r)] = r;
   return all;
@@ -38,10 +38,11 @@ std::vector<int> WorldView::result_ranks(const Step& s) const {
                                                                                       : std::vector<int>{};
     case ResultAt::Members: break;
   }
-  if (!s.args().ranks) return members;
+  if (!s.args().more().ranks) return members;
   std::vector<int> chosen;  // a map's `ranks`: those that are members, in member order
   for (int r : members)
-    if (std::find(s.args().ranks->begin(), s.args().ranks->end(), r) != s.args().ranks->end()) chosen.push_back(r);
+    if (std::find(s.args().more().ranks->begin(), s.args().more().ranks->end(), r) != s.args().more().ranks->end())
+      chosen.push_back(r);
   return chosen;
 }
 
@@ -57,7 +58,7 @@ Validation::Validation(const Scenario& sc, int world_size, int local_world_size,
                          ranks_str(world_size));
   // Sizes first, from the shapes alone: a tensor no host could hold is refused before any
   // value is computed.
-  state_.resize(size_t(world_size));
+  state_.assign(size_t(world_size), std::vector<uint32_t>(sc.names->size()));
   for (int r = 0; r < world_size; ++r) {
     int64_t total = 0;
     for (const auto& [name, spec] : sc.tensors) {
@@ -65,7 +66,7 @@ Validation::Validation(const Scenario& sc, int world_size, int local_world_size,
       const auto bytes = checked_bytes(m.shape, m.dtype);
       if (__builtin_add_overflow(total, *bytes, &total)) total = INT64_MAX;
       check_fits(total, spec.mark, "the tensors of rank " + std::to_string(r) + " up to '" + name + "'");
-      state_[size_t(r)][name] = std::move(m);
+      define(r, *sc.names->find(name), m);  // the loader names every tensor
     }
   }
   for (int r = 0; r < world_size; ++r)
@@ -114,8 +115,7 @@ int Validation::member_index(const Step& s, const std::vector<int>& members, int
                 ranks_str(world_size_));
   for (size_t i = 0; i < members.size(); ++i)
     if (members[i] == global) return int(i);
-  fail(m,
-       where(s) + ": " + what + " " + std::to_string(global) + " is not a member of group '" + *s.args().group + "'");
+  fail(m, where(s) + ": " + what + " " + std::to_string(global) + " is not a member of group '" + s.group.str() + "'");
 }
 
 TensorMeta Validation::input(const Step& s, int rank) {
@@ -126,9 +126,9 @@ TensorMeta Validation::input(const Step& s, int rank) {
     check_fill_values(spec, rank, s.origin());
     return on_backend(s, m);
   }
-  if (const TensorMeta* t = tensor(rank, s.args().input.name)) return on_backend(s, *t);
-  fail(s.at(s.args().input.mark), where(s) + ": tensor '" + s.args().input.name + "' is not defined on rank " +
-                                      std::to_string(rank) + did_you_mean(s.args().input.name, names(rank)));
+  if (const TensorMeta* t = tensor(rank, s.input)) return on_backend(s, *t);
+  fail(s.at(s.args().input.mark), where(s) + ": tensor '" + s.input.str() + "' is not defined on rank " +
+                                      std::to_string(rank) + did_you_mean(s.input.str(), names(rank)));
 }
 
 const TensorMeta& Validation::on_backend(const Step& s, const TensorMeta& m) const {
@@ -160,15 +160,28 @@ void Validation::require_same_shapes(const Step& s, const std::vector<TensorMeta
   }
 }
 
-const TensorMeta* Validation::tensor(int rank, const std::string& name) const {
-  const auto& st = state_[size_t(rank)];
-  auto it = st.find(name);
-  return it == st.end() ? nullptr : &it->second;
+const TensorMeta* Validation::tensor(int rank, Name name) const {
+  const uint32_t m = name ? state_[size_t(rank)][name.id()] : 0;
+  return m ? &metas_[m - 1] : nullptr;
+}
+
+const TensorMeta* Validation::tensor(int rank, std::string_view name) const {
+  const auto n = sc_.names->find(name);
+  return n ? tensor(rank, *n) : nullptr;
+}
+
+void Validation::define(int rank, Name name, const TensorMeta& t) {
+  const auto [it, added] = meta_ids_.try_emplace({t.shape, t.dtype}, uint32_t(metas_.size()));
+  if (added) metas_.push_back(t);
+  state_[size_t(rank)][name.id()] = it->second + 1;
 }
 
 std::vector<std::string> Validation::names(int rank) const {
   std::vector<std::string> out;
-  for (const auto& kv : state_[size_t(rank)]) out.push_back(kv.first);
+  const auto& st = state_[size_t(rank)];
+  for (size_t id = 0; id < st.size(); ++id)
+    if (st[id]) out.push_back(sc_.names->name(uint32_t(id)).str());
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -193,6 +206,6 @@ void Validation::require_even_split(const Step& s, const Shape& shape, int dim, 
                                         std::to_string(n) + " equal chunks");
 }
 
-void Validation::set_result(const Step& s, int rank, const TensorMeta& t) { state_[size_t(rank)][s.args().output] = t; }
+void Validation::set_result(const Step& s, int rank, const TensorMeta& t) { define(rank, s.output, t); }
 
 }  // namespace distrun::scenario

@@ -5,6 +5,7 @@
 // `distrun --check` run before any worker starts, and what each worker runs before it
 // computes the expected values of its own results (reference.hpp).
 #pragma once
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -70,7 +71,8 @@ class Validation : public WorldView {
   void require_same_shapes(const Step& s, const std::vector<TensorMeta>& in, const std::vector<int>& members,
                            int except_dim) const;
   /// Tensor `name` on `rank`, or nullptr.
-  const TensorMeta* tensor(int rank, const std::string& name) const;
+  const TensorMeta* tensor(int rank, std::string_view name) const;
+  const TensorMeta* tensor(int rank, Name name) const;
   /// The names defined on `rank`, for did-you-mean.
   std::vector<std::string> names(int rank) const;
   void check_reduce(const Step& s, DType dtype) const;
@@ -93,8 +95,13 @@ class Validation : public WorldView {
   bool nccl_ = false;
   std::set<std::pair<const TensorSpec*, Shape>> fills_checked_;  // rank-independent fills, per shape
   int64_t fill_budget_ = kFillBudget;
-  bool sample_fills_ = false;                             // the budget cannot cover every rank
-  std::vector<std::map<std::string, TensorMeta>> state_;  // per rank
+  bool sample_fills_ = false;  // the budget cannot cover every rank
+  void define(int rank, Name name, const TensorMeta& t);
+  // Each rank's tensors, by name id: 1 + an index in metas_, 0 for none. Ranks mostly hold
+  // tensors alike, and a file may name 100 000 results: a tensor costs 4 bytes a rank.
+  std::vector<std::vector<uint32_t>> state_;
+  std::deque<TensorMeta> metas_;  // each shape and dtype once (stable: tensor() points into it)
+  std::map<std::pair<Shape, DType>, uint32_t> meta_ids_;
 };
 
 /// The input as the collectives see it: a scalar takes part as a one-element vector.

@@ -228,10 +228,7 @@ class Loader {
   TensorRef tensor_ref(const YamlNode& n) const {
     TensorRef ref;
     ref.mark = here(n);
-    if (n.is_scalar())
-      ref.name = std::string(n.scalar());
-    else
-      ref.spec = std::make_shared<TensorSpec>(tensor_spec(n));
+    if (!n.is_scalar()) ref.spec = std::make_shared<TensorSpec>(tensor_spec(n));  // else a name (step_names)
     return ref;
   }
 
@@ -345,20 +342,23 @@ class Loader {
   }
 
   // Steps written alike (the same keys and texts at the same places, lines counted from the
-  // step's own) are made alike, whatever else the file says: they share one StepArgs, so a
-  // file of 200 000 `{op: all_reduce, input: x}` holds one, and are read once.
+  // step's own, whatever names they use) are made alike, whatever else the file says: they
+  // share one StepArgs, so a file of 200 000 `{op: all_reduce, input: x, output: yN}` holds
+  // one, and are read once. Each keeps its own names.
   Step shared_step(const YamlNode& n, int index) const {
     line_base_ = n.mark().line;
     std::string key;
-    const bool keyed = alike_key(n, key);
+    const bool keyed = alike_key(n, key, true);
     if (keyed)
       if (const auto it = alike_.find(key); it != alike_.end()) {
         Step s = it->second;
         s.index = index;
         s.mark = n.mark();
+        step_names(n, s);
         return s;
       }
     Step s = step(n, index);
+    step_names(n, s);
     if (keyed) {
       if (alike_.size() >= kAlikeSteps) alike_.clear();  // bounded: steps alike tend to be near
       alike_.emplace(std::move(key), s);
@@ -366,24 +366,44 @@ class Loader {
     return s;
   }
 
-  // Appends what `n` is made of to `key`: its kind, place and text, then its entries. False
-  // past kMaxAlikeKey bytes (a step with a long list of its own is not shared).
-  bool alike_key(const YamlNode& n, std::string& key) const {
+  static bool is_name_key(std::string_view key) { return key == "input" || key == "output" || key == "group"; }
+
+  // Appends what `n` is made of to `key`: its kind, place and text, then its entries; of a
+  // step (`step`), the texts of its names are left out. False past kMaxAlikeKey bytes (a step
+  // with a long list of its own is not shared).
+  bool alike_key(const YamlNode& n, std::string& key, bool step = false, bool text = true) const {
     const Mark m = here(n);
-    const std::string_view text = n.scalar();
-    const int size = n.is_scalar() ? int(text.size()) : int(n.size());
+    const std::string_view scalar = n.scalar();
+    const int size = n.is_scalar() ? int(scalar.size()) : int(n.size());
     key += n.is_map() ? 'm' : n.is_sequence() ? 's' : n.is_null() ? 'n' : n.is_quoted() ? 'q' : 'p';
-    for (const int v : {m.line, m.col, size}) key.append(reinterpret_cast<const char*>(&v), sizeof v);
-    key += text;
+    for (const int v : {m.line, m.col, text ? size : 0}) key.append(reinterpret_cast<const char*>(&v), sizeof v);
+    if (text) key += scalar;
     if (key.size() > kMaxAlikeKey) return false;
     if (n.is_map()) {
-      for (size_t i = 0; i < n.size(); ++i)
-        if (!alike_key(n.key(i), key) || !alike_key(n.value(i), key)) return false;
+      for (size_t i = 0; i < n.size(); ++i) {
+        const bool name = step && n.value(i).is_scalar() && is_name_key(n.key(i).scalar());
+        if (!alike_key(n.key(i), key) || !alike_key(n.value(i), key, false, !name)) return false;
+      }
     } else if (n.is_sequence()) {
       for (const auto& c : n)
         if (!alike_key(c, key)) return false;
     }
     return true;
+  }
+
+  // The names `n` uses, on `s` as read by step(): its input's, its result's and its group's.
+  void step_names(const YamlNode& n, Step& s) const {
+    const OpSpec& spec = ops_.spec(s.op);
+    s.input = s.output = s.group = Name();
+    if (const auto g = n["group"]) s.group = names_->intern(g.scalar());
+    if (const auto in = n["input"]; s.args().has_input && in.is_scalar()) s.input = names_->intern(in.scalar());
+    if (std::find(spec.keys.begin(), spec.keys.end(), "output") == spec.keys.end()) return;
+    if (const auto o = n["output"])
+      s.output = names_->intern(o.scalar());
+    else if (!s.input.empty())
+      s.output = s.input;
+    else
+      s.output = names_->intern(spec.name);  // an inline input without output: the result is named after the op
   }
 
   // A mark to keep in the model: within a step, its line counted from the step's (model.hpp).
@@ -404,6 +424,7 @@ class Loader {
     if (!op) fail(opn, "unknown op '" + excerpt(opn.scalar()) + "'" + did_you_mean(opn.scalar(), ops_.names()));
     s.op = *op;
     StepArgs a;
+    StepMore m;
     // Which keys the step may and must give is the op's (op_table); what each key means is
     // the same for every op, so the rest reads them by name.
     const OpSpec& spec = ops_.spec(s.op);
@@ -416,7 +437,7 @@ class Loader {
                     (k == "input" || k == "object" || k == "expr" || k == "output" ? "an " : "") + k);
 
     if (const auto g = n["group"]) {
-      a.group = str(g, "group");
+      str(g, "group");
       a.group_mark = here(g);
     }
     if (n["print"]) s.print = boolean(n["print"], "print");
@@ -427,15 +448,11 @@ class Loader {
       a.input = tensor_ref(n["input"]);
       a.has_input = true;
     }
-    if (has("output")) {
+    if (has("output")) {  // the name: step_names
       if (const auto o = n["output"]) {
-        a.output = str(o, "output");
+        str(o, "output");
         a.output_mark = here(o);
-      } else if (a.has_input && !a.input.name.empty()) {
-        a.output = a.input.name;
-        a.output_mark = a.input.mark;
       } else {
-        a.output = spec.name;  // an inline input without output: the result is named after the op
         a.output_mark = a.input.mark;
       }
     }
@@ -464,32 +481,34 @@ class Loader {
     if (n["async"]) a.async = boolean(n["async"], "async");
     if (const auto ss = n["split_sizes"]) {
       if (!ss.is_sequence()) fail(ss, "split_sizes must be a list (one size per rank)");
-      a.has_split_sizes = true;
-      a.split_mark = here(ss);
-      for (const auto& e : ss) a.split_sizes.push_back(number(e, "a split size", kRankVars));
+      m.has_split_sizes = true;
+      m.split_mark = here(ss);
+      for (const auto& e : ss) m.split_sizes.push_back(number(e, "a split size", kRankVars));
     }
     if (const auto e = n["expr"]) {
       if (!e.is_scalar()) fail(e, "expr must be an expression string");
-      a.expr = compile(e, std::string(e.scalar()), nullptr);  // tensor names are checked by the simulation
-      a.expr_mark = here(e);
-      if (n["dtype"]) a.dtype = dtype(n["dtype"]);
+      m.expr = compile(e, std::string(e.scalar()), nullptr);  // tensor names are checked by the simulation
+      m.expr_mark = here(e);
+      if (n["dtype"]) m.dtype = dtype(n["dtype"]);
       if (const auto r = n["ranks"]) {
-        a.ranks_mark = here(r);
+        m.ranks_mark = here(r);
         std::vector<int> ranks;
         if (r.is_sequence())
           for (const auto& x : r) ranks.push_back(int_field(x, "each entry of ranks", 0, "a rank (0 or more)"));
         else
           ranks.push_back(int_field(r, "ranks", 0, "a rank (0 or more)"));
-        a.ranks = ranks;
+        m.ranks = ranks;
       }
     }
     if (const auto o = n["object"]) {
-      a.object.mark = here(o);
+      m.object.mark = here(o);
       size_t left = kMaxObjectBytes;
-      a.object.value = to_json(o, a.object, left);
+      m.object.value = to_json(o, m.object, left);
     }
-    if (has("collective")) a.bench = bench(n);
-    if (!spec.keys.empty() || a.group) s.given = std::make_shared<const StepArgs>(std::move(a));
+    if (has("collective")) m.bench = bench(n);
+    if (n["split_sizes"] || n["expr"] || n["object"] || has("collective"))
+      a.rare = std::make_unique<const StepMore>(std::move(m));
+    if (!spec.keys.empty() || n["group"]) s.given = &step_args_->emplace_back(std::move(a));
     return s;
   }
 
@@ -497,6 +516,8 @@ class Loader {
     if (!root.is_map()) fail(root, "a scenario must be a mapping with steps");
     check_keys(root, kTopKeys, "the scenario");
     Scenario sc;
+    names_ = sc.names;
+    step_args_ = sc.step_args;
     sc.file = file_;
     sc.ops = &ops_;
     sc.name = root["name"] ? str(root["name"], "name") : std::filesystem::path(file_).stem().string();
@@ -541,7 +562,10 @@ class Loader {
     }
     if (const auto t = root["tensors"]) {
       if (!t.is_map()) fail(t, "tensors must map names to tensor specs");
-      for (const auto& kv : t.entries()) sc.tensors.emplace_back(std::string(kv.key.scalar()), tensor_spec(kv.value));
+      for (const auto& kv : t.entries()) {
+        names_->intern(kv.key.scalar());
+        sc.tensors.emplace_back(std::string(kv.key.scalar()), tensor_spec(kv.value));
+      }
     }
     const auto steps = root["steps"];
     if (!steps) fail(root, "the scenario has no steps");
@@ -551,12 +575,14 @@ class Loader {
     for (const auto& st : steps) sc.steps.push_back(shared_step(st, i++));
     line_base_ = 0;
     alike_.clear();
+    names_.reset();
+    step_args_.reset();
     for (const auto& st : sc.steps) {
-      const auto& group = st.args().group;
-      if (group && !sc.find_group(*group)) {
+      if (st.group && !sc.find_group(st.group.view())) {
         std::vector<std::string> names;
         for (const auto& g : sc.groups) names.push_back(g.name);
-        fail(st.at(st.args().group_mark), "unknown group '" + excerpt(*group) + "'" + did_you_mean(*group, names));
+        fail(st.at(st.args().group_mark),
+             "unknown group '" + excerpt(st.group.str()) + "'" + did_you_mean(st.group.str(), names));
       }
     }
     return sc;
@@ -567,8 +593,10 @@ class Loader {
   const OpTable& ops_;
   mutable DType default_dtype_ = DType::Float32;  // the scenario's, once read: literal fills are checked against it
   static constexpr size_t kAlikeSteps = 4096, kMaxAlikeKey = 512;
-  mutable int line_base_ = 0;                            // the line of the step being read (here())
-  mutable std::unordered_map<std::string, Step> alike_;  // steps read, by what they are made of
+  mutable int line_base_ = 0;                                // the line of the step being read (here())
+  mutable std::shared_ptr<Names> names_;                     // the scenario's being read
+  mutable std::shared_ptr<std::deque<StepArgs>> step_args_;  // and its steps' arguments
+  mutable std::unordered_map<std::string, Step> alike_;      // steps read, by what they are made of
 };
 
 }  // namespace

@@ -3,9 +3,11 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "distrun/backend/types.hpp"
@@ -32,6 +34,53 @@ enum class Op : uint8_t {
   BroadcastObject,
   Bench,
   LocalReduce
+};
+
+/// A tensor's or a group's name, one copy per distinct name in its scenario's Names however
+/// many steps use it (a file may name 100 000 results), with a dense id (from 0) for tables
+/// indexed by name. Valid while a Scenario sharing its Names lives. A default Name is no name
+/// (no group given); its text is "".
+class Name {
+ public:
+  Name() = default;
+  std::string_view view() const {
+    return entry_ ? std::string_view(reinterpret_cast<const char*>(entry_ + 2), entry_[1]) : std::string_view();
+  }
+  std::string str() const { return std::string(view()); }
+  explicit operator bool() const { return entry_ != nullptr; }
+  bool empty() const { return view().empty(); }
+  /// Only for a name given (true).
+  uint32_t id() const { return entry_[0]; }
+  friend bool operator==(const Name& a, std::string_view b) { return a.view() == b; }
+
+ private:
+  friend class Names;
+  explicit Name(const uint32_t* entry) : entry_(entry) {}
+  const uint32_t* entry_ = nullptr;  // in its Names: the id, the size, then the text
+};
+
+/// The names of a scenario, each once, end to end in blocks: a short name costs about 40 bytes
+/// with its place in the lookup table.
+class Names {
+ public:
+  /// The Name spelled `text`, added when new.
+  Name intern(std::string_view text);
+  /// The Name spelled `text`, if the scenario has it.
+  std::optional<Name> find(std::string_view text) const;
+  /// The Name of id `id` (below size()).
+  Name name(uint32_t id) const { return Name(by_id_[id]); }
+  /// How many there are: every id is below it.
+  size_t size() const { return by_id_.size(); }
+
+ private:
+  // Where `text` is in table_, or the empty slot where it would go.
+  size_t slot(std::string_view text) const;
+  const uint32_t* store(std::string_view text);
+  std::vector<const uint32_t*> by_id_;               // each name's entry in blocks_
+  std::vector<uint32_t> table_;                      // open addressing, 1 + id (0: empty), at most half full
+  std::vector<std::unique_ptr<uint32_t[]>> blocks_;  // stable: Names point into them
+  uint32_t* next_ = nullptr;                         // the first free word of the last block
+  size_t room_ = 0;                                  // and how many are free
 };
 
 /// A number written as a literal: an integer exactly (never through a double), or a real.
@@ -78,9 +127,8 @@ struct TensorSpec {
   std::optional<DType> dtype;  // default: the scenario's
 };
 
-/// A step input: the name of a tensor, or an inline spec.
+/// A step input: a tensor's name (Step::input), or an inline spec.
 struct TensorRef {
-  std::string name;                  // empty for an inline spec
   std::shared_ptr<TensorSpec> spec;  // set for an inline spec
   Mark mark;
 };
@@ -102,18 +150,33 @@ struct BenchSpec {
   int root = 0;
 };
 
-/// Everything a step says besides its op, place and print/check flags. Kept behind one
-/// pointer, absent for a step that gives nothing more (a barrier): a Step is 32 bytes, so a
-/// file of hundreds of thousands of small steps stays small once loaded. Its marks (those of
-/// its inline spec and split sizes too) count lines from the step's own line, so that steps
-/// written alike share one StepArgs wherever they stand: `Step::at` gives the file's mark.
+/// The arguments of a step that few steps give (split sizes, a map's, an object, a bench), out
+/// of StepArgs so that steps that differ in their common arguments (each its own `src`) stay
+/// small.
+struct StepMore {
+  bool has_split_sizes = false;
+  std::vector<Number> split_sizes;
+  Mark split_mark;
+  std::shared_ptr<const Expression> expr;  // map
+  Mark expr_mark;
+  std::optional<std::vector<int>> ranks;
+  Mark ranks_mark;
+  std::optional<DType> dtype;  // map: the output's dtype
+  ObjectTemplate object;
+  BenchSpec bench;
+};
+
+/// Everything a step says besides its op, place, names and print/check flags. Kept behind one
+/// pointer, absent for a step that gives nothing more (a barrier), so a file of hundreds of
+/// thousands of small steps stays small once loaded. Its marks (those of its inline spec and
+/// split sizes too) count lines from the step's own line, and the names it uses are the
+/// Step's, so that steps written alike but for their names share one StepArgs wherever they
+/// stand: `Step::at` gives the file's mark.
 struct StepArgs {
-  std::optional<std::string> group;
   Mark group_mark;
 
   TensorRef input;
   bool has_input = false;
-  std::string output;  // resolved: defaults to the input's name
   Mark output_mark;
   int dim = 0;
   Mark dim_mark;
@@ -124,17 +187,13 @@ struct StepArgs {
   Mark reduce_mark;
   int src = 0, dst = 0;
   Mark src_mark, dst_mark;
-  bool has_split_sizes = false;
-  std::vector<Number> split_sizes;
-  Mark split_mark;
   bool async = false;
-  std::shared_ptr<const Expression> expr;  // map
-  Mark expr_mark;
-  std::optional<std::vector<int>> ranks;
-  Mark ranks_mark;
-  std::optional<DType> dtype;  // map: the output's dtype
-  ObjectTemplate object;
-  BenchSpec bench;
+  /// What few steps give: a step that gives none of it holds none.
+  const StepMore& more() const { return rare ? *rare : kNoMore; }
+  std::unique_ptr<const StepMore> rare;
+
+ private:
+  static const StepMore kNoMore;
 };
 
 struct Step {
@@ -143,7 +202,10 @@ struct Step {
   bool check = true;
   int index = 0;  // position in steps, from 0
   Mark mark;
-  std::shared_ptr<const StepArgs> given;  // null: every argument at its default
+  const StepArgs* given = nullptr;  // in its Scenario's step_args; null: every argument at its default
+  Name input;                       // the input tensor's; none for an inline input or none at all
+  Name output;                      // the result's: the output given, else the input's name, else the op's
+  Name group;                       // none: the world
 
   const StepArgs& args() const { return given ? *given : kDefaultArgs; }
   /// A mark of args() as a mark in the file.
@@ -176,10 +238,14 @@ struct Scenario {
   std::vector<Group> groups;
   std::vector<std::pair<std::string, TensorSpec>> tensors;
   std::vector<Step> steps;
+  /// The names the tensors, steps and groups use, and the arguments of the steps (steps
+  /// written alike share one): a copy of the scenario shares them.
+  std::shared_ptr<Names> names = std::make_shared<Names>();
+  std::shared_ptr<std::deque<StepArgs>> step_args = std::make_shared<std::deque<StepArgs>>();
 
   const OpTable* ops = nullptr;  // the table the scenario was loaded with (op_table.hpp)
 
-  const Group* find_group(const std::string& name) const;
+  const Group* find_group(std::string_view name) const;
   /// The description of `op` in `ops`.
   const OpSpec& spec(Op op) const;
 };

@@ -13,7 +13,7 @@ namespace {
 
 void validate_bench(Validation& v, const Step& s) {
   const auto members = v.participants(s);
-  const auto& b = s.args().bench;
+  const auto& b = s.args().more().bench;
   const DType dtype = b.dtype.value_or(v.scenario().dtype);
   if (auto why = reduce_op_refusal(b.reduce, dtype)) v.fail(s.mark, v.where(s) + ": " + *why);
   if (v.nccl()) {
@@ -27,7 +27,7 @@ void validate_bench(Validation& v, const Step& s) {
                        ranks_str(v.world_size()));
   if (std::find(members.begin(), members.end(), b.root) == members.end())
     v.fail(s.mark,
-           v.where(s) + ": root " + std::to_string(b.root) + " is not a member of group '" + *s.args().group + "'");
+           v.where(s) + ": root " + std::to_string(b.root) + " is not a member of group '" + s.group.str() + "'");
   // A bench rank holds an input, an output and the expected values of its largest size.
   for (size_t k = 0; k < b.bytes.size(); ++k) {
     int64_t need = 0;
@@ -48,19 +48,19 @@ StepOutput run_bench_step(StepRunner& r, const Step& s, Backend& b) {
   ctx.backend_name = settings.backend_name;
   ctx.device = settings.device;
   ctx.check = s.check;
-  ctx.dtype = s.args().bench.dtype.value_or(r.scenario().dtype);
+  ctx.dtype = s.args().more().bench.dtype.value_or(r.scenario().dtype);
   // Rank 0 prints each row as its size completes; when rank 0 is not a member of the step's
   // group, the group's first member sends its table with the step's report.
   ctx.out = me == 0 ? settings.out : nullptr;
-  const BenchResult res = run_bench(b, s.args().bench, ctx);
+  const BenchResult res = run_bench(b, s.args().more().bench, ctx);
   StepReport report;
   if (b.rank() == 0) {
     report.records = res.rows;
     if (s.check) report.wrong = res.wrong;
     if (me != 0) report.text = res.table;
     if (res.wrong > 0 && s.check)
-      report.problems.push_back("check failed: " + step_where(s) + " " + op_name(s.args().bench.collective) + ": " +
-                                std::to_string(res.wrong) + " wrong elements");
+      report.problems.push_back("check failed: " + step_where(s) + " " + op_name(s.args().more().bench.collective) +
+                                ": " + std::to_string(res.wrong) + " wrong elements");
   }
   return {{}, {}, report};
 }

@@ -192,11 +192,11 @@ void simulate_reduce_scatter(Reference& ref, const Step& s) {
 class SplitSizes {
  public:
   explicit SplitSizes(const Step& s) : s_(s) {
-    for (const auto& num : s.args().split_sizes)
+    for (const auto& num : s.args().more().split_sizes)
       compiled_.push_back(num.expr ? std::optional(num.expr->evaluator()) : std::nullopt);
   }
   double at(size_t j, const RankEnv& env) {
-    const Number& num = s_.args().split_sizes[j];
+    const Number& num = s_.args().more().split_sizes[j];
     if (!compiled_[j]) return num.value;
     compiled_[j]->set(bind_env(*num.expr, env));
     return compiled_[j]->eval();
@@ -204,9 +204,9 @@ class SplitSizes {
   // How much of the input (along dim) of the rank `env` goes to each member: its split_sizes,
   // else even.
   std::vector<int64_t> of(const RankEnv& env, int64_t extent, int n) {
-    if (!s_.args().has_split_sizes) return std::vector<int64_t>(size_t(n), extent / n);
+    if (!s_.args().more().has_split_sizes) return std::vector<int64_t>(size_t(n), extent / n);
     std::vector<int64_t> out;
-    for (size_t j = 0; j < s_.args().split_sizes.size(); ++j) out.push_back(int64_t(at(j, env)));
+    for (size_t j = 0; j < s_.args().more().split_sizes.size(); ++j) out.push_back(int64_t(at(j, env)));
     return out;
   }
 
@@ -227,7 +227,7 @@ void validate_all_to_all(Validation& v, const Step& s) {
   for (int r = 0; r < n; ++r) {
     const int64_t extent = as_vector_shape(in[size_t(r)].shape)[size_t(dim)];
     const std::string on_rank = " on rank " + std::to_string(members[size_t(r)]);
-    if (!s.args().has_split_sizes) {
+    if (!s.args().more().has_split_sizes) {
       if (extent % n != 0)
         v.fail(s.at(s.args().input.mark), v.where(s) + ": size " + std::to_string(extent) + " of dim " +
                                               std::to_string(dim) + on_rank + " does not split into " +
@@ -235,13 +235,13 @@ void validate_all_to_all(Validation& v, const Step& s) {
       for (auto& x : received) x += extent / n;
       continue;
     }
-    if (int(s.args().split_sizes.size()) != n)
-      v.fail(s.at(s.args().split_mark), v.where(s) + ": split_sizes has " +
-                                            std::to_string(s.args().split_sizes.size()) + " entries for " +
-                                            std::to_string(n) + " ranks");
+    if (int(s.args().more().split_sizes.size()) != n)
+      v.fail(s.at(s.args().more().split_mark), v.where(s) + ": split_sizes has " +
+                                                   std::to_string(s.args().more().split_sizes.size()) +
+                                                   " entries for " + std::to_string(n) + " ranks");
     int64_t total = 0;
-    for (size_t j = 0; j < s.args().split_sizes.size(); ++j) {
-      const Number& num = s.args().split_sizes[j];
+    for (size_t j = 0; j < s.args().more().split_sizes.size(); ++j) {
+      const Number& num = s.args().more().split_sizes[j];
       const double x = splits.at(j, v.env(members[size_t(r)]));
       if (!(x >= 0) || x != std::floor(x) || x > 1e15)
         v.fail(s.at(num.mark),
@@ -250,8 +250,9 @@ void validate_all_to_all(Validation& v, const Step& s) {
       received[j] += int64_t(x);
     }
     if (total != extent)
-      v.fail(s.at(s.args().split_mark), v.where(s) + ": split_sizes add up to " + std::to_string(total) + on_rank +
-                                            " but dim " + std::to_string(dim) + " has " + std::to_string(extent));
+      v.fail(s.at(s.args().more().split_mark), v.where(s) + ": split_sizes add up to " + std::to_string(total) +
+                                                   on_rank + " but dim " + std::to_string(dim) + " has " +
+                                                   std::to_string(extent));
   }
   for (int j = 0; j < n; ++j) {
     Shape out = as_vector_shape(in[0].shape);
@@ -291,7 +292,7 @@ void simulate_all_to_all(Reference& ref, const Step& s) {
 StepOutput run_all_to_all(StepRunner& r, const Step& s, Backend& b) {
   std::vector<int64_t> splits;
   SplitSizes split_sizes(s);
-  for (size_t j = 0; j < s.args().split_sizes.size(); ++j) splits.push_back(int64_t(split_sizes.at(j, r.env())));
+  for (size_t j = 0; j < s.args().more().split_sizes.size(); ++j) splits.push_back(int64_t(split_sizes.at(j, r.env())));
   return {all_to_all(b, r.input(s), s.args().dim, splits), {}, {}};
 }
 

@@ -20,8 +20,8 @@ double propagated_error(Reference& ref, const Step& s, const std::map<std::strin
   // error, the others held. This follows steep functions (exp(s) amplifies an ulp of s by s)
   // where a fixed number of ulps would not.
   const Reference::State& st = ref.state(rank);
-  const Tensor base = apply_map(*s.args().expr, inputs, shape, DType::Float64, ref.env(rank), ref.scenario().file,
-                                s.at(s.args().expr_mark));
+  const Tensor base = apply_map(*s.args().more().expr, inputs, shape, DType::Float64, ref.env(rank),
+                                ref.scenario().file, s.at(s.args().more().expr_mark));
   std::vector<double> err(size_t(base.numel()), 0.0);
   for (const auto& [name, t] : inputs) {
     const RefTensor& tol = st.at(name);  // a tensor still as its spec made it is exact (ulps 0)
@@ -35,8 +35,8 @@ double propagated_error(Reference& ref, const Step& s, const std::map<std::strin
       }
       auto shifted = inputs;
       shifted[name] = moved;
-      const Tensor y = apply_map(*s.args().expr, shifted, shape, DType::Float64, ref.env(rank), ref.scenario().file,
-                                 s.at(s.args().expr_mark));
+      const Tensor y = apply_map(*s.args().more().expr, shifted, shape, DType::Float64, ref.env(rank),
+                                 ref.scenario().file, s.at(s.args().more().expr_mark));
       for (int64_t e = 0; e < y.numel(); ++e) {
         const double d = std::fabs(y.get(e) - base.get(e));
         if (std::isfinite(d)) err[size_t(e)] += d / 2;  // the two directions, averaged
@@ -53,38 +53,39 @@ double propagated_error(Reference& ref, const Step& s, const std::map<std::strin
 void validate_map_on_rank(Validation& v, const Step& s, int rank) {
   std::optional<Shape> shape;
   std::optional<TensorMeta> first;
-  for (const auto& name : map_tensor_names(*s.args().expr)) {
+  for (const auto& name : map_tensor_names(*s.args().more().expr)) {
     const TensorMeta* t = v.tensor(rank, name);
     if (!t) {
       std::vector<std::string> names = {"rank", "world_size", "local_rank", "local_world_size", "i", "j", "k", "idx"};
       for (const auto& n : v.names(rank)) names.push_back(n);
-      v.fail(s.at(s.args().expr_mark), v.where(s) + ": '" + name + "' in expr is not a tensor defined on rank " +
-                                           std::to_string(rank) + " nor a known name" + did_you_mean(name, names));
+      v.fail(s.at(s.args().more().expr_mark), v.where(s) + ": '" + name + "' in expr is not a tensor defined on rank " +
+                                                  std::to_string(rank) + " nor a known name" +
+                                                  did_you_mean(name, names));
     }
     if (!first) first = *t;
     if (numel_of(t->shape) != 1) {
       if (shape && *shape != t->shape)
-        v.fail(s.at(s.args().expr_mark), v.where(s) + ": tensors in expr have different shapes on rank " +
-                                             std::to_string(rank) + ": " + shape_str(*shape) + " and " +
-                                             shape_str(t->shape) + " ('" + name + "')");
+        v.fail(s.at(s.args().more().expr_mark), v.where(s) + ": tensors in expr have different shapes on rank " +
+                                                    std::to_string(rank) + ": " + shape_str(*shape) + " and " +
+                                                    shape_str(t->shape) + " ('" + name + "')");
       shape = t->shape;
     }
   }
-  const TensorMeta* old_out = v.tensor(rank, s.args().output);
+  const TensorMeta* old_out = v.tensor(rank, s.output.str());
   if (!shape) {
     if (first)
       shape = first->shape;
     else if (old_out)
       shape = old_out->shape;
     else
-      v.fail(s.at(s.args().expr_mark), v.where(s) + ": expr names no tensor and output '" + s.args().output +
-                                           "' does not exist on rank " + std::to_string(rank) +
-                                           ", so its shape is unknown");
+      v.fail(s.at(s.args().more().expr_mark), v.where(s) + ": expr names no tensor and output '" + s.output.str() +
+                                                  "' does not exist on rank " + std::to_string(rank) +
+                                                  ", so its shape is unknown");
   }
-  const DType dtype = s.args().dtype ? *s.args().dtype
-                      : first        ? first->dtype
-                      : old_out      ? old_out->dtype
-                                     : v.scenario().dtype;
+  const DType dtype = s.args().more().dtype ? *s.args().more().dtype
+                      : first               ? first->dtype
+                      : old_out             ? old_out->dtype
+                                            : v.scenario().dtype;
   v.set_result(s, rank, {*shape, dtype});
 }
 
@@ -93,7 +94,7 @@ void map_on_rank(Reference& ref, const Step& s, int rank) {
   std::optional<Shape> shape;
   std::optional<DType> first_dtype;
   double ulps = 0, scale = 0;
-  for (const auto& name : map_tensor_names(*s.args().expr)) {
+  for (const auto& name : map_tensor_names(*s.args().more().expr)) {
     const RefTensor held = *ref.tensor(rank, name);
     const Tensor& t = held.value;
     inputs[name] = t;
@@ -102,14 +103,14 @@ void map_on_rank(Reference& ref, const Step& s, int rank) {
     if (!first_dtype) first_dtype = t.dtype();
     if (t.numel() != 1) shape = t.shape();
   }
-  const std::optional<RefTensor> old_out = ref.tensor(rank, s.args().output);
+  const std::optional<RefTensor> old_out = ref.tensor(rank, s.output.str());
   if (!shape) shape = !inputs.empty() ? inputs.begin()->second.shape() : old_out->value.shape();
-  DType dtype = s.args().dtype ? *s.args().dtype
-                : first_dtype  ? *first_dtype
-                : old_out      ? old_out->value.dtype()
-                               : ref.scenario().dtype;
-  RefTensor out{
-      apply_map(*s.args().expr, inputs, *shape, dtype, ref.env(rank), ref.scenario().file, s.at(s.args().expr_mark))};
+  DType dtype = s.args().more().dtype ? *s.args().more().dtype
+                : first_dtype         ? *first_dtype
+                : old_out             ? old_out->value.dtype()
+                                      : ref.scenario().dtype;
+  RefTensor out{apply_map(*s.args().more().expr, inputs, *shape, dtype, ref.env(rank), ref.scenario().file,
+                          s.at(s.args().more().expr_mark))};
   if (floating(dtype) && ulps > 0) {
     // Inexact inputs: allow their error to grow through the expression (exp, log, division).
     for (const auto& kv : inputs)
@@ -122,11 +123,12 @@ void map_on_rank(Reference& ref, const Step& s, int rank) {
 }
 
 void validate_map(Validation& v, const Step& s) {
-  if (s.args().ranks)
-    for (int r : *s.args().ranks)
+  if (s.args().more().ranks)
+    for (int r : *s.args().more().ranks)
       if (r < 0 || r >= v.world_size())
-        v.fail(s.at(s.args().ranks_mark), v.where(s) + ": rank " + std::to_string(r) +
-                                              " in ranks is out of range for a world of " + ranks_str(v.world_size()));
+        v.fail(s.at(s.args().more().ranks_mark), v.where(s) + ": rank " + std::to_string(r) +
+                                                     " in ranks is out of range for a world of " +
+                                                     ranks_str(v.world_size()));
   for (int r : v.result_ranks(s)) validate_map_on_rank(v, s, r);
 }
 
@@ -136,13 +138,14 @@ void simulate_map(Reference& ref, const Step& s) {
 }
 
 StepOutput run_map(StepRunner& r, const Step& s, Backend&) {
-  if (s.args().ranks && std::find(s.args().ranks->begin(), s.args().ranks->end(), r.rank()) == s.args().ranks->end())
+  if (s.args().more().ranks &&
+      std::find(s.args().more().ranks->begin(), s.args().more().ranks->end(), r.rank()) == s.args().more().ranks->end())
     return {};
   std::map<std::string, Tensor> inputs;
-  for (const auto& name : map_tensor_names(*s.args().expr)) inputs[name] = to_cpu(r.tensor(name));
+  for (const auto& name : map_tensor_names(*s.args().more().expr)) inputs[name] = to_cpu(r.tensor(name));
   const Tensor& shape_of = r.expected(s).tensor.value;
-  return {apply_map(*s.args().expr, inputs, shape_of.shape(), shape_of.dtype(), r.env(), r.scenario().file,
-                    s.at(s.args().expr_mark))
+  return {apply_map(*s.args().more().expr, inputs, shape_of.shape(), shape_of.dtype(), r.env(), r.scenario().file,
+                    s.at(s.args().more().expr_mark))
               .to(r.settings().device),
           {},
           {}};

@@ -14,7 +14,7 @@ namespace distrun::scenario {
 namespace {
 
 nlohmann::ordered_json mine(StepRunner& r, const Step& s) {
-  return encode_nonfinite(substitute_object(s.args().object, r.env()));
+  return encode_nonfinite(substitute_object(s.args().more().object, r.env()));
 }
 
 nlohmann::ordered_json as_list(const std::vector<nlohmann::ordered_json>& got) {
@@ -26,7 +26,7 @@ nlohmann::ordered_json as_list(const std::vector<nlohmann::ordered_json>& got) {
 // Every member's object, in member order, as the reference computes it.
 nlohmann::ordered_json simulated_list(Reference& ref, const Step& s, const std::vector<int>& members) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
-  for (int r : members) list.push_back(substitute_object(s.args().object, ref.env(r)));
+  for (int r : members) list.push_back(substitute_object(s.args().more().object, ref.env(r)));
   return list;
 }
 
@@ -67,7 +67,7 @@ std::vector<OpSpec> object_ops() {
   };
   ops.back().simulate = [](Reference& ref, const Step& s) {
     const auto members = ref.participants(s);
-    const nlohmann::ordered_json obj = substitute_object(s.args().object, ref.env(s.args().src));
+    const nlohmann::ordered_json obj = substitute_object(s.args().more().object, ref.env(s.args().src));
     for (int r : members) ref.set_object(s, r, obj);
   };
   ops.back().run = [](StepRunner& r, const Step& s, Backend& b) {

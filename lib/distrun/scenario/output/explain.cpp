@@ -31,7 +31,7 @@ void size_chunks(Picture& p, const Step& s, const std::vector<int>& members, int
   std::map<int, std::vector<int64_t>> splits;
   for (int r : members) {
     const RankEnv env{r, world_size, r, world_size};
-    for (const auto& num : s.args().split_sizes) splits[r].push_back(int64_t(eval_number(num, env)));
+    for (const auto& num : s.args().more().split_sizes) splits[r].push_back(int64_t(eval_number(num, env)));
   }
   for (auto& rp : p.ranks)
     for (auto* blocks : {&rp.before, &rp.after})
@@ -198,7 +198,7 @@ class HeldValues {
     }
     for (int r : members) {  // after the step has read every member's input
       const Expected& e = ref_.expected(s.index, r);
-      if (e.has_result && !e.object && e.tensor.value.defined()) held_[size_t(r)][s.args().output] = e.tensor.value;
+      if (e.has_result && !e.object && e.tensor.value.defined()) held_[size_t(r)][s.output.str()] = e.tensor.value;
     }
   }
 
@@ -207,7 +207,7 @@ class HeldValues {
   std::optional<Tensor> input(const Step& s, int r) const {
     if (s.args().input.spec) return make_tensor(*s.args().input.spec, sc_.dtype, env(r), sc_.file, s.origin());
     const auto& mine = held_[size_t(r)];
-    if (auto it = mine.find(s.args().input.name); it != mine.end()) return it->second;
+    if (auto it = mine.find(s.input.str()); it != mine.end()) return it->second;
     return std::nullopt;
   }
   static std::string shown(const std::optional<Tensor>& t) {
@@ -234,22 +234,21 @@ void explain(const Scenario& sc, int world_size, std::ostream& out, bool colour,
   for (const auto& s : sc.steps) {
     const OpSpec& spec = sc.spec(s.op);
     std::vector<int> members;
-    if (s.args().group)
-      members = sc.find_group(*s.args().group)->members;
+    if (s.group)
+      members = sc.find_group(s.group.view())->members;
     else
       for (int r = 0; r < world_size; ++r) members.push_back(r);
     out << "\nstep " << s.index << ": " << spec.name << (spec.header_detail ? spec.header_detail(s) : "");
     if (s.args().has_input)
-      out << "  " << (s.args().input.name.empty() ? std::string("(inline)") : s.args().input.name) << " -> "
-          << s.args().output;
-    if (s.args().group) out << "  group " << *s.args().group;
+      out << "  " << (s.input.str().empty() ? std::string("(inline)") : s.input.str()) << " -> " << s.output.str();
+    if (s.group) out << "  group " << s.group.str();
     if (!spec.picture) {
       out << "\n  " << (spec.object_result ? "objects" : "no data moves between ranks") << "\n";
       if (held) held->write(s, members, out);
       continue;
     }
     Picture p = spec.picture(s, members);
-    if (s.args().has_split_sizes) size_chunks(p, s, members, world_size);
+    if (s.args().more().has_split_sizes) size_chunks(p, s, members, world_size);
     bool blocks = false;
     for (const auto& r : p.ranks) blocks = blocks || r.before.size() > 1 || r.after.size() > 1;
     if (spec.object_result)

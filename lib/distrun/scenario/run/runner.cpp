@@ -88,8 +88,8 @@ class Runner final : public StepRunner {
   }
 
   Backend* backend_for(const Step& s) {
-    if (!s.args().group) return world_.get();
-    return groups_.at(*s.args().group).get();  // nullptr: not a member
+    if (!s.group) return world_.get();
+    return groups_.at(s.group.str()).get();  // nullptr: not a member
   }
 
   int rank() const override { return world_->rank(); }
@@ -101,7 +101,7 @@ class Runner final : public StepRunner {
   Tensor input(const Step& s) override {
     if (s.args().input.spec)
       return make_tensor(*s.args().input.spec, sc_.dtype, env_, sc_.file, s.origin()).to(settings_.device);
-    return state_.at(s.args().input.name);
+    return state_.at(s.input.str());
   }
 
   const Expected& expected(const Step& s) const override { return ref_.expected(s.index, world_->rank()); }
@@ -121,7 +121,7 @@ class Runner final : public StepRunner {
     const std::optional<Tensor>& result = got.tensor;
     const std::optional<nlohmann::ordered_json>& object = got.object;
     if (result) {
-      state_[s.args().output] = *result;
+      state_[s.output.str()] = *result;
       report_tensor(s, to_cpu(*result), report);
     } else if (object) {
       report_object(s, *object, report);
@@ -169,7 +169,7 @@ class Runner final : public StepRunner {
                      ", expected " + number_str(want.tensor.value.get(first));
           report.problems.push_back("check failed: " + where(s) + " on rank " + std::to_string(world_->rank()) + ": " +
                                     std::to_string(wrong) + " of " + std::to_string(got.numel()) + " elements of '" +
-                                    s.args().output + "' wrong; " + detail);
+                                    s.output.str() + "' wrong; " + detail);
         }
       }
     }
@@ -177,10 +177,10 @@ class Runner final : public StepRunner {
     // Text and records only when someone reads them: for a large tensor they dwarf the data.
     if (s.print)
       report.text =
-          header(s) + ": " + s.args().output + " shape " + shape_str(got.shape()) + "\n" + format_values(got) + "\n";
+          header(s) + ": " + s.output.str() + " shape " + shape_str(got.shape()) + "\n" + format_values(got) + "\n";
     if (!records_wanted()) return;
     auto r = record_head(s);
-    r["name"] = s.args().output;
+    r["name"] = s.output.str();
     r["shape"] = got.shape();
     r["dtype"] = dtype_name(got.dtype());
     r["values"] = values_json(got);
