@@ -28,7 +28,9 @@
 #   --docs       also update docs/performance.md's table and docs/img/busbw.png
 #   --strict     exit 3 when a target is missed
 #   --hosts      the between-hosts tables only (with --quick: 2 hosts x 1 rank, quiet and busy)
-#   --hosts-baseline-env K=V  with --hosts: this build once more with K=V in the same runs
+#   --hosts-baseline DIR      with --hosts: another build's distrun-bench in the same runs (a change
+#                             against main's build, each measured beside the other)
+#   --hosts-baseline-env K=V  with --hosts: this build (or DIR's) once more with K=V in the same runs
 #                (e.g. DISTRUN_TCP=gloo: the TCP path over Gloo's pairs), as the baseline
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -40,7 +42,7 @@ docs=0
 strict=()
 hosts=0
 quick=0
-baseline_env=()
+baseline_args=()
 while (($#)); do
   case "$1" in
     --build) build=$(cd "$2" && pwd); shift 2 ;;
@@ -50,8 +52,9 @@ while (($#)); do
     --docs) docs=1; shift ;;
     --strict) strict=(--strict); shift ;;
     --hosts) hosts=1; shift ;;
-    --hosts-baseline-env) baseline_env+=(--baseline-env "$2"); shift 2 ;;
-    -h | --help) sed -n '2,31p' "$0"; exit 0 ;;
+    --hosts-baseline) baseline_args+=(--baseline "$(cd "$2" && pwd)"); shift 2 ;;
+    --hosts-baseline-env) baseline_args+=(--baseline-env "$2"); shift 2 ;;
+    -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -76,7 +79,7 @@ if ((hosts)); then
     echo "[compare] between hosts: $nh x $per, $busy busy loops, $reps repetitions" >&2
     rc=0
     timeout -k 10 3000 "$py" "$here/hosts.py" --build "$build" --hosts "$nh" --per-host "$per" --busy "$busy" \
-      --reps "$reps" --jsonl "$out/hosts.jsonl" "${baseline_env[@]}" >>"$out/hosts.md" || rc=$?
+      --reps "$reps" --jsonl "$out/hosts.jsonl" "${baseline_args[@]}" >>"$out/hosts.md" || rc=$?
     ((rc == 77)) && { echo "compare.sh: --hosts skipped (needs root and ip netns)" >&2; exit 77; }
     ((rc == 0)) || { echo "compare.sh: hosts.py failed ($config)" >&2; exit 1; }
     echo >>"$out/hosts.md"

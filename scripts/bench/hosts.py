@@ -233,6 +233,9 @@ def main():
     if a.baseline or a.baseline_env:
         benches["baseline"] = os.path.join(os.path.abspath(a.baseline or a.build), "bin", "distrun-bench")
     envs = {"baseline": dict(kv.split("=", 1) for kv in a.baseline_env)}
+    # A baseline build copied out of its build tree still finds its own library, not ours.
+    if a.baseline and os.path.isdir(os.path.join(a.baseline, "lib")):
+        envs["baseline"].setdefault("LD_LIBRARY_PATH", os.path.join(os.path.abspath(a.baseline), "lib"))
     for bench in benches.values():
         if not os.access(bench, os.X_OK):
             sys.exit(f"hosts.py: {bench} not built (scripts/build.sh)")

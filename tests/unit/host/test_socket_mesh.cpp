@@ -390,3 +390,34 @@ TEST_CASE("more members connecting at once than the strangers' margin, hellos la
   for (auto& [peer, fd] : in) close(fd);
   for (int fd : lower) close(fd);
 }
+
+TEST_CASE("messages written together are read together; one whose receive comes later is served from that read",
+          "[sockets]") {
+  auto store = std::make_shared<HashStore>();
+  SocketMesh a(store, 0, 2, loopback(), {}), b(store, 1, 2, loopback(), {});
+  const auto deadline = SocketMesh::Clock::now() + std::chrono::seconds(20);
+  const int sent[3] = {11, 22, 33};
+  int got[3] = {0, 0, 0};
+  std::vector<std::shared_ptr<SocketMesh::Send>> sends;
+  std::vector<std::shared_ptr<SocketMesh::Recv>> recvs;
+  for (int k = 0; k < 3; ++k) {
+    sends.push_back(std::make_shared<SocketMesh::Send>());
+    sends.back()->key = {SocketMesh::Kind::Message, uint64_t(k)};
+    sends.back()->parts = {{reinterpret_cast<const char*>(&sent[k]), sizeof(int)}};
+    recvs.push_back(std::make_shared<SocketMesh::Recv>());
+    recvs.back()->key = sends.back()->key;
+    recvs.back()->parts = {{reinterpret_cast<char*>(&got[k]), sizeof(int)}};
+  }
+  // All three in one write, in the socket before the receiver looks.
+  for (int k = 0; k < 3; ++k) a.post(1, sends[size_t(k)], deadline, k < 2);
+  a.progress([&] { return sends[2]->done; }, deadline);
+  b.post(0, recvs[0], deadline);
+  b.progress([&] { return recvs[0]->done; }, deadline);
+  // The other two came in the same read: nothing is left in the socket to wake a poll.
+  b.post(0, recvs[1], deadline);
+  b.post(0, recvs[2], deadline);
+  b.progress([&] { return recvs[1]->done && recvs[2]->done; }, SocketMesh::Clock::now() + std::chrono::seconds(2));
+  CHECK(got[0] == 11);
+  CHECK(got[1] == 22);
+  CHECK(got[2] == 33);
+}

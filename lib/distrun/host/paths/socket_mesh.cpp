@@ -22,6 +22,9 @@ namespace {
 constexpr uint64_t kMagic = 0x6473636bull;  // "dsck": every header's top half
 constexpr size_t kHeaderBytes = 3 * sizeof(uint64_t);
 constexpr int kMaxIov = 64;
+// The most bytes read past what a read asks for (see the header): a small message's header and
+// bytes, or a few such messages, in one call.
+constexpr size_t kReadAhead = size_t(16) << 10;
 // What a later operation with a peer says once a failure cut their connection mid-message.
 constexpr const char* kCut =
     "is no longer connected: this rank cut the connection when an operation failed mid-message";
@@ -90,6 +93,30 @@ int SocketMesh::global(int r) const { return global_rank_of(global_ranks_, r); }
 void SocketMesh::close_conn(Conn& c) {
   if (c.fd >= 0) ::close(c.fd);
   c.fd = -1;
+  c.ahead_at = c.ahead_end = 0;
+}
+
+ssize_t SocketMesh::fill(Conn& c, iovec* iov, int k, bool whole) {
+  if (c.ahead_at < c.ahead_end) {
+    size_t got = 0;
+    for (int i = 0; i < k && c.ahead_at < c.ahead_end; ++i) {
+      const size_t n = std::min(iov[i].iov_len, c.ahead_end - c.ahead_at);
+      std::memcpy(iov[i].iov_base, c.ahead.get() + c.ahead_at, n);
+      c.ahead_at += n;
+      got += n;
+    }
+    return ssize_t(got);
+  }
+  if (!whole) return ::readv(c.fd, iov, k);
+  if (!c.ahead) c.ahead = std::make_unique<char[]>(kReadAhead);
+  size_t want = 0;
+  for (int i = 0; i < k; ++i) want += iov[i].iov_len;
+  iov[k] = iovec{c.ahead.get(), kReadAhead};
+  const ssize_t n = ::readv(c.fd, iov, k + 1);
+  if (n <= 0) return n;
+  c.ahead_at = 0;
+  c.ahead_end = size_t(n) > want ? size_t(n) - want : 0;
+  return ssize_t(std::min(size_t(n), want));
 }
 
 void SocketMesh::fail_peer(int peer, const std::string& what) const {
@@ -162,7 +189,7 @@ bool SocketMesh::read_answer(int peer) {
   return true;
 }
 
-void SocketMesh::post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline) {
+void SocketMesh::post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline, bool more) {
   Conn& c = conns_[size_t(peer)];
   if (c.gone) fail_peer(peer, "closed its connection");
   if (c.cut) fail_peer(peer, kCut);
@@ -176,7 +203,7 @@ void SocketMesh::post(int peer, const std::shared_ptr<Send>& op, Clock::time_poi
   op->sent = 0;
   op->done = false;
   c.sends.push_back(op);
-  if (c.sends.size() == 1 && c.fd >= 0) write_some(peer);
+  if (!more && !c.full && c.fd >= 0) write_some(peer);
 }
 
 void SocketMesh::deliver(const Stashed& m, Recv& r) {
@@ -251,33 +278,43 @@ void SocketMesh::discard_below(Kind kind, uint64_t key) {
 bool SocketMesh::write_some(int peer) {
   Conn& c = conns_[size_t(peer)];
   while (!c.sends.empty()) {
-    Send& s = *c.sends.front();
+    // Every queued message, as far as the iovecs go, in one write.
     iovec iov[kMaxIov];
     int n = 0;
-    size_t skip = s.sent;
-    auto add = [&](const char* p, size_t bytes) {
-      if (n == kMaxIov) return;
-      if (skip >= bytes) {
-        skip -= bytes;
-        return;
-      }
-      iov[n++] = iovec{const_cast<char*>(p + skip), bytes - skip};
-      skip = 0;
-    };
-    add(reinterpret_cast<const char*>(s.header), kHeaderBytes);
-    for (auto& [p, bytes] : s.parts) add(p, bytes);
+    for (const auto& op : c.sends) {
+      if (n == kMaxIov) break;
+      size_t skip = op->sent;
+      auto add = [&](const char* p, size_t bytes) {
+        if (n == kMaxIov) return;
+        if (skip >= bytes) {
+          skip -= bytes;
+          return;
+        }
+        iov[n++] = iovec{const_cast<char*>(p + skip), bytes - skip};
+        skip = 0;
+      };
+      add(reinterpret_cast<const char*>(op->header), kHeaderBytes);
+      for (auto& [p, bytes] : op->parts) add(p, bytes);
+    }
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = size_t(n);
-    const ssize_t w = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL);
+    ssize_t w = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL);
     if (w < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return false;
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return !(c.full = true);
       fail_peer(peer, std::string("lost its connection: ") + std::strerror(errno));
     }
-    s.sent += size_t(w);
-    if (s.sent < s.total) continue;
-    s.done = true;
-    c.sends.pop_front();
+    c.full = false;
+    while (w > 0) {
+      Send& s = *c.sends.front();
+      const size_t took = std::min(size_t(w), s.total - s.sent);
+      s.sent += took;
+      w -= ssize_t(took);
+      if (s.sent < s.total) break;
+      s.done = true;
+      c.sends.pop_front();
+    }
   }
   return true;
 }
@@ -320,10 +357,11 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
   auto waits = [&] { return !c.recvs.empty() || (!posted_only && !c.sends.empty()); };
   for (;;) {
     ssize_t n;
+    iovec iov[kMaxIov + 1];  // and one for the read-ahead
     if (c.header_got < kHeaderBytes) {
-      n = ::recv(c.fd, reinterpret_cast<char*>(c.header) + c.header_got, kHeaderBytes - c.header_got, 0);
+      iov[0] = iovec{reinterpret_cast<char*>(c.header) + c.header_got, kHeaderBytes - c.header_got};
+      n = fill(c, iov, 1, true);
     } else if (c.into && !c.into->differs) {
-      iovec iov[kMaxIov];
       int k = 0;
       size_t skip = c.into->got, left = c.into->bytes - c.into->got;
       for (auto& [p, bytes] : c.into->parts) {
@@ -337,13 +375,15 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
         left -= len;
         skip = 0;
       }
-      n = k ? ::readv(c.fd, iov, k) : 0;
+      n = k ? fill(c, iov, k, left == 0) : 0;
       if (k == 0) n = -1, errno = EAGAIN;  // nothing left (a 0-byte message completes below)
     } else if (c.stashing) {
-      n = ::recv(c.fd, c.stashing->bytes.data() + c.dropping, c.stashing->bytes.size() - c.dropping, 0);
+      iov[0] = iovec{c.stashing->bytes.data() + c.dropping, c.stashing->bytes.size() - c.dropping};
+      n = fill(c, iov, 1, true);
     } else {
       static thread_local char sink[1 << 16];
-      n = ::recv(c.fd, sink, std::min<uint64_t>(sizeof sink, c.dropping), 0);
+      iov[0] = iovec{sink, std::min<uint64_t>(sizeof sink, c.dropping)};
+      n = fill(c, iov, 1, c.dropping <= sizeof sink);
     }
     // Completion of the message in hand, including one of no bytes.
     auto complete = [&] {
@@ -417,6 +457,7 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     peer_of.clear();
     bool awaiting = false;  // a posted operation on a connection a peer has yet to make
     bool sending = false;   // a send of ours waits for its peer to read
+    bool ahead = false;     // a connection to read holds bytes read ahead
     for (const Conn& c : conns_) sending = sending || !c.sends.empty();
     stalled = stalled || (sending && Clock::now() - moved >= kStalledSend);
     for (int r = 0; r < size_; ++r) {
@@ -434,6 +475,8 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
       if (!reading && c.sends.empty()) continue;
       fds.push_back(pollfd{c.fd, short((reading ? POLLIN : 0) | (c.sends.empty() ? 0 : POLLOUT)), 0});
       peer_of.push_back(r);
+      // Bytes read ahead need no wait: the poll below only looks.
+      ahead = ahead || (reading && c.ahead_at < c.ahead_end);
     }
     // Every wait serves the listener, so that a peer's first message never waits for this
     // rank to need it.
@@ -442,11 +485,11 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     auto wake = deadline;
     if (awaiting) wake = std::min(wake, Clock::now() + kAwaitSlice);
     if (sending && !stalled) wake = std::min(wake, moved + kStalledSend);
-    const int ready = ::poll(fds.data(), fds.size(), ms_until(wake));
+    const int ready = ::poll(fds.data(), fds.size(), ahead ? 0 : ms_until(wake));
     listener_->serve(fds.data() + ours, ready > 0 ? fds.size() - ours : 0);
     if (std::any_of(fds.begin(), fds.begin() + ptrdiff_t(ours), [](const pollfd& p) { return p.revents != 0; }))
       moved = Clock::now();
-    if (ready <= 0) {
+    if (ready <= 0 && !ahead) {
       if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
       std::string waiting;
       for (int r = 0; r < size_; ++r)
@@ -456,10 +499,11 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     }
     bool read = false;
     for (size_t i = 0; i < ours; ++i) {
-      if (!fds[i].revents) continue;
       const int r = peer_of[i];
+      const Conn& c = conns_[size_t(r)];
       if (fds[i].revents & POLLOUT) write_some(r);
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read = read_some(r, posted_only) || read;
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) || ((fds[i].events & POLLIN) && c.ahead_at < c.ahead_end))
+        read = read_some(r, posted_only) || read;
     }
     if (read && on_read) on_read();
   }

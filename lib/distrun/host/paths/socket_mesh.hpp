@@ -9,7 +9,12 @@
 // acceptor's answer, read before the connection's first message, proves the key back. A ring
 // opens two connections per rank, not n - 1.
 //
-// Every message is a header (kind, key, bytes) and its bytes, written with one sendmsg. All
+// Every message is a header (kind, key, bytes) and its bytes. The messages queued on a
+// connection go out together, in one sendmsg (a point-to-point statement and its payload, one
+// TCP segment); a read takes a header with whatever follows it, up to 16 KiB, so that a small
+// message (or several) costs one recv, and a large one's bytes go straight into the receiver's
+// buffers. Bytes read ahead are the socket's, kept in user space: a message among them is
+// taken only when a receive or a stalled send asks for it, as one still in the socket. All
 // I/O happens in the calling thread: the waits poll() the sockets with the call's deadline, and
 // any wait moves every posted operation on, so `isend; recv; wait` on both ends of a pair, or a
 // ring's `isend; irecv; wait; wait`, cannot deadlock. A connection is read while a receive is
@@ -19,6 +24,7 @@
 // (MPI's "unsafe" pattern) complete, at the cost of a copy and that pause.
 #pragma once
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <chrono>
 #include <cstdint>
@@ -83,9 +89,11 @@ class SocketMesh {
   /// Connections this rank has made or accepted so far: for logs and the scale measurements.
   int connections() const { return opened_; }
 
-  /// Posts `op` to `peer`, connecting first if this rank is the pair's connector. The op (and
-  /// its buffers) must live until it is done or the mesh is gone.
-  void post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline);
+  /// Posts `op` to `peer`, connecting first if this rank is the pair's connector, and writes
+  /// what the socket takes at once unless `more` (another message to `peer` follows at once:
+  /// they go out in one write). The op (and its buffers) must live until it is done or the
+  /// mesh is gone.
+  void post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline, bool more = false);
   void post(int peer, const std::shared_ptr<Recv>& op, Clock::time_point deadline);
   /// Moves every posted operation on until `done()` holds, calling `on_read` (if any) after
   /// bytes arrive; TimeoutError at `deadline`, a PeerError naming a peer that closed its
@@ -123,6 +131,10 @@ class SocketMesh {
     std::list<Stashed> stash;                  // arrived before their receive
     bool gone = false;                         // the peer closed it between operations
     bool cut = false;                          // this rank closed it: a send failed mid-message
+    bool full = false;                         // the last write found the socket full
+    // Bytes read past the message in hand: [ahead_at, ahead_end) of `ahead`, read first.
+    std::unique_ptr<char[]> ahead;
+    size_t ahead_at = 0, ahead_end = 0;
     // The message being read: its header, then its bytes into `into` (or `dropped` bytes).
     uint64_t header[3]{};
     size_t header_got = 0;
@@ -142,6 +154,10 @@ class SocketMesh {
   bool read_answer(int peer);
   bool write_some(int peer);
   bool read_some(int peer, bool posted_only = false);
+  // Reads into `iov` (`k` entries, room for one more) from the bytes read ahead, or else from
+  // the socket, with up to 16 KiB more into the read-ahead when `iov` holds the `whole` rest of
+  // the message in hand; as readv, the bytes that landed in `iov`.
+  ssize_t fill(Conn& c, iovec* iov, int k, bool whole);
   void start_message(int peer);
   [[noreturn]] void fail_peer(int peer, const std::string& what) const;
   int global(int r) const;

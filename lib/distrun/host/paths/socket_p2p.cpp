@@ -41,7 +41,7 @@ class SocketP2PWork : public Work {
     try {
       mesh_->post(peer_, statement_in_, deadline);
       if (payload_in_) mesh_->post(peer_, payload_in_, deadline);
-      mesh_->post(peer_, statement_out_, deadline);
+      mesh_->post(peer_, statement_out_, deadline, payload_out_ != nullptr);  // one write with the payload
       if (payload_out_) mesh_->post(peer_, payload_out_, deadline);
     } catch (const std::exception& e) {
       abandon();

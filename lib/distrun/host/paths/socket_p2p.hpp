@@ -3,10 +3,10 @@
 // moves every posted message on, so `isend; recv; wait` on both ranks of an exchange, or a
 // ring's `isend; irecv; wait; wait`, meet.
 //
-// Each side sends its statement (dtype, bytes) as it posts, the sender its payload right after:
-// each side compares the two statements, so a disagreement (another size or dtype) is the same
-// CollectiveMismatchError on both ranks, and a payload of another size is read and dropped,
-// never written past the receiver's buffer. One message each way, no handshake.
+// Each side sends its statement (dtype, bytes) as it posts, the sender its payload right after,
+// in the same write: each side compares the two statements, so a disagreement (another size or
+// dtype) is the same CollectiveMismatchError on both ranks, and a payload of another size is
+// read and dropped, never written past the receiver's buffer. One write each way, no handshake.
 #pragma once
 #include <map>
 #include <memory>
