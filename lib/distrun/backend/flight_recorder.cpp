@@ -34,9 +34,9 @@ struct FileHeader {
 static_assert(sizeof(FileHeader) == 64);
 
 // One record. `gen` is odd while a writer is inside it, so a reader never takes a half
-// written record for a whole one (the writer may be killed or frozen anywhere); `index` is the
-// record's number, so a reader never takes a slot whose new record is claimed but not yet
-// begun for the record `slots` before it.
+// written record for a whole one (the writer may be killed or frozen anywhere). `index` is the
+// record's number: a slot whose record is claimed but not yet begun still holds the one a ring
+// older, which a reader must not take for it.
 struct Slot {
   uint64_t gen;
   uint64_t index;
