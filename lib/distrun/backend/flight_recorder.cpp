@@ -1,13 +1,13 @@
 #include "distrun/backend/flight_recorder.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -22,7 +22,7 @@ namespace distrun {
 namespace {
 
 constexpr char kMagic[8] = {'D', 'R', 'F', 'L', 'I', 'G', 'H', 'T'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 
 struct FileHeader {
   char magic[8];
@@ -33,10 +33,13 @@ struct FileHeader {
 };
 static_assert(sizeof(FileHeader) == 64);
 
-// One record. `gen` is odd while the writer is inside it, so a reader never takes a half
-// written record for a whole one (the writer may be killed or frozen anywhere).
+// One record. `gen` is odd while a writer is inside it, so a reader never takes a half
+// written record for a whole one (the writer may be killed or frozen anywhere). `index` is the
+// record's number: a slot whose record is claimed but not yet begun still holds the one a ring
+// older, which a reader must not take for it.
 struct Slot {
   uint64_t gen;
+  uint64_t index;
   uint64_t seq;
   int64_t bytes;
   int64_t start_us;
@@ -46,7 +49,7 @@ struct Slot {
   char op[24];
   char group[24];
   char dtype[16];
-  char origin[144];
+  char origin[136];
 };
 static_assert(sizeof(Slot) == 256);
 
@@ -57,9 +60,10 @@ void put(char* dst, size_t n, std::string_view s) {
 }
 std::string get(const char* src, size_t n) { return std::string(src, strnlen(src, n)); }
 
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+int64_t us_of(clockid_t clock) {
+  timespec t{};
+  clock_gettime(clock, &t);
+  return int64_t(t.tv_sec) * 1000000 + t.tv_nsec / 1000;
 }
 
 thread_local std::string t_origin;
@@ -71,7 +75,7 @@ struct FlightRecorder::Region {
   int32_t world_size;
   int32_t pid;
   uint32_t slots;
-  uint64_t written;  // records ever started; the ring holds the last `slots`
+  uint64_t written;  // records ever claimed; the ring holds the last `slots`
   uint64_t reserved[5];
   Slot slot[1];  // `slots` of them
 };
@@ -96,7 +100,8 @@ RankFlight read_region(const FlightRecorder::Region* r) {
   for (uint64_t i = first; i < written; ++i) {
     const Slot& s = r->slot[i % r->slots];
     const uint64_t g1 = __atomic_load_n(&s.gen, __ATOMIC_ACQUIRE);
-    if (g1 & 1) continue;  // being written (or its writer died inside it)
+    if (g1 == 0 || (g1 & 1)) continue;  // never written, or being written (or its writer died inside it)
+    if (s.index != i) continue;         // claimed, not yet begun
     FlightEntry e;
     e.seq = s.seq;
     e.bytes = s.bytes;
@@ -108,7 +113,8 @@ RankFlight read_region(const FlightRecorder::Region* r) {
     e.group = get(s.group, sizeof s.group);
     e.dtype = get(s.dtype, sizeof s.dtype);
     e.origin = get(s.origin, sizeof s.origin);
-    if (__atomic_load_n(&s.gen, __ATOMIC_ACQUIRE) != g1) continue;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);  // the fields above are read before gen again
+    if (__atomic_load_n(&s.gen, __ATOMIC_RELAXED) != g1) continue;
     out.entries.push_back(std::move(e));
   }
   return out;
@@ -173,15 +179,44 @@ FlightRecorder::~FlightRecorder() {
   if (map_) munmap(map_, map_size_);
 }
 
+namespace {
+
+// A writer enters a slot alone: gen from even to odd. Another writer is inside only when it
+// took the slot a whole ring earlier and was preempted there (threads recording on one rank),
+// so this waits for it, yielding its core.
+uint64_t enter(Slot& s) {
+  for (;;) {
+    uint64_t g = __atomic_load_n(&s.gen, __ATOMIC_RELAXED);
+    if (!(g & 1) && __atomic_compare_exchange_n(&s.gen, &g, g + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+      __atomic_thread_fence(__ATOMIC_RELEASE);  // a reader sees gen odd before any field changes
+      return g + 1;
+    }
+    sched_yield();
+  }
+}
+void leave(Slot& s, uint64_t inside) { __atomic_store_n(&s.gen, inside + 1, __ATOMIC_RELEASE); }
+
+}  // namespace
+
+// Lock-free, as it runs twice in every collective: a record's number is claimed with one
+// atomic add, and its slot entered alone (enter). One precise clock read per record: the end
+// is read from the coarse clock (to the scheduler tick), which is all that telling a finished
+// record from a stuck one needs.
 uint64_t FlightRecorder::start(const char* op, const std::string& group, uint64_t seq, int64_t bytes, const char* dtype,
                                int peer) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t handle = region_->written;
+  const uint64_t handle = __atomic_fetch_add(&region_->written, 1, __ATOMIC_ACQ_REL);
   Slot& s = region_->slot[handle % region_->slots];
-  __atomic_store_n(&s.gen, s.gen + 1, __ATOMIC_RELEASE);  // odd: inside
+  const uint64_t inside = enter(s);
+  // A record a whole ring newer in the slot already (we were preempted since the claim): ours
+  // is one the ring no longer keeps.
+  if (inside > 1 && s.index > handle) {
+    leave(s, inside);
+    return handle;
+  }
+  s.index = handle;
   s.seq = seq;
   s.bytes = bytes;
-  s.start_us = now_us();
+  s.start_us = us_of(CLOCK_REALTIME);
   s.end_us = 0;
   s.peer = peer;
   s.state = uint32_t(FlightState::Started);
@@ -189,19 +224,18 @@ uint64_t FlightRecorder::start(const char* op, const std::string& group, uint64_
   put(s.group, sizeof s.group, group);
   put(s.dtype, sizeof s.dtype, dtype ? dtype : "");
   put(s.origin, sizeof s.origin, FlightOrigin::current());
-  __atomic_store_n(&s.gen, s.gen + 1, __ATOMIC_RELEASE);
-  __atomic_store_n(&region_->written, handle + 1, __ATOMIC_RELEASE);
+  leave(s, inside);
   return handle;
 }
 
 void FlightRecorder::finish(uint64_t handle, FlightState state) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (region_->written - handle > region_->slots) return;  // already overwritten
   Slot& s = region_->slot[handle % region_->slots];
-  __atomic_store_n(&s.gen, s.gen + 1, __ATOMIC_RELEASE);
-  s.state = uint32_t(state);
-  s.end_us = now_us();
-  __atomic_store_n(&s.gen, s.gen + 1, __ATOMIC_RELEASE);
+  const uint64_t inside = enter(s);
+  if (s.index == handle) {  // else overwritten
+    s.state = uint32_t(state);
+    s.end_us = std::max(us_of(CLOCK_REALTIME_COARSE), s.start_us);
+  }
+  leave(s, inside);
 }
 
 RankFlight FlightRecorder::read() const { return read_region(region_); }

@@ -10,7 +10,6 @@
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,7 +29,7 @@ struct FlightEntry {
   int peer = -1;  // point to point: the peer's group rank; -1 for collectives
   FlightState state = FlightState::Started;
   int64_t start_us = 0;  // wall clock, microseconds since the epoch
-  int64_t end_us = 0;
+  int64_t end_us = 0;    // the same clock to the scheduler tick (coarse); 0 until it ends
 };
 
 /// What one rank recorded.
@@ -55,7 +54,7 @@ class FlightOrigin {
   std::string previous_;
 };
 
-/// A rank's writer into its ring.
+/// A rank's writer into its ring: lock-free, any number of threads.
 class FlightRecorder {
  public:
   static constexpr uint32_t kDefaultSlots = 64;
@@ -82,7 +81,6 @@ class FlightRecorder {
   void* map_ = nullptr;
   size_t map_size_ = 0;
   Region* region_ = nullptr;
-  std::mutex mu_;
 };
 
 /// The launcher's side: the shared file with one region per local rank.

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "distrun/backend/reduce_kernels.hpp"
 #include "distrun/core/error.hpp"
@@ -26,8 +27,34 @@ namespace {
 // Slots for point-to-point traffic, apart from the tags the collectives use.
 constexpr uint64_t kP2PSlot = 0x5e0d000000000000ull;
 
+// The monotonic clock to the scheduler tick, read in a few nanoseconds where the precise one
+// takes tens: every collective reads it, and only needs to know whether a deadline of
+// milliseconds has passed.
+std::chrono::nanoseconds coarse_now() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+  return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+}
+std::chrono::nanoseconds coarse_tick() {
+  static const std::chrono::nanoseconds tick = [] {
+    timespec t{};
+    clock_getres(CLOCK_MONOTONIC_COARSE, &t);
+    return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+  }();
+  return tick;
+}
+
 // Host copies of CUDA tensors: Gloo only moves host memory.
 Tensor host(const Tensor& t) { return t.device().is_cuda() ? t.to(Device::cpu()) : t; }
+// The same for a collective, which ends before `t` may go: a CPU tensor is itself (a copy
+// would cost its shape's allocation and a reference count, every call); a CUDA one is copied
+// into `staged`.
+template <typename T>
+T& on_host(T& t, Tensor& staged) {
+  if (!t.device().is_cuda()) return t;
+  staged = t.to(Device::cpu());
+  return staged;
+}
 void copy_back(Tensor& dst, const Tensor& h) {
   if (dst.device().is_cuda()) dst.copy_from(h);
 }
@@ -40,9 +67,13 @@ void check_numel(const char* op, const Tensor& t, int64_t expected) {
 
 // A caller's buffer of n blocks of the wrong size still goes to the meeting, whose check
 // refuses it on every rank (Intent::whole); until then the path works on a stand-in of the
-// right size, so that nothing before the check reads or writes past the caller's buffer.
-Tensor right_sized(const Tensor& t, size_t bytes) {
-  return t.nbytes() == bytes ? t : Tensor::zeros({int64_t(bytes)}, DType::UInt8);
+// right size (made in `stand_in`), so that nothing before the check reads or writes past the
+// caller's buffer.
+template <typename T>
+T& right_sized(T& t, size_t bytes, Tensor& stand_in) {
+  if (t.nbytes() == bytes) return t;
+  stand_in = Tensor::zeros({int64_t(bytes)}, DType::UInt8);
+  return stand_in;
 }
 
 // A point-to-point message, with torch's progress: the payload is posted by isend and irecv
@@ -373,7 +404,7 @@ Intent GlooBackend::intent(CollectiveKind kind, DType dtype, uint64_t bytes, int
 
 template <typename F>
 void GlooBackend::guarded(const char* op, std::chrono::milliseconds timeout, F&& f) {
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = coarse_now();
   try {
     f();
   } catch (const ConfigError&) {
@@ -382,8 +413,9 @@ void GlooBackend::guarded(const char* op, std::chrono::milliseconds timeout, F&&
     fail(op, e);
   } catch (const std::exception& e) {
     // Gloo throws one exception type for a timeout and a broken pair alike; the fact that
-    // tells them apart is whether the deadline has passed.
-    if (std::chrono::steady_clock::now() - start >= timeout)
+    // tells them apart is whether the deadline has passed (by the coarse clock, give or take
+    // its tick).
+    if (coarse_now() - start + coarse_tick() >= timeout)
       fail(op, TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms [" + e.what() + "]"));
     fail(op, e);
   }
@@ -405,7 +437,9 @@ void GlooBackend::run_blocks(const CollectiveOp& op) {
   // root's only; the in-place kinds have `out` alone.
   const bool has_in = (gathers || scatters) && !(form.rooted && scatters && !root);
   const bool has_out = !(form.rooted && gathers && !root);
-  Tensor hi = has_in ? host(*op.in) : Tensor(), ho = has_out ? host(*op.out) : Tensor();
+  Tensor staged_in, staged_out, stand_in;  // used only for CUDA tensors and wrong sizes
+  const Tensor& hi = has_in ? on_host(*op.in, staged_in) : staged_in;
+  Tensor& ho = has_out ? on_host(*op.out, staged_out) : staged_out;
   const Tensor& block = gathers ? hi : ho;
   const auto timeout = timeout_of(op);
   const ReduceFn fn = form.reduces ? reduce_kernel(block.dtype(), op.reduce) : nullptr;
@@ -416,14 +450,17 @@ void GlooBackend::run_blocks(const CollectiveOp& op) {
     Intent want = intent(op.kind, block.dtype(), block.nbytes(), form.rooted ? op.root : -1,
                          form.reduces ? std::optional<ReduceOp>(op.reduce) : std::nullopt);
     // The buffer of n blocks, where this rank has one, is stated and checked with the rest.
-    const Tensor& whole_of = gathers ? ho : hi;
-    Tensor whole;
-    if ((gathers && has_out) || (scatters && has_in)) {
-      want.whole = whole_of.nbytes();
-      whole = right_sized(whole_of, block.nbytes() * size_t(size_));
+    const void* in = hi.data();
+    void* out = ho.data();
+    const size_t whole = block.nbytes() * size_t(size_);
+    if (gathers && has_out) {
+      want.whole = ho.nbytes();
+      out = right_sized(ho, whole, stand_in).data();
+    } else if (scatters && has_in) {
+      want.whole = hi.nbytes();
+      in = right_sized(hi, whole, stand_in).data();
     }
-    const HostOp host_op{std::move(want), scatters ? whole.data() : hi.data(), gathers ? whole.data() : ho.data(),
-                         fn ? block.element_size() : 0, fn};
+    const HostOp host_op{std::move(want), in, out, fn ? block.element_size() : 0, fn};
     guarded(form.name, timeout, [&] { transport_->run(host_op, timeout); });
   }
   // A rooted reduction's result is the root's only.

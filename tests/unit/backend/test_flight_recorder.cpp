@@ -2,6 +2,10 @@
 // names the first rank out of step.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "distrun/backend/flight_recorder.hpp"
 #include "distrun/backend/recording_backend.hpp"
 #include "distrun/core/error.hpp"
@@ -115,4 +119,44 @@ TEST_CASE("flight analysis: far-apart sequence numbers are compared without walk
        rank_with(2, {entry(1, "barrier"), entry(UINT64_MAX, "all_reduce", "world", FlightState::Started)})};
   CHECK(first_mismatch(ranks) ==
         "rank 1 in all_gather #18446744073709551615 while the others are in all_reduce #18446744073709551615");
+}
+
+TEST_CASE("flight recorder: threads recording at once, while a reader reads, never mix records") {
+  // Each thread records its own op with its own group and size: a record made of two writers'
+  // fields, or a half-written one taken for whole, shows as a pair that does not belong together.
+  FlightFile file(1, 8);
+  auto rec = FlightRecorder::attach(file.path(), 0, 0, 2);
+  const std::vector<std::pair<std::string, std::string>> kinds = {{"all_reduce", "ga"}, {"broadcast", "gb"}};
+  std::atomic<bool> done{false};
+  bool mixed = false;
+  std::thread reader([&] {
+    // Until the writers are done, and once after (however late this thread got a core).
+    bool last = false;
+    while (!last) {
+      last = done.load();
+      const std::vector<RankFlight> ranks = read_flight_file(file.path());
+      for (const auto& e : ranks.at(0).entries) {
+        const bool a = e.op == "all_reduce" && e.group == "ga" && e.bytes == 1;
+        const bool b = e.op == "broadcast" && e.group == "gb" && e.bytes == 2;
+        mixed = mixed || !(a || b);
+      }
+    }
+  });
+  // For a fifth of a second each: long enough that the two share the cores for a while on a
+  // loaded machine.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w)
+    writers.emplace_back([&, w] {
+      for (uint64_t s = 1; std::chrono::steady_clock::now() < until; ++s)
+        rec->finish(rec->start(kinds[size_t(w)].first.c_str(), kinds[size_t(w)].second, s, w + 1, "uint8"),
+                    FlightState::Completed);
+    });
+  for (auto& t : writers) t.join();
+  done = true;
+  reader.join();
+  CHECK_FALSE(mixed);
+  const RankFlight last = rec->read();
+  REQUIRE(last.entries.size() == 8);
+  for (const auto& e : last.entries) CHECK(e.state == FlightState::Completed);
 }
