@@ -45,6 +45,7 @@ std::string encode(const Request& r) {
     case Cmd::Claim:
       put_str(out, r.keys.at(0));
       put_str(out, r.value);
+      if (r.cmd == Cmd::Claim && r.keys.size() > 1) put_str(out, r.keys[1]);
       break;
     case Cmd::Get:
     case Cmd::Add:
@@ -58,6 +59,7 @@ std::string encode(const Request& r) {
       put_i64(out, r.number);
       put_u32(out, uint32_t(r.keys.size()));
       for (const auto& k : r.keys) put_str(out, k);
+      if (r.cmd == Cmd::WaitAny && !r.value.empty()) put_str(out, r.value);
       break;
     case Cmd::Ping: break;
   }
@@ -112,6 +114,7 @@ Request decode_request(std::string_view payload) {
     case Cmd::Claim:
       q.keys.push_back(r.str(kMaxKey));
       q.value = r.str(UINT32_MAX);
+      if (q.cmd == Cmd::Claim && r.at < payload.size()) q.keys.push_back(r.str(kMaxKey));
       break;
     case Cmd::Get:
     case Cmd::Add:
@@ -126,6 +129,7 @@ Request decode_request(std::string_view payload) {
       uint32_t n = r.u32();
       if (n > kMaxKeys) throw StoreError("store protocol: too many keys");
       for (uint32_t i = 0; i < n; ++i) q.keys.push_back(r.str(kMaxKey));
+      if (q.cmd == Cmd::WaitAny && r.at < payload.size()) q.value = r.str(kMaxKey);
       break;
     }
     case Cmd::Ping: break;

@@ -115,7 +115,8 @@ struct TCPStoreServer::Impl {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket s, TCPStoreServer::Impl& srv)
-      : sock_(std::move(s)), srv_(srv), timer_(srv.io), session_(srv.data, srv.opt.secret) {
+      : sock_(std::move(s)), srv_(srv), timer_(srv.io), session_(srv.data, srv.opt.secret),
+        stranger_at_(srv.strangers.end()) {
     asio::error_code ec;
     auto ep = sock_.remote_endpoint(ec);
     peer_ = ec ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port());
@@ -130,7 +131,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       ++srv_.authenticated;
       counted_open_ = true;
     } else {
-      srv_.strangers.push_back(shared_from_this());
+      stranger_at_ = srv_.strangers.insert(srv_.strangers.end(), shared_from_this());
       timer_.expires_after(srv_.opt.auth_timeout);
       timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
         if (!ec && !self->session_.open())
@@ -165,10 +166,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (counted_open_) --srv_.authenticated;
     timer_.cancel();
     unpark();
-    srv_.strangers.remove(shared_from_this());
-    session_.on_close();
+    leave_strangers();
     asio::error_code ec;
     sock_.close(ec);
+    for (const auto& count : session_.on_close()) srv_.wake_waiters(count);
   }
 
  private:
@@ -205,7 +206,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Out of the strangers' pool into the ranks' one (or refused when that one is full).
   void promote() {
-    srv_.strangers.remove(shared_from_this());
+    leave_strangers();
     timer_.cancel();
     if (srv_.authenticated >= srv_.opt.max_connections) {
       log().warn("distrun store: connection limit ({}) reached; refusing {}", srv_.opt.max_connections, peer_);
@@ -223,10 +224,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
         return close();
       case SessionAction::Park:
         park_on(session_.park_keys());
+        if (a.wrote) srv_.wake_waiters(a.written);
         watch_peer(++park_gen_);
         timer_.expires_after(a.park_for);
-        timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
-          if (ec || self->closed_) return;  // cancelled: answered
+        timer_.async_wait([self = shared_from_this(), gen = park_gen_](const asio::error_code& ec) {
+          // Cancelled, or ended otherwise meanwhile (a handler already due is not cancelled).
+          if (ec || self->closed_ || gen != self->park_gen_ || self->parked_at_.empty()) return;
           self->unpark();
           auto t = self->session_.on_park_timeout();
           self->act(t);
@@ -253,17 +256,30 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  // A client sends nothing while its request is parked: the socket turning readable then is
-  // its close (it died, or gave up), seen at once rather than when the wait times out. Data
-  // (a request sent early) is left for after the reply.
+  // The socket turning readable while a request is parked is the client's close (it died, or
+  // gave up), seen at once rather than when the wait times out, or its next request: the
+  // parked one then ends now, as if its time ran out, and the next is read (one connection
+  // serves a client's thread parked in a wait and its other threads, TCPStore::wait_any()).
   void watch_peer(uint64_t gen) {
     sock_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), gen](const asio::error_code& ec) {
       if (ec || self->closed_ || gen != self->park_gen_ || self->parked_at_.empty()) return;
       char c;
       const ssize_t n = ::recv(self->sock_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return self->close();
-      if (n < 0) self->watch_peer(gen);
+      if (n < 0) return self->watch_peer(gen);
+      self->timer_.cancel();
+      self->unpark();
+      auto t = self->session_.on_park_timeout();
+      self->act(t);
     });
+  }
+
+  // Out of the strangers' list, where it is there: by its place, not by a search (thousands of
+  // agents connect at once).
+  void leave_strangers() {
+    if (stranger_at_ == srv_.strangers.end()) return;
+    srv_.strangers.erase(stranger_at_);
+    stranger_at_ = srv_.strangers.end();
   }
 
   void park_on(const std::vector<std::string>& keys) {
@@ -291,8 +307,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::array<uint8_t, 4> hdr_{};
   std::string body_, out_, peer_;
   bool closed_ = false;
-  bool counted_open_ = false;  // counted in srv_.authenticated
-  uint64_t park_gen_ = 0;      // which parked request watch_peer() watches for
+  bool counted_open_ = false;                                     // counted in srv_.authenticated
+  uint64_t park_gen_ = 0;                                         // which parked request watch_peer() watches for
+  std::list<std::shared_ptr<Connection>>::iterator stranger_at_;  // in srv_.strangers, or its end()
   // Where it is parked: in srv_.parked[key], at the iterator.
   std::vector<std::pair<std::string, std::list<std::shared_ptr<Connection>>::iterator>> parked_at_;
 };
