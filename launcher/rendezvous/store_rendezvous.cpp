@@ -44,13 +44,11 @@ class StoreRendezvous::Listener {
 
   // Waits for every key of `all` (in turn), or for any key of `stops`. Each request is held
   // at most `hold`; with `silence`, a store that answers none for that long is lost. A wait
-  // still in flight is given up. With a `beat` key, each request after a beat() adds one to
-  // it: the agent's heartbeat rides the wait.
+  // still in flight is given up.
   void start(std::vector<std::string> all, std::vector<std::string> stops, milliseconds hold,
-             std::optional<milliseconds> silence, std::optional<Keep> keep = std::nullopt, std::string beat = "") {
+             std::optional<milliseconds> silence, std::optional<Keep> keep = std::nullopt) {
     halt();
     halted_ = false;
-    beat_key_ = std::move(beat);
     set(State::Waiting);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -65,8 +63,6 @@ class StoreRendezvous::Listener {
     std::lock_guard<std::mutex> lock(mu_);
     return state_;
   }
-  // The agent is running: its next request carries a heartbeat.
-  void beat() { beat_due_ = true; }
   // Waits up to `within` for the wait to end; the state then.
   State wait_for(milliseconds within) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -99,14 +95,13 @@ class StoreRendezvous::Listener {
       if (next == all.size() && !all.empty()) return set(State::Done);
       keys.resize(stops.size());
       if (next < all.size()) keys.push_back(all[next]);
-      const std::string beat = !beat_key_.empty() && beat_due_.exchange(false) ? beat_key_ : "";
       try {
-        const size_t i = store_.wait_any(keys, hold, beat);
+        const size_t i = store_.wait_any(keys, hold);
         last_answer = Clock::now();
         if (i < stops.size()) return keep ? keep_record(*keep) : set(State::Stopped);
         ++next;
       } catch (const WaitGaveWay&) {
-        if (!beat.empty()) beat_due_ = true;  // perhaps not sent: a count moved twice says no more
+        // The agent's request first: waits again.
       } catch (const StoreSilent&) {
         if (silence && Clock::now() - last_answer >= *silence) return lose(std::current_exception());
       } catch (const TimeoutError&) {
@@ -169,8 +164,7 @@ class StoreRendezvous::Listener {
   }
 
   TCPStore& store_;
-  std::atomic<bool> halted_{false}, beat_due_{false};
-  std::string beat_key_;
+  std::atomic<bool> halted_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   State state_ = State::Idle;
@@ -327,11 +321,10 @@ void StoreRendezvous::listen_for(int attempt, const std::vector<std::string>& ke
 
 void StoreRendezvous::listen_for_failure(int attempt) {
   if (!listener_ || listener_attempt_ == attempt) return;
-  // Held a beat period at a time, each carrying the heartbeat due: the agent's only request
-  // while it runs; a host silent for the heartbeat timeout is lost.
-  listener_->start({}, {key(attempt, "failed")}, beat_period(), opt_.heartbeat_timeout,
-                   Listener::Keep{key(attempt, "failed"), key(attempt, "settled"), settle_wait()},
-                   key("beat/" + std::to_string(id_)));
+  // Held for half the heartbeat timeout at a time (the agent's heartbeats, which have no
+  // reply, leave it parked): a host silent for the heartbeat timeout is lost.
+  listener_->start({}, {key(attempt, "failed")}, opt_.heartbeat_timeout / 2, opt_.heartbeat_timeout,
+                   Listener::Keep{key(attempt, "failed"), key(attempt, "settled"), settle_wait()});
   listener_attempt_ = attempt;
 }
 
@@ -505,7 +498,7 @@ std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
     const auto now = Clock::now();
     if (!hosts_store_ && now - last_beat_ >= beat_period()) {
       if (listener_) {
-        listener_->beat();
+        tcp_store_->beat(key("beat/" + std::to_string(id_)));  // no reply: the listener stays parked
       } else {
         store_->add(key("beat/" + std::to_string(id_)), 1);
         last_answer_ = Clock::now();

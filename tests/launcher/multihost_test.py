@@ -838,10 +838,10 @@ def relayed_job(h, mark, attack, release=None):
 def case_frames_replayed_and_altered():
     """A relay on a third host sits between the two nodes of a real job (node 1's
     --master-addr is the relay's) and records every rendezvous-store frame node 1's agent sends.
-    Each session it recorded (node 1's requests, and its listener parked on the failure key),
-    replayed on a fresh connection, is refused at the proof, before any request, and the job
-    runs on: both nodes exit 0. A frame of node 1's live session sent twice is answered once
-    and the session closed; one altered is not answered and the session closed: node 0 names
+    Each session it recorded (node 1's requests, its heartbeats and its listener parked on the
+    failure key), replayed on a fresh connection, is refused at the proof, before any request,
+    and the job runs on: both nodes exit 0. A frame of node 1's live session sent twice is
+    answered at most once (a heartbeat has no reply) and the session closed; one altered is not answered and the session closed: node 0 names
     node 1's closed connection at once, and both nodes stop, exit 1."""
     if not os.access(FRAME_RELAY, os.X_OK):
         raise Failed(f"FRAME_RELAY={FRAME_RELAY!r} is not an executable")
@@ -854,7 +854,8 @@ def case_frames_replayed_and_altered():
         check(all(r[4] == "1" and (r[2:4] == ("2", "1") if int(r[1]) >= 2 else r[2] == "1") for r in replays),
               "each replayed session is refused at its proof (a challenge, a refusal, closed)", answer)
         check([r[0] for r in res] == [0, 0], f"the job runs on: rc {[r[0] for r in res]}", str(res))
-        for attack, replies in [("repeat", 1), ("alter", 0)]:
+        # The frame repeated is the agent's next: a request (answered once) or a heartbeat (never).
+        for attack, replies in [("repeat", "[01]"), ("alter", "0")]:
             mark = f"{TAG}-{attack}"
             answer, res = relayed_job(h, mark, f"{attack} 0")
             end = stopped_at(mark)

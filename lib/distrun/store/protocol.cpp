@@ -40,7 +40,8 @@ std::string encode(const Request& r) {
   switch (r.cmd) {
     case Cmd::Auth:
     case Cmd::Hello:
-    case Cmd::Remove: put_str(out, r.keys.at(0)); break;
+    case Cmd::Remove:
+    case Cmd::Beat: put_str(out, r.keys.at(0)); break;
     case Cmd::Set:
     case Cmd::Claim:
       put_str(out, r.keys.at(0));
@@ -59,7 +60,6 @@ std::string encode(const Request& r) {
       put_i64(out, r.number);
       put_u32(out, uint32_t(r.keys.size()));
       for (const auto& k : r.keys) put_str(out, k);
-      if (r.cmd == Cmd::WaitAny && !r.value.empty()) put_str(out, r.value);
       break;
     case Cmd::Ping: break;
   }
@@ -103,13 +103,14 @@ Request decode_request(std::string_view payload) {
   Request q;
   uint8_t c = uint8_t(payload[0]);
   r.at = 1;
-  if (c < uint8_t(Cmd::Auth) || c > uint8_t(Cmd::MultiGet))
+  if (c < uint8_t(Cmd::Auth) || c > uint8_t(Cmd::Beat))
     throw StoreError("store protocol: unknown command " + std::to_string(c));
   q.cmd = Cmd(c);
   switch (q.cmd) {
     case Cmd::Auth:
     case Cmd::Hello:
-    case Cmd::Remove: q.keys.push_back(r.str(kMaxKey)); break;
+    case Cmd::Remove:
+    case Cmd::Beat: q.keys.push_back(r.str(kMaxKey)); break;
     case Cmd::Set:
     case Cmd::Claim:
       q.keys.push_back(r.str(kMaxKey));
@@ -129,7 +130,6 @@ Request decode_request(std::string_view payload) {
       uint32_t n = r.u32();
       if (n > kMaxKeys) throw StoreError("store protocol: too many keys");
       for (uint32_t i = 0; i < n; ++i) q.keys.push_back(r.str(kMaxKey));
-      if (q.cmd == Cmd::WaitAny && r.at < payload.size()) q.value = r.str(kMaxKey);
       break;
     }
     case Cmd::Ping: break;

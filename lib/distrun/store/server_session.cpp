@@ -150,27 +150,28 @@ SessionAction ServerSession::handle(wire::Request r) {
                                               std::to_string(wire::kDefaultMaxFrame) + ": ask for fewer keys");
       return reply(wire::Status::Ok, wire::encode_values(found));
     }
+    case wire::Cmd::Beat: {
+      try {
+        data_.add(r.keys[0], 1);
+      } catch (const StoreError& e) {
+        return close_because(e.what());  // no reply to say it in
+      }
+      SessionAction a;
+      a.kind = SessionAction::Quiet;
+      a.wrote = true;
+      a.written = std::move(r.keys[0]);
+      return a;
+    }
     case wire::Cmd::Get:
     case wire::Cmd::Wait:
     case wire::Cmd::WaitAny: {
-      std::string beat = std::move(r.value);
-      if (!beat.empty()) try {
-          data_.add(beat, 1);
-        } catch (const StoreError& e) {
-          return reply(wire::Status::Error, e.what());
-        }
       r.number = wire::clamp_timeout_ms(r.number);
       parked_ = std::move(r);
       scan_ = 0;
+      if (auto done = try_finish()) return *done;
       SessionAction a;
-      if (auto done = try_finish()) {
-        a = *done;
-      } else {
-        a.kind = SessionAction::Park;
-        a.park_for = std::chrono::milliseconds(parked_.number);
-      }
-      a.wrote = !beat.empty();
-      a.written = std::move(beat);
+      a.kind = SessionAction::Park;
+      a.park_for = std::chrono::milliseconds(parked_.number);
       return a;
     }
   }

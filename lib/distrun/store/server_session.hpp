@@ -47,6 +47,7 @@ struct SessionAction {
     Reply,           // send `status` + `body`, then read the next frame
     ReplyThenClose,  // send it, then close (a refused proof: the client learns why)
     Park,            // a get/wait(-any) not satisfied yet: wait up to `park_for`, see try_finish()
+    Quiet,           // no reply (a heartbeat): read the next frame
     Close,           // close at once; `why` says why (for the log)
   };
   Kind kind = Reply;

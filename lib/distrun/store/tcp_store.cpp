@@ -43,7 +43,7 @@ struct TCPStore::Conn {
   auth::FrameSeal seal;     // every frame after the handshake, both ways (auth.hpp)
   std::atomic<int> fd{-1};  // for abort() from another thread
 
-  void submit(const std::shared_ptr<Exchange>& x);
+  void submit(const std::shared_ptr<Exchange>& x, bool answered = true);
   void write_next();
   void read_next();
   void fail(const asio::error_code& ec);
@@ -238,10 +238,12 @@ void TCPStore::abort() {
 
 TCPStore::~TCPStore() = default;
 
-// Queues `x`: its frame goes after the frames before it, its reply is read after theirs.
-void TCPStore::Conn::submit(const std::shared_ptr<Exchange>& x) {
+// Queues `x`: its frame goes after the frames before it, its reply (if `answered`) is read
+// after theirs.
+void TCPStore::Conn::submit(const std::shared_ptr<Exchange>& x, bool answered) {
   sending.push_back(x);
   if (sending.size() == 1) write_next();
+  if (!answered) return;
   awaiting.push_back(x);
   if (awaiting.size() == 1) read_next();
 }
@@ -428,16 +430,29 @@ bool TCPStore::remove(const std::string& key) {
   return request(r, with_slack(timeout_)) == std::string(1, '\1');
 }
 
-size_t TCPStore::wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  return wait_any(keys, timeout, "");
+void TCPStore::beat(const std::string& key) {
+  const wire::Request r{wire::Cmd::Beat, {key}, {}, 0};
+  auto send = [this, r] {
+    auto x = std::make_shared<Conn::Exchange>();
+    x->out = wire::frame(conn_->seal.seal(wire::encode(r)));
+    conn_->submit(x, false);
+  };
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    // A wait holds the connection: its thread sends the beat, in order, and waits on.
+    asio::post(conn_->io, send);
+    return;
+  }
+  if (conn_->broken) throw StoreError("store: connection to " + conn_->where + " was lost earlier");
+  send();
+  conn_->io.restart();
+  conn_->io.poll();  // the frame goes out now; what the socket cannot take yet, with the next request
 }
 
-size_t TCPStore::wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
-                          const std::string& beat) {
+size_t TCPStore::wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   wire::Request r;
   r.cmd = wire::Cmd::WaitAny;
   r.keys = keys;
-  r.value = beat;
   r.number = wire::clamp_timeout_ms(timeout.count());
   const std::string v = request(r, with_slack(timeout), true);
   if (v.size() != 4 || wire::read_u32(v.data()) >= keys.size()) throw StoreError("store: malformed wait-any reply");

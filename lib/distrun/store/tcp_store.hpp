@@ -113,9 +113,9 @@ class TCPStore : public Store {
   /// connection closes (this process died, or its host reset the connection), and then adds
   /// one to the count under `lost` when given (one read says whether any claim went).
   void claim(const std::string& key, const std::string& value, const std::string& lost = "");
-  /// wait_any(), adding one to the count under `beat` first when given (a heartbeat riding the
-  /// wait, in the same request).
-  size_t wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout, const std::string& beat);
+  /// Adds one to the count under `key`, without a reply and without waiting: a heartbeat. A
+  /// wait_any() of another thread in progress stays parked (its thread sends it).
+  void beat(const std::string& key);
 
   /// Ends a wait_any() in progress on this connection, or the next one, at once (WaitGaveWay),
   /// from any thread; the connection stays.

@@ -173,7 +173,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
+  // Frames are read while a request is parked too: the client's close is seen at once rather
+  // than when the wait times out, and its next frame either is a heartbeat (counted, the
+  // request still parked) or ends the park, as if its time ran out, and is handled after
+  // (one connection serves a client's thread parked in a wait and its other threads,
+  // TCPStore::wait_any()). One read at a time, one write at a time.
   void read_header() {
+    if (reading_) return;
+    reading_ = true;
     asio::async_read(sock_, asio::buffer(hdr_), [self = shared_from_this()](const asio::error_code& ec, size_t) {
       if (ec) return self->close();
       uint32_t len = wire::read_u32(self->hdr_.data());
@@ -195,6 +202,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void handle() {
+    reading_ = false;
+    pending_ = writing_;
+    if (pending_) return;  // handled once the reply being written is out
+    if (!parked_at_.empty() && (body_.empty() || uint8_t(body_[0]) != uint8_t(wire::Cmd::Beat))) {
+      timer_.cancel();
+      unpark();
+      auto t = session_.on_park_timeout();
+      act(t);
+      pending_ = true;
+      return;
+    }
     const bool was_open = session_.open();
     SessionAction a = session_.on_frame(body_);
     body_.clear();
@@ -222,10 +240,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
         if (!session_.open()) return close_stranger(a.why);
         log().warn("distrun store: closing {}: {}", peer_, a.why);
         return close();
+      case SessionAction::Quiet:
+        if (a.wrote) srv_.wake_waiters(a.written);
+        return read_header();
       case SessionAction::Park:
         park_on(session_.park_keys());
-        if (a.wrote) srv_.wake_waiters(a.written);
-        watch_peer(++park_gen_);
+        ++park_gen_;
+        read_header();
         timer_.expires_after(a.park_for);
         timer_.async_wait([self = shared_from_this(), gen = park_gen_](const asio::error_code& ec) {
           // Cancelled, or ended otherwise meanwhile (a handler already due is not cancelled).
@@ -244,34 +265,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
           if (!srv_.wrong_secret_peer) srv_.wrong_secret_peer = peer_;
         }
         out_ = wire::frame(session_.reply_payload(a));
+        writing_ = true;
         asio::async_write(sock_, asio::buffer(out_),
                           [self = shared_from_this(), then_close](const asio::error_code& ec, size_t) {
+                            self->writing_ = false;
                             if (ec || then_close) return self->close();
                             self->out_.clear();
+                            if (self->pending_) return self->handle();
                             self->read_header();
                           });
         if (a.wrote) srv_.wake_waiters(a.written);
         return;
       }
     }
-  }
-
-  // The socket turning readable while a request is parked is the client's close (it died, or
-  // gave up), seen at once rather than when the wait times out, or its next request: the
-  // parked one then ends now, as if its time ran out, and the next is read (one connection
-  // serves a client's thread parked in a wait and its other threads, TCPStore::wait_any()).
-  void watch_peer(uint64_t gen) {
-    sock_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), gen](const asio::error_code& ec) {
-      if (ec || self->closed_ || gen != self->park_gen_ || self->parked_at_.empty()) return;
-      char c;
-      const ssize_t n = ::recv(self->sock_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return self->close();
-      if (n < 0) return self->watch_peer(gen);
-      self->timer_.cancel();
-      self->unpark();
-      auto t = self->session_.on_park_timeout();
-      self->act(t);
-    });
   }
 
   // Out of the strangers' list, where it is there: by its place, not by a search (thousands of
@@ -307,8 +313,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::array<uint8_t, 4> hdr_{};
   std::string body_, out_, peer_;
   bool closed_ = false;
-  bool counted_open_ = false;                                     // counted in srv_.authenticated
-  uint64_t park_gen_ = 0;                                         // which parked request watch_peer() watches for
+  bool counted_open_ = false;  // counted in srv_.authenticated
+  uint64_t park_gen_ = 0;      // which parked request the timer is for
+  bool reading_ = false, writing_ = false;
+  bool pending_ = false;                                          // body_ holds a frame read, not handled yet
   std::list<std::shared_ptr<Connection>>::iterator stranger_at_;  // in srv_.strangers, or its end()
   // Where it is parked: in srv_.parked[key], at the iterator.
   std::vector<std::pair<std::string, std::list<std::shared_ptr<Connection>>::iterator>> parked_at_;
