@@ -81,8 +81,6 @@ int raw_connect(uint16_t port) {
   return fd;
 }
 
-}  // namespace
-
 // A server that holds a job secret, on loopback, and the options of its clients.
 struct SecretStore {
   static TCPStoreServerOptions server_options() {
@@ -101,6 +99,20 @@ struct SecretStore {
   TCPStoreOptions client = client_options();
   uint16_t port() const { return server.port(); }
 };
+
+// A thread waiting for "go" on `s`, again each time its wait gives way (counted).
+std::thread wait_for_go(TCPStore& s, std::atomic<int>& gave_way, std::atomic<size_t>& index) {
+  return std::thread([s = &s, gave_way = &gave_way, index = &index] {
+    for (;;) try {
+        *index = s->wait_any({"go"}, 10s);
+        return;
+      } catch (const WaitGaveWay&) {
+        ++*gave_way;
+      }
+  });
+}
+
+}  // namespace
 
 TEST_CASE("HashStore semantics") {
   HashStore s;
@@ -150,20 +162,14 @@ TEST_CASE("TCPStore: a wait-any gives way to the requests of another thread on i
   TCPStore shared("127.0.0.1", f.port(), f.client), writer("127.0.0.1", f.port(), f.client);
   std::atomic<int> gave_way{0};
   std::atomic<size_t> index{99};
-  std::thread t([&] {
-    for (;;) try {
-        index = shared.wait_any({"go"}, 10s);
-        return;
-      } catch (const WaitGaveWay&) {
-        ++gave_way;
-      }
-  });
+  std::thread t = wait_for_go(shared, gave_way, index);
   std::this_thread::sleep_for(100ms);
   // Answered at once, not after the wait's 10 s; the wait goes on after.
   const auto t0 = std::chrono::steady_clock::now();
   shared.set("mine", "1");
   CHECK(shared.get("mine") == "1");
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  for (int i = 0; i < 200 && gave_way == 0; ++i) std::this_thread::sleep_for(10ms);  // counted after it let go
   CHECK(gave_way >= 1);
   writer.set("go", "1");
   t.join();
@@ -199,14 +205,7 @@ TEST_CASE("TCPStore: a claim counts its loss, and a heartbeat leaves a wait park
     CHECK(watcher.get("beat") == "1");
     std::atomic<int> gave_way{0};
     std::atomic<size_t> index{99};
-    std::thread t([&] {
-      for (;;) try {
-          index = agent.wait_any({"go"}, 10s);
-          return;
-        } catch (const WaitGaveWay&) {
-          ++gave_way;
-        }
-    });
+    std::thread t = wait_for_go(agent, gave_way, index);
     std::this_thread::sleep_for(100ms);
     for (int i = 0; i < 3; ++i) agent.beat("beat");  // sent by the waiting thread
     for (int i = 0; i < 200 && watcher.add("beat", 0) < 4; ++i) std::this_thread::sleep_for(10ms);
