@@ -76,6 +76,10 @@ RendezvousOptions rendezvous_options(const LaunchOptions& o, const std::optional
   ro.last_call = seconds(o.last_call_timeout);
   ro.stop_grace = seconds(o.stop_grace);
   ro.heartbeat_timeout = seconds(o.heartbeat_timeout);
+  ro.etcd_protocol = o.etcd_protocol;
+  ro.etcd_cacert = o.etcd_cacert;
+  ro.etcd_cert = o.etcd_cert;
+  ro.etcd_key = o.etcd_key;
   return ro;
 }
 

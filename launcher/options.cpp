@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -74,13 +75,34 @@ void apply_rdzv_conf(LaunchOptions& o) {
       // accepted for compatibility; distrun's node 0 always hosts the rendezvous
     } else if (key == "stop_grace") {
       o.stop_grace = positive_seconds(key, value);
+    } else if (key == "protocol") {
+      // torch's etcd backends lower-case it.
+      for (auto& c : value) c = char(std::tolower(static_cast<unsigned char>(c)));
+      if (value != "http" && value != "https")
+        throw ConfigError("--rdzv-conf protocol=" + item.substr(eq + 1) + ": http or https");
+      o.etcd_protocol = value;
+    } else if (std::string* file = key == "cacert" || key == "ca_cert"     ? &o.etcd_cacert
+                                   : key == "cert" || key == "ssl_cert"    ? &o.etcd_cert
+                                   : key == "key" || key == "ssl_cert_key" ? &o.etcd_key
+                                                                           : nullptr) {
+      // The spellings of torch's etcd (cacert, cert, key) and etcd-v2 (ca_cert, ssl_cert,
+      // ssl_cert_key) backends; read now, so that a wrong path fails before anything starts.
+      if (::access(value.c_str(), R_OK) != 0)
+        throw ConfigError("--rdzv-conf " + key + "=" + value + ": cannot read it (" + std::strerror(errno) + ")");
+      *file = value;
     } else {
       throw ConfigError("--rdzv-conf: unknown key '" + key +
                         "' (known: timeout, join_timeout, read_timeout, last_call_timeout, close_timeout, "
                         "heartbeat_timeout, keep_alive_interval, keep_alive_max_attempt, is_host, use_libuv, "
-                        "store_type, stop_grace)");
+                        "store_type, stop_grace; with --rdzv-backend etcd: protocol, cacert, cert, key, ca_cert, "
+                        "ssl_cert, ssl_cert_key)");
     }
   }
+  const bool etcd_conf =
+      !o.etcd_protocol.empty() || !o.etcd_cacert.empty() || !o.etcd_cert.empty() || !o.etcd_key.empty();
+  if (etcd_conf && o.rdzv_backend != "etcd" && o.rdzv_backend != "etcd-v2")
+    throw ConfigError("--rdzv-conf " + o.rdzv_conf +
+                      ": protocol and the certificate files are for --rdzv-backend etcd");
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {

@@ -56,9 +56,11 @@ struct LaunchOptions {
   std::string rdzv_backend = "static";  // static | c10d: distrun's rendezvous; etcd | etcd-v2: etcd's
   std::string rdzv_conf;                // key=value,...; parsed into rdzv_timeout/stop_grace
   bool rdzv_timeout_given = false;      // --rdzv-timeout wins over --rdzv-conf timeouts
-  double monitor_interval = 0.1;        // seconds between polls of the other nodes
-  std::string start_method = "spawn";   // accepted; distrun always fork+execs a fresh process
-  std::string local_addr;               // picks the interface for GLOO/NCCL_SOCKET_IFNAME
+  // etcd over TLS, in torchrun's --rdzv-conf keys: protocol (http|https) and the PEM files.
+  std::string etcd_protocol, etcd_cacert, etcd_cert, etcd_key;
+  double monitor_interval = 0.1;       // seconds between polls of the other nodes
+  std::string start_method = "spawn";  // accepted; distrun always fork+execs a fresh process
+  std::string local_addr;              // picks the interface for GLOO/NCCL_SOCKET_IFNAME
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   NumaBinding numa_binding = NumaBinding::none;
   CpuBind cpu_bind = CpuBind::auto_;  // --cpu-bind, when no --numa-binding is given

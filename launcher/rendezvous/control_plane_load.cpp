@@ -21,11 +21,11 @@ namespace {
 using bench::ControlPlaneOptions;
 using namespace bench::control_plane;
 
-// Descriptors an agent holds in its process: its two store clients' (its requests, and its
-// listener for the failure), each a socket and an I/O context's epoll set, eventfd and
-// timerfd, with one to spare; node 0 holds the server's end of both connections.
-constexpr int64_t kFdsPerAgent = 9;
-constexpr int64_t kNode0FdsPerAgent = 2;
+// Descriptors an agent holds in its process: its store client's (one connection for its
+// requests and its listener), a socket and an I/O context's epoll set, eventfd and timerfd,
+// with one to spare; node 0 holds the server's end of the connection.
+constexpr int64_t kFdsPerAgent = 5;
+constexpr int64_t kNode0FdsPerAgent = 1;
 
 JobPlan agent_plan(const ControlPlaneOptions& o, int node_rank, const std::string& master_addr, uint16_t port) {
   JobPlan p;

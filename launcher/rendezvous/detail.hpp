@@ -27,13 +27,13 @@ constexpr milliseconds kSlice{200};    // waits are cut into slices to see signa
 constexpr milliseconds kLinger{3000};  // node 0 waits this long for the others to read
 constexpr int kMaxNodes = 1 << 16;
 
-/// The connections the host's store admits: two per agent (its requests, and its listener
-/// parked on the failure key), room for the agents' tries meanwhile, and never fewer than a
-/// store's default. As many may be unauthenticated at once: when every agent connects at the
-/// same moment, a smaller pool of strangers evicts agents mid-handshake, and each comes back
-/// (4 096 agents: thousands of evictions, each handshake made again on node 0's one thread).
+/// The connections the host's store admits: one per agent (its requests and its listener
+/// parked on the failure key share it), room for the agents' tries meanwhile, and never fewer
+/// than a store's default. As many may be unauthenticated at once: when every agent connects at
+/// the same moment, a smaller pool of strangers evicts agents mid-handshake, and each comes
+/// back (4 096 agents: thousands of evictions, each handshake made again on node 0's one thread).
 inline size_t store_connections(const JobPlan& plan) {
-  return std::max(TCPStoreServerOptions{}.max_connections, 2 * size_t(plan.nnodes) + 64);
+  return std::max(TCPStoreServerOptions{}.max_connections, size_t(plan.nnodes) + 64);
 }
 
 inline std::string where(const JobPlan& plan) { return plan.master_addr + ":" + std::to_string(*plan.master_port); }

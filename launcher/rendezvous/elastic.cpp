@@ -121,7 +121,7 @@ void ElasticRendezvous::take_ticket(Clock::time_point deadline) {
     throw ConfigError("rendezvous: --nnodes " + elastic_range(plan_) + " here, but " + theirs + " on the agent at " +
                       where() + ": give the same range on every node");
   id_ = int(store_->add(key("ticket"), 1));
-  tcp_store_->claim(key("alive/" + std::to_string(id_)), "1");
+  tcp_store_->claim(key("alive/" + std::to_string(id_)), "1", key("claims_lost"));
   store_->set(key("node/" + std::to_string(id_)), std::to_string(plan_.nproc_per_node) + " " + host_);
 }
 

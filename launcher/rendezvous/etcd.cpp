@@ -15,12 +15,29 @@ namespace {
 constexpr milliseconds kEtcdCallTimeout{5000};
 constexpr int kLeaseSeconds = 3;
 
+// The cluster's endpoints, with --rdzv-conf protocol's scheme where they give none.
+std::vector<std::string> endpoints(const RendezvousOptions& o) {
+  auto list = etcd::parse_endpoints(o.endpoint);
+  if (!o.etcd_protocol.empty())
+    for (auto& e : list)
+      if (e.find("://") == std::string::npos) e = o.etcd_protocol + "://" + e;
+  return list;
+}
+
+// Who this agent is to etcd: etcdctl's variables, with torchrun's --rdzv-conf files in place.
+etcd::Credentials credentials(const RendezvousOptions& o) {
+  auto c = etcd::Credentials::from_env();
+  for (auto [field, given] : {std::pair{&c.ca_cert, &o.etcd_cacert}, {&c.cert, &o.etcd_cert}, {&c.key, &o.etcd_key}})
+    if (!given->empty()) *field = *given;
+  return c;
+}
+
 }  // namespace
 
 EtcdRendezvous::EtcdRendezvous(const JobPlan& plan, const RendezvousOptions& options, SignalWatch& signals)
     : ElasticRendezvous(plan, options, signals, StoreOpenedByKind{}) {
-  auto store = std::make_unique<etcd::EtcdStore>(etcd::parse_endpoints(opt_.endpoint), opt_.secret, kEtcdCallTimeout,
-                                                 kLeaseSeconds);
+  auto store = std::make_unique<etcd::EtcdStore>(endpoints(opt_), opt_.secret, kEtcdCallTimeout, kLeaseSeconds,
+                                                 credentials(opt_));
   etcd_ = store.get();
   store_ = std::move(store);
   try {

@@ -73,6 +73,9 @@ struct RendezvousOptions {
   std::chrono::milliseconds heartbeat_timeout{30000};
   std::chrono::milliseconds stop_grace{1000};  // how long stopping workers may take (--stop-grace)
   std::chrono::milliseconds last_call{30000};  // elastic: a round waits this long for more than MIN
+  // etcd: --rdzv-conf protocol (endpoints without a scheme get it) and TLS files, each in
+  // place of its ETCDCTL_ variable when given.
+  std::string etcd_protocol, etcd_cacert, etcd_cert, etcd_key;
 };
 
 /// One agent's part in the job's agreement. Every wait is bounded (options.timeout, or the

@@ -19,14 +19,15 @@ StoreRendezvous::StoreRendezvous(const JobPlan& plan, const RendezvousOptions& o
     : plan_(plan), opt_(options), signals_(signals), host_(hostname()), node_rank_(plan.node_rank),
       id_(plan.node_rank) {}
 
-// A second connection to the host's store, parked in a thread of its own until every key of
-// one set exists or any key of another does (the attempt's failure, the job's end): the store
-// wakes it the moment such a key is written, and the agent's own connection stays free. Agents
-// asking instead cost the host 40% of a core at a thousand agents during the run, and 40 000
-// requests a second at 4 096 agents waiting for a round's plan (distrun-bench control-plane
-// --role rendezvous). Stopped by a failure, it can keep the record as the host settles it (or
-// as it stands when that wait ends): an agent held up past the host's bounded wait for its
-// readers finds the store gone, and prints what the others printed.
+// A thread parked on the host's store until every key of one set exists or any key of another
+// does (the attempt's failure, the job's end): the store wakes it the moment such a key is
+// written. It shares the agent's one connection (and its one handshake), giving way to the
+// agent's own requests (TCPStore::wait_any), so node 0 holds one connection per agent.
+// Agents asking instead cost the host 40% of a core at a thousand agents during the run, and
+// 40 000 requests a second at 4 096 agents waiting for a round's plan (distrun-bench
+// control-plane --role rendezvous). Stopped by a failure, it can keep the record as the host
+// settles it (or as it stands when that wait ends): an agent held up past the host's bounded
+// wait for its readers finds the store gone, and prints what the others printed.
 class StoreRendezvous::Listener {
  public:
   enum class State { Idle, Waiting, Done, Stopped, Lost };
@@ -36,33 +37,23 @@ class StoreRendezvous::Listener {
     milliseconds wait;
   };
 
-  // Connects with `options` (the caller's short tries); a later reconnect, made while every
-  // agent may be joining at once, waits up to `reconnect_within` (the heartbeat timeout).
-  Listener(std::string host, uint16_t port, const TCPStoreOptions& options, milliseconds reconnect_within)
-      : host_(std::move(host)), port_(port), options_(options) {
-    store_ = std::make_unique<TCPStore>(host_, port_, options_);
-    options_.timeout = reconnect_within;
-  }
+  explicit Listener(TCPStore& store) : store_(store) {}
   ~Listener() { halt(); }
   Listener(const Listener&) = delete;
   Listener& operator=(const Listener&) = delete;
 
   // Waits for every key of `all` (in turn), or for any key of `stops`. Each request is held
   // at most `hold`; with `silence`, a store that answers none for that long is lost. A wait
-  // still in flight is given up with its connection, and a new one opened.
+  // still in flight is given up.
   void start(std::vector<std::string> all, std::vector<std::string> stops, milliseconds hold,
              std::optional<milliseconds> silence, std::optional<Keep> keep = std::nullopt) {
-    const State was = state();
-    if (was == State::Waiting || was == State::Lost || halted_ || keeping_) {
-      halt();
-      store_ = std::make_unique<TCPStore>(host_, port_, options_);
-      halted_ = false;
-    }
-    if (thread_.joinable()) thread_.join();
+    halt();
+    halted_ = false;
     set(State::Waiting);
     {
       std::lock_guard<std::mutex> lock(mu_);
       record_.reset();
+      first_.reset();
     }
     thread_ = std::thread([this, all = std::move(all), stops = std::move(stops), hold, silence,
                            keep = std::move(keep)] { run(all, stops, hold, silence, keep); });
@@ -88,6 +79,11 @@ class StoreRendezvous::Listener {
     std::lock_guard<std::mutex> lock(mu_);
     return record_;
   }
+  // The record as it stood when the wait stopped (a Keep), before it was settled.
+  std::optional<std::string> first() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return first_;
+  }
 
  private:
   void run(const std::vector<std::string>& all, const std::vector<std::string>& stops, milliseconds hold,
@@ -100,15 +96,12 @@ class StoreRendezvous::Listener {
       keys.resize(stops.size());
       if (next < all.size()) keys.push_back(all[next]);
       try {
-        const size_t i = store_->wait_any(keys, hold);
+        const size_t i = store_.wait_any(keys, hold);
         last_answer = Clock::now();
-        if (i < stops.size()) {
-          keeping_ = keep.has_value();  // before Stopped shows: start() must halt, not join, a keeping thread
-          set(State::Stopped);
-          if (keep) keep_record(*keep);
-          return;
-        }
+        if (i < stops.size()) return keep ? keep_record(*keep) : set(State::Stopped);
         ++next;
+      } catch (const WaitGaveWay&) {
+        // The agent's request first: waits again.
       } catch (const StoreSilent&) {
         if (silence && Clock::now() - last_answer >= *silence) return lose(std::current_exception());
       } catch (const TimeoutError&) {
@@ -120,18 +113,30 @@ class StoreRendezvous::Listener {
   }
   void keep_record(const Keep& keep) {
     try {
-      try {
-        store_->wait({keep.settled}, keep.wait);
-      } catch (const TimeoutError&) {
-        // The host was held up: the record as it stands.
-      }
-      std::string text = store_->get(keep.record);
+      // The record as it stands, read here so that the agent, told, asks nothing more.
+      std::string text = store_.get(keep.record);
+      std::lock_guard<std::mutex> lock(mu_);
+      first_ = std::move(text);
+    } catch (const std::exception&) {
+      // The agent reads it itself.
+    }
+    set(State::Stopped);
+    try {
+      // Given way to the agent's requests meanwhile, waits again; at the end, the host was held
+      // up: the record as it stands.
+      for (const auto end = Clock::now() + keep.wait; !halted_ && Clock::now() < end;) try {
+          store_.wait_any({keep.settled}, std::chrono::duration_cast<milliseconds>(end - Clock::now()));
+          break;
+        } catch (const StoreSilent&) {
+          throw;
+        } catch (const TimeoutError&) {
+        }
+      std::string text = store_.get(keep.record);
       std::lock_guard<std::mutex> lock(mu_);
       record_ = std::move(text);
     } catch (const std::exception&) {
       // Halted, or the store went first: the agent reads the record itself, or loses it.
     }
-    keeping_ = false;
   }
   void set(State s) {
     {
@@ -148,24 +153,23 @@ class StoreRendezvous::Listener {
     }
     cv_.notify_all();
   }
-  // Ends the thread: its wait fails at once on the connection shut down.
+  // Ends the thread: its wait ends at once, the connection stays.
   void halt() {
     halted_ = true;
-    store_->abort();
-    if (thread_.joinable()) thread_.join();
+    if (thread_.joinable()) {
+      store_.interrupt_wait();
+      thread_.join();
+    }
     set(State::Idle);
   }
 
-  std::string host_;
-  uint16_t port_;
-  TCPStoreOptions options_;
-  std::unique_ptr<TCPStore> store_;
-  std::atomic<bool> halted_{false}, keeping_{false};
+  TCPStore& store_;
+  std::atomic<bool> halted_{false};
   std::mutex mu_;
   std::condition_variable cv_;
   State state_ = State::Idle;
   std::exception_ptr lost_;
-  std::optional<std::string> record_;
+  std::optional<std::string> record_, first_;
   std::thread thread_;
 };
 
@@ -188,8 +192,8 @@ void StoreRendezvous::connect_to_store(Clock::time_point deadline) {
     try {
       auto store = std::make_unique<TCPStore>(plan_.master_addr, *plan_.master_port, so);
       // Held while this agent's connection lives: node 0 sees it go at once when it dies.
-      if (id_ > 0) store->claim(key("alive/" + std::to_string(id_)), "1");
-      listener_ = std::make_unique<Listener>(plan_.master_addr, *plan_.master_port, so, opt_.heartbeat_timeout);
+      if (id_ > 0) store->claim(key("alive/" + std::to_string(id_)), "1", key("claims_lost"));
+      listener_ = std::make_unique<Listener>(*store);
       tcp_store_ = store.get();
       store_ = std::move(store);
       return;
@@ -317,7 +321,9 @@ void StoreRendezvous::listen_for(int attempt, const std::vector<std::string>& ke
 
 void StoreRendezvous::listen_for_failure(int attempt) {
   if (!listener_ || listener_attempt_ == attempt) return;
-  listener_->start({}, {key(attempt, "failed")}, opt_.heartbeat_timeout, std::nullopt,
+  // Held for half the heartbeat timeout at a time (the agent's heartbeats, which have no
+  // reply, leave it parked): a host silent for the heartbeat timeout is lost.
+  listener_->start({}, {key(attempt, "failed")}, opt_.heartbeat_timeout / 2, opt_.heartbeat_timeout,
                    Listener::Keep{key(attempt, "failed"), key(attempt, "settled"), settle_wait()});
   listener_attempt_ = attempt;
 }
@@ -327,6 +333,7 @@ void StoreRendezvous::set_members(int attempt, std::vector<int> ids, std::vector
   hosts_ = std::move(hosts);
   members_attempt_ = attempt;
   beats_.assign(members_.size(), -1);
+  claims_lost_seen_ = -1;  // every claim of the new members is looked at once
   beat_seen_.assign(members_.size(), Clock::now());
   last_watch_ = Clock::now();
   // The meeting is over: from here the listener waits for this attempt's failure.
@@ -410,6 +417,17 @@ FailureRecord StoreRendezvous::own_stall(milliseconds stalled, int node, const s
 
 milliseconds StoreRendezvous::beat_period() const { return opt_.heartbeat_timeout / 8; }
 
+bool StoreRendezvous::claim_may_be_gone(const std::vector<std::string>& claims) {
+  // etcd's leases leave no count: every claim, in one look.
+  if (!tcp_store_) return !store_->check(claims);
+  // The host's store counts the claims it removed (their connections closed): one number
+  // a look, however many agents, and the claims themselves only when it moved.
+  const int64_t lost = store_->add(key("claims_lost"), 0);
+  if (lost == claims_lost_seen_) return false;
+  claims_lost_seen_ = lost;
+  return true;
+}
+
 std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
   auto now = Clock::now();
   // Back from a freeze longer than the heartbeat timeout: the others' silence meanwhile
@@ -430,10 +448,10 @@ std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
       beats.push_back(key("beat/" + std::to_string(id)));
     }
   const auto counts = read_beats ? store_->multi_get(beats) : std::vector<std::optional<std::string>>{};
-  // Every claim at once, one request while all hold (the common case); with a goodbye for
-  // each (an acknowledgement, a "seen") only to find whose is gone.
+  // Whose claim is gone (with a goodbye for each: an acknowledgement, a "seen") is looked up
+  // only when one may be.
   std::vector<std::optional<std::string>> gone;
-  if (!claims.empty() && !store_->check(claims)) {
+  if (!claims.empty() && claim_may_be_gone(claims)) {
     std::vector<std::string> ask = claims;
     for (int id : members_)
       if (id != id_) {
@@ -479,17 +497,22 @@ std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
   try {
     const auto now = Clock::now();
     if (!hosts_store_ && now - last_beat_ >= beat_period()) {
-      store_->add(key("beat/" + std::to_string(id_)), 1);
+      if (listener_) {
+        tcp_store_->beat(key("beat/" + std::to_string(id_)));  // no reply: the listener stays parked
+      } else {
+        store_->add(key("beat/" + std::to_string(id_)), 1);
+        last_answer_ = Clock::now();
+      }
       last_beat_ = now;
-      last_answer_ = Clock::now();
     }
     if (listener_) {
       // Told by the host's store the moment the failure is written, instead of asking; a
-      // host silent past a wait is judged by the heartbeats, not here.
+      // host silent for the heartbeat timeout is lost there.
       listen_for_failure(attempt);
       const auto state = listener_->state();
       if (state == Listener::State::Lost) listener_->rethrow_lost();
       if (state != Listener::State::Stopped) return std::nullopt;
+      if (auto first = listener_->first()) return FailureRecord::decode(*first);
     }
     const bool failed = store_->check({key(attempt, "failed")});
     last_answer_ = Clock::now();

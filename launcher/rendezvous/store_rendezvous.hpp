@@ -123,6 +123,8 @@ class StoreRendezvous : public Rendezvous {
   std::optional<FailureRecord> poll(int attempt, bool admit);
   // The host's look at every member: the first one lost, as a failure record.
   std::optional<FailureRecord> check_members(int attempt);
+  // Whether any of `claims` may be gone since the last look (then each is looked up).
+  bool claim_may_be_gone(const std::vector<std::string>& claims);
   // Not the host: the failure of `attempt` as the listener kept it, for when the store is gone.
   std::optional<FailureRecord> kept_failure(int attempt);
   // How long an agent that does not host the store waits for the host to settle a failure.
@@ -135,6 +137,7 @@ class StoreRendezvous : public Rendezvous {
   std::vector<int64_t> beats_;
   std::vector<Clock::time_point> beat_seen_;
   Clock::time_point beats_read_{};  // when the host last read every member's count
+  int64_t claims_lost_seen_ = -1;   // the host's store's count of claims removed, at the last look
   // Not the host: when this agent last beat; the listener for the attempt's failure.
   Clock::time_point last_beat_{};
   // Not the host of a TCPStore: the listener, and the attempt whose failure it waits for.

@@ -135,7 +135,9 @@ def make_certs(d):
 def case_tls():
     """An etcd that asks for client certificates (--client-cert-auth) over https: the client's
     cases pass with the CA and the client's certificate in ETCDCTL_CACERT/CERT/KEY; without the
-    certificate a call is refused."""
+    certificate a call is refused. A job runs there with the scheme and the files given as
+    torchrun gives them (--rdzv-conf, both backends' spellings), and without the certificate
+    it is refused."""
     need_etcd()
     if not os.access(CLIENT_TEST, os.X_OK):
         raise Failed(f"ETCD_CLIENT_TEST={CLIENT_TEST!r} is not an executable")
@@ -161,6 +163,25 @@ def case_tls():
                                capture_output=True, text=True, timeout=60)
             check(r.returncode != 0 and "1 failed" in r.stdout, "without the client certificate a call is refused",
                   r.stdout + r.stderr)
+
+            # torchrun's spellings: the scheme and the files in --rdzv-conf, none in the environment.
+            plain = {k: v for k, v in os.environ.items() if not k.startswith("ETCDCTL_")}
+            plain.update(DISTRUN_STORE_SECRET=SECRET)
+            spellings = {"etcd": f"protocol=https,cacert={d}/ca.pem,cert={d}/client.pem,key={d}/client.key",
+                         "etcd-v2": f"protocol=HTTPS,ca_cert={d}/ca.pem,ssl_cert={d}/client.pem,"
+                                    f"ssl_cert_key={d}/client.key"}
+            for backend, conf in spellings.items():
+                job = [DISTRUN, "--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", backend,
+                       "--rdzv-endpoint", f"127.0.0.1:{client}", "--rdzv-conf", f"last_call_timeout=1,{conf}",
+                       "--rdzv-id", f"{TAG}-{backend}", "--", PYTHON, "-c", "pass"]
+                r = subprocess.run(job, env=plain, capture_output=True, text=True, timeout=60)
+                check(r.returncode == 0, f"--rdzv-backend {backend} over https with --rdzv-conf {conf}: "
+                                         f"rc {r.returncode}", r.stderr)
+            job[job.index("--rdzv-conf") + 1] = f"last_call_timeout=1,protocol=https,ca_cert={d}/ca.pem"
+            job[job.index("--rdzv-id") + 1] = f"{TAG}-nocert"
+            r = subprocess.run(job, env=plain, capture_output=True, text=True, timeout=60)
+            check(r.returncode != 0, f"without the client certificate the job is refused: rc {r.returncode}",
+                  r.stderr)
         finally:
             p.kill()
             p.wait()

@@ -56,6 +56,18 @@ TEST_CASE("rendezvous conf keys (--rdzv-conf)", "[launcher][torchrun]") {
   CHECK_THROWS_AS(parse({"--rdzv-conf", "nokey", "p"}), ConfigError);
   CHECK_THROWS_AS(parse({"--rdzv-conf", "colour=red", "p"}), ConfigError);
   CHECK(parse({"--rdzv-backend", "etcd-v2", "p"}).options.rdzv_backend == "etcd-v2");  // torchrun's spelling
+  // etcd's TLS as torchrun's etcd backends read it: both backends' spellings of the files.
+  auto tls = parse({"--rdzv-backend", "etcd", "--rdzv-conf",
+                    "protocol=HTTPS,cacert=/dev/null,ssl_cert=/dev/null,key=/dev/null", "p"})
+                 .options;
+  CHECK(tls.etcd_protocol == "https");
+  CHECK(tls.etcd_cacert == "/dev/null");
+  CHECK(tls.etcd_cert == "/dev/null");
+  CHECK(tls.etcd_key == "/dev/null");
+  CHECK_THROWS_AS(parse({"--rdzv-backend", "etcd", "--rdzv-conf", "protocol=ftp", "p"}), ConfigError);
+  CHECK_THROWS_WITH(parse({"--rdzv-backend", "etcd", "--rdzv-conf", "ca_cert=/nonexistent/ca.pem", "p"}),
+                    Catch::Contains("cannot read"));
+  CHECK_THROWS_WITH(parse({"--rdzv-conf", "protocol=https", "p"}), Catch::Contains("--rdzv-backend etcd"));
   CHECK_THROWS_AS(parse({"--rdzv-backend", "zookeeper", "p"}), ConfigError);
   CHECK(parse({"--rdzv_backend=c10d", "--start_method", "fork", "p"}).options.rdzv_backend == "c10d");
 }

@@ -215,11 +215,12 @@ json Client::try_call(const std::string& path, const std::string& request, long&
   }
 }
 
-bool Client::watch_write(const std::string& key, int64_t after, milliseconds within) {
+bool Client::watch_write(const std::string& key, int64_t after, milliseconds within, const std::string& range_end) {
   if (within <= milliseconds(0)) return false;
   if (!credentials_.user.empty() && !authenticated_) authenticate();
-  const std::string request =
-      json{{"create_request", {{"key", base64_encode(key)}, {"start_revision", std::to_string(after + 1)}}}}.dump();
+  json create = {{"key", base64_encode(key)}, {"start_revision", std::to_string(after + 1)}};
+  if (!range_end.empty()) create["range_end"] = base64_encode(range_end);
+  const std::string request = json{{"create_request", create}}.dump();
   WatchStream stream;
   curl_->post(endpoints_[current_] + "/v3/watch", request, on_watch_data, &stream, std::min(within, kConnectTimeout),
               within);

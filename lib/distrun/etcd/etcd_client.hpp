@@ -63,8 +63,9 @@ class Client {
   /// Waits until `key` is written (put or deleted) after revision `after`, by a watch: etcd
   /// answers the moment it happens. At most `within`; true when it was written, false when the
   /// time ran out or the watch could not be held (a member down, history compacted): the caller
-  /// looks again.
-  bool watch_write(const std::string& key, int64_t after, std::chrono::milliseconds within);
+  /// looks again. With `range_end`, any key from `key` up to (not including) it.
+  bool watch_write(const std::string& key, int64_t after, std::chrono::milliseconds within,
+                   const std::string& range_end = "");
   /// The cluster's revision at the last answer: as of when a get() found no key.
   int64_t revision() const { return revision_; }
   /// HTTP requests made so far, every try and watch included.

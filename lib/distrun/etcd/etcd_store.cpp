@@ -3,8 +3,12 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <algorithm>
+
 #include "distrun/core/error.hpp"
 #include "distrun/store/auth.hpp"
+#include "distrun/store/hash_store.hpp"
+#include "distrun/store/protocol.hpp"
 
 namespace distrun::etcd {
 
@@ -22,9 +26,10 @@ constexpr size_t kTag = 32;
 }  // namespace
 
 EtcdStore::EtcdStore(std::vector<std::string> endpoints, std::string secret, milliseconds request_timeout,
-                     int lease_ttl)
-    : secret_(std::move(secret)), lease_ttl_(lease_ttl), client_(endpoints, request_timeout),
-      watcher_(endpoints, request_timeout), endpoints_(std::move(endpoints)) {
+                     int lease_ttl, Credentials credentials)
+    : secret_(std::move(secret)), lease_ttl_(lease_ttl), client_(endpoints, request_timeout, credentials),
+      watcher_(endpoints, request_timeout, credentials), endpoints_(std::move(endpoints)),
+      credentials_(std::move(credentials)) {
   timeout_ = request_timeout;
 }
 
@@ -66,12 +71,13 @@ void EtcdStore::set(const std::string& key, const std::string& value) {
   client_.put(key, seal(key, value));
 }
 
-void EtcdStore::await_write(const std::string& key, int64_t revision, Clock::time_point deadline) {
+void EtcdStore::await_write(const std::string& key, int64_t revision, Clock::time_point deadline,
+                            const std::string& range_end) {
   const auto left = std::min(kWatchSlice, std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
   bool written = false;
   {
     std::lock_guard<std::mutex> l(watch_mu_);
-    written = watcher_.watch_write(key, revision, left);
+    written = watcher_.watch_write(key, revision, left, range_end);
   }
   if (!written && Clock::now() < deadline) std::this_thread::sleep_for(kPoll);
 }
@@ -140,6 +146,28 @@ void EtcdStore::wait(const std::vector<std::string>& keys, milliseconds timeout)
   }
 }
 
+size_t EtcdStore::wait_any(const std::vector<std::string>& keys, milliseconds timeout) {
+  if (keys.empty()) throw StoreError("etcd: a wait for any of no keys");
+  const auto deadline = Clock::now() + std::min(timeout, milliseconds(wire::kMaxTimeoutMs));
+  const auto [first, last] = std::minmax_element(keys.begin(), keys.end());
+  const std::string past_last = *last + std::string(1, '\0');
+  for (;;) {
+    int64_t revision = 0;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (client_.get(keys[i])) return i;
+        // As of the first look: a key written while the others were looked at is in the watch.
+        if (i == 0) revision = client_.revision();
+      }
+    }
+    if (Clock::now() >= deadline)
+      throw TimeoutError("etcd: waited " + std::to_string(timeout.count()) + " ms for any of " +
+                         missing_keys(keys, [](const std::string&) { return false; }));
+    await_write(*first, revision, deadline, past_last);
+  }
+}
+
 std::vector<std::optional<std::string>> EtcdStore::multi_get(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> l(mu_);
   std::vector<std::optional<std::string>> values;
@@ -163,7 +191,7 @@ int64_t EtcdStore::lease() {
 }
 
 void EtcdStore::renew(std::vector<std::string> endpoints, milliseconds request_timeout) {
-  Client client(std::move(endpoints), request_timeout);  // a handle of its own: this thread's
+  Client client(std::move(endpoints), request_timeout, credentials_);  // a handle of its own: this thread's
   std::unique_lock<std::mutex> l(stop_mu_);
   while (!stop_cv_.wait_for(l, milliseconds(lease_ttl_ * 1000 / 3), [this] { return stopping_; })) {
     l.unlock();

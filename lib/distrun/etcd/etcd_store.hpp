@@ -20,13 +20,16 @@ class EtcdStore : public Store {
   using Clock = std::chrono::steady_clock;
   /// `lease_ttl`: seconds a claimed key outlives this process (or a freeze of it).
   EtcdStore(std::vector<std::string> endpoints, std::string secret, std::chrono::milliseconds request_timeout,
-            int lease_ttl = 3);
+            int lease_ttl = 3, Credentials credentials = Credentials::from_env());
   ~EtcdStore() override;
 
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  /// Told by one watch over the range that spans the keys (a write of another key in it is
+  /// one look more), not by looking again and again.
+  size_t wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
   std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys) override;
@@ -54,7 +57,8 @@ class EtcdStore : public Store {
   std::string open(const std::string& key, const std::string& stored) const;
   // Waits until `key`, absent at `revision`, is written, at most a watch slice or until
   // `deadline` (the caller looks again either way).
-  void await_write(const std::string& key, int64_t revision, Clock::time_point deadline);
+  void await_write(const std::string& key, int64_t revision, Clock::time_point deadline,
+                   const std::string& range_end = "");
   int64_t lease();
   void renew(std::vector<std::string> endpoints, std::chrono::milliseconds request_timeout);
 
@@ -68,6 +72,7 @@ class EtcdStore : public Store {
   std::atomic<int64_t> lease_{0};
   std::vector<std::pair<std::string, std::string>> claims_;  // (key, sealed value), under mu_
   std::vector<std::string> endpoints_;
+  Credentials credentials_;
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;

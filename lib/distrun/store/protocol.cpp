@@ -40,11 +40,13 @@ std::string encode(const Request& r) {
   switch (r.cmd) {
     case Cmd::Auth:
     case Cmd::Hello:
-    case Cmd::Remove: put_str(out, r.keys.at(0)); break;
+    case Cmd::Remove:
+    case Cmd::Beat: put_str(out, r.keys.at(0)); break;
     case Cmd::Set:
     case Cmd::Claim:
       put_str(out, r.keys.at(0));
       put_str(out, r.value);
+      if (r.cmd == Cmd::Claim && r.keys.size() > 1) put_str(out, r.keys[1]);
       break;
     case Cmd::Get:
     case Cmd::Add:
@@ -101,17 +103,19 @@ Request decode_request(std::string_view payload) {
   Request q;
   uint8_t c = uint8_t(payload[0]);
   r.at = 1;
-  if (c < uint8_t(Cmd::Auth) || c > uint8_t(Cmd::MultiGet))
+  if (c < uint8_t(Cmd::Auth) || c > uint8_t(Cmd::Beat))
     throw StoreError("store protocol: unknown command " + std::to_string(c));
   q.cmd = Cmd(c);
   switch (q.cmd) {
     case Cmd::Auth:
     case Cmd::Hello:
-    case Cmd::Remove: q.keys.push_back(r.str(kMaxKey)); break;
+    case Cmd::Remove:
+    case Cmd::Beat: q.keys.push_back(r.str(kMaxKey)); break;
     case Cmd::Set:
     case Cmd::Claim:
       q.keys.push_back(r.str(kMaxKey));
       q.value = r.str(UINT32_MAX);
+      if (q.cmd == Cmd::Claim && r.at < payload.size()) q.keys.push_back(r.str(kMaxKey));
       break;
     case Cmd::Get:
     case Cmd::Add:

@@ -14,10 +14,14 @@ namespace distrun::wire {
 // Hello (client nonce) asks for the server's challenge; Auth answers it with a proof (auth.hpp).
 // Claim sets a key that lives as long as the connection that set it (the server removes it
 // when that connection closes), so a peer's death is seen at once, not after a timeout.
-// WaitAny finishes at the first of its keys written (its reply: that key's index, a u32);
+// A claim may name a count (a second key) that the server adds one to when it removes the
+// claimed key, so that one read tells whether any claim was lost since the last.
+// WaitAny finishes at the first of its keys written (its reply: that key's index, a u32).
+// Beat adds one to the count under its key and has no reply: a heartbeat, which a request of
+// the same connection parked meanwhile stays parked through (any other frame ends that park).
 // MultiGet reads many keys in one round trip without waiting (its reply: per key, a presence
 // byte, then the value as a string when present).
-enum class Cmd : uint8_t { Auth = 1, Set, Get, Add, Wait, Check, Remove, Ping, Hello, Claim, WaitAny, MultiGet };
+enum class Cmd : uint8_t { Auth = 1, Set, Get, Add, Wait, Check, Remove, Ping, Hello, Claim, WaitAny, MultiGet, Beat };
 enum class Status : uint8_t { Ok = 0, Timeout = 1, Error = 2 };
 
 /// Frames larger than this are refused (the connection is closed with a log line).
@@ -40,8 +44,8 @@ int64_t clamp_timeout_ms(int64_t ms);
 
 struct Request {
   Cmd cmd = Cmd::Ping;
-  std::vector<std::string> keys;  // Set/Claim/Get/Add/Remove: one; Wait/WaitAny/Check/MultiGet: many;
-                                  // Hello: nonce; Auth: proof
+  std::vector<std::string> keys;  // Set/Get/Add/Remove/Beat: one; Claim: one, and its count or none;
+                                  // Wait/WaitAny/Check/MultiGet: many; Hello: nonce; Auth: proof
   std::string value;              // Set/Claim
   int64_t number = 0;             // Add: delta; Get/Wait/WaitAny: timeout in ms
 };

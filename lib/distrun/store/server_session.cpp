@@ -26,6 +26,13 @@ SessionAction close_because(std::string why) {
 
 }  // namespace
 
+int64_t StoreData::add(const std::string& key, int64_t delta) {
+  auto it = kv.find(key);
+  const int64_t v = checked_add(key, it == kv.end() ? 0 : parse_counter(key, it->second), delta);
+  kv[key] = std::to_string(v);
+  return v;
+}
+
 ServerSession::ServerSession(StoreData& data, std::string secret, NonceSource nonce)
     : data_(data), secret_(std::move(secret)), nonce_(std::move(nonce)),
       phase_(secret_.empty() ? Phase::Open : Phase::Fresh) {
@@ -94,10 +101,12 @@ SessionAction ServerSession::handle(wire::Request r) {
     case wire::Cmd::Set:
     case wire::Cmd::Claim: {
       // A plain set of a claimed key takes it over: it stays after the claimer leaves.
-      if (r.cmd == wire::Cmd::Claim)
-        data_.claimed_by[r.keys[0]] = this;
-      else
+      if (r.cmd == wire::Cmd::Claim) {
+        data_.claimed_by[r.keys[0]] = {this, r.keys.size() > 1 ? r.keys[1] : std::string()};
+        claims_.push_back(r.keys[0]);
+      } else {
         data_.claimed_by.erase(r.keys[0]);
+      }
       kv[r.keys[0]] = std::move(r.value);
       auto a = reply(wire::Status::Ok);
       a.wrote = true;
@@ -105,14 +114,12 @@ SessionAction ServerSession::handle(wire::Request r) {
       return a;
     }
     case wire::Cmd::Add: {
-      auto it = kv.find(r.keys[0]);
       int64_t v;
       try {
-        v = checked_add(r.keys[0], it == kv.end() ? 0 : parse_counter(r.keys[0], it->second), r.number);
+        v = data_.add(r.keys[0], r.number);
       } catch (const StoreError& e) {
         return reply(wire::Status::Error, e.what());
       }
-      kv[r.keys[0]] = std::to_string(v);
       std::string out;
       wire::put_i64(out, v);
       auto a = reply(wire::Status::Ok, out);
@@ -143,6 +150,18 @@ SessionAction ServerSession::handle(wire::Request r) {
                                               std::to_string(wire::kDefaultMaxFrame) + ": ask for fewer keys");
       return reply(wire::Status::Ok, wire::encode_values(found));
     }
+    case wire::Cmd::Beat: {
+      try {
+        data_.add(r.keys[0], 1);
+      } catch (const StoreError& e) {
+        return close_because(e.what());  // no reply to say it in
+      }
+      SessionAction a;
+      a.kind = SessionAction::Quiet;
+      a.wrote = true;
+      a.written = std::move(r.keys[0]);
+      return a;
+    }
     case wire::Cmd::Get:
     case wire::Cmd::Wait:
     case wire::Cmd::WaitAny: {
@@ -159,15 +178,22 @@ SessionAction ServerSession::handle(wire::Request r) {
   return close_because("unknown command");
 }
 
-void ServerSession::on_close() {
-  for (auto it = data_.claimed_by.begin(); it != data_.claimed_by.end();) {
-    if (it->second == this) {
-      data_.kv.erase(it->first);
-      it = data_.claimed_by.erase(it);
-    } else {
-      ++it;
-    }
+std::vector<std::string> ServerSession::on_close() {
+  std::vector<std::string> counted;
+  for (const auto& key : claims_) {
+    auto it = data_.claimed_by.find(key);
+    if (it == data_.claimed_by.end() || it->second.by != this) continue;  // taken over, or removed
+    data_.kv.erase(key);
+    if (!it->second.count.empty()) try {
+        data_.add(it->second.count, 1);
+        counted.push_back(it->second.count);
+      } catch (const StoreError&) {
+        // Not a count any more (overwritten): nobody reads it as one.
+      }
+    data_.claimed_by.erase(it);
   }
+  claims_.clear();
+  return counted;
 }
 
 std::vector<std::string> ServerSession::park_keys() {

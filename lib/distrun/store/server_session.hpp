@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,8 +29,16 @@ namespace distrun {
 struct StoreData {
   // Hashed: node 0 looks up thousands of keys at each watch (every agent's claim).
   std::unordered_map<std::string, std::string> kv;
-  std::map<std::string, const void*> claimed_by;  // a claimed key's session (see Cmd::Claim)
+  // A claimed key's session, and the count to add one to when it goes (see Cmd::Claim).
+  struct Claim {
+    const void* by = nullptr;
+    std::string count;
+  };
+  std::unordered_map<std::string, Claim> claimed_by;
   bool has(const std::string& key) const { return kv.count(key) > 0; }
+  /// Adds `delta` to the count under `key` (0 when absent): its new value, or StoreError when
+  /// the key holds no count or it would overflow.
+  int64_t add(const std::string& key, int64_t delta);
 };
 
 /// What the shell does after a frame.
@@ -40,6 +47,7 @@ struct SessionAction {
     Reply,           // send `status` + `body`, then read the next frame
     ReplyThenClose,  // send it, then close (a refused proof: the client learns why)
     Park,            // a get/wait(-any) not satisfied yet: wait up to `park_for`, see try_finish()
+    Quiet,           // no reply (a heartbeat): read the next frame
     Close,           // close at once; `why` says why (for the log)
   };
   Kind kind = Reply;
@@ -79,8 +87,9 @@ class ServerSession {
   std::vector<std::string> park_keys();
   /// For a parked get/wait/wait-any whose time ran out.
   SessionAction on_park_timeout() const;
-  /// The connection closed: the keys this session claimed, and still holds, are removed.
-  void on_close();
+  /// The connection closed: the keys this session claimed, and still holds, are removed; the
+  /// counts that grew with them (for the shell to wake their waiters).
+  std::vector<std::string> on_close();
 
  private:
   SessionAction handle_unauthenticated(const wire::Request& r);
@@ -94,7 +103,8 @@ class ServerSession {
   auth::FrameSeal seal_;
   bool answer_sealed_ = false;  // the frame being answered was sealed: so is the reply
   wire::Request parked_;
-  size_t scan_ = 0;  // a parked wait's keys before this were there when last looked at
+  std::vector<std::string> claims_;  // the keys this session claimed (some taken over since)
+  size_t scan_ = 0;                  // a parked wait's keys before this were there when last looked at
 };
 
 }  // namespace distrun

@@ -7,6 +7,8 @@
 
 #include <asio.hpp>
 #include <cstdlib>
+#include <deque>
+#include <functional>
 #include <thread>
 
 #include "distrun/core/error.hpp"
@@ -24,6 +26,7 @@ struct TCPStore::Conn {
     std::string out;
     std::array<uint8_t, 4> hdr{};
     std::string body;
+    std::string reply, refused;  // the body opened (under the session's seal), or why it was not
     asio::error_code err;
     bool done = false;
   };
@@ -31,29 +34,40 @@ struct TCPStore::Conn {
   asio::io_context io;
   tcp::socket sock{io};
   bool keep_on_timeout = false;
-  std::shared_ptr<Exchange> late;  // a request whose reply did not come in time (kept connection)
+  // Requests sent and not answered yet, oldest first: the replies come in that order. One
+  // given up on (a kept connection, or a wait that gave way) is read into its own exchange
+  // and dropped, before the next one's.
+  std::deque<std::shared_ptr<Exchange>> sending, awaiting;
   bool broken = false;
   std::string where;
   auth::FrameSeal seal;     // every frame after the handshake, both ways (auth.hpp)
   std::atomic<int> fd{-1};  // for abort() from another thread
 
-  void start(const std::shared_ptr<Exchange>& x);
+  void submit(const std::shared_ptr<Exchange>& x, bool answered = true);
+  void write_next();
+  void read_next();
+  void fail(const asio::error_code& ec);
   std::string result(Exchange& x);
 
-  // Runs the queued async operations until `done` or `deadline`; false on timeout, when the
-  // socket is closed (the connection broken) unless `keep`.
-  bool run_until(Clock::time_point deadline, const bool& done, bool keep = false) {
+  // Runs the queued async operations until `done` or `deadline`, stopping early when `stop`
+  // says so; false on timeout, when the socket is closed (the connection broken) unless `keep`.
+  bool run_until(Clock::time_point deadline, const bool& done, bool keep = false,
+                 const std::function<bool()>& stop = {}) {
     io.restart();
-    while (!done && Clock::now() < deadline) {
+    while (!done && Clock::now() < deadline && !(stop && stop())) {
       if (io.run_one_until(deadline) == 0 && io.stopped()) break;
     }
     if (done || keep) return done;
+    give_up();
+    return false;
+  }
+  // Closes the socket: every request in flight fails, and the connection is broken.
+  void give_up() {
     asio::error_code ec;
     sock.close(ec);
     io.restart();
     io.run();  // let the cancelled handlers finish
     broken = true;
-    return false;
   }
 };
 
@@ -212,6 +226,11 @@ std::string TCPStore::handshake_step(const wire::Request& r, std::chrono::millis
   }
 }
 
+void TCPStore::interrupt_wait() {
+  interrupted_ = true;
+  asio::post(conn_->io, [] {});
+}
+
 void TCPStore::abort() {
   const int fd = conn_->fd.load();
   if (fd >= 0) ::shutdown(fd, SHUT_RDWR);  // the descriptor stays open (no reuse race) until ~TCPStore
@@ -219,33 +238,59 @@ void TCPStore::abort() {
 
 TCPStore::~TCPStore() = default;
 
-// Sends `x->out`, then reads the reply's header and body into `x`; `x->done` when finished.
-void TCPStore::Conn::start(const std::shared_ptr<Exchange>& x) {
+// Queues `x`: its frame goes after the frames before it, its reply (if `answered`) is read
+// after theirs.
+void TCPStore::Conn::submit(const std::shared_ptr<Exchange>& x, bool answered) {
+  sending.push_back(x);
+  if (sending.size() == 1) write_next();
+  if (!answered) return;
+  awaiting.push_back(x);
+  if (awaiting.size() == 1) read_next();
+}
+
+void TCPStore::Conn::write_next() {
+  auto x = sending.front();
   asio::async_write(sock, asio::buffer(x->out), [this, x](const asio::error_code& ec, size_t) {
-    if (ec) {
-      x->err = ec;
+    if (sending.empty() || sending.front() != x) return;  // failed meanwhile
+    sending.pop_front();
+    if (ec) return fail(ec);
+    if (!sending.empty()) write_next();
+  });
+}
+
+void TCPStore::Conn::read_next() {
+  auto x = awaiting.front();
+  asio::async_read(sock, asio::buffer(x->hdr), [this, x](const asio::error_code& ec, size_t) {
+    if (awaiting.empty() || awaiting.front() != x) return;
+    if (ec) return fail(ec);
+    const uint32_t len = wire::read_u32(x->hdr.data());
+    // A broken or hostile server must not make us allocate 4 GiB.
+    if (len > wire::kMaxReply) return fail(asio::error::message_size);
+    x->body.resize(len);
+    asio::async_read(sock, asio::buffer(x->body), [this, x](const asio::error_code& ec2, size_t) {
+      if (awaiting.empty() || awaiting.front() != x) return;
+      if (ec2) return fail(ec2);
+      // Opened here, in the order the replies come: the seal counts them, read or dropped.
+      try {
+        x->reply = std::string(seal.open(x->body));
+      } catch (const StoreError& e) {
+        x->refused = e.what();
+      }
       x->done = true;
-      return;
-    }
-    asio::async_read(sock, asio::buffer(x->hdr), [this, x](const asio::error_code& ec2, size_t) {
-      if (ec2) {
-        x->err = ec2;
-        x->done = true;
-        return;
-      }
-      const uint32_t len = wire::read_u32(x->hdr.data());
-      if (len > wire::kMaxReply) {  // a broken or hostile server must not make us allocate 4 GiB
-        x->err = asio::error::message_size;
-        x->done = true;
-        return;
-      }
-      x->body.resize(len);
-      asio::async_read(sock, asio::buffer(x->body), [x](const asio::error_code& ec3, size_t) {
-        x->err = ec3;
-        x->done = true;
-      });
+      awaiting.pop_front();
+      if (!awaiting.empty()) read_next();
     });
   });
+}
+
+// The connection failed: every request in flight has that error for its answer.
+void TCPStore::Conn::fail(const asio::error_code& ec) {
+  for (auto& x : awaiting) {
+    x->err = ec;
+    x->done = true;
+  }
+  awaiting.clear();
+  sending.clear();
 }
 
 // The result of a finished exchange, or the error it is.
@@ -258,56 +303,79 @@ std::string TCPStore::Conn::result(Exchange& x) {
                           : x.err.message();
     throw StoreError("store: lost connection to " + where + ": " + why);
   }
-  std::string_view reply;
-  try {
-    reply = seal.open(x.body);
-  } catch (const StoreError& e) {
+  if (!x.refused.empty()) {
     broken = true;  // the session cannot be trusted any more
-    throw StoreError("store: a reply from " + where + " was refused: " + e.what());
+    throw StoreError("store: a reply from " + where + " was refused: " + x.refused);
   }
+  const std::string& reply = x.reply;
   if (reply.empty()) throw StoreError("store: empty reply from " + where);
   auto st = wire::Status(uint8_t(reply[0]));
-  std::string rest(reply.substr(1));
+  std::string rest = reply.substr(1);
   if (st == wire::Status::Timeout) throw TimeoutError("store " + where + ": " + rest);
   if (st != wire::Status::Ok) throw StoreError("store " + where + ": " + rest);
   return rest;
 }
 
-std::string TCPStore::request(const wire::Request& r, std::chrono::milliseconds reply_timeout) {
+std::string TCPStore::request(const wire::Request& r, std::chrono::milliseconds reply_timeout, bool gives_way) {
   reply_timeout = std::min(reply_timeout, std::chrono::milliseconds(wire::kMaxTimeoutMs) + 2s);  // no overflow
-  std::lock_guard<std::mutex> lock(mu_);
+  const auto deadline = Clock::now() + reply_timeout;
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (gives_way) {
+    // The other threads' requests first.
+    std::unique_lock<std::mutex> way(way_mu_);
+    way_cv_.wait_until(way, deadline, [&] { return wanting_ == 0; });
+    way.unlock();
+    lock.lock();
+    if (interrupted_.exchange(false) || wanting_ > 0)
+      throw WaitGaveWay("store " + conn_->where + ": a wait gave way to another request");
+  } else {
+    ++wanting_;
+    if (parked_) asio::post(conn_->io, [] {});  // wakes the wait holding the connection: it gives way
+    lock.lock();
+    {
+      std::lock_guard<std::mutex> way(way_mu_);
+      --wanting_;
+    }
+    way_cv_.notify_all();
+  }
   Conn& c = *conn_;
   if (c.broken) throw StoreError("store: connection to " + c.where + " was lost earlier");
-  const auto deadline = Clock::now() + reply_timeout;
-  const auto no_reply = [&](const char* what) {
-    return StoreSilent("store: no reply from " + c.where + " within " + std::to_string(reply_timeout.count()) +
-                       " ms (" + what + ")");
-  };
-  if (c.late) {
-    // A reply given up on earlier: it comes first, and is dropped (its answer, an error
-    // included, was for a caller long gone; a lost connection still counts).
-    if (!c.run_until(deadline, c.late->done, true)) throw no_reply("the reply to an earlier request is still due");
-    const auto late = std::move(c.late);
-    try {
-      c.result(*late);
-    } catch (const Error&) {
-      if (c.broken) throw;
-    }
-  }
   auto x = std::make_shared<Conn::Exchange>();
   x->out = wire::frame(c.seal.seal(wire::encode(r)));
-  c.start(x);
-  if (!c.run_until(deadline, x->done, c.keep_on_timeout)) {
-    if (c.keep_on_timeout) c.late = x;
-    throw no_reply(c.keep_on_timeout ? "connection kept: the network or the server may be slow" : "server frozen?");
+  c.submit(x);
+  // Replies given up on earlier come first (and are dropped).
+  const bool earlier_due = c.awaiting.size() > 1;
+  bool gave_way = false;
+  if (gives_way) {
+    parked_ = true;
+    c.run_until(deadline, x->done, true, [&] { return gave_way = wanting_ > 0 || interrupted_; });
+    parked_ = false;
+  } else {
+    c.run_until(deadline, x->done, true);
   }
-  return c.result(*x);
+  if (x->done) return c.result(*x);
+  if (gave_way && !c.broken) {
+    interrupted_ = false;
+    // Any frame ends a parked wait at the server (with a timeout): both replies are read,
+    // and dropped, before the next request's.
+    auto ping = std::make_shared<Conn::Exchange>();
+    ping->out = wire::frame(c.seal.seal(wire::encode(wire::Request{})));
+    c.submit(ping);
+    throw WaitGaveWay("store " + c.where + ": a wait gave way to another request");
+  }
+  if (!c.keep_on_timeout) c.give_up();
+  throw StoreSilent("store: no reply from " + c.where + " within " + std::to_string(reply_timeout.count()) + " ms (" +
+                    (earlier_due         ? "the reply to an earlier request is still due"
+                     : c.keep_on_timeout ? "connection kept: the network or the server may be slow"
+                                         : "server frozen?") +
+                    ")");
 }
 
-void TCPStore::claim(const std::string& key, const std::string& value) {
+void TCPStore::claim(const std::string& key, const std::string& value, const std::string& lost) {
   wire::Request r;
   r.cmd = wire::Cmd::Claim;
   r.keys = {key};
+  if (!lost.empty()) r.keys.push_back(lost);
   r.value = value;
   request(r, with_slack(timeout_));
 }
@@ -362,12 +430,31 @@ bool TCPStore::remove(const std::string& key) {
   return request(r, with_slack(timeout_)) == std::string(1, '\1');
 }
 
+void TCPStore::beat(const std::string& key) {
+  const wire::Request r{wire::Cmd::Beat, {key}, {}, 0};
+  auto send = [this, r] {
+    auto x = std::make_shared<Conn::Exchange>();
+    x->out = wire::frame(conn_->seal.seal(wire::encode(r)));
+    conn_->submit(x, false);
+  };
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    // A wait holds the connection: its thread sends the beat, in order, and waits on.
+    asio::post(conn_->io, send);
+    return;
+  }
+  if (conn_->broken) throw StoreError("store: connection to " + conn_->where + " was lost earlier");
+  send();
+  conn_->io.restart();
+  conn_->io.poll();  // the frame goes out now; what the socket cannot take yet, with the next request
+}
+
 size_t TCPStore::wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   wire::Request r;
   r.cmd = wire::Cmd::WaitAny;
   r.keys = keys;
   r.number = wire::clamp_timeout_ms(timeout.count());
-  const std::string v = request(r, with_slack(timeout));
+  const std::string v = request(r, with_slack(timeout), true);
   if (v.size() != 4 || wire::read_u32(v.data()) >= keys.size()) throw StoreError("store: malformed wait-any reply");
   return wire::read_u32(v.data());
 }

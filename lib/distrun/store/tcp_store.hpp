@@ -3,6 +3,7 @@
 // through a TCPStore client. A per-job secret, when set, must open each connection.
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <optional>
 #include <mutex>
@@ -20,6 +21,13 @@ namespace distrun {
 /// process is stopped or stalled, or its host unreachable. A refused or reset connection is
 /// not this.
 class StoreSilent : public TimeoutError {
+ public:
+  using TimeoutError::TimeoutError;
+};
+
+/// A TCPStore::wait_any() that ended early, without an answer, because another thread of the
+/// process wanted the connection: the caller waits again.
+class WaitGaveWay : public TimeoutError {
  public:
   using TimeoutError::TimeoutError;
 };
@@ -94,13 +102,24 @@ class TCPStore : public Store {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
+  /// Gives way: a request of another thread on this connection ends it at once with
+  /// WaitGaveWay (the server is told to end it too), so that one connection serves a thread
+  /// parked in wait_any() and another making requests. The caller waits again.
   size_t wait_any(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   std::vector<std::optional<std::string>> multi_get(const std::vector<std::string>& keys) override;
   using Store::wait;
 
   /// Sets `key` for as long as this connection lives: the server removes it when the
-  /// connection closes (this process died, or its host reset the connection).
-  void claim(const std::string& key, const std::string& value);
+  /// connection closes (this process died, or its host reset the connection), and then adds
+  /// one to the count under `lost` when given (one read says whether any claim went).
+  void claim(const std::string& key, const std::string& value, const std::string& lost = "");
+  /// Adds one to the count under `key`, without a reply and without waiting: a heartbeat. A
+  /// wait_any() of another thread in progress stays parked (its thread sends it).
+  void beat(const std::string& key);
+
+  /// Ends a wait_any() in progress on this connection, or the next one, at once (WaitGaveWay),
+  /// from any thread; the connection stays.
+  void interrupt_wait();
 
   /// Shuts the connection down now, from any thread: a request in flight fails at once (for a
   /// heartbeat thread stuck on a frozen server). Every later request fails too.
@@ -116,7 +135,8 @@ class TCPStore : public Store {
   struct Conn;
 
  private:
-  std::string request(const wire::Request& r, std::chrono::milliseconds reply_timeout);
+  // `gives_way`: the request (a wait) ends early when another thread wants the connection.
+  std::string request(const wire::Request& r, std::chrono::milliseconds reply_timeout, bool gives_way = false);
   void authenticate(const std::string& secret, std::chrono::milliseconds timeout);
   std::string handshake_step(const wire::Request& r, std::chrono::milliseconds timeout);
 
@@ -124,7 +144,12 @@ class TCPStore : public Store {
   uint16_t port_;
   std::unique_ptr<TCPStoreServer> server_;
   std::unique_ptr<Conn> conn_;
-  std::mutex mu_;
+  std::mutex mu_;  // the connection: one thread's requests at a time
+  // A wait that gives way (wait_any) and the threads it gives way to.
+  std::atomic<bool> parked_{false}, interrupted_{false};
+  std::atomic<int> wanting_{0};  // threads waiting for mu_ to make a request
+  std::mutex way_mu_;
+  std::condition_variable way_cv_;  // wanting_ fell to 0
 };
 
 }  // namespace distrun

@@ -115,7 +115,8 @@ struct TCPStoreServer::Impl {
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(tcp::socket s, TCPStoreServer::Impl& srv)
-      : sock_(std::move(s)), srv_(srv), timer_(srv.io), session_(srv.data, srv.opt.secret) {
+      : sock_(std::move(s)), srv_(srv), timer_(srv.io), session_(srv.data, srv.opt.secret),
+        stranger_at_(srv.strangers.end()) {
     asio::error_code ec;
     auto ep = sock_.remote_endpoint(ec);
     peer_ = ec ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port());
@@ -130,7 +131,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       ++srv_.authenticated;
       counted_open_ = true;
     } else {
-      srv_.strangers.push_back(shared_from_this());
+      stranger_at_ = srv_.strangers.insert(srv_.strangers.end(), shared_from_this());
       timer_.expires_after(srv_.opt.auth_timeout);
       timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
         if (!ec && !self->session_.open())
@@ -165,14 +166,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (counted_open_) --srv_.authenticated;
     timer_.cancel();
     unpark();
-    srv_.strangers.remove(shared_from_this());
-    session_.on_close();
+    leave_strangers();
     asio::error_code ec;
     sock_.close(ec);
+    for (const auto& count : session_.on_close()) srv_.wake_waiters(count);
   }
 
  private:
+  // Frames are read while a request is parked too: the client's close is seen at once rather
+  // than when the wait times out, and its next frame either is a heartbeat (counted, the
+  // request still parked) or ends the park, as if its time ran out, and is handled after
+  // (one connection serves a client's thread parked in a wait and its other threads,
+  // TCPStore::wait_any()). One read at a time, one write at a time.
   void read_header() {
+    if (reading_) return;
+    reading_ = true;
     asio::async_read(sock_, asio::buffer(hdr_), [self = shared_from_this()](const asio::error_code& ec, size_t) {
       if (ec) return self->close();
       uint32_t len = wire::read_u32(self->hdr_.data());
@@ -194,6 +202,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void handle() {
+    reading_ = false;
+    pending_ = writing_;
+    if (pending_) return;  // handled once the reply being written is out
+    if (!parked_at_.empty() && (body_.empty() || uint8_t(body_[0]) != uint8_t(wire::Cmd::Beat))) {
+      timer_.cancel();
+      unpark();
+      auto t = session_.on_park_timeout();
+      act(t);
+      pending_ = true;
+      return;
+    }
     const bool was_open = session_.open();
     SessionAction a = session_.on_frame(body_);
     body_.clear();
@@ -205,7 +224,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // Out of the strangers' pool into the ranks' one (or refused when that one is full).
   void promote() {
-    srv_.strangers.remove(shared_from_this());
+    leave_strangers();
     timer_.cancel();
     if (srv_.authenticated >= srv_.opt.max_connections) {
       log().warn("distrun store: connection limit ({}) reached; refusing {}", srv_.opt.max_connections, peer_);
@@ -221,12 +240,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
         if (!session_.open()) return close_stranger(a.why);
         log().warn("distrun store: closing {}: {}", peer_, a.why);
         return close();
+      case SessionAction::Quiet:
+        if (a.wrote) srv_.wake_waiters(a.written);
+        return read_header();
       case SessionAction::Park:
         park_on(session_.park_keys());
-        watch_peer(++park_gen_);
+        ++park_gen_;
+        read_header();
         timer_.expires_after(a.park_for);
-        timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
-          if (ec || self->closed_) return;  // cancelled: answered
+        timer_.async_wait([self = shared_from_this(), gen = park_gen_](const asio::error_code& ec) {
+          // Cancelled, or ended otherwise meanwhile (a handler already due is not cancelled).
+          if (ec || self->closed_ || gen != self->park_gen_ || self->parked_at_.empty()) return;
           self->unpark();
           auto t = self->session_.on_park_timeout();
           self->act(t);
@@ -241,10 +265,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
           if (!srv_.wrong_secret_peer) srv_.wrong_secret_peer = peer_;
         }
         out_ = wire::frame(session_.reply_payload(a));
+        writing_ = true;
         asio::async_write(sock_, asio::buffer(out_),
                           [self = shared_from_this(), then_close](const asio::error_code& ec, size_t) {
+                            self->writing_ = false;
                             if (ec || then_close) return self->close();
                             self->out_.clear();
+                            if (self->pending_) return self->handle();
                             self->read_header();
                           });
         if (a.wrote) srv_.wake_waiters(a.written);
@@ -253,17 +280,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  // A client sends nothing while its request is parked: the socket turning readable then is
-  // its close (it died, or gave up), seen at once rather than when the wait times out. Data
-  // (a request sent early) is left for after the reply.
-  void watch_peer(uint64_t gen) {
-    sock_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), gen](const asio::error_code& ec) {
-      if (ec || self->closed_ || gen != self->park_gen_ || self->parked_at_.empty()) return;
-      char c;
-      const ssize_t n = ::recv(self->sock_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return self->close();
-      if (n < 0) self->watch_peer(gen);
-    });
+  // Out of the strangers' list, where it is there: by its place, not by a search (thousands of
+  // agents connect at once).
+  void leave_strangers() {
+    if (stranger_at_ == srv_.strangers.end()) return;
+    srv_.strangers.erase(stranger_at_);
+    stranger_at_ = srv_.strangers.end();
   }
 
   void park_on(const std::vector<std::string>& keys) {
@@ -292,7 +314,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string body_, out_, peer_;
   bool closed_ = false;
   bool counted_open_ = false;  // counted in srv_.authenticated
-  uint64_t park_gen_ = 0;      // which parked request watch_peer() watches for
+  uint64_t park_gen_ = 0;      // which parked request the timer is for
+  bool reading_ = false, writing_ = false;
+  bool pending_ = false;                                          // body_ holds a frame read, not handled yet
+  std::list<std::shared_ptr<Connection>>::iterator stranger_at_;  // in srv_.strangers, or its end()
   // Where it is parked: in srv_.parked[key], at the iterator.
   std::vector<std::pair<std::string, std::list<std::shared_ptr<Connection>>::iterator>> parked_at_;
 };

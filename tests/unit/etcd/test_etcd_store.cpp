@@ -135,6 +135,29 @@ TEST_CASE("store: a wait is told of the write by a watch, not by looking again a
   CHECK(s.remove(k));
 }
 
+TEST_CASE("store: a wait for any of several keys is told by one watch over them") {
+  EtcdStore s(endpoints(), "secret", 2s);
+  const std::string a = unique("any/a"), b = unique("any/b");
+  CHECK_THROWS_AS(s.wait_any({b, a}, 100ms), TimeoutError);
+  std::thread writer([&] {
+    std::this_thread::sleep_for(600ms);
+    EtcdStore(endpoints(), "secret", 2s).set(b, "there");
+  });
+  const int64_t before = s.requests();
+  const auto start = std::chrono::steady_clock::now();
+  const size_t index = s.wait_any({a, b}, 10s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  const int64_t made = s.requests() - before;
+  writer.join();
+  CHECK(index == 1);
+  // Both looked at, a watch held until the write, both again (a slow writer: a watch slice
+  // more): looking every 10 ms would be about 120.
+  CHECK(made <= 10);
+  CHECK(took < 6s);
+  CHECK(s.wait_any({a, b}, 100ms) == 1);  // there already
+  CHECK(s.remove(b));
+}
+
 TEST_CASE("store: a value without the secret's tag is refused") {
   const std::string k = unique("forged");
   Client(endpoints(), 2s).put(k, "hello");  // written by a stranger

@@ -81,6 +81,37 @@ int raw_connect(uint16_t port) {
   return fd;
 }
 
+// A server that holds a job secret, on loopback, and the options of its clients.
+struct SecretStore {
+  static TCPStoreServerOptions server_options() {
+    TCPStoreServerOptions so;
+    so.host = "127.0.0.1";
+    so.secret = "s3cret";
+    return so;
+  }
+  static TCPStoreOptions client_options() {
+    TCPStoreOptions c;
+    c.timeout = 5s;
+    c.secret = "s3cret";
+    return c;
+  }
+  TCPStoreServer server{server_options()};
+  TCPStoreOptions client = client_options();
+  uint16_t port() const { return server.port(); }
+};
+
+// A thread waiting for "go" on `s`, again each time its wait gives way (counted).
+std::thread wait_for_go(TCPStore& s, std::atomic<int>& gave_way, std::atomic<size_t>& index) {
+  return std::thread([s = &s, gave_way = &gave_way, index = &index] {
+    for (;;) try {
+        *index = s->wait_any({"go"}, 10s);
+        return;
+      } catch (const WaitGaveWay&) {
+        ++*gave_way;
+      }
+  });
+}
+
 }  // namespace
 
 TEST_CASE("HashStore semantics") {
@@ -121,15 +152,73 @@ TEST_CASE("TCPStore semantics over a real socket") {
 }
 
 TEST_CASE("TCPStore: wait_any and multi_get over a real socket") {
-  TCPStoreServerOptions so;
-  so.host = "127.0.0.1";
-  so.secret = "s3cret";
-  TCPStoreServer server(so);
-  TCPStoreOptions c;
-  c.timeout = 5s;
-  c.secret = "s3cret";
-  TCPStore client("127.0.0.1", server.port(), c), other("127.0.0.1", server.port(), c);
+  SecretStore f;
+  TCPStore client("127.0.0.1", f.port(), f.client), other("127.0.0.1", f.port(), f.client);
   exercise_any(client, other);
+}
+
+TEST_CASE("TCPStore: a wait-any gives way to the requests of another thread on its connection") {
+  SecretStore f;
+  TCPStore shared("127.0.0.1", f.port(), f.client), writer("127.0.0.1", f.port(), f.client);
+  std::atomic<int> gave_way{0};
+  std::atomic<size_t> index{99};
+  std::thread t = wait_for_go(shared, gave_way, index);
+  std::this_thread::sleep_for(100ms);
+  // Answered at once, not after the wait's 10 s; the wait goes on after.
+  const auto t0 = std::chrono::steady_clock::now();
+  shared.set("mine", "1");
+  CHECK(shared.get("mine") == "1");
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  for (int i = 0; i < 200 && gave_way == 0; ++i) std::this_thread::sleep_for(10ms);  // counted after it let go
+  CHECK(gave_way >= 1);
+  writer.set("go", "1");
+  t.join();
+  CHECK(index == 0);
+
+  std::atomic<bool> interrupted{false};
+  std::thread u([&] {
+    try {
+      shared.wait_any({"never"}, 10s);
+    } catch (const WaitGaveWay&) {
+      interrupted = true;
+    }
+  });
+  std::this_thread::sleep_for(100ms);
+  shared.interrupt_wait();
+  u.join();
+  CHECK(interrupted);
+  CHECK(shared.add("n", 1) == 1);  // the connection stays
+  CHECK(f.server.connections() == 2);
+}
+
+TEST_CASE("TCPStore: a claim counts its loss, and a heartbeat leaves a wait parked") {
+  SecretStore f;
+  TCPStore watcher("127.0.0.1", f.port(), f.client);
+  {
+    TCPStore agent("127.0.0.1", f.port(), f.client);
+    agent.claim("alive/1", "1", "lost");
+    agent.claim("alive/2", "1", "lost");
+    agent.claim("alive/3", "1", "lost");
+    watcher.set("alive/3", "mine");  // taken over: it stays, and counts nothing
+    CHECK(watcher.add("lost", 0) == 0);
+    agent.beat("beat");  // no wait in progress: sent at once
+    CHECK(watcher.get("beat") == "1");
+    std::atomic<int> gave_way{0};
+    std::atomic<size_t> index{99};
+    std::thread t = wait_for_go(agent, gave_way, index);
+    std::this_thread::sleep_for(100ms);
+    for (int i = 0; i < 3; ++i) agent.beat("beat");  // sent by the waiting thread
+    for (int i = 0; i < 200 && watcher.add("beat", 0) < 4; ++i) std::this_thread::sleep_for(10ms);
+    CHECK(watcher.add("beat", 0) == 4);
+    watcher.set("go", "1");
+    t.join();
+    CHECK(index == 0);
+    CHECK(gave_way == 0);  // the beats did not end the wait
+  }
+  for (int i = 0; i < 200 && watcher.add("lost", 0) < 2; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(watcher.add("lost", 0) == 2);
+  CHECK(watcher.multi_get({"alive/1", "alive/2", "alive/3"}) ==
+        std::vector<std::optional<std::string>>{std::nullopt, std::nullopt, "mine"});
 }
 
 TEST_CASE("TCPStore: a wait-any is parked on each of its keys, and unparked from all") {
@@ -242,18 +331,12 @@ TEST_CASE("TCPStore: a wait on several keys finishes at the last one, written in
 }
 
 TEST_CASE("TCPStore: the job secret is required") {
-  TCPStoreServerOptions so;
-  so.host = "127.0.0.1";
-  so.secret = "s3cret";
-  TCPStoreServer server(so);
-  TCPStoreOptions good;
-  good.secret = "s3cret";
-  good.timeout = 2s;
-  TCPStore ok("127.0.0.1", server.port(), good);
+  SecretStore f;
+  TCPStore ok("127.0.0.1", f.port(), f.client);
   ok.set("k", "v");
-  TCPStoreOptions bad = good;
+  TCPStoreOptions bad = f.client;
   bad.secret = "guess";
-  CHECK_THROWS_AS(TCPStore("127.0.0.1", server.port(), bad), StoreError);
+  CHECK_THROWS_AS(TCPStore("127.0.0.1", f.port(), bad), StoreError);
   CHECK(ok.get("k") == "v");  // the server kept serving
 }
 
@@ -322,6 +405,14 @@ TEST_CASE("store frames: decode is total over malformed input") {
     CHECK(back.cmd == cmd);
     CHECK(back.keys == r.keys);
   }
+  // A claim's count is an optional field at the end.
+  r = {wire::Cmd::Claim, {"alive", "lost"}, "1", 0};
+  back = wire::decode_request(wire::encode(r));
+  CHECK(back.keys == r.keys);
+  CHECK(back.value == "1");
+  enc = wire::encode(r);
+  CHECK_THROWS_AS(wire::decode_request(enc + "x"), StoreError);
+  CHECK_THROWS_AS(wire::decode_request(enc.substr(0, enc.size() - 1)), StoreError);
 }
 
 TEST_CASE("store frames: a multi-get reply decodes strictly") {
