@@ -516,6 +516,7 @@ std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
     }
     const bool failed = store_->check({key(attempt, "failed")});
     last_answer_ = Clock::now();
+    own_store_late_ = false;
     if (failed) return FailureRecord::decode(store_->get(key(attempt, "failed")));
     if (watches_members()) {
       if (auto lost = check_members(attempt)) return lost;
@@ -526,11 +527,12 @@ std::optional<FailureRecord> StoreRendezvous::poll(int attempt, bool admit) {
     }
   } catch (const TimeoutError& e) {
     if (hosts_store_) {
-      // Our own store, in this process, answers unless this agent itself was not running
-      // (stopped, stalled) while it waited; the next look reads the answer, and the stall.
-      if (last_watch_ != Clock::time_point{} && Clock::now() - last_watch_ > opt_.heartbeat_timeout)
-        return std::nullopt;
-      throw;
+      // Our own store, in this process, answers in time unless this agent itself was not
+      // running (stopped, stalled) while it waited: the next look reads that late answer (and
+      // sees the stall). Two looks in a row without an answer are a fault of ours.
+      if (own_store_late_) throw;
+      own_store_late_ = true;
+      return std::nullopt;
     }
     // No answer yet: the connection is kept (a blip heals), until the heartbeat timeout.
     if (Clock::now() - last_answer_ < opt_.heartbeat_timeout) return std::nullopt;

@@ -147,6 +147,7 @@ class StoreRendezvous : public Rendezvous {
   // The host: when watch() last ran, and for how long this agent itself was not running (a
   // SIGSTOP, a stalled host) when it last came back.
   Clock::time_point last_watch_{};
+  bool own_store_late_ = false;  // node 0's last look at its own store timed out (poll())
   std::chrono::milliseconds was_frozen_{0};
   // Not the host: when the store last answered (its silence is a failure only after the
   // heartbeat timeout).

@@ -82,35 +82,42 @@ SIZE_BOUND = 16 * 1024 * 1024
 
 # The largest files of each kind that the node bound accepts (yaml_guard.hpp: 1 000 000 nodes,
 # keys included) within the size bound: every step or value is a node or a few, so these hold
-# the most a loaded scenario can. name -> (text, entries, accepted): a file made to be refused
-# (a name no tensor has) is held to the bound as well, but may exit 2.
+# the most a loaded scenario can. name -> (text, entries, accepted, ranks checked by distrun):
+# a file made to be refused (a name no tensor has) is held to the bound as well, but may exit 2.
 MAX_NODES = 1000000
 
 
 def long_files():
     # tensors, x, its spec, shape, [4], steps: 10 nodes; a step {op: all_reduce, input: x}: 5.
     n = (MAX_NODES - 10) // 5
-    yield "all_reduce_steps", "tensors:\n  x: {shape: [4]}\nsteps:\n" + "  - {op: all_reduce, input: x}\n" * n, n, True
+    yield "all_reduce_steps", "tensors:\n  x: {shape: [4]}\nsteps:\n" + "  - {op: all_reduce, input: x}\n" * n, n, True, 2
     # A broadcast with an inline spec: 12 nodes.
     n = (MAX_NODES - 3) // 12
     yield ("broadcast_inline_steps", "steps:\n" + "  - {op: broadcast, input: {shape: [4], fill: 1}, src: 1}\n" * n, n,
-           True)
+           True, 2)
     # Steps that all differ: each names its own result (7 nodes a step), gives its own number,
     # or reads a tensor of its own name (5 nodes: the most names a file can hold). The last two
     # are refused by distrun once read whole (src 2 of 2 ranks; no tensor x0) and accepted by
     # distrun-worker --check, which has no world to check them against.
     n = (MAX_NODES - 10) // 7
     yield ("distinct_steps", "tensors:\n  x: {shape: [4]}\nsteps:\n" +
-           "".join("  - {op: all_reduce, input: x, output: y%d}\n" % i for i in range(n)), n, True)
+           "".join("  - {op: all_reduce, input: x, output: y%d}\n" % i for i in range(n)), n, True, 2)
     yield ("distinct_src", "tensors:\n  x: {shape: [4]}\nsteps:\n" +
-           "".join("  - {op: broadcast, input: x, src: %d}\n" % i for i in range(n)), n, False)
+           "".join("  - {op: broadcast, input: x, src: %d}\n" % i for i in range(n)), n, False, 2)
     n = (MAX_NODES - 10) // 5
     yield ("distinct_inputs", "tensors:\n  x: {shape: [4]}\nsteps:\n" +
-           "".join("  - {op: all_reduce, input: x%d}\n" % i for i in range(n)), n, False)
+           "".join("  - {op: all_reduce, input: x%d}\n" % i for i in range(n)), n, False, 2)
+    # Results held by one rank each in a world of 1 024 (11 nodes a step): a rank's table of
+    # tensors must cost what it holds, not the file's every name.
+    n = (MAX_NODES - 10) // 11
+    yield ("sparse_results", "tensors:\n  x: {shape: [4]}\nsteps:\n" +
+           "".join("  - {op: send_recv, input: x, src: %d, dst: %d, output: r%d}\n" % (i % 1024, (i + 1) % 1024, i)
+                   for i in range(n)), n, True, 1024)
     # One float64 tensor of `values`, 15-character numbers: 16 MiB at the node bound.
     n = MAX_NODES - 14
     values = ", ".join("%.8e" % (i * 1.2345678) for i in range(n))
-    yield ("values", "tensors:\n  v: {dtype: float64, values: [" + values + "]}\nsteps:\n  - {op: barrier}\n", n, True)
+    yield ("values", "tensors:\n  v: {dtype: float64, values: [" + values + "]}\nsteps:\n  - {op: barrier}\n", n, True,
+           2)
 
 
 def measure_check(distrun, path, ranks):
@@ -241,13 +248,13 @@ def main():
             out["bound_file"] = b
             bounded += [b["distrun"], b["worker_check"]]
         out["long_files"] = []
-        for name, text, entries, accepted in long_files():
+        for name, text, entries, accepted, ranks in long_files():
             path = os.path.join(d, f"check_cost_{name}.yaml")
             with open(path, "w") as f:
                 f.write(text)
             assert os.path.getsize(path) <= SIZE_BOUND, name
             row = {"name": name, "entries": entries, "bytes": os.path.getsize(path), "accepted": accepted,
-                   "distrun": run_check(distrun, path, 2), "worker_check": run_check(distrun, path, 0)}
+                   "distrun": run_check(distrun, path, ranks), "worker_check": run_check(distrun, path, 0)}
             out["long_files"].append(row)
             bounded += [row["distrun"], row["worker_check"]]
         # Accepted (0) or refused (2), within the CPU time and memory of the bound.

@@ -90,15 +90,18 @@ FlightRecorder::Region* region_at(void* base, uint32_t slots, int i) {
                                                    size_t(i) * region_bytes(slots));
 }
 
-RankFlight read_region(const FlightRecorder::Region* r) {
+// `slots` from the file's header, which never changes: a region being set up again (a
+// restarted worker clears it) may show 0 there for a moment.
+RankFlight read_region(const FlightRecorder::Region* r, uint32_t slots) {
   RankFlight out;
   out.rank = __atomic_load_n(&r->rank, __ATOMIC_ACQUIRE);
   out.world_size = r->world_size;
   out.pid = r->pid;
   const uint64_t written = __atomic_load_n(&r->written, __ATOMIC_ACQUIRE);
-  const uint64_t first = written > r->slots ? written - r->slots : 0;
+  if (slots == 0 || r->slots != slots) return out;
+  const uint64_t first = written > slots ? written - slots : 0;
   for (uint64_t i = first; i < written; ++i) {
-    const Slot& s = r->slot[i % r->slots];
+    const Slot& s = r->slot[i % slots];
     const uint64_t g1 = __atomic_load_n(&s.gen, __ATOMIC_ACQUIRE);
     if (g1 == 0 || (g1 & 1)) continue;  // never written, or being written (or its writer died inside it)
     if (s.index != i) continue;         // claimed, not yet begun
@@ -238,7 +241,7 @@ void FlightRecorder::finish(uint64_t handle, FlightState state) {
   leave(s, inside);
 }
 
-RankFlight FlightRecorder::read() const { return read_region(region_); }
+RankFlight FlightRecorder::read() const { return read_region(region_, region_->slots); }
 
 FlightFile::FlightFile(int regions, uint32_t slots) {
   fd_ = memfd_create("distrun-flight", MFD_CLOEXEC);
@@ -268,7 +271,7 @@ std::vector<RankFlight> FlightFile::read() const {
   std::vector<RankFlight> out;
   for (uint32_t i = 0; i < h->regions; ++i) {
     const auto* r = region_at(map_, h->slots, int(i));
-    if (__atomic_load_n(&r->rank, __ATOMIC_ACQUIRE) >= 0) out.push_back(read_region(r));
+    if (__atomic_load_n(&r->rank, __ATOMIC_ACQUIRE) >= 0) out.push_back(read_region(r, h->slots));
   }
   return out;
 }
@@ -287,7 +290,7 @@ std::vector<RankFlight> read_flight_file(const std::string& path) {
     const FileHeader* h = check_header(base, size, path);
     for (uint32_t i = 0; i < h->regions; ++i) {
       const auto* r = region_at(base, h->slots, int(i));
-      if (r->rank >= 0) out.push_back(read_region(r));
+      if (r->rank >= 0) out.push_back(read_region(r, h->slots));
     }
   } catch (...) {
     munmap(base, size);

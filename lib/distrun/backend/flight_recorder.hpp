@@ -54,7 +54,8 @@ class FlightOrigin {
   std::string previous_;
 };
 
-/// A rank's writer into its ring: lock-free, any number of threads.
+/// A rank's writer into its ring, from any number of threads: no mutex; a per-slot
+/// compare-and-swap, contended only when the ring wraps onto a slot still being written.
 class FlightRecorder {
  public:
   static constexpr uint32_t kDefaultSlots = 64;

@@ -413,8 +413,9 @@ void GlooBackend::guarded(const char* op, std::chrono::milliseconds timeout, F&&
     fail(op, e);
   } catch (const std::exception& e) {
     // Gloo throws one exception type for a timeout and a broken pair alike; the fact that
-    // tells them apart is whether the deadline has passed (by the coarse clock, give or take
-    // its tick).
+    // tells them apart is whether the deadline has passed: by the coarse clock with a tick
+    // added, so a real timeout is never missed, and a pair broken up to two ticks (4-20 ms)
+    // before the deadline is reported as a timeout.
     if (coarse_now() - start + coarse_tick() >= timeout)
       fail(op, TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms [" + e.what() + "]"));
     fail(op, e);

@@ -25,6 +25,19 @@ std::vector<std::string> endpoints() {
 // Keys of this run only: the same etcd may serve several runs.
 std::string unique(const std::string& name) { return "test/" + std::to_string(::getpid()) + "/" + name; }
 
+// Writes `k` after `delay` from a store of its own in another thread; an error (a login on a
+// loaded host may take seconds) is kept in `error` for the test to check, not a terminate.
+std::thread write_later(const std::string& k, std::chrono::milliseconds delay, std::string& error) {
+  return std::thread([eps = endpoints(), k, delay, &error] {
+    try {
+      std::this_thread::sleep_for(delay);
+      EtcdStore(eps, "secret", 30s).set(k, "there");
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+}
+
 }  // namespace
 
 TEST_CASE("base64 round-trips every byte") {
@@ -104,12 +117,11 @@ TEST_CASE("store: wait, get and check") {
   const std::string k = unique("later");
   CHECK_FALSE(s.check({k}));
   CHECK_THROWS_AS(s.wait({k}, 100ms), TimeoutError);
-  std::thread writer([&] {
-    std::this_thread::sleep_for(200ms);
-    EtcdStore(endpoints(), "secret", 30s).set(k, "there");  // a login may take seconds under load
-  });
+  std::string written;
+  std::thread writer = write_later(k, 200ms, written);
   CHECK(s.get(k) == "there");
   writer.join();
+  CHECK(written == std::string());
   CHECK(s.check({k}));
   CHECK(s.remove(k));
 }
@@ -117,16 +129,15 @@ TEST_CASE("store: wait, get and check") {
 TEST_CASE("store: a wait is told of the write by a watch, not by looking again and again") {
   EtcdStore s(endpoints(), "secret", 2s);
   const std::string k = unique("watched");
-  std::thread writer([&] {
-    std::this_thread::sleep_for(600ms);
-    EtcdStore(endpoints(), "secret", 30s).set(k, "there");  // a login may take seconds under load
-  });
+  std::string written;
+  std::thread writer = write_later(k, 600ms, written);
   const int64_t before = s.requests();
   const auto start = std::chrono::steady_clock::now();
   s.wait({k}, 10s);
   const auto took = std::chrono::steady_clock::now() - start;
   const int64_t made = s.requests() - before;
   writer.join();
+  CHECK(written == std::string());
   // A look, a watch held until the write, a look again: looking every 20 ms would be about 30.
   CHECK(made <= 5);
   // Woken by the write (0.6 s), not by the end of the watch (10 s).
@@ -139,16 +150,15 @@ TEST_CASE("store: a wait for any of several keys is told by one watch over them"
   EtcdStore s(endpoints(), "secret", 2s);
   const std::string a = unique("any/a"), b = unique("any/b");
   CHECK_THROWS_AS(s.wait_any({b, a}, 100ms), TimeoutError);
-  std::thread writer([&] {
-    std::this_thread::sleep_for(600ms);
-    EtcdStore(endpoints(), "secret", 2s).set(b, "there");
-  });
+  std::string written;
+  std::thread writer = write_later(b, 600ms, written);
   const int64_t before = s.requests();
   const auto start = std::chrono::steady_clock::now();
   const size_t index = s.wait_any({a, b}, 10s);
   const auto took = std::chrono::steady_clock::now() - start;
   const int64_t made = s.requests() - before;
   writer.join();
+  CHECK(written == std::string());
   CHECK(index == 1);
   // Both looked at, a watch held until the write, both again (a slow writer: a watch slice
   // more): looking every 10 ms would be about 120.

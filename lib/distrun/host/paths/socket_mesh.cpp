@@ -203,7 +203,9 @@ void SocketMesh::post(int peer, const std::shared_ptr<Send>& op, Clock::time_poi
   op->sent = 0;
   op->done = false;
   c.sends.push_back(op);
-  if (!more && !c.full && c.fd >= 0) write_some(peer);
+  // A socket found full waits for POLLOUT, unless this is all there is to send (the queue that
+  // filled it may have been abandoned since).
+  if (!more && (!c.full || c.sends.size() == 1) && c.fd >= 0) write_some(peer);
 }
 
 void SocketMesh::deliver(const Stashed& m, Recv& r) {

@@ -12,9 +12,10 @@
 // Every message is a header (kind, key, bytes) and its bytes. The messages queued on a
 // connection go out together, in one sendmsg (a point-to-point statement and its payload, one
 // TCP segment); a read takes a header with whatever follows it, up to 16 KiB, so that a small
-// message (or several) costs one recv, and a large one's bytes go straight into the receiver's
-// buffers. Bytes read ahead are the socket's, kept in user space: a message among them is
-// taken only when a receive or a stalled send asks for it, as one still in the socket. All
+// message (or several) costs one recv, and a large one's bytes past its first 16 KiB go
+// straight into the receiver's buffers. Bytes read ahead are the socket's, kept in user space:
+// a message among them is taken only when a wait would have read it from the socket, as one
+// still there. All
 // I/O happens in the calling thread: the waits poll() the sockets with the call's deadline, and
 // any wait moves every posted operation on, so `isend; recv; wait` on both ends of a pair, or a
 // ring's `isend; irecv; wait; wait`, cannot deadlock. A connection is read while a receive is

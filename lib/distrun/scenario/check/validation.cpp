@@ -58,7 +58,7 @@ Validation::Validation(const Scenario& sc, int world_size, int local_world_size,
                          ranks_str(world_size));
   // Sizes first, from the shapes alone: a tensor no host could hold is refused before any
   // value is computed.
-  state_.assign(size_t(world_size), std::vector<uint32_t>(sc.names->size()));
+  state_.assign(size_t(world_size), RankTensors{});
   for (int r = 0; r < world_size; ++r) {
     int64_t total = 0;
     for (const auto& [name, spec] : sc.tensors) {
@@ -160,8 +160,28 @@ void Validation::require_same_shapes(const Step& s, const std::vector<TensorMeta
   }
 }
 
+uint32_t Validation::RankTensors::get(uint32_t id) const {
+  if (!by_id.empty()) return id < by_id.size() ? by_id[id] : 0;
+  const auto it = few.find(id);
+  return it == few.end() ? 0 : it->second;
+}
+
+void Validation::RankTensors::set(uint32_t id, uint32_t meta, size_t names) {
+  if (by_id.empty() && few.size() >= std::max<size_t>(names / 16, 64)) {
+    by_id.assign(std::max<size_t>(names, id + 1), 0);
+    for (const auto& [k, v] : few) by_id[k] = v;
+    std::unordered_map<uint32_t, uint32_t>().swap(few);  // its memory goes now, not at the end
+  }
+  if (by_id.empty()) {
+    few[id] = meta;
+    return;
+  }
+  if (id >= by_id.size()) by_id.resize(size_t(id) + 1, 0);
+  by_id[id] = meta;
+}
+
 const TensorMeta* Validation::tensor(int rank, Name name) const {
-  const uint32_t m = name ? state_[size_t(rank)][name.id()] : 0;
+  const uint32_t m = name ? state_[size_t(rank)].get(name.id()) : 0;
   return m ? &metas_[m - 1] : nullptr;
 }
 
@@ -171,16 +191,19 @@ const TensorMeta* Validation::tensor(int rank, std::string_view name) const {
 }
 
 void Validation::define(int rank, Name name, const TensorMeta& t) {
+  if (!name) return;  // a step without a result names none
   const auto [it, added] = meta_ids_.try_emplace({t.shape, t.dtype}, uint32_t(metas_.size()));
   if (added) metas_.push_back(t);
-  state_[size_t(rank)][name.id()] = it->second + 1;
+  state_[size_t(rank)].set(name.id(), it->second + 1, sc_.names->size());
 }
 
 std::vector<std::string> Validation::names(int rank) const {
   std::vector<std::string> out;
   const auto& st = state_[size_t(rank)];
-  for (size_t id = 0; id < st.size(); ++id)
-    if (st[id]) out.push_back(sc_.names->name(uint32_t(id)).str());
+  for (size_t id = 0; id < st.by_id.size(); ++id)
+    if (st.by_id[id]) out.push_back(sc_.names->name(uint32_t(id)).str());
+  for (const auto& [id, meta] : st.few)
+    if (meta) out.push_back(sc_.names->name(id).str());
   std::sort(out.begin(), out.end());
   return out;
 }

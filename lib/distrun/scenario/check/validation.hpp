@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "distrun/scenario/check/local_ops.hpp"
@@ -97,9 +98,17 @@ class Validation : public WorldView {
   int64_t fill_budget_ = kFillBudget;
   bool sample_fills_ = false;  // the budget cannot cover every rank
   void define(int rank, Name name, const TensorMeta& t);
-  // Each rank's tensors, by name id: 1 + an index in metas_, 0 for none. Ranks mostly hold
-  // tensors alike, and a file may name 100 000 results: a tensor costs 4 bytes a rank.
-  std::vector<std::vector<uint32_t>> state_;
+  // One rank's tensors, by name id: 1 + an index in metas_, 0 for none. A file may name
+  // 100 000 results, held by every rank (all_reduce outputs) or by one each (recv outputs in a
+  // world of thousands): a rank's table is a hash while it holds few of the names, an array by
+  // id (4 bytes a name) once it holds a sixteenth of them, so neither case costs ranks x names.
+  struct RankTensors {
+    std::unordered_map<uint32_t, uint32_t> few;
+    std::vector<uint32_t> by_id;
+    uint32_t get(uint32_t id) const;
+    void set(uint32_t id, uint32_t meta, size_t names);
+  };
+  std::vector<RankTensors> state_;
   std::deque<TensorMeta> metas_;  // each shape and dtype once (stable: tensor() points into it)
   std::map<std::pair<Shape, DType>, uint32_t> meta_ids_;
 };
