@@ -470,8 +470,11 @@ void GlooBackend::run_blocks(const CollectiveOp& op) {
 }
 
 void GlooBackend::run_all_to_all(const CollectiveOp& opts) {
-  const Tensor &in = *opts.in, &out = *opts.out;
-  Tensor hi = host(in), ho = host(out);
+  const Tensor& in = *opts.in;
+  Tensor& out = *opts.out;
+  Tensor staged_in, staged_out;  // used only for CUDA tensors
+  const Tensor& hi = on_host(in, staged_in);
+  Tensor& ho = on_host(out, staged_out);
   const bool even = opts.send_counts.empty() && opts.recv_counts.empty();
   if (even) {
     check_numel("all_to_all", out, in.numel());
