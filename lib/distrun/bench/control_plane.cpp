@@ -222,6 +222,7 @@ class ClientSet {
       const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
       if (n > 0) {
         c.in.append(buf, size_t(n));
+        if (size_t(n) < sizeof buf) break;  // all there was: asking again would only say so
         continue;
       }
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
