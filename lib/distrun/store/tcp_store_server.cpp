@@ -262,7 +262,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         log().warn("distrun store: closing {}: {}", peer(), a.why);
         return close();
       case SessionAction::Quiet:
-        if (a.wrote) srv_.wake_waiters(a.written);
+        for (const auto& key : a.written) srv_.wake_waiters(key);
         return read_frame();
       case SessionAction::Park:
         park_on(session_.park_keys());
@@ -294,7 +294,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                             if (self->pending_) return self->handle();
                             self->read_frame();
                           });
-        if (a.wrote) srv_.wake_waiters(a.written);
+        for (const auto& key : a.written) srv_.wake_waiters(key);
         return;
       }
     }
