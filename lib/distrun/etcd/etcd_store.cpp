@@ -128,7 +128,8 @@ int64_t EtcdStore::changes_under(const std::string& prefix) {
   if (!change_watch_.joinable()) {
     // From the revision of this look on: a change before it is in what the caller reads next.
     client_.get(prefix);
-    change_watch_ = std::thread([this, prefix, from = client_.revision()] { watch_changes(prefix, from); });
+    change_watch_ = std::thread(
+        [this, prefix, from = client_.revision(), t = client_.timeout()] { watch_changes(prefix, from, t); });
   }
   return changes_;
 }
@@ -138,10 +139,10 @@ bool EtcdStore::stopping() {
   return stopping_;
 }
 
-void EtcdStore::watch_changes(const std::string& prefix, int64_t revision) {
+void EtcdStore::watch_changes(const std::string& prefix, int64_t revision, milliseconds request_timeout) {
   std::string end = prefix;
   end.back() = char(end.back() + 1);  // the first key past every key under the prefix
-  Client client(endpoints_, timeout_, credentials_);
+  Client client(endpoints_, request_timeout, credentials_);
   while (!stopping()) {
     Client::Watched w;
     try {
