@@ -38,6 +38,20 @@ void exercise(Store& s, Store& other) {
   s.wait({"late"}, 5s);
   later.join();
   CHECK(s.get("late") == "v");
+  // A mark set with an add wakes its waiters as a set does; no mark when the add fails.
+  int64_t count = 0;
+  std::thread marked([&] {
+    std::this_thread::sleep_for(30ms);
+    count = other.add_marked("joined", 2, "joined/7", "here");
+  });
+  s.wait({"joined/7"}, 5s);
+  marked.join();
+  CHECK(count == 2);
+  CHECK(s.get("joined/7") == "here");
+  CHECK(s.add_marked("joined", 1, "joined/8", "") == 3);
+  CHECK(s.check({"joined/8"}));
+  CHECK_THROWS_AS(s.add_marked("late", 1, "joined/9", "x"), StoreError);
+  CHECK_FALSE(s.check({"joined/9"}));
 }
 
 // wait_any and multi_get on `s`, with `other` writing meanwhile (as in exercise()).
@@ -413,6 +427,19 @@ TEST_CASE("store frames: decode is total over malformed input") {
   enc = wire::encode(r);
   CHECK_THROWS_AS(wire::decode_request(enc + "x"), StoreError);
   CHECK_THROWS_AS(wire::decode_request(enc.substr(0, enc.size() - 1)), StoreError);
+  // So is an add's mark, a key and its value.
+  r = {wire::Cmd::Add, {"count", "joined/3"}, "1", 5};
+  back = wire::decode_request(wire::encode(r));
+  CHECK(back.keys == r.keys);
+  CHECK(back.value == "1");
+  CHECK(back.number == 5);
+  enc = wire::encode(r);
+  CHECK_THROWS_AS(wire::decode_request(enc + "x"), StoreError);
+  // Cut anywhere inside the mark (cut before it, it is a plain add).
+  const size_t plain = wire::encode({wire::Cmd::Add, {"count"}, {}, 5}).size();
+  CHECK(wire::decode_request(enc.substr(0, plain)).keys.size() == 1);
+  for (size_t at = plain + 1; at < enc.size(); ++at)
+    CHECK_THROWS_AS(wire::decode_request(enc.substr(0, at)), StoreError);
 }
 
 TEST_CASE("store frames: a multi-get reply decodes strictly") {
