@@ -11,6 +11,7 @@
 #include "distrun/core/error.hpp"
 #include "distrun/store/hash_store.hpp"
 #include "distrun/store/protocol.hpp"
+#include "frame_relay.hpp"
 #include "distrun/store/tcp_store.hpp"
 
 using namespace distrun;
@@ -86,12 +87,8 @@ void exercise_any(Store& s, Store& other) {
 
 // Opens a raw TCP connection to 127.0.0.1:port.
 int raw_connect(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const int fd = distrun::test::connect_to("127.0.0.1", port);
+  REQUIRE(fd >= 0);
   return fd;
 }
 
