@@ -4,21 +4,26 @@
 # default binding), quiet and beside BUSY busy loops (`while :; do :; done`, started and killed
 # here, in the same session as the ranks), the systems interleaved in every block. all_reduce,
 # broadcast and all_gather at 8 B, 512 B, 4 KiB and 64 KiB, 2 and 4 ranks. Each point is the
-# mean time per call over ITERS calls of the slowest rank (distrun-bench -a 3, as mpi_bench's
-# MPI_MAX); distrun's p50 and p99 too. Each point runs REPS times (default 3), interleaved, and
-# the table takes the median: beside busy loops a point's mean is set by the few calls that wait
-# out a preemption (milliseconds each), and 20 000 calls of 8 B last about one scheduler slice,
-# so one run's mean swings a hundredfold with whether a preemption lands in it. all_reduce and
-# broadcast in place, all_gather out of place (as mpi_bench calls them). With --base DIR, a
-# second distrun (an installed prefix or a build folder) runs beside it when quiet: the figures
-# before and after a change, in one run.
+# mean time per call of the slowest rank (distrun-bench -a 3, as mpi_bench's MPI_MAX) over at
+# least ITERS calls (default 20 000) and at least MIN_MS of calls (default 500 ms): a short
+# run of 2000 calls gives each system's point its time per call undisturbed (distrun's p50;
+# Open MPI's fastest mean of five runs of 400, as it gives no percentiles), and the point then
+# runs as many calls as fill MIN_MS at that pace (at most 5 000 000). A point so spans well
+# over a hundred scheduler slices (a few ms each) even when no call is preempted: 20 000 of
+# Open MPI's 8 B calls last about one slice, so whether a preemption landed in that run decided
+# its mean, a hundredfold apart from run to run. distrun's p50 and
+# p99 too. Each point runs REPS times (default 3), interleaved, and the table takes the median.
+# all_reduce and broadcast in place, all_gather out of place (as mpi_bench calls them). With
+# --base DIR, a second distrun (an installed prefix or a build folder) runs beside it when
+# quiet: the figures before and after a change, in one run.
 # Prints a Markdown table (contention_table.py), with the load average of each block: the
 # figures are only comparable within one run.
 # Target: loaded, distrun's mean <= 2x Open MPI's at every point; quiet, no worse than --base
 # by more than 10%.
 #
 # Usage: scripts/bench/contention.sh [--build DIR] [--base DIR] [--out DIR] [--iters N]
-#          [--ranks "2 4"] [--busy N] [--reps N] [--sizes "8 512 4K 64K"] [--collectives "..."]
+#          [--min-ms MS] [--ranks "2 4"] [--busy N] [--reps N] [--sizes "8 512 4K 64K"]
+#          [--collectives "..."]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/scripts/bench
@@ -26,6 +31,9 @@ build=$root/build
 base=""
 out=""
 iters=20000
+min_ms=500
+max_iters=5000000
+calibration=2000
 ranks="2 4"
 busy=4
 reps=3
@@ -37,12 +45,13 @@ while (($#)); do
     --base) base=$(cd "$2" && pwd); shift 2 ;;
     --out) out=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
+    --min-ms) min_ms=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --busy) busy=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --collectives) colls=$2; shift 2 ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "contention.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,7 +63,6 @@ results=$out/contention.jsonl
 mpicc -O2 -o "$out/mpi_bench" "$here/mpi_bench.c"
 mpi_root=()
 [[ $(id -u) == 0 ]] && mpi_root=(--allow-run-as-root)
-warmup=$((iters / 20 + 10))
 limit=1800 # seconds any one job may take: a hung job is an error, never a hang
 
 loops=()
@@ -70,19 +78,22 @@ start_loops() {
   done
 }
 load() { cut -d' ' -f1 /proc/loadavg; }
-# One distrun-bench run per size (exact sizes), its JSON rows tagged.
-distrun_points() { # SYSTEM PREFIX N COLL LOADTAG REP
-  local system=$1 prefix=$2 n=$3 c=$4 tag=$5 rep=$6 s
-  for s in $sizes; do
-    # Up to three tries: distrun-bench binds MASTER_PORT itself, and on a shared host another
-    # process may take the free port distrun picked before it does.
-    local try
-    for try in 1 2 3; do
-      timeout -k 10 "$limit" "$prefix/bin/distrun" --nproc-per-node "$n" -- "$prefix/bin/distrun-bench" "$c" -b "$s" -e "$s" \
-        -n "$iters" -w "$warmup" -a 3 -J "$out/bench.json" >/dev/null 2>"$out/bench.err" && break
-      grep -q "port is already in use" "$out/bench.err" && ((try < 3)) || { cat "$out/bench.err" >&2; exit 1; }
-    done
-    /usr/bin/python3 - "$out/bench.json" "$system" "$tag" "$rep" "$n" "$(load)" >>"$results" <<'PY'
+# How many calls a point of MEAN_US per call runs: at least ITERS and MIN_MS of calls.
+calls_for() { /usr/bin/python3 -c 'import math, sys; m, least, ms, most = map(float, sys.argv[1:]); print(int(min(most, max(least, math.ceil(ms * 1e3 / max(m, 1e-3))))))' "$1" "$iters" "$min_ms" "$max_iters"; }
+# One distrun-bench job of ITERS calls of SIZE, its document in $out/bench.json.
+distrun_run() { # PREFIX N COLL SIZE ITERS
+  local prefix=$1 n=$2 c=$3 s=$4 calls=$5 try
+  # Up to three tries: distrun-bench binds MASTER_PORT itself, and on a shared host another
+  # process may take the free port distrun picked before it does.
+  for try in 1 2 3; do
+    timeout -k 10 "$limit" "$prefix/bin/distrun" --nproc-per-node "$n" -- "$prefix/bin/distrun-bench" "$c" -b "$s" -e "$s" \
+      -n "$calls" -w "$((calls / 20 + 10))" -a 3 -J "$out/bench.json" >/dev/null 2>"$out/bench.err" && return
+    grep -q "port is already in use" "$out/bench.err" && ((try < 3)) || { cat "$out/bench.err" >&2; exit 1; }
+  done
+}
+# The rows of $out/bench.json (one size), tagged: SYSTEM LOADTAG REP N ITERS.
+distrun_rows() {
+  /usr/bin/python3 - "$out/bench.json" "$@" "$(load)" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 place = "out_of_place" if doc["config"]["collective"] == "all_gather" else "in_place"
@@ -90,16 +101,31 @@ for r in doc["results"]:
     f = r[place]
     if f is not None:
         print(json.dumps({"system": sys.argv[2], "load": sys.argv[3], "rep": int(sys.argv[4]), "world_size": int(sys.argv[5]),
-                          "loadavg": float(sys.argv[6]), "collective": r["collective"], "bytes": r["size"],
-                          "mean_us": f["time"], "p50_us": f["p50_us"], "p99_us": f["p99_us"]}))
+                          "iters": int(sys.argv[6]), "loadavg": float(sys.argv[7]), "collective": r["collective"],
+                          "bytes": r["size"], "mean_us": f["time"], "p50_us": f["p50_us"], "p99_us": f["p99_us"]}))
 PY
+}
+least_of() { /usr/bin/python3 -c 'import json, sys; print(min(json.loads(l)[sys.argv[1]] for l in sys.stdin))' "$1"; }
+distrun_points() { # SYSTEM PREFIX N COLL LOADTAG REP
+  local system=$1 prefix=$2 n=$3 c=$4 tag=$5 rep=$6 s calls
+  for s in $sizes; do
+    distrun_run "$prefix" "$n" "$c" "$s" "$calibration"
+    calls=$(calls_for "$(distrun_rows "$system" "$tag" "$rep" "$n" "$calibration" | least_of p50_us)")
+    distrun_run "$prefix" "$n" "$c" "$s" "$calls"
+    distrun_rows "$system" "$tag" "$rep" "$n" "$calls" >>"$results"
   done
 }
+mpi_run() { # N COLL SIZE ITERS
+  timeout -k 10 "$limit" mpirun "${mpi_root[@]}" --oversubscribe --mca btl self,vader -np "$1" "$out/mpi_bench" \
+    "$2" "$3" "$4" "$(($4 / 20 + 10))" | grep -o '{.*}' | sed 's/"time_us"/"mean_us"/'
+}
 mpi_points() { # N COLL LOADTAG REP
-  local n=$1 c=$2 tag=$3 rep=$4
-  timeout -k 10 "$limit" mpirun "${mpi_root[@]}" --oversubscribe --mca btl self,vader -np "$n" "$out/mpi_bench" \
-    "$c" "${sizes// /,}" "$iters" "$warmup" | grep -o '{.*}' |
-    sed "s/\"system\": \"mpi\", /\"system\": \"mpi\", \"load\": \"$tag\", \"rep\": $rep, \"loadavg\": $(load), /; s/\"time_us\"/\"mean_us\"/" >>"$results"
+  local n=$1 c=$2 tag=$3 rep=$4 s calls
+  for s in $sizes; do
+    calls=$(calls_for "$(mpi_run "$n" "$c" "$s,$s,$s,$s,$s" "$((calibration / 5))" | least_of mean_us)")
+    mpi_run "$n" "$c" "$s" "$calls" |
+      sed "s/\"system\": \"mpi\", /\"system\": \"mpi\", \"load\": \"$tag\", \"rep\": $rep, \"iters\": $calls, \"loadavg\": $(load), /" >>"$results"
+  done
 }
 
 for ((rep = 1; rep <= reps; rep++)); do
