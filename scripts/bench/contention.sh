@@ -6,12 +6,14 @@
 # broadcast and all_gather at 8 B, 512 B, 4 KiB and 64 KiB, 2 and 4 ranks. Each point is the
 # mean time per call of the slowest rank (distrun-bench -a 3, as mpi_bench's MPI_MAX) over at
 # least ITERS calls (default 20 000) and at least MIN_MS of calls (default 500 ms): a short
-# run of 2000 calls gives each system's point its time per call undisturbed (distrun's p50;
-# Open MPI's fastest mean of five runs of 400, as it gives no percentiles), and the point then
+# run of 200 calls gives each system's point its time per call undisturbed (distrun's p50;
+# Open MPI's fastest mean of five runs of 40, as it gives no percentiles), and the point then
 # runs as many calls as fill MIN_MS at that pace (at most 5 000 000). A point so spans well
 # over a hundred scheduler slices (a few ms each) even when no call is preempted: 20 000 of
 # Open MPI's 8 B calls last about one slice, so whether a preemption landed in that run decided
-# its mean, a hundredfold apart from run to run. distrun's p50 and
+# its mean, a hundredfold apart from run to run. A point whose calls cost milliseconds (4 ranks
+# on 2 cores beside busy loops) runs fewer than ITERS: as many as fill MAX_S (default 10 s) at
+# the short run's mean, thousands of slices, where 20 000 would take minutes a point. distrun's p50 and
 # p99 too. Each point runs REPS times (default 3), interleaved, and the table takes the median.
 # all_reduce and broadcast in place, all_gather out of place (as mpi_bench calls them). With
 # --base DIR, a second distrun (an installed prefix or a build folder) runs beside it when
@@ -22,7 +24,7 @@
 # by more than 10%.
 #
 # Usage: scripts/bench/contention.sh [--build DIR] [--base DIR] [--out DIR] [--iters N]
-#          [--min-ms MS] [--ranks "2 4"] [--busy N] [--reps N] [--sizes "8 512 4K 64K"]
+#          [--min-ms MS] [--max-s S] [--ranks "2 4"] [--busy N] [--reps N] [--sizes "8 512 4K 64K"]
 #          [--collectives "..."]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -32,8 +34,9 @@ base=""
 out=""
 iters=20000
 min_ms=500
+max_s=10
 max_iters=5000000
-calibration=2000
+calibration=200
 ranks="2 4"
 busy=4
 reps=3
@@ -46,12 +49,13 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --min-ms) min_ms=$2; shift 2 ;;
+    --max-s) max_s=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --busy) busy=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --collectives) colls=$2; shift 2 ;;
-    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "contention.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -78,8 +82,18 @@ start_loops() {
   done
 }
 load() { cut -d' ' -f1 /proc/loadavg; }
-# How many calls a point of MEAN_US per call runs: at least ITERS and MIN_MS of calls.
-calls_for() { /usr/bin/python3 -c 'import math, sys; m, least, ms, most = map(float, sys.argv[1:]); print(int(min(most, max(least, math.ceil(ms * 1e3 / max(m, 1e-3))))))' "$1" "$iters" "$min_ms" "$max_iters"; }
+# How many calls a point runs, from its short run's rows on stdin (PACE: the field of the
+# undisturbed time per call, the least of the rows): at least ITERS and MIN_MS at that pace,
+# at most MAX_S at the rows' mean time per call.
+calls_for() {
+  /usr/bin/python3 -c '
+import json, math, sys
+rows = [json.loads(l) for l in sys.stdin]
+pace = max(min(r[sys.argv[1]] for r in rows), 1e-3)
+mean = max(sum(r["mean_us"] for r in rows) / len(rows), 1e-3)
+least, min_ms, max_s, most = map(float, sys.argv[2:])
+print(int(max(100, min(most, max(least, math.ceil(min_ms * 1e3 / pace)), max_s * 1e6 / mean))))' "$1" "$iters" "$min_ms" "$max_s" "$max_iters"
+}
 # One distrun-bench job of ITERS calls of SIZE, its document in $out/bench.json.
 distrun_run() { # PREFIX N COLL SIZE ITERS
   local prefix=$1 n=$2 c=$3 s=$4 calls=$5 try
@@ -105,12 +119,11 @@ for r in doc["results"]:
                           "bytes": r["size"], "mean_us": f["time"], "p50_us": f["p50_us"], "p99_us": f["p99_us"]}))
 PY
 }
-least_of() { /usr/bin/python3 -c 'import json, sys; print(min(json.loads(l)[sys.argv[1]] for l in sys.stdin))' "$1"; }
 distrun_points() { # SYSTEM PREFIX N COLL LOADTAG REP
   local system=$1 prefix=$2 n=$3 c=$4 tag=$5 rep=$6 s calls
   for s in $sizes; do
     distrun_run "$prefix" "$n" "$c" "$s" "$calibration"
-    calls=$(calls_for "$(distrun_rows "$system" "$tag" "$rep" "$n" "$calibration" | least_of p50_us)")
+    calls=$(distrun_rows "$system" "$tag" "$rep" "$n" "$calibration" | calls_for p50_us)
     distrun_run "$prefix" "$n" "$c" "$s" "$calls"
     distrun_rows "$system" "$tag" "$rep" "$n" "$calls" >>"$results"
   done
@@ -122,7 +135,7 @@ mpi_run() { # N COLL SIZE ITERS
 mpi_points() { # N COLL LOADTAG REP
   local n=$1 c=$2 tag=$3 rep=$4 s calls
   for s in $sizes; do
-    calls=$(calls_for "$(mpi_run "$n" "$c" "$s,$s,$s,$s,$s" "$((calibration / 5))" | least_of mean_us)")
+    calls=$(mpi_run "$n" "$c" "$s,$s,$s,$s,$s" "$((calibration / 5))" | calls_for mean_us)
     mpi_run "$n" "$c" "$s" "$calls" |
       sed "s/\"system\": \"mpi\", /\"system\": \"mpi\", \"load\": \"$tag\", \"rep\": $rep, \"iters\": $calls, \"loadavg\": $(load), /" >>"$results"
   done
