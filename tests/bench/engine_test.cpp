@@ -213,9 +213,10 @@ TEST_CASE("healthy directions spread +-30% give no suspect", "[bench]") {
 }
 
 TEST_CASE("latencies a busy host spreads a hundredfold at random name no node", "[bench]") {
-  // As measured between namespace hosts beside four busy loops: directions from 25 us to
-  // 2.6 ms, each exchange's tail about 2.5 times its median. The fastest directions are the
-  // lucky ones, not the healthy ones; each node's median over its partners is typical.
+  // As measured between namespace hosts beside four busy loops: directions a hundredfold
+  // apart (25 us to 2.6 ms there), each exchange's tail about 2.5 times its median. The
+  // fastest directions are the lucky ones, not the healthy ones; each node's median over its
+  // partners is typical.
   int false_positives = 0;
   for (uint64_t seed = 1; seed <= 50; ++seed)
     for (int n : {4, 8}) {
