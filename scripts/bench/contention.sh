@@ -5,15 +5,14 @@
 # here, in the same session as the ranks), the systems interleaved in every block. all_reduce,
 # broadcast and all_gather at 8 B, 512 B, 4 KiB and 64 KiB, 2 and 4 ranks. Each point is the
 # mean time per call of the slowest rank (distrun-bench -a 3, as mpi_bench's MPI_MAX) over at
-# least ITERS calls (default 20 000) and at least MIN_MS of calls (default 500 ms): a short
-# run of 200 calls gives each system's point its time per call undisturbed (distrun's p50;
-# Open MPI's fastest mean of five runs of 40, as it gives no percentiles), and the point then
-# runs as many calls as fill MIN_MS at that pace (at most 5 000 000). A point so spans well
-# over a hundred scheduler slices (a few ms each) even when no call is preempted: 20 000 of
-# Open MPI's 8 B calls last about one slice, so whether a preemption landed in that run decided
-# its mean, a hundredfold apart from run to run. A point whose calls cost milliseconds (4 ranks
-# on 2 cores beside busy loops) runs fewer than ITERS: as many as fill MAX_S (default 10 s) at
-# the short run's mean, thousands of slices, where 20 000 would take minutes a point. distrun's p50 and
+# least ITERS calls (default 20 000) whose run lasts at least MIN_MS (default 500 ms): the
+# point runs 200 calls, then ITERS, then ten times more each time until one run lasts MIN_MS
+# (at most 5 000 000 calls), and the last run is the point. 20 000 of Open MPI's 8 B calls last
+# about one scheduler slice (a few ms), so whether a preemption landed in the run decided its
+# mean, a hundredfold apart from run to run; a run of MIN_MS spans well over a hundred slices.
+# A point whose calls cost milliseconds (4 ranks on 2 cores beside busy loops) runs fewer than
+# ITERS: as many as fill MAX_S (default 5 s) at the mean of the run before, thousands of
+# slices, where 20 000 would take minutes a point. distrun's p50 and
 # p99 too. Each point runs REPS times (default 3), interleaved, and the table takes the median.
 # all_reduce and broadcast in place, all_gather out of place (as mpi_bench calls them). With
 # --base DIR, a second distrun (an installed prefix or a build folder) runs beside it when
@@ -34,9 +33,8 @@ base=""
 out=""
 iters=20000
 min_ms=500
-max_s=10
+max_s=5
 max_iters=5000000
-calibration=200
 ranks="2 4"
 busy=4
 reps=3
@@ -82,63 +80,69 @@ start_loops() {
   done
 }
 load() { cut -d' ' -f1 /proc/loadavg; }
-# How many calls a point runs, from its short run's rows on stdin (PACE: the field of the
-# undisturbed time per call, the least of the rows): at least ITERS and MIN_MS at that pace,
-# at most MAX_S at the rows' mean time per call.
-calls_for() {
-  /usr/bin/python3 -c '
-import json, math, sys
-rows = [json.loads(l) for l in sys.stdin]
-pace = max(min(r[sys.argv[1]] for r in rows), 1e-3)
-mean = max(sum(r["mean_us"] for r in rows) / len(rows), 1e-3)
-least, min_ms, max_s, most = map(float, sys.argv[2:])
-print(int(max(100, min(most, max(least, math.ceil(min_ms * 1e3 / pace)), max_s * 1e6 / mean))))' "$1" "$iters" "$min_ms" "$max_s" "$max_iters"
-}
-# One distrun-bench job of ITERS calls of SIZE, its document in $out/bench.json.
-distrun_run() { # PREFIX N COLL SIZE ITERS
+# One job of K calls of SIZE: its row (JSON: collective, bytes, mean_us, p50_us, p99_us).
+distrun_row() { # PREFIX N COLL SIZE K
   local prefix=$1 n=$2 c=$3 s=$4 calls=$5 try
   # Up to three tries: distrun-bench binds MASTER_PORT itself, and on a shared host another
   # process may take the free port distrun picked before it does.
   for try in 1 2 3; do
     timeout -k 10 "$limit" "$prefix/bin/distrun" --nproc-per-node "$n" -- "$prefix/bin/distrun-bench" "$c" -b "$s" -e "$s" \
-      -n "$calls" -w "$((calls / 20 + 10))" -a 3 -J "$out/bench.json" >/dev/null 2>"$out/bench.err" && return
+      -n "$calls" -w "$((calls / 20 + 10))" -a 3 -J "$out/bench.json" >/dev/null 2>"$out/bench.err" && break
     grep -q "port is already in use" "$out/bench.err" && ((try < 3)) || { cat "$out/bench.err" >&2; exit 1; }
   done
-}
-# The rows of $out/bench.json (one size), tagged: SYSTEM LOADTAG REP N ITERS.
-distrun_rows() {
-  /usr/bin/python3 - "$out/bench.json" "$@" "$(load)" <<'PY'
+  /usr/bin/python3 - "$out/bench.json" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 place = "out_of_place" if doc["config"]["collective"] == "all_gather" else "in_place"
 for r in doc["results"]:
     f = r[place]
     if f is not None:
-        print(json.dumps({"system": sys.argv[2], "load": sys.argv[3], "rep": int(sys.argv[4]), "world_size": int(sys.argv[5]),
-                          "iters": int(sys.argv[6]), "loadavg": float(sys.argv[7]), "collective": r["collective"],
-                          "bytes": r["size"], "mean_us": f["time"], "p50_us": f["p50_us"], "p99_us": f["p99_us"]}))
+        print(json.dumps({"collective": r["collective"], "bytes": r["size"], "mean_us": f["time"], "p50_us": f["p50_us"],
+                          "p99_us": f["p99_us"]}))
 PY
 }
-distrun_points() { # SYSTEM PREFIX N COLL LOADTAG REP
-  local system=$1 prefix=$2 n=$3 c=$4 tag=$5 rep=$6 s calls
-  for s in $sizes; do
-    distrun_run "$prefix" "$n" "$c" "$s" "$calibration"
-    calls=$(distrun_rows "$system" "$tag" "$rep" "$n" "$calibration" | calls_for p50_us)
-    distrun_run "$prefix" "$n" "$c" "$s" "$calls"
-    distrun_rows "$system" "$tag" "$rep" "$n" "$calls" >>"$results"
-  done
-}
-mpi_run() { # N COLL SIZE ITERS
+mpi_row() { # N COLL SIZE K
   timeout -k 10 "$limit" mpirun "${mpi_root[@]}" --oversubscribe --mca btl self,vader -np "$1" "$out/mpi_bench" \
     "$2" "$3" "$4" "$(($4 / 20 + 10))" | grep -o '{.*}' | sed 's/"time_us"/"mean_us"/'
 }
-mpi_points() { # N COLL LOADTAG REP
-  local n=$1 c=$2 tag=$3 rep=$4 s calls
-  for s in $sizes; do
-    calls=$(mpi_run "$n" "$c" "$s,$s,$s,$s,$s" "$((calibration / 5))" | calls_for mean_us)
-    mpi_run "$n" "$c" "$s" "$calls" |
-      sed "s/\"system\": \"mpi\", /\"system\": \"mpi\", \"load\": \"$tag\", \"rep\": $rep, \"iters\": $calls, \"loadavg\": $(load), /" >>"$results"
+# A point's row, its length sized by running it longer until it spans enough: 200 calls, then
+# ITERS (or, when the 200 say that would take over MAX_S, what fills MAX_S), then ten times
+# more each time until the calls of one run take MIN_MS (at most MAX_ITERS). Each step lasts at
+# most ten times the one before it at the step before's mean, so a point whose first runs no
+# preemption hit grows only until one does.
+# Prints the row with its tags: SYSTEM LOADTAG REP N ROW_COMMAND...
+sized_row() {
+  local system=$1 tag=$2 rep=$3 n=$4 calls=200 next row
+  shift 4
+  while :; do
+    row=$("$@" "$calls")
+    next=$(/usr/bin/python3 -c '
+import json, sys
+row = json.loads(sys.argv[1])
+calls, least, min_ms, max_s, most = map(float, sys.argv[2:])
+mean = max(row["mean_us"], 1e-3)
+if calls < least:
+    nxt = min(least, max_s * 1e6 / mean)
+    print(int(nxt) if nxt > calls else 0)
+else:
+    print(int(min(most, 10 * calls)) if calls * mean < min_ms * 1e3 and calls < most else 0)' "$row" "$calls" "$iters" "$min_ms" "$max_s" "$max_iters")
+    ((next > 0)) || break
+    calls=$next
   done
+  /usr/bin/python3 -c '
+import json, sys
+row = json.loads(sys.argv[1])
+row.update(system=sys.argv[2], load=sys.argv[3], rep=int(sys.argv[4]), world_size=int(sys.argv[5]), iters=int(sys.argv[6]),
+           loadavg=float(sys.argv[7]))
+print(json.dumps(row))' "$row" "$system" "$tag" "$rep" "$n" "$calls" "$(load)"
+}
+distrun_points() { # SYSTEM PREFIX N COLL LOADTAG REP
+  local system=$1 prefix=$2 n=$3 c=$4 tag=$5 rep=$6 s
+  for s in $sizes; do sized_row "$system" "$tag" "$rep" "$n" distrun_row "$prefix" "$n" "$c" "$s" >>"$results"; done
+}
+mpi_points() { # N COLL LOADTAG REP
+  local n=$1 c=$2 tag=$3 rep=$4 s
+  for s in $sizes; do sized_row mpi "$tag" "$rep" "$n" mpi_row "$n" "$c" "$s" >>"$results"; done
 }
 
 for ((rep = 1; rep <= reps; rep++)); do
