@@ -32,10 +32,11 @@ size_t append(char* data, size_t size, size_t n, void* out) {
 int64_t number(const json& obj, const char* field);
 
 // A watch's stream: one JSON message a line; the transfer ends (0 returned) at the first
-// event, or when etcd cancels the watch or says something else.
+// event, or when etcd cancels the watch or says something else. etcd answers the moment the
+// watch exists ("created"), so `heard` tells a quiet watch from a member that never answered.
 struct WatchStream {
   std::string buffer;
-  bool written = false, ended = false;
+  bool heard = false, written = false, ended = false;
   int64_t revision = 0;  // of the last event
 };
 
@@ -50,6 +51,7 @@ size_t on_watch_data(char* data, size_t size, size_t n, void* out) {
       continue;
     }
     const json& r = m["result"];
+    w.heard = true;
     if (r.contains("events") && r["events"].is_array() && !r["events"].empty()) {
       w.written = true;
       for (const json& e : r["events"]) try {
@@ -239,8 +241,7 @@ Client::Watched Client::watch(const std::string& key, int64_t after, millisecond
   if (!range_end.empty()) create["range_end"] = base64_encode(range_end);
   const std::string request = json{{"create_request", create}}.dump();
   WatchStream stream;
-  curl_->post(endpoints_[current_] + "/v3/watch", request, on_watch_data, &stream, std::min(within, kConnectTimeout),
-              within);
+  curl_->post(endpoints_[current_] + "/v3/watch", request, on_watch_data, &stream, kConnectTimeout, within);
   ++requests_;
   // Ends at the first event (the callback stops it), at `within`, or on any failure: then the
   // next look goes to the next member.
@@ -251,7 +252,9 @@ Client::Watched Client::watch(const std::string& key, int64_t after, millisecond
   // the next watch authenticates again first.
   if (!stream.written && (status == 401 || stream.ended)) authenticated_ = false;
   if (stream.written) return {Watched::Written, stream.revision};
-  if (rc == CURLE_OPERATION_TIMEDOUT) return {Watched::Quiet, 0};
+  // Out of time is quiet only once etcd said the watch exists: a connection never made (its
+  // own timeout is the same code) or a member that never answered is broken.
+  if (rc == CURLE_OPERATION_TIMEDOUT && stream.heard) return {Watched::Quiet, 0};
   current_ = (current_ + 1) % endpoints_.size();
   return {Watched::Broken, 0};
 }

@@ -48,8 +48,9 @@ class EtcdStore : public Store {
   /// A count that moves whenever a key under `prefix` is written or deleted (a claim's lease
   /// lapsed, say) after the first call, told by one watch that a thread of this store holds,
   /// so a caller that reads the keys again only when it moved reads nothing while nothing
-  /// changes. It moves too when the watch broke (a member down, history compacted), and
-  /// events may have been missed. One prefix per store.
+  /// changes. It moves too when the watch broke (a member down or silent, history compacted),
+  /// and events may have been missed: the thread then watches on the next member. One prefix
+  /// per store.
   int64_t changes_under(const std::string& prefix);
 
   /// This host's address as the etcd cluster sees it (see Client::local_address()).
