@@ -42,26 +42,31 @@ struct WatchStream {
 
 size_t on_watch_data(char* data, size_t size, size_t n, void* out) {
   auto& w = *static_cast<WatchStream*>(out);
-  w.buffer.append(data, size * n);
-  for (size_t nl; (nl = w.buffer.find('\n')) != std::string::npos;) {
-    const json m = json::parse(w.buffer.substr(0, nl), nullptr, false);
-    w.buffer.erase(0, nl + 1);
-    if (!m.is_object() || !m.contains("result")) {
-      w.ended = true;
-      continue;
+  // Nothing may be thrown through libcurl: whatever cannot be read ends the watch.
+  try {
+    w.buffer.append(data, size * n);
+    for (size_t nl; (nl = w.buffer.find('\n')) != std::string::npos;) {
+      const json m = json::parse(w.buffer.substr(0, nl), nullptr, false);
+      w.buffer.erase(0, nl + 1);
+      if (!m.is_object() || !m.contains("result") || !m["result"].is_object()) {
+        w.ended = true;
+        continue;
+      }
+      const json& r = m["result"];
+      w.heard = true;
+      if (r.contains("events") && r["events"].is_array() && !r["events"].empty()) {
+        w.written = true;
+        for (const json& e : r["events"]) try {
+            if (e.is_object() && e.contains("kv") && e["kv"].is_object())
+              w.revision = std::max(w.revision, number(e["kv"], "mod_revision"));
+          } catch (const StoreError&) {
+            // An event without its revision is still an event.
+          }
+      }
+      if (r.contains("canceled") && (!r["canceled"].is_boolean() || r["canceled"].get<bool>())) w.ended = true;
     }
-    const json& r = m["result"];
-    w.heard = true;
-    if (r.contains("events") && r["events"].is_array() && !r["events"].empty()) {
-      w.written = true;
-      for (const json& e : r["events"]) try {
-          if (e.is_object() && e.contains("kv") && e["kv"].is_object())
-            w.revision = std::max(w.revision, number(e["kv"], "mod_revision"));
-        } catch (const StoreError&) {
-          // Not through libcurl: an event without its revision is still an event.
-        }
-    }
-    if (r.value("canceled", false)) w.ended = true;
+  } catch (...) {
+    w.ended = true;
   }
   return w.written || w.ended ? 0 : size * n;
 }

@@ -132,7 +132,7 @@ int64_t EtcdStore::changes_under(const std::string& prefix) {
     change_watch_ = std::thread(
         [this, prefix, from = client_.revision(), t = client_.timeout()] { watch_changes(prefix, from, t); });
   }
-  return changes_;
+  return watch_failed_ ? ++changes_ : changes_.load();
 }
 
 bool EtcdStore::stopping() {
@@ -140,7 +140,7 @@ bool EtcdStore::stopping() {
   return stopping_;
 }
 
-void EtcdStore::watch_changes(const std::string& prefix, int64_t revision, milliseconds request_timeout) {
+void EtcdStore::watch_changes(const std::string& prefix, int64_t revision, milliseconds request_timeout) try {
   std::string end = prefix;
   end.back() = char(end.back() + 1);  // the first key past every key under the prefix
   Client client(endpoints_, request_timeout, credentials_);
@@ -169,6 +169,9 @@ void EtcdStore::watch_changes(const std::string& prefix, int64_t revision, milli
     std::unique_lock<std::mutex> l(stop_mu_);
     stop_cv_.wait_for(l, kPoll, [this] { return stopping_; });
   }
+} catch (...) {
+  // No client (libcurl, a certificate file), or anything else unforeseen: not a terminate.
+  watch_failed_ = true;
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {
