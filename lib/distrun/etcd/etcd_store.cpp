@@ -23,8 +23,9 @@ constexpr milliseconds kPoll{20};
 constexpr milliseconds kWatchSlice{1000};
 constexpr size_t kTag = 32;
 // changes_under()'s watch is held this long at a time, its connection included (a distant
-// member over TLS may take most of the connect limit): the store waits as long for its thread
-// when it closes.
+// member over TLS may take most of the connect limit), and its thread's other requests are
+// bounded alike (a failed one is tried again): the store waits about as long for that thread
+// when it closes, whether etcd answers or not.
 constexpr milliseconds kChangesSlice{1000};
 
 }  // namespace
@@ -129,8 +130,7 @@ int64_t EtcdStore::changes_under(const std::string& prefix) {
   if (!change_watch_.joinable()) {
     // From the revision of this look on: a change before it is in what the caller reads next.
     client_.get(prefix);
-    change_watch_ = std::thread(
-        [this, prefix, from = client_.revision(), t = client_.timeout()] { watch_changes(prefix, from, t); });
+    change_watch_ = std::thread([this, prefix, from = client_.revision()] { watch_changes(prefix, from); });
   }
   return watch_failed_ ? ++changes_ : changes_.load();
 }
@@ -140,10 +140,10 @@ bool EtcdStore::stopping() {
   return stopping_;
 }
 
-void EtcdStore::watch_changes(const std::string& prefix, int64_t revision, milliseconds request_timeout) try {
+void EtcdStore::watch_changes(const std::string& prefix, int64_t revision) try {
   std::string end = prefix;
   end.back() = char(end.back() + 1);  // the first key past every key under the prefix
-  Client client(endpoints_, request_timeout, credentials_);
+  Client client(endpoints_, kChangesSlice, credentials_);
   while (!stopping()) {
     Client::Watched w;
     try {
@@ -159,6 +159,7 @@ void EtcdStore::watch_changes(const std::string& prefix, int64_t revision, milli
     }
     // Broken (or an event that did not say when): watched again from now on, and the caller
     // told to read every key, which covers what the watch may have missed.
+    if (stopping()) break;
     try {
       client.get(prefix);
       revision = client.revision();

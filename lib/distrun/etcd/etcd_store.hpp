@@ -69,7 +69,7 @@ class EtcdStore : public Store {
                    const std::string& range_end = "");
   int64_t lease();
   void renew(std::vector<std::string> endpoints, std::chrono::milliseconds request_timeout);
-  void watch_changes(const std::string& prefix, int64_t revision, std::chrono::milliseconds request_timeout);
+  void watch_changes(const std::string& prefix, int64_t revision);
   bool stopping();
 
   std::string secret_;
