@@ -336,6 +336,14 @@ std::string base64_decode(const std::string& text) {
   return out;
 }
 
+std::string prefix_end(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (end.empty()) return std::string(1, '\0');
+  end.back() = char(static_cast<unsigned char>(end.back()) + 1);
+  return end;
+}
+
 std::vector<std::string> parse_endpoints(const std::string& list) {
   std::vector<std::string> out;
   size_t at = 0;

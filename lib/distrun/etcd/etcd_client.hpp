@@ -111,6 +111,10 @@ std::string base64_encode(const std::string& bytes);
 /// StoreError when `text` is not base64.
 std::string base64_decode(const std::string& text);
 
+/// The first key past every key that starts with `prefix`, by etcd's rule: trailing 0xff
+/// bytes dropped, then the last byte one more ("\0", every key, when nothing is left).
+std::string prefix_end(const std::string& prefix);
+
 /// Splits "a:1,b:2" into its endpoints; ConfigError when empty.
 std::vector<std::string> parse_endpoints(const std::string& list);
 

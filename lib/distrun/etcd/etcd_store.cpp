@@ -127,7 +127,10 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
 int64_t EtcdStore::changes_under(const std::string& prefix) {
   if (prefix.empty()) throw StoreError("etcd: changes under an empty prefix");
   std::lock_guard<std::mutex> l(mu_);
+  if (change_watch_.joinable() && prefix != changes_prefix_)
+    throw StoreError("etcd: changes under " + prefix + " asked of a store that watches " + changes_prefix_);
   if (!change_watch_.joinable()) {
+    changes_prefix_ = prefix;
     // From the revision of this look on: a change before it is in what the caller reads next.
     client_.get(prefix);
     change_watch_ = std::thread([this, prefix, from = client_.revision()] { watch_changes(prefix, from); });
@@ -141,8 +144,7 @@ bool EtcdStore::stopping() {
 }
 
 void EtcdStore::watch_changes(const std::string& prefix, int64_t revision) try {
-  std::string end = prefix;
-  end.back() = char(end.back() + 1);  // the first key past every key under the prefix
+  const std::string end = prefix_end(prefix);
   Client client(endpoints_, kChangesSlice, credentials_);
   while (!stopping()) {
     Client::Watched w;

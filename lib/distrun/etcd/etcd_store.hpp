@@ -50,7 +50,7 @@ class EtcdStore : public Store {
   /// so a caller that reads the keys again only when it moved reads nothing while nothing
   /// changes. It moves too when the watch broke (a member down or silent, history compacted),
   /// and events may have been missed: the thread then watches on the next member. One prefix
-  /// per store. Should that thread fail, the count moves at every call (read every key).
+  /// per store (StoreError for another). Should that thread fail, the count moves at every call (read every key).
   int64_t changes_under(const std::string& prefix);
 
   /// This host's address as the etcd cluster sees it (see Client::local_address()).
@@ -90,7 +90,8 @@ class EtcdStore : public Store {
   std::atomic<int64_t> changes_{0};
   // The change watch's thread ended on an error of its own: changes_under() moves every call.
   std::atomic<bool> watch_failed_{false};
-  std::thread change_watch_;  // started by changes_under(), under mu_
+  std::thread change_watch_;    // started by changes_under(), under mu_
+  std::string changes_prefix_;  // what it watches, under mu_
 };
 
 }  // namespace distrun::etcd

@@ -51,6 +51,13 @@ TEST_CASE("base64 round-trips every byte") {
   CHECK_THROWS_AS(base64_decode("abc"), StoreError);
 }
 
+TEST_CASE("prefix_end is the first key past the prefix, by etcd's rule") {
+  CHECK(prefix_end("a/") == "a0");
+  CHECK(prefix_end(std::string("a\xff\xff", 3)) == "b");
+  CHECK(prefix_end(std::string("a\xfe", 2)) == std::string("a\xff", 2));
+  CHECK(prefix_end(std::string("\xff", 1)) == std::string(1, '\0'));
+}
+
 TEST_CASE("client: put, get, create, compare_and_swap, remove") {
   Client c(endpoints(), 5s);
   const std::string k = unique("kv");
@@ -242,6 +249,7 @@ TEST_CASE("store: a key written or deleted under a prefix moves its count, told 
   { EtcdStore(endpoints(), "secret", 2s, 2).claim(prefix + "2", "1"); }
   CHECK(moves(second));
   CHECK_FALSE(raw.get(prefix + "2"));
+  CHECK_THROWS_AS(s.changes_under(unique("elsewhere/")), StoreError);  // one prefix per store
 }
 
 TEST_CASE("store: the count of changes moves past a member that never lets the watch connect") {
