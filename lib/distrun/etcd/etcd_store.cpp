@@ -146,6 +146,9 @@ bool EtcdStore::stopping() {
 void EtcdStore::watch_changes(const std::string& prefix, int64_t revision) try {
   const std::string end = prefix_end(prefix);
   Client client(endpoints_, kChangesSlice, credentials_);
+  // The pause after a broken watch, doubled while they keep breaking up to a slice: a member
+  // that breaks every watch is not read some 50 times a second by every agent.
+  milliseconds pause = kPoll;
   while (!stopping()) {
     Client::Watched w;
     try {
@@ -153,10 +156,14 @@ void EtcdStore::watch_changes(const std::string& prefix, int64_t revision) try {
     } catch (const Error&) {
       // A login refused or out of time: as a broken watch.
     }
-    if (w.outcome == Client::Watched::Quiet) continue;
+    if (w.outcome == Client::Watched::Quiet) {
+      pause = kPoll;
+      continue;
+    }
     if (w.outcome == Client::Watched::Written && w.revision > revision) {
       revision = w.revision;
       ++changes_;
+      pause = kPoll;
       continue;
     }
     // Broken (or an event that did not say when): watched again from now on, and the caller
@@ -170,7 +177,8 @@ void EtcdStore::watch_changes(const std::string& prefix, int64_t revision) try {
       // No member answers: the caller's own reads fail too, and say so.
     }
     std::unique_lock<std::mutex> l(stop_mu_);
-    stop_cv_.wait_for(l, kPoll, [this] { return stopping_; });
+    stop_cv_.wait_for(l, pause, [this] { return stopping_; });
+    pause = std::min(2 * pause, kChangesSlice);
   }
 } catch (...) {
   // No client (libcurl, a certificate file), or anything else unforeseen: not a terminate.
