@@ -49,8 +49,9 @@ class EtcdStore : public Store {
   /// lapsed, say) after the first call, told by one watch that a thread of this store holds,
   /// so a caller that reads the keys again only when it moved reads nothing while nothing
   /// changes. It moves too when the watch broke (a member down or silent, history compacted),
-  /// and events may have been missed: the thread then watches on the next member. One prefix
-  /// per store (StoreError for another). Should that thread fail, the count moves at every call (read every key).
+  /// and events may have been missed: the thread then watches on the next member. Should that
+  /// thread fail, the count moves at every call (every key read each look). One prefix per
+  /// store (StoreError for another).
   int64_t changes_under(const std::string& prefix);
 
   /// This host's address as the etcd cluster sees it (see Client::local_address()).

@@ -41,6 +41,14 @@ std::thread write_later(const std::string& k, std::chrono::milliseconds delay, s
   });
 }
 
+// Whether `s`'s count of changes under `prefix` moves from `from` (within 30 s: a loaded host).
+bool count_moves(EtcdStore& s, const std::string& prefix, int64_t from) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (s.changes_under(prefix) == from && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  return s.changes_under(prefix) != from;
+}
+
 }  // namespace
 
 TEST_CASE("base64 round-trips every byte") {
@@ -231,12 +239,7 @@ TEST_CASE("store: a key written or deleted under a prefix moves its count, told 
   raw.put(prefix + "1", "1");
   EtcdStore s(endpoints(), "secret", 2s);
   const int64_t first = s.changes_under(prefix);
-  const auto moves = [&](int64_t from) {
-    const auto deadline = std::chrono::steady_clock::now() + 30s;  // a loaded host
-    while (s.changes_under(prefix) == from && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(10ms);
-    return s.changes_under(prefix) != from;
-  };
+  const auto moves = [&](int64_t from) { return count_moves(s, prefix, from); };
   // Outside the prefix (the key just past it included): no change.
   raw.put(unique("members0"), "1");
   raw.put(unique("other"), "1");
@@ -275,12 +278,7 @@ TEST_CASE("store: the count of changes moves past a member that never lets the w
   Client raw(endpoints(), 2s);
   raw.put(prefix + "1", "1");
   EtcdStore s(eps, "secret", 5s);
-  const auto moves = [&](int64_t from) {
-    const auto deadline = std::chrono::steady_clock::now() + 30s;  // a loaded host
-    while (s.changes_under(prefix) == from && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(10ms);
-    return s.changes_under(prefix) != from;
-  };
+  const auto moves = [&](int64_t from) { return count_moves(s, prefix, from); };
   // A watch on the silent member breaks and moves to the member that answers (a login does
   // that by itself), which is told of the deletion; each break moves the count too.
   const int64_t before = s.changes_under(prefix);
