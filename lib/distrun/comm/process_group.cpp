@@ -67,11 +67,11 @@ std::string seconds_str(std::chrono::milliseconds t) {
 }
 
 // Every rank checks in before the backend connects, so that a rank that never started is
-// named ("rank 3 of 4 never joined") rather than reported as a missing Gloo key. Each sets its
-// own key (what that message is made from) and counts itself in; the last one in opens the
-// gate every rank waits on. Three requests a rank, and the server wakes each waiter once: the
-// join costs O(N) in all (a wait for all N keys would cost O(N) per rank: N keys in its frame,
-// each checked again at every write).
+// named ("rank 3 of 4 never joined") rather than reported as a missing Gloo key. Each counts
+// itself in and sets its own key (what that message is made from) in one request, add_marked;
+// the last one in opens the gate every rank waits on. Two requests a rank (the last one's set
+// a third), and the server wakes each waiter once: the join costs O(N) in all (a wait for all
+// N keys would cost O(N) per rank: N keys in its frame, each checked again at every write).
 void wait_for_everyone(Store& store, const WorldInfo& w, std::chrono::milliseconds timeout) {
   auto key = [](int r) { return "distrun/joined/" + std::to_string(r); };
   const std::string gate = "distrun/joined/all";

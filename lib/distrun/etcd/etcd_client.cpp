@@ -32,34 +32,41 @@ size_t append(char* data, size_t size, size_t n, void* out) {
 int64_t number(const json& obj, const char* field);
 
 // A watch's stream: one JSON message a line; the transfer ends (0 returned) at the first
-// event, or when etcd cancels the watch or says something else.
+// event, or when etcd cancels the watch or says something else. etcd answers the moment the
+// watch exists ("created"), so `heard` tells a quiet watch from a member that never answered.
 struct WatchStream {
   std::string buffer;
-  bool written = false, ended = false;
+  bool heard = false, written = false, ended = false;
   int64_t revision = 0;  // of the last event
 };
 
 size_t on_watch_data(char* data, size_t size, size_t n, void* out) {
   auto& w = *static_cast<WatchStream*>(out);
-  w.buffer.append(data, size * n);
-  for (size_t nl; (nl = w.buffer.find('\n')) != std::string::npos;) {
-    const json m = json::parse(w.buffer.substr(0, nl), nullptr, false);
-    w.buffer.erase(0, nl + 1);
-    if (!m.is_object() || !m.contains("result")) {
-      w.ended = true;
-      continue;
+  // Nothing may be thrown through libcurl: whatever cannot be read ends the watch.
+  try {
+    w.buffer.append(data, size * n);
+    for (size_t nl; (nl = w.buffer.find('\n')) != std::string::npos;) {
+      const json m = json::parse(w.buffer.substr(0, nl), nullptr, false);
+      w.buffer.erase(0, nl + 1);
+      if (!m.is_object() || !m.contains("result") || !m["result"].is_object()) {
+        w.ended = true;
+        continue;
+      }
+      const json& r = m["result"];
+      w.heard = true;
+      if (r.contains("events") && r["events"].is_array() && !r["events"].empty()) {
+        w.written = true;
+        for (const json& e : r["events"]) try {
+            if (e.is_object() && e.contains("kv") && e["kv"].is_object())
+              w.revision = std::max(w.revision, number(e["kv"], "mod_revision"));
+          } catch (const StoreError&) {
+            // An event without its revision is still an event.
+          }
+      }
+      if (r.contains("canceled") && (!r["canceled"].is_boolean() || r["canceled"].get<bool>())) w.ended = true;
     }
-    const json& r = m["result"];
-    if (r.contains("events") && r["events"].is_array() && !r["events"].empty()) {
-      w.written = true;
-      for (const json& e : r["events"]) try {
-          if (e.is_object() && e.contains("kv") && e["kv"].is_object())
-            w.revision = std::max(w.revision, number(e["kv"], "mod_revision"));
-        } catch (const StoreError&) {
-          // Not through libcurl: an event without its revision is still an event.
-        }
-    }
-    if (r.value("canceled", false)) w.ended = true;
+  } catch (...) {
+    w.ended = true;
   }
   return w.written || w.ended ? 0 : size * n;
 }
@@ -239,8 +246,7 @@ Client::Watched Client::watch(const std::string& key, int64_t after, millisecond
   if (!range_end.empty()) create["range_end"] = base64_encode(range_end);
   const std::string request = json{{"create_request", create}}.dump();
   WatchStream stream;
-  curl_->post(endpoints_[current_] + "/v3/watch", request, on_watch_data, &stream, std::min(within, kConnectTimeout),
-              within);
+  curl_->post(endpoints_[current_] + "/v3/watch", request, on_watch_data, &stream, kConnectTimeout, within);
   ++requests_;
   // Ends at the first event (the callback stops it), at `within`, or on any failure: then the
   // next look goes to the next member.
@@ -251,7 +257,9 @@ Client::Watched Client::watch(const std::string& key, int64_t after, millisecond
   // the next watch authenticates again first.
   if (!stream.written && (status == 401 || stream.ended)) authenticated_ = false;
   if (stream.written) return {Watched::Written, stream.revision};
-  if (rc == CURLE_OPERATION_TIMEDOUT) return {Watched::Quiet, 0};
+  // Out of time is quiet only once etcd said the watch exists: a connection never made (its
+  // own timeout is the same code) or a member that never answered is broken.
+  if (rc == CURLE_OPERATION_TIMEDOUT && stream.heard) return {Watched::Quiet, 0};
   current_ = (current_ + 1) % endpoints_.size();
   return {Watched::Broken, 0};
 }
@@ -326,6 +334,14 @@ std::string base64_decode(const std::string& text) {
   size_t pad = text.empty() ? 0 : size_t(text.back() == '=') + size_t(text.size() > 1 && text[text.size() - 2] == '=');
   out.resize(size_t(n) - pad);
   return out;
+}
+
+std::string prefix_end(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (end.empty()) return std::string(1, '\0');
+  end.back() = char(static_cast<unsigned char>(end.back()) + 1);
+  return end;
 }
 
 std::vector<std::string> parse_endpoints(const std::string& list) {

@@ -66,8 +66,10 @@ class Client {
   /// looks again. With `range_end`, any key from `key` up to (not including) it.
   bool watch_write(const std::string& key, int64_t after, std::chrono::milliseconds within,
                    const std::string& range_end = "");
-  /// watch_write(), telling a quiet watch (`within` ran out) from a broken one, and giving the
-  /// revision of the last event it saw.
+  /// watch_write(), telling a quiet watch (etcd said it made the watch, and `within` ran out)
+  /// from a broken one (no connection within the connect limit, no word from the member, a
+  /// cancel, an error: the next watch goes to the next member), and giving the revision of the
+  /// last event it saw.
   struct Watched {
     enum Outcome { Written, Quiet, Broken } outcome = Broken;
     int64_t revision = 0;  // Written: the revision of its last event
@@ -108,6 +110,10 @@ class Client {
 std::string base64_encode(const std::string& bytes);
 /// StoreError when `text` is not base64.
 std::string base64_decode(const std::string& text);
+
+/// The first key past every key that starts with `prefix`, by etcd's rule: trailing 0xff
+/// bytes dropped, then the last byte one more ("\0", every key, when nothing is left).
+std::string prefix_end(const std::string& prefix);
 
 /// Splits "a:1,b:2" into its endpoints; ConfigError when empty.
 std::vector<std::string> parse_endpoints(const std::string& list);

@@ -22,9 +22,11 @@ constexpr milliseconds kPoll{20};
 // the connection (its host gone) holds a watch silently, and the look moves to another.
 constexpr milliseconds kWatchSlice{1000};
 constexpr size_t kTag = 32;
-// changes_under()'s watch is held this long at a time: the store waits as long for its thread
-// when it closes.
-constexpr milliseconds kChangesSlice{250};
+// changes_under()'s watch is held this long at a time, its connection included (a distant
+// member over TLS may take most of the connect limit), and its thread's other requests are
+// bounded alike (a failed one is tried again): the store waits about as long for that thread
+// when it closes, whether etcd answers or not.
+constexpr milliseconds kChangesSlice{1000};
 
 }  // namespace
 
@@ -125,13 +127,15 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
 int64_t EtcdStore::changes_under(const std::string& prefix) {
   if (prefix.empty()) throw StoreError("etcd: changes under an empty prefix");
   std::lock_guard<std::mutex> l(mu_);
+  if (change_watch_.joinable() && prefix != changes_prefix_)
+    throw StoreError("etcd: changes under " + prefix + " asked of a store that watches " + changes_prefix_);
   if (!change_watch_.joinable()) {
+    changes_prefix_ = prefix;
     // From the revision of this look on: a change before it is in what the caller reads next.
     client_.get(prefix);
-    change_watch_ = std::thread(
-        [this, prefix, from = client_.revision(), t = client_.timeout()] { watch_changes(prefix, from, t); });
+    change_watch_ = std::thread([this, prefix, from = client_.revision()] { watch_changes(prefix, from); });
   }
-  return changes_;
+  return watch_failed_ ? ++changes_ : changes_.load();
 }
 
 bool EtcdStore::stopping() {
@@ -139,10 +143,12 @@ bool EtcdStore::stopping() {
   return stopping_;
 }
 
-void EtcdStore::watch_changes(const std::string& prefix, int64_t revision, milliseconds request_timeout) {
-  std::string end = prefix;
-  end.back() = char(end.back() + 1);  // the first key past every key under the prefix
-  Client client(endpoints_, request_timeout, credentials_);
+void EtcdStore::watch_changes(const std::string& prefix, int64_t revision) try {
+  const std::string end = prefix_end(prefix);
+  Client client(endpoints_, kChangesSlice, credentials_);
+  // The pause after a broken watch, doubled while they keep breaking up to a slice: a member
+  // that breaks every watch is not read some 50 times a second by every agent.
+  milliseconds pause = kPoll;
   while (!stopping()) {
     Client::Watched w;
     try {
@@ -150,14 +156,19 @@ void EtcdStore::watch_changes(const std::string& prefix, int64_t revision, milli
     } catch (const Error&) {
       // A login refused or out of time: as a broken watch.
     }
-    if (w.outcome == Client::Watched::Quiet) continue;
+    if (w.outcome == Client::Watched::Quiet) {
+      pause = kPoll;
+      continue;
+    }
     if (w.outcome == Client::Watched::Written && w.revision > revision) {
       revision = w.revision;
       ++changes_;
+      pause = kPoll;
       continue;
     }
     // Broken (or an event that did not say when): watched again from now on, and the caller
     // told to read every key, which covers what the watch may have missed.
+    if (stopping()) break;
     try {
       client.get(prefix);
       revision = client.revision();
@@ -166,8 +177,12 @@ void EtcdStore::watch_changes(const std::string& prefix, int64_t revision, milli
       // No member answers: the caller's own reads fail too, and say so.
     }
     std::unique_lock<std::mutex> l(stop_mu_);
-    stop_cv_.wait_for(l, kPoll, [this] { return stopping_; });
+    stop_cv_.wait_for(l, pause, [this] { return stopping_; });
+    pause = std::min(2 * pause, kChangesSlice);
   }
+} catch (...) {
+  // No client (libcurl, a certificate file), or anything else unforeseen: not a terminate.
+  watch_failed_ = true;
 }
 
 bool EtcdStore::check(const std::vector<std::string>& keys) {

@@ -48,8 +48,10 @@ class EtcdStore : public Store {
   /// A count that moves whenever a key under `prefix` is written or deleted (a claim's lease
   /// lapsed, say) after the first call, told by one watch that a thread of this store holds,
   /// so a caller that reads the keys again only when it moved reads nothing while nothing
-  /// changes. It moves too when the watch broke (a member down, history compacted), and
-  /// events may have been missed. One prefix per store.
+  /// changes. It moves too when the watch broke (a member down or silent, history compacted),
+  /// and events may have been missed: the thread then watches on the next member. Should that
+  /// thread fail, the count moves at every call (every key read each look). One prefix per
+  /// store (StoreError for another).
   int64_t changes_under(const std::string& prefix);
 
   /// This host's address as the etcd cluster sees it (see Client::local_address()).
@@ -68,7 +70,7 @@ class EtcdStore : public Store {
                    const std::string& range_end = "");
   int64_t lease();
   void renew(std::vector<std::string> endpoints, std::chrono::milliseconds request_timeout);
-  void watch_changes(const std::string& prefix, int64_t revision, std::chrono::milliseconds request_timeout);
+  void watch_changes(const std::string& prefix, int64_t revision);
   bool stopping();
 
   std::string secret_;
@@ -87,7 +89,10 @@ class EtcdStore : public Store {
   bool stopping_ = false;
   std::thread renewer_;
   std::atomic<int64_t> changes_{0};
-  std::thread change_watch_;  // started by changes_under(), under mu_
+  // The change watch's thread ended on an error of its own: changes_under() moves every call.
+  std::atomic<bool> watch_failed_{false};
+  std::thread change_watch_;    // started by changes_under(), under mu_
+  std::string changes_prefix_;  // what it watches, under mu_
 };
 
 }  // namespace distrun::etcd

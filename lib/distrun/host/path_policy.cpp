@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <list>
 
 #include "distrun/core/error.hpp"
 #include "distrun/host/hierarchical_transport.hpp"
@@ -12,8 +14,10 @@ namespace distrun {
 
 namespace {
 
-std::vector<PathEntry>& entries() {
-  static std::vector<PathEntry> all;
+// A list: an entry keeps its place in memory when a later one registers (PathChoice points
+// to it).
+std::list<PathEntry>& entries() {
+  static std::list<PathEntry> all;
   return all;
 }
 
@@ -73,13 +77,21 @@ const char* word_of(T value, const std::array<Word<T>, N>& words) {
 
 bool register_path(PathEntry entry) {
   auto& all = entries();
+  // Registration runs while the library loads, before main: a clash is the build's mistake,
+  // which no caller could catch.
+  for (const auto& e : all)
+    if (e.name == entry.name || (e.reach == entry.reach && e.order == entry.order)) {
+      std::fprintf(stderr, "distrun: the path %s clashes with the path %s registered before it (%s)\n",
+                   entry.name.c_str(), e.name.c_str(), e.name == entry.name ? "same name" : "same reach and order");
+      std::abort();
+    }
   const auto at = std::upper_bound(all.begin(), all.end(), entry.order,
                                    [](int order, const PathEntry& e) { return order < e.order; });
   all.insert(at, std::move(entry));
   return true;
 }
 
-const std::vector<PathEntry>& registered_paths() { return entries(); }
+const std::list<PathEntry>& registered_paths() { return entries(); }
 
 void PathSettings::read_env() {
   // DISTRUN_CMA=0 is the older spelling of "TCP only", honoured while DISTRUN_TRANSPORT is unset.

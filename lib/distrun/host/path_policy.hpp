@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,10 +100,11 @@ struct PathEntry {
 };
 
 /// Adds `entry` to the paths the policy chooses among (each path's file, when the library
-/// loads); returns true, so that a file registers by initialising a constant.
+/// loads); returns true, so that a file registers by initialising a constant. A name, or a
+/// reach and order, registered twice is the build's mistake: a message and abort().
 bool register_path(PathEntry entry);
-/// The registered paths, by order.
-const std::vector<PathEntry>& registered_paths();
+/// The registered paths, by order; an entry stays where it is while others register.
+const std::list<PathEntry>& registered_paths();
 
 /// What one member of a group states when it is made.
 struct GroupMember {

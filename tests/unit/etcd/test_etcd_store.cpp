@@ -1,5 +1,8 @@
 // The etcd client and EtcdStore against a real etcd, whose client URL is in $DISTRUN_ETCD
 // (tests/launcher/etcd_test.py starts one and runs these; alone, they are not registered).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -38,6 +41,14 @@ std::thread write_later(const std::string& k, std::chrono::milliseconds delay, s
   });
 }
 
+// Whether `s`'s count of changes under `prefix` moves from `from` (within 30 s: a loaded host).
+bool count_moves(EtcdStore& s, const std::string& prefix, int64_t from) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (s.changes_under(prefix) == from && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  return s.changes_under(prefix) != from;
+}
+
 }  // namespace
 
 TEST_CASE("base64 round-trips every byte") {
@@ -46,6 +57,13 @@ TEST_CASE("base64 round-trips every byte") {
   for (size_t n : {0, 1, 2, 3, 4, 256}) CHECK(base64_decode(base64_encode(all.substr(0, n))) == all.substr(0, n));
   CHECK(base64_encode("foo") == "Zm9v");
   CHECK_THROWS_AS(base64_decode("abc"), StoreError);
+}
+
+TEST_CASE("prefix_end is the first key past the prefix, by etcd's rule") {
+  CHECK(prefix_end("a/") == "a0");
+  CHECK(prefix_end(std::string("a\xff\xff", 3)) == "b");
+  CHECK(prefix_end(std::string("a\xfe", 2)) == std::string("a\xff", 2));
+  CHECK(prefix_end(std::string("\xff", 1)) == std::string(1, '\0'));
 }
 
 TEST_CASE("client: put, get, create, compare_and_swap, remove") {
@@ -221,16 +239,11 @@ TEST_CASE("store: a key written or deleted under a prefix moves its count, told 
   raw.put(prefix + "1", "1");
   EtcdStore s(endpoints(), "secret", 2s);
   const int64_t first = s.changes_under(prefix);
-  const auto moves = [&](int64_t from) {
-    const auto deadline = std::chrono::steady_clock::now() + 30s;  // a loaded host
-    while (s.changes_under(prefix) == from && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(10ms);
-    return s.changes_under(prefix) != from;
-  };
+  const auto moves = [&](int64_t from) { return count_moves(s, prefix, from); };
   // Outside the prefix (the key just past it included): no change.
   raw.put(unique("members0"), "1");
   raw.put(unique("other"), "1");
-  std::this_thread::sleep_for(600ms);  // past two of the watch's slices
+  std::this_thread::sleep_for(600ms);  // a watch is told of an event at once
   CHECK(s.changes_under(prefix) == first);
   raw.remove(prefix + "1");
   CHECK(moves(first));
@@ -239,6 +252,40 @@ TEST_CASE("store: a key written or deleted under a prefix moves its count, told 
   { EtcdStore(endpoints(), "secret", 2s, 2).claim(prefix + "2", "1"); }
   CHECK(moves(second));
   CHECK_FALSE(raw.get(prefix + "2"));
+  CHECK_THROWS_AS(s.changes_under(unique("elsewhere/")), StoreError);  // one prefix per store
+}
+
+TEST_CASE("store: the count of changes moves past a member that never lets the watch connect") {
+  // A listener whose backlog is full drops every further SYN: a connect there times out
+  // (libcurl's code for that is its transfer's timeout too), where a closed port refuses.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) == 0);
+  REQUIRE(::listen(listener, 0) == 0);
+  REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  std::vector<int> fillers;
+  for (int i = 0; i < 3; ++i) {
+    fillers.push_back(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+    (void)::connect(fillers.back(), reinterpret_cast<sockaddr*>(&addr), len);  // nonblocking: in progress
+  }
+  auto eps = endpoints();
+  eps.insert(eps.begin(), "127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+
+  const std::string prefix = unique("silent/");
+  Client raw(endpoints(), 2s);
+  raw.put(prefix + "1", "1");
+  EtcdStore s(eps, "secret", 5s);
+  const auto moves = [&](int64_t from) { return count_moves(s, prefix, from); };
+  // A watch on the silent member breaks and moves to the member that answers (a login does
+  // that by itself), which is told of the deletion; each break moves the count too.
+  const int64_t before = s.changes_under(prefix);
+  raw.remove(prefix + "1");
+  CHECK(moves(before));
+  for (int fd : fillers) ::close(fd);
+  ::close(listener);
 }
 
 // Run by etcd_test.py's auth case only, against an etcd with authentication enabled, a user

@@ -400,19 +400,47 @@ TEST_CASE("store session: after the proof every frame is sealed, and an altered,
   SECTION("the server's own reply reflected back") { CHECK(s.on_frame(reply).kind == SessionAction::Close); }
 }
 
+namespace {
+
+std::string to_hex(std::string_view bytes) {
+  std::string hex;
+  for (unsigned char c : bytes) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", c);
+    hex += b;
+  }
+  return hex;
+}
+
+}  // namespace
+
 TEST_CASE("auth: HKDF-SHA256 gives RFC 5869's first test vector") {
   const std::string ikm(22, '\x0b');
   std::string salt, info;
   for (int i = 0; i <= 0x0c; ++i) salt.push_back(char(i));
   for (int i = 0xf0; i <= 0xf9; ++i) info.push_back(char(i));
-  const std::string okm = auth::hkdf(ikm, salt, info, 42);
-  std::string hex;
-  for (unsigned char c : okm) {
-    char b[3];
-    std::snprintf(b, sizeof b, "%02x", c);
-    hex += b;
-  }
-  CHECK(hex == "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865");
+  CHECK(to_hex(auth::hkdf(ikm, salt, info, 42)) ==
+        "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865");
+}
+
+TEST_CASE("auth: HMAC-SHA256 gives RFC 4231's second test vector, one-shot and through a Mac") {
+  const std::string tag = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843";
+  CHECK(to_hex(auth::hmac("Jefe", "what do ya want for nothing?")) == tag);
+  auth::Mac mac("Jefe");
+  CHECK(to_hex(mac({"what do ya want for nothing?"})) == tag);
+  CHECK(to_hex(mac({"what do ya ", "", "want for nothing?"})) == tag);  // parts: their concatenation
+}
+
+TEST_CASE("auth: one Mac used for many messages tags each as the one-shot hmac does") {
+  const std::string key = "a key of the session";
+  auth::Mac mac(key);
+  const std::vector<std::string> messages = {"", "a", std::string(64, 'x'), std::string(1000, '\0'), "last"};
+  for (int round = 0; round < 2; ++round)  // the same message again gets the same tag
+    for (const auto& m : messages) CHECK(mac({m}) == auth::hmac(key, m));
+  CHECK(mac({"head|", "body|", "tail"}) == auth::hmac(key, "head|body|tail"));
+  auth::Mac copy(mac);  // a copy carries the key schedule, not a state left by a message
+  CHECK(copy({"last"}) == auth::hmac(key, "last"));
+  CHECK(mac({"last"}) != auth::hmac("another key", "last"));
 }
 
 TEST_CASE("auth: the entropy estimate passes generated secrets and refuses words and patterns") {

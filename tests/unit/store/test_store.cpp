@@ -378,6 +378,71 @@ TEST_CASE("TCPStore: oversized frames and garbage are refused while others are s
   ::close(stalled);
 }
 
+namespace {
+
+// A Set of `key` as a frame whose payload is `body` bytes long.
+std::string set_frame(const std::string& key, size_t body) {
+  const size_t fixed = wire::encode({wire::Cmd::Set, {key}, "", 0}).size();
+  REQUIRE(body >= fixed);
+  return wire::frame(wire::encode({wire::Cmd::Set, {key}, std::string(body - fixed, 'v'), 0}));
+}
+
+// The status byte of the next reply frame on `fd` (a read bounded by 5 s), or -1.
+int reply_status(int fd) {
+  const timeval limit{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  const auto read_exactly = [fd](char* to, size_t n) {
+    for (size_t got = 0; got < n;) {
+      const ssize_t r = ::read(fd, to + got, n - got);
+      if (r <= 0) return false;
+      got += size_t(r);
+    }
+    return true;
+  };
+  char header[4];
+  if (!read_exactly(header, 4)) return -1;
+  std::string body(wire::read_u32(reinterpret_cast<const uint8_t*>(header)), '\0');
+  if (body.empty() || !read_exactly(body.data(), body.size())) return -1;
+  return uint8_t(body[0]);
+}
+
+}  // namespace
+
+TEST_CASE("TCPStore server: frames are read whole however the bytes arrive") {
+  TCPStoreServerOptions so;
+  so.host = "127.0.0.1";
+  TCPStoreServer server(so);
+  TCPStore check("127.0.0.1", server.port());
+  const int fd = raw_connect(server.port());
+  const int ok = int(wire::Status::Ok);
+  SECTION("one byte at a time") {
+    const std::string f = set_frame("bytewise", 40);
+    for (char c : f) {
+      REQUIRE(::write(fd, &c, 1) == 1);
+      std::this_thread::sleep_for(1ms);
+    }
+    CHECK(reply_status(fd) == ok);
+    CHECK(check.get("bytewise").size() == 40 - 9 - 8);
+  }
+  SECTION("two frames in one write, the second across the end of the server's 256-byte read") {
+    const std::string both = set_frame("first", 200) + set_frame("second", 100);
+    REQUIRE(::write(fd, both.data(), both.size()) == ssize_t(both.size()));
+    CHECK(reply_status(fd) == ok);
+    CHECK(reply_status(fd) == ok);
+    CHECK(check.check({"first", "second"}));
+  }
+  SECTION("a frame that just fits the read buffer, and one a byte larger") {
+    for (size_t body : {252, 253}) {
+      const std::string key = "body" + std::to_string(body);
+      const std::string f = set_frame(key, body);
+      REQUIRE(::write(fd, f.data(), f.size()) == ssize_t(f.size()));
+      CHECK(reply_status(fd) == ok);
+      CHECK(check.get(key).size() == body - 9 - key.size());
+    }
+  }
+  ::close(fd);
+}
+
 TEST_CASE("TCPStore: a taken port and a dead server are clear errors") {
   TCPStoreServer first({"127.0.0.1", 0});
   TCPStoreServerOptions again{"127.0.0.1", first.port()};
