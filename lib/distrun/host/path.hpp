@@ -69,6 +69,13 @@ class Path {
   virtual void run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) = 0;
   /// Ends the collective: returns once no peer will read this rank's exposed buffer again.
   virtual void finish(std::chrono::milliseconds timeout) = 0;
+  /// The rank through which this path prefers small collectives to go, or -1 (every rank to
+  /// every rank). Where a path has one, a rank's intent, and the buffer that rides with it,
+  /// reach the hub only, and the hub's answer (every intent, so that a disagreement is the same
+  /// error everywhere) rides on its first message to each rank: a schedule that takes every
+  /// peer's buffer at the hub in its first phase and hands the hub's result out in the next
+  /// moves a small collective in 2(n - 1) messages, the check included (paths/socket_path.hpp).
+  virtual int hub() const { return -1; }
   /// A broadcast that does not meet (root's intent.bytes at `data` into every rank's `data`),
   /// where the path has one for this intent: the root returns once its bytes are posted, and
   /// a disagreement reaches it later (paths/shm_path.hpp). False: nothing done, meet instead.
