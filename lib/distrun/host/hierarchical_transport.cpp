@@ -232,11 +232,26 @@ constexpr Composition kCompositions[] = {
     {CollectiveKind::Broadcast, broadcast},
 };
 
+// Up to this many bytes in a rank's larger buffer, a composed kind runs flat when the group's
+// TCP path has a hub: 2(n - 1) messages through it, the check riding on them, where the
+// composition's own check through the hub is as many again before its steps. Between 2
+// namespace hosts of 2 ranks, flat against composed, one interleaved run: all_reduce 0.38-0.81x
+// the time from 8 B to 64 KiB, all_gather 0.74-0.78x to 16 KiB in all (1.27x at 256 KiB).
+constexpr uint64_t kFlatMost = uint64_t(64) << 10;
+
+bool runs_flat(const Parts& h, const Intent& intent) {
+  const Buffers form = form_of(intent.kind).buffers;
+  const uint64_t ranks = h.on.size() * h.on[0].size();
+  const uint64_t larger = form == Buffers::Gathers || form == Buffers::Scatters ? intent.bytes * ranks : intent.bytes;
+  return larger <= kFlatMost && h.flat->hub() >= 0;
+}
+
 }  // namespace
 
 void HierarchicalTransport::run(const HostOp& op, std::chrono::milliseconds timeout) {
-  for (const Composition& c : kCompositions)
-    if (c.kind == op.intent.kind) return c.run(parts_, op, timeout);
+  if (!runs_flat(parts_, op.intent))
+    for (const Composition& c : kCompositions)
+      if (c.kind == op.intent.kind) return c.run(parts_, op, timeout);
   parts_.flat->run(op, timeout);
 }
 
