@@ -588,3 +588,107 @@ TEST_CASE("eager broadcasts: the root runs ahead of a stopped receiver up to the
     for (int r = 0; r < n; ++r) CHECK(errors[size_t(r)] == "");
   }
 }
+
+TEST_CASE(
+    "through the TCP hub of 3 and 4 ranks: a disagreement of the hub or another rank is the same typed error on every "
+    "rank, outputs untouched, and every kind's next call is right",
+    "[trust]") {
+  // Groups of 3 to 16 on the sockets check their intents through rank 0, and small collectives
+  // go through it too: what one rank states reaches the others only in the hub's answer.
+  for (int n : {3, 4}) {
+    INFO(n << " ranks");
+    std::vector<std::vector<std::string>> seen(static_cast<size_t>(n));
+    auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
+      const int r = b.rank();
+      auto& mine = seen[size_t(r)];
+      auto expect = [&](const char* what, const std::function<void()>& f, const Tensor& out, double was) {
+        try {
+          f();
+          mine.push_back(std::string(what) + ": no error");
+        } catch (const CollectiveMismatchError& e) {
+          mine.push_back(e.what());
+        }
+        for (int64_t e = 0; e < out.numel(); ++e)
+          if (out.get(e) != was) throw std::runtime_error(std::string(what) + " wrote its output on a mismatch");
+      };
+      for (int odd : {0, n - 1}) {  // the hub disagrees, then the last rank
+        const bool me = r == odd;
+        Tensor t = full(me ? 3 : 2, 5.0, DType::Float32);
+        expect(
+            "all_reduce", [&] { b.all_reduce(t, {}); }, t, 5.0);
+        Tensor in = full(2, 5.0, me ? DType::Int32 : DType::Float32), out = full(2 * n, -1.0, DType::Float32);
+        expect(
+            "all_gather", [&] { b.all_gather(in, out, {}); }, out, -1.0);
+        BroadcastOptions bo;
+        bo.root = me ? 1 : 2;
+        expect(
+            "broadcast", [&] { b.broadcast(t, bo); }, t, 5.0);
+        ReduceOptions ro;
+        ro.op = me ? ReduceOp::Max : ReduceOp::Sum;
+        expect(
+            "reduce", [&] { b.reduce(t, ro); }, t, 5.0);
+        Tensor blocks = full(me ? 2 * n + 1 : 2 * n, 5.0, DType::Float32), block = full(2, -1.0, DType::Float32);
+        expect(
+            "reduce_scatter", [&] { b.reduce_scatter(blocks, block, {}); }, block, -1.0);
+        ScatterOptions so;
+        so.root = me ? 0 : 1;
+        expect(
+            "scatter", [&] { b.scatter(blocks, block, so); }, block, -1.0);
+      }
+      // Agreed: each kind through the hub, every element checked.
+      auto check = [&](const char* what, const Tensor& got, const std::function<double(int64_t)>& want) {
+        for (int64_t e = 0; e < got.numel(); ++e)
+          if (got.get(e) != want(e))
+            throw std::runtime_error(std::string(what) + ": element " + std::to_string(e) + " is " +
+                                     std::to_string(got.get(e)) + ", not " + std::to_string(want(e)));
+      };
+      const int64_t k = 3;
+      auto value = [](int p, int64_t e) { return double(100 * p + e); };
+      auto mine_of = [&](int p, int64_t count) {
+        Tensor v = Tensor::zeros({count}, DType::Float32);
+        for (int64_t e = 0; e < count; ++e) v.set(e, value(p, e));
+        return v;
+      };
+      auto sum_of = [&](int64_t e) {
+        double s = 0;
+        for (int p = 0; p < n; ++p) s += value(p, e);
+        return s;
+      };
+      Tensor t = mine_of(r, k);
+      b.all_reduce(t, {});
+      check("all_reduce", t, sum_of);
+      Tensor out = Tensor::zeros({k * n}, DType::Float32);
+      b.all_gather(mine_of(r, k), out, {});
+      check("all_gather", out, [&](int64_t e) { return value(int(e / k), e % k); });
+      for (int root = 0; root < n; ++root) {
+        BroadcastOptions bo;
+        bo.root = root;
+        t = mine_of(r, k);
+        b.broadcast(t, bo);
+        check("broadcast", t, [&](int64_t e) { return value(root, e); });
+        ReduceOptions ro;
+        ro.root = root;
+        t = mine_of(r, k);
+        b.reduce(t, ro);
+        check("reduce", t, [&](int64_t e) { return r == root ? sum_of(e) : value(r, e); });
+        GatherOptions go;
+        go.root = root;
+        Tensor gathered = Tensor::zeros({k * n}, DType::Float32);
+        b.gather(mine_of(r, k), gathered, go);
+        if (r == root) check("gather", gathered, [&](int64_t e) { return value(int(e / k), e % k); });
+        ScatterOptions so;
+        so.root = root;
+        Tensor block = Tensor::zeros({k}, DType::Float32);
+        b.scatter(mine_of(r, k * n), block, so);
+        check("scatter", block, [&](int64_t e) { return value(root, r * k + e); });
+      }
+      Tensor block = Tensor::zeros({k}, DType::Float32);
+      b.reduce_scatter(mine_of(r, k * n), block, {});
+      check("reduce_scatter", block, [&](int64_t e) { return sum_of(r * k + e); });
+    });
+    for (int r = 0; r < n; ++r) CHECK(errors[size_t(r)] == "");
+    REQUIRE(seen[0].size() == 12);
+    for (const std::string& e : seen[0]) CHECK_THAT(e, !Catch::EndsWith("no error"));
+    for (int r = 1; r < n; ++r) CHECK(seen[size_t(r)] == seen[0]);
+  }
+}

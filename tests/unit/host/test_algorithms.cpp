@@ -68,10 +68,12 @@ struct FakeWorld {
 
 class FakePath : public Path {
  public:
-  FakePath(FakeWorld& world, int rank, bool reads_peers) : w_(world), rank_(rank), reads_peers_(reads_peers) {}
+  FakePath(FakeWorld& world, int rank, bool reads_peers, int hub = -1)
+      : w_(world), rank_(rank), reads_peers_(reads_peers), hub_(hub) {}
 
   std::string name() const override { return "fake"; }
   bool reads_peers() const override { return reads_peers_; }
+  int hub() const override { return hub_; }
 
   const std::vector<Intent>& meet(Intent intent, const void* base, uint64_t extent,
                                   std::chrono::milliseconds) override {
@@ -145,6 +147,7 @@ class FakePath : public Path {
   FakeWorld& w_;
   int rank_;
   bool reads_peers_;
+  int hub_;
   uint64_t seq_ = 0;
   std::vector<Intent> table_;
 };
@@ -153,14 +156,15 @@ constexpr auto kTimeout = std::chrono::milliseconds(20000);
 
 // Runs fn(collectives, rank) on n thread ranks over one fake group; the first failure is
 // rethrown here (a rank that throws leaves the others to fail at the next barrier).
-void on_ranks(int n, Algorithm algorithm, bool reads_peers, const std::function<void(PathCollectives&, int)>& fn) {
+void on_ranks(int n, Algorithm algorithm, bool reads_peers, const std::function<void(PathCollectives&, int)>& fn,
+              int hub = -1) {
   FakeWorld world(n);
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       try {
-        PathCollectives c(std::make_unique<FakePath>(world, r, reads_peers), r, n, algorithm);
+        PathCollectives c(std::make_unique<FakePath>(world, r, reads_peers, hub), r, n, algorithm);
         fn(c, r);
       } catch (const std::exception& e) {
         errors[size_t(r)] = e.what();
@@ -209,12 +213,18 @@ const int kSizes[] = {1, 2, 3, 5};
 struct Case {
   Algorithm algorithm;
   bool reads_peers;
+  int hub;
   const char* name;
 };
-const Case kCases[] = {{Algorithm::Direct, false, "direct"},
-                       {Algorithm::Ring, false, "ring"},
-                       {Algorithm::Auto, false, "auto, a path like TCP"},
-                       {Algorithm::Auto, true, "auto, a path like shared memory"}};
+const Case kCases[] = {{Algorithm::Direct, false, -1, "direct"},
+                       {Algorithm::Ring, false, -1, "ring"},
+                       {Algorithm::Auto, false, -1, "auto, a path like TCP between two ranks"},
+                       {Algorithm::Auto, false, 0, "auto, a path with a hub like TCP in larger groups"},
+                       {Algorithm::Auto, true, -1, "auto, a path like shared memory"}};
+
+void on_ranks(int n, const Case& c, const std::function<void(PathCollectives&, int)>& fn) {
+  on_ranks(n, c.algorithm, c.reads_peers, fn, c.hub);
+}
 
 template <typename F>
 void each_case(F&& f) {
@@ -228,9 +238,10 @@ void each_case(F&& f) {
 
 }  // namespace
 
-TEST_CASE("all_reduce schedules (small direct, large direct, ring) sum every element on every rank", "[algorithms]") {
+TEST_CASE("all_reduce schedules (small direct, through a hub, large direct, ring) sum every element on every rank",
+          "[algorithms]") {
   each_case([](const Case& c, int n, size_t count) {
-    on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
+    on_ranks(n, c, [&](PathCollectives& coll, int r) {
       auto data = values_of(r, count);
       coll.run({intent_of(CollectiveKind::AllReduce, count * kEs, -1, true), nullptr, data.data(), kEs, kSum},
                kTimeout);
@@ -240,9 +251,9 @@ TEST_CASE("all_reduce schedules (small direct, large direct, ring) sum every ele
   });
 }
 
-TEST_CASE("all_gather schedules (direct, ring) put every rank's block in place", "[algorithms]") {
+TEST_CASE("all_gather schedules (direct, through a hub, ring) put every rank's block in place", "[algorithms]") {
   each_case([](const Case& c, int n, size_t count) {
-    on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
+    on_ranks(n, c, [&](PathCollectives& coll, int r) {
       auto in = values_of(r, count);
       std::vector<int64_t> out(count * size_t(n), -1);
       coll.run({intent_of(CollectiveKind::AllGather, count * kEs), in.data(), out.data()}, kTimeout);
@@ -254,10 +265,11 @@ TEST_CASE("all_gather schedules (direct, ring) put every rank's block in place",
   });
 }
 
-TEST_CASE("reduce_scatter schedules (direct, ring) leave each rank the sum of its block", "[algorithms]") {
+TEST_CASE("reduce_scatter schedules (direct, through a hub, ring) leave each rank the sum of its block",
+          "[algorithms]") {
   each_case([](const Case& c, int n, size_t count) {
     if (n == 1) return;  // the backend copies: no schedule runs
-    on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
+    on_ranks(n, c, [&](PathCollectives& coll, int r) {
       auto in = values_of(r, count * size_t(n));
       std::vector<int64_t> out(count, -1);
       coll.run({intent_of(CollectiveKind::ReduceScatter, count * kEs, -1, true), in.data(), out.data(), kEs, kSum},
@@ -269,11 +281,12 @@ TEST_CASE("reduce_scatter schedules (direct, ring) leave each rank the sum of it
   });
 }
 
-TEST_CASE("rooted schedules (broadcast, reduce, gather, scatter) from every root", "[algorithms]") {
+TEST_CASE("rooted schedules (broadcast, reduce, gather, scatter), direct or through a hub, from every root",
+          "[algorithms]") {
   each_case([](const Case& c, int n, size_t count) {
     for (int root = 0; root < n; ++root) {
       INFO("root " << root);
-      on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
+      on_ranks(n, c, [&](PathCollectives& coll, int r) {
         auto fail = [&](const std::string& what) {
           throw std::runtime_error(what + " wrong on rank " + std::to_string(r));
         };
@@ -310,7 +323,7 @@ TEST_CASE("all_to_all schedule with uneven and empty blocks", "[algorithms]") {
   each_case([](const Case& c, int n, size_t count) {
     // Rank r sends (r + j) % 3 * count elements to rank j: some blocks are empty.
     auto sends = [&](int from, int to) { return size_t((from + to) % 3) * count; };
-    on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
+    on_ranks(n, c, [&](PathCollectives& coll, int r) {
       Intent intent = intent_of(CollectiveKind::AllToAll, 0);
       size_t at = 0, total_in = 0, total_out = 0;
       for (int j = 0; j < n; ++j) {
