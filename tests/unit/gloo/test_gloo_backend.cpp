@@ -226,59 +226,64 @@ TEST_CASE(
   // On the sockets a first phase goes out right behind its intent. When the check fails, those
   // bytes still reach their readers (the stream keeps its framing), which must drop them unread:
   // neither take them for the next collective's data, nor keep them aside for a receive that
-  // never comes. Three ranks: all_reduce's ring sends its first block to one neighbour; a
-  // broadcast that every rank roots sends every buffer to every peer (8 MiB per rank a round).
-  const int64_t n = int64_t(1) << 20;  // 4 MiB of float: the ring on TCP
+  // never comes. Two ranks: all_reduce's first phase sends a block to the peer; a broadcast
+  // that both ranks root sends each buffer to the other (4 MiB per rank a round). Three ranks
+  // check through a hub, where nothing but the rows goes ahead of the check: the same rounds
+  // leave nothing behind there either.
+  const int64_t n = int64_t(1) << 20;  // 4 MiB of float: past the small collectives
   const int rounds = 4;
-  std::atomic<int64_t> heap_first{0}, heap_last{0};
-  auto errors = on_ranks(3, PathPreference::Tcp, [&](GlooBackend& b) {
-    const int r = b.rank();
-    MismatchCounter expect_mismatch;
-    // Rank p's element e; the bytes sent ahead hold 1000 + rank, far from any of these or their sums.
-    auto fill = [&](Tensor& t, int p) {
-      float* d = t.data_as<float>();
-      for (int64_t e = 0; e < n; ++e) d[e] = float(p + 1 + e % 5);
-    };
-    auto expect = [&](const Tensor& t, const char* what, const std::function<float(int64_t)>& want) {
-      const float* d = t.data_as<float>();
-      for (int64_t e = 0; e < n; ++e)
-        if (d[e] != want(e))
-          throw std::runtime_error(std::string(what) + " after a mismatch: element " + std::to_string(e) + " is " +
-                                   std::to_string(d[e]) + ", not " + std::to_string(want(e)));
-    };
-    for (int round = 0; round <= rounds; ++round) {
-      Tensor ahead = full(n, 1000.0 + r, r == 2 ? DType::Int32 : DType::Float32);
-      expect_mismatch([&] { b.all_reduce(ahead, {}); });
-      Tensor sum = Tensor::zeros({n}, DType::Float32);
-      fill(sum, r);
-      b.all_reduce(sum, {});
-      expect(sum, "all_reduce", [](int64_t e) { return float(6 + 3 * (e % 5)); });
+  for (int ranks : {2, 3}) {
+    INFO(ranks << " ranks");
+    std::atomic<int64_t> heap_first{0}, heap_last{0};
+    auto errors = on_ranks(ranks, PathPreference::Tcp, [&](GlooBackend& b) {
+      const int r = b.rank();
+      MismatchCounter expect_mismatch;
+      // Rank p's element e; the bytes sent ahead hold 1000 + rank, far from any of these or their sums.
+      auto fill = [&](Tensor& t, int p) {
+        float* d = t.data_as<float>();
+        for (int64_t e = 0; e < n; ++e) d[e] = float(p + 1 + e % 5);
+      };
+      auto expect = [&](const Tensor& t, const char* what, const std::function<float(int64_t)>& want) {
+        const float* d = t.data_as<float>();
+        for (int64_t e = 0; e < n; ++e)
+          if (d[e] != want(e))
+            throw std::runtime_error(std::string(what) + " after a mismatch: element " + std::to_string(e) + " is " +
+                                     std::to_string(d[e]) + ", not " + std::to_string(want(e)));
+      };
+      for (int round = 0; round <= rounds; ++round) {
+        Tensor ahead = full(n, 1000.0 + r, r == ranks - 1 ? DType::Int32 : DType::Float32);
+        expect_mismatch([&] { b.all_reduce(ahead, {}); });
+        Tensor sum = Tensor::zeros({n}, DType::Float32);
+        fill(sum, r);
+        b.all_reduce(sum, {});
+        expect(sum, "all_reduce", [&](int64_t e) { return float(ranks * (ranks + 1) / 2 + ranks * (e % 5)); });
 
-      BroadcastOptions bo;
-      bo.root = r;
-      ahead = full(n, 1000.0 + r, DType::Float32);
-      expect_mismatch([&] { b.broadcast(ahead, bo); });
-      bo.root = 1;
-      Tensor copy = full(n, -1.0, DType::Float32);
-      if (r == 1) fill(copy, 1);
-      b.broadcast(copy, bo);
-      expect(copy, "broadcast", [](int64_t e) { return float(2 + e % 5); });
+        BroadcastOptions bo;
+        bo.root = r;
+        ahead = full(n, 1000.0 + r, DType::Float32);
+        expect_mismatch([&] { b.broadcast(ahead, bo); });
+        bo.root = 1;
+        Tensor copy = full(n, -1.0, DType::Float32);
+        if (r == 1) fill(copy, 1);
+        b.broadcast(copy, bo);
+        expect(copy, "broadcast", [](int64_t e) { return float(2 + e % 5); });
 
-      // Every connection has carried a message since the bytes sent ahead (the barrier's
-      // intents), so every reader has met them; rank 0 weighs the heap while the others wait.
-      b.barrier({});
-      if (r == 0) (round == 0 ? heap_first : heap_last) = heap_in_use();
-      b.barrier({});
-    }
-    if (expect_mismatch.count != 2 * (rounds + 1))
-      throw std::runtime_error(std::to_string(expect_mismatch.count) + " of " + std::to_string(2 * (rounds + 1)) +
-                               " mismatches raised");
-  });
-  for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
-  // Kept aside, each round's bytes sent ahead would stay: about 28 MiB a round, 112 MiB over
-  // the last four.
-  INFO("heap after the first round " << heap_first << " bytes, after the last " << heap_last);
-  CHECK(heap_last - heap_first < (int64_t(16) << 20));
+        // Every connection has carried a message since the bytes sent ahead (the barrier's
+        // intents), so every reader has met them; rank 0 weighs the heap while the others wait.
+        b.barrier({});
+        if (r == 0) (round == 0 ? heap_first : heap_last) = heap_in_use();
+        b.barrier({});
+      }
+      if (expect_mismatch.count != 2 * (rounds + 1))
+        throw std::runtime_error(std::to_string(expect_mismatch.count) + " of " + std::to_string(2 * (rounds + 1)) +
+                                 " mismatches raised");
+    });
+    for (int r = 0; r < ranks; ++r) CHECK(errors[size_t(r)] == "");
+    // Kept aside, each round's bytes sent ahead would stay: at two ranks about 12 MiB a round,
+    // 48 MiB over the last four.
+    INFO("heap after the first round " << heap_first << " bytes, after the last " << heap_last);
+    CHECK(heap_last - heap_first < (int64_t(16) << 20));
+  }
 }
 
 TEST_CASE("send/recv that disagree on size or dtype: the same typed error on both ranks and the pair still works",

@@ -235,7 +235,7 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
   };
   // What every reader takes from us, in its order: the schedule is the same function of the
   // same intents on every rank, and a sender's side of it depends on its own intent only, so
-  // it goes out before the check settles. Checked against what we exposed before anything
+  // between two ranks it goes out before the check settles. Checked against what we exposed before anything
   // moves.
   std::vector<std::shared_ptr<Send>> to(static_cast<size_t>(size_));
   try {
