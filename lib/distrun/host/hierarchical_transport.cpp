@@ -236,7 +236,7 @@ constexpr Composition kCompositions[] = {
 // TCP path has a hub: 2(n - 1) messages through it, the check riding on them, where the
 // composition's own check through the hub is as many again before its steps. Between 2
 // namespace hosts of 2 ranks, flat against composed, one interleaved run: all_reduce 0.38-0.81x
-// the time from 8 B to 64 KiB, all_gather 0.74-0.78x to 16 KiB in all (1.27x at 256 KiB).
+// the time from 8 B to 64 KiB, all_gather 0.74-1.21x up to 16 KiB in all (1.27x at 256 KiB).
 constexpr uint64_t kFlatMost = uint64_t(64) << 10;
 
 bool runs_flat(const Parts& h, const Intent& intent) {
