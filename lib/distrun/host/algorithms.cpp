@@ -430,24 +430,32 @@ void all_to_all(const Call& c, const HostOp& op) {
                mine.recv_bytes[size_t(c.rank)]);
 }
 
+// Through the hub: it folds every rank's `whole` bytes at `own` into its scratch, its own
+// first, and every other rank takes `out(reader)` of the sum. Returns the sum at the hub, else
+// nullptr; a rank's buffers change only where `out` says.
+const char* sum_at_hub(const Call& c, const HostOp& op, const char* own, size_t whole, const Star::Of& out) {
+  const int hub = c.path.hub();
+  char* sum = c.rank == hub ? c.scratch_of(whole) : nullptr;
+  if (sum) copy_bytes(sum, own, whole);
+  c.path.meet(op.intent, sum ? sum : own, whole, c.timeout);
+  Star s(
+      c.size, hub,
+      [&](int p) {
+        return Piece{p, 0, whole, nullptr};
+      },
+      out, sum, op.element_size, op.fn);
+  c.drive(s);
+  return sum;
+}
+
 // Block `rank` of the reduction of every rank's `in` (size blocks) into `out`.
 void reduce_scatter(const Call& c, const HostOp& op) {
   const size_t bytes = op.intent.bytes, all = bytes * size_t(c.size);
   const auto* i = static_cast<const char*>(op.in);
   if (const int hub = c.hub(bytes); hub >= 0) {  // the hub sums every block, then hands each out
-    char* sum = c.rank == hub ? c.scratch_of(all) : nullptr;
-    if (sum) copy_bytes(sum, i, all);
-    c.path.meet(op.intent, sum ? sum : i, all, c.timeout);
-    Star s(
-        c.size, hub,
-        [&](int p) {
-          return Piece{p, 0, all, nullptr};
-        },
-        [&](int reader) {
-          return Piece{hub, uint64_t(reader) * bytes, bytes, static_cast<char*>(op.out)};
-        },
-        sum, op.element_size, op.fn);
-    c.drive(s);
+    const char* sum = sum_at_hub(c, op, i, all, [&](int reader) {
+      return Piece{hub, uint64_t(reader) * bytes, bytes, static_cast<char*>(op.out)};
+    });
     if (sum) copy_bytes(op.out, sum + size_t(c.rank) * bytes, bytes);
     return;
   }
@@ -466,26 +474,14 @@ void reduce_scatter(const Call& c, const HostOp& op) {
   if (c.size == 1) copy_bytes(op.out, i, bytes);
 }
 
-// reduce (into the root's `out`) or all_reduce (into every rank's) through the hub: it folds
-// every rank's `out` into its scratch, its own first, then hands the sum out; a rank's `out`
-// changes only where the sum goes.
+// reduce (into the root's `out`) or all_reduce (into every rank's) through the hub.
 void reduce_at_hub(const Call& c, const HostOp& op, bool everyone) {
   const size_t bytes = op.intent.bytes;
   const int hub = c.path.hub(), root = op.intent.root;
   auto* d = static_cast<char*>(op.out);
-  char* sum = c.rank == hub ? c.scratch_of(bytes) : nullptr;
-  if (sum) copy_bytes(sum, d, bytes);
-  c.path.meet(op.intent, sum ? sum : d, bytes, c.timeout);
-  Star s(
-      c.size, hub,
-      [&](int p) {
-        return Piece{p, 0, bytes, nullptr};
-      },
-      [&](int reader) {
-        return everyone || reader == root ? Piece{hub, 0, bytes, d} : Piece{};
-      },
-      sum, op.element_size, op.fn);
-  c.drive(s);
+  const char* sum = sum_at_hub(c, op, d, bytes, [&](int reader) {
+    return everyone || reader == root ? Piece{hub, 0, bytes, d} : Piece{};
+  });
   if (sum && (everyone || c.rank == root)) copy_bytes(d, sum, bytes);
 }
 
