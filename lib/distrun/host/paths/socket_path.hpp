@@ -6,23 +6,28 @@
 //
 // The intent check: in groups of up to 16 a rank's row goes with a buffer of up to 64 KiB (less
 // in larger groups) in the same message, so that a small collective's first phase is served
-// from what the check brought. Between two ranks each sends its row to the other: one message
-// each way in all. In groups of 3 to 16 the rows go to a hub (rank 0) only, which checks them and
-// sends every row back to each rank, riding on its first message to it (hub() in path.hpp):
-// each message costs the sender about 10 us of kernel CPU between namespace hosts, and every
-// rank's row to every rank would be n(n - 1) of them a call, 12 at four ranks, where a small
-// collective through the hub is 2(n - 1), 6, in two hops. A rank settles its check on the hub's
-// answer before its first phase sends or reads a byte (only what rode with the rows went
-// ahead), and the hub settles before it sends, so that its answer can ride on its data.
-// Between two ranks a larger
-// buffer's first phase does not wait for the check either: meet posts the row and returns, the
-// first phase sends what its readers take right behind it, and only then waits for the peers'
-// rows, so the check costs no round trip before the data (a one-way stream, broadcast, keeps
-// its link busy from one call to the next). A rank reads a peer's bytes only once every intent
-// agrees, never past the extent the sender stated; on a disagreement every rank throws the same
-// error, its unsent bytes still go out (copied, so that the stream keeps its framing) and its
-// peers drop them unread. In larger groups the rows travel around a ring first (n - 1 steps,
-// two connections per rank), so that a group opens only the connections its schedules use.
+// from what the check brought.
+//
+// Between two ranks each sends its row to the other: a small collective is one message each
+// way. A larger buffer's first phase does not wait for the check either: meet posts the row
+// and returns, the first phase sends what its readers take right behind it, and only then
+// waits for the peer's row, so the check costs no round trip before the data (a one-way
+// stream, broadcast, keeps its link busy from one call to the next). On a disagreement the
+// unsent bytes still go out (copied, so that the stream keeps its framing) and the peer drops
+// them unread.
+//
+// In groups of 3 to 16 the rows go to a hub (rank 0) only, which checks them and sends every
+// row back to each rank, riding on its first message to it (hub() in path.hpp): each message
+// costs its sender about 10 us of kernel CPU between namespace hosts, and every rank's row to
+// every rank would be n(n - 1) messages a call, 12 at four ranks, where a small collective
+// through the hub is 2(n - 1), 6, in two hops. A rank settles its check on the hub's answer
+// before its first phase sends or reads a byte (only what rode with its row went ahead), and
+// the hub settles before it sends, so that its answer can ride on its data.
+//
+// Either way a rank reads a peer's bytes only once every intent agrees, never past the extent
+// the sender stated, and a disagreement is the same error on every rank (each decodes the same
+// rows). In larger groups the rows travel around a ring first (n - 1 steps, two connections
+// per rank), so that a group opens only the connections its schedules use.
 #pragma once
 #include <memory>
 #include <vector>
