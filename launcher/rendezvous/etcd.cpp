@@ -94,6 +94,8 @@ std::vector<std::string> EtcdRendezvous::member_entry(int id) {
   return words;
 }
 
+int64_t EtcdRendezvous::claims_lost() { return etcd_->changes_under(key("alive/")); }
+
 std::string EtcdRendezvous::claim_lost_cause() const {
   return "its distrun agent's lease in etcd lapsed (it died, froze, or its host is unreachable)";
 }

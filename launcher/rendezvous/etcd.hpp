@@ -31,6 +31,9 @@ class EtcdRendezvous : public ElasticRendezvous {
  protected:
   bool watches_members() const override { return true; }
   std::string claim_lost_cause() const override;
+  // etcd's leases leave no count: one watch over the members' claims counts their changes
+  // (a lease that lapsed deletes its key).
+  int64_t claims_lost() override;
   // No host to say that the job is over: each agent that sees every member done does.
   void all_finished() override { mark_closed("ok"); }
   FailureRecord store_lost(const std::exception& e) const override;

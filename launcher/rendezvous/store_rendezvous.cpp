@@ -417,12 +417,11 @@ FailureRecord StoreRendezvous::own_stall(milliseconds stalled, int node, const s
 
 milliseconds StoreRendezvous::beat_period() const { return opt_.heartbeat_timeout / 8; }
 
-bool StoreRendezvous::claim_may_be_gone(const std::vector<std::string>& claims) {
-  // etcd's leases leave no count: every claim, in one look.
-  if (!tcp_store_) return !store_->check(claims);
-  // The host's store counts the claims it removed (their connections closed): one number
-  // a look, however many agents, and the claims themselves only when it moved.
-  const int64_t lost = store_->add(key("claims_lost"), 0);
+int64_t StoreRendezvous::claims_lost() { return store_->add(key("claims_lost"), 0); }
+
+bool StoreRendezvous::claim_may_be_gone() {
+  // The claims themselves are read only when the count moved.
+  const int64_t lost = claims_lost();
   if (lost == claims_lost_seen_) return false;
   claims_lost_seen_ = lost;
   return true;
@@ -451,7 +450,7 @@ std::optional<FailureRecord> StoreRendezvous::check_members(int attempt) {
   // Whose claim is gone (with a goodbye for each: an acknowledgement, a "seen") is looked up
   // only when one may be.
   std::vector<std::optional<std::string>> gone;
-  if (!claims.empty() && claim_may_be_gone(claims)) {
+  if (!claims.empty() && claim_may_be_gone()) {
     std::vector<std::string> ask = claims;
     for (int id : members_)
       if (id != id_) {

@@ -64,6 +64,9 @@ class StoreRendezvous : public Rendezvous {
   virtual bool watches_members() const { return hosts_store_; }
   // Why a member whose claim key is gone is lost.
   virtual std::string claim_lost_cause() const;
+  // A count that moves when a member's claim may have gone: the host's store counts the
+  // claims it removed (their connections closed), one number a look however many agents.
+  virtual int64_t claims_lost();
   // Every member finished the attempt; called on each agent that does not host the store.
   virtual void all_finished() {}
   // The failure record for the store lost through `e`.
@@ -123,8 +126,8 @@ class StoreRendezvous : public Rendezvous {
   std::optional<FailureRecord> poll(int attempt, bool admit);
   // The host's look at every member: the first one lost, as a failure record.
   std::optional<FailureRecord> check_members(int attempt);
-  // Whether any of `claims` may be gone since the last look (then each is looked up).
-  bool claim_may_be_gone(const std::vector<std::string>& claims);
+  // Whether a member's claim may be gone since the last look (then each is looked up).
+  bool claim_may_be_gone();
   // Not the host: the failure of `attempt` as the listener kept it, for when the store is gone.
   std::optional<FailureRecord> kept_failure(int attempt);
   // How long an agent that does not host the store waits for the host to settle a failure.

@@ -109,20 +109,23 @@ class ClientSet {
     }
   }
 
-  // Every client sets its own key, then (counter) adds one to the count, the last one in
+  // Every client sets its own key and (counter) adds one to the count, the last one in
   // setting the gate all wait on, or (keys) waits for every client's key.
   void barrier(double deadline) {
     if (o_.barrier == "keys")
       for (int64_t i = 0; i < o_.clients; ++i) all_keys_.push_back(joined_key(i));
     for (size_t i = 0; i < clients_.size(); ++i) {
       Client& c = clients_[i];
-      const std::string mark = set_request(c, joined_key(first_ + int64_t(i)), "1");
-      if (!torch()) {
+      const std::string mark = joined_key(first_ + int64_t(i));
+      if (all_keys_.empty()) {
+        c.step = Step::Add;
+        send(c, add_request(c, mark));
+      } else if (!torch()) {
         c.step = Step::Mark;
-        send(c, mark);
+        send(c, set_request(c, mark, "1"));
       } else {  // a set has no reply there: the next request goes with it
-        c.step = all_keys_.empty() ? Step::Add : Step::Wait;
-        send(c, mark + (all_keys_.empty() ? add_request(c) : wait_request(c, all_keys_)));
+        c.step = Step::Wait;
+        send(c, set_request(c, mark, "1") + wait_request(c, all_keys_));
       }
     }
     while (done_ < clients_.size()) pump(deadline, "in the barrier");
@@ -222,6 +225,7 @@ class ClientSet {
       const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
       if (n > 0) {
         c.in.append(buf, size_t(n));
+        if (size_t(n) < sizeof buf) break;  // all there was: asking again would only say so
         continue;
       }
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -265,8 +269,8 @@ class ClientSet {
         connected(c);
         break;
       case Step::Mark:
-        c.step = all_keys_.empty() ? Step::Add : Step::Wait;
-        send(c, all_keys_.empty() ? add_request(c) : wait_request(c, all_keys_));
+        c.step = Step::Wait;
+        send(c, wait_request(c, all_keys_));
         break;
       case Step::Add: {
         if (body.size() != 8) throw StoreError("a malformed add reply");
@@ -312,10 +316,13 @@ class ClientSet {
     return std::string(1, char(0)) + torch_str(key) + torch_str(value);
   }
 
-  std::string add_request(Client& c) {
-    if (!torch()) return sealed({wire::Cmd::Add, {kCountKey}, {}, 1}, c);
+  // Marks the client `mark` and adds one to the count: one request to distrun's store, as
+  // ProcessGroup::init joins (TCPStore::add_marked); torch's a set (no reply) and an add.
+  std::string add_request(Client& c, const std::string& mark) {
+    if (!torch()) return sealed({wire::Cmd::Add, {kCountKey, mark}, "1", 1}, c);
     const int64_t one = 1;
-    return std::string(1, char(3)) + torch_str(kCountKey) + std::string(reinterpret_cast<const char*>(&one), 8);
+    return set_request(c, mark, "1") + std::string(1, char(3)) + torch_str(kCountKey) +
+           std::string(reinterpret_cast<const char*>(&one), 8);
   }
 
   std::string wait_request(Client& c, const std::vector<std::string>& keys) {

@@ -202,8 +202,10 @@ std::vector<Edge> gather_round(Backend& g, const Edge& mine, std::chrono::millis
 Judgement judge_world(Backend& g, const std::vector<NodeId>& nodes, const std::vector<Edge>& mine, double ring_bw,
                       const QualifyConfig& cfg, std::vector<Edge>& kept, std::vector<std::pair<int, int>> again = {}) {
   DirectionSummary s;
+  std::vector<Edge> received;
   for (const Edge& e : mine)
-    if (e.src >= 0) s.add(e);
+    if (e.src >= 0) s.add(e), received.push_back(e);
+  s.add_node(received);
   Tensor cells = Tensor::empty({int64_t(s.cells().size())}, DType::Float64);
   std::copy(s.cells().begin(), s.cells().end(), cells.data_as<double>());
   Tensor summed = cells.to(g.tensor_device());

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <set>
+
+#include "distrun/bench/statistics.hpp"
 
 
 namespace distrun::bench {
@@ -41,16 +44,31 @@ int bin_of(double v) {
 DirectionSummary::DirectionSummary() : cells_(size_t(kFigures) * 2 * kBins, 0.0) {}
 
 DirectionSummary::DirectionSummary(const std::vector<Edge>& edges) : DirectionSummary() {
-  for (const Edge& e : edges) add(e);
+  std::map<int, std::vector<Edge>> by_receiver;
+  for (const Edge& e : edges) {
+    add(e);
+    by_receiver[e.dst].push_back(e);
+  }
+  for (const auto& [node, received] : by_receiver) add_node(received);
+}
+
+void DirectionSummary::put(Figure f, double v) {
+  if (!(v > 0)) return;
+  const int b = bin_of(v);
+  cell(f, 0, b) += 1;
+  cell(f, 1, b) += v;
+}
+
+void DirectionSummary::add_node(const std::vector<Edge>& received) {
+  std::vector<double> lat, tail;
+  for (const Edge& e : received)
+    if (e.lat_us > 0) lat.push_back(e.lat_us), tail.push_back(e.lat_tail_us);
+  if (lat.empty()) return;
+  put(NodeLat, median(std::move(lat)));
+  put(NodeLatTail, median(std::move(tail)));
 }
 
 void DirectionSummary::add(const Edge& e) {
-  auto put = [&](Figure f, double v) {
-    if (!(v > 0)) return;
-    const int b = bin_of(v);
-    cell(f, 0, b) += 1;
-    cell(f, 1, b) += v;
-  };
   put(Bw, e.bw_gbps);
   put(BwTail, e.bw_tail_gbps);
   put(Lat, e.lat_us);
@@ -132,11 +150,11 @@ Thresholds thresholds(const std::vector<Edge>& edges, const Expectation& e) {
 
 Reference measured_reference(const DirectionSummary& s, const Thresholds& t) {
   // Latency is not split: on a loaded host it is bimodal by itself (an exchange either finds
-  // both processes running or waits for a CPU); its reference is the fastest quartile.
+  // both processes running or waits for a CPU); its reference is the typical node's.
   const double bw_ratio = 1 / t.bw_fraction;
   using S = DirectionSummary;
-  return {s.upper_mode(S::Bw, bw_ratio), s.upper_mode(S::BwTail, bw_ratio), s.quantile(S::Lat, 25),
-          s.quantile(S::LatTail, 25)};
+  return {s.upper_mode(S::Bw, bw_ratio), s.upper_mode(S::BwTail, bw_ratio), s.quantile(S::NodeLat, 50),
+          s.quantile(S::NodeLatTail, 50)};
 }
 
 Judge::Judge(const std::vector<NodeId>& nodes, const Expectation& e, const DirectionSummary& s, double ring_bw_gbps,

@@ -105,12 +105,18 @@ struct Judgement {
 /// ranks by one all_reduce of cells(), so every rank holds the same distributions.
 class DirectionSummary {
  public:
-  enum Figure { Bw, BwTail, Lat, LatTail, BwJitter, LatJitter, kFigures };
+  /// NodeLat, NodeLatTail: one value per node, the median over the directions it received of
+  /// their latency (median, tail): a node's latency among its peers, whatever moment each
+  /// exchange happened to find the host's CPUs in.
+  enum Figure { Bw, BwTail, Lat, LatTail, BwJitter, LatJitter, NodeLat, NodeLatTail, kFigures };
   static constexpr int kBins = 1512;  // 1.02^1512 spans 1e-6 to 1e7 (GB/s, us, ratios)
 
   DirectionSummary();
+  /// Every direction, and every receiving node's latency.
   explicit DirectionSummary(const std::vector<Edge>& edges);
   void add(const Edge& e);
+  /// The node's latency from the directions it received (`received`: one node's, any order).
+  void add_node(const std::vector<Edge>& received);
   double count(Figure f) const;
   /// Percentile `q` (0..100), interpolated between ranks as percentile() does (0 when empty).
   double quantile(Figure f, double q) const;
@@ -125,6 +131,7 @@ class DirectionSummary {
  private:
   double& cell(Figure f, int sum, int bin) { return cells_[(size_t(f) * 2 + size_t(sum)) * kBins + size_t(bin)]; }
   double cell(Figure f, int sum, int bin) const { return cells_[(size_t(f) * 2 + size_t(sum)) * kBins + size_t(bin)]; }
+  void put(Figure f, double v);                                 // one value into its bin (values <= 0 are not measured)
   double value_at(Figure f, double rank, int first_bin) const;  // the rank-th value from first_bin on
   double quantile_from(Figure f, double q, int first_bin, double count) const;
   std::vector<double> cells_;  // per figure: kBins counts, then kBins sums
@@ -142,9 +149,13 @@ Thresholds thresholds(const std::vector<Edge>& edges, const Expectation& e);
 /// The reference of the measured directions when no expectation or baseline is given: the
 /// upper mode of the bandwidths (the faster group is the healthy one however many nodes are
 /// bad: with half the nodes bad, a quarter of the directions are still healthy; with none bad
-/// the reference is the typical direction, not a lucky one). Of the latencies: the fastest
-/// quartile's bound (one bad node of four touches half the directions; a latency fault of more
-/// nodes needs an expectation or a baseline).
+/// the reference is the typical direction, not a lucky one). Of the latencies: the median of the
+/// nodes' latencies (NodeLat), so a node is slow relative to its peers measured in the same run.
+/// Busy CPUs delay exchanges at random, by up to a scheduler slice, and a node's median over
+/// its partners evens that out, where the fastest directions would be the few lucky ones; a bad
+/// node slows every one of its directions but only one of each partner's. It holds while a
+/// healthy node meets fewer bad partners than good ones and fewer than half the nodes are bad (one
+/// bad node of four); a latency fault of more nodes needs an expectation or a baseline.
 Reference measured_reference(const DirectionSummary& s, const Thresholds& t);
 
 /// The judge, fed a round at a time so that it holds O(n) plus the slow pairs: construct it

@@ -75,8 +75,7 @@ std::string seconds_str(std::chrono::milliseconds t) {
 void wait_for_everyone(Store& store, const WorldInfo& w, std::chrono::milliseconds timeout) {
   auto key = [](int r) { return "distrun/joined/" + std::to_string(r); };
   const std::string gate = "distrun/joined/all";
-  store.set(key(w.rank), "1");
-  if (store.add("distrun/joined/count", 1) == w.world_size) store.set(gate, "1");
+  if (store.add_marked("distrun/joined/count", 1, key(w.rank), "1") == w.world_size) store.set(gate, "1");
   try {
     store.wait({gate}, timeout);
   } catch (const TimeoutError&) {

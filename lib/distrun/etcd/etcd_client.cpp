@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -28,11 +29,14 @@ size_t append(char* data, size_t size, size_t n, void* out) {
   return size * n;
 }
 
+int64_t number(const json& obj, const char* field);
+
 // A watch's stream: one JSON message a line; the transfer ends (0 returned) at the first
 // event, or when etcd cancels the watch or says something else.
 struct WatchStream {
   std::string buffer;
   bool written = false, ended = false;
+  int64_t revision = 0;  // of the last event
 };
 
 size_t on_watch_data(char* data, size_t size, size_t n, void* out) {
@@ -46,7 +50,15 @@ size_t on_watch_data(char* data, size_t size, size_t n, void* out) {
       continue;
     }
     const json& r = m["result"];
-    if (r.contains("events") && !r["events"].empty()) w.written = true;
+    if (r.contains("events") && r["events"].is_array() && !r["events"].empty()) {
+      w.written = true;
+      for (const json& e : r["events"]) try {
+          if (e.is_object() && e.contains("kv") && e["kv"].is_object())
+            w.revision = std::max(w.revision, number(e["kv"], "mod_revision"));
+        } catch (const StoreError&) {
+          // Not through libcurl: an event without its revision is still an event.
+        }
+    }
     if (r.value("canceled", false)) w.ended = true;
   }
   return w.written || w.ended ? 0 : size * n;
@@ -216,7 +228,12 @@ json Client::try_call(const std::string& path, const std::string& request, long&
 }
 
 bool Client::watch_write(const std::string& key, int64_t after, milliseconds within, const std::string& range_end) {
-  if (within <= milliseconds(0)) return false;
+  return watch(key, after, within, range_end).outcome == Watched::Written;
+}
+
+Client::Watched Client::watch(const std::string& key, int64_t after, milliseconds within,
+                              const std::string& range_end) {
+  if (within <= milliseconds(0)) return {Watched::Quiet, 0};
   if (!credentials_.user.empty() && !authenticated_) authenticate();
   json create = {{"key", base64_encode(key)}, {"start_revision", std::to_string(after + 1)}};
   if (!range_end.empty()) create["range_end"] = base64_encode(range_end);
@@ -233,8 +250,10 @@ bool Client::watch_write(const std::string& key, int64_t after, milliseconds wit
   // Refused, or ended by a message that is no event (an expired token says so in the stream):
   // the next watch authenticates again first.
   if (!stream.written && (status == 401 || stream.ended)) authenticated_ = false;
-  if (!stream.written && rc != CURLE_OPERATION_TIMEDOUT) current_ = (current_ + 1) % endpoints_.size();
-  return stream.written;
+  if (stream.written) return {Watched::Written, stream.revision};
+  if (rc == CURLE_OPERATION_TIMEDOUT) return {Watched::Quiet, 0};
+  current_ = (current_ + 1) % endpoints_.size();
+  return {Watched::Broken, 0};
 }
 
 std::optional<KeyValue> Client::get(const std::string& key) {

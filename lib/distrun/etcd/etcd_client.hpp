@@ -66,6 +66,14 @@ class Client {
   /// looks again. With `range_end`, any key from `key` up to (not including) it.
   bool watch_write(const std::string& key, int64_t after, std::chrono::milliseconds within,
                    const std::string& range_end = "");
+  /// watch_write(), telling a quiet watch (`within` ran out) from a broken one, and giving the
+  /// revision of the last event it saw.
+  struct Watched {
+    enum Outcome { Written, Quiet, Broken } outcome = Broken;
+    int64_t revision = 0;  // Written: the revision of its last event
+  };
+  Watched watch(const std::string& key, int64_t after, std::chrono::milliseconds within,
+                const std::string& range_end = "");
   /// The cluster's revision at the last answer: as of when a get() found no key.
   int64_t revision() const { return revision_; }
   /// HTTP requests made so far, every try and watch included.

@@ -22,6 +22,9 @@ constexpr milliseconds kPoll{20};
 // the connection (its host gone) holds a watch silently, and the look moves to another.
 constexpr milliseconds kWatchSlice{1000};
 constexpr size_t kTag = 32;
+// changes_under()'s watch is held this long at a time: the store waits as long for its thread
+// when it closes.
+constexpr milliseconds kChangesSlice{250};
 
 }  // namespace
 
@@ -40,6 +43,7 @@ EtcdStore::~EtcdStore() {
   }
   stop_cv_.notify_all();
   if (renewer_.joinable()) renewer_.join();
+  if (change_watch_.joinable()) change_watch_.join();
   // Claimed keys go at once, not lease_ttl later: this agent left on purpose.
   if (lease_) try {
       client_.revoke(lease_);
@@ -115,6 +119,54 @@ int64_t EtcdStore::add(const std::string& key, int64_t delta) {
     // Optimistic: written only if nobody wrote in between, else read again.
     if (client_.compare_and_swap(key, kv ? kv->mod_revision : 0, seal(key, std::to_string(v + delta))))
       return v + delta;
+  }
+}
+
+int64_t EtcdStore::changes_under(const std::string& prefix) {
+  if (prefix.empty()) throw StoreError("etcd: changes under an empty prefix");
+  std::lock_guard<std::mutex> l(mu_);
+  if (!change_watch_.joinable()) {
+    // From the revision of this look on: a change before it is in what the caller reads next.
+    client_.get(prefix);
+    change_watch_ = std::thread(
+        [this, prefix, from = client_.revision(), t = client_.timeout()] { watch_changes(prefix, from, t); });
+  }
+  return changes_;
+}
+
+bool EtcdStore::stopping() {
+  std::lock_guard<std::mutex> l(stop_mu_);
+  return stopping_;
+}
+
+void EtcdStore::watch_changes(const std::string& prefix, int64_t revision, milliseconds request_timeout) {
+  std::string end = prefix;
+  end.back() = char(end.back() + 1);  // the first key past every key under the prefix
+  Client client(endpoints_, request_timeout, credentials_);
+  while (!stopping()) {
+    Client::Watched w;
+    try {
+      w = client.watch(prefix, revision, kChangesSlice, end);
+    } catch (const Error&) {
+      // A login refused or out of time: as a broken watch.
+    }
+    if (w.outcome == Client::Watched::Quiet) continue;
+    if (w.outcome == Client::Watched::Written && w.revision > revision) {
+      revision = w.revision;
+      ++changes_;
+      continue;
+    }
+    // Broken (or an event that did not say when): watched again from now on, and the caller
+    // told to read every key, which covers what the watch may have missed.
+    try {
+      client.get(prefix);
+      revision = client.revision();
+      ++changes_;
+    } catch (const Error&) {
+      // No member answers: the caller's own reads fail too, and say so.
+    }
+    std::unique_lock<std::mutex> l(stop_mu_);
+    stop_cv_.wait_for(l, kPoll, [this] { return stopping_; });
   }
 }
 

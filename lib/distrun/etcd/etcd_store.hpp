@@ -45,6 +45,13 @@ class EtcdStore : public Store {
   /// As claim(), but only when `key` is absent; true when this process got it.
   bool claim_if_absent(const std::string& key, const std::string& value);
 
+  /// A count that moves whenever a key under `prefix` is written or deleted (a claim's lease
+  /// lapsed, say) after the first call, told by one watch that a thread of this store holds,
+  /// so a caller that reads the keys again only when it moved reads nothing while nothing
+  /// changes. It moves too when the watch broke (a member down, history compacted), and
+  /// events may have been missed. One prefix per store.
+  int64_t changes_under(const std::string& prefix);
+
   /// This host's address as the etcd cluster sees it (see Client::local_address()).
   const std::string& local_address() const { return client_.local_address(); }
   /// The lease the claims are bound to now (0 before the first claim).
@@ -61,6 +68,8 @@ class EtcdStore : public Store {
                    const std::string& range_end = "");
   int64_t lease();
   void renew(std::vector<std::string> endpoints, std::chrono::milliseconds request_timeout);
+  void watch_changes(const std::string& prefix, int64_t revision, std::chrono::milliseconds request_timeout);
+  bool stopping();
 
   std::string secret_;
   int lease_ttl_;
@@ -77,6 +86,8 @@ class EtcdStore : public Store {
   std::condition_variable stop_cv_;
   bool stopping_ = false;
   std::thread renewer_;
+  std::atomic<int64_t> changes_{0};
+  std::thread change_watch_;  // started by changes_under(), under mu_
 };
 
 }  // namespace distrun::etcd

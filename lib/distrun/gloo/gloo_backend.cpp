@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -14,11 +13,7 @@
 #include "distrun/core/error.hpp"
 #include "distrun/core/log.hpp"
 #include "distrun/gloo/gloo_store.hpp"
-#include "distrun/host/algorithms.hpp"
-#include "distrun/host/hierarchical_transport.hpp"
-#include "distrun/host/paths/shm_path.hpp"
-#include "distrun/host/paths/socket_path.hpp"
-#include "distrun/host/paths/tcp_path.hpp"
+#include "distrun/host/paths/socket_mesh.hpp"
 
 namespace distrun {
 
@@ -260,132 +255,35 @@ const std::shared_ptr<SocketMesh>& GlooBackend::mesh() {
 }
 
 std::unique_ptr<CollectiveTransport> GlooBackend::choose_transport() {
-  auto over = [this](std::unique_ptr<Path> path) {
-    return std::make_unique<PathCollectives>(std::move(path), rank_, size_, options_.algorithm);
-  };
-  auto tcp = [&]() -> std::unique_ptr<PathCollectives> {
-    if (options_.tcp == TcpKind::Socket) return over(std::make_unique<SocketPath>(mesh(), global_ranks_));
+  PathGroup group;
+  group.rank = rank_, group.size = size_, group.global_ranks = global_ranks_;
+  group.store = store_;
+  group.settings = options_;
+  group.gloo = [this] {
     connect_gloo();
-    return over(std::make_unique<TcpPath>(context_, rank_, size_, global_ranks_, [this] { return next_tag_++; }));
+    return context_;
   };
-  // Every member's settings and host, in group rank order: the same table, hence the same
-  // verdict, on all. A group of one has no one to tell.
-  std::vector<GroupMember> members{{global_rank(rank_), "", ""}};
-  if (size_ > 1) {
-    const std::string host = options_.host_id.empty() ? kernel_boot_id() : options_.host_id;
-    store_->set("members/" + std::to_string(rank_), options_.shared_settings() + "\n" + host);
-    members.clear();
-    for (int r = 0; r < size_; ++r) {
-      const std::string m = store_->get("members/" + std::to_string(r));
-      members.push_back({global_rank(r), m.substr(0, m.find('\n')), m.substr(m.find('\n') + 1)});
-    }
-  }
-  std::unique_ptr<ShmPath> shm;
-  const PathChoice choice = choose_path(members, rank_, options_.transport, options_.hierarchy, [&] {
-    connect_gloo();
-    try {
-      shm = ShmPath::create(
-          context_, *std::make_shared<PrefixStore>("shm", store_), rank_, size_, [this] { return next_tag_++; },
-          global_ranks_, size_t(options_.shm_inline_bytes));
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      fail("rendezvous", e);
-    }
-    return shm != nullptr;
-  });
-  if (choice.kind == PathChoice::SharedMemory) return over(std::move(shm));
-  if (choice.kind == PathChoice::Tcp) return tcp();
-  // One group per host (its ranks meet through shared memory when they can) and one per slice
-  // (the ranks at the same place on each host, over TCP); each made by its members only.
-  const auto& on = choice.ranks_on_host;
-  const int host = choice.host, slice = choice.slice;
-  const size_t k = on[0].size();
-  GlooBackendOptions inner = options_;
-  inner.log_choice = false;
-  std::vector<int> local_globals, cross_globals;
-  for (int r : on[size_t(host)]) local_globals.push_back(global_rank(r));
-  for (auto& v : on) cross_globals.push_back(global_rank(v[size_t(slice)]));
-  auto local = std::make_shared<GlooBackend>(std::make_shared<PrefixStore>("hier/host" + std::to_string(host), store_),
-                                             slice, int(k), inner, liveness_, local_globals, device_);
-  inner.transport = PathPreference::Tcp;
-  auto cross =
-      std::make_shared<GlooBackend>(std::make_shared<PrefixStore>("hier/slice" + std::to_string(slice), store_), host,
-                                    int(on.size()), inner, liveness_, cross_globals, device_);
-  // Each inner group's collectives, kept alive by the group that owns them.
-  auto collectives = [](std::shared_ptr<GlooBackend> group) {
-    return std::shared_ptr<CollectiveTransport>(group, &group->transport());
+  group.sockets = [this] { return mesh(); };
+  group.next_tag = [this] { return next_tag_++; };
+  group.subgroup = [this](const std::string& prefix, const std::vector<int>& ranks, PathPreference preference) {
+    GlooBackendOptions inner = options_;
+    inner.log_choice = false;
+    inner.transport = preference;
+    std::vector<int> globals;
+    for (int r : ranks) globals.push_back(global_rank(r));
+    const int rank = int(std::find(ranks.begin(), ranks.end(), rank_) - ranks.begin());
+    auto made = std::make_shared<GlooBackend>(std::make_shared<PrefixStore>(prefix, store_), rank, int(ranks.size()),
+                                              inner, liveness_, std::move(globals), device_);
+    // Its collectives, kept alive by the group that owns them.
+    return std::shared_ptr<CollectiveTransport>(made, &made->transport());
   };
-  return std::make_unique<HierarchicalTransport>(tcp(), collectives(std::move(local)), collectives(std::move(cross)),
-                                                 on, host, slice);
-}
-
-namespace {
-
-// Each setting every member must share, as the words its variable accepts: the first is the
-// default (what an unset variable means). read_env() parses them and shared_settings() writes
-// them back, so the two cannot drift apart.
-template <class T>
-struct Word {
-  const char* word;
-  T value;
-};
-constexpr std::array<Word<PathPreference>, 3> kTransports{
-    {{"auto", PathPreference::Auto}, {"shm", PathPreference::SharedMemory}, {"tcp", PathPreference::Tcp}}};
-constexpr std::array<Word<Algorithm>, 3> kAlgorithms{
-    {{"auto", Algorithm::Auto}, {"direct", Algorithm::Direct}, {"ring", Algorithm::Ring}}};
-constexpr std::array<Word<Hierarchy>, 2> kHierarchies{{{"auto", Hierarchy::Auto}, {"flat", Hierarchy::Flat}}};
-constexpr std::array<Word<TcpKind>, 2> kTcpKinds{{{"socket", TcpKind::Socket}, {"gloo", TcpKind::Gloo}}};
-
-std::string env_value(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-template <class T, size_t N>
-T from_env(const char* variable, const std::array<Word<T>, N>& words) {
-  const std::string given = env_value(variable);
-  if (given.empty()) return words[0].value;
-  for (const auto& w : words)
-    if (given == w.word) return w.value;
-  std::string expected;
-  for (size_t i = 0; i < N; ++i) expected += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + std::string(words[i].word);
-  throw ConfigError(std::string(variable) + "='" + given + "': expected " + expected);
-}
-
-template <class T, size_t N>
-const char* word_of(T value, const std::array<Word<T>, N>& words) {
-  for (const auto& w : words)
-    if (w.value == value) return w.word;
-  return words[0].word;
-}
-
-}  // namespace
-
-void GlooBackendOptions::read_env() {
-  // DISTRUN_CMA=0 is the older spelling of "TCP only", honoured while DISTRUN_TRANSPORT is unset.
-  const bool cma_off = env_value("DISTRUN_TRANSPORT").empty() && env_value("DISTRUN_CMA") == "0";
-  transport = cma_off ? PathPreference::Tcp : from_env("DISTRUN_TRANSPORT", kTransports);
-  if (!env_value("DISTRUN_ALLREDUCE_ALGO").empty())
-    throw ConfigError(
-        "DISTRUN_ALLREDUCE_ALGO is gone: Gloo's own algorithms are no longer used; "
-        "DISTRUN_ALGO=auto|direct|ring picks ours");
-  algorithm = from_env("DISTRUN_ALGO", kAlgorithms);
-  hierarchy = from_env("DISTRUN_HIERARCHY", kHierarchies);
-  const std::string i = env_value("DISTRUN_SHM_INLINE_BYTES");
-  if (!i.empty()) {
-    if (i.size() > 6 || i.find_first_not_of("0123456789") != std::string::npos || std::stoull(i) > (64u << 10))
-      throw ConfigError("DISTRUN_SHM_INLINE_BYTES='" + i + "': expected a number of bytes from 0 to 65536");
-    shm_inline_bytes = std::stoull(i);
+  try {
+    return make_transport(group);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("rendezvous", e);
   }
-  tcp = from_env("DISTRUN_TCP", kTcpKinds);
-  if (!env_value("DISTRUN_HOST_ID").empty()) host_id = env_value("DISTRUN_HOST_ID");
-}
-
-std::string GlooBackendOptions::shared_settings() const {
-  return std::string("DISTRUN_TRANSPORT=") + word_of(transport, kTransports) +
-         " DISTRUN_ALGO=" + word_of(algorithm, kAlgorithms) + " DISTRUN_HIERARCHY=" + word_of(hierarchy, kHierarchies) +
-         " DISTRUN_TCP=" + word_of(tcp, kTcpKinds) + " DISTRUN_SHM_INLINE_BYTES=" + std::to_string(shm_inline_bytes);
 }
 
 std::string GlooBackend::transport_name() const { return transport_->name(); }
@@ -470,8 +368,11 @@ void GlooBackend::run_blocks(const CollectiveOp& op) {
 }
 
 void GlooBackend::run_all_to_all(const CollectiveOp& opts) {
-  const Tensor &in = *opts.in, &out = *opts.out;
-  Tensor hi = host(in), ho = host(out);
+  const Tensor& in = *opts.in;
+  Tensor& out = *opts.out;
+  Tensor staged_in, staged_out;  // used only for CUDA tensors
+  const Tensor& hi = on_host(in, staged_in);
+  Tensor& ho = on_host(out, staged_out);
   const bool even = opts.send_counts.empty() && opts.recv_counts.empty();
   if (even) {
     check_numel("all_to_all", out, in.numel());

@@ -10,7 +10,6 @@
 #include "distrun/backend/intent.hpp"
 #include "distrun/backend/liveness.hpp"
 #include "distrun/backend/reduce_kernels.hpp"
-#include "distrun/host/algorithms.hpp"
 #include "distrun/host/path_policy.hpp"
 #include "distrun/host/paths/socket_p2p.hpp"
 #include "distrun/host/transport.hpp"
@@ -25,26 +24,12 @@ class Device;
 
 namespace distrun {
 
-/// Which TCP path a group takes: distrun's own sockets (paths/socket_path.hpp, connected on
-/// first use) or Gloo's pairs (paths/tcp_path.hpp, a full mesh at the group's creation).
-enum class TcpKind { Socket, Gloo };
-
-struct GlooBackendOptions {
+/// The backend's settings: the paths' (host/path_policy.hpp, read_env() reading them from the
+/// environment) and its own.
+struct GlooBackendOptions : PathSettings {
   std::chrono::milliseconds timeout{30000};  // default for every collective and the rendezvous
   std::string hostname;                      // local address to bind (see local_address_towards)
   std::string iface;                         // or an interface name (GLOO_SOCKET_IFNAME)
-  PathPreference transport = PathPreference::Auto;
-  Algorithm algorithm = Algorithm::Auto;  // algorithms.hpp
-  Hierarchy hierarchy = Hierarchy::Auto;
-  TcpKind tcp = TcpKind::Socket;
-  /// The largest payload the shared-memory path copies through a rank's slot rather than
-  /// exposing the buffer to single-copy reads (at most 64 KiB, its default): where copying
-  /// stops paying, measured in docs/performance.md; settable for that measurement.
-  uint64_t shm_inline_bytes = uint64_t(64) << 10;
-  /// Which host this rank is on, as the group compares them: empty means this kernel's boot
-  /// id. Ranks with different ids never share memory. Set (DISTRUN_HOST_ID) to make network
-  /// namespaces, or threads of a test, behave as separate hosts.
-  std::string host_id;
   /// The workers' secret (DISTRUN_STORE_SECRET), from which the socket path's pairs derive the
   /// key they prove on connecting; empty: a random key from the store (see socket_listener.hpp).
   /// Never written anywhere.
@@ -52,16 +37,6 @@ struct GlooBackendOptions {
   /// Log the path chosen (info level, by the group's rank 0); off for the hierarchical path's
   /// own inner groups, which its line describes.
   bool log_choice = true;
-
-  /// Sets transport from DISTRUN_TRANSPORT (auto|shm|tcp; unset with DISTRUN_CMA=0: tcp),
-  /// algorithm from DISTRUN_ALGO (auto|direct|ring), hierarchy from DISTRUN_HIERARCHY
-  /// (auto|flat), tcp from DISTRUN_TCP (socket|gloo), shm_inline_bytes from
-  /// DISTRUN_SHM_INLINE_BYTES (0..65536) and host_id from DISTRUN_HOST_ID; ConfigError otherwise.
-  void read_env();
-  /// The settings every member of a group must share (transport, algorithm, hierarchy, TCP
-  /// path, inline limit), as text: a group whose members' differ is a ConfigError on every member when it
-  /// is made.
-  std::string shared_settings() const;
 };
 
 class GlooBackend : public Backend {
@@ -106,8 +81,8 @@ class GlooBackend : public Backend {
   void run_blocks(const CollectiveOp& op);
   void run_all_to_all(const CollectiveOp& op);
   void run_barrier(const CollectiveOp& op);
-  // The path for this group: every member's statement exchanged through the store, the verdict
-  // (host/path_policy.hpp, the same on all) and the path it names, built.
+  // The path for this group (host/path_policy.hpp's make_transport), given what this backend
+  // offers the paths: its store, Gloo's mesh, distrun's sockets and inner groups.
   std::unique_ptr<CollectiveTransport> choose_transport();
   // Gloo's full mesh, made by every member at the same point of choose_transport.
   void connect_gloo();

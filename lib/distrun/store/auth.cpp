@@ -1,8 +1,9 @@
 #include "distrun/store/auth.hpp"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
 
 #include <algorithm>
@@ -14,14 +15,66 @@
 
 namespace distrun::auth {
 
-std::string hmac(std::string_view key, std::string_view msg) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (!HMAC(EVP_sha256(), key.data(), int(key.size()), reinterpret_cast<const unsigned char*>(msg.data()), msg.size(),
-            md, &len))
-    throw StoreError("store: HMAC-SHA256 failed (OpenSSL)");
-  return std::string(reinterpret_cast<const char*>(md), len);
+namespace {
+
+[[noreturn]] void mac_failed() { throw StoreError("store: HMAC-SHA256 failed (OpenSSL)"); }
+
+// HMAC with SHA-256 chosen and no key yet, made once and copied for each key: fetching the
+// algorithms by name takes OpenSSL's global lock and searches its providers.
+const EVP_MAC_CTX* hmac_sha256() {
+  static EVP_MAC_CTX* const ctx = [] {
+    EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    EVP_MAC_CTX* c = mac ? EVP_MAC_CTX_new(mac) : nullptr;
+    EVP_MAC_free(mac);  // the context keeps its own reference
+    char digest[] = "SHA256";
+    const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                                 OSSL_PARAM_construct_end()};
+    if (c && EVP_MAC_CTX_set_params(c, params) != 1) {
+      EVP_MAC_CTX_free(c);
+      c = nullptr;
+    }
+    return c;
+  }();
+  if (!ctx) mac_failed();
+  return ctx;
 }
+
+}  // namespace
+
+void Mac::Free::operator()(void* ctx) const { EVP_MAC_CTX_free(static_cast<EVP_MAC_CTX*>(ctx)); }
+
+Mac::Mac(std::string_view key) : ctx_(EVP_MAC_CTX_dup(hmac_sha256())) {
+  // An empty key is still a key (HMAC pads it); OpenSSL wants a pointer that is not null.
+  static const unsigned char none = 0;
+  const auto* k = key.empty() ? &none : reinterpret_cast<const unsigned char*>(key.data());
+  if (!ctx_ || EVP_MAC_init(static_cast<EVP_MAC_CTX*>(ctx_.get()), k, key.size(), nullptr) != 1) mac_failed();
+}
+
+Mac::Mac(const Mac& other) {
+  if (!other.ctx_) return;
+  ctx_.reset(EVP_MAC_CTX_dup(static_cast<EVP_MAC_CTX*>(other.ctx_.get())));
+  if (!ctx_) mac_failed();
+}
+
+Mac& Mac::operator=(const Mac& other) {
+  if (this != &other) *this = Mac(other);
+  return *this;
+}
+
+std::string Mac::operator()(std::initializer_list<std::string_view> parts) {
+  auto* ctx = static_cast<EVP_MAC_CTX*>(ctx_.get());
+  // A null key starts a new message under the key already set (its pads kept).
+  if (!ctx || EVP_MAC_init(ctx, nullptr, 0, nullptr) != 1) mac_failed();
+  for (auto part : parts)
+    if (EVP_MAC_update(ctx, reinterpret_cast<const unsigned char*>(part.data()), part.size()) != 1) mac_failed();
+  std::string out(kTagBytes, '\0');
+  size_t len = 0;
+  if (EVP_MAC_final(ctx, reinterpret_cast<unsigned char*>(out.data()), &len, out.size()) != 1 || len != kTagBytes)
+    mac_failed();
+  return out;
+}
+
+std::string hmac(std::string_view key, std::string_view msg) { return Mac(key)({msg}); }
 
 namespace {
 
@@ -67,11 +120,10 @@ bool equal_in_constant_time(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-std::string FrameSeal::tag(Side from, uint64_t seq, std::string_view payload) const {
-  std::string msg(1, from == Side::Client ? 'c' : 's');
-  for (int i = 0; i < 8; ++i) msg.push_back(char((seq >> (8 * i)) & 0xff));
-  msg.append(payload);
-  return hmac(key_, msg);
+std::string FrameSeal::tag(Side from, uint64_t seq, std::string_view payload) {
+  char head[9] = {from == Side::Client ? 'c' : 's'};
+  for (int i = 0; i < 8; ++i) head[1 + i] = char((seq >> (8 * i)) & 0xff);
+  return mac_({std::string_view(head, sizeof head), payload});
 }
 
 std::string FrameSeal::seal(std::string payload) {

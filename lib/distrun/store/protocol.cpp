@@ -52,6 +52,10 @@ std::string encode(const Request& r) {
     case Cmd::Add:
       put_str(out, r.keys.at(0));
       put_i64(out, r.number);
+      if (r.cmd == Cmd::Add && r.keys.size() > 1) {
+        put_str(out, r.keys[1]);
+        put_str(out, r.value);
+      }
       break;
     case Cmd::Wait:
     case Cmd::WaitAny:
@@ -121,6 +125,10 @@ Request decode_request(std::string_view payload) {
     case Cmd::Add:
       q.keys.push_back(r.str(kMaxKey));
       q.number = r.i64();
+      if (q.cmd == Cmd::Add && r.at < payload.size()) {
+        q.keys.push_back(r.str(kMaxKey));
+        q.value = r.str(UINT32_MAX);
+      }
       break;
     case Cmd::Wait:
     case Cmd::WaitAny:

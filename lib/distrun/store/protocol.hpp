@@ -16,6 +16,8 @@ namespace distrun::wire {
 // when that connection closes), so a peer's death is seen at once, not after a timeout.
 // A claim may name a count (a second key) that the server adds one to when it removes the
 // claimed key, so that one read tells whether any claim was lost since the last.
+// Add may name a mark (a second key, and a value) that it sets in the same step: a rank joins
+// a barrier by marking itself and counting itself in with one request.
 // WaitAny finishes at the first of its keys written (its reply: that key's index, a u32).
 // Beat adds one to the count under its key and has no reply: a heartbeat, which a request of
 // the same connection parked meanwhile stays parked through (any other frame ends that park).
@@ -44,9 +46,10 @@ int64_t clamp_timeout_ms(int64_t ms);
 
 struct Request {
   Cmd cmd = Cmd::Ping;
-  std::vector<std::string> keys;  // Set/Get/Add/Remove/Beat: one; Claim: one, and its count or none;
+  std::vector<std::string> keys;  // Set/Get/Remove/Beat: one; Claim: one, and its count or none;
+                                  // Add: one, and its mark or none;
                                   // Wait/WaitAny/Check/MultiGet: many; Hello: nonce; Auth: proof
-  std::string value;              // Set/Claim
+  std::string value;              // Set/Claim; Add: its mark's
   int64_t number = 0;             // Add: delta; Get/Wait/WaitAny: timeout in ms
 };
 

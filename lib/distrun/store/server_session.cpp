@@ -110,7 +110,7 @@ SessionAction ServerSession::handle(wire::Request r) {
       kv[r.keys[0]] = std::move(r.value);
       auto a = reply(wire::Status::Ok);
       a.wrote = true;
-      a.written = std::move(r.keys[0]);
+      a.written = {std::move(r.keys[0])};
       return a;
     }
     case wire::Cmd::Add: {
@@ -124,7 +124,11 @@ SessionAction ServerSession::handle(wire::Request r) {
       wire::put_i64(out, v);
       auto a = reply(wire::Status::Ok, out);
       a.wrote = true;
-      a.written = std::move(r.keys[0]);
+      if (r.keys.size() > 1) {  // the mark, set as by a Set
+        data_.claimed_by.erase(r.keys[1]);
+        kv[r.keys[1]] = std::move(r.value);
+      }
+      a.written = std::move(r.keys);
       return a;
     }
     case wire::Cmd::Check: {
@@ -159,7 +163,7 @@ SessionAction ServerSession::handle(wire::Request r) {
       SessionAction a;
       a.kind = SessionAction::Quiet;
       a.wrote = true;
-      a.written = std::move(r.keys[0]);
+      a.written = {std::move(r.keys[0])};
       return a;
     }
     case wire::Cmd::Get:

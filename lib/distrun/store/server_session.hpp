@@ -54,8 +54,8 @@ struct SessionAction {
   wire::Status status = wire::Status::Ok;
   std::string body;
   std::string why;
-  bool wrote = false;  // `written` was set: the sessions parked on it may now finish
-  std::string written;
+  bool wrote = false;  // keys were written: the sessions parked on them may now finish
+  std::vector<std::string> written;
   std::chrono::milliseconds park_for{0};
 };
 

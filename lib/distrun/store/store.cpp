@@ -22,6 +22,12 @@ size_t Store::wait_any(const std::vector<std::string>& keys, std::chrono::millis
   }
 }
 
+int64_t Store::add_marked(const std::string& key, int64_t delta, const std::string& mark, const std::string& value) {
+  const int64_t count = add(key, delta);
+  set(mark, value);
+  return count;
+}
+
 std::vector<std::optional<std::string>> Store::multi_get(const std::vector<std::string>& keys) {
   std::vector<std::optional<std::string>> values;
   for (const auto& key : keys) values.push_back(check({key}) ? std::optional<std::string>(get(key)) : std::nullopt);
@@ -47,6 +53,10 @@ std::string PrefixStore::get(const std::string& key) {
   return inner_->get(k(key));
 }
 int64_t PrefixStore::add(const std::string& key, int64_t delta) { return inner_->add(k(key), delta); }
+int64_t PrefixStore::add_marked(const std::string& key, int64_t delta, const std::string& mark,
+                                const std::string& value) {
+  return inner_->add_marked(k(key), delta, k(mark), value);
+}
 void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds t) { inner_->wait(k(keys), t); }
 bool PrefixStore::check(const std::vector<std::string>& keys) { return inner_->check(k(keys)); }
 bool PrefixStore::remove(const std::string& key) { return inner_->remove(k(key)); }

@@ -24,6 +24,10 @@ class Store {
   virtual std::string get(const std::string& key) = 0;
   /// Atomically adds `delta` to the integer under `key` (0 when absent); returns the new value.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  /// Adds `delta` under `key`, as add(), then sets `mark` to `value` (not when the add failed):
+  /// a rank joining a barrier counts itself in and marks itself. One request to a TCPStore
+  /// (this default: two).
+  virtual int64_t add_marked(const std::string& key, int64_t delta, const std::string& mark, const std::string& value);
   /// Waits until every key exists, up to `timeout` (TimeoutError naming the missing keys).
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   /// True when every key exists, without waiting.
@@ -55,6 +59,7 @@ class PrefixStore : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;
+  int64_t add_marked(const std::string& key, int64_t delta, const std::string& mark, const std::string& value) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;

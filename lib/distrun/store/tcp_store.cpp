@@ -396,11 +396,13 @@ std::string TCPStore::get(const std::string& key) {
   return request(r, with_slack(timeout_));
 }
 
-int64_t TCPStore::add(const std::string& key, int64_t delta) {
-  wire::Request r;
-  r.cmd = wire::Cmd::Add;
-  r.keys = {key};
-  r.number = delta;
+int64_t TCPStore::add(const std::string& key, int64_t delta) { return add_request({wire::Cmd::Add, {key}, {}, delta}); }
+
+int64_t TCPStore::add_marked(const std::string& key, int64_t delta, const std::string& mark, const std::string& value) {
+  return add_request({wire::Cmd::Add, {key, mark}, value, delta});
+}
+
+int64_t TCPStore::add_request(const wire::Request& r) {
   std::string v = request(r, with_slack(timeout_));
   if (v.size() != 8) throw StoreError("store: malformed add reply");
   uint64_t u = 0;

@@ -99,6 +99,7 @@ class TCPStore : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;
+  int64_t add_marked(const std::string& key, int64_t delta, const std::string& mark, const std::string& value) override;
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   bool remove(const std::string& key) override;
@@ -137,6 +138,8 @@ class TCPStore : public Store {
  private:
   // `gives_way`: the request (a wait) ends early when another thread wants the connection.
   std::string request(const wire::Request& r, std::chrono::milliseconds reply_timeout, bool gives_way = false);
+  // An Add (with its mark or not): the count's new value.
+  int64_t add_request(const wire::Request& r);
   void authenticate(const std::string& secret, std::chrono::milliseconds timeout);
   std::string handshake_step(const wire::Request& r, std::chrono::milliseconds timeout);
 

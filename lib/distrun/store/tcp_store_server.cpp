@@ -79,7 +79,7 @@ struct TCPStoreServer::Impl {
 
   void accept();
   void accept_ready();
-  void adopt(int fd);
+  void adopt(int fd, const tcp::endpoint& peer);
   void back_off(int err);
   void end_shortage_when_quiet();
   void evict_oldest_stranger(const char* why);
@@ -114,13 +114,10 @@ struct TCPStoreServer::Impl {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket s, TCPStoreServer::Impl& srv)
-      : sock_(std::move(s)), srv_(srv), timer_(srv.io), session_(srv.data, srv.opt.secret),
-        stranger_at_(srv.strangers.end()) {
-    asio::error_code ec;
-    auto ep = sock_.remote_endpoint(ec);
-    peer_ = ec ? "?" : ep.address().to_string() + ":" + std::to_string(ep.port());
-  }
+  // `peer` is the address accept4() gave, said only in log lines (so formatted only for them).
+  Connection(tcp::socket s, const tcp::endpoint& peer, TCPStoreServer::Impl& srv)
+      : sock_(std::move(s)), srv_(srv), timer_(srv.io), session_(srv.data, srv.opt.secret), peer_(peer),
+        stranger_at_(srv.strangers.end()) {}
 
   bool is_open() const { return session_.open(); }
   ServerSession::Phase phase() const { return session_.phase(); }
@@ -139,7 +136,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
                                " ms");
       });
     }
-    read_header();
+    read_frame();
   }
 
   // A parked get/wait(-any) whose `key` was written: answers it when it is satisfied, else
@@ -155,7 +152,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void close_stranger(const std::string& why) {
-    srv_.stranger_log.warn("distrun store: closing unauthenticated connection from {}: {}", peer_, why);
+    srv_.stranger_log.warn("distrun store: closing unauthenticated connection from {}: {}", peer(), why);
     close();
   }
 
@@ -178,27 +175,51 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // request still parked) or ends the park, as if its time ran out, and is handled after
   // (one connection serves a client's thread parked in a wait and its other threads,
   // TCPStore::wait_any()). One read at a time, one write at a time.
-  void read_header() {
+  void read_frame() {
     if (reading_) return;
     reading_ = true;
-    asio::async_read(sock_, asio::buffer(hdr_), [self = shared_from_this()](const asio::error_code& ec, size_t) {
-      if (ec) return self->close();
-      uint32_t len = wire::read_u32(self->hdr_.data());
-      const uint32_t limit = self->session_.frame_limit(self->srv_.opt.max_frame);
+    next_frame();
+  }
+
+  // A small frame, its header included, comes in one recv into in_ (and frames sent back to
+  // back in one); a larger one's body is read into body_ once its header is checked.
+  void next_frame() {
+    if (in_len_ >= 4) {
+      const uint32_t len = wire::read_u32(reinterpret_cast<const uint8_t*>(in_.data()));
+      const uint32_t limit = session_.frame_limit(srv_.opt.max_frame);
       if (len > limit) {
-        if (!self->session_.open())
-          return self->close_stranger("refused a frame of " + std::to_string(len) + " bytes (limit " +
-                                      std::to_string(limit) + " before authentication)");
+        if (!session_.open())
+          return close_stranger("refused a frame of " + std::to_string(len) + " bytes (limit " + std::to_string(limit) +
+                                " before authentication)");
         log().warn("distrun store: refused a frame of {} bytes from {} (limit {}); closing that connection", len,
-                   self->peer_, limit);
-        return self->close();
+                   peer(), limit);
+        return close();
       }
-      self->body_.resize(len);
-      asio::async_read(self->sock_, asio::buffer(self->body_), [self](const asio::error_code& ec2, size_t) {
-        if (ec2) return self->close();
-        self->handle();
-      });
-    });
+      const size_t have = in_len_ - 4;
+      if (have >= len) {
+        body_.assign(in_.data() + 4, len);
+        in_len_ -= 4 + len;
+        std::memmove(in_.data(), in_.data() + 4 + len, in_len_);
+        return handle();
+      }
+      if (4 + size_t(len) > in_.size()) {
+        body_.resize(len);
+        std::memcpy(body_.data(), in_.data() + 4, have);
+        in_len_ = 0;
+        asio::async_read(sock_, asio::buffer(body_.data() + have, len - have),
+                         [self = shared_from_this()](const asio::error_code& ec, size_t) {
+                           if (ec) return self->close();
+                           self->handle();
+                         });
+        return;
+      }
+    }
+    sock_.async_read_some(asio::buffer(in_.data() + in_len_, in_.size() - in_len_),
+                          [self = shared_from_this()](const asio::error_code& ec, size_t n) {
+                            if (ec) return self->close();
+                            self->in_len_ += n;
+                            self->next_frame();
+                          });
   }
 
   void handle() {
@@ -216,7 +237,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const bool was_open = session_.open();
     SessionAction a = session_.on_frame(body_);
     body_.clear();
-    body_.shrink_to_fit();
+    if (body_.capacity() > kKeptBody) body_.shrink_to_fit();
     if (!was_open && session_.open()) promote();
     if (closed_) return;
     act(a);
@@ -227,7 +248,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     leave_strangers();
     timer_.cancel();
     if (srv_.authenticated >= srv_.opt.max_connections) {
-      log().warn("distrun store: connection limit ({}) reached; refusing {}", srv_.opt.max_connections, peer_);
+      log().warn("distrun store: connection limit ({}) reached; refusing {}", srv_.opt.max_connections, peer());
       return close();
     }
     ++srv_.authenticated;
@@ -238,15 +259,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     switch (a.kind) {
       case SessionAction::Close:
         if (!session_.open()) return close_stranger(a.why);
-        log().warn("distrun store: closing {}: {}", peer_, a.why);
+        log().warn("distrun store: closing {}: {}", peer(), a.why);
         return close();
       case SessionAction::Quiet:
-        if (a.wrote) srv_.wake_waiters(a.written);
-        return read_header();
+        for (const auto& key : a.written) srv_.wake_waiters(key);
+        return read_frame();
       case SessionAction::Park:
         park_on(session_.park_keys());
         ++park_gen_;
-        read_header();
         timer_.expires_after(a.park_for);
         timer_.async_wait([self = shared_from_this(), gen = park_gen_](const asio::error_code& ec) {
           // Cancelled, or ended otherwise meanwhile (a handler already due is not cancelled).
@@ -255,14 +275,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
           auto t = self->session_.on_park_timeout();
           self->act(t);
         });
-        return;
+        return read_frame();  // a frame already read ends the park at once
       case SessionAction::Reply:
       case SessionAction::ReplyThenClose: {
         const bool then_close = a.kind == SessionAction::ReplyThenClose;
         if (then_close) {
-          srv_.stranger_log.warn("distrun store: refused {}: {}", peer_, a.why);
+          srv_.stranger_log.warn("distrun store: refused {}: {}", peer(), a.why);
           std::lock_guard<std::mutex> lock(srv_.wrong_secret_mu);
-          if (!srv_.wrong_secret_peer) srv_.wrong_secret_peer = peer_;
+          if (!srv_.wrong_secret_peer) srv_.wrong_secret_peer = peer();
         }
         out_ = wire::frame(session_.reply_payload(a));
         writing_ = true;
@@ -272,9 +292,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
                             if (ec || then_close) return self->close();
                             self->out_.clear();
                             if (self->pending_) return self->handle();
-                            self->read_header();
+                            self->read_frame();
                           });
-        if (a.wrote) srv_.wake_waiters(a.written);
+        for (const auto& key : a.written) srv_.wake_waiters(key);
         return;
       }
     }
@@ -306,12 +326,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
     parked_at_.clear();
   }
 
+  std::string peer() const { return peer_.address().to_string() + ":" + std::to_string(peer_.port()); }
+
+  // A frame's buffer is kept for the next one up to this size (most frames are far smaller).
+  static constexpr size_t kKeptBody = 4096;
+
   tcp::socket sock_;
   TCPStoreServer::Impl& srv_;
   asio::steady_timer timer_;
   ServerSession session_;
-  std::array<uint8_t, 4> hdr_{};
-  std::string body_, out_, peer_;
+  tcp::endpoint peer_;
+  // Bytes read and not handled yet: the start of a frame, or frames sent back to back.
+  std::array<char, 256> in_{};
+  size_t in_len_ = 0;
+  std::string body_, out_;
   bool closed_ = false;
   bool counted_open_ = false;  // counted in srv_.authenticated
   uint64_t park_gen_ = 0;      // which parked request the timer is for
@@ -356,9 +384,12 @@ void TCPStoreServer::Impl::accept() {
 
 void TCPStoreServer::Impl::accept_ready() {
   for (int batch = 0; batch < 64; ++batch) {
-    int fd = ::accept4(acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    tcp::endpoint peer;
+    socklen_t len = socklen_t(peer.capacity());
+    int fd = ::accept4(acceptor.native_handle(), peer.data(), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
-      adopt(fd);
+      peer.resize(len);
+      adopt(fd, peer);
       continue;
     }
     const int err = errno;
@@ -418,16 +449,16 @@ void TCPStoreServer::Impl::back_off(int err) {
   });
 }
 
-void TCPStoreServer::Impl::adopt(int fd) {
+void TCPStoreServer::Impl::adopt(int fd, const tcp::endpoint& peer) {
   tcp::socket sock(io);
   asio::error_code ec;
-  sock.assign(acceptor.local_endpoint(ec).protocol(), fd, ec);
+  sock.assign(peer.protocol(), fd, ec);
   if (ec) {
     ::close(fd);
     return;
   }
   sock.set_option(tcp::no_delay(true), ec);
-  auto c = std::make_shared<Connection>(std::move(sock), *this);
+  auto c = std::make_shared<Connection>(std::move(sock), peer, *this);
   if (!c->is_open()) {
     // The strangers' pool is full: the oldest gives way, so a flood cannot lock out a rank
     // that proves the secret within one round trip.

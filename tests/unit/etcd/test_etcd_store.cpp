@@ -215,6 +215,32 @@ TEST_CASE("store: claims are made again under a new lease when the old one lapse
   CHECK(s.lease_id() != first);
 }
 
+TEST_CASE("store: a key written or deleted under a prefix moves its count, told by one watch") {
+  const std::string prefix = unique("members/");
+  Client raw(endpoints(), 2s);
+  raw.put(prefix + "1", "1");
+  EtcdStore s(endpoints(), "secret", 2s);
+  const int64_t first = s.changes_under(prefix);
+  const auto moves = [&](int64_t from) {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;  // a loaded host
+    while (s.changes_under(prefix) == from && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(10ms);
+    return s.changes_under(prefix) != from;
+  };
+  // Outside the prefix (the key just past it included): no change.
+  raw.put(unique("members0"), "1");
+  raw.put(unique("other"), "1");
+  std::this_thread::sleep_for(600ms);  // past two of the watch's slices
+  CHECK(s.changes_under(prefix) == first);
+  raw.remove(prefix + "1");
+  CHECK(moves(first));
+  // A claim that goes with its store's lease (revoked here; one that lapses is deleted alike).
+  const int64_t second = s.changes_under(prefix);
+  { EtcdStore(endpoints(), "secret", 2s, 2).claim(prefix + "2", "1"); }
+  CHECK(moves(second));
+  CHECK_FALSE(raw.get(prefix + "2"));
+}
+
 // Run by etcd_test.py's auth case only, against an etcd with authentication enabled, a user
 // in $ETCDCTL_USER/$ETCDCTL_PASSWORD and tokens that expire after 1 s (--auth-token-ttl 1).
 TEST_CASE("client: with authentication, a stranger is refused and an expired token renewed", "[auth]") {

@@ -377,7 +377,7 @@ TEST_CASE(
         if (r == 1 && which == 1) o.transport = PathPreference::Auto;
         if (r == 1 && which == 2) o.hierarchy = Hierarchy::Flat;
         if (r == 1 && which == 3) o.shm_inline_bytes = 0;
-        if (r == 1 && which == 4) o.tcp = TcpKind::Gloo;
+        if (r == 1 && which == 4) o.tcp = "gloo";
         try {
           GlooBackend b(store, r, 2, o);
         } catch (const ConfigError& e) {

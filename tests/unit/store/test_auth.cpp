@@ -41,12 +41,8 @@ std::string payload(wire::Cmd cmd, std::vector<std::string> keys = {}, std::stri
 std::string fixed_nonce(size_t n) { return std::string(n, 'S'); }
 
 int raw_connect(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const int fd = distrun::test::connect_to("127.0.0.1", port);
+  REQUIRE(fd >= 0);
   return fd;
 }
 

@@ -11,6 +11,7 @@
 #include "distrun/core/error.hpp"
 #include "distrun/store/hash_store.hpp"
 #include "distrun/store/protocol.hpp"
+#include "frame_relay.hpp"
 #include "distrun/store/tcp_store.hpp"
 
 using namespace distrun;
@@ -38,6 +39,20 @@ void exercise(Store& s, Store& other) {
   s.wait({"late"}, 5s);
   later.join();
   CHECK(s.get("late") == "v");
+  // A mark set with an add wakes its waiters as a set does; no mark when the add fails.
+  int64_t count = 0;
+  std::thread marked([&] {
+    std::this_thread::sleep_for(30ms);
+    count = other.add_marked("joined", 2, "joined/7", "here");
+  });
+  s.wait({"joined/7"}, 5s);
+  marked.join();
+  CHECK(count == 2);
+  CHECK(s.get("joined/7") == "here");
+  CHECK(s.add_marked("joined", 1, "joined/8", "") == 3);
+  CHECK(s.check({"joined/8"}));
+  CHECK_THROWS_AS(s.add_marked("late", 1, "joined/9", "x"), StoreError);
+  CHECK_FALSE(s.check({"joined/9"}));
 }
 
 // wait_any and multi_get on `s`, with `other` writing meanwhile (as in exercise()).
@@ -72,12 +87,8 @@ void exercise_any(Store& s, Store& other) {
 
 // Opens a raw TCP connection to 127.0.0.1:port.
 int raw_connect(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const int fd = distrun::test::connect_to("127.0.0.1", port);
+  REQUIRE(fd >= 0);
   return fd;
 }
 
@@ -413,6 +424,19 @@ TEST_CASE("store frames: decode is total over malformed input") {
   enc = wire::encode(r);
   CHECK_THROWS_AS(wire::decode_request(enc + "x"), StoreError);
   CHECK_THROWS_AS(wire::decode_request(enc.substr(0, enc.size() - 1)), StoreError);
+  // So is an add's mark, a key and its value.
+  r = {wire::Cmd::Add, {"count", "joined/3"}, "1", 5};
+  back = wire::decode_request(wire::encode(r));
+  CHECK(back.keys == r.keys);
+  CHECK(back.value == "1");
+  CHECK(back.number == 5);
+  enc = wire::encode(r);
+  CHECK_THROWS_AS(wire::decode_request(enc + "x"), StoreError);
+  // Cut anywhere inside the mark (cut before it, it is a plain add).
+  const size_t plain = wire::encode({wire::Cmd::Add, {"count"}, {}, 5}).size();
+  CHECK(wire::decode_request(enc.substr(0, plain)).keys.size() == 1);
+  for (size_t at = plain + 1; at < enc.size(); ++at)
+    CHECK_THROWS_AS(wire::decode_request(enc.substr(0, at)), StoreError);
 }
 
 TEST_CASE("store frames: a multi-get reply decodes strictly") {

@@ -18,10 +18,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "distrun/core/error.hpp"
+#include "distrun/host/path_policy.hpp"
 #include "distrun/host/paths/tcp_path.hpp"
 
 namespace distrun {
@@ -95,16 +95,6 @@ const volatile uint64_t* process_nonce() {
   return &nonce;
 }
 
-}  // namespace
-
-std::string kernel_boot_id() {
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::string id;
-  std::getline(f, id);
-  return id;
-}
-
-namespace {
 constexpr size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 size_t header_bytes() { return round64(sizeof(ShmSegment)); }
 size_t row_bytes(int n) { return round64(sizeof(uint64_t) * Intent::words(n)); }
@@ -572,5 +562,17 @@ void ShmPath::wait_generation(uint32_t seen, std::chrono::milliseconds timeout) 
   sleep_on(shared_->generation, opened, false, timeout,
            [&] { return "in the barrier of collective #" + std::to_string(seq_); });
 }
+
+namespace {
+
+// Shared memory: the first path tried when every member is on this host.
+[[maybe_unused]] const bool registered =
+    register_path({"shm", PathEntry::OneHost, 0, [](const PathGroup& g) -> std::unique_ptr<Path> {
+                     PrefixStore store("shm", g.store);
+                     return ShmPath::create(g.gloo(), store, g.rank, g.size, g.next_tag, g.global_ranks,
+                                            size_t(g.settings.shm_inline_bytes));
+                   }});
+
+}  // namespace
 
 }  // namespace distrun

@@ -50,9 +50,6 @@ class Context;
 
 namespace distrun {
 
-/// This kernel's boot id: ranks with the same one are on one host (and may share memory).
-std::string kernel_boot_id();
-
 // The shared segment: a futex barrier, a doorbell, per rank its flags, intent rows, inline
 // slots and eager ring, and the group's broken mark (see shm_path.cpp).
 struct ShmSegment;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "distrun/core/error.hpp"
+#include "distrun/host/path_policy.hpp"
 
 namespace distrun {
 
@@ -332,5 +333,14 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
   await(sends, recvs, deadline, fold);
   fold();
 }
+
+namespace {
+
+// distrun's sockets: the path between hosts unless DISTRUN_TCP names another.
+[[maybe_unused]] const bool registered =
+    register_path({"socket", PathEntry::Hosts, 0,
+                   [](const PathGroup& g) { return std::make_unique<SocketPath>(g.sockets(), g.global_ranks); }});
+
+}  // namespace
 
 }  // namespace distrun

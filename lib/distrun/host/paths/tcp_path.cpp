@@ -10,6 +10,7 @@
 #include <string>
 
 #include "distrun/core/error.hpp"
+#include "distrun/host/path_policy.hpp"
 
 namespace distrun {
 
@@ -207,5 +208,15 @@ void TcpPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeo
   }
   for (int k = 0; k < segments; ++k) require(exposed->waitSend(nullptr, timeout), timeout);
 }
+
+namespace {
+
+// Gloo's pairs (DISTRUN_TCP=gloo), for comparison: a full mesh connected when the group is made.
+[[maybe_unused]] const bool registered =
+    register_path({"gloo", PathEntry::Hosts, 1, [](const PathGroup& g) {
+                     return std::make_unique<TcpPath>(g.gloo(), g.rank, g.size, g.global_ranks, g.next_tag);
+                   }});
+
+}  // namespace
 
 }  // namespace distrun

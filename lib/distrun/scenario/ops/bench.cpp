@@ -41,6 +41,8 @@ int64_t bench_max_bytes() {
 
 double bus_factor(Op op, int n) { return entry(op).bus_factor(n); }
 
+bool bench_reduces(Op op) { return entry(op).reduces; }
+
 BenchSize bench_size(Op op, int64_t bytes, size_t element_size, int n) {
   const auto sc = bench::size_count(entry(op), bytes, element_size, n);
   return {sc.count, sc.bytes};

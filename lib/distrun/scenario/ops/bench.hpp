@@ -12,6 +12,8 @@ namespace distrun::scenario {
 
 /// nccl-tests' bus-bandwidth factor for `op` on `n` ranks.
 double bus_factor(Op op, int n);
+/// Whether the bench's `op` reduces (takes a reduction op), as its kind's form says.
+bool bench_reduces(Op op);
 
 /// Elements per rank buffer and the "size" nccl-tests reports for `bytes` requested:
 /// collectives that split a buffer across ranks round the count down to a multiple of n.

@@ -17,8 +17,7 @@ void validate_bench(Validation& v, const Step& s) {
   const DType dtype = b.dtype.value_or(v.scenario().dtype);
   if (auto why = reduce_op_refusal(b.reduce, dtype)) v.fail(s.mark, v.where(s) + ": " + *why);
   if (v.nccl()) {
-    const bool reduces =
-        b.collective == Op::AllReduce || b.collective == Op::Reduce || b.collective == Op::ReduceScatter;
+    const bool reduces = bench_reduces(b.collective);
     if (auto why = nccl_dtype_refusal(dtype)) v.fail(s.mark, v.where(s) + ": " + *why);
     if (auto why = reduces ? nccl_reduce_refusal(b.reduce) : std::nullopt) v.fail(s.mark, v.where(s) + ": " + *why);
   }
