@@ -697,3 +697,34 @@ TEST_CASE(
     for (int r = 1; r < n; ++r) CHECK(seen[size_t(r)] == seen[0]);
   }
 }
+
+TEST_CASE("through the TCP hub of 4 ranks: a rank that never reaches a collective is named on every other rank",
+          "[trust]") {
+  // The others wait only for the hub's answer; the hub's verdict names the rank it waited for.
+  const int n = 4, absent = 2;
+  std::atomic<int> finished{0};
+  std::vector<std::vector<int>> named(static_cast<size_t>(n));
+  auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
+    const int r = b.rank();
+    Tensor t = full(4, 1.0, DType::Float32);
+    b.all_reduce(t, {});  // every rank is up before the one that counts
+    if (r == absent) {    // stays connected, so that its silence is a timeout, not a lost peer
+      for (int waited = 0; finished < n - 1 && waited < 600; ++waited)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return;
+    }
+    AllreduceOptions o;
+    o.timeout = std::chrono::milliseconds(1500);
+    try {
+      b.all_reduce(t, o);
+    } catch (const TimeoutError& e) {
+      named[size_t(r)] = e.ranks();
+    }
+    ++finished;
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << errors[size_t(r)]);
+    CHECK(errors[size_t(r)].empty());
+    if (r != absent) CHECK(named[size_t(r)] == std::vector<int>{absent});
+  }
+}

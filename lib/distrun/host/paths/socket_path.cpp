@@ -19,6 +19,13 @@ using Kind = SocketMesh::Kind;
 // every element size) as they arrive, so that folding overlaps receiving.
 constexpr size_t kFoldPart = size_t(64) << 10;
 
+// The bytes that came of rank r's row (whole when `in` has no receive from r).
+size_t rows_bytes(const std::vector<std::pair<int, std::shared_ptr<Recv>>>& in, int r) {
+  for (const auto& [peer, row] : in)
+    if (peer == r) return row->bytes;
+  return ~size_t(0);
+}
+
 }  // namespace
 
 SocketPath::SocketPath(std::shared_ptr<SocketMesh> mesh, std::vector<int> global_ranks)
@@ -97,28 +104,56 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
   unsettled_ = false;
   const Sends out = std::move(rows_out_);
   const Recvs in = std::move(rows_);
-  await(out, in, deadline);
   const bool answered = hub_ >= 0 && rank_ != hub_;
-  if (rank_ == hub_) {  // each row as it came, for every peer
-    for (int r = 0; r < size_; ++r) std::memcpy(answer_.data() + row_bytes_ * size_t(r), slot(r), row_bytes_);
-    std::fill(owed_.begin(), owed_.end(), true);
-    owed_[size_t(rank_)] = false;
+  std::vector<bool> late(size_t(size_), false);
+  try {
+    // A rank waits for the hub's answer a little past its deadline, so that the hub's verdict
+    // on a late rank (which the hub reaches at about the same deadline) comes first.
+    await(out, in, answered ? deadline + kVerdictGrace : deadline);
+  } catch (const TimeoutError&) {
+    if (rank_ != hub_) throw;
+    for (const auto& [r, row] : in) late[size_t(r)] = !row->done;
+    if (std::find(late.begin(), late.end(), true) == late.end()) throw;
+  }
+  if (rank_ == hub_) {  // each row as it came, for every peer; a late or short one marked
+    std::fill(owed_.begin(), owed_.end(), false);
+    for (int r = 0; r < size_; ++r) {
+      char* row = answer_.data() + row_bytes_ * size_t(r);
+      Intent mark;
+      mark.flags = late[size_t(r)] ? kLate : kShort;
+      if (r != rank_ && (late[size_t(r)] || rows_bytes(in, r) < row_bytes_))
+        mark.encode(reinterpret_cast<uint64_t*>(row), size_);
+      else
+        std::memcpy(row, slot(r), row_bytes_);
+      owed_[size_t(r)] = r != rank_ && !late[size_t(r)];
+    }
   }
   try {
-    for (auto& [r, row] : in)
-      if (row->bytes < row_bytes_)
-        throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " sent a short intent");
+    std::vector<int> missing;
     for (int r = 0; r < size_; ++r) {
-      const char* row = answered ? answer_.data() + row_bytes_ * size_t(r) : slot(r);
+      if (hub_ < 0 && r != rank_ && rows_bytes(in, r) < row_bytes_)
+        throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " sent a short intent");
+      const char* row = hub_ >= 0 ? answer_.data() + row_bytes_ * size_t(r) : slot(r);
       Intent::decode(reinterpret_cast<const uint64_t*>(row), size_, table_[size_t(r)]);
+      if (hub_ < 0) continue;
+      if (table_[size_t(r)].flags & kShort)
+        throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " sent a short intent");
+      if (table_[size_t(r)].flags & kLate) missing.push_back(global_rank_of(global_ranks_, r));
     }
+    // The hub's verdict, the same on every rank: naming the ranks it waited for in vain.
+    if (!missing.empty())
+      throw TimeoutError("timed out waiting for rank(s) " + rank_list(missing) +
+                             " to state their intent at the hub (rank " +
+                             std::to_string(global_rank_of(global_ranks_, hub_)) + ")",
+                         missing);
     // Every rank holds the same table, so every rank throws the same error; the connections
     // stay as they are (each peer's row was read whole), and the group stays usable.
     check_agreement(table_, false, global_ranks_);
   } catch (...) {
     for (const auto& [peer, s] : early) mesh_->detach(s);
     mesh_->discard_below(Kind::Phase, (seq_ + 1) << 16);
-    answer_rest_quietly(deadline);  // the same rows, so the same error, on every rank
+    // The same rows, so the same error, on every rank that answered.
+    answer_rest_quietly(std::max(deadline, Clock::now() + kVerdictGrace));
     throw;
   }
 }

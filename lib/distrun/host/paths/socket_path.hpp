@@ -60,6 +60,12 @@ class SocketPath : public Path {
 
  private:
   using Clock = SocketMesh::Clock;
+  // Through the hub, a row of its answer that marks a rank it waited for in vain (kLate) or
+  // whose row came short (kShort): every rank raises the same error naming it.
+  static constexpr uint64_t kLate = uint64_t(1) << 62, kShort = uint64_t(1) << 61;
+  // How long a rank waits for the hub's answer past its own deadline, and the hub for its
+  // answers to go out on a failure.
+  static constexpr std::chrono::milliseconds kVerdictGrace{1000};
   // The rows (and eager bytes) of every rank, a slot of stride_ bytes each.
   char* slot(int r) { return reinterpret_cast<char*>(inbox_.data()) + stride_ * size_t(r); }
   using Sends = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Send>>>;
