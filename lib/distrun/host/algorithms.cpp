@@ -270,11 +270,14 @@ struct Call {
     if (size == 2) return false;  // two ranks: the ring is the direct algorithm, in more phases
     return !path.reads_peers() && bytes > kSmall;
   }
-  // Through the hub, for a small collective of `bytes` per rank? Where the path has one, the
-  // check goes through it whatever the schedule; DISTRUN_ALGO=direct or ring keeps the data
-  // off it.
-  int hub(uint64_t bytes) const {
-    return algorithm == Algorithm::Auto && bytes <= kSmall && !path.reads_peers() ? path.hub() : -1;
+  // Through the hub, for a small collective: a rank's larger buffer (what the hub moves for
+  // each peer) within kSmall? Where the path has one, the check goes through it whatever the
+  // schedule; DISTRUN_ALGO=direct or ring keeps the data off it.
+  int hub(const Intent& intent) const {
+    return algorithm == Algorithm::Auto && larger_buffer(intent.kind, intent.bytes, size_t(size)) <= kSmall &&
+                   !path.reads_peers()
+               ? path.hub()
+               : -1;
   }
   // Runs every phase of `schedule` (made from the table `meet` returned), then finishes;
   // `between` (if any) after phase 0, once the check is settled where it runs.
@@ -298,7 +301,7 @@ struct Call {
 void all_gather(const Call& c, const HostOp& op) {
   const size_t bytes = op.intent.bytes, all = bytes * size_t(c.size);
   auto* o = static_cast<char*>(op.out);
-  if (const int hub = c.hub(bytes); hub >= 0) {  // the hub gathers into its `out`, then hands it out
+  if (const int hub = c.hub(op.intent); hub >= 0) {  // the hub gathers into its `out`, then hands it out
     const bool at_hub = c.rank == hub;
     c.path.meet(op.intent, at_hub ? op.out : op.in, at_hub ? all : bytes, c.timeout);
     Star s(
@@ -330,7 +333,7 @@ void gather(const Call& c, const HostOp& op) {
   const size_t bytes = op.intent.bytes, all = bytes * size_t(c.size);
   const int root = op.intent.root;
   auto* o = static_cast<char*>(op.out);
-  if (const int hub = c.hub(bytes); hub >= 0) {  // the hub gathers, then hands all to the root
+  if (const int hub = c.hub(op.intent); hub >= 0) {  // the hub gathers, then hands all to the root
     const bool at_hub = c.rank == hub;
     char* into = at_hub ? (hub == root ? o : c.scratch_of(all)) : nullptr;
     c.path.meet(op.intent, at_hub ? into : op.in, at_hub ? all : bytes, c.timeout);
@@ -358,7 +361,7 @@ void gather(const Call& c, const HostOp& op) {
 void scatter(const Call& c, const HostOp& op) {
   const size_t bytes = op.intent.bytes, all = bytes * size_t(c.size);
   const int root = op.intent.root;
-  if (const int hub = c.hub(bytes); hub >= 0) {  // the root's blocks go to the hub, which hands them out
+  if (const int hub = c.hub(op.intent); hub >= 0) {  // the root's blocks go to the hub, which hands them out
     const bool at_hub = c.rank == hub;
     const char* from = c.rank == root ? static_cast<const char*>(op.in) : nullptr;
     char* relay = at_hub && hub != root ? c.scratch_of(all) : nullptr;
@@ -389,7 +392,7 @@ void broadcast(const Call& c, const HostOp& op) {
   const size_t bytes = op.intent.bytes;
   const int root = op.intent.root;
   if (c.path.broadcast_eager(op.intent, op.out, c.timeout)) return;
-  if (const int hub = c.hub(bytes); hub >= 0) {  // the root's bytes go to the hub, which hands them out
+  if (const int hub = c.hub(op.intent); hub >= 0) {  // the root's bytes go to the hub, which hands them out
     auto* o = static_cast<char*>(op.out);
     c.path.meet(op.intent, c.rank == root || c.rank == hub ? o : nullptr, bytes, c.timeout);
     Star s(
@@ -452,7 +455,7 @@ const char* sum_at_hub(const Call& c, const HostOp& op, const char* own, size_t 
 void reduce_scatter(const Call& c, const HostOp& op) {
   const size_t bytes = op.intent.bytes, all = bytes * size_t(c.size);
   const auto* i = static_cast<const char*>(op.in);
-  if (const int hub = c.hub(bytes); hub >= 0) {  // the hub sums every block, then hands each out
+  if (const int hub = c.hub(op.intent); hub >= 0) {  // the hub sums every block, then hands each out
     const char* sum = sum_at_hub(c, op, i, all, [&](int reader) {
       return Piece{hub, uint64_t(reader) * bytes, bytes, static_cast<char*>(op.out)};
     });
@@ -489,7 +492,7 @@ void reduce_at_hub(const Call& c, const HostOp& op, bool everyone) {
 void reduce(const Call& c, const HostOp& op) {
   const size_t bytes = op.intent.bytes;
   const int root = op.intent.root;
-  if (c.hub(bytes) >= 0) return reduce_at_hub(c, op, false);
+  if (c.hub(op.intent) >= 0) return reduce_at_hub(c, op, false);
   c.path.meet(op.intent, c.rank == root ? nullptr : op.out, bytes, c.timeout);
   DirectFold s(c.size, root, 0, bytes, static_cast<char*>(op.out), op.element_size, op.fn);
   c.drive(s);
@@ -499,7 +502,7 @@ void reduce(const Call& c, const HostOp& op) {
 void all_reduce(const Call& c, const HostOp& op) {
   const size_t bytes = op.intent.bytes;
   auto* d = static_cast<char*>(op.out);
-  if (c.hub(bytes) >= 0) return reduce_at_hub(c, op, true);
+  if (c.hub(op.intent) >= 0) return reduce_at_hub(c, op, true);
   c.path.meet(op.intent, d, bytes, c.timeout);
   if (c.algorithm != Algorithm::Ring && bytes <= kSmall) {
     char* sum = c.scratch_of(bytes);

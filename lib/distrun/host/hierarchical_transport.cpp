@@ -240,10 +240,7 @@ constexpr Composition kCompositions[] = {
 constexpr uint64_t kFlatMost = uint64_t(64) << 10;
 
 bool runs_flat(const Parts& h, const Intent& intent) {
-  const Buffers form = form_of(intent.kind).buffers;
-  const uint64_t ranks = h.on.size() * h.on[0].size();
-  const uint64_t larger = form == Buffers::Gathers || form == Buffers::Scatters ? intent.bytes * ranks : intent.bytes;
-  return larger <= kFlatMost && h.flat->hub() >= 0;
+  return larger_buffer(intent.kind, intent.bytes, h.on.size() * h.on[0].size()) <= kFlatMost && h.flat->hub() >= 0;
 }
 
 }  // namespace
