@@ -83,7 +83,8 @@ class DirectFold : public Schedule {
 // peer p in rank order (the bytes that rode with p's intent), copied to its dst or, without
 // one, folded into `sum` (the hub's exposed buffer, which holds the hub's own part already);
 // in phase 1 every other rank takes `out(reader)` of the hub's buffer. A small collective so
-// costs 2(n - 1) messages, each rank's intent and the hub's answer riding on them.
+// costs 2(n - 1) messages, each rank's intent and the hub's answer riding on them (a peer's
+// buffer past the path's eager bytes goes in a message of its own).
 class Star : public Schedule {
  public:
   using Of = std::function<Piece(int)>;

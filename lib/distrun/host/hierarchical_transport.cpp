@@ -234,9 +234,8 @@ constexpr Composition kCompositions[] = {
 
 // Up to this many bytes in a rank's larger buffer, a composed kind runs flat when the group's
 // TCP path has a hub: 2(n - 1) messages through it, the check riding on them, where the
-// composition's own check through the hub is as many again before its steps. Between 2
-// namespace hosts of 2 ranks, flat against composed, one interleaved run: all_reduce 0.38-0.81x
-// the time from 8 B to 64 KiB, all_gather 0.74-1.21x up to 16 KiB in all (1.27x at 256 KiB).
+// composition's own check through the hub is as many again before its steps (figures in
+// docs/performance.md).
 constexpr uint64_t kFlatMost = uint64_t(64) << 10;
 
 bool runs_flat(const Parts& h, const Intent& intent) {

@@ -74,7 +74,10 @@ class Path {
   /// reach the hub only, and the hub's answer (every intent, so that a disagreement is the same
   /// error everywhere) rides on its first message to each rank: a schedule that takes every
   /// peer's buffer at the hub in its first phase and hands the hub's result out in the next
-  /// moves a small collective in 2(n - 1) messages, the check included (paths/socket_path.hpp).
+  /// moves a small collective in 2(n - 1) messages, the check included, where every buffer
+  /// rides with its intent (paths/socket_path.hpp). The hub answers a rank in a phase where
+  /// it sends to that rank, every rank in a phase where it receives, and the rest at finish():
+  /// a schedule must not have the hub wait, in a later phase, on a rank it has not answered.
   virtual int hub() const { return -1; }
   /// A broadcast that does not meet (root's intent.bytes at `data` into every rank's `data`),
   /// where the path has one for this intent: the root returns once its bytes are posted, and

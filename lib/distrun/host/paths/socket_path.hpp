@@ -20,7 +20,8 @@
 // row back to each rank, riding on its first message to it (hub() in path.hpp): each message
 // costs its sender about 10 us of kernel CPU between namespace hosts, and every rank's row to
 // every rank would be n(n - 1) messages a call, 12 at four ranks, where a small collective
-// through the hub is 2(n - 1), 6, in two hops. A rank settles its check on the hub's answer
+// through the hub is 2(n - 1), 6, in two hops (each buffer within eager_ riding with its row;
+// a larger one adds its own message). A rank settles its check on the hub's answer
 // before its first phase sends or reads a byte (only what rode with its row went ahead), and
 // the hub settles before it sends, so that its answer can ride on its data.
 //
@@ -39,7 +40,8 @@ namespace distrun {
 
 class SocketPath : public Path {
  public:
-  /// Groups up to this size check intents directly (every rank to every rank).
+  /// Groups up to this size check intents in one round: two ranks each to the other, larger
+  /// groups through the hub (beyond it, around a ring).
   static constexpr int kDirectCheckMost = 16;
   /// Groups from this size to kDirectCheckMost check through the hub.
   static constexpr int kHubCheckLeast = 3;
@@ -70,7 +72,9 @@ class SocketPath : public Path {
   char* slot(int r) { return reinterpret_cast<char*>(inbox_.data()) + stride_ * size_t(r); }
   using Sends = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Send>>>;
   using Recvs = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Recv>>>;
-  // Posts this rank's row to every peer and a receive for each of theirs (into rows_).
+  // Posts this rank's row and the check's receives (into rows_): between two ranks to the peer
+  // and from it; through the hub, at the hub a receive for every peer's row, elsewhere the row
+  // to the hub and a receive for its answer.
   void post_rows(const Intent& intent, Clock::time_point deadline);
   void check_around_ring(const Intent& intent, Clock::time_point deadline);
   // Waits for the rows post_rows posted (or the hub's answer) and checks them, once; `early`:
