@@ -728,3 +728,28 @@ TEST_CASE("through the TCP hub of 4 ranks: a rank that never reaches a collectiv
     if (r != absent) CHECK(named[size_t(r)] == std::vector<int>{absent});
   }
 }
+
+TEST_CASE("3 ranks on TCP disagreeing across the hub's threshold: the same typed error on every rank", "[trust]") {
+  // Ranks 0 and 1 state 64 KiB (through the hub), rank 2 four bytes more (the ring): the check
+  // settles before either schedule moves a byte.
+  const int n = 3;
+  std::vector<std::string> seen(static_cast<size_t>(n));
+  auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
+    const int64_t elements = ((int64_t(64) << 10) + (b.rank() == 2 ? 4 : 0)) / 4;
+    Tensor t = full(elements, 1.0, DType::Float32);
+    try {
+      b.all_reduce(t, {});
+    } catch (const CollectiveMismatchError& e) {
+      seen[size_t(b.rank())] = e.what();
+    }
+    Tensor agreed = full(4, 1.0, DType::Float32);  // the group still works
+    b.all_reduce(agreed, {});
+    if (agreed.get(0) != n) throw std::runtime_error("the next all_reduce is wrong");
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << errors[size_t(r)]);
+    CHECK(errors[size_t(r)].empty());
+    CHECK_FALSE(seen[size_t(r)].empty());
+    CHECK(seen[size_t(r)] == seen[0]);
+  }
+}
