@@ -131,14 +131,12 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
   try {
     std::vector<int> missing;
     for (int r = 0; r < size_; ++r) {
-      if (hub_ < 0 && r != rank_ && rows_bytes(in, r) < row_bytes_)
-        throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " sent a short intent");
       const char* row = hub_ >= 0 ? answer_.data() + row_bytes_ * size_t(r) : slot(r);
-      Intent::decode(reinterpret_cast<const uint64_t*>(row), size_, table_[size_t(r)]);
-      if (hub_ < 0) continue;
-      if (table_[size_t(r)].flags & kShort)
+      const bool whole = hub_ >= 0 || r == rank_ || rows_bytes(in, r) >= row_bytes_;
+      if (whole) Intent::decode(reinterpret_cast<const uint64_t*>(row), size_, table_[size_t(r)]);
+      if (!whole || (hub_ >= 0 && (table_[size_t(r)].flags & kShort)))
         throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " sent a short intent");
-      if (table_[size_t(r)].flags & kLate) missing.push_back(global_rank_of(global_ranks_, r));
+      if (hub_ >= 0 && (table_[size_t(r)].flags & kLate)) missing.push_back(global_rank_of(global_ranks_, r));
     }
     // The hub's verdict, the same on every rank: naming the ranks it waited for in vain.
     if (!missing.empty())
