@@ -95,14 +95,15 @@ inline size_t eager_bytes(int size) {
 /// TCP paths: writes `intent` as this rank's row at `row` (`row_bytes` long) in a group of
 /// `size` and, when the exposed buffer (`base`, `extent`) fits in `eager` bytes, the buffer
 /// right behind it, the row saying so (kInline, its extent), so a small collective is one
-/// message each way. Returns the bytes to send.
+/// message each way; `base` null: the row says so, but no byte is copied (a row that goes
+/// nowhere, as the hub's). Returns the bytes to send.
 inline size_t write_row(Intent intent, int size, char* row, size_t row_bytes, const char* base, uint64_t extent,
                         size_t eager) {
   size_t bytes = row_bytes;
   if (extent <= eager) {
     intent.flags |= Intent::kInline;
     intent.extent = extent;
-    if (extent) std::memcpy(row + row_bytes, base, extent);
+    if (extent && base) std::memcpy(row + row_bytes, base, extent);
     bytes += extent;
   }
   intent.encode(reinterpret_cast<uint64_t*>(row), size);

@@ -62,7 +62,8 @@ void SocketPath::await(const Sends& sends, const Recvs& recvs, Clock::time_point
 
 void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
   char* mine = slot(rank_);
-  const size_t sent = write_row(intent, size_, mine, row_bytes_, base_, extent_, eager_);
+  // The hub's row goes nowhere (its answer carries the row alone): no copy of its buffer.
+  const size_t sent = write_row(intent, size_, mine, row_bytes_, rank_ == hub_ ? nullptr : base_, extent_, eager_);
   rows_.clear();
   rows_out_.clear();
   // Directly, each peer's row comes from it and ours goes to it; through a hub, the hub gets
