@@ -7,6 +7,7 @@
 //     reads the peers' live buffers: a phase must see them as the previous one left them).
 // Pieces are taken from a copy of each buffer made when the phase starts, so a result never
 // depends on how the threads interleave.
+#include <atomic>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -57,6 +58,7 @@ struct FakeWorld {
   std::vector<const char*> base;
   std::vector<uint64_t> extent;
   std::vector<std::vector<char>> snapshot;
+  std::atomic<int> spokes_taking{0};                     // phase 0s where a rank but the hub took a piece
   std::vector<std::vector<std::vector<Listed>>> listed;  // [lister][reader]
   std::mutex mu;
   std::condition_variable cv;
@@ -130,6 +132,7 @@ class FakePath : public Path {
         }
         taken.emplace_back(p.peer, p.offset, p.bytes);
       });
+    if (phase == 0 && rank_ != hub_ && !taken.empty()) ++w_.spokes_taking;
     w_.barrier();
     for (const auto& [peer, offset, bytes] : taken)
       if (error.empty() &&
@@ -157,8 +160,9 @@ constexpr auto kTimeout = std::chrono::milliseconds(20000);
 // Runs fn(collectives, rank) on n thread ranks over one fake group; the first failure is
 // rethrown here (a rank that throws leaves the others to fail at the next barrier).
 void on_ranks(int n, Algorithm algorithm, bool reads_peers, const std::function<void(PathCollectives&, int)>& fn,
-              int hub = -1) {
-  FakeWorld world(n);
+              int hub = -1, FakeWorld* shared = nullptr) {
+  FakeWorld own(n);
+  FakeWorld& world = shared ? *shared : own;
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
@@ -263,6 +267,26 @@ TEST_CASE("all_gather schedules (direct, through a hub, ring) put every rank's b
           throw std::runtime_error("block of rank " + std::to_string(p) + " wrong");
     });
   });
+}
+
+TEST_CASE("through a hub: an all_gather whose n blocks pass 64 KiB goes direct, not through it", "[algorithms]") {
+  // The hub would move n blocks for every peer: what counts is a rank's larger buffer.
+  const int n = 4;
+  for (size_t count : {(size_t(16) << 10) / kEs, (size_t(16) << 10) / kEs + 1}) {
+    INFO(count * kEs << " bytes per rank");
+    FakeWorld world(n);
+    on_ranks(
+        n, Algorithm::Auto, false,
+        [&](PathCollectives& coll, int r) {
+          auto in = values_of(r, count);
+          std::vector<int64_t> out(count * size_t(n), -1);
+          coll.run({intent_of(CollectiveKind::AllGather, count * kEs), in.data(), out.data()}, kTimeout);
+          if (out.back() != value(n - 1, count - 1)) throw std::runtime_error("last block wrong");
+        },
+        0, &world);
+    const bool through_hub = count * kEs * n <= (size_t(64) << 10);
+    CHECK((world.spokes_taking == 0) == through_hub);
+  }
 }
 
 TEST_CASE("reduce_scatter schedules (direct, through a hub, ring) leave each rank the sum of its block",
