@@ -72,7 +72,7 @@ void raise_collective_failure(const std::shared_ptr<Liveness>& liveness, const s
   msg += loss.empty() ? "" : ": " + loss;
   msg += std::string(" [") + e.what() + "]";
   if (!loss.empty()) throw PeerError(liveness->last_lost(), msg);
-  if (dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(msg);
+  if (const auto* late = dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(msg, late->ranks());
   throw BackendError(msg);
 }
 

@@ -18,6 +18,11 @@ const CollectiveForm& form_of(CollectiveKind kind) {
   return kCollectiveForms[uint32_t(kind) - 1];
 }
 
+uint64_t larger_buffer(CollectiveKind kind, uint64_t bytes, size_t n) {
+  const Buffers form = form_of(kind).buffers;
+  return form == Buffers::Gathers || form == Buffers::Scatters ? bytes * n : bytes;
+}
+
 const char* collective_name(CollectiveKind kind) {
   return is_collective_kind(uint64_t(kind)) ? kCollectiveForms[uint32_t(kind) - 1].name : "an unknown collective";
 }

@@ -58,6 +58,9 @@ static_assert(uint32_t(CollectiveKind::Barrier) == std::size(kCollectiveForms), 
 bool is_collective_kind(uint64_t k);
 /// The form of `kind` (BackendError for a number that is no kind).
 const CollectiveForm& form_of(CollectiveKind kind);
+/// The bytes of a rank's larger buffer in a group of n, for a block of `bytes`: n blocks for
+/// Gathers and Scatters (what a hub moves for each peer), else the block.
+uint64_t larger_buffer(CollectiveKind kind, uint64_t bytes, size_t n);
 /// form_of(kind).name, or "an unknown collective".
 const char* collective_name(CollectiveKind kind);
 

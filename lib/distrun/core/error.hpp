@@ -3,6 +3,8 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace distrun {
 
@@ -34,6 +36,12 @@ class BackendError : public Error {
 class TimeoutError : public Error {
  public:
   using Error::Error;
+  TimeoutError(const std::string& what, std::vector<int> ranks) : Error(what), ranks_(std::move(ranks)) {}
+  /// The global ranks waited for, where the wait was on ranks (empty otherwise).
+  const std::vector<int>& ranks() const { return ranks_; }
+
+ private:
+  std::vector<int> ranks_;
 };
 
 /// A peer rank died or froze; the message names it.

@@ -79,6 +79,40 @@ class DirectFold : public Schedule {
   int first_peer_ = -1;
 };
 
+// Through the path's hub (Path::hub), two phases: in phase 0 the hub takes `in(p)` of every
+// peer p in rank order (the bytes that rode with p's intent), copied to its dst or, without
+// one, folded into `sum` (the hub's exposed buffer, which holds the hub's own part already);
+// in phase 1 every other rank takes `out(reader)` of the hub's buffer. A small collective so
+// costs 2(n - 1) messages, each rank's intent and the hub's answer riding on them (a peer's
+// buffer past the path's eager bytes goes in a message of its own).
+class Star : public Schedule {
+ public:
+  using Of = std::function<Piece(int)>;
+  Star(int size, int hub, Of in, Of out, char* sum = nullptr, size_t element_size = 0, ReduceFn fn = nullptr)
+      : size_(size), hub_(hub), in_(std::move(in)), out_(std::move(out)), sum_(sum), es_(element_size), fn_(fn) {}
+  int phases() const override { return 2; }
+  void pieces(int phase, int reader, const Emit& emit) const override {
+    if (phase == 0 && reader == hub_) {
+      for (int p = 0; p < size_; ++p)
+        if (p != hub_)
+          if (Piece piece = in_(p); piece.bytes > 0) emit(piece);
+    } else if (phase == 1 && reader != hub_) {
+      if (Piece piece = out_(reader); piece.bytes > 0) emit(piece);
+    }
+  }
+  void take(const Piece& piece, size_t at, const char* data, size_t bytes) override {
+    char* into = sum_ + piece.offset + at;
+    fn_(into, into, data, bytes / es_);
+  }
+
+ private:
+  int size_, hub_;
+  Of in_, out_;
+  char* sum_;
+  size_t es_;
+  ReduceFn fn_;
+};
+
 // Block b of `count` elements cut into n: elements [b*chunk, ...), possibly empty at the end.
 struct Blocks {
   Blocks(size_t count, size_t es, int n) : count(count), es(es), chunk((count + size_t(n) - 1) / size_t(n)), n(n) {}
@@ -237,9 +271,22 @@ struct Call {
     if (size == 2) return false;  // two ranks: the ring is the direct algorithm, in more phases
     return !path.reads_peers() && bytes > kSmall;
   }
-  // Runs every phase of `schedule` (made from the table `meet` returned), then finishes.
-  void drive(Schedule& schedule) const {
-    for (int p = 0; p < schedule.phases(); ++p) path.run(schedule, p, timeout);
+  // Through the hub, for a small collective: a rank's larger buffer (what the hub moves for
+  // each peer) within kSmall? Where the path has one, the check goes through it whatever the
+  // schedule; DISTRUN_ALGO=direct or ring keeps the data off it.
+  int hub(const Intent& intent) const {
+    return algorithm == Algorithm::Auto && larger_buffer(intent.kind, intent.bytes, size_t(size)) <= kSmall &&
+                   !path.reads_peers()
+               ? path.hub()
+               : -1;
+  }
+  // Runs every phase of `schedule` (made from the table `meet` returned), then finishes;
+  // `between` (if any) after phase 0, once the check is settled where it runs.
+  void drive(Schedule& schedule, const std::function<void()>& between = {}) const {
+    for (int p = 0; p < schedule.phases(); ++p) {
+      if (p == 1 && between) between();
+      path.run(schedule, p, timeout);
+    }
     path.finish(timeout);
   }
   char* scratch_of(size_t bytes) const {
@@ -253,8 +300,23 @@ struct Call {
 
 // Each rank's `bytes` at `in`, in rank order, into `out` (size blocks).
 void all_gather(const Call& c, const HostOp& op) {
-  const size_t bytes = op.intent.bytes;
+  const size_t bytes = op.intent.bytes, all = bytes * size_t(c.size);
   auto* o = static_cast<char*>(op.out);
+  if (const int hub = c.hub(op.intent); hub >= 0) {  // the hub gathers into its `out`, then hands it out
+    const bool at_hub = c.rank == hub;
+    c.path.meet(op.intent, at_hub ? op.out : op.in, at_hub ? all : bytes, c.timeout);
+    Star s(
+        c.size, hub,
+        [&](int p) {
+          return Piece{p, 0, bytes, o + size_t(p) * bytes};
+        },
+        [&](int) {
+          return Piece{hub, 0, all, o};
+        });
+    return c.drive(s, [&] {
+      if (at_hub) copy_bytes(o + size_t(c.rank) * bytes, op.in, bytes);
+    });
+  }
   if (c.ring(bytes)) {
     copy_bytes(o + size_t(c.rank) * bytes, op.in, bytes);
     c.path.meet(op.intent, op.out, bytes * size_t(c.size), c.timeout);
@@ -269,9 +331,25 @@ void all_gather(const Call& c, const HostOp& op) {
 
 // As all_gather, into the root's `out` only (elsewhere `out` may be null).
 void gather(const Call& c, const HostOp& op) {
-  const size_t bytes = op.intent.bytes;
+  const size_t bytes = op.intent.bytes, all = bytes * size_t(c.size);
   const int root = op.intent.root;
   auto* o = static_cast<char*>(op.out);
+  if (const int hub = c.hub(op.intent); hub >= 0) {  // the hub gathers, then hands all to the root
+    const bool at_hub = c.rank == hub;
+    char* into = at_hub ? (hub == root ? o : c.scratch_of(all)) : nullptr;
+    c.path.meet(op.intent, at_hub ? into : op.in, at_hub ? all : bytes, c.timeout);
+    Star s(
+        c.size, hub,
+        [&](int p) {
+          return Piece{p, 0, bytes, into + size_t(p) * bytes};
+        },
+        [&](int reader) {
+          return reader == root ? Piece{hub, 0, all, o} : Piece{};
+        });
+    return c.drive(s, [&] {
+      if (at_hub) copy_bytes(into + size_t(c.rank) * bytes, op.in, bytes);
+    });
+  }
   c.path.meet(op.intent, c.rank == root ? nullptr : op.in, bytes, c.timeout);
   auto s = direct_copy(c.size, [&](int reader, int p) {
     return reader == root ? Piece{p, 0, bytes, o + size_t(p) * bytes} : Piece{};
@@ -282,8 +360,26 @@ void gather(const Call& c, const HostOp& op) {
 
 // Block `rank` of the root's `in` (size blocks) into `out`.
 void scatter(const Call& c, const HostOp& op) {
-  const size_t bytes = op.intent.bytes;
+  const size_t bytes = op.intent.bytes, all = bytes * size_t(c.size);
   const int root = op.intent.root;
+  if (const int hub = c.hub(op.intent); hub >= 0) {  // the root's blocks go to the hub, which hands them out
+    const bool at_hub = c.rank == hub;
+    const char* from = c.rank == root ? static_cast<const char*>(op.in) : nullptr;
+    char* relay = at_hub && hub != root ? c.scratch_of(all) : nullptr;
+    c.path.meet(op.intent, relay ? relay : from, all, c.timeout);
+    Star s(
+        c.size, hub,
+        [&](int p) {
+          return p == root ? Piece{p, 0, all, relay} : Piece{};
+        },
+        [&](int reader) {
+          return reader == root ? Piece{} : Piece{hub, uint64_t(reader) * bytes, bytes, static_cast<char*>(op.out)};
+        });
+    c.drive(s);
+    if (relay) from = relay;
+    if (from) copy_bytes(op.out, from + size_t(c.rank) * bytes, bytes);
+    return;
+  }
   c.path.meet(op.intent, c.rank == root ? op.in : nullptr, bytes * size_t(c.size), c.timeout);
   auto s = direct_copy(c.size, [&](int reader, int p) {
     return p == root ? Piece{p, uint64_t(reader) * bytes, bytes, static_cast<char*>(op.out)} : Piece{};
@@ -297,6 +393,19 @@ void broadcast(const Call& c, const HostOp& op) {
   const size_t bytes = op.intent.bytes;
   const int root = op.intent.root;
   if (c.path.broadcast_eager(op.intent, op.out, c.timeout)) return;
+  if (const int hub = c.hub(op.intent); hub >= 0) {  // the root's bytes go to the hub, which hands them out
+    auto* o = static_cast<char*>(op.out);
+    c.path.meet(op.intent, c.rank == root || c.rank == hub ? o : nullptr, bytes, c.timeout);
+    Star s(
+        c.size, hub,
+        [&](int p) {
+          return p == root ? Piece{p, 0, bytes, o} : Piece{};
+        },
+        [&](int reader) {
+          return reader == root ? Piece{} : Piece{hub, 0, bytes, o};
+        });
+    return c.drive(s);
+  }
   c.path.meet(op.intent, c.rank == root ? op.out : nullptr, bytes, c.timeout);
   auto s = direct_copy(c.size, [&](int, int p) {
     return p == root ? Piece{p, 0, bytes, static_cast<char*>(op.out)} : Piece{};
@@ -325,10 +434,35 @@ void all_to_all(const Call& c, const HostOp& op) {
                mine.recv_bytes[size_t(c.rank)]);
 }
 
+// Through the hub: it folds every rank's `whole` bytes at `own` into its scratch, its own
+// first, and every other rank takes `out(reader)` of the sum. Returns the sum at the hub, else
+// nullptr; a rank's buffers change only where `out` says.
+const char* sum_at_hub(const Call& c, const HostOp& op, const char* own, size_t whole, const Star::Of& out) {
+  const int hub = c.path.hub();
+  char* sum = c.rank == hub ? c.scratch_of(whole) : nullptr;
+  if (sum) copy_bytes(sum, own, whole);
+  c.path.meet(op.intent, sum ? sum : own, whole, c.timeout);
+  Star s(
+      c.size, hub,
+      [&](int p) {
+        return Piece{p, 0, whole, nullptr};
+      },
+      out, sum, op.element_size, op.fn);
+  c.drive(s);
+  return sum;
+}
+
 // Block `rank` of the reduction of every rank's `in` (size blocks) into `out`.
 void reduce_scatter(const Call& c, const HostOp& op) {
-  const size_t bytes = op.intent.bytes;
+  const size_t bytes = op.intent.bytes, all = bytes * size_t(c.size);
   const auto* i = static_cast<const char*>(op.in);
+  if (const int hub = c.hub(op.intent); hub >= 0) {  // the hub sums every block, then hands each out
+    const char* sum = sum_at_hub(c, op, i, all, [&](int reader) {
+      return Piece{hub, uint64_t(reader) * bytes, bytes, static_cast<char*>(op.out)};
+    });
+    if (sum) copy_bytes(op.out, sum + size_t(c.rank) * bytes, bytes);
+    return;
+  }
   if (c.ring(bytes)) {
     const size_t left_starts = size_t(mod(c.rank - 1, c.size)) * bytes;
     char* partial = c.scratch_of(bytes * size_t(c.size));
@@ -344,10 +478,22 @@ void reduce_scatter(const Call& c, const HostOp& op) {
   if (c.size == 1) copy_bytes(op.out, i, bytes);
 }
 
+// reduce (into the root's `out`) or all_reduce (into every rank's) through the hub.
+void reduce_at_hub(const Call& c, const HostOp& op, bool everyone) {
+  const size_t bytes = op.intent.bytes;
+  const int hub = c.path.hub(), root = op.intent.root;
+  auto* d = static_cast<char*>(op.out);
+  const char* sum = sum_at_hub(c, op, d, bytes, [&](int reader) {
+    return everyone || reader == root ? Piece{hub, 0, bytes, d} : Piece{};
+  });
+  if (sum && (everyone || c.rank == root)) copy_bytes(d, sum, bytes);
+}
+
 // The reduction of every rank's `out` into the root's `out` (the others' are left as they were).
 void reduce(const Call& c, const HostOp& op) {
   const size_t bytes = op.intent.bytes;
   const int root = op.intent.root;
+  if (c.hub(op.intent) >= 0) return reduce_at_hub(c, op, false);
   c.path.meet(op.intent, c.rank == root ? nullptr : op.out, bytes, c.timeout);
   DirectFold s(c.size, root, 0, bytes, static_cast<char*>(op.out), op.element_size, op.fn);
   c.drive(s);
@@ -357,6 +503,7 @@ void reduce(const Call& c, const HostOp& op) {
 void all_reduce(const Call& c, const HostOp& op) {
   const size_t bytes = op.intent.bytes;
   auto* d = static_cast<char*>(op.out);
+  if (c.hub(op.intent) >= 0) return reduce_at_hub(c, op, true);
   c.path.meet(op.intent, d, bytes, c.timeout);
   if (c.algorithm != Algorithm::Ring && bytes <= kSmall) {
     char* sum = c.scratch_of(bytes);

@@ -40,6 +40,8 @@ class PathCollectives : public CollectiveTransport {
   /// Checks `intent` across the group without moving a byte: the hierarchical path checks the
   /// whole group once, then runs its steps on sub-groups marked kAgreed.
   void agree(const Intent& intent, std::chrono::milliseconds timeout);
+  /// The path's hub (Path::hub), or -1.
+  int hub() const { return path_->hub(); }
 
  private:
   std::unique_ptr<Path> path_;

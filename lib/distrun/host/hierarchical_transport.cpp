@@ -232,11 +232,22 @@ constexpr Composition kCompositions[] = {
     {CollectiveKind::Broadcast, broadcast},
 };
 
+// Up to this many bytes in a rank's larger buffer, a composed kind runs flat when the group's
+// TCP path has a hub: 2(n - 1) messages through it, the check riding on them, where the
+// composition's own check through the hub is as many again before its steps (figures in
+// docs/performance.md).
+constexpr uint64_t kFlatMost = uint64_t(64) << 10;
+
+bool runs_flat(const Parts& h, const Intent& intent) {
+  return larger_buffer(intent.kind, intent.bytes, h.on.size() * h.on[0].size()) <= kFlatMost && h.flat->hub() >= 0;
+}
+
 }  // namespace
 
 void HierarchicalTransport::run(const HostOp& op, std::chrono::milliseconds timeout) {
-  for (const Composition& c : kCompositions)
-    if (c.kind == op.intent.kind) return c.run(parts_, op, timeout);
+  if (!runs_flat(parts_, op.intent))
+    for (const Composition& c : kCompositions)
+      if (c.kind == op.intent.kind) return c.run(parts_, op, timeout);
   parts_.flat->run(op, timeout);
 }
 

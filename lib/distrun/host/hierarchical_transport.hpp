@@ -1,6 +1,7 @@
 // The path of a group that spans several hosts with the same number of ranks (k > 1) on each:
 // all_reduce, all_gather, reduce_scatter and broadcast are hierarchical; gather, scatter,
-// reduce and all_to_all run flat over the group's TCP path.
+// reduce and all_to_all run flat over the group's TCP path, and so do small ones of every kind
+// where that path has a hub (fewer messages between hosts than the composition's check alone).
 //
 // all_reduce of S bytes, h hosts of k ranks: the ranks of a host reduce-scatter through
 // their own (shared-memory) group, so local rank i holds slice i of its host's sum; the h
@@ -56,7 +57,8 @@ class HierarchicalTransport : public CollectiveTransport {
   /// e.g. "hierarchical(shm x2, tcp x2)": the host's path and size, then the hosts' path and count.
   std::string name() const override;
   /// The kinds composed by hosts (a row each in hierarchical_transport.cpp's table: all_reduce,
-  /// all_gather, reduce_scatter and broadcast) run their composition; the rest run flat: rooted
+  /// all_gather, reduce_scatter and broadcast) run their composition, unless small enough to
+  /// go through the flat path's hub; the rest run flat: rooted
   /// ones move at most one copy between hosts either way, and all_to_all's blocks are all
   /// different, so nothing is shared within a host.
   void run(const HostOp& op, std::chrono::milliseconds timeout) override;

@@ -69,6 +69,16 @@ class Path {
   virtual void run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) = 0;
   /// Ends the collective: returns once no peer will read this rank's exposed buffer again.
   virtual void finish(std::chrono::milliseconds timeout) = 0;
+  /// The rank through which this path prefers small collectives to go, or -1 (every rank to
+  /// every rank). Where a path has one, a rank's intent, and the buffer that rides with it,
+  /// reach the hub only, and the hub's answer (every intent, so that a disagreement is the same
+  /// error everywhere) rides on its first message to each rank: a schedule that takes every
+  /// peer's buffer at the hub in its first phase and hands the hub's result out in the next
+  /// moves a small collective in 2(n - 1) messages, the check included, where every buffer
+  /// rides with its intent (paths/socket_path.hpp). The hub answers a rank in a phase where
+  /// it sends to that rank, every rank in a phase where it receives, and the rest at finish():
+  /// a schedule must not have the hub wait, in a later phase, on a rank it has not answered.
+  virtual int hub() const { return -1; }
   /// A broadcast that does not meet (root's intent.bytes at `data` into every rank's `data`),
   /// where the path has one for this intent: the root returns once its bytes are posted, and
   /// a disagreement reaches it later (paths/shm_path.hpp). False: nothing done, meet instead.
@@ -85,14 +95,15 @@ inline size_t eager_bytes(int size) {
 /// TCP paths: writes `intent` as this rank's row at `row` (`row_bytes` long) in a group of
 /// `size` and, when the exposed buffer (`base`, `extent`) fits in `eager` bytes, the buffer
 /// right behind it, the row saying so (kInline, its extent), so a small collective is one
-/// message each way. Returns the bytes to send.
+/// message each way; `base` null: the row says so, but no byte is copied (a row that goes
+/// nowhere, as the hub's). Returns the bytes to send.
 inline size_t write_row(Intent intent, int size, char* row, size_t row_bytes, const char* base, uint64_t extent,
                         size_t eager) {
   size_t bytes = row_bytes;
   if (extent <= eager) {
     intent.flags |= Intent::kInline;
     intent.extent = extent;
-    if (extent) std::memcpy(row + row_bytes, base, extent);
+    if (extent && base) std::memcpy(row + row_bytes, base, extent);
     bytes += extent;
   }
   intent.encode(reinterpret_cast<uint64_t*>(row), size);

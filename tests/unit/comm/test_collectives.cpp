@@ -340,8 +340,8 @@ void at_thresholds(const std::vector<int64_t>& thresholds, const std::vector<DTy
 }  // namespace
 
 TEST_CASE("every collective and dtype at one element either side of each size threshold", "[thresholds]") {
-  // 64 KiB per rank: the shared segment's inline slot; on TCP the switch from the direct
-  // algorithms to the ring (with 3 ranks), the most a buffer sent with its intent holds and a
+  // 64 KiB per rank: the shared segment's inline slot; on TCP (3 ranks) the switch from the
+  // hub to the ring, the most a buffer sent with its intent holds and a
   // piece's part folded at once. 1 MiB: a piece's segment on Gloo's pairs (DISTRUN_TCP=gloo).
   at_thresholds({int64_t(64) << 10, int64_t(1) << 20}, {std::begin(kAllTypes), std::end(kAllTypes)});
 }

@@ -226,59 +226,64 @@ TEST_CASE(
   // On the sockets a first phase goes out right behind its intent. When the check fails, those
   // bytes still reach their readers (the stream keeps its framing), which must drop them unread:
   // neither take them for the next collective's data, nor keep them aside for a receive that
-  // never comes. Three ranks: all_reduce's ring sends its first block to one neighbour; a
-  // broadcast that every rank roots sends every buffer to every peer (8 MiB per rank a round).
-  const int64_t n = int64_t(1) << 20;  // 4 MiB of float: the ring on TCP
+  // never comes. Two ranks: all_reduce's first phase sends a block to the peer; a broadcast
+  // that both ranks root sends each buffer to the other (4 MiB per rank a round). Three ranks
+  // check through a hub, where nothing but the rows goes ahead of the check: the same rounds
+  // leave nothing behind there either.
+  const int64_t n = int64_t(1) << 20;  // 4 MiB of float: past the small collectives
   const int rounds = 4;
-  std::atomic<int64_t> heap_first{0}, heap_last{0};
-  auto errors = on_ranks(3, PathPreference::Tcp, [&](GlooBackend& b) {
-    const int r = b.rank();
-    MismatchCounter expect_mismatch;
-    // Rank p's element e; the bytes sent ahead hold 1000 + rank, far from any of these or their sums.
-    auto fill = [&](Tensor& t, int p) {
-      float* d = t.data_as<float>();
-      for (int64_t e = 0; e < n; ++e) d[e] = float(p + 1 + e % 5);
-    };
-    auto expect = [&](const Tensor& t, const char* what, const std::function<float(int64_t)>& want) {
-      const float* d = t.data_as<float>();
-      for (int64_t e = 0; e < n; ++e)
-        if (d[e] != want(e))
-          throw std::runtime_error(std::string(what) + " after a mismatch: element " + std::to_string(e) + " is " +
-                                   std::to_string(d[e]) + ", not " + std::to_string(want(e)));
-    };
-    for (int round = 0; round <= rounds; ++round) {
-      Tensor ahead = full(n, 1000.0 + r, r == 2 ? DType::Int32 : DType::Float32);
-      expect_mismatch([&] { b.all_reduce(ahead, {}); });
-      Tensor sum = Tensor::zeros({n}, DType::Float32);
-      fill(sum, r);
-      b.all_reduce(sum, {});
-      expect(sum, "all_reduce", [](int64_t e) { return float(6 + 3 * (e % 5)); });
+  for (int ranks : {2, 3}) {
+    INFO(ranks << " ranks");
+    std::atomic<int64_t> heap_first{0}, heap_last{0};
+    auto errors = on_ranks(ranks, PathPreference::Tcp, [&](GlooBackend& b) {
+      const int r = b.rank();
+      MismatchCounter expect_mismatch;
+      // Rank p's element e; the bytes sent ahead hold 1000 + rank, far from any of these or their sums.
+      auto fill = [&](Tensor& t, int p) {
+        float* d = t.data_as<float>();
+        for (int64_t e = 0; e < n; ++e) d[e] = float(p + 1 + e % 5);
+      };
+      auto expect = [&](const Tensor& t, const char* what, const std::function<float(int64_t)>& want) {
+        const float* d = t.data_as<float>();
+        for (int64_t e = 0; e < n; ++e)
+          if (d[e] != want(e))
+            throw std::runtime_error(std::string(what) + " after a mismatch: element " + std::to_string(e) + " is " +
+                                     std::to_string(d[e]) + ", not " + std::to_string(want(e)));
+      };
+      for (int round = 0; round <= rounds; ++round) {
+        Tensor ahead = full(n, 1000.0 + r, r == ranks - 1 ? DType::Int32 : DType::Float32);
+        expect_mismatch([&] { b.all_reduce(ahead, {}); });
+        Tensor sum = Tensor::zeros({n}, DType::Float32);
+        fill(sum, r);
+        b.all_reduce(sum, {});
+        expect(sum, "all_reduce", [&](int64_t e) { return float(ranks * (ranks + 1) / 2 + ranks * (e % 5)); });
 
-      BroadcastOptions bo;
-      bo.root = r;
-      ahead = full(n, 1000.0 + r, DType::Float32);
-      expect_mismatch([&] { b.broadcast(ahead, bo); });
-      bo.root = 1;
-      Tensor copy = full(n, -1.0, DType::Float32);
-      if (r == 1) fill(copy, 1);
-      b.broadcast(copy, bo);
-      expect(copy, "broadcast", [](int64_t e) { return float(2 + e % 5); });
+        BroadcastOptions bo;
+        bo.root = r;
+        ahead = full(n, 1000.0 + r, DType::Float32);
+        expect_mismatch([&] { b.broadcast(ahead, bo); });
+        bo.root = 1;
+        Tensor copy = full(n, -1.0, DType::Float32);
+        if (r == 1) fill(copy, 1);
+        b.broadcast(copy, bo);
+        expect(copy, "broadcast", [](int64_t e) { return float(2 + e % 5); });
 
-      // Every connection has carried a message since the bytes sent ahead (the barrier's
-      // intents), so every reader has met them; rank 0 weighs the heap while the others wait.
-      b.barrier({});
-      if (r == 0) (round == 0 ? heap_first : heap_last) = heap_in_use();
-      b.barrier({});
-    }
-    if (expect_mismatch.count != 2 * (rounds + 1))
-      throw std::runtime_error(std::to_string(expect_mismatch.count) + " of " + std::to_string(2 * (rounds + 1)) +
-                               " mismatches raised");
-  });
-  for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
-  // Kept aside, each round's bytes sent ahead would stay: about 28 MiB a round, 112 MiB over
-  // the last four.
-  INFO("heap after the first round " << heap_first << " bytes, after the last " << heap_last);
-  CHECK(heap_last - heap_first < (int64_t(16) << 20));
+        // Every connection has carried a message since the bytes sent ahead (the barrier's
+        // intents), so every reader has met them; rank 0 weighs the heap while the others wait.
+        b.barrier({});
+        if (r == 0) (round == 0 ? heap_first : heap_last) = heap_in_use();
+        b.barrier({});
+      }
+      if (expect_mismatch.count != 2 * (rounds + 1))
+        throw std::runtime_error(std::to_string(expect_mismatch.count) + " of " + std::to_string(2 * (rounds + 1)) +
+                                 " mismatches raised");
+    });
+    for (int r = 0; r < ranks; ++r) CHECK(errors[size_t(r)] == "");
+    // Kept aside, each round's bytes sent ahead would stay: at two ranks about 12 MiB a round,
+    // 48 MiB over the last four.
+    INFO("heap after the first round " << heap_first << " bytes, after the last " << heap_last);
+    CHECK(heap_last - heap_first < (int64_t(16) << 20));
+  }
 }
 
 TEST_CASE("send/recv that disagree on size or dtype: the same typed error on both ranks and the pair still works",
@@ -586,5 +591,165 @@ TEST_CASE("eager broadcasts: the root runs ahead of a stopped receiver up to the
       }
     });
     for (int r = 0; r < n; ++r) CHECK(errors[size_t(r)] == "");
+  }
+}
+
+TEST_CASE(
+    "through the TCP hub of 3 and 4 ranks: a disagreement of the hub or another rank is the same typed error on every "
+    "rank, outputs untouched, and every kind's next call is right",
+    "[trust]") {
+  // Groups of 3 to 16 on the sockets check their intents through rank 0, and small collectives
+  // go through it too: what one rank states reaches the others only in the hub's answer.
+  for (int n : {3, 4}) {
+    INFO(n << " ranks");
+    std::vector<std::vector<std::string>> seen(static_cast<size_t>(n));
+    auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
+      const int r = b.rank();
+      auto& mine = seen[size_t(r)];
+      auto expect = [&](const char* what, const std::function<void()>& f, const Tensor& out, double was) {
+        try {
+          f();
+          mine.push_back(std::string(what) + ": no error");
+        } catch (const CollectiveMismatchError& e) {
+          mine.push_back(e.what());
+        }
+        for (int64_t e = 0; e < out.numel(); ++e)
+          if (out.get(e) != was) throw std::runtime_error(std::string(what) + " wrote its output on a mismatch");
+      };
+      for (int odd : {0, n - 1}) {  // the hub disagrees, then the last rank
+        const bool me = r == odd;
+        Tensor t = full(me ? 3 : 2, 5.0, DType::Float32);
+        expect(
+            "all_reduce", [&] { b.all_reduce(t, {}); }, t, 5.0);
+        Tensor in = full(2, 5.0, me ? DType::Int32 : DType::Float32), out = full(2 * n, -1.0, DType::Float32);
+        expect(
+            "all_gather", [&] { b.all_gather(in, out, {}); }, out, -1.0);
+        BroadcastOptions bo;
+        bo.root = me ? 1 : 2;
+        expect(
+            "broadcast", [&] { b.broadcast(t, bo); }, t, 5.0);
+        ReduceOptions ro;
+        ro.op = me ? ReduceOp::Max : ReduceOp::Sum;
+        expect(
+            "reduce", [&] { b.reduce(t, ro); }, t, 5.0);
+        Tensor blocks = full(me ? 2 * n + 1 : 2 * n, 5.0, DType::Float32), block = full(2, -1.0, DType::Float32);
+        expect(
+            "reduce_scatter", [&] { b.reduce_scatter(blocks, block, {}); }, block, -1.0);
+        ScatterOptions so;
+        so.root = me ? 0 : 1;
+        expect(
+            "scatter", [&] { b.scatter(blocks, block, so); }, block, -1.0);
+      }
+      // Agreed: each kind through the hub, every element checked.
+      auto check = [&](const char* what, const Tensor& got, const std::function<double(int64_t)>& want) {
+        for (int64_t e = 0; e < got.numel(); ++e)
+          if (got.get(e) != want(e))
+            throw std::runtime_error(std::string(what) + ": element " + std::to_string(e) + " is " +
+                                     std::to_string(got.get(e)) + ", not " + std::to_string(want(e)));
+      };
+      const int64_t k = 3;
+      auto value = [](int p, int64_t e) { return double(100 * p + e); };
+      auto mine_of = [&](int p, int64_t count) {
+        Tensor v = Tensor::zeros({count}, DType::Float32);
+        for (int64_t e = 0; e < count; ++e) v.set(e, value(p, e));
+        return v;
+      };
+      auto sum_of = [&](int64_t e) {
+        double s = 0;
+        for (int p = 0; p < n; ++p) s += value(p, e);
+        return s;
+      };
+      Tensor t = mine_of(r, k);
+      b.all_reduce(t, {});
+      check("all_reduce", t, sum_of);
+      Tensor out = Tensor::zeros({k * n}, DType::Float32);
+      b.all_gather(mine_of(r, k), out, {});
+      check("all_gather", out, [&](int64_t e) { return value(int(e / k), e % k); });
+      for (int root = 0; root < n; ++root) {
+        BroadcastOptions bo;
+        bo.root = root;
+        t = mine_of(r, k);
+        b.broadcast(t, bo);
+        check("broadcast", t, [&](int64_t e) { return value(root, e); });
+        ReduceOptions ro;
+        ro.root = root;
+        t = mine_of(r, k);
+        b.reduce(t, ro);
+        check("reduce", t, [&](int64_t e) { return r == root ? sum_of(e) : value(r, e); });
+        GatherOptions go;
+        go.root = root;
+        Tensor gathered = Tensor::zeros({k * n}, DType::Float32);
+        b.gather(mine_of(r, k), gathered, go);
+        if (r == root) check("gather", gathered, [&](int64_t e) { return value(int(e / k), e % k); });
+        ScatterOptions so;
+        so.root = root;
+        Tensor block = Tensor::zeros({k}, DType::Float32);
+        b.scatter(mine_of(r, k * n), block, so);
+        check("scatter", block, [&](int64_t e) { return value(root, r * k + e); });
+      }
+      Tensor block = Tensor::zeros({k}, DType::Float32);
+      b.reduce_scatter(mine_of(r, k * n), block, {});
+      check("reduce_scatter", block, [&](int64_t e) { return sum_of(r * k + e); });
+    });
+    for (int r = 0; r < n; ++r) CHECK(errors[size_t(r)] == "");
+    REQUIRE(seen[0].size() == 12);
+    for (const std::string& e : seen[0]) CHECK_THAT(e, !Catch::EndsWith("no error"));
+    for (int r = 1; r < n; ++r) CHECK(seen[size_t(r)] == seen[0]);
+  }
+}
+
+TEST_CASE("through the TCP hub of 4 ranks: a rank that never reaches a collective is named on every other rank",
+          "[trust]") {
+  // The others wait only for the hub's answer; the hub's verdict names the rank it waited for.
+  const int n = 4, absent = 2;
+  std::atomic<int> finished{0};
+  std::vector<std::vector<int>> named(static_cast<size_t>(n));
+  auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
+    const int r = b.rank();
+    Tensor t = full(4, 1.0, DType::Float32);
+    b.all_reduce(t, {});  // every rank is up before the one that counts
+    if (r == absent) {    // stays connected, so that its silence is a timeout, not a lost peer
+      for (int waited = 0; finished < n - 1 && waited < 600; ++waited)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return;
+    }
+    AllreduceOptions o;
+    o.timeout = std::chrono::milliseconds(1500);
+    try {
+      b.all_reduce(t, o);
+    } catch (const TimeoutError& e) {
+      named[size_t(r)] = e.ranks();
+    }
+    ++finished;
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << errors[size_t(r)]);
+    CHECK(errors[size_t(r)].empty());
+    if (r != absent) CHECK(named[size_t(r)] == std::vector<int>{absent});
+  }
+}
+
+TEST_CASE("3 ranks on TCP disagreeing across the hub's threshold: the same typed error on every rank", "[trust]") {
+  // Ranks 0 and 1 state 64 KiB (through the hub), rank 2 four bytes more (the ring): the check
+  // settles before either schedule moves a byte.
+  const int n = 3;
+  std::vector<std::string> seen(static_cast<size_t>(n));
+  auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
+    const int64_t elements = ((int64_t(64) << 10) + (b.rank() == 2 ? 4 : 0)) / 4;
+    Tensor t = full(elements, 1.0, DType::Float32);
+    try {
+      b.all_reduce(t, {});
+    } catch (const CollectiveMismatchError& e) {
+      seen[size_t(b.rank())] = e.what();
+    }
+    Tensor agreed = full(4, 1.0, DType::Float32);  // the group still works
+    b.all_reduce(agreed, {});
+    if (agreed.get(0) != n) throw std::runtime_error("the next all_reduce is wrong");
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << errors[size_t(r)]);
+    CHECK(errors[size_t(r)].empty());
+    CHECK_FALSE(seen[size_t(r)].empty());
+    CHECK(seen[size_t(r)] == seen[0]);
   }
 }

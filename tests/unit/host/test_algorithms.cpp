@@ -7,6 +7,7 @@
 //     reads the peers' live buffers: a phase must see them as the previous one left them).
 // Pieces are taken from a copy of each buffer made when the phase starts, so a result never
 // depends on how the threads interleave.
+#include <atomic>
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -57,6 +58,7 @@ struct FakeWorld {
   std::vector<const char*> base;
   std::vector<uint64_t> extent;
   std::vector<std::vector<char>> snapshot;
+  std::atomic<int> spokes_taking{0};                     // phase 0s where a rank but the hub took a piece
   std::vector<std::vector<std::vector<Listed>>> listed;  // [lister][reader]
   std::mutex mu;
   std::condition_variable cv;
@@ -68,10 +70,12 @@ struct FakeWorld {
 
 class FakePath : public Path {
  public:
-  FakePath(FakeWorld& world, int rank, bool reads_peers) : w_(world), rank_(rank), reads_peers_(reads_peers) {}
+  FakePath(FakeWorld& world, int rank, bool reads_peers, int hub = -1)
+      : w_(world), rank_(rank), reads_peers_(reads_peers), hub_(hub) {}
 
   std::string name() const override { return "fake"; }
   bool reads_peers() const override { return reads_peers_; }
+  int hub() const override { return hub_; }
 
   const std::vector<Intent>& meet(Intent intent, const void* base, uint64_t extent,
                                   std::chrono::milliseconds) override {
@@ -128,6 +132,7 @@ class FakePath : public Path {
         }
         taken.emplace_back(p.peer, p.offset, p.bytes);
       });
+    if (phase == 0 && rank_ != hub_ && !taken.empty()) ++w_.spokes_taking;
     w_.barrier();
     for (const auto& [peer, offset, bytes] : taken)
       if (error.empty() &&
@@ -145,6 +150,7 @@ class FakePath : public Path {
   FakeWorld& w_;
   int rank_;
   bool reads_peers_;
+  int hub_;
   uint64_t seq_ = 0;
   std::vector<Intent> table_;
 };
@@ -153,14 +159,16 @@ constexpr auto kTimeout = std::chrono::milliseconds(20000);
 
 // Runs fn(collectives, rank) on n thread ranks over one fake group; the first failure is
 // rethrown here (a rank that throws leaves the others to fail at the next barrier).
-void on_ranks(int n, Algorithm algorithm, bool reads_peers, const std::function<void(PathCollectives&, int)>& fn) {
-  FakeWorld world(n);
+void on_ranks(int n, Algorithm algorithm, bool reads_peers, const std::function<void(PathCollectives&, int)>& fn,
+              int hub = -1, FakeWorld* shared = nullptr) {
+  FakeWorld own(n);
+  FakeWorld& world = shared ? *shared : own;
   std::vector<std::string> errors(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       try {
-        PathCollectives c(std::make_unique<FakePath>(world, r, reads_peers), r, n, algorithm);
+        PathCollectives c(std::make_unique<FakePath>(world, r, reads_peers, hub), r, n, algorithm);
         fn(c, r);
       } catch (const std::exception& e) {
         errors[size_t(r)] = e.what();
@@ -209,12 +217,18 @@ const int kSizes[] = {1, 2, 3, 5};
 struct Case {
   Algorithm algorithm;
   bool reads_peers;
+  int hub;
   const char* name;
 };
-const Case kCases[] = {{Algorithm::Direct, false, "direct"},
-                       {Algorithm::Ring, false, "ring"},
-                       {Algorithm::Auto, false, "auto, a path like TCP"},
-                       {Algorithm::Auto, true, "auto, a path like shared memory"}};
+const Case kCases[] = {{Algorithm::Direct, false, -1, "direct"},
+                       {Algorithm::Ring, false, -1, "ring"},
+                       {Algorithm::Auto, false, -1, "auto, a path like TCP between two ranks"},
+                       {Algorithm::Auto, false, 0, "auto, a path with a hub like TCP in larger groups"},
+                       {Algorithm::Auto, true, -1, "auto, a path like shared memory"}};
+
+void on_ranks(int n, const Case& c, const std::function<void(PathCollectives&, int)>& fn) {
+  on_ranks(n, c.algorithm, c.reads_peers, fn, c.hub);
+}
 
 template <typename F>
 void each_case(F&& f) {
@@ -228,9 +242,10 @@ void each_case(F&& f) {
 
 }  // namespace
 
-TEST_CASE("all_reduce schedules (small direct, large direct, ring) sum every element on every rank", "[algorithms]") {
+TEST_CASE("all_reduce schedules (small direct, through a hub, large direct, ring) sum every element on every rank",
+          "[algorithms]") {
   each_case([](const Case& c, int n, size_t count) {
-    on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
+    on_ranks(n, c, [&](PathCollectives& coll, int r) {
       auto data = values_of(r, count);
       coll.run({intent_of(CollectiveKind::AllReduce, count * kEs, -1, true), nullptr, data.data(), kEs, kSum},
                kTimeout);
@@ -240,9 +255,9 @@ TEST_CASE("all_reduce schedules (small direct, large direct, ring) sum every ele
   });
 }
 
-TEST_CASE("all_gather schedules (direct, ring) put every rank's block in place", "[algorithms]") {
+TEST_CASE("all_gather schedules (direct, through a hub, ring) put every rank's block in place", "[algorithms]") {
   each_case([](const Case& c, int n, size_t count) {
-    on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
+    on_ranks(n, c, [&](PathCollectives& coll, int r) {
       auto in = values_of(r, count);
       std::vector<int64_t> out(count * size_t(n), -1);
       coll.run({intent_of(CollectiveKind::AllGather, count * kEs), in.data(), out.data()}, kTimeout);
@@ -254,10 +269,31 @@ TEST_CASE("all_gather schedules (direct, ring) put every rank's block in place",
   });
 }
 
-TEST_CASE("reduce_scatter schedules (direct, ring) leave each rank the sum of its block", "[algorithms]") {
+TEST_CASE("through a hub: an all_gather whose n blocks pass 64 KiB goes direct, not through it", "[algorithms]") {
+  // The hub would move n blocks for every peer: what counts is a rank's larger buffer.
+  const int n = 4;
+  for (size_t count : {(size_t(16) << 10) / kEs, (size_t(16) << 10) / kEs + 1}) {
+    INFO(count * kEs << " bytes per rank");
+    FakeWorld world(n);
+    on_ranks(
+        n, Algorithm::Auto, false,
+        [&](PathCollectives& coll, int r) {
+          auto in = values_of(r, count);
+          std::vector<int64_t> out(count * size_t(n), -1);
+          coll.run({intent_of(CollectiveKind::AllGather, count * kEs), in.data(), out.data()}, kTimeout);
+          if (out.back() != value(n - 1, count - 1)) throw std::runtime_error("last block wrong");
+        },
+        0, &world);
+    const bool through_hub = count * kEs * n <= (size_t(64) << 10);
+    CHECK((world.spokes_taking == 0) == through_hub);
+  }
+}
+
+TEST_CASE("reduce_scatter schedules (direct, through a hub, ring) leave each rank the sum of its block",
+          "[algorithms]") {
   each_case([](const Case& c, int n, size_t count) {
     if (n == 1) return;  // the backend copies: no schedule runs
-    on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
+    on_ranks(n, c, [&](PathCollectives& coll, int r) {
       auto in = values_of(r, count * size_t(n));
       std::vector<int64_t> out(count, -1);
       coll.run({intent_of(CollectiveKind::ReduceScatter, count * kEs, -1, true), in.data(), out.data(), kEs, kSum},
@@ -269,11 +305,12 @@ TEST_CASE("reduce_scatter schedules (direct, ring) leave each rank the sum of it
   });
 }
 
-TEST_CASE("rooted schedules (broadcast, reduce, gather, scatter) from every root", "[algorithms]") {
+TEST_CASE("rooted schedules (broadcast, reduce, gather, scatter), direct or through a hub, from every root",
+          "[algorithms]") {
   each_case([](const Case& c, int n, size_t count) {
     for (int root = 0; root < n; ++root) {
       INFO("root " << root);
-      on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
+      on_ranks(n, c, [&](PathCollectives& coll, int r) {
         auto fail = [&](const std::string& what) {
           throw std::runtime_error(what + " wrong on rank " + std::to_string(r));
         };
@@ -310,7 +347,7 @@ TEST_CASE("all_to_all schedule with uneven and empty blocks", "[algorithms]") {
   each_case([](const Case& c, int n, size_t count) {
     // Rank r sends (r + j) % 3 * count elements to rank j: some blocks are empty.
     auto sends = [&](int from, int to) { return size_t((from + to) % 3) * count; };
-    on_ranks(n, c.algorithm, c.reads_peers, [&](PathCollectives& coll, int r) {
+    on_ranks(n, c, [&](PathCollectives& coll, int r) {
       Intent intent = intent_of(CollectiveKind::AllToAll, 0);
       size_t at = 0, total_in = 0, total_out = 0;
       for (int j = 0; j < n; ++j) {

@@ -493,11 +493,12 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
       moved = Clock::now();
     if (ready <= 0 && !ahead) {
       if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
-      std::string waiting;
+      std::vector<int> waiting;
       for (int r = 0; r < size_; ++r)
         if (!conns_[size_t(r)].sends.empty() || !conns_[size_t(r)].recvs.empty() || conns_[size_t(r)].into)
-          waiting += (waiting.empty() ? "" : ", ") + std::to_string(global(r));
-      throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : waiting));
+          waiting.push_back(global(r));
+      throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : rank_list(waiting)),
+                         waiting);
     }
     bool read = false;
     for (size_t i = 0; i < ours; ++i) {

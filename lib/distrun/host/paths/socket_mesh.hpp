@@ -41,6 +41,13 @@
 
 namespace distrun {
 
+/// "2, 5": ranks as an error names them.
+inline std::string rank_list(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ", ") + std::to_string(r);
+  return s;
+}
+
 class SocketMesh {
  public:
   using Clock = std::chrono::steady_clock;

@@ -19,14 +19,24 @@ using Kind = SocketMesh::Kind;
 // every element size) as they arrive, so that folding overlaps receiving.
 constexpr size_t kFoldPart = size_t(64) << 10;
 
+// The bytes that came of rank r's row (whole when `in` has no receive from r).
+size_t rows_bytes(const std::vector<std::pair<int, std::shared_ptr<Recv>>>& in, int r) {
+  for (const auto& [peer, row] : in)
+    if (peer == r) return row->bytes;
+  return ~size_t(0);
+}
+
 }  // namespace
 
 SocketPath::SocketPath(std::shared_ptr<SocketMesh> mesh, std::vector<int> global_ranks)
     : mesh_(std::move(mesh)), rank_(mesh_->rank()), size_(mesh_->size()), global_ranks_(std::move(global_ranks)) {
   row_bytes_ = Intent::words(size_) * sizeof(uint64_t);
   if (size_ <= kDirectCheckMost) eager_ = eager_bytes(size_);
+  if (size_ >= kHubCheckLeast && size_ <= kDirectCheckMost) hub_ = 0;
   stride_ = row_bytes_ + eager_;
   inbox_.assign(stride_ / sizeof(uint64_t) * size_t(size_), 0);
+  if (hub_ >= 0) answer_.resize(row_bytes_ * size_t(size_));
+  owed_.assign(size_t(size_), false);
 }
 
 void SocketPath::await(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
@@ -52,21 +62,30 @@ void SocketPath::await(const Sends& sends, const Recvs& recvs, Clock::time_point
 
 void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
   char* mine = slot(rank_);
-  const size_t sent = write_row(intent, size_, mine, row_bytes_, base_, extent_, eager_);
+  // The hub's row goes nowhere (its answer carries the row alone): no copy of its buffer.
+  const size_t sent = write_row(intent, size_, mine, row_bytes_, rank_ == hub_ ? nullptr : base_, extent_, eager_);
   rows_.clear();
   rows_out_.clear();
+  // Directly, each peer's row comes from it and ours goes to it; through a hub, the hub gets
+  // every peer's row and sends none, and a rank sends its row to the hub and gets its answer.
+  const bool answered = hub_ >= 0 && rank_ != hub_;
+  auto talks_to = [&](int r) { return r != rank_ && (hub_ < 0 || rank_ == hub_ || r == hub_); };
   for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
+    if (!talks_to(r)) continue;
     auto in = std::make_shared<Recv>();
     in->key = {Kind::Intent, exchanges_};
-    in->parts = {{slot(r), stride_}};
-    in->at_most = true;
+    if (answered) {
+      in->parts = {{answer_.data(), answer_.size()}};
+    } else {
+      in->parts = {{slot(r), stride_}};
+      in->at_most = true;
+    }
     rows_.emplace_back(r, in);
   }
   try {
     for (auto& [r, in] : rows_) mesh_->post(r, in, deadline);
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
+    for (int r = 0; r < size_ && rank_ != hub_; ++r) {
+      if (!talks_to(r)) continue;
       auto out = std::make_shared<Send>();
       out->key = {Kind::Intent, exchanges_};
       out->parts = {{mine, sent}};
@@ -86,21 +105,90 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
   unsettled_ = false;
   const Sends out = std::move(rows_out_);
   const Recvs in = std::move(rows_);
-  await(out, in, deadline);
+  const bool answered = hub_ >= 0 && rank_ != hub_;
+  std::vector<bool> late(size_t(size_), false);
   try {
-    for (auto& [r, row] : in)
-      if (row->bytes < row_bytes_)
+    // A rank waits for the hub's answer a little past its deadline, so that the hub's verdict
+    // on a late rank (which the hub reaches at about the same deadline) comes first.
+    await(out, in, answered ? deadline + kVerdictGrace : deadline);
+  } catch (const TimeoutError&) {
+    if (rank_ != hub_) throw;
+    for (const auto& [r, row] : in) late[size_t(r)] = !row->done;
+    if (std::find(late.begin(), late.end(), true) == late.end()) throw;
+  }
+  if (rank_ == hub_) {  // each row as it came, for every peer; a late or short one marked
+    std::fill(owed_.begin(), owed_.end(), false);
+    for (int r = 0; r < size_; ++r) {
+      char* row = answer_.data() + row_bytes_ * size_t(r);
+      Intent mark;
+      mark.flags = late[size_t(r)] ? kLate : kShort;
+      if (r != rank_ && (late[size_t(r)] || rows_bytes(in, r) < row_bytes_))
+        mark.encode(reinterpret_cast<uint64_t*>(row), size_);
+      else
+        std::memcpy(row, slot(r), row_bytes_);
+      owed_[size_t(r)] = r != rank_ && !late[size_t(r)];
+    }
+  }
+  try {
+    std::vector<int> missing;
+    for (int r = 0; r < size_; ++r) {
+      const char* row = hub_ >= 0 ? answer_.data() + row_bytes_ * size_t(r) : slot(r);
+      const bool whole = hub_ >= 0 || r == rank_ || rows_bytes(in, r) >= row_bytes_;
+      if (whole) Intent::decode(reinterpret_cast<const uint64_t*>(row), size_, table_[size_t(r)]);
+      if (!whole || (hub_ >= 0 && (table_[size_t(r)].flags & kShort)))
         throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " sent a short intent");
-    for (int r = 0; r < size_; ++r)
-      Intent::decode(reinterpret_cast<const uint64_t*>(slot(r)), size_, table_[size_t(r)]);
+      if (hub_ >= 0 && (table_[size_t(r)].flags & kLate)) missing.push_back(global_rank_of(global_ranks_, r));
+    }
+    // The hub's verdict, the same on every rank: naming the ranks it waited for in vain.
+    if (!missing.empty())
+      throw TimeoutError("timed out waiting for rank(s) " + rank_list(missing) +
+                             " to state their intent at the hub (rank " +
+                             std::to_string(global_rank_of(global_ranks_, hub_)) + ")",
+                         missing);
     // Every rank holds the same table, so every rank throws the same error; the connections
     // stay as they are (each peer's row was read whole), and the group stays usable.
     check_agreement(table_, false, global_ranks_);
   } catch (...) {
     for (const auto& [peer, s] : early) mesh_->detach(s);
     mesh_->discard_below(Kind::Phase, (seq_ + 1) << 16);
+    // The same rows, so the same error, on every rank that answered.
+    answer_rest_quietly(std::max(deadline, Clock::now() + kVerdictGrace));
     throw;
   }
+}
+
+void SocketPath::answer(int peer, Sends& sends, Clock::time_point deadline, bool more) {
+  if (!owed_[size_t(peer)]) return;
+  owed_[size_t(peer)] = false;
+  auto out = std::make_shared<Send>();
+  out->key = {Kind::Intent, exchanges_};
+  out->parts = {{answer_.data(), answer_.size()}};
+  sends.emplace_back(peer, out);
+  mesh_->post(peer, out, deadline, more);
+}
+
+void SocketPath::answer_rest(Clock::time_point deadline) {
+  Sends answers;
+  try {
+    for (int r = 0; r < size_; ++r) answer(r, answers, deadline);
+  } catch (...) {
+    for (const auto& [peer, s] : answers) mesh_->abandon(peer, s);
+    throw;
+  }
+  await(answers, {}, deadline);
+}
+
+void SocketPath::answer_rest_quietly(Clock::time_point deadline) {
+  try {
+    answer_rest(deadline);
+  } catch (...) {  // the caller's error is the one to report; a peer this fails on fails on its own
+  }
+}
+
+void SocketPath::finish(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  settle(deadline);
+  answer_rest(deadline);
 }
 
 void SocketPath::check_around_ring(const Intent& intent, Clock::time_point deadline) {
@@ -137,6 +225,7 @@ const std::vector<Intent>& SocketPath::meet(Intent intent, const void* base, uin
   base_ = static_cast<char*>(const_cast<void*>(base));
   extent_ = base ? extent : 0;
   eager_in_ = false;
+  std::fill(owed_.begin(), owed_.end(), false);
   if (unsettled_) {  // a collective that failed between its meeting and its first phase
     for (const auto& [peer, s] : rows_out_) mesh_->abandon(peer, s);
     for (const auto& [peer, r] : rows_) mesh_->abandon(peer, r);
@@ -170,12 +259,18 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
   if (phase >= 1 << 16) throw BackendError("a collective of more than 65536 phases");
   const auto deadline = Clock::now() + timeout;
   const uint64_t key = seq_ << 16 | uint64_t(phase);
+  // Through a hub, every rank settles before it sends: the hub so that its answer rides on
+  // what it sends, the others so that no byte goes ahead of the check to a peer whose next
+  // messages may all go through the hub (nothing would read it, and drop it, until then).
+  if (hub_ >= 0) settle(deadline);
   // Phase 0 sees every buffer as it was at the meeting: an eager sender's bytes came with its
-  // intent, and it sends nothing now.
-  auto eager = [&](int r) { return phase == 0 && eager_in_ && (table_[size_t(r)].flags & Intent::kInline); };
+  // intent (to the hub only, where there is one), and it sends its reader nothing now.
+  auto eager = [&](int from, int reader) {
+    return phase == 0 && eager_in_ && (table_[size_t(from)].flags & Intent::kInline) && (hub_ < 0 || reader == hub_);
+  };
   // What every reader takes from us, in its order: the schedule is the same function of the
   // same intents on every rank, and a sender's side of it depends on its own intent only, so
-  // it goes out before the check settles. Checked against what we exposed before anything
+  // between two ranks it goes out before the check settles. Checked against what we exposed before anything
   // moves.
   std::vector<std::shared_ptr<Send>> to(static_cast<size_t>(size_));
   try {
@@ -184,7 +279,7 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
       schedule.pieces(phase, reader, [&](const Piece& p) {
         if (p.peer != rank_) return;
         check_piece(global_ranks_, reader, rank_, p, extent_);
-        if (eager(rank_)) return;
+        if (eager(rank_, reader)) return;
         auto& s = to[size_t(reader)];
         if (!s) s = std::make_shared<Send>(), s->key = {Kind::Phase, key};
         s->parts.emplace_back(base_ + p.offset, p.bytes);
@@ -192,6 +287,7 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
     }
   } catch (...) {
     settle(deadline);  // a disagreement is the error every rank reports
+    answer_rest_quietly(deadline);
     throw;
   }
   // What we take, in order, each from its peer's message at `at`; pieces folded in parts land
@@ -208,13 +304,16 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
   Recvs recvs;
   try {
     for (int r = 0; r < size_; ++r)
-      if (to[size_t(r)]) mesh_->post(r, to[size_t(r)], deadline), sends.emplace_back(r, to[size_t(r)]);
+      if (to[size_t(r)]) {
+        answer(r, sends, deadline, true);
+        mesh_->post(r, to[size_t(r)], deadline), sends.emplace_back(r, to[size_t(r)]);
+      }
     settle(deadline, sends);
     std::vector<size_t> from(size_t(size_), 0);  // bytes of each peer's message
     size_t folded = 0;
     schedule.pieces(phase, rank_, [&](const Piece& p) {
       Mine m{p};
-      if (eager(p.peer)) {
+      if (eager(p.peer, rank_)) {
         check_piece(global_ranks_, rank_, p.peer, p, std::min<uint64_t>(table_[size_t(p.peer)].extent, eager_));
       } else {
         m.at = from[size_t(p.peer)];
@@ -225,16 +324,21 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
     });
     if (scratch_.size() < folded) scratch_.resize(folded);
     for (const Mine& m : mine) {
-      if (eager(m.piece.peer)) continue;
+      if (eager(m.piece.peer, rank_)) continue;
       auto& r = in[size_t(m.piece.peer)];
       if (!r) r = std::make_shared<Recv>(), r->key = {Kind::Phase, key};
       r->parts.emplace_back(m.piece.dst ? m.piece.dst : scratch_.data() + m.scratch, m.piece.bytes);
     }
     for (int r = 0; r < size_; ++r)
       if (in[size_t(r)]) mesh_->post(r, in[size_t(r)], deadline), recvs.emplace_back(r, in[size_t(r)]);
+    // A peer may wait for its answer before it sends what we wait for now.
+    if (!recvs.empty())
+      for (int r = 0; r < size_; ++r) answer(r, sends, deadline);
   } catch (...) {
     for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
     for (const auto& [peer, r] : recvs) mesh_->abandon(peer, r);
+    // Once settled, the peers still owed an answer would otherwise wait for it in vain.
+    if (!unsettled_) answer_rest_quietly(Clock::now() + kVerdictGrace);
     throw;
   }
   // Folds what has arrived, in the order the pieces were emitted.
@@ -243,7 +347,7 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
     for (; next < mine.size(); ++next) {
       Mine& m = mine[next];
       const Piece& p = m.piece;
-      if (eager(p.peer)) {
+      if (eager(p.peer, rank_)) {
         const char* bytes = slot(p.peer) + row_bytes_ + p.offset;
         if (p.dst)
           std::memcpy(p.dst, bytes, p.bytes);

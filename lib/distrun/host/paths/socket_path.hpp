@@ -4,17 +4,31 @@
 // while it receives its own pieces; everything happens in the calling thread, one poll() over
 // the sockets in use, and a piece to fold in is folded as it arrives.
 //
-// The intent check: in groups of up to 16 every rank sends its row to every peer, and a buffer
-// of up to 64 KiB (less in larger groups) rides in the same message, so a small collective's
-// first phase is served from what the check brought: one message each way in all. A larger
-// buffer's first phase does not wait for the check either: meet posts the row and returns, the
-// first phase sends what its readers take right behind it, and only then waits for the peers'
-// rows, so the check costs no round trip before the data (a one-way stream, broadcast, keeps
-// its link busy from one call to the next). A rank reads a peer's bytes only once every intent
-// agrees, never past the extent the sender stated; on a disagreement every rank throws the same
-// error, its unsent bytes still go out (copied, so that the stream keeps its framing) and its
-// peers drop them unread. In larger groups the rows travel around a ring first (n - 1 steps,
-// two connections per rank), so that a group opens only the connections its schedules use.
+// The intent check: in groups of up to 16 a rank's row goes with a buffer of up to 64 KiB (less
+// in larger groups) in the same message, so that a small collective's first phase is served
+// from what the check brought.
+//
+// Between two ranks each sends its row to the other: a small collective is one message each
+// way. A larger buffer's first phase does not wait for the check either: meet posts the row
+// and returns, the first phase sends what its readers take right behind it, and only then
+// waits for the peer's row, so the check costs no round trip before the data (a one-way
+// stream, broadcast, keeps its link busy from one call to the next). On a disagreement the
+// unsent bytes still go out (copied, so that the stream keeps its framing) and the peer drops
+// them unread.
+//
+// In groups of 3 to 16 the rows go to a hub (rank 0) only, which checks them and sends every
+// row back to each rank, riding on its first message to it (hub() in path.hpp): each message
+// costs its sender about 10 us of kernel CPU between namespace hosts, and every rank's row to
+// every rank would be n(n - 1) messages a call, 12 at four ranks, where a small collective
+// through the hub is 2(n - 1), 6, in two hops (each buffer within eager_ riding with its row;
+// a larger one adds its own message). A rank settles its check on the hub's answer
+// before its first phase sends or reads a byte (only what rode with its row went ahead), and
+// the hub settles before it sends, so that its answer can ride on its data.
+//
+// Either way a rank reads a peer's bytes only once every intent agrees, never past the extent
+// the sender stated, and a disagreement is the same error on every rank (each decodes the same
+// rows). In larger groups the rows travel around a ring first (n - 1 steps, two connections
+// per rank), so that a group opens only the connections its schedules use.
 #pragma once
 #include <memory>
 #include <vector>
@@ -26,35 +40,54 @@ namespace distrun {
 
 class SocketPath : public Path {
  public:
-  /// Groups up to this size check intents directly (every rank to every rank).
+  /// Groups up to this size check intents in one round: two ranks each to the other, larger
+  /// groups through the hub (beyond it, around a ring).
   static constexpr int kDirectCheckMost = 16;
+  /// Groups from this size to kDirectCheckMost check through the hub.
+  static constexpr int kHubCheckLeast = 3;
 
   SocketPath(std::shared_ptr<SocketMesh> mesh, std::vector<int> global_ranks);
 
   std::string name() const override { return "tcp"; }
   bool reads_peers() const override { return false; }
+  int hub() const override { return hub_; }
   /// An intent marked kAgreed (the hierarchical path checked the whole group already) skips
   /// the check.
   const std::vector<Intent>& meet(Intent intent, const void* base, uint64_t extent,
                                   std::chrono::milliseconds timeout) override;
   void run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) override;
-  /// Completes a check that no phase completed (agree() runs none); every phase waited for its
-  /// sends.
-  void finish(std::chrono::milliseconds timeout) override { settle(Clock::now() + timeout); }
+  /// Completes a check that no phase completed (agree() runs none) and, at the hub, sends the
+  /// answers no phase carried; every phase waited for its sends.
+  void finish(std::chrono::milliseconds timeout) override;
 
  private:
   using Clock = SocketMesh::Clock;
+  // Through the hub, a row of its answer that marks a rank it waited for in vain (kLate) or
+  // whose row came short (kShort): every rank raises the same error naming it.
+  static constexpr uint64_t kLate = uint64_t(1) << 62, kShort = uint64_t(1) << 61;
+  // How long a rank waits for the hub's answer past its own deadline, and the hub for its
+  // answers to go out on a failure.
+  static constexpr std::chrono::milliseconds kVerdictGrace{1000};
   // The rows (and eager bytes) of every rank, a slot of stride_ bytes each.
   char* slot(int r) { return reinterpret_cast<char*>(inbox_.data()) + stride_ * size_t(r); }
   using Sends = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Send>>>;
   using Recvs = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Recv>>>;
-  // Posts this rank's row to every peer and a receive for each of theirs (into rows_).
+  // Posts this rank's row and the check's receives (into rows_): between two ranks to the peer
+  // and from it; through the hub, at the hub a receive for every peer's row, elsewhere the row
+  // to the hub and a receive for its answer.
   void post_rows(const Intent& intent, Clock::time_point deadline);
   void check_around_ring(const Intent& intent, Clock::time_point deadline);
-  // Waits for the rows post_rows posted and checks them, once; `early`: what this rank sent
-  // before the check (given its own bytes on a disagreement, so that abandoning them leaves
-  // them queued).
+  // Waits for the rows post_rows posted (or the hub's answer) and checks them, once; `early`:
+  // what this rank sent before the check (given its own bytes on a disagreement, so that
+  // abandoning them leaves them queued). At the hub, a disagreement sends every answer first.
   void settle(Clock::time_point deadline, const Sends& early = {});
+  // At the hub: posts the answer still owed to `peer` (`more`: a message follows at once),
+  // adding it to `sends`.
+  void answer(int peer, Sends& sends, Clock::time_point deadline, bool more = false);
+  // At the hub: sends every answer still owed and waits until they are written.
+  void answer_rest(Clock::time_point deadline);
+  // As answer_rest, on the way out of a failure: its own failure is dropped.
+  void answer_rest_quietly(Clock::time_point deadline);
   // Waits for `sends` and `recvs` (posted to the peers alongside), abandoning them on failure.
   // Reads no further than the posted receives: what a peer sends next waits in the socket
   // until its receive is posted, unless a send of ours stalls (SocketMesh::progress), when it
@@ -73,7 +106,10 @@ class SocketPath : public Path {
   Sends rows_out_;
   Recvs rows_;
   std::vector<Intent> table_;
-  char* base_ = nullptr;  // what this rank exposes
+  int hub_ = -1;
+  std::vector<char> answer_;  // every rank's row, as the hub sends it and the others receive it
+  std::vector<bool> owed_;    // at the hub: peers not yet sent this collective's answer
+  char* base_ = nullptr;      // what this rank exposes
   uint64_t extent_ = 0;
   std::vector<char> scratch_;  // pieces folded in parts land here, kept across calls
 };
