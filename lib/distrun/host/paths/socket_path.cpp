@@ -337,8 +337,6 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
   } catch (...) {
     for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
     for (const auto& [peer, r] : recvs) mesh_->abandon(peer, r);
-    // Once settled, the peers still owed an answer would otherwise wait for it in vain.
-    if (!unsettled_) answer_rest_quietly(Clock::now() + kVerdictGrace);
     throw;
   }
   // Folds what has arrived, in the order the pieces were emitted.
