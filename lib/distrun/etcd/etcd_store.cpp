@@ -265,14 +265,16 @@ void EtcdStore::renew(std::vector<std::string> endpoints, milliseconds request_t
     try {
       if (!client.keep_alive(lease_)) {
         // Lapsed: the others took this process for gone. It runs again, so it claims anew.
+        // The fresh lease is this store's before any claim is made again under it, so that a
+        // claim made meanwhile (under mu_) and a reader that sees a claim back both see it.
         const int64_t fresh = client.grant(lease_ttl_);
         std::vector<std::pair<std::string, std::string>> claims;
         {
           std::lock_guard<std::mutex> m(mu_);
+          lease_ = fresh;
           claims = claims_;
         }
         for (const auto& [key, sealed] : claims) client.create(key, sealed, fresh);
-        lease_ = fresh;
       }
     } catch (const Error&) {
       // Tried again at the next tick; meanwhile the lease runs down, as for a lost host.
