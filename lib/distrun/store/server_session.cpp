@@ -109,7 +109,6 @@ SessionAction ServerSession::handle(wire::Request r) {
       }
       kv[r.keys[0]] = std::move(r.value);
       auto a = reply(wire::Status::Ok);
-      a.wrote = true;
       a.written = {std::move(r.keys[0])};
       return a;
     }
@@ -123,7 +122,6 @@ SessionAction ServerSession::handle(wire::Request r) {
       std::string out;
       wire::put_i64(out, v);
       auto a = reply(wire::Status::Ok, out);
-      a.wrote = true;
       if (r.keys.size() > 1) {  // the mark, set as by a Set
         data_.claimed_by.erase(r.keys[1]);
         kv[r.keys[1]] = std::move(r.value);
@@ -162,7 +160,6 @@ SessionAction ServerSession::handle(wire::Request r) {
       }
       SessionAction a;
       a.kind = SessionAction::Quiet;
-      a.wrote = true;
       a.written = {std::move(r.keys[0])};
       return a;
     }

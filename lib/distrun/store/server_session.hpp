@@ -54,8 +54,8 @@ struct SessionAction {
   wire::Status status = wire::Status::Ok;
   std::string body;
   std::string why;
-  bool wrote = false;  // keys were written: the sessions parked on them may now finish
-  std::vector<std::string> written;
+  std::vector<std::string> written;  // keys written: the sessions parked on them may now finish
+  bool wrote() const { return !written.empty(); }
   std::chrono::milliseconds park_for{0};
 };
 

@@ -91,7 +91,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case SessionAction::Park: c.parked = true; break;
       case SessionAction::Reply: break;
     }
-    if (a.wrote)
+    if (a.wrote())
       for (auto& other : clients)
         if (other.parked && other.session->try_finish()) other.parked = false;
   }

@@ -140,7 +140,7 @@ TEST_CASE("store session: the challenge-response opens the session, a wrong proo
     CHECK(s.open());
     CHECK(s.frame_limit(1u << 20) == (1u << 20) + auth::kTagBytes);
     auth::FrameSeal seal(auth::session_key(secret, challenge.body, client_nonce), auth::Side::Client);
-    CHECK(s.on_frame(seal.seal(payload(wire::Cmd::Set, {"k"}, "v"))).wrote);
+    CHECK(s.on_frame(seal.seal(payload(wire::Cmd::Set, {"k"}, "v"))).wrote());
     CHECK(data.kv["k"] == "v");
   }
   SECTION("the proof of another secret") {
