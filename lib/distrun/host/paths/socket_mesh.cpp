@@ -477,8 +477,18 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
       if (!reading && c.sends.empty()) continue;
       fds.push_back(pollfd{c.fd, short((reading ? POLLIN : 0) | (c.sends.empty() ? 0 : POLLOUT)), 0});
       peer_of.push_back(r);
-      // Bytes read ahead need no wait: the poll below only looks.
       ahead = ahead || (reading && c.ahead_at < c.ahead_end);
+    }
+    // Bytes read ahead are read before any look at the sockets: a small message that came
+    // behind the one in hand (the hub's result behind its answer) costs no system call.
+    if (ahead) {
+      bool read = false;
+      for (size_t i = 0; i < fds.size(); ++i) {
+        const Conn& c = conns_[size_t(peer_of[i])];
+        if ((fds[i].events & POLLIN) && c.ahead_at < c.ahead_end) read = read_some(peer_of[i], posted_only) || read;
+      }
+      if (read && on_read) on_read();
+      continue;
     }
     // Every wait serves the listener, so that a peer's first message never waits for this
     // rank to need it.
@@ -487,11 +497,11 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     auto wake = deadline;
     if (awaiting) wake = std::min(wake, Clock::now() + kAwaitSlice);
     if (sending && !stalled) wake = std::min(wake, moved + kStalledSend);
-    const int ready = ::poll(fds.data(), fds.size(), ahead ? 0 : ms_until(wake));
+    const int ready = ::poll(fds.data(), fds.size(), ms_until(wake));
     listener_->serve(fds.data() + ours, ready > 0 ? fds.size() - ours : 0);
     if (std::any_of(fds.begin(), fds.begin() + ptrdiff_t(ours), [](const pollfd& p) { return p.revents != 0; }))
       moved = Clock::now();
-    if (ready <= 0 && !ahead) {
+    if (ready <= 0) {
       if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
       std::vector<int> waiting;
       for (int r = 0; r < size_; ++r)
@@ -503,10 +513,8 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     bool read = false;
     for (size_t i = 0; i < ours; ++i) {
       const int r = peer_of[i];
-      const Conn& c = conns_[size_t(r)];
       if (fds[i].revents & POLLOUT) write_some(r);
-      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) || ((fds[i].events & POLLIN) && c.ahead_at < c.ahead_end))
-        read = read_some(r, posted_only) || read;
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read = read_some(r, posted_only) || read;
     }
     if (read && on_read) on_read();
   }

@@ -15,7 +15,7 @@
 // message (or several) costs one recv, and a large one's bytes past its first 16 KiB go
 // straight into the receiver's buffers. Bytes read ahead are the socket's, kept in user space:
 // a message among them is taken only when a wait would have read it from the socket, as one
-// still there. All
+// still there, and before any poll (a wait finds it without a system call). All
 // I/O happens in the calling thread: the waits poll() the sockets with the call's deadline, and
 // any wait moves every posted operation on, so `isend; recv; wait` on both ends of a pair, or a
 // ring's `isend; irecv; wait; wait`, cannot deadlock. A connection is read while a receive is
