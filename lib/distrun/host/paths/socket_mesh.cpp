@@ -498,6 +498,7 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     if (awaiting) wake = std::min(wake, Clock::now() + kAwaitSlice);
     if (sending && !stalled) wake = std::min(wake, moved + kStalledSend);
     const int ready = ::poll(fds.data(), fds.size(), ms_until(wake));
+    ++polls_;
     listener_->serve(fds.data() + ours, ready > 0 ? fds.size() - ours : 0);
     if (std::any_of(fds.begin(), fds.begin() + ptrdiff_t(ours), [](const pollfd& p) { return p.revents != 0; }))
       moved = Clock::now();

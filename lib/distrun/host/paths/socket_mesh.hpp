@@ -96,6 +96,8 @@ class SocketMesh {
   int size() const { return size_; }
   /// Connections this rank has made or accepted so far: for logs and the scale measurements.
   int connections() const { return opened_; }
+  /// The times a wait has polled this group's sockets: each a system call.
+  uint64_t polls() const { return polls_; }
 
   /// Posts `op` to `peer`, connecting first if this rank is the pair's connector, and writes
   /// what the socket takes at once unless `more` (another message to `peer` follows at once:
@@ -180,6 +182,7 @@ class SocketMesh {
   std::shared_ptr<SocketListener> listener_;
   std::string group_, key_;  // the group's id (from the store) and key (never sent)
   int opened_ = 0;
+  uint64_t polls_ = 0;
   uint64_t floor_[8]{};  // per Kind: keys below it are dropped on arrival (discard_below)
 };
 
