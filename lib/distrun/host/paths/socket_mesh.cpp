@@ -356,7 +356,7 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
   if (!c.expect.empty() && !read_answer(peer)) return false;
   bool read = false;
   // Between messages, read on only while this connection has something to wait for.
-  auto waits = [&] { return !c.recvs.empty() || (!posted_only && !c.sends.empty()); };
+  auto waits = [&] { return c.receiving() || (!posted_only && !c.sends.empty()); };
   for (;;) {
     ssize_t n;
     iovec iov[kMaxIov + 1];  // and one for the read-ahead
@@ -428,7 +428,7 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
     }
     if (n == 0) {
       // Between messages, with nothing of ours pending, a peer that is done may leave.
-      if (c.header_got == 0 && c.recvs.empty() && c.sends.empty()) {
+      if (c.header_got == 0 && !c.receiving() && c.sends.empty()) {
         close_conn(c);
         c.gone = true;
         return read;
@@ -465,15 +465,17 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     for (int r = 0; r < size_; ++r) {
       Conn& c = conns_[size_t(r)];
       if (c.fd < 0) {
-        awaiting = awaiting || !c.sends.empty() || !c.recvs.empty();
+        awaiting = awaiting || !c.sends.empty() || c.receiving();
         continue;
       }
       // Read where a receive waits, a message is half read, or our sends wait on the peer
-      // (which may be sending to us; not with `posted_only`); once a send of ours stalls, every
+      // (which may be sending to us) or a passive receive on it (not with `posted_only`, either
+      // of these: nothing of theirs is due); once a send of ours stalls, every
       // connection: its peer may be blocked sending to us, as we are to ours (blocking sends
       // posted around a cycle before their receives). Otherwise what arrives stays in the
       // socket until its receive is posted, rather than being copied aside.
-      const bool reading = stalled || !c.recvs.empty() || c.header_got > 0 || (!posted_only && !c.sends.empty());
+      const bool reading =
+          stalled || c.receiving() || c.header_got > 0 || (!posted_only && (!c.sends.empty() || c.standing()));
       if (!reading && c.sends.empty()) continue;
       fds.push_back(pollfd{c.fd, short((reading ? POLLIN : 0) | (c.sends.empty() ? 0 : POLLOUT)), 0});
       peer_of.push_back(r);
@@ -495,7 +497,7 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
       if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
       std::vector<int> waiting;
       for (int r = 0; r < size_; ++r)
-        if (!conns_[size_t(r)].sends.empty() || !conns_[size_t(r)].recvs.empty() || conns_[size_t(r)].into)
+        if (!conns_[size_t(r)].sends.empty() || conns_[size_t(r)].receiving() || conns_[size_t(r)].into)
           waiting.push_back(global(r));
       throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : rank_list(waiting)),
                          waiting);

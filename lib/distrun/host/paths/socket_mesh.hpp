@@ -19,7 +19,8 @@
 // I/O happens in the calling thread: the waits poll() the sockets with the call's deadline, and
 // any wait moves every posted operation on, so `isend; recv; wait` on both ends of a pair, or a
 // ring's `isend; irecv; wait; wait`, cannot deadlock. A connection is read while a receive is
-// posted on it or a send of ours waits on it, and every connection once a send of ours has
+// posted on it or a send of ours waits on it (or, outside `posted_only` waits, a passive
+// receive stands on it: a point-to-point refusal), and every connection once a send of ours has
 // moved nothing for 20 ms: a message found there before its receive is posted is kept aside
 // until it is, so large blocking sends posted around a cycle before any of their receives
 // (MPI's "unsafe" pattern) complete, at the cost of a copy and that pause.
@@ -27,6 +28,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -51,7 +53,7 @@ inline std::string rank_list(const std::vector<int>& ranks) {
 class SocketMesh {
  public:
   using Clock = std::chrono::steady_clock;
-  enum class Kind : uint32_t { Intent = 1, Phase, Confirm, Message, Statement };
+  enum class Kind : uint32_t { Intent = 1, Phase, Confirm, Message, Statement, Refusal };
   /// A message's identity on its connection: sender and receiver derive it alike.
   struct Key {
     Kind kind;
@@ -67,6 +69,11 @@ class SocketMesh {
     // Any message of at most `bytes` fits; `bytes` becomes its size (an intent with a
     // buffer of any size up to the eager limit).
     bool at_most = false;
+    // A standing receive for a message that may never come (a point-to-point refusal): taken
+    // when it arrives on a connection read anyway, and the connection is polled for it by
+    // waits that read beyond their posted receives (not `posted_only`), but it is never why
+    // a wait goes on, why a peer's close is an error, or whom a timeout names.
+    bool passive = false;
     bool done = false;
     // The sender's stated size when it differs from `bytes` (its bytes were read and dropped).
     bool differs = false;
@@ -154,6 +161,13 @@ class SocketMesh {
     char answer[pair_auth::kProofBytes]{};
     size_t answer_got = 0;
     bool opened = false;  // a connection was made once: never again (a replay is not let in)
+    // A receive other than a passive one is posted.
+    bool receiving() const {
+      return std::any_of(recvs.begin(), recvs.end(), [](const auto& r) { return !r->passive; });
+    }
+    bool standing() const {
+      return std::any_of(recvs.begin(), recvs.end(), [](const auto& r) { return r->passive; });
+    }
   };
   void connect_to(int peer, Clock::time_point deadline);
   // Takes the connections the listener let in for this rank.
