@@ -99,9 +99,9 @@ class SocketP2PWork : public Work {
     auto refusal = std::make_shared<SocketMesh::Send>();
     refusal->key = kRefusal;
     refusal->parts = {{reinterpret_cast<const char*>(body.data()), sizeof body}};
+    mesh_->detach(refusal);  // its own bytes: written on later progress should the socket be full
     try {
       mesh_->post(peer_, refusal, SocketMesh::Clock::now() + timeout_);
-      mesh_->detach(refusal);  // written on later progress should the socket be full
     } catch (const std::exception&) {
       // The sender is gone or cut off: it cannot learn of it; this rank's error is the mismatch.
     }
