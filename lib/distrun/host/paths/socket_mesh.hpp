@@ -19,8 +19,9 @@
 // I/O happens in the calling thread: the waits poll() the sockets with the call's deadline, and
 // any wait moves every posted operation on, so `isend; recv; wait` on both ends of a pair, or a
 // ring's `isend; irecv; wait; wait`, cannot deadlock. A connection is read while a receive is
-// posted on it or a send of ours waits on it (or, outside `posted_only` waits, a passive
-// receive stands on it: a point-to-point refusal), and every connection once a send of ours has
+// posted on it or a send of ours waits on it (outside `posted_only` waits, one where a passive
+// receive stands, such as a point-to-point refusal's, is read when that receive takes its
+// next message, looked at with MSG_PEEK), and every connection once a send of ours has
 // moved nothing for 20 ms: a message found there before its receive is posted is kept aside
 // until it is, so large blocking sends posted around a cycle before any of their receives
 // (MPI's "unsafe" pattern) complete, at the cost of a copy and that pause.
@@ -70,9 +71,9 @@ class SocketMesh {
     // buffer of any size up to the eager limit).
     bool at_most = false;
     // A standing receive for a message that may never come (a point-to-point refusal): taken
-    // when it arrives on a connection read anyway, and the connection is polled for it by
-    // waits that read beyond their posted receives (not `posted_only`), but it is never why
-    // a wait goes on, why a peer's close is an error, or whom a timeout names.
+    // when it arrives on a connection read anyway, and looked for by waits that are not
+    // `posted_only` (the connection read when this is its next message), but never why a
+    // wait goes on, why a peer's close is an error, or whom a timeout names.
     bool passive = false;
     bool done = false;
     // The sender's stated size when it differs from `bytes` (its bytes were read and dropped).
@@ -176,6 +177,9 @@ class SocketMesh {
   bool read_answer(int peer);
   bool write_some(int peer);
   bool read_some(int peer, bool posted_only = false);
+  // Whether a passive receive takes `peer`'s next message (or it is the connection's end or
+  // error, which read_some reports), looked at without taking it.
+  bool passive_next(int peer);
   // Reads into `iov` (`k` entries, room for one more) from the bytes read ahead, or else from
   // the socket, with up to 16 KiB more into the read-ahead when `iov` holds the `whole` rest of
   // the message in hand; as readv, the bytes that landed in `iov`.
