@@ -287,13 +287,13 @@ TEST_CASE(
   }
 }
 
-// Over distrun's sockets (the TCP path) a send waits for no answer: the sender learns of a
+// Over distrun's sockets (the TCP path) a send waits for no answer: the sender raises a
 // mismatch at its next call with that peer once the receiver's refusal is in, which comes ahead
-// of anything the receiver sends it later (socket_p2p.hpp). Over Gloo's pairs (shared memory's
-// point-to-point) the send itself raises it. `learn` on the sender: receives the token the
-// receiver sends after its receive, then calls `next`, which does nothing but raise a refusal
-// that is in (the receiver, which knows whether it refused, receives what `next` sent only when
-// it did not).
+// of anything the receiver sends it later (socket_p2p.hpp). So there the sender receives a
+// token the receiver sends after its receive, then sends it back, a send that raises the
+// refusal instead when there is one (the receiver, which knows whether it refused, receives it
+// only when it did not). Over Gloo's pairs (shared memory's point-to-point) the send itself
+// raises it.
 bool sockets(GlooBackend& b) { return b.transport_name() == "tcp"; }
 
 TEST_CASE("send/recv that disagree on size or dtype: the same typed error on both ranks and the pair still works",
