@@ -222,9 +222,13 @@ def main():
     ap.add_argument("--quick", action="store_true", help="all_reduce and send_recv latency, all_reduce busbw only")
     ap.add_argument("--only", choices=["latency", "busbw"], help="one of the two tables")
     ap.add_argument("--no-mpi", action="store_true", help="leave Open MPI out")
+    ap.add_argument("--collectives", help="comma-separated: only these of each table's collectives")
     a = ap.parse_args()
     lat_colls = [] if a.only == "busbw" else ["all_reduce", "send_recv"] if a.quick else LATENCY_COLLS
     bw_colls = [] if a.only == "latency" else ["all_reduce"] if a.quick else BUSBW_COLLS
+    if a.collectives:
+        lat_colls = [c for c in lat_colls if c in a.collectives.split(",")]
+        bw_colls = [c for c in bw_colls if c in a.collectives.split(",")]
     os.environ["DISTRUN"] = os.path.join(os.path.abspath(a.build), "bin", "distrun")
     sys.path.insert(0, os.path.join(root, "tests", "launcher"))
     from multihost_test import Hosts  # noqa: E402 (needs DISTRUN set first)

@@ -426,3 +426,42 @@ TEST_CASE(
   CHECK(got[1] == 22);
   CHECK(got[2] == 33);
 }
+
+TEST_CASE(
+    "a passive receive is taken by a wait that reads past its posted receives; a message ahead stays in the socket",
+    "[sockets]") {
+  // A point-to-point sender's stand for a refusal: its waits look for it, but a message of
+  // another kind ahead of it is left in the socket for its own receive (no copy aside).
+  auto store = std::make_shared<HashStore>();
+  SocketMesh a(store, 0, 2, loopback(), {}), b(store, 1, 2, loopback(), {});
+  auto within = [](int ms) { return SocketMesh::Clock::now() + std::chrono::milliseconds(ms); };
+  int standing = 0, early = 0;
+  const int values[3] = {5, 7, 6};
+  auto passive = std::make_shared<SocketMesh::Recv>();
+  passive->key = {SocketMesh::Kind::Refusal, 0};
+  passive->passive = true;
+  passive->parts = {{reinterpret_cast<char*>(&standing), sizeof standing}};
+  auto send = [&](SocketMesh::Kind kind, const int& v) {
+    auto s = std::make_shared<SocketMesh::Send>();
+    s->key = {kind, kind == SocketMesh::Kind::Refusal ? 0u : 9u};
+    s->parts = {{reinterpret_cast<const char*>(&v), sizeof v}};
+    b.post(0, s, within(20000));
+    b.progress([&] { return s->done; }, within(20000));
+  };
+  a.post(1, passive, within(20000));
+  send(SocketMesh::Kind::Refusal, values[0]);
+  a.progress([&] { return passive->done; }, within(20000));
+  CHECK(standing == 5);
+
+  send(SocketMesh::Kind::Message, values[1]);
+  send(SocketMesh::Kind::Refusal, values[2]);
+  a.post(1, passive, within(20000));
+  CHECK_THROWS_AS(a.progress([&] { return passive->done; }, within(300)), TimeoutError);
+  auto message = std::make_shared<SocketMesh::Recv>();
+  message->key = {SocketMesh::Kind::Message, 9};
+  message->parts = {{reinterpret_cast<char*>(&early), sizeof early}};
+  a.post(1, message, within(20000));
+  a.progress([&] { return message->done && passive->done; }, within(20000));
+  CHECK(early == 7);
+  CHECK(standing == 6);
+}

@@ -356,7 +356,7 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
   if (!c.expect.empty() && !read_answer(peer)) return false;
   bool read = false;
   // Between messages, read on only while this connection has something to wait for.
-  auto waits = [&] { return !c.recvs.empty() || (!posted_only && !c.sends.empty()); };
+  auto waits = [&] { return c.receiving() || (!posted_only && !c.sends.empty()); };
   for (;;) {
     ssize_t n;
     iovec iov[kMaxIov + 1];  // and one for the read-ahead
@@ -428,7 +428,7 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
     }
     if (n == 0) {
       // Between messages, with nothing of ours pending, a peer that is done may leave.
-      if (c.header_got == 0 && c.recvs.empty() && c.sends.empty()) {
+      if (c.header_got == 0 && !c.receiving() && c.sends.empty()) {
         close_conn(c);
         c.gone = true;
         return read;
@@ -446,17 +446,40 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
   }
 }
 
+bool SocketMesh::passive_next(int peer) {
+  Conn& c = conns_[size_t(peer)];
+  if (!c.expect.empty() && !read_answer(peer)) return false;
+  uint64_t header[3];
+  const size_t ahead = c.ahead_end - c.ahead_at;
+  if (ahead >= kHeaderBytes) {
+    std::memcpy(header, c.ahead.get() + c.ahead_at, kHeaderBytes);
+  } else if (ahead > 0) {
+    return false;  // a header split between the read-ahead and the socket: left for a wait that reads
+  } else {
+    const ssize_t n = ::recv(c.fd, header, kHeaderBytes, MSG_PEEK | MSG_DONTWAIT);
+    // Its end, an error or a stranger's bytes: read_some says which.
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
+    if (n < ssize_t(kHeaderBytes)) return false;
+  }
+  const Key key{Kind(uint32_t(header[0])), header[1]};
+  return header[0] >> 32 != kMagic ||
+         std::any_of(c.recvs.begin(), c.recvs.end(), [&](const auto& r) { return r->passive && r->key == key; });
+}
+
 void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point deadline,
                           const std::function<void()>& on_read, bool posted_only) {
   std::vector<pollfd> fds;
   std::vector<int> peer_of;
-  auto moved = Clock::now();  // when one of this group's sockets last had something for us
-  bool stalled = false;       // a send of ours waited kStalledSend with nothing moving
+  std::vector<bool> for_passive;  // per fd: read only should a passive receive take its next message
+  std::vector<int> not_passive;   // connections whose next message is another's: not read here
+  auto moved = Clock::now();      // when one of this group's sockets last had something for us
+  bool stalled = false;           // a send of ours waited kStalledSend with nothing moving
   for (;;) {
     take_accepted();
     if (done()) return;
     fds.clear();
     peer_of.clear();
+    for_passive.clear();
     bool awaiting = false;  // a posted operation on a connection a peer has yet to make
     bool sending = false;   // a send of ours waits for its peer to read
     bool ahead = false;     // a connection to read holds bytes read ahead
@@ -465,27 +488,37 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     for (int r = 0; r < size_; ++r) {
       Conn& c = conns_[size_t(r)];
       if (c.fd < 0) {
-        awaiting = awaiting || !c.sends.empty() || !c.recvs.empty();
+        awaiting = awaiting || !c.sends.empty() || c.receiving();
         continue;
       }
       // Read where a receive waits, a message is half read, or our sends wait on the peer
       // (which may be sending to us; not with `posted_only`); once a send of ours stalls, every
       // connection: its peer may be blocked sending to us, as we are to ours (blocking sends
       // posted around a cycle before their receives). Otherwise what arrives stays in the
-      // socket until its receive is posted, rather than being copied aside.
-      const bool reading = stalled || !c.recvs.empty() || c.header_got > 0 || (!posted_only && !c.sends.empty());
-      if (!reading && c.sends.empty()) continue;
-      fds.push_back(pollfd{c.fd, short((reading ? POLLIN : 0) | (c.sends.empty() ? 0 : POLLOUT)), 0});
+      // socket until its receive is posted, rather than being copied aside; but outside
+      // `posted_only`, a connection with a passive receive on it is watched, and read when
+      // that receive takes its next message.
+      const bool reading = stalled || c.receiving() || c.header_got > 0 || (!posted_only && !c.sends.empty());
+      const bool passive = !reading && !posted_only && c.standing() &&
+                           std::find(not_passive.begin(), not_passive.end(), r) == not_passive.end();
+      if (!reading && !passive && c.sends.empty()) continue;
+      fds.push_back(pollfd{c.fd, short((reading || passive ? POLLIN : 0) | (c.sends.empty() ? 0 : POLLOUT)), 0});
       peer_of.push_back(r);
-      ahead = ahead || (reading && c.ahead_at < c.ahead_end);
+      for_passive.push_back(passive);
+      ahead = ahead || ((reading || passive) && c.ahead_at < c.ahead_end);
     }
     // Bytes read ahead are read before any look at the sockets: a small message that came
     // behind the one in hand (the hub's result behind its answer) costs no system call.
     if (ahead) {
       bool read = false;
       for (size_t i = 0; i < fds.size(); ++i) {
-        const Conn& c = conns_[size_t(peer_of[i])];
-        if ((fds[i].events & POLLIN) && c.ahead_at < c.ahead_end) read = read_some(peer_of[i], posted_only) || read;
+        const int r = peer_of[i];
+        const Conn& c = conns_[size_t(r)];
+        if (!(fds[i].events & POLLIN) || c.ahead_at >= c.ahead_end) continue;
+        if (for_passive[i] && !passive_next(r))
+          not_passive.push_back(r);
+        else
+          read = read_some(r, posted_only) || read;
       }
       if (read && on_read) on_read();
       continue;
@@ -506,7 +539,7 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
       if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
       std::vector<int> waiting;
       for (int r = 0; r < size_; ++r)
-        if (!conns_[size_t(r)].sends.empty() || !conns_[size_t(r)].recvs.empty() || conns_[size_t(r)].into)
+        if (!conns_[size_t(r)].sends.empty() || conns_[size_t(r)].receiving() || conns_[size_t(r)].into)
           waiting.push_back(global(r));
       throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : rank_list(waiting)),
                          waiting);
@@ -515,7 +548,11 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     for (size_t i = 0; i < ours; ++i) {
       const int r = peer_of[i];
       if (fds[i].revents & POLLOUT) write_some(r);
-      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read = read_some(r, posted_only) || read;
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (for_passive[i] && !passive_next(r))
+        not_passive.push_back(r);
+      else
+        read = read_some(r, posted_only) || read;
     }
     if (read && on_read) on_read();
   }

@@ -19,7 +19,9 @@
 // I/O happens in the calling thread: the waits poll() the sockets with the call's deadline, and
 // any wait moves every posted operation on, so `isend; recv; wait` on both ends of a pair, or a
 // ring's `isend; irecv; wait; wait`, cannot deadlock. A connection is read while a receive is
-// posted on it or a send of ours waits on it, and every connection once a send of ours has
+// posted on it or a send of ours waits on it (outside `posted_only` waits, one where a passive
+// receive stands, such as a point-to-point refusal's, is read when that receive takes its
+// next message, looked at with MSG_PEEK), and every connection once a send of ours has
 // moved nothing for 20 ms: a message found there before its receive is posted is kept aside
 // until it is, so large blocking sends posted around a cycle before any of their receives
 // (MPI's "unsafe" pattern) complete, at the cost of a copy and that pause.
@@ -27,6 +29,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -51,7 +54,7 @@ inline std::string rank_list(const std::vector<int>& ranks) {
 class SocketMesh {
  public:
   using Clock = std::chrono::steady_clock;
-  enum class Kind : uint32_t { Intent = 1, Phase, Confirm, Message, Statement };
+  enum class Kind : uint32_t { Intent = 1, Phase, Confirm, Message, Statement, Refusal };
   /// A message's identity on its connection: sender and receiver derive it alike.
   struct Key {
     Kind kind;
@@ -67,6 +70,11 @@ class SocketMesh {
     // Any message of at most `bytes` fits; `bytes` becomes its size (an intent with a
     // buffer of any size up to the eager limit).
     bool at_most = false;
+    // A standing receive for a message that may never come (a point-to-point refusal): taken
+    // when it arrives on a connection read anyway, and looked for by waits that are not
+    // `posted_only` (the connection read when this is its next message), but never why a
+    // wait goes on, why a peer's close is an error, or whom a timeout names.
+    bool passive = false;
     bool done = false;
     // The sender's stated size when it differs from `bytes` (its bytes were read and dropped).
     bool differs = false;
@@ -156,6 +164,13 @@ class SocketMesh {
     char answer[pair_auth::kProofBytes]{};
     size_t answer_got = 0;
     bool opened = false;  // a connection was made once: never again (a replay is not let in)
+    // A receive other than a passive one is posted.
+    bool receiving() const {
+      return std::any_of(recvs.begin(), recvs.end(), [](const auto& r) { return !r->passive; });
+    }
+    bool standing() const {
+      return std::any_of(recvs.begin(), recvs.end(), [](const auto& r) { return r->passive; });
+    }
   };
   void connect_to(int peer, Clock::time_point deadline);
   // Takes the connections the listener let in for this rank.
@@ -164,6 +179,9 @@ class SocketMesh {
   bool read_answer(int peer);
   bool write_some(int peer);
   bool read_some(int peer, bool posted_only = false);
+  // Whether a passive receive takes `peer`'s next message (or it is the connection's end or
+  // error, which read_some reports), looked at without taking it.
+  bool passive_next(int peer);
   // Reads into `iov` (`k` entries, room for one more) from the bytes read ahead, or else from
   // the socket, with up to 16 KiB more into the read-ahead when `iov` holds the `whole` rest of
   // the message in hand; as readv, the bytes that landed in `iov`.
