@@ -68,13 +68,12 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
   rows_out_.clear();
   // Directly, each peer's row comes from it and ours goes to it; through a hub, the hub gets
   // every peer's row and sends none, and a rank sends its row to the hub and gets its answer.
-  const bool answered = hub_ >= 0 && rank_ != hub_;
   auto talks_to = [&](int r) { return r != rank_ && (hub_ < 0 || rank_ == hub_ || r == hub_); };
   for (int r = 0; r < size_; ++r) {
     if (!talks_to(r)) continue;
     auto in = std::make_shared<Recv>();
     in->key = {Kind::Intent, exchanges_};
-    if (answered) {
+    if (answered()) {
       in->parts = {{answer_.data(), answer_.size()}};
     } else {
       in->parts = {{slot(r), stride_}};
@@ -105,12 +104,11 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
   unsettled_ = false;
   const Sends out = std::move(rows_out_);
   const Recvs in = std::move(rows_);
-  const bool answered = hub_ >= 0 && rank_ != hub_;
   std::vector<bool> late(size_t(size_), false);
   try {
     // A rank waits for the hub's answer a little past its deadline, so that the hub's verdict
     // on a late rank (which the hub reaches at about the same deadline) comes first.
-    await(out, in, answered ? deadline + kVerdictGrace : deadline);
+    await(out, in, answered() ? deadline + kVerdictGrace : deadline);
   } catch (const TimeoutError&) {
     if (rank_ != hub_) throw;
     for (const auto& [r, row] : in) late[size_t(r)] = !row->done;

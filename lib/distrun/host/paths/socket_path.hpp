@@ -72,6 +72,9 @@ class SocketPath : public Path {
   char* slot(int r) { return reinterpret_cast<char*>(inbox_.data()) + stride_ * size_t(r); }
   using Sends = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Send>>>;
   using Recvs = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Recv>>>;
+  // Through the hub, every rank but the hub: it sends its row to the hub and waits for the
+  // hub's answer (every row), never for a peer's row.
+  bool answered() const { return hub_ >= 0 && rank_ != hub_; }
   // Posts this rank's row and the check's receives (into rows_): between two ranks to the peer
   // and from it; through the hub, at the hub a receive for every peer's row, elsewhere the row
   // to the hub and a receive for its answer.
