@@ -63,8 +63,8 @@ class SocketPath : public Path {
  private:
   using Clock = SocketMesh::Clock;
   // Through the hub, a row of its answer that marks a rank it waited for in vain (kLate) or
-  // whose row came short (kShort): every rank raises the same error naming it.
-  static constexpr uint64_t kLate = uint64_t(1) << 62, kShort = uint64_t(1) << 61;
+  // whose row was not well_formed (kMalformed): every rank raises the same error naming it.
+  static constexpr uint64_t kLate = uint64_t(1) << 62, kMalformed = uint64_t(1) << 61;
   // How long a rank waits for the hub's answer past its own deadline, and the hub for its
   // answers to go out on a failure.
   static constexpr std::chrono::milliseconds kVerdictGrace{1000};
@@ -91,7 +91,16 @@ class SocketPath : public Path {
   void answer_rest(Clock::time_point deadline);
   // As answer_rest, on the way out of a failure: its own failure is dropped.
   void answer_rest_quietly(Clock::time_point deadline);
-  // Waits for `sends` and `recvs` (posted to the peers alongside), abandoning them on failure.
+  // Whether the row that came from rank r into its slot (decoded into table_) is one of this
+  // group's: a whole row, no longer than its slot.
+  bool well_formed(const SocketMesh::Recv& row, int r);
+  // Moves `sends` and `recvs` (posted to the peers alongside) on until done, abandoning them
+  // on failure; a receive whose message had another size is left `differs`, for the caller.
+  void progress(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
+                const std::function<void()>& on_read = {});
+  // Throws naming the sender of a message of another size than its receive's.
+  void check_sizes(const Recvs& recvs) const;
+  // As progress, and check_sizes.
   // Reads no further than the posted receives: what a peer sends next waits in the socket
   // until its receive is posted, unless a send of ours stalls (SocketMesh::progress), when it
   // may be copied aside.
