@@ -113,6 +113,13 @@ TEST_CASE("through the hub, a row longer than its slot is the same typed error o
   require_rank_1_refused_alike(check_with_rank_1_sending(row));
 }
 
+TEST_CASE("through the hub, a row marked inline with fewer bytes than its extent is refused on every rank",
+          "[sockets]") {
+  std::vector<char> row = row_of_rank_1();
+  row.resize(row.size() - 8);  // it states 64 bytes behind it, and carries 56
+  require_rank_1_refused_alike(check_with_rank_1_sending(row));
+}
+
 TEST_CASE("through the hub, a well-formed row from the same peer passes", "[sockets]") {
   const Outcome o = check_with_rank_1_sending(row_of_rank_1());
   REQUIRE(o.answered);

@@ -92,7 +92,8 @@ class SocketPath : public Path {
   // As answer_rest, on the way out of a failure: its own failure is dropped.
   void answer_rest_quietly(Clock::time_point deadline);
   // Whether the row that came from rank r into its slot (decoded into table_) is one of this
-  // group's: a whole row, no longer than its slot.
+  // group's: a whole row, and behind it exactly the bytes it states it carries (kInline: its
+  // extent, else none), so that no byte an earlier collective left in the slot is relayed.
   bool well_formed(const SocketMesh::Recv& row, int r);
   // Moves `sends` and `recvs` (posted to the peers alongside) on until done, abandoning them
   // on failure; a receive whose message had another size is left `differs`, for the caller.
