@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
@@ -125,4 +126,41 @@ TEST_CASE("through the hub, a well-formed row from the same peer passes", "[sock
   REQUIRE(o.answered);
   REQUIRE(o.errors[0].empty());
   REQUIRE(o.errors[2].empty());
+}
+
+TEST_CASE("an answer that comes after its rank gave up is dropped, not kept aside for good", "[sockets]") {
+  auto mesh = meshes();
+  std::string errors[kRanks];
+  std::atomic<bool> gave_up{false};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r)
+    ranks.emplace_back([&, r] {
+      SocketPath path(mesh[size_t(r)], {});
+      std::vector<char> buffer(kBytes, char(r));
+      auto check = [&](std::chrono::milliseconds timeout) {
+        path.meet(first_intent(), buffer.data(), kBytes, timeout);
+        path.finish(timeout);
+      };
+      try {
+        check(10000ms);  // connects the group
+        // Rank 1 gives up on the second check before the hub starts it; the hub then answers
+        // it all the same.
+        if (r == 0)
+          while (!gave_up) std::this_thread::sleep_for(1ms);
+        try {
+          check(r == 1 ? 100ms : 10000ms);
+        } catch (const TimeoutError&) {
+          if (r != 1) throw;
+          gave_up = true;
+        }
+        check(10000ms);
+      } catch (const Error& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  CAPTURE(errors[0], errors[1], errors[2]);
+  REQUIRE(gave_up);
+  for (const std::string& e : errors) REQUIRE(e.empty());
+  REQUIRE(mesh[1]->stashed() == 0);  // the second check's answer, read on the way to the third's
 }

@@ -277,6 +277,12 @@ void SocketMesh::discard_below(Kind kind, uint64_t key) {
     c.stash.remove_if([&](const Stashed& m) { return m.key.kind == kind && m.key.key < floor && &m != c.stashing; });
 }
 
+size_t SocketMesh::stashed() const {
+  size_t n = 0;
+  for (const Conn& c : conns_) n += c.stash.size();
+  return n;
+}
+
 bool SocketMesh::write_some(int peer) {
   Conn& c = conns_[size_t(peer)];
   while (!c.sends.empty()) {

@@ -122,6 +122,8 @@ class SocketMesh {
   /// Messages of `kind` with a key below `key` will never be received: drops those kept
   /// aside and those still to arrive (read and dropped, never copied aside).
   void discard_below(Kind kind, uint64_t key);
+  /// Messages kept aside for a receive not yet posted (tests: a stale one must not stay).
+  size_t stashed() const;
   /// Forgets an operation that will not be waited for (its caller failed): its buffers may go.
   /// A send cut off mid-message closes its connection for good (the stream has lost its
   /// framing, and the listener lets a pair in once): later operations with that peer fail. A

@@ -260,6 +260,9 @@ const std::vector<Intent>& SocketPath::meet(Intent intent, const void* base, uin
   // travel.
   if (!(intent.flags & Intent::kAgreed) || intent.kind == CollectiveKind::AllToAll) {
     ++exchanges_;
+    // A row or answer of an earlier exchange that comes now (its receiver gave up on it) is
+    // dropped, never kept aside: every key of this one and later ones is at least this.
+    mesh_->discard_below(Kind::Intent, size_ <= kDirectCheckMost ? exchanges_ : exchanges_ << 20);
     eager_in_ = eager_ > 0;
     if (size_ <= kDirectCheckMost) {
       post_rows(intent, deadline);
