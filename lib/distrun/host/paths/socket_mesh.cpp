@@ -453,7 +453,8 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
 }
 
 void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point deadline,
-                          const std::function<void()>& on_read, bool posted_only) {
+                          const std::function<void()>& on_read, bool posted_only,
+                          const std::function<std::vector<int>()>& late) {
   std::vector<pollfd> fds;
   std::vector<int> peer_of;
   auto moved = Clock::now();  // when one of this group's sockets last had something for us
@@ -511,9 +512,12 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     if (ready <= 0) {
       if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
       std::vector<int> waiting;
-      for (int r = 0; r < size_; ++r)
-        if (!conns_[size_t(r)].sends.empty() || !conns_[size_t(r)].recvs.empty() || conns_[size_t(r)].into)
-          waiting.push_back(global(r));
+      if (late)
+        for (int r : late()) waiting.push_back(global(r));
+      else
+        for (int r = 0; r < size_; ++r)
+          if (!conns_[size_t(r)].sends.empty() || !conns_[size_t(r)].recvs.empty() || conns_[size_t(r)].into)
+            waiting.push_back(global(r));
       throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : rank_list(waiting)),
                          waiting);
     }

@@ -61,7 +61,7 @@ class SocketP2PWork : public Work {
             return statement_in_->done && statement_out_->done && (!payload_in_ || payload_in_->done) &&
                    (!payload_out_ || payload_out_->done);
           },
-          SocketMesh::Clock::now() + t);
+          SocketMesh::Clock::now() + t, {}, false, [&] { return std::vector<int>{peer_}; });
     } catch (const std::exception& e) {
       abandon();
       done_ = true;

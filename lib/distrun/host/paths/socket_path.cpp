@@ -47,7 +47,17 @@ void SocketPath::progress(const Sends& sends, const Recvs& recvs, Clock::time_po
           return std::all_of(sends.begin(), sends.end(), [](const auto& s) { return s.second->done; }) &&
                  std::all_of(recvs.begin(), recvs.end(), [](const auto& r) { return r.second->done; });
         },
-        deadline, on_read, true);
+        deadline, on_read, true,
+        [&] {  // the peers of what is not done: a peer's message, or its reading ours
+          std::vector<int> late;
+          for (const auto& [peer, op] : sends)
+            if (!op->done) late.push_back(peer);
+          for (const auto& [peer, op] : recvs)
+            if (!op->done) late.push_back(peer);
+          std::sort(late.begin(), late.end());
+          late.erase(std::unique(late.begin(), late.end()), late.end());
+          return late;
+        });
   } catch (...) {
     for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
     for (const auto& [peer, r] : recvs) mesh_->abandon(peer, r);
