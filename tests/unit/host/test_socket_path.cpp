@@ -1,11 +1,7 @@
 // The socket path's intent check through its hub, against a peer that sends what no distrun
 // rank would (another build, or not distrun): written here as raw messages on that peer's mesh.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
 #include <atomic>
 #include <catch2/catch.hpp>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,6 +11,7 @@
 #include "distrun/host/path.hpp"
 #include "distrun/host/paths/socket_path.hpp"
 #include "distrun/store/hash_store.hpp"
+#include "loopback.hpp"
 
 using namespace distrun;
 using namespace std::chrono_literals;
@@ -23,14 +20,6 @@ namespace {
 
 constexpr int kRanks = 3;  // the smallest group that checks through the hub (rank 0)
 constexpr size_t kBytes = 64;
-
-sockaddr_storage loopback() {
-  sockaddr_storage a{};
-  auto& in = reinterpret_cast<sockaddr_in&>(a);
-  in.sin_family = AF_INET;
-  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
 
 std::vector<std::shared_ptr<SocketMesh>> meshes() {
   auto store = std::make_shared<HashStore>();
