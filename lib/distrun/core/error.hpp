@@ -37,7 +37,8 @@ class TimeoutError : public Error {
  public:
   using Error::Error;
   TimeoutError(const std::string& what, std::vector<int> ranks) : Error(what), ranks_(std::move(ranks)) {}
-  /// The global ranks waited for, where the wait was on ranks (empty otherwise).
+  /// The global ranks found late: those whose message or flag the wait still needed (empty
+  /// where it waited on no rank in particular, as a barrier's count).
   const std::vector<int>& ranks() const { return ranks_; }
 
  private:

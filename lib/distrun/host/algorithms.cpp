@@ -298,25 +298,31 @@ struct Call {
 // Each kind's schedule; `bytes` is intent.bytes, a block. A rank writes its own part of an
 // output after the phases, so a collective whose check fails leaves its outputs untouched.
 
+// Through the hub: every rank's `bytes` at `in` into the hub's `into` (size blocks), then all of
+// them into the `out` of the root, or of every rank with root -1.
+void gather_at_hub(const Call& c, const HostOp& op, int hub, char* into, int root) {
+  const size_t bytes = op.intent.bytes, all = bytes * size_t(c.size);
+  const bool at_hub = c.rank == hub;
+  c.path.meet(op.intent, at_hub ? into : op.in, at_hub ? all : bytes, c.timeout);
+  Star s(
+      c.size, hub,
+      [&](int p) {
+        return Piece{p, 0, bytes, into + size_t(p) * bytes};
+      },
+      [&](int reader) {
+        return root < 0 || reader == root ? Piece{hub, 0, all, static_cast<char*>(op.out)} : Piece{};
+      });
+  c.drive(s, [&] {
+    if (at_hub) copy_bytes(into + size_t(c.rank) * bytes, op.in, bytes);
+  });
+}
+
 // Each rank's `bytes` at `in`, in rank order, into `out` (size blocks).
 void all_gather(const Call& c, const HostOp& op) {
-  const size_t bytes = op.intent.bytes, all = bytes * size_t(c.size);
+  const size_t bytes = op.intent.bytes;
   auto* o = static_cast<char*>(op.out);
-  if (const int hub = c.hub(op.intent); hub >= 0) {  // the hub gathers into its `out`, then hands it out
-    const bool at_hub = c.rank == hub;
-    c.path.meet(op.intent, at_hub ? op.out : op.in, at_hub ? all : bytes, c.timeout);
-    Star s(
-        c.size, hub,
-        [&](int p) {
-          return Piece{p, 0, bytes, o + size_t(p) * bytes};
-        },
-        [&](int) {
-          return Piece{hub, 0, all, o};
-        });
-    return c.drive(s, [&] {
-      if (at_hub) copy_bytes(o + size_t(c.rank) * bytes, op.in, bytes);
-    });
-  }
+  if (const int hub = c.hub(op.intent); hub >= 0)  // the hub gathers into its `out`, then hands it out
+    return gather_at_hub(c, op, hub, c.rank == hub ? o : nullptr, -1);
   if (c.ring(bytes)) {
     copy_bytes(o + size_t(c.rank) * bytes, op.in, bytes);
     c.path.meet(op.intent, op.out, bytes * size_t(c.size), c.timeout);
@@ -334,22 +340,8 @@ void gather(const Call& c, const HostOp& op) {
   const size_t bytes = op.intent.bytes, all = bytes * size_t(c.size);
   const int root = op.intent.root;
   auto* o = static_cast<char*>(op.out);
-  if (const int hub = c.hub(op.intent); hub >= 0) {  // the hub gathers, then hands all to the root
-    const bool at_hub = c.rank == hub;
-    char* into = at_hub ? (hub == root ? o : c.scratch_of(all)) : nullptr;
-    c.path.meet(op.intent, at_hub ? into : op.in, at_hub ? all : bytes, c.timeout);
-    Star s(
-        c.size, hub,
-        [&](int p) {
-          return Piece{p, 0, bytes, into + size_t(p) * bytes};
-        },
-        [&](int reader) {
-          return reader == root ? Piece{hub, 0, all, o} : Piece{};
-        });
-    return c.drive(s, [&] {
-      if (at_hub) copy_bytes(into + size_t(c.rank) * bytes, op.in, bytes);
-    });
-  }
+  if (const int hub = c.hub(op.intent); hub >= 0)  // the hub gathers, then hands all to the root
+    return gather_at_hub(c, op, hub, c.rank == hub ? (hub == root ? o : c.scratch_of(all)) : nullptr, root);
   c.path.meet(op.intent, c.rank == root ? nullptr : op.in, bytes, c.timeout);
   auto s = direct_copy(c.size, [&](int reader, int p) {
     return reader == root ? Piece{p, 0, bytes, o + size_t(p) * bytes} : Piece{};

@@ -800,6 +800,61 @@ TEST_CASE("through the TCP hub of 4 ranks: a rank that never reaches a collectiv
   }
 }
 
+namespace {
+
+// Runs an all_reduce on n ranks of which `absent` never comes (it stays connected, so that its
+// silence is a timeout, not a lost peer); before it, rank `pending_at` posts a receive from
+// rank `pending_from`, which never sends. The ranks each TimeoutError named, by rank.
+std::vector<std::vector<int>> named_by_timeouts(int n, PathPreference path, int absent, int pending_at = -1,
+                                                int pending_from = -1) {
+  std::atomic<int> finished{0};
+  std::vector<std::vector<int>> named(static_cast<size_t>(n));
+  auto errors = on_ranks(n, path, [&](GlooBackend& b) {
+    const int r = b.rank();
+    Tensor t = full(4, 1.0, DType::Float32);
+    b.all_reduce(t, {});  // every rank is up before the one that counts
+    // No rank leaves (closing its connections) before every other is done.
+    auto leave = [&] {
+      for (int waited = 0; finished < n - 1 && waited < 600; ++waited)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    };
+    if (r == absent) return leave();
+    Tensor never = full(4, 0.0, DType::Float32);
+    auto pending = r == pending_at ? b.irecv(never, pending_from, {}) : nullptr;
+    AllreduceOptions o;
+    o.timeout = std::chrono::milliseconds(300);
+    try {
+      b.all_reduce(t, o);
+    } catch (const TimeoutError& e) {
+      named[size_t(r)] = e.ranks();
+    } catch (...) {
+      ++finished;
+      throw;
+    }
+    ++finished;
+    leave();
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << errors[size_t(r)]);
+    CHECK(errors[size_t(r)].empty());
+  }
+  return named;
+}
+
+}  // namespace
+
+TEST_CASE("through the TCP hub, a timeout names the hub it waited for, not a peer with a receive pending", "[trust]") {
+  const auto named = named_by_timeouts(3, PathPreference::Tcp, 0, 1, 2);
+  CHECK(named[1] == std::vector<int>{0});
+  CHECK(named[2] == std::vector<int>{0});
+}
+
+TEST_CASE("on shared memory, a timeout names the rank that did not come", "[trust]") {
+  const auto named = named_by_timeouts(3, PathPreference::SharedMemory, 2);
+  CHECK(named[0] == std::vector<int>{2});
+  CHECK(named[1] == std::vector<int>{2});
+}
+
 TEST_CASE("3 ranks on TCP disagreeing across the hub's threshold: the same typed error on every rank", "[trust]") {
   // Ranks 0 and 1 state 64 KiB (through the hub), rank 2 four bytes more (the ring): the check
   // settles before either schedule moves a byte.

@@ -18,18 +18,11 @@
 #include "distrun/core/error.hpp"
 #include "distrun/host/paths/socket_mesh.hpp"
 #include "distrun/store/hash_store.hpp"
+#include "loopback.hpp"
 
 using namespace distrun;
 
 namespace {
-
-sockaddr_storage loopback() {
-  sockaddr_storage a{};
-  auto& in = reinterpret_cast<sockaddr_in&>(a);
-  in.sin_family = AF_INET;
-  in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
 
 // A connection to the address `at` (as the store holds it).
 int connect_to(const std::string& at) {

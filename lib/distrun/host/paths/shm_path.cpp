@@ -482,24 +482,31 @@ void ShmPath::wait_all(Ready ready, std::chrono::milliseconds timeout, const cha
   };
   if (poll(all_ready, [&](int r) { return !ready(r); })) return check_broken();
   sleep_on(shared_->bell, all_ready, true, timeout, [&] {
-    std::string late;
+    Late late;
+    std::string named;
     for (int r = 0; r < size_; ++r)
-      if (r != rank_ && !ready(r)) late += (late.empty() ? "" : ", ") + std::to_string(global(r));
-    return "waiting for rank(s) " + late + " in collective #" + std::to_string(seq_) + " (" + what + ")";
+      if (r != rank_ && !ready(r)) {
+        late.ranks.push_back(global(r));
+        named += (named.empty() ? "" : ", ") + std::to_string(global(r));
+      }
+    late.what = "waiting for rank(s) " + named + " in collective #" + std::to_string(seq_) + " (" + what + ")";
+    return late;
   });
   check_broken();
 }
 
-template <typename Done, typename Late>
+template <typename Done, typename Waited>
 void ShmPath::sleep_on(std::atomic<uint32_t>& word, Done done, bool counted, std::chrono::milliseconds timeout,
-                       Late late) {
+                       Waited late) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + timeout;
   for (;;) {
     const uint32_t seen = word.load(std::memory_order_seq_cst);
     if (done()) return;
-    if (Clock::now() >= deadline)
-      throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms " + late());
+    if (Clock::now() >= deadline) {
+      const Late l = late();
+      throw TimeoutError("timed out after " + std::to_string(timeout.count()) + " ms " + l.what, l.ranks);
+    }
     for (int r = 0; r < size_; ++r)
       if (r != rank_ && kill(pids_[size_t(r)], 0) != 0 && errno == ESRCH)
         throw BackendError("rank " + std::to_string(global(r)) + " (process " + std::to_string(pids_[size_t(r)]) +
@@ -559,8 +566,9 @@ void ShmPath::wait_generation(uint32_t seen, std::chrono::milliseconds timeout) 
   auto opened = [&] { return shared_->generation.load(std::memory_order_acquire) != seen; };
   if (poll(opened, [](int) { return true; })) return;
   // The last to arrive always wakes the generation's sleepers: nobody counts itself.
-  sleep_on(shared_->generation, opened, false, timeout,
-           [&] { return "in the barrier of collective #" + std::to_string(seq_); });
+  sleep_on(shared_->generation, opened, false, timeout, [&] {
+    return Late{{}, "in the barrier of collective #" + std::to_string(seq_)};
+  });
 }
 
 namespace {

@@ -118,11 +118,17 @@ class ShmPath : public Path {
   // Until ready(r) for every peer r: poll(), then the futex on the bell.
   template <typename Ready>
   void wait_all(Ready ready, std::chrono::milliseconds timeout, const char* what);
+  // Who a wait found late (global ranks; none where it waits for a count, as the barrier's)
+  // and what it waited for, as a TimeoutError says.
+  struct Late {
+    std::vector<int> ranks;
+    std::string what;
+  };
   // Sleeps on the futex `word` until done(), waking every 100 ms to check the deadline (a
-  // TimeoutError ending with late()) and that every peer's process still exists. `counted`:
+  // TimeoutError built from late()) and that every peer's process still exists. `counted`:
   // the sleeper counts itself in `sleepers`, so that ring() knows to wake the bell.
-  template <typename Done, typename Late>
-  void sleep_on(std::atomic<uint32_t>& word, Done done, bool counted, std::chrono::milliseconds timeout, Late late);
+  template <typename Done, typename Waited>
+  void sleep_on(std::atomic<uint32_t>& word, Done done, bool counted, std::chrono::milliseconds timeout, Waited late);
   int global(int r) const { return global_rank_of(global_ranks_, r); }
   RankBox* box(int r) const;
   uint64_t* row(int r, uint64_t seq) const;

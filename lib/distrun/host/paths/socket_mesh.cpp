@@ -277,6 +277,12 @@ void SocketMesh::discard_below(Kind kind, uint64_t key) {
     c.stash.remove_if([&](const Stashed& m) { return m.key.kind == kind && m.key.key < floor && &m != c.stashing; });
 }
 
+size_t SocketMesh::stashed() const {
+  size_t n = 0;
+  for (const Conn& c : conns_) n += c.stash.size();
+  return n;
+}
+
 bool SocketMesh::write_some(int peer) {
   Conn& c = conns_[size_t(peer)];
   while (!c.sends.empty()) {
@@ -467,7 +473,8 @@ bool SocketMesh::passive_next(int peer) {
 }
 
 void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point deadline,
-                          const std::function<void()>& on_read, bool posted_only) {
+                          const std::function<void()>& on_read, bool posted_only,
+                          const std::function<std::vector<int>()>& late) {
   std::vector<pollfd> fds;
   std::vector<int> peer_of;
   std::vector<bool> for_passive;  // per fd: read only should a passive receive take its next message
@@ -538,9 +545,12 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     if (ready <= 0) {
       if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
       std::vector<int> waiting;
-      for (int r = 0; r < size_; ++r)
-        if (!conns_[size_t(r)].sends.empty() || conns_[size_t(r)].receiving() || conns_[size_t(r)].into)
-          waiting.push_back(global(r));
+      if (late)
+        for (int r : late()) waiting.push_back(global(r));
+      else
+        for (int r = 0; r < size_; ++r)
+          if (!conns_[size_t(r)].sends.empty() || conns_[size_t(r)].receiving() || conns_[size_t(r)].into)
+            waiting.push_back(global(r));
       throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : rank_list(waiting)),
                          waiting);
     }

@@ -114,15 +114,18 @@ class SocketMesh {
   void post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline, bool more = false);
   void post(int peer, const std::shared_ptr<Recv>& op, Clock::time_point deadline);
   /// Moves every posted operation on until `done()` holds, calling `on_read` (if any) after
-  /// bytes arrive; TimeoutError at `deadline`, a PeerError naming a peer that closed its
-  /// connection. `posted_only`: read a connection only up to the end of its last posted
-  /// receive, even where our sends wait on it (a caller that posts the next receives once
-  /// these are in, and so would rather not find their messages copied aside). Once a send of
+  /// bytes arrive; at `deadline` a TimeoutError naming the ranks `late()` gives (the group
+  /// ranks whose messages this wait still needs; without it, every peer with an operation
+  /// pending), a PeerError naming a peer that closed its connection. `posted_only`: read a
+  /// connection only up to the end of its last posted receive, even where our sends wait on it
+  /// (a caller that posts the next receives once these are in, and so would rather not find
+  /// their messages copied aside). Once a send of
   /// ours has moved nothing for 20 ms, every connection is read whatever `posted_only`
   /// says (its peer may be blocked sending to us: a cycle of blocking sends), and what arrives
   /// before its receive is copied aside.
   void progress(const std::function<bool()>& done, Clock::time_point deadline,
-                const std::function<void()>& on_read = {}, bool posted_only = false);
+                const std::function<void()>& on_read = {}, bool posted_only = false,
+                const std::function<std::vector<int>()>& late = {});
   /// Gives `op` (posted to `peer`, not yet written whole) a copy of its bytes, so that it is
   /// written on later progress after its caller's buffers are gone: a message already begun
   /// cannot be taken back without losing the stream's framing.
@@ -130,6 +133,8 @@ class SocketMesh {
   /// Messages of `kind` with a key below `key` will never be received: drops those kept
   /// aside and those still to arrive (read and dropped, never copied aside).
   void discard_below(Kind kind, uint64_t key);
+  /// Messages kept aside for a receive not yet posted (tests: a stale one must not stay).
+  size_t stashed() const;
   /// Forgets an operation that will not be waited for (its caller failed): its buffers may go.
   /// A send cut off mid-message closes its connection for good (the stream has lost its
   /// framing, and the listener lets a pair in once): later operations with that peer fail. A

@@ -73,7 +73,7 @@ class SocketP2PWork : public Work {
           [&] {
             return is_send_ ? statement_out_->done && payload_out_->done : statement_in_->done && payload_in_->done;
           },
-          SocketMesh::Clock::now() + t);
+          SocketMesh::Clock::now() + t, {}, false, [&] { return std::vector<int>{peer_}; });
     } catch (const std::exception& e) {
       abandon();
       done_ = true;

@@ -19,11 +19,11 @@ using Kind = SocketMesh::Kind;
 // every element size) as they arrive, so that folding overlaps receiving.
 constexpr size_t kFoldPart = size_t(64) << 10;
 
-// The bytes that came of rank r's row (whole when `in` has no receive from r).
-size_t rows_bytes(const std::vector<std::pair<int, std::shared_ptr<Recv>>>& in, int r) {
+// Rank r's row among `in` (null when `in` has no receive from r: this rank's own row).
+const Recv* row_from(const std::vector<std::pair<int, std::shared_ptr<Recv>>>& in, int r) {
   for (const auto& [peer, row] : in)
-    if (peer == r) return row->bytes;
-  return ~size_t(0);
+    if (peer == r) return row.get();
+  return nullptr;
 }
 
 }  // namespace
@@ -39,25 +39,51 @@ SocketPath::SocketPath(std::shared_ptr<SocketMesh> mesh, std::vector<int> global
   owed_.assign(size_t(size_), false);
 }
 
-void SocketPath::await(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
-                       const std::function<void()>& on_read) {
+void SocketPath::progress(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
+                          const std::function<void()>& on_read) {
   try {
     mesh_->progress(
         [&] {
           return std::all_of(sends.begin(), sends.end(), [](const auto& s) { return s.second->done; }) &&
                  std::all_of(recvs.begin(), recvs.end(), [](const auto& r) { return r.second->done; });
         },
-        deadline, on_read, true);
+        deadline, on_read, true,
+        [&] {  // the peers of what is not done: a peer's message, or its reading ours
+          std::vector<int> late;
+          for (const auto& [peer, op] : sends)
+            if (!op->done) late.push_back(peer);
+          for (const auto& [peer, op] : recvs)
+            if (!op->done) late.push_back(peer);
+          std::sort(late.begin(), late.end());
+          late.erase(std::unique(late.begin(), late.end()), late.end());
+          return late;
+        });
   } catch (...) {
     for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
     for (const auto& [peer, r] : recvs) mesh_->abandon(peer, r);
     throw;
   }
+}
+
+void SocketPath::await(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
+                       const std::function<void()>& on_read) {
+  progress(sends, recvs, deadline, on_read);
+  check_sizes(recvs);
+}
+
+void SocketPath::check_sizes(const Recvs& recvs) const {
   for (const auto& [peer, r] : recvs)
     if (r->differs)
       throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, peer)) + " sent " +
                          std::to_string(r->stated) + " bytes where the agreed schedule has " +
                          std::to_string(r->bytes));
+}
+
+bool SocketPath::well_formed(const Recv& row, int r) {
+  if (row.differs || row.bytes < row_bytes_) return false;
+  Intent::decode(reinterpret_cast<const uint64_t*>(slot(r)), size_, table_[size_t(r)]);
+  const Intent& t = table_[size_t(r)];
+  return row.bytes - row_bytes_ == ((t.flags & Intent::kInline) ? t.extent : 0);
 }
 
 void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
@@ -68,13 +94,12 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
   rows_out_.clear();
   // Directly, each peer's row comes from it and ours goes to it; through a hub, the hub gets
   // every peer's row and sends none, and a rank sends its row to the hub and gets its answer.
-  const bool answered = hub_ >= 0 && rank_ != hub_;
   auto talks_to = [&](int r) { return r != rank_ && (hub_ < 0 || rank_ == hub_ || r == hub_); };
   for (int r = 0; r < size_; ++r) {
     if (!talks_to(r)) continue;
     auto in = std::make_shared<Recv>();
     in->key = {Kind::Intent, exchanges_};
-    if (answered) {
+    if (answered()) {
       in->parts = {{answer_.data(), answer_.size()}};
     } else {
       in->parts = {{slot(r), stride_}};
@@ -105,24 +130,25 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
   unsettled_ = false;
   const Sends out = std::move(rows_out_);
   const Recvs in = std::move(rows_);
-  const bool answered = hub_ >= 0 && rank_ != hub_;
   std::vector<bool> late(size_t(size_), false);
   try {
     // A rank waits for the hub's answer a little past its deadline, so that the hub's verdict
     // on a late rank (which the hub reaches at about the same deadline) comes first.
-    await(out, in, answered ? deadline + kVerdictGrace : deadline);
+    // A row of another size than its slot's is read, dropped and refused below.
+    progress(out, in, answered() ? deadline + kVerdictGrace : deadline);
   } catch (const TimeoutError&) {
     if (rank_ != hub_) throw;
     for (const auto& [r, row] : in) late[size_t(r)] = !row->done;
     if (std::find(late.begin(), late.end(), true) == late.end()) throw;
   }
-  if (rank_ == hub_) {  // each row as it came, for every peer; a late or short one marked
+  if (rank_ == hub_) {  // each row as it came, for every peer; a late or malformed one marked
     std::fill(owed_.begin(), owed_.end(), false);
     for (int r = 0; r < size_; ++r) {
       char* row = answer_.data() + row_bytes_ * size_t(r);
+      const Recv* from = row_from(in, r);
       Intent mark;
-      mark.flags = late[size_t(r)] ? kLate : kShort;
-      if (r != rank_ && (late[size_t(r)] || rows_bytes(in, r) < row_bytes_))
+      mark.flags = late[size_t(r)] ? kLate : kMalformed;
+      if (from && (late[size_t(r)] || !well_formed(*from, r)))
         mark.encode(reinterpret_cast<uint64_t*>(row), size_);
       else
         std::memcpy(row, slot(r), row_bytes_);
@@ -130,13 +156,20 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
     }
   }
   try {
+    if (answered()) check_sizes(in);  // the hub's answer, of its one size
     std::vector<int> missing;
     for (int r = 0; r < size_; ++r) {
+      // Directly, each peer's row as it came (well_formed decodes it); through the hub, its
+      // answer, whose marks name the same malformed rank on every rank.
+      const Recv* from = hub_ < 0 ? row_from(in, r) : nullptr;
       const char* row = hub_ >= 0 ? answer_.data() + row_bytes_ * size_t(r) : slot(r);
-      const bool whole = hub_ >= 0 || r == rank_ || rows_bytes(in, r) >= row_bytes_;
-      if (whole) Intent::decode(reinterpret_cast<const uint64_t*>(row), size_, table_[size_t(r)]);
-      if (!whole || (hub_ >= 0 && (table_[size_t(r)].flags & kShort)))
-        throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " sent a short intent");
+      const bool formed = from ? well_formed(*from, r)
+                               : (Intent::decode(reinterpret_cast<const uint64_t*>(row), size_, table_[size_t(r)]),
+                                  hub_ < 0 || !(table_[size_t(r)].flags & kMalformed));
+      if (!formed)
+        throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) +
+                           " sent an intent not of this group's form (cut short, too long, or not the bytes it "
+                           "states it carries)");
       if (hub_ >= 0 && (table_[size_t(r)].flags & kLate)) missing.push_back(global_rank_of(global_ranks_, r));
     }
     // The hub's verdict, the same on every rank: naming the ranks it waited for in vain.
@@ -237,6 +270,9 @@ const std::vector<Intent>& SocketPath::meet(Intent intent, const void* base, uin
   // travel.
   if (!(intent.flags & Intent::kAgreed) || intent.kind == CollectiveKind::AllToAll) {
     ++exchanges_;
+    // A row or answer of an earlier exchange that comes now (its receiver gave up on it) is
+    // dropped, never kept aside: every key of this one and later ones is at least this.
+    mesh_->discard_below(Kind::Intent, size_ <= kDirectCheckMost ? exchanges_ : exchanges_ << 20);
     eager_in_ = eager_ > 0;
     if (size_ <= kDirectCheckMost) {
       post_rows(intent, deadline);

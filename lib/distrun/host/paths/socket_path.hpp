@@ -63,8 +63,8 @@ class SocketPath : public Path {
  private:
   using Clock = SocketMesh::Clock;
   // Through the hub, a row of its answer that marks a rank it waited for in vain (kLate) or
-  // whose row came short (kShort): every rank raises the same error naming it.
-  static constexpr uint64_t kLate = uint64_t(1) << 62, kShort = uint64_t(1) << 61;
+  // whose row was not well_formed (kMalformed): every rank raises the same error naming it.
+  static constexpr uint64_t kLate = uint64_t(1) << 62, kMalformed = uint64_t(1) << 61;
   // How long a rank waits for the hub's answer past its own deadline, and the hub for its
   // answers to go out on a failure.
   static constexpr std::chrono::milliseconds kVerdictGrace{1000};
@@ -72,6 +72,9 @@ class SocketPath : public Path {
   char* slot(int r) { return reinterpret_cast<char*>(inbox_.data()) + stride_ * size_t(r); }
   using Sends = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Send>>>;
   using Recvs = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Recv>>>;
+  // Through the hub, every rank but the hub: it sends its row to the hub and waits for the
+  // hub's answer (every row), never for a peer's row.
+  bool answered() const { return hub_ >= 0 && rank_ != hub_; }
   // Posts this rank's row and the check's receives (into rows_): between two ranks to the peer
   // and from it; through the hub, at the hub a receive for every peer's row, elsewhere the row
   // to the hub and a receive for its answer.
@@ -88,7 +91,17 @@ class SocketPath : public Path {
   void answer_rest(Clock::time_point deadline);
   // As answer_rest, on the way out of a failure: its own failure is dropped.
   void answer_rest_quietly(Clock::time_point deadline);
-  // Waits for `sends` and `recvs` (posted to the peers alongside), abandoning them on failure.
+  // Whether the row that came from rank r into its slot (decoded into table_) is one of this
+  // group's: a whole row, and behind it exactly the bytes it states it carries (kInline: its
+  // extent, else none), so that no byte an earlier collective left in the slot is relayed.
+  bool well_formed(const SocketMesh::Recv& row, int r);
+  // Moves `sends` and `recvs` (posted to the peers alongside) on until done, abandoning them
+  // on failure; a receive whose message had another size is left `differs`, for the caller.
+  void progress(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
+                const std::function<void()>& on_read = {});
+  // Throws naming the sender of a message of another size than its receive's.
+  void check_sizes(const Recvs& recvs) const;
+  // As progress, and check_sizes.
   // Reads no further than the posted receives: what a peer sends next waits in the socket
   // until its receive is posted, unless a send of ours stalls (SocketMesh::progress), when it
   // may be copied aside.

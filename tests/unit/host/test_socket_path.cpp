@@ -1,0 +1,155 @@
+// The socket path's intent check through its hub, against a peer that sends what no distrun
+// rank would (another build, or not distrun): written here as raw messages on that peer's mesh.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distrun/core/error.hpp"
+#include "distrun/host/path.hpp"
+#include "distrun/host/paths/socket_path.hpp"
+#include "distrun/store/hash_store.hpp"
+#include "loopback.hpp"
+
+using namespace distrun;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kRanks = 3;  // the smallest group that checks through the hub (rank 0)
+constexpr size_t kBytes = 64;
+
+std::vector<std::shared_ptr<SocketMesh>> meshes() {
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::shared_ptr<SocketMesh>> mesh;
+  for (int r = 0; r < kRanks; ++r)
+    mesh.push_back(std::make_shared<SocketMesh>(store, r, kRanks, loopback(), std::vector<int>{}));
+  return mesh;
+}
+
+// The first collective's intent, as every rank states it (a 64-byte sum of floats).
+Intent first_intent() {
+  Intent i;
+  i.kind = CollectiveKind::AllReduce;
+  i.seq = 1;
+  i.dtype = uint32_t(DType::Float32);
+  i.op = uint32_t(ReduceOp::Sum);
+  i.bytes = kBytes;
+  return i;
+}
+
+// Rank 1's row as a distrun rank writes it for the first collective, with its 64 bytes behind.
+std::vector<char> row_of_rank_1() {
+  const size_t row_bytes = Intent::words(kRanks) * sizeof(uint64_t);
+  std::vector<char> row(row_bytes + kBytes, 'x');
+  write_row(first_intent(), kRanks, row.data(), row_bytes, row.data() + row_bytes, kBytes, eager_bytes(kRanks));
+  return row;
+}
+
+struct Outcome {
+  std::string errors[kRanks];  // ranks 0 and 2 ("" where none)
+  bool answered = false;       // rank 1 got the hub's answer
+};
+
+// Ranks 0 and 2 check the first collective's intents on the socket path; rank 1 sends `row`
+// as its intent and waits for the hub's answer.
+Outcome check_with_rank_1_sending(const std::vector<char>& row) {
+  auto mesh = meshes();
+  Outcome out;
+  std::vector<std::thread> ranks;
+  for (int r : {0, 2})
+    ranks.emplace_back([&, r] {
+      try {
+        SocketPath path(mesh[size_t(r)], {});
+        std::vector<char> buffer(kBytes, char(r));
+        path.meet(first_intent(), buffer.data(), kBytes, 10s);
+        path.finish(10s);
+      } catch (const Error& e) {
+        out.errors[r] = e.what();
+      }
+    });
+  const auto deadline = SocketMesh::Clock::now() + 20s;
+  auto send = std::make_shared<SocketMesh::Send>();
+  auto answer = std::make_shared<SocketMesh::Recv>();
+  std::vector<char> rows(Intent::words(kRanks) * sizeof(uint64_t) * kRanks);
+  send->key = answer->key = {SocketMesh::Kind::Intent, 1};
+  send->parts = {{row.data(), row.size()}};
+  answer->parts = {{rows.data(), rows.size()}};
+  try {
+    mesh[1]->post(0, answer, deadline);
+    mesh[1]->post(0, send, deadline);
+    mesh[1]->progress([&] { return send->done && answer->done; }, deadline);
+    out.answered = answer->done;
+  } catch (const Error&) {  // not answered
+  }
+  for (auto& t : ranks) t.join();
+  return out;
+}
+
+void require_rank_1_refused_alike(const Outcome& o) {
+  CAPTURE(o.errors[0], o.errors[2]);
+  REQUIRE(o.errors[0].find("rank 1 sent an intent not of this group's form") != std::string::npos);
+  REQUIRE(o.errors[2] == o.errors[0]);
+  REQUIRE(o.answered);
+}
+
+}  // namespace
+
+TEST_CASE("through the hub, a row longer than its slot is the same typed error on every rank", "[sockets]") {
+  std::vector<char> row = row_of_rank_1();
+  row.resize(Intent::words(kRanks) * sizeof(uint64_t) + eager_bytes(kRanks) + 8, 'x');
+  require_rank_1_refused_alike(check_with_rank_1_sending(row));
+}
+
+TEST_CASE("through the hub, a row marked inline with fewer bytes than its extent is refused on every rank",
+          "[sockets]") {
+  std::vector<char> row = row_of_rank_1();
+  row.resize(row.size() - 8);  // it states 64 bytes behind it, and carries 56
+  require_rank_1_refused_alike(check_with_rank_1_sending(row));
+}
+
+TEST_CASE("through the hub, a well-formed row from the same peer passes", "[sockets]") {
+  const Outcome o = check_with_rank_1_sending(row_of_rank_1());
+  REQUIRE(o.answered);
+  REQUIRE(o.errors[0].empty());
+  REQUIRE(o.errors[2].empty());
+}
+
+TEST_CASE("an answer that comes after its rank gave up is dropped, not kept aside for good", "[sockets]") {
+  auto mesh = meshes();
+  std::string errors[kRanks];
+  std::atomic<bool> gave_up{false};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r)
+    ranks.emplace_back([&, r] {
+      SocketPath path(mesh[size_t(r)], {});
+      std::vector<char> buffer(kBytes, char(r));
+      auto check = [&](std::chrono::milliseconds timeout) {
+        path.meet(first_intent(), buffer.data(), kBytes, timeout);
+        path.finish(timeout);
+      };
+      try {
+        check(10000ms);  // connects the group
+        // Rank 1 gives up on the second check before the hub starts it; the hub then answers
+        // it all the same.
+        if (r == 0)
+          while (!gave_up) std::this_thread::sleep_for(1ms);
+        try {
+          check(r == 1 ? 100ms : 10000ms);
+        } catch (const TimeoutError&) {
+          if (r != 1) throw;
+          gave_up = true;
+        }
+        check(10000ms);
+      } catch (const Error& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  CAPTURE(errors[0], errors[1], errors[2]);
+  REQUIRE(gave_up);
+  for (const std::string& e : errors) REQUIRE(e.empty());
+  REQUIRE(mesh[1]->stashed() == 0);  // the second check's answer, read on the way to the third's
+}
