@@ -256,37 +256,6 @@ class ReduceScatterRing : public Schedule {
   ReduceFn fn_;
 };
 
-// broadcast, down a chain in segments: the rank `place` ranks after the root takes segment s
-// from the rank before it in phase s + place - 1, the phase after that rank took it. Every rank
-// sends the message at most once, where the direct schedule has the root send it n - 1 times:
-// on TCP a send is its sender's CPU (the kernel's copies), so the chain spreads the work over
-// the ranks, at the cost of n - 2 segments' time to fill it.
-class BroadcastChain : public Schedule {
- public:
-  BroadcastChain(int size, int root, size_t bytes, char* data)
-      : size_(size), root_(root), bytes_(bytes), data_(data),
-        segment_(std::max(kSegmentLeast, (bytes + kSegmentsMost - 1) / kSegmentsMost)),
-        segments_(int((bytes + segment_ - 1) / segment_)) {}
-  int phases() const override { return segments_ + size_ - 2; }
-  void pieces(int phase, int reader, const Emit& emit) const override {
-    const int place = mod(reader - root_, size_), s = phase - (place - 1);
-    if (place == 0 || s < 0 || s >= segments_) return;
-    const uint64_t at = uint64_t(s) * segment_;
-    emit(Piece{mod(reader - 1, size_), at, std::min<size_t>(segment_, bytes_ - at), data_ + at});
-  }
-  void take(const Piece&, size_t, const char*, size_t) override {}
-
- private:
-  // Segments of at least 256 KiB keep a phase's fixed costs (its wake-ups) small against its
-  // bytes; at most 64 of them keep the phases few.
-  static constexpr size_t kSegmentLeast = size_t(256) << 10, kSegmentsMost = 64;
-  int size_, root_;
-  size_t bytes_;
-  char* data_;
-  size_t segment_;
-  int segments_;
-};
-
 // One call of a collective over the group's path: what every kind's schedule works with.
 struct Call {
   Path& path;
@@ -295,8 +264,7 @@ struct Call {
   std::vector<char>& scratch;
   std::chrono::milliseconds timeout;
 
-  // Ring for all_reduce, all_gather and reduce_scatter (a chain for broadcast) with `bytes` per
-  // rank's payload?
+  // Ring for all_reduce, all_gather and reduce_scatter with `bytes` per rank's payload?
   bool ring(uint64_t bytes) const {
     if (size < 2) return false;
     if (algorithm != Algorithm::Auto) return algorithm == Algorithm::Ring;
@@ -436,11 +404,6 @@ void broadcast(const Call& c, const HostOp& op) {
         [&](int reader) {
           return reader == root ? Piece{} : Piece{hub, 0, bytes, o};
         });
-    return c.drive(s);
-  }
-  if (c.ring(bytes)) {  // every rank but the chain's last sends what it took
-    c.path.meet(op.intent, mod(c.rank - root, c.size) == c.size - 1 ? nullptr : op.out, bytes, c.timeout);
-    BroadcastChain s(c.size, root, bytes, static_cast<char*>(op.out));
     return c.drive(s);
   }
   c.path.meet(op.intent, c.rank == root ? op.out : nullptr, bytes, c.timeout);

@@ -11,8 +11,7 @@
 //   ring    n-1 phases (2(n-1) for all_reduce), each taking one block from the left
 //           neighbour: every rank sends (n-1)/n of the data per pass, to one peer, which is
 //           what a chain of hosts carries best (and the flat baseline the hierarchical path
-//           is measured against). A broadcast's ring is a chain from the root, in segments:
-//           each rank sends the message once, where the direct root sends it n-1 times.
+//           is measured against).
 //
 // Which one runs is decided per call from facts every rank shares (the path, the sizes, the
 // DISTRUN_ALGO setting), so all ranks run the same schedule.
@@ -26,8 +25,7 @@
 namespace distrun {
 
 /// DISTRUN_ALGO: auto (direct on shared memory; on TCP direct up to 64 KiB per rank, ring
-/// above), or one family forced for all_reduce, all_gather, reduce_scatter and broadcast on any
-/// path.
+/// above), or one family forced for all_reduce, all_gather and reduce_scatter on any path.
 enum class Algorithm { Auto, Direct, Ring };
 
 class PathCollectives : public CollectiveTransport {

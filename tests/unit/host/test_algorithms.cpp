@@ -36,7 +36,7 @@ using Listed = std::tuple<int, uint64_t, size_t>;  // a piece without its dst: p
 // What the ranks of one fake group share.
 struct FakeWorld {
   explicit FakeWorld(int n)
-      : n(n), intents(size_t(n)), base(size_t(n)), extent(size_t(n)), snapshot(size_t(n)), given(size_t(n)),
+      : n(n), intents(size_t(n)), base(size_t(n)), extent(size_t(n)), snapshot(size_t(n)),
         listed(size_t(n), std::vector<std::vector<Listed>>(size_t(n))) {}
 
   // Every rank arrives before any leaves; a rank that never comes is an error, not a hang.
@@ -59,7 +59,6 @@ struct FakeWorld {
   std::vector<uint64_t> extent;
   std::vector<std::vector<char>> snapshot;
   std::atomic<int> spokes_taking{0};                     // phase 0s where a rank but the hub took a piece
-  std::vector<std::atomic<uint64_t>> given;              // [rank]: bytes its peers took from it
   std::vector<std::vector<std::vector<Listed>>> listed;  // [lister][reader]
   std::mutex mu;
   std::condition_variable cv;
@@ -132,7 +131,6 @@ class FakePath : public Path {
           schedule.take(p, half, from + half, p.bytes - half);
         }
         taken.emplace_back(p.peer, p.offset, p.bytes);
-        w_.given[size_t(p.peer)] += p.bytes;
       });
     if (phase == 0 && rank_ != hub_ && !taken.empty()) ++w_.spokes_taking;
     w_.barrier();
@@ -343,26 +341,6 @@ TEST_CASE("rooted schedules (broadcast, reduce, gather, scatter), direct or thro
       });
     }
   });
-}
-
-TEST_CASE("a large broadcast on a path like TCP goes down a chain: no rank sends the message twice", "[algorithms]") {
-  // Four segments, the last of one element: the root's direct sends would be n - 1 messages.
-  const size_t count = (size_t(3) << 18) / kEs + 1;
-  for (int n : {3, 4, 5})
-    for (int hub : {-1, 0})
-      for (int root = 0; root < n; ++root) {
-        INFO(n << " ranks, hub " << hub << ", root " << root);
-        FakeWorld world(n);
-        on_ranks(
-            n, Algorithm::Auto, false,
-            [&](PathCollectives& coll, int r) {
-              auto data = values_of(r, count);
-              coll.run({intent_of(CollectiveKind::Broadcast, count * kEs, root), nullptr, data.data()}, kTimeout);
-              if (data != values_of(root, count)) throw std::runtime_error("broadcast wrong");
-            },
-            hub, &world);
-        for (int r = 0; r < n; ++r) CHECK(world.given[size_t(r)] == (r == (root + n - 1) % n ? 0 : count * kEs));
-      }
 }
 
 TEST_CASE("all_to_all schedule with uneven and empty blocks", "[algorithms]") {

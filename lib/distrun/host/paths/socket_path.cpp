@@ -331,9 +331,8 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
     }
     for (int r = 0; r < size_; ++r)
       if (in[size_t(r)]) mesh_->post(r, in[size_t(r)], deadline), recvs.emplace_back(r, in[size_t(r)]);
-    // A peer may wait for its answer before it sends what we wait for now, or before it sends
-    // on what we send (a chain); with nothing to move now, the answers ride on a later phase.
-    if (!recvs.empty() || !sends.empty())
+    // A peer may wait for its answer before it sends what we wait for now.
+    if (!recvs.empty())
       for (int r = 0; r < size_; ++r) answer(r, sends, deadline);
   } catch (...) {
     for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
