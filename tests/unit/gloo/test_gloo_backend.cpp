@@ -733,8 +733,7 @@ TEST_CASE("through the TCP hub of 4 ranks: a rank that never reaches a collectiv
 
 TEST_CASE("3 ranks on TCP disagreeing across the hub's threshold: the same typed error on every rank", "[trust]") {
   // Ranks 0 and 1 state 64 KiB (through the hub), rank 2 four bytes more (the ring; for a
-  // broadcast from the hub, the chain, whose first phase the hub sends to rank 1 alone): the
-  // check settles before either schedule moves a byte.
+  // broadcast, the direct schedule): the check settles before either schedule moves a byte.
   const int n = 3;
   std::vector<std::string> seen(static_cast<size_t>(2 * n));
   auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
