@@ -856,26 +856,33 @@ TEST_CASE("on shared memory, a timeout names the rank that did not come", "[trus
 }
 
 TEST_CASE("3 ranks on TCP disagreeing across the hub's threshold: the same typed error on every rank", "[trust]") {
-  // Ranks 0 and 1 state 64 KiB (through the hub), rank 2 four bytes more (the ring): the check
-  // settles before either schedule moves a byte.
+  // Ranks 0 and 1 state 64 KiB (through the hub), rank 2 four bytes more (the ring; for a
+  // broadcast, the direct schedule): the check settles before either schedule moves a byte.
   const int n = 3;
-  std::vector<std::string> seen(static_cast<size_t>(n));
+  std::vector<std::string> seen(static_cast<size_t>(2 * n));
   auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
     const int64_t elements = ((int64_t(64) << 10) + (b.rank() == 2 ? 4 : 0)) / 4;
-    Tensor t = full(elements, 1.0, DType::Float32);
-    try {
-      b.all_reduce(t, {});
-    } catch (const CollectiveMismatchError& e) {
-      seen[size_t(b.rank())] = e.what();
+    for (int k = 0; k < 2; ++k) {
+      Tensor t = full(elements, 1.0, DType::Float32);
+      try {
+        if (k == 0)
+          b.all_reduce(t, {});
+        else
+          b.broadcast(t, {});  // root 0, the hub
+      } catch (const CollectiveMismatchError& e) {
+        seen[size_t(k * n + b.rank())] = e.what();
+      }
+      Tensor agreed = full(4, 1.0, DType::Float32);  // the group still works
+      b.all_reduce(agreed, {});
+      if (agreed.get(0) != n) throw std::runtime_error("the next all_reduce is wrong");
     }
-    Tensor agreed = full(4, 1.0, DType::Float32);  // the group still works
-    b.all_reduce(agreed, {});
-    if (agreed.get(0) != n) throw std::runtime_error("the next all_reduce is wrong");
   });
   for (int r = 0; r < n; ++r) {
     INFO("rank " << r << ": " << errors[size_t(r)]);
     CHECK(errors[size_t(r)].empty());
-    CHECK_FALSE(seen[size_t(r)].empty());
-    CHECK(seen[size_t(r)] == seen[0]);
+    for (int k = 0; k < 2; ++k) {
+      CHECK_FALSE(seen[size_t(k * n + r)].empty());
+      CHECK(seen[size_t(k * n + r)] == seen[size_t(k * n)]);
+    }
   }
 }
