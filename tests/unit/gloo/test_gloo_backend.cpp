@@ -429,6 +429,27 @@ TEST_CASE("over the sockets a send is done once written: its receiver posts the 
   for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
 }
 
+TEST_CASE("over the sockets a sender that leaves right after a large send: its receiver still gets every byte",
+          "[trust]") {
+  // The send is done once written, most of it still in the kernel when the sender's group goes:
+  // the group closes its connection only once its peer has taken it.
+  const int64_t n = int64_t(1) << 20;
+  auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
+    if (b.rank() == 0) {
+      Tensor t = full(n, 0.0, DType::UInt8);
+      for (int64_t i = 0; i < n; ++i) static_cast<uint8_t*>(t.data())[i] = uint8_t(i * 7);
+      b.send(t, 1, {});
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 has left by now
+    Tensor t = full(n, 0.0, DType::UInt8);
+    b.recv(t, 0, {});
+    for (int64_t i = 0; i < n; ++i)
+      if (static_cast<uint8_t*>(t.data())[i] != uint8_t(i * 7)) throw std::runtime_error("byte " + std::to_string(i));
+  });
+  for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+}
+
 TEST_CASE(
     "members with different DISTRUN_ALGO, DISTRUN_TRANSPORT, DISTRUN_HIERARCHY, DISTRUN_TCP or "
     "DISTRUN_SHM_INLINE_BYTES: a ConfigError on each",

@@ -1,9 +1,11 @@
 #include "distrun/host/paths/socket_mesh.hpp"
 
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -35,6 +37,25 @@ constexpr auto kAwaitSlice = std::chrono::milliseconds(10);
 // then on (see the header): long enough that healthy schedules, whose receives are posted,
 // never copy a message aside for it.
 constexpr auto kStalledSend = std::chrono::milliseconds(20);
+// The longest a mesh's teardown waits for its peers to take what it has written (see
+// ~SocketMesh): a peer that reads nothing for this long loses the rest.
+constexpr auto kLinger = std::chrono::seconds(2);
+
+// Bytes written to `fd` that its peer has not yet acknowledged.
+int unacknowledged(int fd) {
+  int queued = 0;
+  return ::ioctl(fd, SIOCOUTQ, &queued) == 0 ? queued : 0;
+}
+
+// Reads and drops what `fd` holds; false once it is at its end or failed.
+bool drain(int fd) {
+  static thread_local char sink[1 << 16];
+  for (;;) {
+    const ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+    if (n > 0) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+  }
+}
 
 int ms_until(SocketMesh::Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SocketMesh::Clock::now());
@@ -85,7 +106,32 @@ SocketMesh::SocketMesh(std::shared_ptr<Store> store, int rank, int size, const s
 
 SocketMesh::~SocketMesh() {
   listener_->leave(group_, rank_);
-  for (Conn& c : conns_) close_conn(c);
+  // A send is done once written, so what the kernel still holds is a message its peer has yet
+  // to read: closing a socket with unread input (the acceptor's answer, a refusal) makes Linux
+  // reset the connection and drop it. So each connection with bytes in flight is shut for
+  // writing and read, its input dropped, until its peer has acknowledged them (kLinger at most,
+  // for all together), and every connection's input is drained before it closes.
+  std::vector<int> lingering;   // their fds
+  std::vector<pollfd> reading;  // theirs still to be read (negative: at their end)
+  for (Conn& c : conns_)
+    if (c.fd >= 0 && unacknowledged(c.fd) > 0 && ::shutdown(c.fd, SHUT_WR) == 0) {
+      lingering.push_back(c.fd);
+      reading.push_back({c.fd, POLLIN, 0});
+    }
+  const auto until = Clock::now() + kLinger;
+  while (!lingering.empty()) {
+    for (pollfd& p : reading)
+      if (p.fd >= 0 && !drain(p.fd)) p.fd = -1;
+    lingering.erase(std::remove_if(lingering.begin(), lingering.end(), [](int fd) { return unacknowledged(fd) == 0; }),
+                    lingering.end());
+    if (lingering.empty() || Clock::now() >= until) break;
+    // An acknowledgement wakes no poll: look again every few milliseconds, sooner when input comes.
+    ::poll(reading.data(), reading.size(), std::min(ms_until(until), 5));
+  }
+  for (Conn& c : conns_) {
+    if (c.fd >= 0) drain(c.fd);
+    close_conn(c);
+  }
 }
 
 int SocketMesh::global(int r) const { return global_rank_of(global_ranks_, r); }
