@@ -450,6 +450,34 @@ TEST_CASE("over the sockets a sender that leaves right after a large send: its r
   for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
 }
 
+TEST_CASE("over the sockets a refusal to a sender that left fails no later operation with another rank", "[trust]") {
+  // Rank 1 refuses rank 0's message after rank 0 has left: the refusal cannot be written, and
+  // rank 1's receive from rank 2 must neither stall on it nor fail naming rank 0.
+  auto errors = on_ranks(3, PathPreference::Tcp, [&](GlooBackend& b) {
+    Tensor token = full(1, 5.0, DType::Int32);
+    if (b.rank() == 0) {
+      b.send(full(4, 3.0, DType::Float32), 1, {});
+      return;
+    }
+    if (b.rank() == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      b.send(token, 1, {});
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Tensor t = full(8, 0.0, DType::Float32);
+    try {
+      b.recv(t, 0, {});
+      throw std::runtime_error("rank 0's message of another size was taken");
+    } catch (const CollectiveMismatchError&) {
+    }
+    Tensor got = full(1, 0.0, DType::Int32);
+    b.recv(got, 2, {});
+    if (got.get(0) != 5.0) throw std::runtime_error("the token from rank 2 is wrong");
+  });
+  for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
+}
+
 TEST_CASE(
     "members with different DISTRUN_ALGO, DISTRUN_TRANSPORT, DISTRUN_HIERARCHY, DISTRUN_TCP or "
     "DISTRUN_SHM_INLINE_BYTES: a ConfigError on each",

@@ -238,7 +238,7 @@ bool SocketMesh::read_answer(int peer) {
 void SocketMesh::post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline, bool more) {
   Conn& c = conns_[size_t(peer)];
   if (c.gone) fail_peer(peer, "closed its connection");
-  if (c.cut) fail_peer(peer, kCut);
+  if (!c.lost.empty()) fail_peer(peer, c.lost);
   if (c.fd < 0 && peer > rank_ && !c.opened) connect_to(peer, deadline);
   op->header[0] = kMagic << 32 | uint64_t(op->key.kind);
   op->header[1] = op->key.key;
@@ -285,7 +285,7 @@ void SocketMesh::post(int peer, const std::shared_ptr<Recv>& op, Clock::time_poi
       return;
     }
   if (c.gone) fail_peer(peer, "closed its connection");
-  if (c.cut) fail_peer(peer, kCut);
+  if (!c.lost.empty()) fail_peer(peer, c.lost);
   c.recvs.push_back(op);
 }
 
@@ -296,7 +296,7 @@ void SocketMesh::abandon(int peer, const std::shared_ptr<Send>& op) {
   if (it == c.sends.end()) return;
   if (op->sent > 0 && !op->done) {
     close_conn(c);
-    c.cut = true;  // never made again: the listener lets each pair in once
+    c.lost = kCut;
   }
   c.sends.erase(it);
 }
@@ -357,7 +357,13 @@ bool SocketMesh::write_some(int peer) {
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return !(c.full = true);
-      fail_peer(peer, std::string("lost its connection: ") + std::strerror(errno));
+      // Its peer is gone: what is queued for it never goes, and stays queued no longer (a
+      // waiter on other peers would wait on it).
+      c.lost = std::string("lost its connection: ") + std::strerror(errno);
+      close_conn(c);
+      c.sends.clear();
+      c.full = false;
+      fail_peer(peer, c.lost);
     }
     c.full = false;
     while (w > 0) {
@@ -541,7 +547,9 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     for (int r = 0; r < size_; ++r) {
       Conn& c = conns_[size_t(r)];
       if (c.fd < 0) {
-        awaiting = awaiting || !c.sends.empty() || c.receiving();
+        // One closed for good by this rank is awaited no more: a receive still posted on it
+        // times out naming its peer, and no other wait looks at it.
+        awaiting = awaiting || (c.lost.empty() && (!c.sends.empty() || c.receiving()));
         continue;
       }
       // Read where a receive waits, a message is half read, or our sends wait on the peer
