@@ -25,6 +25,11 @@
 // moved nothing for 20 ms: a message found there before its receive is posted is kept aside
 // until it is, so large blocking sends posted around a cycle before any of their receives
 // (MPI's "unsafe" pattern) complete, at the cost of a copy and that pause.
+//
+// A send is done once written, its bytes perhaps still in the kernel: the mesh's teardown shuts
+// each connection with bytes unacknowledged for writing and reads (dropping) what comes until
+// its peer has acknowledged them, 2 s at most, since closing a socket with unread input resets
+// the connection and drops what it still had to send.
 #pragma once
 #include <sys/socket.h>
 #include <sys/uio.h>
