@@ -514,9 +514,12 @@ bool SocketMesh::passive_next(int peer) {
   } else if (ahead > 0) {
     return false;  // a header split between the read-ahead and the socket: left for a wait that reads
   } else {
-    const ssize_t n = ::recv(c.fd, header, kHeaderBytes, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t n;
+    do {
+      n = ::recv(c.fd, header, kHeaderBytes, MSG_PEEK | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
     // Its end, an error or a stranger's bytes: read_some says which.
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
     if (n < ssize_t(kHeaderBytes)) return false;
   }
   const Key key{Kind(uint32_t(header[0])), header[1]};
@@ -603,7 +606,7 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
         for (int r : late()) waiting.push_back(global(r));
       else
         for (int r = 0; r < size_; ++r)
-          if (!conns_[size_t(r)].sends.empty() || conns_[size_t(r)].receiving() || conns_[size_t(r)].into)
+          if (const Conn& c = conns_[size_t(r)]; !c.sends.empty() || c.receiving() || (c.into && !c.into->passive))
             waiting.push_back(global(r));
       throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : rank_list(waiting)),
                          waiting);

@@ -160,10 +160,10 @@ void SocketP2P::stand(int peer, const char* op, std::chrono::milliseconds timeou
   r.recv->parts = {{reinterpret_cast<char*>(r.body.data()), sizeof r.body}};
   try {
     mesh_->post(peer, r.recv, SocketMesh::Clock::now() + timeout);
+    r.standing = true;
   } catch (const std::exception& e) {
     fail_(op, e);
   }
-  r.standing = true;
 }
 
 std::shared_ptr<Work> SocketP2P::isend(Tensor data, int dst, uint32_t tag, std::chrono::milliseconds timeout) {
