@@ -478,6 +478,31 @@ TEST_CASE("over the sockets a refusal to a sender that left fails no later opera
   for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
 }
 
+TEST_CASE("over the sockets a receiver that refuses a message of a sender that left still takes its next one",
+          "[trust]") {
+  // Rank 0 sends two messages and leaves before rank 1 accepts its connection: the refusal of
+  // the first meets a closed socket, and the second, already in rank 1's, must still arrive.
+  const int64_t n = int64_t(16) << 10;
+  auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
+    if (b.rank() == 0) {
+      b.send(full(4, 3.0, DType::Float32), 1, {});
+      b.send(full(n, 1.0, DType::UInt8), 1, {});
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    Tensor t = full(8, 0.0, DType::Float32);
+    try {
+      b.recv(t, 0, {});
+      throw std::runtime_error("rank 0's message of another size was taken");
+    } catch (const CollectiveMismatchError&) {
+    }
+    Tensor y = full(n, 0.0, DType::UInt8);
+    b.recv(y, 0, {});
+    if (y.get(0) != 1.0 || y.get(n - 1) != 1.0) throw std::runtime_error("the second message is wrong");
+  });
+  for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+}
+
 TEST_CASE(
     "members with different DISTRUN_ALGO, DISTRUN_TRANSPORT, DISTRUN_HIERARCHY, DISTRUN_TCP or "
     "DISTRUN_SHM_INLINE_BYTES: a ConfigError on each",

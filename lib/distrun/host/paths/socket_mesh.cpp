@@ -285,7 +285,7 @@ void SocketMesh::post(int peer, const std::shared_ptr<Recv>& op, Clock::time_poi
       return;
     }
   if (c.gone) fail_peer(peer, "closed its connection");
-  if (!c.lost.empty()) fail_peer(peer, c.lost);
+  if (!c.lost.empty() && c.fd < 0) fail_peer(peer, c.lost);
   c.recvs.push_back(op);
 }
 
@@ -358,9 +358,9 @@ bool SocketMesh::write_some(int peer) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return !(c.full = true);
       // Its peer is gone: what is queued for it never goes, and stays queued no longer (a
-      // waiter on other peers would wait on it).
+      // waiter on other peers would wait on it). What it sent before leaving may still be in
+      // the socket: the connection stays open for the receives that take it.
       c.lost = std::string("lost its connection: ") + std::strerror(errno);
-      close_conn(c);
       c.sends.clear();
       c.full = false;
       fail_peer(peer, c.lost);
@@ -500,7 +500,15 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
       if (before == kHeaderBytes && c.header_got == 0 && waits()) continue;
       return read;
     }
-    fail_peer(peer, std::string("lost its connection: ") + std::strerror(errno));
+    const std::string lost = std::string("lost its connection: ") + std::strerror(errno);
+    // As at its end: between messages, with nothing of ours pending, a wait that reads it for
+    // another's sake goes on, and later operations with that peer fail.
+    if (c.header_got == 0 && !c.receiving() && c.sends.empty()) {
+      close_conn(c);
+      c.lost = lost;
+      return read;
+    }
+    fail_peer(peer, lost);
   }
 }
 

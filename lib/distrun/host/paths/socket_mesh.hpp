@@ -143,8 +143,9 @@ class SocketMesh {
   /// Forgets an operation that will not be waited for (its caller failed): its buffers may go.
   /// A send cut off mid-message closes its connection for good (the stream has lost its
   /// framing, and the listener lets a pair in once): later operations with that peer fail. A
-  /// detached one stays queued. A write that fails (its peer gone) closes it likewise, dropping
-  /// what was queued on it; other peers' operations go on.
+  /// detached one stays queued. A write that fails (its peer gone) drops what was queued on it
+  /// and fails later sends to that peer; its receives take what the peer sent before it left.
+  /// Other peers' operations go on.
   void abandon(int peer, const std::shared_ptr<Send>& op);
   void abandon(int peer, const std::shared_ptr<Recv>& op);
 
@@ -159,8 +160,9 @@ class SocketMesh {
     std::vector<std::shared_ptr<Recv>> recvs;  // posted, not yet matched
     std::list<Stashed> stash;                  // arrived before their receive
     bool gone = false;                         // the peer closed it between operations
-    // This rank closed it for good (a send cut off mid-message, a write that failed): what later
-    // operations with the peer say.
+    // What later operations with the peer say once the connection is lost: this rank cut it
+    // (a send cut off mid-message), a write failed (receives still take what is in the socket),
+    // or a read failed between messages.
     std::string lost;
     bool full = false;  // the last write found the socket full
     // Bytes read past the message in hand: [ahead_at, ahead_end) of `ahead`, read first.
