@@ -103,8 +103,8 @@ class SocketP2PWork : public Work {
     try {
       mesh_->post(peer_, refusal, SocketMesh::Clock::now() + timeout_);
     } catch (const std::exception&) {
-      // The sender is gone or cut off: it cannot learn of it, the mesh has closed its connection
-      // (later operations with it fail, others go on), and this rank's error is the mismatch.
+      // The sender is gone or cut off: it cannot learn of it (the mesh keeps no send to it
+      // queued), and this rank's error is the mismatch.
     }
     throw CollectiveMismatchError(disagreement(sender_, receiver_, tag_, theirs_, mine_));
   }

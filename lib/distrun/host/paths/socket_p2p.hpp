@@ -18,8 +18,9 @@
 // the receiver since learns of it at its next call with that peer. A sender that never again
 // sends to or receives from that peer does not learn of it; MPI promises less: a receive whose
 // message is longer than its buffer fails with MPI_ERR_TRUNCATE at the receiver alone, and the
-// send completes. A refusal that cannot be written (the sender gone) closes that connection:
-// later calls with that peer fail naming it, and the receiver's other peers go on.
+// send completes. A refusal that cannot be written (the sender gone) loses that connection:
+// the receiver's later receives from that peer take what it sent before it left, its sends to
+// it fail naming it, and its other peers go on.
 #pragma once
 #include <array>
 #include <map>
