@@ -1,9 +1,11 @@
 #include "distrun/host/paths/socket_mesh.hpp"
 
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -35,6 +37,25 @@ constexpr auto kAwaitSlice = std::chrono::milliseconds(10);
 // then on (see the header): long enough that healthy schedules, whose receives are posted,
 // never copy a message aside for it.
 constexpr auto kStalledSend = std::chrono::milliseconds(20);
+// The longest a mesh's teardown waits for its peers to take what it has written (see
+// ~SocketMesh): a peer that reads nothing for this long loses the rest.
+constexpr auto kLinger = std::chrono::seconds(2);
+
+// Bytes written to `fd` that its peer has not yet acknowledged.
+int unacknowledged(int fd) {
+  int queued = 0;
+  return ::ioctl(fd, SIOCOUTQ, &queued) == 0 ? queued : 0;
+}
+
+// Reads and drops what `fd` holds; false once it is at its end or failed.
+bool drain(int fd) {
+  static thread_local char sink[1 << 16];
+  for (;;) {
+    const ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+    if (n > 0) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
+  }
+}
 
 int ms_until(SocketMesh::Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SocketMesh::Clock::now());
@@ -85,7 +106,32 @@ SocketMesh::SocketMesh(std::shared_ptr<Store> store, int rank, int size, const s
 
 SocketMesh::~SocketMesh() {
   listener_->leave(group_, rank_);
-  for (Conn& c : conns_) close_conn(c);
+  // A send is done once written, so what the kernel still holds is a message its peer has yet
+  // to read: closing a socket with unread input (the acceptor's answer, a refusal) makes Linux
+  // reset the connection and drop it. So each connection with bytes in flight is shut for
+  // writing and read, its input dropped, until its peer has acknowledged them (kLinger at most,
+  // for all together), and every connection's input is drained before it closes.
+  std::vector<int> lingering;   // their fds
+  std::vector<pollfd> reading;  // theirs still to be read (negative: at their end)
+  for (Conn& c : conns_)
+    if (c.fd >= 0 && unacknowledged(c.fd) > 0 && ::shutdown(c.fd, SHUT_WR) == 0) {
+      lingering.push_back(c.fd);
+      reading.push_back({c.fd, POLLIN, 0});
+    }
+  const auto until = Clock::now() + kLinger;
+  while (!lingering.empty()) {
+    for (pollfd& p : reading)
+      if (p.fd >= 0 && !drain(p.fd)) p.fd = -1;
+    lingering.erase(std::remove_if(lingering.begin(), lingering.end(), [](int fd) { return unacknowledged(fd) == 0; }),
+                    lingering.end());
+    if (lingering.empty() || Clock::now() >= until) break;
+    // An acknowledgement wakes no poll: look again every few milliseconds, sooner when input comes.
+    ::poll(reading.data(), reading.size(), std::min(ms_until(until), 5));
+  }
+  for (Conn& c : conns_) {
+    if (c.fd >= 0) drain(c.fd);
+    close_conn(c);
+  }
 }
 
 int SocketMesh::global(int r) const { return global_rank_of(global_ranks_, r); }
@@ -192,7 +238,7 @@ bool SocketMesh::read_answer(int peer) {
 void SocketMesh::post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline, bool more) {
   Conn& c = conns_[size_t(peer)];
   if (c.gone) fail_peer(peer, "closed its connection");
-  if (c.cut) fail_peer(peer, kCut);
+  if (!c.lost.empty()) fail_peer(peer, c.lost);
   if (c.fd < 0 && peer > rank_ && !c.opened) connect_to(peer, deadline);
   op->header[0] = kMagic << 32 | uint64_t(op->key.kind);
   op->header[1] = op->key.key;
@@ -239,7 +285,7 @@ void SocketMesh::post(int peer, const std::shared_ptr<Recv>& op, Clock::time_poi
       return;
     }
   if (c.gone) fail_peer(peer, "closed its connection");
-  if (c.cut) fail_peer(peer, kCut);
+  if (!c.lost.empty() && c.fd < 0) fail_peer(peer, c.lost);
   c.recvs.push_back(op);
 }
 
@@ -250,7 +296,7 @@ void SocketMesh::abandon(int peer, const std::shared_ptr<Send>& op) {
   if (it == c.sends.end()) return;
   if (op->sent > 0 && !op->done) {
     close_conn(c);
-    c.cut = true;  // never made again: the listener lets each pair in once
+    c.lost = kCut;
   }
   c.sends.erase(it);
 }
@@ -311,7 +357,13 @@ bool SocketMesh::write_some(int peer) {
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return !(c.full = true);
-      fail_peer(peer, std::string("lost its connection: ") + std::strerror(errno));
+      // Its peer is gone: what is queued for it never goes, and stays queued no longer (a
+      // waiter on other peers would wait on it). What it sent before leaving may still be in
+      // the socket: the connection stays open for the receives that take it.
+      c.lost = std::string("lost its connection: ") + std::strerror(errno);
+      c.sends.clear();
+      c.full = false;
+      fail_peer(peer, c.lost);
     }
     c.full = false;
     while (w > 0) {
@@ -448,7 +500,15 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
       if (before == kHeaderBytes && c.header_got == 0 && waits()) continue;
       return read;
     }
-    fail_peer(peer, std::string("lost its connection: ") + std::strerror(errno));
+    const std::string lost = std::string("lost its connection: ") + std::strerror(errno);
+    // As at its end: between messages, with nothing of ours pending, a wait that reads it for
+    // another's sake goes on, and later operations with that peer fail.
+    if (c.header_got == 0 && !c.receiving() && c.sends.empty()) {
+      close_conn(c);
+      c.lost = lost;
+      return read;
+    }
+    fail_peer(peer, lost);
   }
 }
 
@@ -462,9 +522,12 @@ bool SocketMesh::passive_next(int peer) {
   } else if (ahead > 0) {
     return false;  // a header split between the read-ahead and the socket: left for a wait that reads
   } else {
-    const ssize_t n = ::recv(c.fd, header, kHeaderBytes, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t n;
+    do {
+      n = ::recv(c.fd, header, kHeaderBytes, MSG_PEEK | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
     // Its end, an error or a stranger's bytes: read_some says which.
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return true;
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
     if (n < ssize_t(kHeaderBytes)) return false;
   }
   const Key key{Kind(uint32_t(header[0])), header[1]};
@@ -495,7 +558,9 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     for (int r = 0; r < size_; ++r) {
       Conn& c = conns_[size_t(r)];
       if (c.fd < 0) {
-        awaiting = awaiting || !c.sends.empty() || c.receiving();
+        // One closed for good by this rank is awaited no more: a receive still posted on it
+        // times out naming its peer, and no other wait looks at it.
+        awaiting = awaiting || (c.lost.empty() && (!c.sends.empty() || c.receiving()));
         continue;
       }
       // Read where a receive waits, a message is half read, or our sends wait on the peer
@@ -549,7 +614,7 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
         for (int r : late()) waiting.push_back(global(r));
       else
         for (int r = 0; r < size_; ++r)
-          if (!conns_[size_t(r)].sends.empty() || conns_[size_t(r)].receiving() || conns_[size_t(r)].into)
+          if (const Conn& c = conns_[size_t(r)]; !c.sends.empty() || c.receiving() || (c.into && !c.into->passive))
             waiting.push_back(global(r));
       throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : rank_list(waiting)),
                          waiting);

@@ -25,6 +25,11 @@
 // moved nothing for 20 ms: a message found there before its receive is posted is kept aside
 // until it is, so large blocking sends posted around a cycle before any of their receives
 // (MPI's "unsafe" pattern) complete, at the cost of a copy and that pause.
+//
+// A send is done once written, its bytes perhaps still in the kernel: the mesh's teardown shuts
+// each connection with bytes unacknowledged for writing and reads (dropping) what comes until
+// its peer has acknowledged them, 2 s at most, since closing a socket with unread input resets
+// the connection and drops what it still had to send.
 #pragma once
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -138,7 +143,9 @@ class SocketMesh {
   /// Forgets an operation that will not be waited for (its caller failed): its buffers may go.
   /// A send cut off mid-message closes its connection for good (the stream has lost its
   /// framing, and the listener lets a pair in once): later operations with that peer fail. A
-  /// detached one stays queued.
+  /// detached one stays queued. A write that fails (its peer gone) drops what was queued on it
+  /// and fails later sends to that peer; its receives take what the peer sent before it left.
+  /// Other peers' operations go on.
   void abandon(int peer, const std::shared_ptr<Send>& op);
   void abandon(int peer, const std::shared_ptr<Recv>& op);
 
@@ -153,8 +160,11 @@ class SocketMesh {
     std::vector<std::shared_ptr<Recv>> recvs;  // posted, not yet matched
     std::list<Stashed> stash;                  // arrived before their receive
     bool gone = false;                         // the peer closed it between operations
-    bool cut = false;                          // this rank closed it: a send failed mid-message
-    bool full = false;                         // the last write found the socket full
+    // What later operations with the peer say once the connection is lost: this rank cut it
+    // (a send cut off mid-message), a write failed (receives still take what is in the socket),
+    // or a read failed between messages.
+    std::string lost;
+    bool full = false;  // the last write found the socket full
     // Bytes read past the message in hand: [ahead_at, ahead_end) of `ahead`, read first.
     std::unique_ptr<char[]> ahead;
     size_t ahead_at = 0, ahead_end = 0;

@@ -103,7 +103,8 @@ class SocketP2PWork : public Work {
     try {
       mesh_->post(peer_, refusal, SocketMesh::Clock::now() + timeout_);
     } catch (const std::exception&) {
-      // The sender is gone or cut off: it cannot learn of it; this rank's error is the mismatch.
+      // The sender is gone or cut off: it cannot learn of it (the mesh keeps no send to it
+      // queued), and this rank's error is the mismatch.
     }
     throw CollectiveMismatchError(disagreement(sender_, receiver_, tag_, theirs_, mine_));
   }
@@ -159,10 +160,10 @@ void SocketP2P::stand(int peer, const char* op, std::chrono::milliseconds timeou
   r.recv->parts = {{reinterpret_cast<char*>(r.body.data()), sizeof r.body}};
   try {
     mesh_->post(peer, r.recv, SocketMesh::Clock::now() + timeout);
+    r.standing = true;
   } catch (const std::exception& e) {
     fail_(op, e);
   }
-  r.standing = true;
 }
 
 std::shared_ptr<Work> SocketP2P::isend(Tensor data, int dst, uint32_t tag, std::chrono::milliseconds timeout) {

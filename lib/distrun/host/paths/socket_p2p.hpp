@@ -8,14 +8,19 @@
 // when the two statements agree, so no send waits for its receiver. When they differ (another
 // size or dtype) the receive raises CollectiveMismatchError, the payload read and dropped (never
 // written past the receiver's buffer), and the receiver sends the sender a refusal with both
-// statements: the sender raises the same error, with the same text, at its next send or
-// receive with that peer once the refusal is in, and that call does nothing else. The refusal
-// is read during any point-to-point wait of the sender (or a collective that reads that
-// connection) and comes ahead of anything the receiver sends it later, so a sender that has
-// received from the receiver since learns of it at its next call with that peer. A sender that
-// never again sends to or receives from that peer does not learn of it; MPI promises less: a
-// receive whose message is longer than its buffer fails with MPI_ERR_TRUNCATE at the receiver
-// alone, and the send completes.
+// statements: the sender raises the same error, with the same text, at the first send or
+// receive with that peer that it calls once the refusal is in (read by one of its waits), and
+// that call posts nothing: it takes no message number, so the same call made again pairs with
+// the receiver's next one. Which call that is depends on when the refusal is read: during any
+// point-to-point wait of the sender (or a collective that reads that connection), so a call
+// with that peer made before one of them has read it goes on as if there were none. It comes
+// ahead of anything the receiver sends the sender later, so a sender that has received from
+// the receiver since learns of it at its next call with that peer. A sender that never again
+// sends to or receives from that peer does not learn of it; MPI promises less: a receive whose
+// message is longer than its buffer fails with MPI_ERR_TRUNCATE at the receiver alone, and the
+// send completes. A refusal that cannot be written (the sender gone) loses that connection:
+// the receiver's later receives from that peer take what it sent before it left, its sends to
+// it fail naming it, and its other peers go on.
 #pragma once
 #include <array>
 #include <map>
