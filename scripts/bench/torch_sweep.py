@@ -10,31 +10,11 @@ import argparse
 import json
 import os
 import sys
-import time
 
-import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_bench import bus_factor, make_op, parse_size  # noqa: E402  the same buffers and factors
-
-
-def measure(coll, nbytes, n, rank, iters, warmup):
-    try:
-        op = make_op(coll, nbytes, n, rank)
-        for _ in range(warmup):
-            op()
-        dist.barrier()
-        start = time.perf_counter()
-        for _ in range(iters):
-            op()
-        mean = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
-        dist.all_reduce(mean, op=dist.ReduceOp.MAX)  # the slowest rank's mean, as nccl-tests
-        t = mean.item()
-        return {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n, "iters": iters,
-                "time_us": t * 1e6, "algbw_gbps": nbytes / t / 1e9, "busbw_gbps": nbytes / t / 1e9 * bus_factor(coll, n)}
-    except RuntimeError as e:  # reduce_scatter: not supported by torch's gloo backend
-        return {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n, "error": str(e).splitlines()[0]}
+from torch_bench import measure, parse_size  # noqa: E402  the same buffers, factors and figures
 
 
 def main():
