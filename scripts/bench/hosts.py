@@ -152,9 +152,10 @@ def pair(h, script, args, timeout=120):
 
 
 def distrun(h, per_host, bench, coll, sizes, iters, warmup, json_path, env=None):
-    # One run from the smallest size to the largest, each `factor` times the last; only `sizes` are kept.
-    factor = size_bytes(sizes[1]) // size_bytes(sizes[0]) if len(sizes) > 1 else 2
-    factor = factor if all(size_bytes(b) == size_bytes(a) * factor for a, b in zip(sizes, sizes[1:])) else 2
+    # One run from the smallest size to the largest, each `factor` times the last (doubling where
+    # `sizes` grow unevenly); only `sizes` are kept.
+    ratios = {size_bytes(b) // size_bytes(a) for a, b in zip(sizes, sizes[1:])}
+    factor = ratios.pop() if len(ratios) == 1 else 2
     args = [bench, coll, "-n", str(iters), "-w", str(warmup), "-c", "0", "-J", json_path, "-b", sizes[0], "-e",
             sizes[-1], "-f", str(factor)]
     run_world(h, per_host, args, {"DISTRUN_STORE_SECRET": "hosts-bench", **(env or {})})

@@ -118,7 +118,7 @@ def detail(p, pl):
             f"{run.get('reps', '?')} interleaved repetitions; load average {' '.join(run.get('load_before', []))} "
             f"before, {' '.join(run.get('load_after', []))} after, on {run.get('cores', '?')} cores; round trip "
             f"{', '.join('%.1f' % x for x in pl.rtts)} us, raw TCP each way {', '.join('%.3f' % x for x in pl.tcps)} "
-            f"GB/s, by repetition)")
+            f"GB/s, by repetition{'; baseline: ' + run['baseline'] if run.get('baseline') else ''})")
     out = [head, ""]
     for kind, colls, unit, spec, limit, name, fast, near in (
             ("latency", LATENCY_COLLS, "p50 us | torch | Open MPI (mean)", "%.1f", pl.rtt, "round trip",
