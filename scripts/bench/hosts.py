@@ -8,8 +8,9 @@ Both systems are started the same way: one process per rank with RANK, WORLD_SIZ
 MASTER_ADDR and MASTER_PORT (no launcher). Open MPI is the second anchor where mpirun and
 mpicc exist: mpirun in the first namespace starts its daemons in each through a launch agent
 (`ip netns exec`), its TCP transport between them, mpi_bench.c's figures (no send_recv; a
-mean, not a median, for latency). Each repetition runs distrun-bench, then torch_bench.py,
-then mpi_bench, on the same sizes and iterations; the tables (hosts_table.py) give the median
+mean, not a median, for latency). Each repetition runs distrun-bench, then torch (torch_sweep.py:
+torch_bench.py's measurement, every size in one job), then mpi_bench, on the same sizes and
+iterations; the tables (hosts_table.py) give the median
 over repetitions of each one's p50 (every rank's iterations pooled) for 8 B..64 KiB all_reduce,
 all_gather, broadcast and send_recv (--iters, default 100, after 5 warm-up calls), and of its
 busbw for 1, 4, 16 and 64 MiB all_reduce, all_gather, reduce_scatter, all_to_all and broadcast
@@ -169,10 +170,11 @@ def distrun(h, per_host, bench, coll, sizes, iters, warmup, json_path, env=None)
     return {r["bytes"]: r for r in rows if r["bytes"] in {size_bytes(s) for s in sizes}}
 
 
-def torch(h, per_host, colls, plan):
-    """torch.distributed's rows for every (sizes, iterations, warm-up) group of `plan`, in one job."""
-    cmd = [PY, os.path.join(here, "torch_sweep.py"), "--collectives", ",".join(colls),
-           *(f"--group={','.join(sizes)}:{iters}:{warmup}" for sizes, iters, warmup in plan)]
+def torch(h, per_host, plan):
+    """torch.distributed's rows for every (collectives, sizes, iterations, warm-up) group of
+    `plan`, in one job: a start of torch on every rank costs more than most groups' calls."""
+    cmd = [PY, os.path.join(here, "torch_sweep.py"),
+           *(f"--group={','.join(sizes)}:{iters}:{warmup}:{','.join(colls)}" for colls, sizes, iters, warmup in plan)]
     out = run_world(h, per_host, cmd, {"GLOO_SOCKET_IFNAME": "eth0"})
     got = {}
     for row in map(json.loads, (l for l in out.splitlines() if l.startswith("{"))):
@@ -207,18 +209,20 @@ def mpi_setup(h, per_host, tmp):
     return exe, agent, hostfile
 
 
-def mpi(h, per_host, setup, colls, plan):
+def mpi(h, per_host, setup, plan):
     """Open MPI 4's TCP transport between the namespaces (shared memory within one), mpirun in
     the first namespace starting its daemons through the agent. Ranks yield when idle: on an
     oversubscribed machine busy-polling ranks take each other's cores (8 B all_reduce: 21 ms
     a call spinning, 26 us yielding, in one trial here). Its latency figure is mpi_bench's
     mean, not a median."""
-    colls = [c for c in colls if c in MPI_COLLS]
-    if not setup or not colls:
+    if not setup:
         return {}
     exe, agent, hostfile = setup
     got = {}
-    for sizes, iters, warmup in plan:
+    for colls, sizes, iters, warmup in plan:
+        colls = [c for c in colls if c in MPI_COLLS]
+        if not colls:
+            continue
         cmd = ["ip", "netns", "exec", h.ns[0], "mpirun", "--allow-run-as-root", "--hostfile", hostfile,
                "-np", str(len(h.ns) * per_host), "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include",
                "eth0", "--mca", "btl_tcp_if_include", "eth0", "--mca", "btl", "self,vader,tcp", "--mca",
@@ -270,10 +274,11 @@ def main():
             sys.exit(f"hosts.py: {bench} not built (scripts/build.sh)")
     world = a.hosts * a.per_host
     where = {"hosts": a.hosts, "per_host": a.per_host, "world_size": world, "busy": a.busy}
-    # (what, collectives, [(sizes, iterations, warm-up calls)]), every system alike
-    groups = [("latency", lat_colls, [(LATENCY, a.iters, 5)]),
-              ("busbw", bw_colls, [(BUSBW[:2], max(3, a.iters // 5), 2), (BUSBW[2:], max(3, a.iters // 30), 1)])]
-    groups = [g for g in groups if g[1]]
+    # (collectives, sizes, iterations, warm-up calls), every system alike; sizes up to 64 KiB
+    # are latency points, larger ones busbw points
+    plan = [(lat_colls, LATENCY, a.iters, 5), (bw_colls, BUSBW[:2], max(3, a.iters // 5), 2),
+            (bw_colls, BUSBW[2:], max(3, a.iters // 30), 1)]
+    plan = [g for g in plan if g[0]]
     label = f"[hosts {a.hosts} x {a.per_host}, {a.busy} busy]"
     started = time.monotonic()
 
@@ -287,31 +292,34 @@ def main():
         busy = [subprocess.Popen([PY, "-c", BUSY], preexec_fn=die_with_parent) for _ in range(a.busy)]
         with Hosts(a.hosts) as h, tempfile.TemporaryDirectory() as tmp:
             mpi_ready = None if a.no_mpi else mpi_setup(h, a.per_host, tmp)
+
+            def ours(system, bench):
+                got = {}
+                for colls, sizes, iters, warmup in plan:
+                    for c in colls:
+                        got.setdefault(c, {}).update(distrun(h, a.per_host, bench, c, sizes, iters, warmup,
+                                                             f"{tmp}/d.json", envs.get(system)))
+                return got
+            # Each repetition: every distrun build, then torch, then Open MPI, on the same plan.
+            runs = {system: lambda system=system, bench=bench: ours(system, bench) for system, bench in benches.items()}
+            runs["torch"] = lambda: torch(h, a.per_host, plan)
+            runs["mpi"] = lambda: mpi(h, a.per_host, mpi_ready, plan)
             for rep in range(a.reps):
                 at = time.monotonic()
                 rows.append({"kind": "link", "rep": rep + 1, **where, "rtt_us": pair(h, PING, ["2000"]),
                              "tcp_gbps": pair(h, STREAM, [str(256 << 20)])})
                 took = {"link": time.monotonic() - at}
-                for kind, colls, plan in groups:
-                    runs = {system: lambda bench=bench, system=system: {
-                        c: {b: r for sizes, iters, warmup in plan for b, r in distrun(
-                            h, a.per_host, bench, c, sizes, iters, warmup, f"{tmp}/d.json", envs.get(system)).items()}
-                        for c in colls} for system, bench in benches.items()}
-                    runs["torch"] = lambda: torch(h, a.per_host, colls, plan)
-                    runs["mpi"] = lambda: mpi(h, a.per_host, mpi_ready, colls, plan)
-                    got = {}
-                    for system, run in runs.items():
-                        at = time.monotonic()
-                        got[system] = run()
-                        took[system] = took.get(system, 0) + time.monotonic() - at
-                    for system, by_coll in got.items():
-                        for coll, by_size in by_coll.items():
-                            for b, r in by_size.items():
-                                if coll in BLOCKS and b // 4 < world:
-                                    continue  # no element per rank: nothing to compare
-                                rows.append({"kind": kind, "rep": rep + 1, "system": system, "collective": coll,
-                                             **where, "bytes": b, "p50_us": r.get("p50_us"),
-                                             "busbw_gbps": r["busbw_gbps"]})
+                for system, run in runs.items():
+                    at = time.monotonic()
+                    got = run()
+                    took[system] = time.monotonic() - at
+                    for coll, by_size in got.items():
+                        for b, r in by_size.items():
+                            if coll in BLOCKS and b // 4 < world:
+                                continue  # no element per rank: nothing to compare
+                            rows.append({"kind": "latency" if b <= size_bytes(LATENCY[-1]) else "busbw",
+                                         "rep": rep + 1, "system": system, "collective": coll, **where, "bytes": b,
+                                         "p50_us": r.get("p50_us"), "busbw_gbps": r["busbw_gbps"]})
                 note(f"repetition {rep + 1} of {a.reps} done (" +
                      ", ".join(f"{k} {v:.0f} s" for k, v in took.items()) + ")")
     finally:

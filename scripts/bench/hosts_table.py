@@ -153,7 +153,7 @@ def tables(rows):
     by = {}
     for r in rows:
         by.setdefault(placement(r), []).append(r)
-    places = {p: Placement(by[p]) for p in sorted(by)}
+    places = {p: Placement(rows_of) for p, rows_of in by.items()}  # in the order they ran
     out = summary(places) + [""]
     for p, pl in places.items():
         out += detail(p, pl)

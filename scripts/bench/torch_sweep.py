@@ -4,7 +4,8 @@ that small sizes get enough iterations to rise above scheduler noise without pay
 start-up once per group. Rows are torch_bench.py's JSON objects, printed on rank 0.
 
 Usage (under torchrun): torch_sweep.py --collectives C1,C2 --group 1M:200:20 --group 16M,64M:10:3
-  each --group is SIZES:ITERS:WARMUP
+  each --group is SIZES:ITERS:WARMUP[:COLLECTIVES], its own collectives instead of --collectives'
+  (collective after collective, each through the groups that name it)
 """
 import argparse
 import json
@@ -19,14 +20,17 @@ from torch_bench import measure, parse_size  # noqa: E402  the same buffers, fac
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--collectives", required=True)
+    ap.add_argument("--collectives", default="")
     ap.add_argument("--group", action="append", required=True)
     args = ap.parse_args()
+    groups = [(g + ":" + args.collectives).split(":")[:4] for g in args.group]
+    order = list(dict.fromkeys(c for *_, colls in groups for c in colls.split(",") if c))
     dist.init_process_group("gloo")
     rank, n = dist.get_rank(), dist.get_world_size()
-    for coll in args.collectives.split(","):
-        for group in args.group:
-            sizes, iters, warmup = group.split(":")
+    for coll in order:
+        for sizes, iters, warmup, colls in groups:
+            if coll not in colls.split(","):
+                continue
             for size in sizes.split(","):
                 row = measure(coll, parse_size(size), n, rank, int(iters), int(warmup))
                 if rank == 0:
