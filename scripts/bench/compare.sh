@@ -13,26 +13,17 @@
 # Every measurement is repeated (--reps) with the systems interleaved, and the median is reported.
 # Raw rows, the Markdown tables and the busbw PNG go to the output folder.
 #
-# With --hosts, between hosts instead (hosts.py, as root: network-namespace hosts, distrun's
-# TCP path against torch.distributed's gloo): 2 hosts x 1 rank, 4 x 1 and 2 x 2, each quiet and
-# beside four busy loops; 8 B..64 KiB all_reduce, all_gather, broadcast, send_recv p50 against
-# torch and the kernel's 8-byte round trip, 1..64 MiB all_reduce, all_gather, reduce_scatter,
-# all_to_all, broadcast busbw against torch and raw TCP on the same link; into OUT/hosts.md,
-# OUT/hosts.jsonl and OUT/hosts_busbw.png; Open MPI's TCP transport on the same namespaces as a
-# second anchor (mpirun through a launch agent that enters each namespace).
+# With --hosts, between hosts instead (hosts.py, as root; see --hosts --help).
 #
-# Usage: scripts/bench/compare.sh [--build DIR] [--out DIR] [--reps N] [--quick] [--docs] [--strict] [--hosts]
+# Usage: scripts/bench/compare.sh [--build DIR] [--out DIR] [--reps N] [--quick] [--docs] [--strict]
 #   --build DIR  distrun's build folder (default: build/; built by scripts/build.sh when missing)
 #   --out DIR    where results go (default: BUILD/compare)
 #   --reps N     repetitions of every measurement (default 3; --quick: 1)
 #   --docs       also update docs/performance.md's table and docs/img/busbw.png
 #   --strict     exit 3 when a target is missed
-#   --hosts      the between-hosts tables only (with --quick: 2 hosts x 1 rank, quiet and busy)
-#   --hosts-baseline DIR      with --hosts: another build's distrun-bench in the same runs (a change
-#                             against main's build, each measured beside the other)
-#   --hosts-baseline-env K=V  with --hosts: this build (or DIR's) once more with K=V in the same runs
-#                (e.g. DISTRUN_TCP=gloo: the TCP path over Gloo's pairs), as the baseline
+#   --hosts      between hosts instead (--hosts --help)
 set -euo pipefail
+for arg; do [[ $arg == --hosts ]] && exec "$(dirname "$0")/compare_hosts.sh" "$@"; done
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/scripts/bench
 build=$root/build
@@ -40,21 +31,15 @@ out=""
 reps=3
 docs=0
 strict=()
-hosts=0
-quick=0
-baseline_args=()
 while (($#)); do
   case "$1" in
     --build) build=$(cd "$2" && pwd); shift 2 ;;
     --out) out=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
-    --quick) reps=1; quick=1; shift ;;
+    --quick) reps=1; shift ;;
     --docs) docs=1; shift ;;
     --strict) strict=(--strict); shift ;;
-    --hosts) hosts=1; shift ;;
-    --hosts-baseline) baseline_args+=(--baseline "$(cd "$2" && pwd)"); shift 2 ;;
-    --hosts-baseline-env) baseline_args+=(--baseline-env "$2"); shift 2 ;;
-    -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^set -e/p' "$0" | sed '$d'; exit 0 ;;
     *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -66,28 +51,6 @@ small=1M small_iters=200 small_warmup=20
 large=16M,64M large_iters=10 large_warmup=3
 limit=600 # seconds any one job may take; a hung job is an error, never a hang
 
-if ((hosts)); then
-  # Needs torch and root, not the one-host comparison's tools (Open MPI, hyperfine).
-  [[ -x $build/bin/distrun-bench ]] || "$root/scripts/build.sh" "$build"
-  mkdir -p "$out"
-  configs=("2 1 0" "2 1 4" "4 1 0" "4 1 4" "2 2 0" "2 2 4") # hosts, ranks per host, busy loops
-  ((quick)) && configs=("2 1 0" "2 1 4")
-  : >"$out/hosts.jsonl"
-  : >"$out/hosts.md"
-  for config in "${configs[@]}"; do
-    read -r nh per busy <<<"$config"
-    echo "[compare] between hosts: $nh x $per, $busy busy loops, $reps repetitions" >&2
-    rc=0
-    timeout -k 10 3000 "$py" "$here/hosts.py" --build "$build" --hosts "$nh" --per-host "$per" --busy "$busy" \
-      --reps "$reps" --jsonl "$out/hosts.jsonl" "${baseline_args[@]}" >>"$out/hosts.md" || rc=$?
-    ((rc == 77)) && { echo "compare.sh: --hosts skipped (needs root and ip netns)" >&2; exit 77; }
-    ((rc == 0)) || { echo "compare.sh: hosts.py failed ($config)" >&2; exit 1; }
-    echo >>"$out/hosts.md"
-  done
-  cat "$out/hosts.md"
-  "$py" "$here/plot.py" "$out/hosts.jsonl" "$out/hosts_busbw.png" --between-hosts >&2
-  exit 0
-fi
 "$root/scripts/deps.sh" bench
 [[ -x $build/bin/distrun && -x $build/bin/distrun-worker ]] || "$root/scripts/build.sh" "$build"
 mkdir -p "$out"

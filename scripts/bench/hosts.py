@@ -8,31 +8,40 @@ Both systems are started the same way: one process per rank with RANK, WORLD_SIZ
 MASTER_ADDR and MASTER_PORT (no launcher). Open MPI is the second anchor where mpirun and
 mpicc exist: mpirun in the first namespace starts its daemons in each through a launch agent
 (`ip netns exec`), its TCP transport between them, mpi_bench.c's figures (no send_recv; a
-mean, not a median, for latency). Each repetition runs distrun-bench, then torch_bench.py,
-then mpi_bench, on the same sizes; the tables give the median over repetitions of each one's
-p50 (every rank's iterations pooled) for 8 B..64 KiB all_reduce, all_gather, broadcast and
-send_recv, and of its busbw for 1..64 MiB all_reduce, all_gather, reduce_scatter, all_to_all
-and broadcast, beside two limits of the link measured in the same run: the kernel's own 8-byte
-TCP round trip and what raw TCP moves each way with both directions busy (Python sockets
-with TCP_NODELAY: the interpreter's few microseconds make both slightly pessimistic).
---busy N runs N busy loops beside everything (a shared host). Prints the load average before
-and after: the machine may be shared.
+mean, not a median, for latency). Each repetition runs distrun-bench, then torch (torch_sweep.py:
+torch_bench.py's measurement, every size in one job), then mpi_bench, on the same sizes and
+iterations; the tables (hosts_table.py) give the median
+over repetitions of each one's p50 (every rank's iterations pooled) for 8 B..64 KiB all_reduce,
+all_gather, broadcast and send_recv (--iters, default 100, after 5 warm-up calls), and of its
+busbw for 1, 4, 16 and 64 MiB all_reduce, all_gather, reduce_scatter, all_to_all and broadcast
+(a fifth of --iters at 1 and 4 MiB after 2 warm-up calls, a thirtieth, at least 3, at 16 and
+64 MiB after 1: a 64 MiB call lasts 0.1 to 2 s here), beside two limits of the link measured
+in the same run: the kernel's own 8-byte TCP round trip and what raw TCP moves each way with
+both directions busy (Python sockets with TCP_NODELAY: the interpreter's few microseconds make
+both slightly pessimistic). Sizes with no element per rank (all_gather's 8 B on four ranks)
+are left out. --busy N runs N busy loops beside everything (a shared host). Prints the load
+average before and after: the machine may be shared. Interrupted (Ctrl-C, SIGTERM, SIGHUP) or
+failing, it ends every process it started and removes its namespaces.
 
 Usage: scripts/bench/hosts.py [--build DIR] [--baseline DIR] [--hosts N] [--per-host K]
                               [--busy N] [--reps N] [--iters N] [--jsonl FILE] [--quick]
 --baseline: another build's distrun-bench joins the interleaving (a change's before and after).
 --baseline-env K=V: the baseline runs with these variables (e.g. DISTRUN_TCP=gloo: this build over
 Gloo's pairs); without --baseline, it is this build.
---jsonl: every measured row (busbw rows in compare.sh's form, for plot.py) appended to FILE.
-Prints Markdown on stdout; exits 77 (skipped) without root or `ip netns`."""
+--jsonl: every row (the measurements, the link's, the run's load) appended to FILE, for
+hosts_table.py and plot.py --between-hosts.
+Prints Markdown on stdout, with progress and each step's seconds on stderr; exits 77 (skipped)
+without root or `ip netns`."""
 import argparse
+import ctypes
 import json
 import os
 import shutil
-import statistics
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 here = os.path.dirname(os.path.abspath(__file__))
@@ -40,6 +49,7 @@ PY = "/usr/bin/python3"  # Debian's, with torch
 LATENCY = ["8", "64", "512", "4K", "64K"]
 LATENCY_COLLS = ["all_reduce", "all_gather", "broadcast", "send_recv"]
 BUSBW = ["1M", "4M", "16M", "64M"]
+BLOCKS = {"all_gather", "reduce_scatter", "all_to_all"}  # a block of the buffer per rank
 BUSBW_COLLS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]
 IN_PLACE = {"all_reduce", "broadcast"}  # torch_bench.py's calls that work in place
 
@@ -86,6 +96,17 @@ t.join(); print(total / (time.perf_counter() - a) / 1e9, flush=True)
 BUSY = "while True: pass"
 
 
+def die_with_parent():
+    """Run in each child before it execs: it gets SIGKILL when this process ends, however it
+    ends (`ip netns exec` execs the command, keeping the setting). No busy loop, rank or mpirun
+    outlives the benchmark."""
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def size_bytes(s):
     return int(s[:-1]) * {"K": 1024, "M": 1 << 20}[s[-1]] if s[-1] in "KM" else int(s)
 
@@ -105,7 +126,7 @@ def run_world(h, per_host, cmd, env, timeout=600):
                     LOCAL_WORLD_SIZE=str(per_host), MASTER_ADDR=addr(0), MASTER_PORT="29510",
                     DISTRUN_HOST_ID=f"host{host}", **env)
         procs.append(subprocess.Popen(["ip", "netns", "exec", h.ns[host], *cmd], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, env=full))
+                                      stderr=subprocess.PIPE, text=True, env=full, preexec_fn=die_with_parent))
     try:
         outs = [p.communicate(timeout=timeout) for p in procs]
     finally:
@@ -120,7 +141,7 @@ def pair(h, script, args, timeout=120):
     """`script` as a server in the second namespace and a client in the first; the client's
     last line, as a float."""
     server = subprocess.Popen(["ip", "netns", "exec", h.ns[1], PY, "-c", script, "server", addr(1), "29520", *args],
-                              stdout=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, text=True, preexec_fn=die_with_parent)
     try:
         server.stdout.readline()
         out = subprocess.run(["ip", "netns", "exec", h.ns[0], PY, "-c", script, "client", addr(1), "29520", *args],
@@ -131,10 +152,13 @@ def pair(h, script, args, timeout=120):
     return float(out.split()[-1])
 
 
-def distrun(h, per_host, bench, coll, sizes, iters, json_path, env=None):
-    # One run from the smallest size to the largest, doubling; only `sizes` are kept.
-    args = [bench, coll, "-n", str(iters), "-w", "5", "-c", "0", "-J", json_path, "-b", sizes[0], "-e", sizes[-1],
-            "-f", "2"]
+def distrun(h, per_host, bench, coll, sizes, iters, warmup, json_path, env=None):
+    # One run from the smallest size to the largest, each `factor` times the last (doubling where
+    # `sizes` grow unevenly); only `sizes` are kept.
+    ratios = {size_bytes(b) // size_bytes(a) for a, b in zip(sizes, sizes[1:])}
+    factor = ratios.pop() if len(ratios) == 1 else 2
+    args = [bench, coll, "-n", str(iters), "-w", str(warmup), "-c", "0", "-J", json_path, "-b", sizes[0], "-e",
+            sizes[-1], "-f", str(factor)]
     run_world(h, per_host, args, {"DISTRUN_STORE_SECRET": "hosts-bench", **(env or {})})
     with open(json_path) as f:
         doc = json.load(f)
@@ -146,9 +170,11 @@ def distrun(h, per_host, bench, coll, sizes, iters, json_path, env=None):
     return {r["bytes"]: r for r in rows if r["bytes"] in {size_bytes(s) for s in sizes}}
 
 
-def torch(h, per_host, colls, sizes, iters):
-    cmd = [PY, os.path.join(here, "torch_bench.py"), "--collectives", ",".join(colls), "--sizes", ",".join(sizes),
-           "--iters", str(iters), "--warmup", "5"]
+def torch(h, per_host, plan):
+    """torch.distributed's rows for every (collectives, sizes, iterations, warm-up) group of
+    `plan`, in one job: a start of torch on every rank costs more than most groups' calls."""
+    cmd = [PY, os.path.join(here, "torch_sweep.py"),
+           *(f"--group={','.join(sizes)}:{iters}:{warmup}:{','.join(colls)}" for colls, sizes, iters, warmup in plan)]
     out = run_world(h, per_host, cmd, {"GLOO_SOCKET_IFNAME": "eth0"})
     got = {}
     for row in map(json.loads, (l for l in out.splitlines() if l.startswith("{"))):
@@ -183,27 +209,30 @@ def mpi_setup(h, per_host, tmp):
     return exe, agent, hostfile
 
 
-def mpi(h, per_host, setup, colls, sizes, iters):
+def mpi(h, per_host, setup, plan):
     """Open MPI 4's TCP transport between the namespaces (shared memory within one), mpirun in
     the first namespace starting its daemons through the agent. Ranks yield when idle: on an
     oversubscribed machine busy-polling ranks take each other's cores (8 B all_reduce: 21 ms
     a call spinning, 26 us yielding, in one trial here). Its latency figure is mpi_bench's
     mean, not a median."""
-    colls = [c for c in colls if c in MPI_COLLS]
-    if not setup or not colls:
+    if not setup:
         return {}
     exe, agent, hostfile = setup
-    cmd = ["ip", "netns", "exec", h.ns[0], "mpirun", "--allow-run-as-root", "--hostfile", hostfile,
-           "-np", str(len(h.ns) * per_host), "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include", "eth0",
-           "--mca", "btl_tcp_if_include", "eth0", "--mca", "btl", "self,vader,tcp", "--mca", "mpi_yield_when_idle",
-           "1", exe, ",".join(colls), ",".join(sizes), str(iters), "5"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if out.returncode != 0:
-        print(f"hosts.py: mpirun failed ({out.returncode}): {out.stderr[-1000:]}", file=sys.stderr)
-        return {}
     got = {}
-    for row in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{"))):
-        got.setdefault(row["collective"], {})[row["bytes"]] = {**row, "p50_us": row["time_us"]}
+    for colls, sizes, iters, warmup in plan:
+        colls = [c for c in colls if c in MPI_COLLS]
+        if not colls:
+            continue
+        cmd = ["ip", "netns", "exec", h.ns[0], "mpirun", "--allow-run-as-root", "--hostfile", hostfile,
+               "-np", str(len(h.ns) * per_host), "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include",
+               "eth0", "--mca", "btl_tcp_if_include", "eth0", "--mca", "btl", "self,vader,tcp", "--mca",
+               "mpi_yield_when_idle", "1", exe, ",".join(colls), ",".join(sizes), str(iters), str(warmup)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=die_with_parent)
+        if out.returncode != 0:
+            print(f"hosts.py: mpirun failed ({out.returncode}): {out.stderr[-1000:]}", file=sys.stderr)
+            continue
+        for row in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{"))):
+            got.setdefault(row["collective"], {})[row["bytes"]] = {**row, "p50_us": row["time_us"]}
     return got
 
 
@@ -217,13 +246,16 @@ def main():
     ap.add_argument("--per-host", type=int, default=1, help="ranks per host")
     ap.add_argument("--busy", type=int, default=0, help="busy loops running beside the measurement")
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--iters", type=int, default=200, help="timed iterations per latency size (busbw: a tenth)")
-    ap.add_argument("--jsonl", help="append every measured row to this file")
+    ap.add_argument("--iters", type=int, default=100,
+                    help="timed iterations per latency size (busbw: a fifth at 1 and 4 MiB, a 30th at 16 and 64)")
+    ap.add_argument("--jsonl", help="append every row to this file")
     ap.add_argument("--quick", action="store_true", help="all_reduce and send_recv latency, all_reduce busbw only")
     ap.add_argument("--only", choices=["latency", "busbw"], help="one of the two tables")
     ap.add_argument("--no-mpi", action="store_true", help="leave Open MPI out")
     ap.add_argument("--collectives", help="comma-separated: only these of each table's collectives")
     a = ap.parse_args()
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGHUP, interrupted)
     lat_colls = [] if a.only == "busbw" else ["all_reduce", "send_recv"] if a.quick else LATENCY_COLLS
     bw_colls = [] if a.only == "latency" else ["all_reduce"] if a.quick else BUSBW_COLLS
     if a.collectives:
@@ -232,6 +264,7 @@ def main():
     os.environ["DISTRUN"] = os.path.join(os.path.abspath(a.build), "bin", "distrun")
     sys.path.insert(0, os.path.join(root, "tests", "launcher"))
     from multihost_test import Hosts  # noqa: E402 (needs DISTRUN set first)
+    import hosts_table  # noqa: E402
 
     benches = {"distrun": os.path.join(os.path.abspath(a.build), "bin", "distrun-bench")}
     if a.baseline or a.baseline_env:
@@ -244,91 +277,73 @@ def main():
         if not os.access(bench, os.X_OK):
             sys.exit(f"hosts.py: {bench} not built (scripts/build.sh)")
     world = a.hosts * a.per_host
-    busy = [subprocess.Popen([PY, "-c", BUSY]) for _ in range(a.busy)]
+    where = {"hosts": a.hosts, "per_host": a.per_host, "world_size": world, "busy": a.busy}
+    # (collectives, sizes, iterations, warm-up calls), every system alike; sizes up to 64 KiB
+    # are latency points, larger ones busbw points
+    plan = [(lat_colls, LATENCY, a.iters, 5), (bw_colls, BUSBW[:2], max(3, a.iters // 5), 2),
+            (bw_colls, BUSBW[2:], max(3, a.iters // 30), 1)]
+    plan = [g for g in plan if g[0]]
+    label = f"[hosts {a.hosts} x {a.per_host}, {a.busy} busy]"
+    started = time.monotonic()
+
+    def note(text):
+        print(f"{label} {time.monotonic() - started:5.0f} s: {text}", file=sys.stderr, flush=True)
+
+    busy = []
     load_before = open("/proc/loadavg").read().split()[:3]
-    lat = {}  # (system, collective, bytes) -> [p50 of each rep]
-    bw = {}   # (system, collective, bytes) -> [busbw of each rep]
-    rtt, stream = [], []
     rows = []
     try:
+        busy = [subprocess.Popen([PY, "-c", BUSY], preexec_fn=die_with_parent) for _ in range(a.busy)]
         with Hosts(a.hosts) as h, tempfile.TemporaryDirectory() as tmp:
             mpi_ready = None if a.no_mpi else mpi_setup(h, a.per_host, tmp)
+
+            def ours(system, bench):
+                got = {}
+                for colls, sizes, iters, warmup in plan:
+                    for c in colls:
+                        got.setdefault(c, {}).update(distrun(h, a.per_host, bench, c, sizes, iters, warmup,
+                                                             f"{tmp}/d.json", envs.get(system)))
+                return got
+            # Each repetition: every distrun build, then torch, then Open MPI, on the same plan.
+            runs = {system: lambda system=system, bench=bench: ours(system, bench) for system, bench in benches.items()}
+            runs["torch"] = lambda: torch(h, a.per_host, plan)
+            runs["mpi"] = lambda: mpi(h, a.per_host, mpi_ready, plan)
             for rep in range(a.reps):
-                rtt.append(pair(h, PING, ["2000"]))
-                stream.append(pair(h, STREAM, [str(256 << 20)]))
-                for group, colls, sizes, iters, into, key in (
-                        ("latency", lat_colls, LATENCY, a.iters, lat, "p50_us"),
-                        ("busbw", bw_colls, BUSBW, max(3, a.iters // 20), bw, "busbw_gbps")):
-                    if not colls:
-                        continue
-                    got = {system: {c: distrun(h, a.per_host, bench, c, sizes, iters, f"{tmp}/d.json",
-                                               envs.get(system)) for c in colls}
-                           for system, bench in benches.items()}
-                    got["torch"] = torch(h, a.per_host, colls, sizes, iters)
-                    got["mpi"] = mpi(h, a.per_host, mpi_ready, colls, sizes, iters)
-                    for system, by_coll in got.items():
-                        for coll, by_size in by_coll.items():
-                            for b, r in by_size.items():
-                                into.setdefault((system, coll, b), []).append(r[key])
-                                rows.append({"kind": group, "rep": rep + 1, "system": system, "collective": coll,
-                                             "world_size": world, "hosts": a.hosts, "busy": a.busy, "bytes": b,
-                                             "p50_us": r["p50_us"], "busbw_gbps": r["busbw_gbps"]})
-                print(f"rep {rep + 1}/{a.reps}: done", file=sys.stderr, flush=True)
+                at = time.monotonic()
+                rows.append({"kind": "link", "rep": rep + 1, **where, "rtt_us": pair(h, PING, ["2000"]),
+                             "tcp_gbps": pair(h, STREAM, [str(256 << 20)])})
+                took = {"link": time.monotonic() - at}
+                for system, run in runs.items():
+                    at = time.monotonic()
+                    got = run()
+                    took[system] = time.monotonic() - at
+                    for coll, by_size in got.items():
+                        for b, r in by_size.items():
+                            if coll in BLOCKS and b // 4 < world:
+                                continue  # no element per rank: nothing to compare
+                            rows.append({"kind": "latency" if b <= size_bytes(LATENCY[-1]) else "busbw",
+                                         "rep": rep + 1, "system": system, "collective": coll, **where, "bytes": b,
+                                         "p50_us": r.get("p50_us"), "busbw_gbps": r["busbw_gbps"]})
+                note(f"repetition {rep + 1} of {a.reps} done (" +
+                     ", ".join(f"{k} {v:.0f} s" for k, v in took.items()) + ")")
     finally:
         for p in busy:
             p.kill()
     load_after = open("/proc/loadavg").read().split()[:3]
+    torch_version = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                                   text=True).stdout.strip()
+    rows.append({"kind": "run", **where, "reps": a.reps, "iters": a.iters, "load_before": load_before,
+                 "load_after": load_after, "torch": torch_version, "cores": os.cpu_count(),
+                 "baseline": f"{a.baseline or 'this build'} {' '.join(a.baseline_env)}".strip()
+                 if "baseline" in benches else None})
     if a.jsonl:
         with open(a.jsonl, "a") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
-    med = statistics.median
-
-    def cell(system, coll, b, table, fmt):
-        v = table.get((system, coll, b))
-        return fmt % med(v) if v else "n/a"
-
-    def ratio(coll, b, table, system="distrun", over="torch"):
-        d, t = table.get((system, coll, b)), table.get((over, coll, b))
-        return f"**{med(d) / med(t):.2f}x**" if d and t else "n/a"
-
-    torch_version = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True,
-                                   text=True).stdout.strip()
-    print(f"{a.hosts} hosts (network namespaces on a bridge, one kernel) x {a.per_host} rank(s), "
-          f"{'quiet' if not a.busy else f'beside {a.busy} busy loops'}: distrun against torch {torch_version} gloo; "
-          f"medians of {a.reps} interleaved repetitions; load average {' '.join(load_before)} before, "
-          f"{' '.join(load_after)} after, on {os.cpu_count()} cores\n")
-    print(f"The link: kernel 8-byte TCP round trip {med(rtt):.1f} us (reps: {', '.join(f'{x:.1f}' for x in rtt)}); "
-          f"raw TCP each way, both directions busy, {med(stream):.3f} GB/s (reps: "
-          f"{', '.join(f'{x:.3f}' for x in stream)})\n")
-    for head, colls, sizes, table, fmt, unit, limit, limit_name in (
-            ("distrun p50 us | torch p50 us | Open MPI mean us", lat_colls, LATENCY, lat, "%.1f", " B", med(rtt),
-             "round trip"),
-            ("distrun busbw GB/s | torch | Open MPI", bw_colls, BUSBW, bw, "%.3f", "iB", med(stream), "raw TCP")):
-        if not colls:
-            continue
-        print(f"| collective | size | {head} | distrun / torch | distrun / Open MPI | distrun / {limit_name} |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
-        for coll in colls:
-            for s in sizes:
-                b = size_bytes(s)
-                d = table.get(("distrun", coll, b))
-                print(f"| {coll} | {s}{unit} | {cell('distrun', coll, b, table, fmt)} | "
-                      f"{cell('torch', coll, b, table, fmt)} | {cell('mpi', coll, b, table, fmt)} | "
-                      f"{ratio(coll, b, table)} | {ratio(coll, b, table, over='mpi')} | "
-                      f"{f'{med(d) / limit:.2f}x' if d else 'n/a'} |")
-        print()
-    if "baseline" in benches:
-        print(f"Baseline ({a.baseline or 'this build'} {' '.join(a.baseline_env)}), same runs: this build's p50 time or busbw relative to it\n")
-        print("| measure | collective | size | baseline | this build | this / baseline |")
-        print("|---|---|---:|---:|---:|---:|")
-        for measure, colls, sizes, table, fmt in (("p50 us", lat_colls, LATENCY, lat, "%.1f"),
-                                                  ("busbw GB/s", bw_colls, BUSBW, bw, "%.3f")):
-            for coll in colls:
-                for s in sizes:
-                    b = size_bytes(s)
-                    print(f"| {measure} | {coll} | {s} | {cell('baseline', coll, b, table, fmt)} | "
-                          f"{cell('distrun', coll, b, table, fmt)} | {ratio(coll, b, table, 'distrun', 'baseline')} |")
+    sys.stdout.write(hosts_table.tables(rows))
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt as e:
+        sys.exit(f"hosts.py: interrupted ({e or 'Ctrl-C'}); its processes ended and namespaces removed")

@@ -67,6 +67,31 @@ def make_op(coll, nbytes, n, rank):
     raise SystemExit(f"unknown collective {coll}")
 
 
+def measure(coll, nbytes, n, rank, iters, warmup):
+    """One row: the slowest rank's mean time and the p50 of every rank's calls pooled."""
+    try:
+        op = make_op(coll, nbytes, n, rank)
+        for _ in range(warmup):
+            op()
+        dist.barrier()
+        samples = []
+        for _ in range(iters):
+            start = time.perf_counter()
+            op()
+            samples.append(time.perf_counter() - start)
+        mean = torch.tensor([sum(samples) / iters], dtype=torch.float64)
+        dist.all_reduce(mean, op=dist.ReduceOp.MAX)  # the slowest rank's mean, as nccl-tests
+        pooled = [torch.empty(iters, dtype=torch.float64) for _ in range(n)]
+        dist.all_gather(pooled, torch.tensor(samples, dtype=torch.float64))
+        t = mean.item()
+        return {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n, "iters": iters,
+                "time_us": t * 1e6, "algbw_gbps": nbytes / t / 1e9, "busbw_gbps": nbytes / t / 1e9 * bus_factor(coll, n),
+                "p50_us": torch.cat(pooled).median().item() * 1e6}
+    except RuntimeError as e:  # e.g. reduce_scatter: not supported by torch's gloo backend
+        return {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n,
+                "error": str(e).splitlines()[0]}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--collectives", default="all_reduce,all_gather,all_to_all,broadcast,reduce_scatter")
@@ -78,29 +103,7 @@ def main():
     rank, n = dist.get_rank(), dist.get_world_size()
     for coll in args.collectives.split(","):
         for size in args.sizes.split(","):
-            nbytes = parse_size(size)
-            try:
-                op = make_op(coll, nbytes, n, rank)
-                for _ in range(args.warmup):
-                    op()
-                dist.barrier()
-                samples = []
-                for _ in range(args.iters):
-                    start = time.perf_counter()
-                    op()
-                    samples.append(time.perf_counter() - start)
-                mean = torch.tensor([sum(samples) / args.iters], dtype=torch.float64)
-                dist.all_reduce(mean, op=dist.ReduceOp.MAX)  # the slowest rank's mean, as nccl-tests
-                pooled = [torch.empty(args.iters, dtype=torch.float64) for _ in range(n)]
-                dist.all_gather(pooled, torch.tensor(samples, dtype=torch.float64))
-                t = mean.item()
-                row = {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n,
-                       "time_us": t * 1e6, "algbw_gbps": nbytes / t / 1e9,
-                       "busbw_gbps": nbytes / t / 1e9 * bus_factor(coll, n),
-                       "p50_us": torch.cat(pooled).median().item() * 1e6}
-            except RuntimeError as e:  # e.g. reduce_scatter: not supported by torch's gloo backend
-                row = {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n,
-                       "error": str(e).splitlines()[0]}
+            row = measure(coll, parse_size(size), n, rank, args.iters, args.warmup)
             if rank == 0:
                 print(json.dumps(row), flush=True)
     dist.destroy_process_group()

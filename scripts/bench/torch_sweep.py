@@ -4,49 +4,33 @@ that small sizes get enough iterations to rise above scheduler noise without pay
 start-up once per group. Rows are torch_bench.py's JSON objects, printed on rank 0.
 
 Usage (under torchrun): torch_sweep.py --collectives C1,C2 --group 1M:200:20 --group 16M,64M:10:3
-  each --group is SIZES:ITERS:WARMUP
+  each --group is SIZES:ITERS:WARMUP[:COLLECTIVES], its own collectives instead of --collectives'
+  (collective after collective, each through the groups that name it)
 """
 import argparse
 import json
 import os
 import sys
-import time
 
-import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_bench import bus_factor, make_op, parse_size  # noqa: E402  the same buffers and factors
-
-
-def measure(coll, nbytes, n, rank, iters, warmup):
-    try:
-        op = make_op(coll, nbytes, n, rank)
-        for _ in range(warmup):
-            op()
-        dist.barrier()
-        start = time.perf_counter()
-        for _ in range(iters):
-            op()
-        mean = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64)
-        dist.all_reduce(mean, op=dist.ReduceOp.MAX)  # the slowest rank's mean, as nccl-tests
-        t = mean.item()
-        return {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n, "iters": iters,
-                "time_us": t * 1e6, "algbw_gbps": nbytes / t / 1e9, "busbw_gbps": nbytes / t / 1e9 * bus_factor(coll, n)}
-    except RuntimeError as e:  # reduce_scatter: not supported by torch's gloo backend
-        return {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n, "error": str(e).splitlines()[0]}
+from torch_bench import measure, parse_size  # noqa: E402  the same buffers, factors and figures
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--collectives", required=True)
+    ap.add_argument("--collectives", default="")
     ap.add_argument("--group", action="append", required=True)
     args = ap.parse_args()
+    groups = [(g + ":" + args.collectives).split(":")[:4] for g in args.group]
+    order = list(dict.fromkeys(c for *_, colls in groups for c in colls.split(",") if c))
     dist.init_process_group("gloo")
     rank, n = dist.get_rank(), dist.get_world_size()
-    for coll in args.collectives.split(","):
-        for group in args.group:
-            sizes, iters, warmup = group.split(":")
+    for coll in order:
+        for sizes, iters, warmup, colls in groups:
+            if coll not in colls.split(","):
+                continue
             for size in sizes.split(","):
                 row = measure(coll, parse_size(size), n, rank, int(iters), int(warmup))
                 if rank == 0:

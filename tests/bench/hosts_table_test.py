@@ -1,0 +1,55 @@
+"""scripts/bench/hosts_table.py on a fixture of hosts.py's rows (data/hosts_rows.jsonl), no run:
+the summary's medians, ratios and counts against the targets, a placement's detail row, rows
+without `per_host` (placed by world_size / hosts), and --docs replacing only its block."""
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TABLE = os.path.join(HERE, "..", "..", "scripts", "bench", "hosts_table.py")
+ROWS = os.path.join(HERE, "data", "hosts_rows.jsonl")
+
+
+def check(cond, what):
+    if not cond:
+        sys.exit(f"FAILED: {what}")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        doc = os.path.join(tmp, "performance.md")
+        with open(doc, "w") as f:
+            f.write("before\n<!-- hosts:begin -->\nold figures\n<!-- hosts:end -->\nafter\n")
+        out = subprocess.run([sys.executable, TABLE, ROWS, "--docs", doc], capture_output=True, text=True,
+                             check=True).stdout
+        lines = out.splitlines()
+        # Medians over repetitions: round trip 25 us, raw TCP 0.6 GB/s; all_reduce 8 B 45 us
+        # (1.80x the round trip, 0.41x torch's 110), broadcast 2.00x, send_recv 3.20x (above 3x:
+        # not bold); latency at most 0.5x torch: all_reduce 8 B yes, 64 KiB (0.67x) and
+        # broadcast (0.56x) no, send_recv yes; busbw 1.5x and 1.125x torch (1 of 2: torch has no
+        # reduce_scatter), 1.0, 0.75 and 0.83 of raw TCP (2 of 3).
+        want = ("| 2 x 1, quiet | 1.00, 2.00 | 25.0 | 0.600 | **1.80x**, n/a, **2.00x**, 3.20x | "
+                "1 of 3, 1 of 1 | 1 of 2 | 2 of 3 |")
+        check(want in lines, f"summary row\n{want}\nnot in\n{out}")
+        want = "| 4 x 1, 4 busy loops | n/a | 10.0 | 0.300 | 3.50x, n/a, n/a, n/a | 0 of 1, 0 of 0 | 0 of 0 | 0 of 0 |"
+        check(want in lines, f"summary row of rows without per_host\n{want}\nnot in\n{out}")
+        check(lines.index(want) == 3, "placements in order: 2 x 1 before 4 x 1")
+        want = "| all_reduce | 8 B | 45.0 | 110.0 | 30.0 | **0.41x** | 1.50x | **1.80x** |"
+        check(want in lines, f"detail row\n{want}\nnot in\n{out}")
+        check("| all_reduce | 64 KiB | 100.0 | 150.0 | n/a | 0.67x | n/a | 4.00x |" in lines,
+              "a 64 KiB point: no target against the round trip, nothing bold")
+        check("| reduce_scatter | 1 MiB | 0.500 | n/a | n/a | n/a | n/a | **0.83x** |" in lines,
+              "busbw without torch's figure")
+        with open(doc) as f:
+            got = f.read()
+        check(got == f"before\n<!-- hosts:begin -->\n{out}<!-- hosts:end -->\nafter\n", f"--docs block:\n{got}")
+        with open(doc, "w") as f:
+            f.write("no markers\n")
+        bad = subprocess.run([sys.executable, TABLE, ROWS, "--docs", doc], capture_output=True, text=True)
+        check(bad.returncode != 0 and "hosts:begin" in bad.stderr, "a file without the block is refused")
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
