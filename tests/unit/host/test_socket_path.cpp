@@ -2,6 +2,7 @@
 // rank would (another build, or not distrun): written here as raw messages on that peer's mesh.
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -152,4 +153,58 @@ TEST_CASE("an answer that comes after its rank gave up is dropped, not kept asid
   REQUIRE(gave_up);
   for (const std::string& e : errors) REQUIRE(e.empty());
   REQUIRE(mesh[1]->stashed() == 0);  // the second check's answer, read on the way to the third's
+}
+
+namespace {
+
+// One phase in which every rank but the hub copies the hub's kBytes into `dst`.
+struct FromHub : Schedule {
+  char* dst;
+  explicit FromHub(char* d) : dst(d) {}
+  int phases() const override { return 1; }
+  void pieces(int, int reader, const std::function<void(const Piece&)>& emit) const override {
+    if (reader != 0) emit(Piece{0, 0, kBytes, dst});
+  }
+  void take(const Piece&, size_t, const char*, size_t) override {}
+};
+
+}  // namespace
+
+TEST_CASE("the hub's phase data for a collective its rank gave up on is dropped, not kept aside", "[sockets]") {
+  auto mesh = meshes();
+  std::string errors[kRanks];
+  std::atomic<bool> gave_up{false};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r)
+    ranks.emplace_back([&, r] {
+      SocketPath path(mesh[size_t(r)], {});
+      std::vector<char> buffer(kBytes, char(r)), out(kBytes);
+      FromHub from_hub(out.data());
+      auto collective = [&](std::chrono::milliseconds timeout) {
+        path.meet(first_intent(), buffer.data(), kBytes, timeout);
+        path.run(from_hub, 0, timeout);
+        path.finish(timeout);
+      };
+      try {
+        collective(10000ms);  // connects the group
+        // Rank 1 gives up waiting for the hub's answer to the second collective before the
+        // hub starts it; the hub then sends it the answer and, behind it, the phase's data.
+        if (r == 0)
+          while (!gave_up) std::this_thread::sleep_for(1ms);
+        try {
+          collective(r == 1 ? 100ms : 10000ms);
+        } catch (const TimeoutError&) {
+          if (r != 1) throw;
+          gave_up = true;
+        }
+        collective(10000ms);
+      } catch (const Error& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : ranks) t.join();
+  CAPTURE(errors[0], errors[1], errors[2]);
+  REQUIRE(gave_up);
+  for (const std::string& e : errors) REQUIRE(e.empty());
+  REQUIRE(mesh[1]->stashed() == 0);  // the second collective's data, read on the way to the third's
 }

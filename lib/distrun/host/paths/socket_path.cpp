@@ -265,6 +265,10 @@ const std::vector<Intent>& SocketPath::meet(Intent intent, const void* base, uin
     unsettled_ = false;
   }
   intent.seq = ++seq_;
+  // A phase message of an earlier collective that comes now (its receiver gave up on it, or
+  // on the check before it) is dropped, never kept aside: every phase key of this one and
+  // later ones is at least seq_ << 16.
+  mesh_->discard_below(Kind::Phase, seq_ << 16);
   table_.assign(size_t(size_), intent);
   // Every member skips alike (same flags). all_to_all's intents differ by rank, so they always
   // travel.
