@@ -208,3 +208,38 @@ TEST_CASE("the hub's phase data for a collective its rank gave up on is dropped,
   for (const std::string& e : errors) REQUIRE(e.empty());
   REQUIRE(mesh[1]->stashed() == 0);  // the second collective's data, read on the way to the third's
 }
+
+TEST_CASE("a rank that comes after the hub gave up on it gets the verdict naming it, as the others do", "[sockets]") {
+  auto mesh = meshes();
+  std::vector<int> named[kRanks];
+  std::string errors[kRanks];
+  std::atomic<bool> hub_gave_up{false};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r)
+    ranks.emplace_back([&, r] {
+      SocketPath path(mesh[size_t(r)], {});
+      std::vector<char> buffer(kBytes, char(r));
+      try {
+        path.meet(first_intent(), buffer.data(), kBytes, 10000ms);  // connects the group
+        path.finish(10000ms);
+        // Rank 2 comes to the second check only once the hub gave up on it; rank 1 would wait
+        // far longer than the hub, whose verdict comes first.
+        if (r == 2)
+          for (int waited = 0; !hub_gave_up && waited < 10000; ++waited) std::this_thread::sleep_for(1ms);
+        const auto timeout = r == 0 ? 1000ms : 3000ms;
+        try {
+          path.meet(first_intent(), buffer.data(), kBytes, timeout);
+          path.finish(timeout);
+        } catch (const TimeoutError& e) {
+          named[r] = e.ranks();
+        }
+      } catch (const Error& e) {
+        errors[r] = e.what();
+      }
+      if (r == 0) hub_gave_up = true;  // however it ended
+    });
+  for (auto& t : ranks) t.join();
+  CAPTURE(errors[0], errors[1], errors[2], named[0], named[1], named[2]);
+  for (const std::string& e : errors) REQUIRE(e.empty());
+  for (const std::vector<int>& n : named) REQUIRE(n == std::vector<int>{2});
+}

@@ -152,7 +152,9 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
         mark.encode(reinterpret_cast<uint64_t*>(row), size_);
       else
         std::memcpy(row, slot(r), row_bytes_);
-      owed_[size_t(r)] = r != rank_ && !late[size_t(r)];
+      // A late rank is answered too where its connection is open (never connected to now),
+      // so that once it comes it raises the same verdict, naming itself.
+      owed_[size_t(r)] = r != rank_ && (!late[size_t(r)] || mesh_->connected(r));
     }
   }
   try {
