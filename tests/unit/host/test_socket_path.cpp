@@ -41,11 +41,14 @@ Intent first_intent() {
   return i;
 }
 
-// Rank 1's row as a distrun rank writes it for the first collective, with its 64 bytes behind.
-std::vector<char> row_of_rank_1() {
+// Rank 1's row as a distrun rank writes it for the first collective, with its 64 bytes behind
+// (and `flags` added to its intent's).
+std::vector<char> row_of_rank_1(uint64_t flags = 0) {
   const size_t row_bytes = Intent::words(kRanks) * sizeof(uint64_t);
   std::vector<char> row(row_bytes + kBytes, 'x');
-  write_row(first_intent(), kRanks, row.data(), row_bytes, row.data() + row_bytes, kBytes, eager_bytes(kRanks));
+  Intent intent = first_intent();
+  intent.flags |= flags;
+  write_row(intent, kRanks, row.data(), row_bytes, row.data() + row_bytes, kBytes, eager_bytes(kRanks));
   return row;
 }
 
@@ -109,6 +112,13 @@ TEST_CASE("through the hub, a row marked inline with fewer bytes than its extent
   std::vector<char> row = row_of_rank_1();
   row.resize(row.size() - 8);  // it states 64 bytes behind it, and carries 56
   require_rank_1_refused_alike(check_with_rank_1_sending(row));
+}
+
+TEST_CASE("through the hub, a row carrying the hub's own marks is refused on every rank", "[sockets]") {
+  // Relayed as it came, a late mark would have every rank name rank 1 late (a malformed mark
+  // relayed is refused alike: checked all the same).
+  const uint64_t mark = GENERATE(SocketPath::kLate, SocketPath::kMalformed);
+  require_rank_1_refused_alike(check_with_rank_1_sending(row_of_rank_1(mark)));
 }
 
 TEST_CASE("through the hub, a well-formed row from the same peer passes", "[sockets]") {

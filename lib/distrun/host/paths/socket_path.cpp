@@ -83,7 +83,7 @@ bool SocketPath::well_formed(const Recv& row, int r) {
   if (row.differs || row.bytes < row_bytes_) return false;
   Intent::decode(reinterpret_cast<const uint64_t*>(slot(r)), size_, table_[size_t(r)]);
   const Intent& t = table_[size_t(r)];
-  return row.bytes - row_bytes_ == ((t.flags & Intent::kInline) ? t.extent : 0);
+  return !(t.flags & (kLate | kMalformed)) && row.bytes - row_bytes_ == ((t.flags & Intent::kInline) ? t.extent : 0);
 }
 
 void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
