@@ -855,6 +855,30 @@ TEST_CASE("on shared memory, a timeout names the rank that did not come", "[trus
   CHECK(named[1] == std::vector<int>{2});
 }
 
+TEST_CASE("over Gloo's pairs, a receive that times out names the rank it waited for", "[trust]") {
+  // On shared memory no socket mesh is made: point-to-point goes over Gloo's pairs.
+  std::atomic<bool> done{false};
+  std::vector<int> named;
+  auto errors = on_ranks(2, PathPreference::SharedMemory, [&](GlooBackend& b) {
+    if (b.rank() == 1) {  // stays connected, so that its silence is a timeout, not a lost peer
+      for (int waited = 0; !done && waited < 10000; ++waited) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;
+    }
+    Tensor never = full(4, 0.0, DType::Float32);
+    SendOptions o;
+    o.timeout = std::chrono::milliseconds(200);
+    try {
+      b.recv(never, 1, o);
+    } catch (const TimeoutError& e) {
+      named = e.ranks();
+    }
+    done = true;
+  });
+  CHECK(errors[0].empty());
+  CHECK(errors[1].empty());
+  CHECK(named == std::vector<int>{1});
+}
+
 TEST_CASE("3 ranks on TCP disagreeing across the hub's threshold: the same typed error on every rank", "[trust]") {
   // Ranks 0 and 1 state 64 KiB (through the hub), rank 2 four bytes more (the ring): the check
   // settles before either schedule moves a byte.
