@@ -807,7 +807,7 @@ namespace {
 // rank `pending_from`, which never sends. The ranks each TimeoutError named, by rank.
 std::vector<std::vector<int>> named_by_timeouts(int n, PathPreference path, int absent, int pending_at = -1,
                                                 int pending_from = -1) {
-  std::atomic<int> finished{0};
+  std::atomic<int> finished{0}, started{0};
   std::vector<std::vector<int>> named(static_cast<size_t>(n));
   auto errors = on_ranks(n, path, [&](GlooBackend& b) {
     const int r = b.rank();
@@ -821,8 +821,13 @@ std::vector<std::vector<int>> named_by_timeouts(int n, PathPreference path, int 
     if (r == absent) return leave();
     Tensor never = full(4, 0.0, DType::Float32);
     auto pending = r == pending_at ? b.irecv(never, pending_from, {}) : nullptr;
+    // The ranks that come enter together: however late the scheduler lets one of them start,
+    // a timeout names only the absent rank.
+    ++started;
+    for (int waited = 0; started < n - 1 && waited < 10000; ++waited)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     AllreduceOptions o;
-    o.timeout = std::chrono::milliseconds(300);
+    o.timeout = std::chrono::milliseconds(500);
     try {
       b.all_reduce(t, o);
     } catch (const TimeoutError& e) {
