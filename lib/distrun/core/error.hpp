@@ -37,8 +37,11 @@ class TimeoutError : public Error {
  public:
   using Error::Error;
   TimeoutError(const std::string& what, std::vector<int> ranks) : Error(what), ranks_(std::move(ranks)) {}
-  /// The global ranks found late: those whose message or flag the wait still needed (empty
-  /// where it waited on no rank in particular, as a barrier's count).
+  /// The global ranks this rank waited on directly and in vain: those whose message or flag
+  /// the wait still needed, not necessarily the rank that stalled the group (a ring names its
+  /// predecessor). Through the TCP hub, the hub's verdict: the ranks the hub waited on in vain,
+  /// the same on every rank. Empty where the wait was on no rank in particular, as a barrier's
+  /// count.
   const std::vector<int>& ranks() const { return ranks_; }
 
  private:

@@ -119,8 +119,9 @@ class P2PWork : public Work {
     auto t = timeout.count() > 0 ? timeout : timeout_;
     const auto start = std::chrono::steady_clock::now();
     const std::string late = std::string(op) + ": timed out after " + std::to_string(t.count()) + " ms";
+    const std::vector<int> peer{is_send_ ? side_.receiver_global : side_.sender_global};
     auto require = [&](bool ok) {
-      if (!ok) throw TimeoutError(late);
+      if (!ok) throw TimeoutError(late, peer);
     };
     try {
       // Our statement must have left before its buffer may go: Gloo's pair would stall on a
@@ -140,7 +141,8 @@ class P2PWork : public Work {
       backend_.fail(op, e);
     } catch (const std::exception& e) {
       // As GlooBackend::guarded: Gloo's exception does not say "timeout"; the clock does.
-      if (std::chrono::steady_clock::now() - start >= t) backend_.fail(op, TimeoutError(late + " [" + e.what() + "]"));
+      if (std::chrono::steady_clock::now() - start >= t)
+        backend_.fail(op, TimeoutError(late + " [" + e.what() + "]", peer));
       backend_.fail(op, e);
     }
     if (target_.defined()) target_.copy_from(keep_);

@@ -877,7 +877,7 @@ namespace {
 // rank `pending_from`, which never sends. The ranks each TimeoutError named, by rank.
 std::vector<std::vector<int>> named_by_timeouts(int n, PathPreference path, int absent, int pending_at = -1,
                                                 int pending_from = -1) {
-  std::atomic<int> finished{0};
+  std::atomic<int> finished{0}, started{0};
   std::vector<std::vector<int>> named(static_cast<size_t>(n));
   auto errors = on_ranks(n, path, [&](GlooBackend& b) {
     const int r = b.rank();
@@ -891,8 +891,13 @@ std::vector<std::vector<int>> named_by_timeouts(int n, PathPreference path, int 
     if (r == absent) return leave();
     Tensor never = full(4, 0.0, DType::Float32);
     auto pending = r == pending_at ? b.irecv(never, pending_from, {}) : nullptr;
+    // The ranks that come enter together: however late the scheduler lets one of them start,
+    // a timeout names only the absent rank.
+    ++started;
+    for (int waited = 0; started < n - 1 && waited < 10000; ++waited)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     AllreduceOptions o;
-    o.timeout = std::chrono::milliseconds(300);
+    o.timeout = std::chrono::milliseconds(500);
     try {
       b.all_reduce(t, o);
     } catch (const TimeoutError& e) {
@@ -923,6 +928,30 @@ TEST_CASE("on shared memory, a timeout names the rank that did not come", "[trus
   const auto named = named_by_timeouts(3, PathPreference::SharedMemory, 2);
   CHECK(named[0] == std::vector<int>{2});
   CHECK(named[1] == std::vector<int>{2});
+}
+
+TEST_CASE("over Gloo's pairs, a receive that times out names the rank it waited for", "[trust]") {
+  // On shared memory no socket mesh is made: point-to-point goes over Gloo's pairs.
+  std::atomic<bool> done{false};
+  std::vector<int> named;
+  auto errors = on_ranks(2, PathPreference::SharedMemory, [&](GlooBackend& b) {
+    if (b.rank() == 1) {  // stays connected, so that its silence is a timeout, not a lost peer
+      for (int waited = 0; !done && waited < 10000; ++waited) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;
+    }
+    Tensor never = full(4, 0.0, DType::Float32);
+    SendOptions o;
+    o.timeout = std::chrono::milliseconds(200);
+    try {
+      b.recv(never, 1, o);
+    } catch (const TimeoutError& e) {
+      named = e.ranks();
+    }
+    done = true;
+  });
+  CHECK(errors[0].empty());
+  CHECK(errors[1].empty());
+  CHECK(named == std::vector<int>{1});
 }
 
 TEST_CASE("3 ranks on TCP disagreeing across the hub's threshold: the same typed error on every rank", "[trust]") {

@@ -2,6 +2,7 @@
 // rank would (another build, or not distrun): written here as raw messages on that peer's mesh.
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -40,11 +41,14 @@ Intent first_intent() {
   return i;
 }
 
-// Rank 1's row as a distrun rank writes it for the first collective, with its 64 bytes behind.
-std::vector<char> row_of_rank_1() {
+// Rank 1's row as a distrun rank writes it for the first collective, with its 64 bytes behind
+// (and `flags` added to its intent's).
+std::vector<char> row_of_rank_1(uint64_t flags = 0) {
   const size_t row_bytes = Intent::words(kRanks) * sizeof(uint64_t);
   std::vector<char> row(row_bytes + kBytes, 'x');
-  write_row(first_intent(), kRanks, row.data(), row_bytes, row.data() + row_bytes, kBytes, eager_bytes(kRanks));
+  Intent intent = first_intent();
+  intent.flags |= flags;
+  write_row(intent, kRanks, row.data(), row_bytes, row.data() + row_bytes, kBytes, eager_bytes(kRanks));
   return row;
 }
 
@@ -110,6 +114,13 @@ TEST_CASE("through the hub, a row marked inline with fewer bytes than its extent
   require_rank_1_refused_alike(check_with_rank_1_sending(row));
 }
 
+TEST_CASE("through the hub, a row carrying the hub's own marks is refused on every rank", "[sockets]") {
+  // Relayed as it came, a late mark would have every rank name rank 1 late (a malformed mark
+  // relayed is refused alike: checked all the same).
+  const uint64_t mark = GENERATE(SocketPath::kLate, SocketPath::kMalformed);
+  require_rank_1_refused_alike(check_with_rank_1_sending(row_of_rank_1(mark)));
+}
+
 TEST_CASE("through the hub, a well-formed row from the same peer passes", "[sockets]") {
   const Outcome o = check_with_rank_1_sending(row_of_rank_1());
   REQUIRE(o.answered);
@@ -117,7 +128,24 @@ TEST_CASE("through the hub, a well-formed row from the same peer passes", "[sock
   REQUIRE(o.errors[2].empty());
 }
 
-TEST_CASE("an answer that comes after its rank gave up is dropped, not kept aside for good", "[sockets]") {
+namespace {
+
+// One phase in which every rank but the hub copies the hub's kBytes into `dst`.
+struct FromHub : Schedule {
+  char* dst;
+  explicit FromHub(char* d) : dst(d) {}
+  int phases() const override { return 1; }
+  void pieces(int, int reader, const std::function<void(const Piece&)>& emit) const override {
+    if (reader != 0) emit(Piece{0, 0, kBytes, dst});
+  }
+  void take(const Piece&, size_t, const char*, size_t) override {}
+};
+
+// Three collectives through the hub (checks, or with a FromHub phase where `phase`): rank 1
+// gives up waiting for the hub's answer to the second before the hub starts it; the hub then
+// answers it all the same (with the phase's data behind). Requires that nothing it sent is
+// still kept aside on rank 1 once the third is done (read on the way to the third's answer).
+void require_rank_1_keeps_nothing_of_what_it_gave_up(bool phase) {
   auto mesh = meshes();
   std::string errors[kRanks];
   std::atomic<bool> gave_up{false};
@@ -125,24 +153,24 @@ TEST_CASE("an answer that comes after its rank gave up is dropped, not kept asid
   for (int r = 0; r < kRanks; ++r)
     ranks.emplace_back([&, r] {
       SocketPath path(mesh[size_t(r)], {});
-      std::vector<char> buffer(kBytes, char(r));
-      auto check = [&](std::chrono::milliseconds timeout) {
+      std::vector<char> buffer(kBytes, char(r)), out(kBytes);
+      FromHub from_hub(out.data());
+      auto collective = [&](std::chrono::milliseconds timeout) {
         path.meet(first_intent(), buffer.data(), kBytes, timeout);
+        if (phase) path.run(from_hub, 0, timeout);
         path.finish(timeout);
       };
       try {
-        check(10000ms);  // connects the group
-        // Rank 1 gives up on the second check before the hub starts it; the hub then answers
-        // it all the same.
+        collective(10000ms);  // connects the group
         if (r == 0)
           while (!gave_up) std::this_thread::sleep_for(1ms);
         try {
-          check(r == 1 ? 100ms : 10000ms);
+          collective(r == 1 ? 100ms : 10000ms);
         } catch (const TimeoutError&) {
           if (r != 1) throw;
           gave_up = true;
         }
-        check(10000ms);
+        collective(10000ms);
       } catch (const Error& e) {
         errors[r] = e.what();
       }
@@ -151,5 +179,50 @@ TEST_CASE("an answer that comes after its rank gave up is dropped, not kept asid
   CAPTURE(errors[0], errors[1], errors[2]);
   REQUIRE(gave_up);
   for (const std::string& e : errors) REQUIRE(e.empty());
-  REQUIRE(mesh[1]->stashed() == 0);  // the second check's answer, read on the way to the third's
+  REQUIRE(mesh[1]->stashed() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("an answer that comes after its rank gave up is dropped, not kept aside for good", "[sockets]") {
+  require_rank_1_keeps_nothing_of_what_it_gave_up(false);
+}
+
+TEST_CASE("the hub's phase data for a collective its rank gave up on is dropped, not kept aside", "[sockets]") {
+  require_rank_1_keeps_nothing_of_what_it_gave_up(true);
+}
+
+TEST_CASE("a rank that comes after the hub gave up on it gets the verdict naming it, as the others do", "[sockets]") {
+  auto mesh = meshes();
+  std::vector<int> named[kRanks];
+  std::string errors[kRanks];
+  std::atomic<bool> hub_gave_up{false};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r)
+    ranks.emplace_back([&, r] {
+      SocketPath path(mesh[size_t(r)], {});
+      std::vector<char> buffer(kBytes, char(r));
+      try {
+        path.meet(first_intent(), buffer.data(), kBytes, 10000ms);  // connects the group
+        path.finish(10000ms);
+        // Rank 2 comes to the second check only once the hub gave up on it; rank 1 would wait
+        // far longer than the hub, whose verdict comes first.
+        if (r == 2)
+          for (int waited = 0; !hub_gave_up && waited < 10000; ++waited) std::this_thread::sleep_for(1ms);
+        const auto timeout = r == 0 ? 1000ms : 3000ms;
+        try {
+          path.meet(first_intent(), buffer.data(), kBytes, timeout);
+          path.finish(timeout);
+        } catch (const TimeoutError& e) {
+          named[r] = e.ranks();
+        }
+      } catch (const Error& e) {
+        errors[r] = e.what();
+      }
+      if (r == 0) hub_gave_up = true;  // however it ended
+    });
+  for (auto& t : ranks) t.join();
+  CAPTURE(errors[0], errors[1], errors[2], named[0], named[1], named[2]);
+  for (const std::string& e : errors) REQUIRE(e.empty());
+  for (const std::vector<int>& n : named) REQUIRE(n == std::vector<int>{2});
 }

@@ -192,7 +192,8 @@ void SocketMesh::connect_to(int peer, Clock::time_point deadline) {
     err = errno ? errno : ETIMEDOUT;
   if (err != 0) {
     ::close(fd);
-    if (err == ETIMEDOUT) throw TimeoutError("timed out connecting to rank " + std::to_string(global(peer)));
+    if (err == ETIMEDOUT)
+      throw TimeoutError("timed out connecting to rank " + std::to_string(global(peer)), {global(peer)});
     fail_peer(peer, std::string("cannot be reached: ") + std::strerror(err));
   }
   no_delay(fd);

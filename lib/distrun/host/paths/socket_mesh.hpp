@@ -111,6 +111,8 @@ class SocketMesh {
   int connections() const { return opened_; }
   /// The times a wait has polled this group's sockets: each a system call.
   uint64_t polls() const { return polls_; }
+  /// Whether the connection to `peer` is open: a post to it neither connects first nor fails.
+  bool connected(int peer) const { return conns_[size_t(peer)].fd >= 0; }
 
   /// Posts `op` to `peer`, connecting first if this rank is the pair's connector, and writes
   /// what the socket takes at once unless `more` (another message to `peer` follows at once:

@@ -83,7 +83,7 @@ bool SocketPath::well_formed(const Recv& row, int r) {
   if (row.differs || row.bytes < row_bytes_) return false;
   Intent::decode(reinterpret_cast<const uint64_t*>(slot(r)), size_, table_[size_t(r)]);
   const Intent& t = table_[size_t(r)];
-  return row.bytes - row_bytes_ == ((t.flags & Intent::kInline) ? t.extent : 0);
+  return !(t.flags & (kLate | kMalformed)) && row.bytes - row_bytes_ == ((t.flags & Intent::kInline) ? t.extent : 0);
 }
 
 void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
@@ -152,7 +152,9 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
         mark.encode(reinterpret_cast<uint64_t*>(row), size_);
       else
         std::memcpy(row, slot(r), row_bytes_);
-      owed_[size_t(r)] = r != rank_ && !late[size_t(r)];
+      // A late rank is answered too where its connection is open (never connected to now),
+      // so that once it comes it raises the same verdict, naming itself.
+      owed_[size_t(r)] = r != rank_ && (!late[size_t(r)] || mesh_->connected(r));
     }
   }
   try {
@@ -265,6 +267,10 @@ const std::vector<Intent>& SocketPath::meet(Intent intent, const void* base, uin
     unsettled_ = false;
   }
   intent.seq = ++seq_;
+  // A phase message of an earlier collective that comes now (its receiver gave up on it, or
+  // on the check before it) is dropped, never kept aside: every phase key of this one and
+  // later ones is at least seq_ << 16.
+  mesh_->discard_below(Kind::Phase, seq_ << 16);
   table_.assign(size_t(size_), intent);
   // Every member skips alike (same flags). all_to_all's intents differ by rank, so they always
   // travel.

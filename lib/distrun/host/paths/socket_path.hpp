@@ -45,6 +45,10 @@ class SocketPath : public Path {
   static constexpr int kDirectCheckMost = 16;
   /// Groups from this size to kDirectCheckMost check through the hub.
   static constexpr int kHubCheckLeast = 3;
+  /// Through the hub, the flags of a row of its answer that marks a rank it waited for in vain
+  /// (kLate) or whose row was not well_formed (kMalformed): every rank raises the same error
+  /// naming it. A row that comes to the hub carrying either is not well_formed.
+  static constexpr uint64_t kLate = uint64_t(1) << 62, kMalformed = uint64_t(1) << 61;
 
   SocketPath(std::shared_ptr<SocketMesh> mesh, std::vector<int> global_ranks);
 
@@ -62,9 +66,6 @@ class SocketPath : public Path {
 
  private:
   using Clock = SocketMesh::Clock;
-  // Through the hub, a row of its answer that marks a rank it waited for in vain (kLate) or
-  // whose row was not well_formed (kMalformed): every rank raises the same error naming it.
-  static constexpr uint64_t kLate = uint64_t(1) << 62, kMalformed = uint64_t(1) << 61;
   // How long a rank waits for the hub's answer past its own deadline, and the hub for its
   // answers to go out on a failure.
   static constexpr std::chrono::milliseconds kVerdictGrace{1000};
@@ -92,8 +93,9 @@ class SocketPath : public Path {
   // As answer_rest, on the way out of a failure: its own failure is dropped.
   void answer_rest_quietly(Clock::time_point deadline);
   // Whether the row that came from rank r into its slot (decoded into table_) is one of this
-  // group's: a whole row, and behind it exactly the bytes it states it carries (kInline: its
-  // extent, else none), so that no byte an earlier collective left in the slot is relayed.
+  // group's: a whole row without the hub's marks, and behind it exactly the bytes it states it
+  // carries (kInline: its extent, else none), so that no byte an earlier collective left in
+  // the slot is relayed.
   bool well_formed(const SocketMesh::Recv& row, int r);
   // Moves `sends` and `recvs` (posted to the peers alongside) on until done, abandoning them
   // on failure; a receive whose message had another size is left `differs`, for the caller.
