@@ -985,3 +985,48 @@ TEST_CASE("3 ranks on TCP disagreeing across the hub's threshold: the same typed
     }
   }
 }
+
+TEST_CASE("over the sockets a send whose receiver left fails at once and a receive from another rank goes on",
+          "[trust]") {
+  // Rank 1 leaves with most of rank 0's large send unread: rank 0's connection to it fails
+  // while rank 0 waits for rank 2's message. That wait must go on, and the send's own wait
+  // raise the loss, naming rank 1, at once rather than wait out its timeout.
+  const int64_t n = int64_t(16) << 20;
+  std::promise<void> posted, leaving;
+  auto errors = on_ranks(3, PathPreference::Tcp, [&](GlooBackend& b) {
+    SendOptions o;
+    o.timeout = std::chrono::seconds(30);
+    Tensor token = full(1, 5.0, DType::Int32);
+    if (b.rank() == 1) {
+      b.recv(token, 0, o);  // the pair is connected: what follows is the loss of a peer
+      posted.get_future().wait();
+      leaving.set_value();
+      return;
+    }
+    if (b.rank() == 2) {
+      leaving.get_future().wait();
+      std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      b.send(token, 0, o);
+      return;
+    }
+    b.send(token, 1, o);
+    Tensor big = full(n, 1.0, DType::UInt8);
+    auto sent = b.isend(big, 1, o);
+    posted.set_value();
+    Tensor got = full(1, 0.0, DType::Int32);
+    b.irecv(got, 2, o)->wait(o.timeout);
+    if (got.get(0) != 5.0) throw std::runtime_error("the token from rank 2 is wrong");
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      sent->wait(o.timeout);
+    } catch (const TimeoutError&) {
+      throw std::runtime_error("the send to the rank that left waited out its timeout");
+    } catch (const std::exception&) {
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
+        throw std::runtime_error("the send to the rank that left raised only after 10 s");
+      return;
+    }
+    throw std::runtime_error("the send to the rank that left raised nothing");
+  });
+  for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
+}

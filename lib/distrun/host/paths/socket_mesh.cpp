@@ -40,6 +40,9 @@ constexpr auto kStalledSend = std::chrono::milliseconds(20);
 // The longest a mesh's teardown waits for its peers to take what it has written (see
 // ~SocketMesh): a peer that reads nothing for this long loses the rest.
 constexpr auto kLinger = std::chrono::seconds(2);
+// What a teardown reads and drops of a connection at a time: what its peer has sent so far, not
+// a stream it goes on sending.
+constexpr size_t kDrainBytes = size_t(1) << 20;
 
 // Bytes written to `fd` that its peer has not yet acknowledged.
 int unacknowledged(int fd) {
@@ -47,14 +50,19 @@ int unacknowledged(int fd) {
   return ::ioctl(fd, SIOCOUTQ, &queued) == 0 ? queued : 0;
 }
 
-// Reads and drops what `fd` holds; false once it is at its end or failed.
-bool drain(int fd) {
+// Reads and drops what `fd` holds, `most` bytes at most (a peer may be streaming); false once
+// it is at its end or failed.
+bool drain(int fd, size_t most) {
   static thread_local char sink[1 << 16];
-  for (;;) {
+  for (size_t took = 0; took < most;) {
     const ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-    if (n > 0) continue;
+    if (n > 0) {
+      took += size_t(n);
+      continue;
+    }
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR);
   }
+  return true;
 }
 
 int ms_until(SocketMesh::Clock::time_point deadline) {
@@ -111,25 +119,22 @@ SocketMesh::~SocketMesh() {
   // reset the connection and drop it. So each connection with bytes in flight is shut for
   // writing and read, its input dropped, until its peer has acknowledged them (kLinger at most,
   // for all together), and every connection's input is drained before it closes.
-  std::vector<int> lingering;   // their fds
-  std::vector<pollfd> reading;  // theirs still to be read (negative: at their end)
+  std::vector<pollfd> lingering;  // their fds, read while they linger
   for (Conn& c : conns_)
-    if (c.fd >= 0 && unacknowledged(c.fd) > 0 && ::shutdown(c.fd, SHUT_WR) == 0) {
-      lingering.push_back(c.fd);
-      reading.push_back({c.fd, POLLIN, 0});
-    }
+    if (c.fd >= 0 && unacknowledged(c.fd) > 0 && ::shutdown(c.fd, SHUT_WR) == 0) lingering.push_back({c.fd, POLLIN, 0});
   const auto until = Clock::now() + kLinger;
-  while (!lingering.empty()) {
-    for (pollfd& p : reading)
-      if (p.fd >= 0 && !drain(p.fd)) p.fd = -1;
-    lingering.erase(std::remove_if(lingering.begin(), lingering.end(), [](int fd) { return unacknowledged(fd) == 0; }),
+  while (!lingering.empty() && Clock::now() < until) {
+    // A connection at its end or failed will acknowledge nothing more (its count stays put).
+    lingering.erase(std::remove_if(lingering.begin(), lingering.end(),
+                                   [&](const pollfd& p) {
+                                     return !drain(p.fd, kDrainBytes) || unacknowledged(p.fd) == 0;
+                                   }),
                     lingering.end());
-    if (lingering.empty() || Clock::now() >= until) break;
     // An acknowledgement wakes no poll: look again every few milliseconds, sooner when input comes.
-    ::poll(reading.data(), reading.size(), std::min(ms_until(until), 5));
+    if (!lingering.empty()) ::poll(lingering.data(), lingering.size(), std::min(ms_until(until), 5));
   }
   for (Conn& c : conns_) {
-    if (c.fd >= 0) drain(c.fd);
+    if (c.fd >= 0) drain(c.fd, kDrainBytes);
     close_conn(c);
   }
 }
@@ -253,6 +258,21 @@ void SocketMesh::post(int peer, const std::shared_ptr<Send>& op, Clock::time_poi
   // A socket found full waits for POLLOUT, unless this is all there is to send (the queue that
   // filled it may have been abandoned since).
   if (!more && (!c.full || c.sends.size() == 1) && c.fd >= 0) write_some(peer);
+  raise_failed(peer, *op);
+}
+
+void SocketMesh::drop_sends(Conn& c, const std::string& why) {
+  c.lost = why;
+  for (const auto& op : c.sends) {
+    op->failed = why;
+    op->done = true;
+  }
+  c.sends.clear();
+  c.full = false;
+}
+
+void SocketMesh::raise_failed(int peer, const Send& op) const {
+  if (!op.failed.empty()) fail_peer(peer, op.failed);
 }
 
 void SocketMesh::deliver(const Stashed& m, Recv& r) {
@@ -359,12 +379,12 @@ bool SocketMesh::write_some(int peer) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return !(c.full = true);
       // Its peer is gone: what is queued for it never goes, and stays queued no longer (a
-      // waiter on other peers would wait on it). What it sent before leaving may still be in
-      // the socket: the connection stays open for the receives that take it.
-      c.lost = std::string("lost its connection: ") + std::strerror(errno);
-      c.sends.clear();
-      c.full = false;
-      fail_peer(peer, c.lost);
+      // waiter on other peers would wait on it). Each such send is done, failed, so that the
+      // wait it belongs to raises it at once and a wait on other peers goes on. What the peer
+      // sent before leaving may still be in the socket: the connection stays open for the
+      // receives that take it.
+      drop_sends(c, std::string("lost its connection: ") + std::strerror(errno));
+      return false;
     }
     c.full = false;
     while (w > 0) {
@@ -486,8 +506,10 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
       continue;
     }
     if (n == 0) {
-      // Between messages, with nothing of ours pending, a peer that is done may leave.
-      if (c.header_got == 0 && !c.receiving() && c.sends.empty()) {
+      // Between messages, with no receive of ours pending, a peer that is done may leave (our
+      // sends to it fail, raised by their own waits).
+      if (c.header_got == 0 && !c.receiving()) {
+        if (!c.sends.empty()) drop_sends(c, "closed its connection");
         close_conn(c);
         c.gone = true;
         return read;
@@ -502,11 +524,11 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
       return read;
     }
     const std::string lost = std::string("lost its connection: ") + std::strerror(errno);
-    // As at its end: between messages, with nothing of ours pending, a wait that reads it for
-    // another's sake goes on, and later operations with that peer fail.
-    if (c.header_got == 0 && !c.receiving() && c.sends.empty()) {
+    // As at its end: between messages, with no receive of ours pending, a wait that reads it
+    // for another's sake goes on, and later operations with that peer fail.
+    if (c.header_got == 0 && !c.receiving()) {
+      drop_sends(c, lost);
       close_conn(c);
-      c.lost = lost;
       return read;
     }
     fail_peer(peer, lost);

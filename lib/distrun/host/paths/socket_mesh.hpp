@@ -90,6 +90,7 @@ class SocketMesh {
     Key key{};
     std::vector<std::pair<const char*, size_t>> parts;
     bool done = false;
+    std::string failed;  // why it never went (its peer lost), set with `done`: raise_failed
     // Filled by the mesh: the header and the write position.
     uint64_t header[3]{};
     size_t total = 0, sent = 0;
@@ -112,13 +113,16 @@ class SocketMesh {
   /// The times a wait has polled this group's sockets: each a system call.
   uint64_t polls() const { return polls_; }
   /// Whether the connection to `peer` is open: a post to it neither connects first nor fails.
-  bool connected(int peer) const { return conns_[size_t(peer)].fd >= 0; }
+  bool connected(int peer) const { return conns_[size_t(peer)].fd >= 0 && conns_[size_t(peer)].lost.empty(); }
 
   /// Posts `op` to `peer`, connecting first if this rank is the pair's connector, and writes
   /// what the socket takes at once unless `more` (another message to `peer` follows at once:
   /// they go out in one write). The op (and its buffers) must live until it is done or the
   /// mesh is gone.
   void post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline, bool more = false);
+  /// A send done because its peer was lost (`Send::failed`) raises that, naming the peer; a
+  /// wait's owner calls it on its sends once they are done.
+  void raise_failed(int peer, const Send& op) const;
   void post(int peer, const std::shared_ptr<Recv>& op, Clock::time_point deadline);
   /// Moves every posted operation on until `done()` holds, calling `on_read` (if any) after
   /// bytes arrive; at `deadline` a TimeoutError naming the ranks `late()` gives (the group
@@ -145,9 +149,10 @@ class SocketMesh {
   /// Forgets an operation that will not be waited for (its caller failed): its buffers may go.
   /// A send cut off mid-message closes its connection for good (the stream has lost its
   /// framing, and the listener lets a pair in once): later operations with that peer fail. A
-  /// detached one stays queued. A write that fails (its peer gone) drops what was queued on it
-  /// and fails later sends to that peer; its receives take what the peer sent before it left.
-  /// Other peers' operations go on.
+  /// detached one stays queued. A write that fails or a connection that ends with no receive of
+  /// ours pending (its peer gone) fails what was queued on it (each send done with `failed`,
+  /// raised by its own wait: `raise_failed`) and later sends to that peer; after a failed write
+  /// its receives still take what the peer sent before it left. Other peers' operations go on.
   void abandon(int peer, const std::shared_ptr<Send>& op);
   void abandon(int peer, const std::shared_ptr<Recv>& op);
 
@@ -195,6 +200,8 @@ class SocketMesh {
   // Reads the acceptor's answer on `peer`'s connection; false while it is incomplete.
   bool read_answer(int peer);
   bool write_some(int peer);
+  // The peer is lost (`why`): every send queued for it is done, failed, for its own wait to raise.
+  void drop_sends(Conn& c, const std::string& why);
   bool read_some(int peer, bool posted_only = false);
   // Whether a passive receive takes `peer`'s next message (or it is the connection's end or
   // error, which read_some reports), looked at without taking it.

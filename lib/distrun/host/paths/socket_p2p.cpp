@@ -74,6 +74,9 @@ class SocketP2PWork : public Work {
             return is_send_ ? statement_out_->done && payload_out_->done : statement_in_->done && payload_in_->done;
           },
           SocketMesh::Clock::now() + t, {}, false, [&] { return std::vector<int>{peer_}; });
+      if (is_send_)
+        for (const auto* s : {&statement_out_, &payload_out_})
+          if (*s) mesh_->raise_failed(peer_, **s);
     } catch (const std::exception& e) {
       abandon();
       done_ = true;

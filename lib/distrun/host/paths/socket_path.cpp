@@ -58,6 +58,7 @@ void SocketPath::progress(const Sends& sends, const Recvs& recvs, Clock::time_po
           late.erase(std::unique(late.begin(), late.end()), late.end());
           return late;
         });
+    for (const auto& [peer, s] : sends) mesh_->raise_failed(peer, *s);
   } catch (...) {
     for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
     for (const auto& [peer, r] : recvs) mesh_->abandon(peer, r);
@@ -214,9 +215,18 @@ void SocketPath::answer_rest(Clock::time_point deadline) {
 }
 
 void SocketPath::answer_rest_quietly(Clock::time_point deadline) {
+  // The caller's error is the one to report. Each peer apart: one this fails on fails on its
+  // own, and the others still get the verdict (a failed wait abandons what it waited for).
+  Sends answers;
+  for (int r = 0; r < size_; ++r) {
+    try {
+      answer(r, answers, deadline);
+    } catch (...) {
+    }
+  }
   try {
-    answer_rest(deadline);
-  } catch (...) {  // the caller's error is the one to report; a peer this fails on fails on its own
+    await(answers, {}, deadline);
+  } catch (...) {
   }
 }
 
