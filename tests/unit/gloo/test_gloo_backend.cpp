@@ -405,7 +405,7 @@ TEST_CASE("send/recv: every size beside the receive's is a typed error, never an
 }
 
 TEST_CASE("over the sockets a send is done once written: its receiver posts the receive only after it returned",
-          "[trust]") {
+          "[trust][sockets]") {
   // Were a send to wait for an answer of its receiver's, the sender would time out here.
   std::promise<void> sent;
   auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
@@ -430,7 +430,7 @@ TEST_CASE("over the sockets a send is done once written: its receiver posts the 
 }
 
 TEST_CASE("over the sockets a sender that leaves right after a large send: its receiver still gets every byte",
-          "[trust]") {
+          "[trust][sockets]") {
   // The send is done once written, most of it still in the kernel when the sender's group goes:
   // the group closes its connection only once its peer has taken it.
   const int64_t n = int64_t(1) << 20;
@@ -450,7 +450,8 @@ TEST_CASE("over the sockets a sender that leaves right after a large send: its r
   for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
 }
 
-TEST_CASE("over the sockets a refusal to a sender that left fails no later operation with another rank", "[trust]") {
+TEST_CASE("over the sockets a refusal to a sender that left fails no later operation with another rank",
+          "[trust][sockets]") {
   // Rank 1 refuses rank 0's message after rank 0 has left: the refusal cannot be written, and
   // rank 1's receive from rank 2 must neither stall on it nor fail naming rank 0.
   auto errors = on_ranks(3, PathPreference::Tcp, [&](GlooBackend& b) {
@@ -477,7 +478,7 @@ TEST_CASE("over the sockets a refusal to a sender that left fails no later opera
 }
 
 TEST_CASE("over the sockets a receiver that refuses a message of a sender that left still takes its next one",
-          "[trust]") {
+          "[trust][sockets]") {
   // Rank 0 sends two messages and leaves before rank 1 accepts its connection: the refusal of
   // the first meets a closed socket, and the second, already in rank 1's, must still arrive.
   const int64_t n = int64_t(16) << 10;
@@ -838,7 +839,7 @@ TEST_CASE(
 }
 
 TEST_CASE("through the TCP hub of 4 ranks: a rank that never reaches a collective is named on every other rank",
-          "[trust]") {
+          "[trust][sockets]") {
   // The others wait only for the hub's answer; the hub's verdict names the rank it waited for.
   const int n = 4, absent = 2;
   std::atomic<int> finished{0};
@@ -918,7 +919,8 @@ std::vector<std::vector<int>> named_by_timeouts(int n, PathPreference path, int 
 
 }  // namespace
 
-TEST_CASE("through the TCP hub, a timeout names the hub it waited for, not a peer with a receive pending", "[trust]") {
+TEST_CASE("through the TCP hub, a timeout names the hub it waited for, not a peer with a receive pending",
+          "[trust][sockets]") {
   const auto named = named_by_timeouts(3, PathPreference::Tcp, 0, 1, 2);
   CHECK(named[1] == std::vector<int>{0});
   CHECK(named[2] == std::vector<int>{0});
@@ -954,7 +956,8 @@ TEST_CASE("over Gloo's pairs, a receive that times out names the rank it waited 
   CHECK(named == std::vector<int>{1});
 }
 
-TEST_CASE("3 ranks on TCP disagreeing across the hub's threshold: the same typed error on every rank", "[trust]") {
+TEST_CASE("3 ranks on TCP disagreeing across the hub's threshold: the same typed error on every rank",
+          "[trust][sockets]") {
   // Ranks 0 and 1 state 64 KiB (through the hub), rank 2 four bytes more (the ring; for a
   // broadcast, the direct schedule): the check settles before either schedule moves a byte.
   const int n = 3;
@@ -987,7 +990,7 @@ TEST_CASE("3 ranks on TCP disagreeing across the hub's threshold: the same typed
 }
 
 TEST_CASE("over the sockets a send whose receiver left fails at once and a receive from another rank goes on",
-          "[trust]") {
+          "[trust][sockets]") {
   // Rank 1 leaves with most of rank 0's large send unread: rank 0's connection to it fails
   // while rank 0 waits for rank 2's message. That wait must go on, and the send's own wait
   // raise the loss, naming rank 1, at once rather than wait out its timeout.
