@@ -166,9 +166,13 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
       // answer, whose marks name the same malformed rank on every rank.
       const Recv* from = hub_ < 0 ? row_from(in, r) : nullptr;
       const char* row = hub_ >= 0 ? answer_.data() + row_bytes_ * size_t(r) : slot(r);
-      const bool formed = from ? well_formed(*from, r)
-                               : (Intent::decode(reinterpret_cast<const uint64_t*>(row), size_, table_[size_t(r)]),
-                                  hub_ < 0 || !(table_[size_t(r)].flags & kMalformed));
+      bool formed = true;
+      if (from) {
+        formed = well_formed(*from, r);
+      } else {
+        Intent::decode(reinterpret_cast<const uint64_t*>(row), size_, table_[size_t(r)]);
+        formed = hub_ < 0 || !(table_[size_t(r)].flags & kMalformed);
+      }
       if (!formed)
         throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) +
                            " sent an intent not of this group's form (cut short, too long, or not the bytes it "
