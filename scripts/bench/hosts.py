@@ -152,13 +152,19 @@ def pair(h, script, args, timeout=120):
     return float(out.split()[-1])
 
 
+def pooled_median(per_rank):
+    """The median of every rank's times together, the lower of the middle two as torch's."""
+    pooled = sorted(t for times in per_rank for t in times)
+    return pooled[(len(pooled) - 1) // 2]
+
+
 def distrun(h, per_host, bench, coll, sizes, iters, warmup, json_path, env=None):
     # One run from the smallest size to the largest, each `factor` times the last (doubling where
     # `sizes` grow unevenly); only `sizes` are kept.
     ratios = {size_bytes(b) // size_bytes(a) for a, b in zip(sizes, sizes[1:])}
     factor = ratios.pop() if len(ratios) == 1 else 2
     args = [bench, coll, "-n", str(iters), "-w", str(warmup), "-c", "0", "-J", json_path, "-b", sizes[0], "-e",
-            sizes[-1], "-f", str(factor)]
+            sizes[-1], "-f", str(factor), "--raw-samples"]
     run_world(h, per_host, args, {"DISTRUN_STORE_SECRET": "hosts-bench", **(env or {})})
     with open(json_path) as f:
         doc = json.load(f)
@@ -166,7 +172,11 @@ def distrun(h, per_host, bench, coll, sizes, iters, warmup, json_path, env=None)
     # call is in place (all_reduce, broadcast: the out-of-place row adds a copy torch does not
     # make), out of place otherwise.
     placement = "in_place" if coll in IN_PLACE else "out_of_place"
-    rows = [{**r[placement], "bytes": r["size"], "busbw_gbps": r[placement]["bus_bw"]} for r in doc["results"]]
+    # p50 as torch_bench.py's: of every rank's calls pooled (distrun-bench's own p50 is of each
+    # iteration's slowest rank, as nccl-tests'; where calls overlap, as a ring of send_recv's
+    # do, every iteration has one rank whose call spans the ring's whole cycle).
+    rows = [{**r[placement], "bytes": r["size"], "busbw_gbps": r[placement]["bus_bw"],
+             "p50_us": pooled_median(r[placement]["rank_times_us"])} for r in doc["results"]]
     return {r["bytes"]: r for r in rows if r["bytes"] in {size_bytes(s) for s in sizes}}
 
 

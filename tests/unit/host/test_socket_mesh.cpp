@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -457,4 +458,51 @@ TEST_CASE(
   a.progress([&] { return message->done && passive->done; }, within(20000));
   CHECK(early == 7);
   CHECK(standing == 6);
+}
+
+TEST_CASE("a connection attempt that is never answered times out by the call's deadline, naming the rank it tried",
+          "[sockets]") {
+  // The peer's published address is a listener whose accept queue is full (backlog 0, one
+  // connection in it that nobody accepts): the kernel drops further connection attempts
+  // unanswered, as a host that filters them would.
+  const int full = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage at = loopback();
+  socklen_t len = sizeof(sockaddr_in);
+  REQUIRE(bind(full, reinterpret_cast<const sockaddr*>(&at), len) == 0);
+  REQUIRE(listen(full, 0) == 0);
+  REQUIRE(getsockname(full, reinterpret_cast<sockaddr*>(&at), &len) == 0);
+  std::vector<int> queued;  // connections until one is left unanswered
+  for (bool answered = true; answered;) {
+    REQUIRE(queued.size() < 8);
+    queued.push_back(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    const int started = connect(queued.back(), reinterpret_cast<const sockaddr*>(&at), len);
+    REQUIRE((started == 0 || errno == EINPROGRESS));
+    pollfd p{queued.back(), POLLOUT, 0};
+    answered = poll(&p, 1, 300) == 1;
+  }
+  auto store = std::make_shared<HashStore>();
+  SocketMesh a(store, 0, 2, loopback(), {4, 9});  // rank 1 of the group is global rank 9
+  store->set("sock/addr/1", std::string(reinterpret_cast<const char*>(&at), len));
+  const int x = 1;
+  auto out = std::make_shared<SocketMesh::Send>();
+  out->key = {SocketMesh::Kind::Message, 1};
+  out->parts = {{reinterpret_cast<const char*>(&x), sizeof x}};
+  const auto start = SocketMesh::Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(500);
+  std::vector<int> named;
+  std::string what;
+  try {
+    a.post(1, out, deadline);  // rank 0 is the pair's connector
+    a.progress([&] { return out->done; }, deadline);
+  } catch (const TimeoutError& e) {
+    named = e.ranks();
+    what = e.what();
+  }
+  const auto took = SocketMesh::Clock::now() - start;
+  CHECK(named == std::vector<int>{9});
+  CHECK_THAT(what, Catch::Contains("connecting to rank 9"));
+  CHECK(took >= std::chrono::milliseconds(450));
+  CHECK(took < std::chrono::milliseconds(1500));  // the deadline, with room for a loaded machine
+  for (int fd : queued) close(fd);
+  close(full);
 }

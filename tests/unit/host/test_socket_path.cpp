@@ -226,3 +226,51 @@ TEST_CASE("a rank that comes after the hub gave up on it gets the verdict naming
   for (const std::string& e : errors) REQUIRE(e.empty());
   for (const std::vector<int>& n : named) REQUIRE(n == std::vector<int>{2});
 }
+
+TEST_CASE("between two ranks, a malformed row is refused by its receiver, which hangs up, so its sender learns at once",
+          "[sockets]") {
+  constexpr int kTwo = 2;  // no hub: each rank reads the other's row itself
+  auto store = std::make_shared<HashStore>();
+  auto mesh0 = std::make_shared<SocketMesh>(store, 0, kTwo, loopback(), std::vector<int>{});
+  SocketMesh mesh1(store, 1, kTwo, loopback(), {});
+  std::string refused;
+  std::thread rank0([&] {
+    try {
+      SocketPath path(mesh0, {});
+      std::vector<char> buffer(kBytes, 0);
+      path.meet(first_intent(), buffer.data(), kBytes, 10s);
+      path.finish(10s);
+    } catch (const Error& e) {
+      refused = e.what();
+    }
+  });
+  // Rank 1 sends a row longer than its slot, takes rank 0's, and waits for rank 0's data.
+  const size_t slot = Intent::words(kTwo) * sizeof(uint64_t) + eager_bytes(kTwo);
+  std::vector<char> row(slot + 8, 'x'), theirs(slot), data(kBytes);
+  auto send = std::make_shared<SocketMesh::Send>();
+  auto in = std::make_shared<SocketMesh::Recv>();
+  auto phase = std::make_shared<SocketMesh::Recv>();
+  send->key = in->key = {SocketMesh::Kind::Intent, 1};
+  send->parts = {{row.data(), row.size()}};
+  in->parts = {{theirs.data(), theirs.size()}};
+  in->at_most = true;
+  phase->key = {SocketMesh::Kind::Phase, 1};
+  phase->parts = {{data.data(), data.size()}};
+  const auto start = SocketMesh::Clock::now();
+  std::string learned = "nothing";
+  try {
+    mesh1.post(0, in, start + 10s);
+    mesh1.post(0, send, start + 10s);
+    mesh1.post(0, phase, start + 10s);
+    mesh1.progress([&] { return phase->done; }, start + 10s);
+  } catch (const TimeoutError& e) {
+    learned = std::string("timed out: ") + e.what();
+  } catch (const Error& e) {
+    learned = e.what();
+  }
+  const auto took = SocketMesh::Clock::now() - start;
+  rank0.join();
+  CHECK_THAT(refused, Catch::Contains("rank 1 sent an intent not of this group's form"));
+  CHECK_THAT(learned, Catch::StartsWith("rank 0 ") && !Catch::Contains("timed out"));
+  CHECK(took < 5s);
+}

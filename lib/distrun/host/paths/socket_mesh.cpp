@@ -331,6 +331,12 @@ void SocketMesh::abandon(int peer, const std::shared_ptr<Recv>& op) {
   c.recvs.erase(std::remove(c.recvs.begin(), c.recvs.end(), op), c.recvs.end());
 }
 
+void SocketMesh::cut(int peer, const std::string& why) {
+  Conn& c = conns_[size_t(peer)];
+  drop_sends(c, why);
+  close_conn(c);
+}
+
 void SocketMesh::detach(const std::shared_ptr<Send>& op) {
   if (op->done || !op->own.empty()) return;
   for (auto& [p, bytes] : op->parts) op->own.insert(op->own.end(), p, p + bytes);
