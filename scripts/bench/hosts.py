@@ -10,7 +10,9 @@ mpicc exist: mpirun in the first namespace starts its daemons in each through a 
 (`ip netns exec`), its TCP transport between them, mpi_bench.c's figures (no send_recv; a
 mean, not a median, for latency). Each repetition runs distrun-bench, then torch (torch_sweep.py:
 torch_bench.py's measurement, every size in one job), then mpi_bench, on the same sizes and
-iterations; the tables (hosts_table.py) give the median
+iterations; distrun-bench times only the placement torch's call has (`-O`: in place for
+all_reduce and broadcast, out of place otherwise; a --baseline built without `-O` times both, and
+the same one is kept). The tables (hosts_table.py) give the median
 over repetitions of each one's p50 (every rank's iterations pooled) for 8 B..64 KiB all_reduce,
 all_gather, broadcast and send_recv (--iters, default 100, after 5 warm-up calls), and of its
 busbw for 1, 4, 16 and 64 MiB all_reduce, all_gather, reduce_scatter, all_to_all and broadcast
@@ -152,20 +154,26 @@ def pair(h, script, args, timeout=120):
     return float(out.split()[-1])
 
 
-def distrun(h, per_host, bench, coll, sizes, iters, warmup, json_path, env=None):
+def times_one_placement(bench, env=None):
+    """Whether `bench` takes -O (one placement timed); a baseline built before it times both."""
+    return "--out_of_place" in subprocess.run([bench, "--help"], capture_output=True, text=True,
+                                              env=dict(os.environ, **(env or {}))).stdout
+
+
+def distrun(h, per_host, bench, coll, sizes, iters, warmup, json_path, env=None, one_placement=True):
     # One run from the smallest size to the largest, each `factor` times the last (doubling where
     # `sizes` grow unevenly); only `sizes` are kept.
     ratios = {size_bytes(b) // size_bytes(a) for a, b in zip(sizes, sizes[1:])}
     factor = ratios.pop() if len(ratios) == 1 else 2
+    # Only the placement torch's call has is timed: in place where it is in place (all_reduce,
+    # broadcast: out of place adds a copy torch does not make), out of place otherwise.
+    placement = "in_place" if coll in IN_PLACE else "out_of_place"
     args = [bench, coll, "-n", str(iters), "-w", str(warmup), "-c", "0", "-J", json_path, "-b", sizes[0], "-e",
-            sizes[-1], "-f", str(factor)]
+            sizes[-1], "-f", str(factor), *(["-O", str(int(placement == "out_of_place"))] if one_placement else [])]
     run_world(h, per_host, args, {"DISTRUN_STORE_SECRET": "hosts-bench", **(env or {})})
     with open(json_path) as f:
         doc = json.load(f)
-    # Each -J row's figures under the keys torch_bench.py's rows have: in place where torch's
-    # call is in place (all_reduce, broadcast: the out-of-place row adds a copy torch does not
-    # make), out of place otherwise.
-    placement = "in_place" if coll in IN_PLACE else "out_of_place"
+    # Each -J row's figures under the keys torch_bench.py's rows have.
     rows = [{**r[placement], "bytes": r["size"], "busbw_gbps": r[placement]["bus_bw"]} for r in doc["results"]]
     return {r["bytes"]: r for r in rows if r["bytes"] in {size_bytes(s) for s in sizes}}
 
@@ -302,8 +310,9 @@ def main():
                 for colls, sizes, iters, warmup in plan:
                     for c in colls:
                         got.setdefault(c, {}).update(distrun(h, a.per_host, bench, c, sizes, iters, warmup,
-                                                             f"{tmp}/d.json", envs.get(system)))
+                                                             f"{tmp}/d.json", envs.get(system), one[system]))
                 return got
+            one = {system: times_one_placement(bench, envs.get(system)) for system, bench in benches.items()}
             # Each repetition: every distrun build, then torch, then Open MPI, on the same plan.
             runs = {system: lambda system=system, bench=bench: ours(system, bench) for system, bench in benches.items()}
             runs["torch"] = lambda: torch(h, a.per_host, plan)
