@@ -191,6 +191,9 @@ def torch(h, per_host, plan):
     return got
 
 
+# Why compare.sh --hosts leaves Open MPI out beside busy loops (said under each such table).
+BUSY_MPI = (": beside busy loops its yielding ranks took 10-65 ms a small call and doubled the run's time; "
+            "hosts.py --busy N without --no-mpi measures it")
 MPI_COLLS = {"all_reduce", "all_gather", "broadcast", "all_to_all", "reduce_scatter"}  # mpi_bench.c's
 # Open MPI's launch agent: `agent HOST COMMAND...` runs its daemon inside the namespace HOST,
 # under the host name HOST (a UTS namespace): the namespaces share /dev/shm, and Open MPI's
@@ -226,21 +229,22 @@ def mpi(h, per_host, setup, plan):
     if not setup:
         return {}
     exe, agent, hostfile = setup
+    # Every group of the plan in one job, in turn: mpirun's start costs about a second.
+    groups = [([c for c in colls if c in MPI_COLLS], sizes, iters, warmup) for colls, sizes, iters, warmup in plan]
+    args = [a for colls, sizes, iters, warmup in groups if colls
+            for a in (",".join(colls), ",".join(sizes), str(iters), str(warmup))]
+    if not args:
+        return {}
+    cmd = ["ip", "netns", "exec", h.ns[0], "mpirun", "--allow-run-as-root", "--hostfile", hostfile,
+           "-np", str(len(h.ns) * per_host), "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include",
+           "eth0", "--mca", "btl_tcp_if_include", "eth0", "--mca", "btl", "self,vader,tcp", "--mca",
+           "mpi_yield_when_idle", "1", exe, *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, preexec_fn=die_with_parent)
+    if out.returncode != 0:
+        print(f"hosts.py: mpirun failed ({out.returncode}): {out.stderr[-1000:]}", file=sys.stderr)
     got = {}
-    for colls, sizes, iters, warmup in plan:
-        colls = [c for c in colls if c in MPI_COLLS]
-        if not colls:
-            continue
-        cmd = ["ip", "netns", "exec", h.ns[0], "mpirun", "--allow-run-as-root", "--hostfile", hostfile,
-               "-np", str(len(h.ns) * per_host), "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include",
-               "eth0", "--mca", "btl_tcp_if_include", "eth0", "--mca", "btl", "self,vader,tcp", "--mca",
-               "mpi_yield_when_idle", "1", exe, ",".join(colls), ",".join(sizes), str(iters), str(warmup)]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=die_with_parent)
-        if out.returncode != 0:
-            print(f"hosts.py: mpirun failed ({out.returncode}): {out.stderr[-1000:]}", file=sys.stderr)
-            continue
-        for row in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{"))):
-            got.setdefault(row["collective"], {})[row["bytes"]] = {**row, "p50_us": row["time_us"]}
+    for row in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{"))):
+        got.setdefault(row["collective"], {})[row["bytes"]] = {**row, "p50_us": row["time_us"]}
     return got
 
 
@@ -298,12 +302,17 @@ def main():
         print(f"{label} {time.monotonic() - started:5.0f} s: {text}", file=sys.stderr, flush=True)
 
     busy = []
+    versions = set()  # torch's, as its rows give it
+    mpi_why = None
     load_before = open("/proc/loadavg").read().split()[:3]
     rows = []
     try:
         busy = [subprocess.Popen([PY, "-c", BUSY], preexec_fn=die_with_parent) for _ in range(a.busy)]
         with Hosts(a.hosts) as h, tempfile.TemporaryDirectory() as tmp:
             mpi_ready = None if a.no_mpi else mpi_setup(h, a.per_host, tmp)
+            # Why Open MPI's column is empty, for the tables.
+            mpi_why = (f"left out (--no-mpi){BUSY_MPI if a.busy else ''}" if a.no_mpi else
+                       None if mpi_ready else "mpirun or mpicc not found")
 
             def ours(system, bench):
                 got = {}
@@ -326,6 +335,7 @@ def main():
                     at = time.monotonic()
                     got = run()
                     took[system] = time.monotonic() - at
+                    versions.update(r["torch"] for by_size in got.values() for r in by_size.values() if "torch" in r)
                     for coll, by_size in got.items():
                         for b, r in by_size.items():
                             if coll in BLOCKS and b // 4 < world:
@@ -339,10 +349,9 @@ def main():
         for p in busy:
             p.kill()
     load_after = open("/proc/loadavg").read().split()[:3]
-    torch_version = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True,
-                                   text=True).stdout.strip()
     rows.append({"kind": "run", **where, "reps": a.reps, "iters": a.iters, "load_before": load_before,
-                 "load_after": load_after, "torch": torch_version, "cores": os.cpu_count(),
+                 "load_after": load_after, "torch": ", ".join(sorted(versions)) or None, "mpi": mpi_why,
+                 "cores": os.cpu_count(),
                  "baseline": f"{a.baseline or 'this build'} {' '.join(a.baseline_env)}".strip()
                  if "baseline" in benches else None})
     if a.jsonl:
