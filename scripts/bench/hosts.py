@@ -313,6 +313,7 @@ def main():
             # Why Open MPI's column is empty, for the tables.
             mpi_why = (f"left out (--no-mpi){BUSY_MPI if a.busy else ''}" if a.no_mpi else
                        None if mpi_ready else "mpirun or mpicc not found")
+            one = {system: times_one_placement(bench, envs.get(system)) for system, bench in benches.items()}
 
             def ours(system, bench):
                 got = {}
@@ -321,7 +322,6 @@ def main():
                         got.setdefault(c, {}).update(distrun(h, a.per_host, bench, c, sizes, iters, warmup,
                                                              f"{tmp}/d.json", envs.get(system), one[system]))
                 return got
-            one = {system: times_one_placement(bench, envs.get(system)) for system, bench in benches.items()}
             # Each repetition: every distrun build, then torch, then Open MPI, on the same plan.
             runs = {system: lambda system=system, bench=bench: ours(system, bench) for system, bench in benches.items()}
             runs["torch"] = lambda: torch(h, a.per_host, plan)
