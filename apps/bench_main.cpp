@@ -96,6 +96,7 @@ int run_bench(int argc, char** argv) {
   std::string collective, minb = "32M", maxb = "32M", stepb = "1M", dtype = "float", op = "sum", csv_path;
   double factor = 1;
   int iters = 20, warmup = 1, agg = 1, check = 1, root = 0, average = 1, blocking = 0;
+  int out_of_place = -1;  // -O: -1 both placements
   bool verbose = false, raw_samples = false;
   app.add_option("collective", collective,
                  distrun::bench::collective_names() + ", or all (each in turn); `qualify` finds a bad node")
@@ -121,6 +122,11 @@ int run_bench(int argc, char** argv) {
                  "time the same; 1 adds a barrier after each run (timed), 3 one after "
                  "each iteration (not timed)")
       ->check(CLI::IsMember({0, 1, 2, 3}));
+  // rccl-tests' name and values (nccl-tests always times both).
+  app.add_option("-O,--out_of_place", out_of_place,
+                 "Time one placement only: 1 out of place, 0 in place; the other's columns read N/A and its -J "
+                 "object is null (default: both, out of place first)")
+      ->check(CLI::IsMember({0, 1}));
   app.add_flag("--raw-samples", raw_samples,
                "Add every rank's time of every timed iteration to each -J record "
                "(rank_times_us)");
@@ -191,12 +197,19 @@ int run_bench(int argc, char** argv) {
     std::snprintf(step, sizeof step, "%g(factor)", factor);
   else
     std::snprintf(step, sizeof step, "%lld(bytes)", static_cast<long long>(step_bytes));
+  const bool timed[2] = {out_of_place != 0, out_of_place != 1};  // indexed by bench::Placement
+  nlohmann::ordered_json placements = nlohmann::ordered_json::array();
+  for (auto p : {bench::Placement::OutOfPlace, bench::Placement::InPlace})
+    if (timed[int(p)]) placements.push_back(bench::placement_name(p));
   char settings[400];
   std::snprintf(settings, sizeof settings,
                 "distrun-bench %s  minBytes %lld maxBytes %lld step: %s warmup iters: %d iters: %d agg iters: %d "
-                "validation: %d blocking: %d average: %d",
+                "validation: %d blocking: %d average: %d%s",
                 collective.c_str(), static_cast<long long>(bytes_of("-b", minb)),
-                static_cast<long long>(bytes_of("-e", maxb)), step, warmup, iters, agg, check, blocking, average);
+                static_cast<long long>(bytes_of("-e", maxb)), step, warmup, iters, agg, check, blocking, average,
+                out_of_place == 0   ? " placement: in-place only"
+                : out_of_place == 1 ? " placement: out-of-place only"
+                                    : "");
   if (out) {
     for (const auto& l : bench::header_block(settings, ranks)) *out << l << "\n";
     *out << "# backend " << b.name() << ", transport " << bench::transport_of(b) << ", " << b.size() << " ranks\n";
@@ -225,6 +238,7 @@ int run_bench(int argc, char** argv) {
           cfg.check = check;
           cfg.blocking = blocking;
           cfg.average = bench::Average(average);
+          std::copy(std::begin(timed), std::end(timed), std::begin(cfg.placements));
           cfg.raw_samples = raw_samples;
           cfg.device =
               common.device != "cuda" ? distrun::Device::cpu()
@@ -274,6 +288,7 @@ int run_bench(int argc, char** argv) {
                      {"root", root},
                      {"average", average},
                      {"blocking", blocking},
+                     {"placements", placements},
                      {"device", common.device}};
     doc["provenance"] = bench::provenance(b, ranks);
     doc["results"] = totals.rows;

@@ -5,9 +5,9 @@
 # broadcast and send_recv against torch and the kernel's 8-byte TCP round trip; busbw of 1, 4,
 # 16 and 64 MiB all_reduce, all_gather, reduce_scatter, all_to_all and broadcast against torch
 # and raw TCP on the same link. Open MPI (TCP between the namespaces) in the quiet runs: beside
-# busy loops its yielding ranks take 10 to 60 ms a small call and double the run's time
-# (`hosts.py --busy 4` measures it). Every placement's repetitions interleave the systems;
-# medians of them. On 2 cores 19 minutes at load average 3-10, 35 at 10-25 (--quick: 1 to 5).
+# busy loops its yielding ranks take 10 to 65 ms a small call and double the run's time
+# (`hosts.py --busy 4` measures it; each busy placement's tables say why its column is empty). Every placement's repetitions interleave the systems;
+# medians of them. On 2 cores 28 minutes at load average 15-28 (--quick: 1 to 5).
 # Prints, and writes to OUT/hosts.md, the summary (one row per placement) and each placement's
 # tables (hosts_table.py), the busbw plot to OUT/hosts_busbw.png; OUT/hosts.jsonl: every row.
 #

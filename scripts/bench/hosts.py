@@ -10,7 +10,9 @@ mpicc exist: mpirun in the first namespace starts its daemons in each through a 
 (`ip netns exec`), its TCP transport between them, mpi_bench.c's figures (no send_recv; a
 mean, not a median, for latency). Each repetition runs distrun-bench, then torch (torch_sweep.py:
 torch_bench.py's measurement, every size in one job), then mpi_bench, on the same sizes and
-iterations; the tables (hosts_table.py) give the median
+iterations; distrun-bench times only the placement torch's call has (`-O`: in place for
+all_reduce and broadcast, out of place otherwise; a --baseline built without `-O` times both, and
+the same one is kept). The tables (hosts_table.py) give the median
 over repetitions of each one's p50 (every rank's iterations pooled) for 8 B..64 KiB all_reduce,
 all_gather, broadcast and send_recv (--iters, default 100, after 5 warm-up calls), and of its
 busbw for 1, 4, 16 and 64 MiB all_reduce, all_gather, reduce_scatter, all_to_all and broadcast
@@ -158,23 +160,30 @@ def pooled_median(per_rank):
     return pooled[(len(pooled) - 1) // 2]
 
 
-def distrun(h, per_host, bench, coll, sizes, iters, warmup, json_path, env=None):
+def times_one_placement(bench, env=None):
+    """Whether `bench` takes -O (one placement timed); a baseline built before it times both."""
+    return "--out_of_place" in subprocess.run([bench, "--help"], capture_output=True, text=True,
+                                              env=dict(os.environ, **(env or {}))).stdout
+
+
+def distrun(h, per_host, bench, coll, sizes, iters, warmup, json_path, env=None, one_placement=True):
     # One run from the smallest size to the largest, each `factor` times the last (doubling where
     # `sizes` grow unevenly); only `sizes` are kept.
     ratios = {size_bytes(b) // size_bytes(a) for a, b in zip(sizes, sizes[1:])}
     factor = ratios.pop() if len(ratios) == 1 else 2
+    # Only the placement torch's call has is timed: in place where it is in place (all_reduce,
+    # broadcast: out of place adds a copy torch does not make), out of place otherwise.
+    placement = "in_place" if coll in IN_PLACE else "out_of_place"
     args = [bench, coll, "-n", str(iters), "-w", str(warmup), "-c", "0", "-J", json_path, "-b", sizes[0], "-e",
-            sizes[-1], "-f", str(factor), "--raw-samples"]
+            sizes[-1], "-f", str(factor), "--raw-samples",
+            *(["-O", str(int(placement == "out_of_place"))] if one_placement else [])]
     run_world(h, per_host, args, {"DISTRUN_STORE_SECRET": "hosts-bench", **(env or {})})
     with open(json_path) as f:
         doc = json.load(f)
-    # Each -J row's figures under the keys torch_bench.py's rows have: in place where torch's
-    # call is in place (all_reduce, broadcast: the out-of-place row adds a copy torch does not
-    # make), out of place otherwise.
-    placement = "in_place" if coll in IN_PLACE else "out_of_place"
-    # p50 as torch_bench.py's: of every rank's calls pooled (distrun-bench's own p50 is of each
-    # iteration's slowest rank, as nccl-tests'; where calls overlap, as a ring of send_recv's
-    # do, every iteration has one rank whose call spans the ring's whole cycle).
+    # Each -J row's figures under the keys torch_bench.py's rows have; p50 as torch_bench.py's:
+    # of every rank's calls pooled (distrun-bench's own p50 is of each iteration's slowest rank,
+    # as nccl-tests'; where calls overlap, as a ring of send_recv's do, every iteration has one
+    # rank whose call spans the ring's whole cycle).
     rows = [{**r[placement], "bytes": r["size"], "busbw_gbps": r[placement]["bus_bw"],
              "p50_us": pooled_median(r[placement]["rank_times_us"])} for r in doc["results"]]
     return {r["bytes"]: r for r in rows if r["bytes"] in {size_bytes(s) for s in sizes}}
@@ -193,6 +202,9 @@ def torch(h, per_host, plan):
     return got
 
 
+# Why compare.sh --hosts leaves Open MPI out beside busy loops (said under each such table).
+BUSY_MPI = (": beside busy loops its yielding ranks took 10-65 ms a small call and doubled the run's time; "
+            "hosts.py --busy N without --no-mpi measures it")
 MPI_COLLS = {"all_reduce", "all_gather", "broadcast", "all_to_all", "reduce_scatter"}  # mpi_bench.c's
 # Open MPI's launch agent: `agent HOST COMMAND...` runs its daemon inside the namespace HOST,
 # under the host name HOST (a UTS namespace): the namespaces share /dev/shm, and Open MPI's
@@ -228,21 +240,22 @@ def mpi(h, per_host, setup, plan):
     if not setup:
         return {}
     exe, agent, hostfile = setup
+    # Every group of the plan in one job, in turn: mpirun's start costs about a second.
+    groups = [([c for c in colls if c in MPI_COLLS], sizes, iters, warmup) for colls, sizes, iters, warmup in plan]
+    args = [a for colls, sizes, iters, warmup in groups if colls
+            for a in (",".join(colls), ",".join(sizes), str(iters), str(warmup))]
+    if not args:
+        return {}
+    cmd = ["ip", "netns", "exec", h.ns[0], "mpirun", "--allow-run-as-root", "--hostfile", hostfile,
+           "-np", str(len(h.ns) * per_host), "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include",
+           "eth0", "--mca", "btl_tcp_if_include", "eth0", "--mca", "btl", "self,vader,tcp", "--mca",
+           "mpi_yield_when_idle", "1", exe, *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, preexec_fn=die_with_parent)
+    if out.returncode != 0:
+        print(f"hosts.py: mpirun failed ({out.returncode}): {out.stderr[-1000:]}", file=sys.stderr)
     got = {}
-    for colls, sizes, iters, warmup in plan:
-        colls = [c for c in colls if c in MPI_COLLS]
-        if not colls:
-            continue
-        cmd = ["ip", "netns", "exec", h.ns[0], "mpirun", "--allow-run-as-root", "--hostfile", hostfile,
-               "-np", str(len(h.ns) * per_host), "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include",
-               "eth0", "--mca", "btl_tcp_if_include", "eth0", "--mca", "btl", "self,vader,tcp", "--mca",
-               "mpi_yield_when_idle", "1", exe, ",".join(colls), ",".join(sizes), str(iters), str(warmup)]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=die_with_parent)
-        if out.returncode != 0:
-            print(f"hosts.py: mpirun failed ({out.returncode}): {out.stderr[-1000:]}", file=sys.stderr)
-            continue
-        for row in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{"))):
-            got.setdefault(row["collective"], {})[row["bytes"]] = {**row, "p50_us": row["time_us"]}
+    for row in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{"))):
+        got.setdefault(row["collective"], {})[row["bytes"]] = {**row, "p50_us": row["time_us"]}
     return got
 
 
@@ -300,19 +313,25 @@ def main():
         print(f"{label} {time.monotonic() - started:5.0f} s: {text}", file=sys.stderr, flush=True)
 
     busy = []
+    versions = set()  # torch's, as its rows give it
+    mpi_why = None
     load_before = open("/proc/loadavg").read().split()[:3]
     rows = []
     try:
         busy = [subprocess.Popen([PY, "-c", BUSY], preexec_fn=die_with_parent) for _ in range(a.busy)]
         with Hosts(a.hosts) as h, tempfile.TemporaryDirectory() as tmp:
             mpi_ready = None if a.no_mpi else mpi_setup(h, a.per_host, tmp)
+            # Why Open MPI's column is empty, for the tables.
+            mpi_why = (f"left out (--no-mpi){BUSY_MPI if a.busy else ''}" if a.no_mpi else
+                       None if mpi_ready else "mpirun or mpicc not found")
+            one = {system: times_one_placement(bench, envs.get(system)) for system, bench in benches.items()}
 
             def ours(system, bench):
                 got = {}
                 for colls, sizes, iters, warmup in plan:
                     for c in colls:
                         got.setdefault(c, {}).update(distrun(h, a.per_host, bench, c, sizes, iters, warmup,
-                                                             f"{tmp}/d.json", envs.get(system)))
+                                                             f"{tmp}/d.json", envs.get(system), one[system]))
                 return got
             # Each repetition: every distrun build, then torch, then Open MPI, on the same plan.
             runs = {system: lambda system=system, bench=bench: ours(system, bench) for system, bench in benches.items()}
@@ -327,6 +346,7 @@ def main():
                     at = time.monotonic()
                     got = run()
                     took[system] = time.monotonic() - at
+                    versions.update(r["torch"] for by_size in got.values() for r in by_size.values() if "torch" in r)
                     for coll, by_size in got.items():
                         for b, r in by_size.items():
                             if coll in BLOCKS and b // 4 < world:
@@ -340,10 +360,9 @@ def main():
         for p in busy:
             p.kill()
     load_after = open("/proc/loadavg").read().split()[:3]
-    torch_version = subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True,
-                                   text=True).stdout.strip()
     rows.append({"kind": "run", **where, "reps": a.reps, "iters": a.iters, "load_before": load_before,
-                 "load_after": load_after, "torch": torch_version, "cores": os.cpu_count(),
+                 "load_after": load_after, "torch": ", ".join(sorted(versions)) or None, "mpi": mpi_why,
+                 "cores": os.cpu_count(),
                  "baseline": f"{a.baseline or 'this build'} {' '.join(a.baseline_env)}".strip()
                  if "baseline" in benches else None})
     if a.jsonl:

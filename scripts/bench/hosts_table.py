@@ -120,6 +120,8 @@ def detail(p, pl):
             f"{', '.join('%.1f' % x for x in pl.rtts)} us, raw TCP each way {', '.join('%.3f' % x for x in pl.tcps)} "
             f"GB/s, by repetition{'; baseline: ' + run['baseline'] if run.get('baseline') else ''})")
     out = [head, ""]
+    if run.get("mpi"):  # rows of a run that left Open MPI out say why
+        out += [f"Open MPI not measured here: {run['mpi']}.", ""]
     for kind, colls, unit, spec, limit, name, fast, near in (
             ("latency", LATENCY_COLLS, "p50 us | torch | Open MPI (mean)", "%.1f", pl.rtt, "round trip",
              lambda v: v <= FAST, lambda v: v <= ROUND_TRIPS),

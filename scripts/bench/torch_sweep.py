@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """torch_bench.py's measurement, several (sizes, iters, warmup) groups in one torchrun job, so
 that small sizes get enough iterations to rise above scheduler noise without paying torchrun's
-start-up once per group. Rows are torch_bench.py's JSON objects, printed on rank 0.
+start-up once per group. Rows are torch_bench.py's JSON objects with torch's version, printed
+on rank 0.
 
 Usage (under torchrun): torch_sweep.py --collectives C1,C2 --group 1M:200:20 --group 16M,64M:10:3
   each --group is SIZES:ITERS:WARMUP[:COLLECTIVES], its own collectives instead of --collectives'
@@ -12,6 +13,7 @@ import json
 import os
 import sys
 
+import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -33,8 +35,8 @@ def main():
                 continue
             for size in sizes.split(","):
                 row = measure(coll, parse_size(size), n, rank, int(iters), int(warmup))
-                if rank == 0:
-                    print(json.dumps(row), flush=True)
+                if rank == 0:  # with torch's version: no second start of torch to ask it
+                    print(json.dumps({**row, "torch": torch.__version__}), flush=True)
     dist.destroy_process_group()
 
 

@@ -87,6 +87,17 @@ def test_flags():
     check(table_lines(out)[0].split()[8] == "N/A", "-c 0: #wrong N/A", out)
     check(len(rows(doc, "in_place")) == 1 and table_lines(out)[0].split()[9] != "N/A",
           "all_to_all timed in place too (through a copy aside, as nccl-tests times it)", out)
+    # -O 1, -O 0: one placement timed, the other's columns N/A and its -J object null.
+    for o, timed, idle, shown, blank in (("1", "out_of_place", "in_place", slice(5, 9), slice(9, 13)),
+                                         ("0", "in_place", "out_of_place", slice(9, 13), slice(5, 9))):
+        rc, out, err, doc = bench(["all_gather", "-b", "1K", "-e", "4K", "-f", "4", "-O", o, *SMALL])
+        check(rc == 0, f"-O {o}: rc {rc}", out + err)
+        validate(doc, f"-O {o} -J")
+        check(doc["config"]["placements"] == [timed] and len(doc["results"]) == 2 and
+              all(r[idle] is None and r[timed]["samples"] == 3 for r in doc["results"]),
+              f"-O {o}: only {timed} timed", json.dumps(doc["results"])[:2000])
+        check(all(l.split()[blank] == ["N/A"] * 4 and "N/A" not in l.split()[shown] for l in table_lines(out)),
+              f"-O {o}: the {idle} columns N/A", out)
     # -a: the reported time is rank 0's, the mean, the min or the max of the ranks' mean times
     # (from --raw-samples: each rank's time of each iteration); the statistics are over the
     # iterations, each the slowest rank's time (nccl-tests' -I).
@@ -180,11 +191,12 @@ def test_wrong():
 def test_bad_input():
     for args, words in ((["all_reducee"], "unknown collective 'all_reducee'"), (["all_reduce", "-d", "quad"], "-d"),
                         (["all_reduce", "-b", "1Q"], "-b: bad size"), (["all_reduce", "-b", "2K", "-e", "1K"], "-b"),
-                        (["all_reduce", "-o", "nope"], "-o"), (["reduce", "-o", "bxor", "-d", "float"], "needs an integer"), (["qualify", "--min-fraction", "2"], "--min-fraction")):
+                        (["all_reduce", "-o", "nope"], "-o"), (["all_reduce", "-O", "2"], "--out_of_place"), (["reduce", "-o", "bxor", "-d", "float"], "needs an integer"), (["qualify", "--min-fraction", "2"], "--min-fraction")):
         r = run([BENCH, *args], timeout=30)
         check(r.returncode == 2 and words in r.stderr, f"{args}: exit 2 naming the problem", r.stdout + r.stderr)
     r = run([BENCH, "--help"], timeout=30)
-    check(r.returncode == 0 and "-b,--minbytes" in r.stdout and "--csv" in r.stdout, "--help", r.stdout)
+    check(r.returncode == 0 and "-b,--minbytes" in r.stdout and "-O,--out_of_place" in r.stdout and
+          "--csv" in r.stdout, "--help", r.stdout)
     # The help's list is the collective table's, which bench.engine holds the schema's enum to.
     names = json.load(open(SCHEMA))["definitions"]["size_row"]["properties"]["collective"]["enum"]
     check(", ".join(names) + ", or all" in r.stdout, "--help lists the schema's collectives", r.stdout)

@@ -1,6 +1,7 @@
 """scripts/bench/hosts_table.py on a fixture of hosts.py's rows (data/hosts_rows.jsonl), no run:
 the summary's medians, ratios and counts against the targets, a placement's detail row, rows
-without `per_host` (placed by world_size / hosts), and --docs replacing only its block."""
+without `per_host` (placed by world_size / hosts), why Open MPI's column is empty where a run
+left it out, and --docs replacing only its block."""
 import os
 import subprocess
 import sys
@@ -41,6 +42,11 @@ def main():
               "a 64 KiB point: no target against the round trip, nothing bold")
         check("| reduce_scatter | 1 MiB | 0.500 | n/a | n/a | n/a | n/a | **0.83x** |" in lines,
               "busbw without torch's figure")
+        # A run that left Open MPI out says why under its placement's heading, and only there.
+        why = "Open MPI not measured here: left out (--no-mpi): beside busy loops its yielding ranks took 10-65 ms"
+        said = [i for i, line in enumerate(lines) if line.startswith(why)]
+        check(len(said) == 1 and lines[said[0] - 2].startswith("**4 x 1, 4 busy loops**"),
+              f"Open MPI's absence explained under the busy placement's heading only:\n{out}")
         with open(doc) as f:
             got = f.read()
         check(got == f"before\n<!-- hosts:begin -->\n{out}<!-- hosts:end -->\nafter\n", f"--docs block:\n{got}")
