@@ -13,7 +13,7 @@ torch_bench.py's measurement, every size in one job), then mpi_bench, on the sam
 iterations; distrun-bench times only the placement torch's call has (`-O`: in place for
 all_reduce and broadcast, out of place otherwise; a --baseline built without `-O` times both, and
 the same one is kept). The tables (hosts_table.py) give the median
-over repetitions of each one's p50 (every rank's iterations pooled) for 8 B..64 KiB all_reduce,
+over repetitions of each one's p50 (of each iteration's slowest rank) for 8 B..64 KiB all_reduce,
 all_gather, broadcast and send_recv (--iters, default 100, after 5 warm-up calls), and of its
 busbw for 1, 4, 16 and 64 MiB all_reduce, all_gather, reduce_scatter, all_to_all and broadcast
 (a fifth of --iters at 1 and 4 MiB after 2 warm-up calls, a thirtieth, at least 3, at 16 and
@@ -154,12 +154,6 @@ def pair(h, script, args, timeout=120):
     return float(out.split()[-1])
 
 
-def pooled_median(per_rank):
-    """The median of every rank's times together, the lower of the middle two as torch's."""
-    pooled = sorted(t for times in per_rank for t in times)
-    return pooled[(len(pooled) - 1) // 2]
-
-
 def times_one_placement(bench, env=None):
     """Whether `bench` takes -O (one placement timed); a baseline built before it times both."""
     return "--out_of_place" in subprocess.run([bench, "--help"], capture_output=True, text=True,
@@ -175,17 +169,14 @@ def distrun(h, per_host, bench, coll, sizes, iters, warmup, json_path, env=None,
     # broadcast: out of place adds a copy torch does not make), out of place otherwise.
     placement = "in_place" if coll in IN_PLACE else "out_of_place"
     args = [bench, coll, "-n", str(iters), "-w", str(warmup), "-c", "0", "-J", json_path, "-b", sizes[0], "-e",
-            sizes[-1], "-f", str(factor), "--raw-samples",
+            sizes[-1], "-f", str(factor),
             *(["-O", str(int(placement == "out_of_place"))] if one_placement else [])]
     run_world(h, per_host, args, {"DISTRUN_STORE_SECRET": "hosts-bench", **(env or {})})
     with open(json_path) as f:
         doc = json.load(f)
-    # Each -J row's figures under the keys torch_bench.py's rows have; p50 as torch_bench.py's:
-    # of every rank's calls pooled (distrun-bench's own p50 is of each iteration's slowest rank,
-    # as nccl-tests'; where calls overlap, as a ring of send_recv's do, every iteration has one
-    # rank whose call spans the ring's whole cycle).
-    rows = [{**r[placement], "bytes": r["size"], "busbw_gbps": r[placement]["bus_bw"],
-             "p50_us": pooled_median(r[placement]["rank_times_us"])} for r in doc["results"]]
+    # Each -J row's figures under the keys torch_bench.py's rows have (p50: of each iteration's
+    # slowest rank in both).
+    rows = [{**r[placement], "bytes": r["size"], "busbw_gbps": r[placement]["bus_bw"]} for r in doc["results"]]
     return {r["bytes"]: r for r in rows if r["bytes"] in {size_bytes(s) for s in sizes}}
 
 

@@ -5,8 +5,9 @@
 Usage: torch_bench.py --collectives all_reduce,all_gather --sizes 1M,16M,64M --iters 20 --warmup 5
 Prints, on rank 0, one JSON object per (collective, size):
   {"system": "torch", "collective", "bytes", "world_size", "time_us", "algbw_gbps", "busbw_gbps", "p50_us"}
-time_us is the slowest rank's mean; p50_us the median of every rank's iterations pooled (as
-distrun-bench's p50). send_recv: each rank sends to its right and receives from its left.
+time_us is the slowest rank's mean; p50_us the median over iterations of each iteration's slowest
+rank (distrun-bench's p50, nccl-tests' -I: pooling every rank's calls would pull it down by the
+ranks that waited least). send_recv: each rank sends to its right and receives from its left.
 `bytes` is nccl-tests' size: the whole buffer (all_gather's output, reduce_scatter's input,
 all_to_all's per-rank send buffer, the tensor itself for all_reduce and broadcast).
 """
@@ -68,7 +69,7 @@ def make_op(coll, nbytes, n, rank):
 
 
 def measure(coll, nbytes, n, rank, iters, warmup):
-    """One row: the slowest rank's mean time and the p50 of every rank's calls pooled."""
+    """One row: the slowest rank's mean time and the p50 of each iteration's slowest rank."""
     try:
         op = make_op(coll, nbytes, n, rank)
         for _ in range(warmup):
@@ -81,12 +82,13 @@ def measure(coll, nbytes, n, rank, iters, warmup):
             samples.append(time.perf_counter() - start)
         mean = torch.tensor([sum(samples) / iters], dtype=torch.float64)
         dist.all_reduce(mean, op=dist.ReduceOp.MAX)  # the slowest rank's mean, as nccl-tests
-        pooled = [torch.empty(iters, dtype=torch.float64) for _ in range(n)]
-        dist.all_gather(pooled, torch.tensor(samples, dtype=torch.float64))
+        per_rank = [torch.empty(iters, dtype=torch.float64) for _ in range(n)]
+        dist.all_gather(per_rank, torch.tensor(samples, dtype=torch.float64))
+        slowest = torch.stack(per_rank).max(dim=0).values  # an iteration ends with its last rank
         t = mean.item()
         return {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n, "iters": iters,
                 "time_us": t * 1e6, "algbw_gbps": nbytes / t / 1e9, "busbw_gbps": nbytes / t / 1e9 * bus_factor(coll, n),
-                "p50_us": torch.cat(pooled).median().item() * 1e6}
+                "p50_us": torch.quantile(slowest, 0.5).item() * 1e6}
     except RuntimeError as e:  # e.g. reduce_scatter: not supported by torch's gloo backend
         return {"system": "torch", "collective": coll, "bytes": nbytes, "world_size": n,
                 "error": str(e).splitlines()[0]}
