@@ -93,7 +93,9 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
   char* mine = slot(rank_);
   // The hub's row goes nowhere (its answer carries the row alone): no copy of its buffer.
   const size_t sent = write_row(intent, size_, mine, row_bytes_, rank_ == hub_ ? nullptr : base_, extent_, eager_);
+  // Sized once for every peer (settle moves them out each collective): one allocation each.
   rows_.clear();
+  rows_.reserve(size_t(size_));
   rows_out_.clear();
   // Directly, each peer's row comes from it and ours goes to it; through a hub, the hub gets
   // every peer's row and sends none, and a rank sends its row to the hub and gets its answer.
@@ -354,6 +356,8 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
   std::vector<std::shared_ptr<Recv>> in(static_cast<size_t>(size_));
   Sends sends;
   Recvs recvs;
+  // An answer and a message to each reader at most: one allocation, not one per doubling.
+  if (std::any_of(to.begin(), to.end(), [](const auto& s) { return s != nullptr; })) sends.reserve(2 * size_t(size_));
   try {
     for (int r = 0; r < size_; ++r)
       if (to[size_t(r)]) {
@@ -372,6 +376,7 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
         from[size_t(p.peer)] += p.bytes;
         if (!p.dst) m.scratch = folded, folded += p.bytes;
       }
+      if (mine.empty()) mine.reserve(size_t(size_));
       mine.push_back(m);
     });
     if (scratch_.size() < folded) scratch_.resize(folded);
