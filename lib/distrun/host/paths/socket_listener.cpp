@@ -153,6 +153,7 @@ bool SocketListener::read_hello(Pending& p) {
   setsockopt(p.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   it->second.seen.insert(h.from);
   it->second.ready.emplace_back(int(h.from), p.fd);
+  let_in_.fetch_add(1, std::memory_order_release);
   return true;
 }
 

@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -98,6 +99,9 @@ class SocketListener {
   /// The connections to `rank` of `group` that proved themselves since the last call: (peer,
   /// descriptor), the acceptor's answer already written.
   std::vector<std::pair<int, int>> take(const std::string& group, int rank);
+  /// Connections let in so far, to any group: while it stays the same, take() has nothing new
+  /// for anyone (a wait looks at it, not at take(), each time round).
+  uint64_t let_in() const { return let_in_.load(std::memory_order_acquire); }
 
  private:
   explicit SocketListener(const sockaddr_storage& address);
@@ -123,6 +127,7 @@ class SocketListener {
   sockaddr_storage address_{};
   std::vector<Pending> pending_;
   std::map<std::pair<std::string, int>, Member> members_;
+  std::atomic<uint64_t> let_in_{0};
 };
 
 }  // namespace distrun

@@ -211,6 +211,10 @@ void SocketMesh::connect_to(int peer, Clock::time_point deadline) {
 }
 
 void SocketMesh::take_accepted() {
+  // Nothing let in since the last look: no lock, no lookup (every wait looks each time round).
+  const uint64_t let_in = listener_->let_in();
+  if (let_in == taken_at_) return;
+  taken_at_ = let_in;
   for (auto [peer, fd] : listener_->take(group_, rank_)) {
     Conn& c = conns_[size_t(peer)];
     if (c.opened) {
@@ -567,12 +571,14 @@ bool SocketMesh::passive_next(int peer) {
 void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point deadline,
                           const std::function<void()>& on_read, bool posted_only,
                           const std::function<std::vector<int>()>& late) {
-  std::vector<pollfd> fds;
-  std::vector<int> peer_of;
-  std::vector<bool> for_passive;  // per fd: read only should a passive receive take its next message
-  std::vector<int> not_passive;   // connections whose next message is another's: not read here
-  auto moved = Clock::now();      // when one of this group's sockets last had something for us
-  bool stalled = false;           // a send of ours waited kStalledSend with nothing moving
+  // The poll's lists, kept across waits so that a wait allocates nothing.
+  std::vector<pollfd>& fds = wait_.fds;
+  std::vector<int>& peer_of = wait_.peer_of;
+  std::vector<bool>& for_passive = wait_.for_passive;
+  std::vector<int>& not_passive = wait_.not_passive;
+  not_passive.clear();
+  auto moved = Clock::now();  // when one of this group's sockets last had something for us
+  bool stalled = false;       // a send of ours waited kStalledSend with nothing moving
   for (;;) {
     take_accepted();
     if (done()) return;

@@ -31,6 +31,7 @@
 // its peer has acknowledged them, 2 s at most, since closing a socket with unread input resets
 // the connection and drops what it still had to send.
 #pragma once
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -230,7 +231,14 @@ class SocketMesh {
   std::string group_, key_;  // the group's id (from the store) and key (never sent)
   int opened_ = 0;
   uint64_t polls_ = 0;
-  uint64_t floor_[8]{};  // per Kind: keys below it are dropped on arrival (discard_below)
+  struct {
+    std::vector<pollfd> fds;
+    std::vector<int> peer_of;
+    std::vector<bool> for_passive;    // per fd: read only should a passive receive take its next message
+    std::vector<int> not_passive;     // connections whose next message is another's: not read here
+  } wait_;                            // progress()'s, kept across waits
+  uint64_t taken_at_ = ~uint64_t(0);  // the listener's let_in() when take_accepted last took
+  uint64_t floor_[8]{};               // per Kind: keys below it are dropped on arrival (discard_below)
 };
 
 }  // namespace distrun

@@ -41,23 +41,25 @@ SocketPath::SocketPath(std::shared_ptr<SocketMesh> mesh, std::vector<int> global
 
 void SocketPath::progress(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
                           const std::function<void()>& on_read) {
+  auto done = [&] {
+    return std::all_of(sends.begin(), sends.end(), [](const auto& s) { return s.second->done; }) &&
+           std::all_of(recvs.begin(), recvs.end(), [](const auto& r) { return r.second->done; });
+  };
   try {
-    mesh_->progress(
-        [&] {
-          return std::all_of(sends.begin(), sends.end(), [](const auto& s) { return s.second->done; }) &&
-                 std::all_of(recvs.begin(), recvs.end(), [](const auto& r) { return r.second->done; });
-        },
-        deadline, on_read, true,
-        [&] {  // the peers of what is not done: a peer's message, or its reading ours
-          std::vector<int> late;
-          for (const auto& [peer, op] : sends)
-            if (!op->done) late.push_back(peer);
-          for (const auto& [peer, op] : recvs)
-            if (!op->done) late.push_back(peer);
-          std::sort(late.begin(), late.end());
-          late.erase(std::unique(late.begin(), late.end()), late.end());
-          return late;
-        });
+    // Nothing left to wait for (a phase this rank has no part in, sends written whole as they
+    // were posted, a message taken from the stash by its receive's post): no wait at all.
+    if (!done())
+      mesh_->progress(done, deadline, on_read, true,
+                      [&] {  // the peers of what is not done: a peer's message, or its reading ours
+                        std::vector<int> late;
+                        for (const auto& [peer, op] : sends)
+                          if (!op->done) late.push_back(peer);
+                        for (const auto& [peer, op] : recvs)
+                          if (!op->done) late.push_back(peer);
+                        std::sort(late.begin(), late.end());
+                        late.erase(std::unique(late.begin(), late.end()), late.end());
+                        return late;
+                      });
     for (const auto& [peer, s] : sends) mesh_->raise_failed(peer, *s);
   } catch (...) {
     for (const auto& [peer, s] : sends) mesh_->abandon(peer, s);
@@ -91,7 +93,9 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
   char* mine = slot(rank_);
   // The hub's row goes nowhere (its answer carries the row alone): no copy of its buffer.
   const size_t sent = write_row(intent, size_, mine, row_bytes_, rank_ == hub_ ? nullptr : base_, extent_, eager_);
+  // Sized once for every peer (settle moves them out each collective): one allocation each.
   rows_.clear();
+  rows_.reserve(size_t(size_));
   rows_out_.clear();
   // Directly, each peer's row comes from it and ours goes to it; through a hub, the hub gets
   // every peer's row and sends none, and a rank sends its row to the hub and gets its answer.
@@ -147,12 +151,14 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
     for (int r = 0; r < size_; ++r) {
       char* row = answer_.data() + row_bytes_ * size_t(r);
       const Recv* from = row_from(in, r);
-      Intent mark;
-      mark.flags = late[size_t(r)] ? kLate : kMalformed;
-      if (from && (late[size_t(r)] || !well_formed(*from, r)))
+      if (from && (late[size_t(r)] || !well_formed(*from, r))) {
+        Intent mark;
+        mark.flags = late[size_t(r)] ? kLate : kMalformed;
         mark.encode(reinterpret_cast<uint64_t*>(row), size_);
-      else
+        table_[size_t(r)] = mark;
+      } else {
         std::memcpy(row, slot(r), row_bytes_);
+      }
       // A late rank is answered too where its connection is open (never connected to now),
       // so that once it comes it raises the same verdict, naming itself.
       owed_[size_t(r)] = r != rank_ && (!late[size_t(r)] || mesh_->connected(r));
@@ -162,16 +168,17 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
     if (answered()) check_sizes(in);  // the hub's answer, of its one size
     std::vector<int> missing;
     for (int r = 0; r < size_; ++r) {
-      // Directly, each peer's row as it came (well_formed decodes it); through the hub, its
-      // answer, whose marks name the same malformed rank on every rank.
-      const Recv* from = hub_ < 0 ? row_from(in, r) : nullptr;
-      const char* row = hub_ >= 0 ? answer_.data() + row_bytes_ * size_t(r) : slot(r);
+      // Each row is decoded once into table_ (this rank's own at the meeting): directly, each
+      // peer's as it came (well_formed decodes it); through the hub, its answer, whose marks
+      // name the same malformed rank on every rank, decoded by the hub as it judged each row.
       bool formed = true;
-      if (from) {
-        formed = well_formed(*from, r);
+      if (hub_ < 0) {
+        if (const Recv* from = row_from(in, r)) formed = well_formed(*from, r);
       } else {
-        Intent::decode(reinterpret_cast<const uint64_t*>(row), size_, table_[size_t(r)]);
-        formed = hub_ < 0 || !(table_[size_t(r)].flags & kMalformed);
+        if (rank_ != hub_)
+          Intent::decode(reinterpret_cast<const uint64_t*>(answer_.data() + row_bytes_ * size_t(r)), size_,
+                         table_[size_t(r)]);
+        formed = !(table_[size_t(r)].flags & kMalformed);
       }
       if (!formed) {
         const std::string what =
@@ -196,7 +203,7 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
     for (const auto& [peer, s] : early) mesh_->detach(s);
     mesh_->discard_below(Kind::Phase, (seq_ + 1) << 16);
     // The same rows, so the same error, on every rank that answered.
-    answer_rest_quietly(std::max(deadline, Clock::now() + kVerdictGrace));
+    answer_rest(std::max(deadline, Clock::now() + kVerdictGrace), true);
     throw;
   }
 }
@@ -211,30 +218,21 @@ void SocketPath::answer(int peer, Sends& sends, Clock::time_point deadline, bool
   mesh_->post(peer, out, deadline, more);
 }
 
-void SocketPath::answer_rest(Clock::time_point deadline) {
+void SocketPath::answer_rest(Clock::time_point deadline, bool quietly) {
   Sends answers;
   try {
-    for (int r = 0; r < size_; ++r) answer(r, answers, deadline);
-  } catch (...) {
-    for (const auto& [peer, s] : answers) mesh_->abandon(peer, s);
-    throw;
-  }
-  await(answers, {}, deadline);
-}
-
-void SocketPath::answer_rest_quietly(Clock::time_point deadline) {
-  // The caller's error is the one to report. Each peer apart: one this fails on fails on its
-  // own, and the others still get the verdict (a failed wait abandons what it waited for).
-  Sends answers;
-  for (int r = 0; r < size_; ++r) {
-    try {
-      answer(r, answers, deadline);
-    } catch (...) {
+    for (int r = 0; r < size_; ++r) {
+      try {
+        answer(r, answers, deadline);
+      } catch (...) {
+        if (!quietly) throw;
+      }
     }
-  }
-  try {
     await(answers, {}, deadline);
   } catch (...) {
+    if (quietly) return;
+    for (const auto& [peer, s] : answers) mesh_->abandon(peer, s);
+    throw;
   }
 }
 
@@ -347,7 +345,7 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
     }
   } catch (...) {
     settle(deadline);  // a disagreement is the error every rank reports
-    answer_rest_quietly(deadline);
+    answer_rest(deadline, true);
     throw;
   }
   // What we take, in order, each from its peer's message at `at`; pieces folded in parts land
@@ -362,6 +360,8 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
   std::vector<std::shared_ptr<Recv>> in(static_cast<size_t>(size_));
   Sends sends;
   Recvs recvs;
+  // An answer and a message to each reader at most: one allocation, not one per doubling.
+  if (std::any_of(to.begin(), to.end(), [](const auto& s) { return s != nullptr; })) sends.reserve(2 * size_t(size_));
   try {
     for (int r = 0; r < size_; ++r)
       if (to[size_t(r)]) {
@@ -380,6 +380,7 @@ void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds ti
         from[size_t(p.peer)] += p.bytes;
         if (!p.dst) m.scratch = folded, folded += p.bytes;
       }
+      if (mine.empty()) mine.reserve(size_t(size_));
       mine.push_back(m);
     });
     if (scratch_.size() < folded) scratch_.resize(folded);

@@ -88,10 +88,10 @@ class SocketPath : public Path {
   // At the hub: posts the answer still owed to `peer` (`more`: a message follows at once),
   // adding it to `sends`.
   void answer(int peer, Sends& sends, Clock::time_point deadline, bool more = false);
-  // At the hub: sends every answer still owed and waits until they are written.
-  void answer_rest(Clock::time_point deadline);
-  // As answer_rest, on the way out of a failure: its own failure is dropped.
-  void answer_rest_quietly(Clock::time_point deadline);
+  // At the hub: sends every answer still owed and waits until they are written. `quietly`, on
+  // the way out of a failure (the caller's error is the one to report): a peer this fails on
+  // fails on its own, the others still get the verdict, and nothing is thrown.
+  void answer_rest(Clock::time_point deadline, bool quietly = false);
   // Whether the row that came from rank r into its slot (decoded into table_) is one of this
   // group's: a whole row without the hub's marks, and behind it exactly the bytes it states it
   // carries (kInline: its extent, else none), so that no byte an earlier collective left in
