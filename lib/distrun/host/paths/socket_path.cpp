@@ -185,7 +185,7 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
             "sent an intent not of this group's form (cut short, too long, or not the bytes it states it carries)";
         // Directly, no verdict goes back to the row's sender: hung up on, its wait on this
         // rank ends at once, naming it, instead of running to its deadline.
-        if (from) mesh_->cut(r, what);
+        if (hub_ < 0) mesh_->cut(r, what);
         throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " " + what);
       }
       if (hub_ >= 0 && (table_[size_t(r)].flags & kLate)) missing.push_back(global_rank_of(global_ranks_, r));
