@@ -76,7 +76,8 @@ start=$(date +%s)
 for config in "${configs[@]}"; do
   read -r nh per busy <<<"$config"
   mpi=()
-  ((busy)) && mpi=(--no-mpi)
+  # Beside busy loops Open MPI's yielding ranks took 10-65 ms a small call: said under the tables.
+  ((busy)) && mpi=(--no-mpi "beside busy loops its yielding ranks took 10-65 ms a small call and doubled the run's time; hosts.py --busy N without --no-mpi measures it")
   echo "[compare --hosts $(($(date +%s) - start)) s] $nh hosts x $per rank(s), $busy busy loops, $reps repetitions" >&2
   timeout -k 10 1800 "$py" "$here/hosts.py" --build "$build" --hosts "$nh" --per-host "$per" --busy "$busy" \
     --reps "$reps" --iters "$iters" --jsonl "$rows" "${mpi[@]}" "${extra[@]}" >"$out/hosts-$nh-$per-$busy.md" &

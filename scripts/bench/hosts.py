@@ -156,7 +156,7 @@ def pair(h, script, args, timeout=120):
 
 def times_one_placement(bench, env=None):
     """Whether `bench` takes -O (one placement timed); a baseline built before it times both."""
-    return "--out_of_place" in subprocess.run([bench, "--help"], capture_output=True, text=True,
+    return "--out_of_place" in subprocess.run([bench, "--help"], capture_output=True, text=True, timeout=60,
                                               env=dict(os.environ, **(env or {}))).stdout
 
 
@@ -193,9 +193,6 @@ def torch(h, per_host, plan):
     return got
 
 
-# Why compare.sh --hosts leaves Open MPI out beside busy loops (said under each such table).
-BUSY_MPI = (": beside busy loops its yielding ranks took 10-65 ms a small call and doubled the run's time; "
-            "hosts.py --busy N without --no-mpi measures it")
 MPI_COLLS = {"all_reduce", "all_gather", "broadcast", "all_to_all", "reduce_scatter"}  # mpi_bench.c's
 # Open MPI's launch agent: `agent HOST COMMAND...` runs its daemon inside the namespace HOST,
 # under the host name HOST (a UTS namespace): the namespaces share /dev/shm, and Open MPI's
@@ -222,7 +219,7 @@ def mpi_setup(h, per_host, tmp):
     return exe, agent, hostfile
 
 
-def mpi(h, per_host, setup, plan):
+def mpi(h, per_host, setup, plan, failures):
     """Open MPI 4's TCP transport between the namespaces (shared memory within one), mpirun in
     the first namespace starting its daemons through the agent. Ranks yield when idle: on an
     oversubscribed machine busy-polling ranks take each other's cores (8 B all_reduce: 21 ms
@@ -244,9 +241,15 @@ def mpi(h, per_host, setup, plan):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, preexec_fn=die_with_parent)
     if out.returncode != 0:
         print(f"hosts.py: mpirun failed ({out.returncode}): {out.stderr[-1000:]}", file=sys.stderr)
+        failures.append(out.returncode)
     got = {}
-    for row in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{"))):
-        got.setdefault(row["collective"], {})[row["bytes"]] = {**row, "p50_us": row["time_us"]}
+    for line in out.stdout.splitlines():
+        try:  # a job that aborted may have cut its last line short
+            row = json.loads(line) if line.startswith("{") else None
+        except ValueError:
+            continue
+        if row:
+            got.setdefault(row["collective"], {})[row["bytes"]] = {**row, "p50_us": row["time_us"]}
     return got
 
 
@@ -265,7 +268,8 @@ def main():
     ap.add_argument("--jsonl", help="append every row to this file")
     ap.add_argument("--quick", action="store_true", help="all_reduce and send_recv latency, all_reduce busbw only")
     ap.add_argument("--only", choices=["latency", "busbw"], help="one of the two tables")
-    ap.add_argument("--no-mpi", action="store_true", help="leave Open MPI out")
+    ap.add_argument("--no-mpi", nargs="?", const="", metavar="WHY",
+                    help="leave Open MPI out (WHY: said under the tables)")
     ap.add_argument("--collectives", help="comma-separated: only these of each table's collectives")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, interrupted)
@@ -306,14 +310,15 @@ def main():
     busy = []
     versions = set()  # torch's, as its rows give it
     mpi_why = None
+    mpi_failures = []
     load_before = open("/proc/loadavg").read().split()[:3]
     rows = []
     try:
         busy = [subprocess.Popen([PY, "-c", BUSY], preexec_fn=die_with_parent) for _ in range(a.busy)]
         with Hosts(a.hosts) as h, tempfile.TemporaryDirectory() as tmp:
-            mpi_ready = None if a.no_mpi else mpi_setup(h, a.per_host, tmp)
+            mpi_ready = None if a.no_mpi is not None else mpi_setup(h, a.per_host, tmp)
             # Why Open MPI's column is empty, for the tables.
-            mpi_why = (f"left out (--no-mpi){BUSY_MPI if a.busy else ''}" if a.no_mpi else
+            mpi_why = (f"left out (--no-mpi{': ' + a.no_mpi if a.no_mpi else ''})" if a.no_mpi is not None else
                        None if mpi_ready else "mpirun or mpicc not found")
             one = {system: times_one_placement(bench, envs.get(system)) for system, bench in benches.items()}
 
@@ -327,7 +332,7 @@ def main():
             # Each repetition: every distrun build, then torch, then Open MPI, on the same plan.
             runs = {system: lambda system=system, bench=bench: ours(system, bench) for system, bench in benches.items()}
             runs["torch"] = lambda: torch(h, a.per_host, plan)
-            runs["mpi"] = lambda: mpi(h, a.per_host, mpi_ready, plan)
+            runs["mpi"] = lambda: mpi(h, a.per_host, mpi_ready, plan, mpi_failures)
             for rep in range(a.reps):
                 at = time.monotonic()
                 rows.append({"kind": "link", "rep": rep + 1, **where, "rtt_us": pair(h, PING, ["2000"]),
@@ -351,6 +356,9 @@ def main():
         for p in busy:
             p.kill()
     load_after = open("/proc/loadavg").read().split()[:3]
+    if mpi_failures:
+        mpi_why = (f"mpirun failed in {len(mpi_failures)} of {a.reps} repetitions (exit "
+                   f"{', '.join(map(str, mpi_failures))}), each losing its groups after the failure")
     rows.append({"kind": "run", **where, "reps": a.reps, "iters": a.iters, "load_before": load_before,
                  "load_after": load_after, "torch": ", ".join(sorted(versions)) or None, "mpi": mpi_why,
                  "cores": os.cpu_count(),

@@ -113,7 +113,7 @@ def summary(places):
 
 def detail(p, pl):
     run = pl.run
-    head = (f"**{placement_name(p)}** (distrun against torch {run.get('torch', '?')} gloo"
+    head = (f"**{placement_name(p)}** (distrun against torch {run.get('torch') or '?'} gloo"
             f"{' and Open MPI' if any(k[1] == 'mpi' for k in pl.value) else ''}; medians of "
             f"{run.get('reps', '?')} interleaved repetitions; load average {' '.join(run.get('load_before', []))} "
             f"before, {' '.join(run.get('load_after', []))} after, on {run.get('cores', '?')} cores; round trip "
