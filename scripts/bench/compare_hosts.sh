@@ -7,7 +7,7 @@
 # and raw TCP on the same link. Open MPI (TCP between the namespaces) in the quiet runs: beside
 # busy loops its yielding ranks take 10 to 65 ms a small call and double the run's time
 # (`hosts.py --busy 4` measures it; each busy placement's tables say why its column is empty). Every placement's repetitions interleave the systems;
-# medians of them. On 2 cores 28 minutes at load average 15-28 (--quick: 1 to 5).
+# medians of them. On 2 cores 8 minutes at load average 2-6, 28 at 15-28 (--quick: 1 to 5).
 # Prints, and writes to OUT/hosts.md, the summary (one row per placement) and each placement's
 # tables (hosts_table.py), the busbw plot to OUT/hosts_busbw.png; OUT/hosts.jsonl: every row.
 #
