@@ -50,11 +50,11 @@ int unacknowledged(int fd) {
   return ::ioctl(fd, SIOCOUTQ, &queued) == 0 ? queued : 0;
 }
 
-// Reads and drops what `fd` holds, `most` bytes at most (a peer may be streaming); false once
+// Reads and drops what `fd` holds, kDrainBytes at most (a peer may be streaming); false once
 // it is at its end or failed.
-bool drain(int fd, size_t most) {
+bool drain(int fd) {
   static thread_local char sink[1 << 16];
-  for (size_t took = 0; took < most;) {
+  for (size_t took = 0; took < kDrainBytes;) {
     const ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
     if (n > 0) {
       took += size_t(n);
@@ -126,15 +126,13 @@ SocketMesh::~SocketMesh() {
   while (!lingering.empty() && Clock::now() < until) {
     // A connection at its end or failed will acknowledge nothing more (its count stays put).
     lingering.erase(std::remove_if(lingering.begin(), lingering.end(),
-                                   [&](const pollfd& p) {
-                                     return !drain(p.fd, kDrainBytes) || unacknowledged(p.fd) == 0;
-                                   }),
+                                   [&](const pollfd& p) { return !drain(p.fd) || unacknowledged(p.fd) == 0; }),
                     lingering.end());
     // An acknowledgement wakes no poll: look again every few milliseconds, sooner when input comes.
     if (!lingering.empty()) ::poll(lingering.data(), lingering.size(), std::min(ms_until(until), 5));
   }
   for (Conn& c : conns_) {
-    if (c.fd >= 0) drain(c.fd, kDrainBytes);
+    if (c.fd >= 0) drain(c.fd);
     close_conn(c);
   }
 }
