@@ -6,8 +6,9 @@
 # 16 and 64 MiB all_reduce, all_gather, reduce_scatter, all_to_all and broadcast against torch
 # and raw TCP on the same link. Open MPI (TCP between the namespaces) in the quiet runs: beside
 # busy loops its yielding ranks take 10 to 65 ms a small call and double the run's time
-# (`hosts.py --busy 4` measures it; each busy placement's tables say why its column is empty). Every placement's repetitions interleave the systems;
-# medians of them. On 2 cores 8 minutes at load average 2-6, 28 at 15-28 (--quick: 1 to 5).
+# (`hosts.py --busy 4` measures it; each busy placement's tables say why its column is empty).
+# Every placement's repetitions interleave the systems; medians of them. On 2 cores 8 minutes
+# at load average 2-6, 28 at 15-28 (--quick: 1 to 5).
 # Prints, and writes to OUT/hosts.md, the summary (one row per placement) and each placement's
 # tables (hosts_table.py), the busbw plot to OUT/hosts_busbw.png; OUT/hosts.jsonl: every row.
 #
@@ -72,12 +73,14 @@ stop() {
 }
 trap stop INT TERM HUP
 
+# Why Open MPI is left out beside busy loops, said under those placements' tables.
+busy_mpi="beside busy loops its yielding ranks took 10-65 ms a small call and doubled the run's time;"
+busy_mpi+=" hosts.py --busy N without --no-mpi measures it"
 start=$(date +%s)
 for config in "${configs[@]}"; do
   read -r nh per busy <<<"$config"
   mpi=()
-  # Beside busy loops Open MPI's yielding ranks took 10-65 ms a small call: said under the tables.
-  ((busy)) && mpi=(--no-mpi "beside busy loops its yielding ranks took 10-65 ms a small call and doubled the run's time; hosts.py --busy N without --no-mpi measures it")
+  ((busy)) && mpi=(--no-mpi "$busy_mpi")
   echo "[compare --hosts $(($(date +%s) - start)) s] $nh hosts x $per rank(s), $busy busy loops, $reps repetitions" >&2
   timeout -k 10 1800 "$py" "$here/hosts.py" --build "$build" --hosts "$nh" --per-host "$per" --busy "$busy" \
     --reps "$reps" --iters "$iters" --jsonl "$rows" "${mpi[@]}" "${extra[@]}" >"$out/hosts-$nh-$per-$busy.md" &

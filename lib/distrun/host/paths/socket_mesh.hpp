@@ -157,9 +157,9 @@ class SocketMesh {
   void abandon(int peer, const std::shared_ptr<Send>& op);
   void abandon(int peer, const std::shared_ptr<Recv>& op);
   /// Closes the connection to `peer` for good, dropping what was queued for it and its unread
-  /// input: it sent what no rank of this build sends. Its own waits on this rank end at once (the connection's
-  /// end, naming this rank); here its queued sends fail and later operations with it raise
-  /// "rank <peer> " + `why`.
+  /// input: it sent what no rank of this build sends. Its own waits on this rank end at once
+  /// (the connection's end, naming this rank); here its queued sends fail and later operations
+  /// with it raise "rank <peer> " + `why`.
   void cut(int peer, const std::string& why);
 
  private:
