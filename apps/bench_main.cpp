@@ -198,9 +198,6 @@ int run_bench(int argc, char** argv) {
   else
     std::snprintf(step, sizeof step, "%lld(bytes)", static_cast<long long>(step_bytes));
   const bool timed[2] = {out_of_place != 0, out_of_place != 1};  // indexed by bench::Placement
-  nlohmann::ordered_json placements = nlohmann::ordered_json::array();
-  for (auto p : {bench::Placement::OutOfPlace, bench::Placement::InPlace})
-    if (timed[int(p)]) placements.push_back(bench::placement_name(p));
   char settings[400];
   std::snprintf(settings, sizeof settings,
                 "distrun-bench %s  minBytes %lld maxBytes %lld step: %s warmup iters: %d iters: %d agg iters: %d "
@@ -263,6 +260,13 @@ int run_bench(int argc, char** argv) {
     for (int i = 0; i < argc; ++i) args.push_back(argv[i]);
     for (const auto& r : ranks)
       devices.push_back({{"rank", r.rank}, {"group", 0}, {"pid", r.pid}, {"hostname", r.host}, {"device", r.device}});
+    // The placements timed, as the rows have them (a row's other placement is null): what ran,
+    // not what -O asked for.
+    nlohmann::ordered_json placements = nlohmann::ordered_json::array();
+    for (auto p : {bench::Placement::OutOfPlace, bench::Placement::InPlace})
+      if (std::any_of(totals.rows.begin(), totals.rows.end(),
+                      [&](const auto& row) { return !row.at(bench::placement_name(p)).is_null(); }))
+        placements.push_back(bench::placement_name(p));
     doc["version"] = 2;
     doc["kind"] = "bench";
     doc["start_time"] = start_time;

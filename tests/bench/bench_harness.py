@@ -24,3 +24,12 @@ def validate(doc, what):
     jsonschema.Draft7Validator.check_schema(schema)
     errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(doc), key=str)
     check(not errors, f"{what}: schema errors: " + "; ".join(e.message for e in errors[:5]))
+
+
+def refused(doc, what):
+    """Fails unless `doc` does NOT validate against the schema (the validation can fail)."""
+    try:
+        validate(doc, what)
+    except Failed:
+        return
+    check(False, f"{what}: validates, and must not")

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench_harness import BENCH, DISTRUN, PYTHON, ROOT, SCHEMA, check, main, run, skip, validate
+from bench_harness import BENCH, DISTRUN, PYTHON, ROOT, SCHEMA, check, main, refused, run, skip, validate
 
 TMP = tempfile.mkdtemp(prefix="distrun-bench-test-")
 SMALL = ["-n", "3", "-w", "1"]
@@ -54,6 +54,12 @@ def test_flags():
     validate(doc, "all_reduce -J")
     check([r["size"] for r in rows(doc)] == [1024, 4096, 16384], "-b 1K -e 16K -f 4 sizes", out)
     check([r["size"] for r in rows(doc, "in_place")] == [1024, 4096, 16384], "in-place measured too", out)
+    check(doc["config"]["placements"] == ["out_of_place", "in_place"], "config.placements: both timed",
+          json.dumps(doc["config"]))
+    # The schema ties a null placement to config.placements: a row without one of the two it lists fails.
+    broken = json.loads(json.dumps(doc))
+    broken["results"][1]["in_place"] = None
+    refused(broken, "a null in_place while config.placements lists it")
     lines = table_lines(out)
     check(len(lines) == 3 and lines[0].split()[:5] == ["1024", "256", "float", "sum", "-1"], "table rows", out)
     check(len(lines[0].split()) == 13, "out-of-place and in-place columns on one line", out)
@@ -93,6 +99,9 @@ def test_flags():
         rc, out, err, doc = bench(["all_gather", "-b", "1K", "-e", "4K", "-f", "4", "-O", o, *SMALL])
         check(rc == 0, f"-O {o}: rc {rc}", out + err)
         validate(doc, f"-O {o} -J")
+        for claimed in (["out_of_place", "in_place"], [idle]):
+            refused(dict(doc, config=dict(doc["config"], placements=claimed)),
+                    f"-O {o} with config.placements {claimed}")
         check(doc["config"]["placements"] == [timed] and len(doc["results"]) == 2 and
               all(r[idle] is None and r[timed]["samples"] == 3 for r in doc["results"]),
               f"-O {o}: only {timed} timed", json.dumps(doc["results"])[:2000])

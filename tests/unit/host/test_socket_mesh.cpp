@@ -322,6 +322,39 @@ TEST_CASE("a send abandoned mid-message cuts its connection: the next operation 
                     Catch::Contains("cut the connection"));
 }
 
+TEST_CASE("a cut fails the receives posted on it at once with its reason, and its peer learns that reason",
+          "[sockets]") {
+  auto store = std::make_shared<HashStore>();
+  auto mesh = group(store, 2);
+  std::vector<int> got(2, -1);
+  REQUIRE(ring(mesh, got) == std::vector<std::string>(2, ""));  // connects the pair
+  // Each rank waits for a message the other never sends; rank 0 then hangs up on rank 1.
+  int into[2] = {};
+  std::shared_ptr<SocketMesh::Recv> waiting[2];
+  const auto deadline = SocketMesh::Clock::now() + std::chrono::seconds(10);
+  for (int r = 0; r < 2; ++r) {
+    waiting[r] = std::make_shared<SocketMesh::Recv>();
+    waiting[r]->key = {SocketMesh::Kind::Message, 2};
+    waiting[r]->parts = {{reinterpret_cast<char*>(&into[r]), sizeof(int)}};
+    mesh[size_t(r)]->post(1 - r, waiting[r], deadline);
+  }
+  mesh[0]->cut(1, "sent what no rank of this build sends");
+  std::string said[2];
+  for (int r = 0; r < 2; ++r) {
+    try {
+      mesh[size_t(r)]->progress([&] { return waiting[r]->done; }, deadline);
+      said[r] = "nothing";
+    } catch (const TimeoutError& e) {
+      said[r] = std::string("timed out: ") + e.what();
+    } catch (const BackendError& e) {
+      said[r] = e.what();
+    }
+  }
+  // The cut's own reason on rank 0, its words and who said them on rank 1; neither a timeout.
+  CHECK(said[0] == "rank 1 sent what no rank of this build sends");
+  CHECK(said[1] == "rank 0 hung up on this rank: rank 1 sent what no rank of this build sends");
+}
+
 TEST_CASE("a message of another size than the receive's is dropped, and the next one still arrives", "[sockets]") {
   auto store = std::make_shared<HashStore>();
   SocketMesh a(store, 0, 2, loopback(), {}), b(store, 1, 2, loopback(), {});

@@ -272,5 +272,7 @@ TEST_CASE("between two ranks, a malformed row is refused by its receiver, which 
   rank0.join();
   CHECK_THAT(refused, Catch::Contains("rank 1 sent an intent not of this group's form"));
   CHECK_THAT(learned, Catch::StartsWith("rank 0 ") && !Catch::Contains("timed out"));
+  // It learns why, from the rank that hung up: the text rank 0 raised.
+  CHECK(learned == "rank 0 hung up on this rank: " + refused);
   CHECK(took < 5s);
 }

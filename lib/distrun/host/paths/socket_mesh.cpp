@@ -43,6 +43,8 @@ constexpr auto kLinger = std::chrono::seconds(2);
 // What a teardown reads and drops of a connection at a time: what its peer has sent so far, not
 // a stream it goes on sending.
 constexpr size_t kDrainBytes = size_t(1) << 20;
+// The longest text a peer's cut may carry (see SocketMesh::cut); a longer one is not distrun's.
+constexpr size_t kCutTextMost = 4096;
 
 // Bytes written to `fd` that its peer has not yet acknowledged.
 int unacknowledged(int fd) {
@@ -335,8 +337,34 @@ void SocketMesh::abandon(int peer, const std::shared_ptr<Recv>& op) {
 
 void SocketMesh::cut(int peer, const std::string& why) {
   Conn& c = conns_[size_t(peer)];
+  // The peer learns why without a wait here: one write that the socket takes or not, behind
+  // the messages already written whole (never inside a half-written one), then the end of
+  // this side's stream. progress() fails the receives still posted on the connection.
+  if (c.fd >= 0 && (c.sends.empty() || c.sends.front()->sent == 0)) {
+    const std::string text = "rank " + std::to_string(global(peer)) + " " + why;
+    uint64_t header[3] = {kMagic << 32 | uint64_t(Kind::Cut), 0, text.size()};
+    iovec iov[2] = {{header, kHeaderBytes}, {const_cast<char*>(text.data()), text.size()}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
+    if (::sendmsg(c.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == ssize_t(kHeaderBytes + text.size()))
+      ::shutdown(c.fd, SHUT_WR);
+  }
   drop_sends(c, why);
   close_conn(c);
+}
+
+void SocketMesh::hung_up(int peer) {
+  Conn& c = conns_[size_t(peer)];
+  std::string text(c.stash.back().bytes.begin(), c.stash.back().bytes.end());
+  c.stash.pop_back();
+  for (char& ch : text)
+    if (ch < ' ' || ch > '~') ch = '?';  // a peer's words, printed: no control characters
+  const std::string what = "hung up on this rank: " + text;
+  // As at its end: a receive of ours pending fails now, and later operations with it fail.
+  drop_sends(c, what);
+  close_conn(c);
+  if (c.receiving()) fail_peer(peer, what);
 }
 
 void SocketMesh::detach(const std::shared_ptr<Send>& op) {
@@ -410,9 +438,10 @@ bool SocketMesh::write_some(int peer) {
 
 void SocketMesh::start_message(int peer) {
   Conn& c = conns_[size_t(peer)];
-  if (c.header[0] >> 32 != kMagic) fail_peer(peer, "sent a message that is not one of distrun's");
   const Key key{Kind(uint32_t(c.header[0])), c.header[1]};
   const uint64_t bytes = c.header[2];
+  if (c.header[0] >> 32 != kMagic || (key.kind == Kind::Cut && bytes > kCutTextMost))
+    fail_peer(peer, "sent a message that is not one of distrun's");
   auto it = std::find_if(c.recvs.begin(), c.recvs.end(), [&](const auto& r) { return r->key == key; });
   if (it != c.recvs.end()) {
     c.into = *it;
@@ -481,7 +510,8 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
       if (c.stashing && c.dropping < c.stashing->bytes.size()) return;
       if (!c.stashing && (!c.into || c.into->differs) && c.dropping > 0) return;
       if (c.into) c.into->done = true;
-      if (c.stashing) {
+      const bool cut = c.stashing && c.stashing->key.kind == Kind::Cut;
+      if (c.stashing && !cut) {
         // A receive posted while this message was arriving takes it now.
         Stashed& m = *c.stashing;
         c.stashing = nullptr;
@@ -494,9 +524,11 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
           c.stash.pop_back();
         }
       }
+      c.stashing = nullptr;
       c.into = nullptr;
       c.dropping = 0;
       c.header_got = 0;
+      if (cut) hung_up(peer);
     };
     if (n > 0) {
       read = true;
@@ -510,7 +542,7 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
         c.dropping = c.stashing ? c.dropping + size_t(n) : c.dropping - size_t(n);
       }
       complete();
-      if (c.header_got == 0 && !waits()) return read;
+      if (c.fd < 0 || (c.header_got == 0 && !waits())) return read;
       continue;
     }
     if (n == 0) {
@@ -528,7 +560,7 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
       const size_t before = c.header_got;
       complete();
       // A message of no bytes ended.
-      if (before == kHeaderBytes && c.header_got == 0 && waits()) continue;
+      if (before == kHeaderBytes && c.header_got == 0 && c.fd >= 0 && waits()) continue;
       return read;
     }
     const std::string lost = std::string("lost its connection: ") + std::strerror(errno);
@@ -562,7 +594,8 @@ bool SocketMesh::passive_next(int peer) {
     if (n < ssize_t(kHeaderBytes)) return false;
   }
   const Key key{Kind(uint32_t(header[0])), header[1]};
-  return header[0] >> 32 != kMagic ||
+  // A peer's cut is its connection's end, said: read_some raises it as one.
+  return header[0] >> 32 != kMagic || key.kind == Kind::Cut ||
          std::any_of(c.recvs.begin(), c.recvs.end(), [&](const auto& r) { return r->passive && r->key == key; });
 }
 
@@ -591,8 +624,9 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     for (int r = 0; r < size_; ++r) {
       Conn& c = conns_[size_t(r)];
       if (c.fd < 0) {
-        // One closed for good by this rank is awaited no more: a receive still posted on it
-        // times out naming its peer, and no other wait looks at it.
+        // One closed for good (cut, by this rank or its peer) is awaited no more: a receive
+        // still posted on it fails at once, saying why, and no other wait looks at it.
+        if (!c.lost.empty() && (c.receiving() || (c.into && !c.into->passive))) fail_peer(r, c.lost);
         awaiting = awaiting || (c.lost.empty() && (!c.sends.empty() || c.receiving()));
         continue;
       }

@@ -60,7 +60,8 @@ inline std::string rank_list(const std::vector<int>& ranks) {
 class SocketMesh {
  public:
   using Clock = std::chrono::steady_clock;
-  enum class Kind : uint32_t { Intent = 1, Phase, Confirm, Message, Statement, Refusal };
+  /// Cut: the last message of a peer that hangs up on this rank (cut), saying why.
+  enum class Kind : uint32_t { Intent = 1, Phase, Confirm, Message, Statement, Refusal, Cut };
   /// A message's identity on its connection: sender and receiver derive it alike.
   struct Key {
     Kind kind;
@@ -157,9 +158,12 @@ class SocketMesh {
   void abandon(int peer, const std::shared_ptr<Send>& op);
   void abandon(int peer, const std::shared_ptr<Recv>& op);
   /// Closes the connection to `peer` for good, dropping what was queued for it and its unread
-  /// input: it sent what no rank of this build sends. Its own waits on this rank end at once
-  /// (the connection's end, naming this rank); here its queued sends fail and later operations
-  /// with it raise "rank <peer> " + `why`.
+  /// input: it sent what no rank of this build sends. Here its queued sends fail, a wait with a
+  /// receive still posted on it raises "rank <peer> " + `why` at once, and so do later
+  /// operations with it. Its own waits on this rank end at once: before hanging up, unless a
+  /// message to it is half written or its socket is full, this rank writes it that text as a
+  /// last message, which it raises as "rank <this rank> hung up on this rank: rank <peer> " +
+  /// `why` (a rank that cannot read it says "closed its connection").
   void cut(int peer, const std::string& why);
 
  private:
@@ -217,6 +221,8 @@ class SocketMesh {
   // the message in hand; as readv, the bytes that landed in `iov`.
   ssize_t fill(Conn& c, iovec* iov, int k, bool whole);
   void start_message(int peer);
+  // The message just read from `peer` is its cut's text: the connection ends, saying so.
+  void hung_up(int peer);
   [[noreturn]] void fail_peer(int peer, const std::string& what) const;
   int global(int r) const;
 
