@@ -501,8 +501,8 @@ TEST_CASE("over the sockets a receiver that refuses a message of a sender that l
 }
 
 TEST_CASE(
-    "members with different DISTRUN_ALGO, DISTRUN_TRANSPORT, DISTRUN_HIERARCHY, DISTRUN_TCP or "
-    "DISTRUN_SHM_INLINE_BYTES: a ConfigError on each",
+    "a ConfigError on each member when their DISTRUN_ALGO, DISTRUN_TRANSPORT, DISTRUN_HIERARCHY, "
+    "DISTRUN_TCP or DISTRUN_SHM_INLINE_BYTES differ",
     "[trust]") {
   for (int which = 0; which < 5; ++which) {
     auto store = std::make_shared<HashStore>();
