@@ -100,10 +100,7 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
   // Directly, each peer's row comes from it and ours goes to it; through a hub, the hub gets
   // every peer's row and sends none, and a rank sends its row to the hub and gets its answer.
   auto talks_to = [&](int r) { return r != rank_ && (hub_ < 0 || rank_ == hub_ || r == hub_); };
-  // PROBE: a one-way broadcast between two ranks: the root reads no row, the receiver sends none.
-  const bool one_way = hub_ < 0 && size_ == 2 && intent.kind == CollectiveKind::Broadcast && intent.bytes <= eager_;
-  const bool root = one_way && intent.root == rank_;
-  for (int r = 0; r < size_ && !root; ++r) {
+  for (int r = 0; r < size_; ++r) {
     if (!talks_to(r)) continue;
     auto in = std::make_shared<Recv>();
     in->key = {Kind::Intent, exchanges_};
@@ -117,7 +114,7 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
   }
   try {
     for (auto& [r, in] : rows_) mesh_->post(r, in, deadline);
-    for (int r = 0; r < size_ && rank_ != hub_ && (!one_way || root); ++r) {
+    for (int r = 0; r < size_ && rank_ != hub_; ++r) {
       if (!talks_to(r)) continue;
       auto out = std::make_shared<Send>();
       out->key = {Kind::Intent, exchanges_};
