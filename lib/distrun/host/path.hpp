@@ -81,9 +81,14 @@ class Path {
   virtual int hub() const { return -1; }
   /// A broadcast that does not meet (root's intent.bytes at `data` into every rank's `data`),
   /// where the path has one for this intent: the root returns once its bytes are posted, and
-  /// a disagreement reaches it later (paths/shm_path.hpp). False: nothing done, meet instead.
+  /// a disagreement reaches it later (paths/shm_path.hpp, paths/socket_path.hpp). False:
+  /// nothing done, meet instead.
   virtual bool broadcast_eager(const Intent&, void*, std::chrono::milliseconds) { return false; }
 };
+
+/// The largest broadcast a path may run eagerly (broadcast_eager): shared memory's ring entry
+/// and the sockets' alike.
+inline constexpr size_t kEagerBroadcastBytes = 512;
 
 /// TCP paths: the most bytes of a buffer sent with its intent in a group of `size`: at most the
 /// direct algorithms' 64 KiB, within a budget of about 1 MiB over all peers, never under 4 KiB.

@@ -5,7 +5,8 @@
 // operation's description (HostOp): a new collective is a new kind of intent and its schedule,
 // not a method in every layer. Every call first makes the ranks agree on `intent`
 // (backend/intent.hpp): a disagreement is a CollectiveMismatchError on every rank, before a
-// byte moves (the eager broadcast on shared memory raises it on the root at its next call).
+// byte moves (the eager broadcast, on shared memory and between two ranks over the sockets,
+// raises it on the root at its next call that reads a peer).
 #pragma once
 #include <chrono>
 #include <string>

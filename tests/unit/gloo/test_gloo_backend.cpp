@@ -612,126 +612,141 @@ TEST_CASE("messages of different sizes each way between two ranks: each meets it
 
 TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, the root's at its next collective",
           "[eager]") {
-  // A broadcast of at most 512 B on shared memory does not meet: the root posts and returns.
-  // Each case runs a broadcast both ranks see differently (3, 4: one of them meets), then an
-  // all_reduce, then another.
-  for (int which = 0; which < 5; ++which) {
-    INFO("case " << which);
-    std::vector<std::vector<std::string>> seen(2);
-    auto errors = on_ranks(2, PathPreference::SharedMemory, [&](GlooBackend& b) {
-      const int r = b.rank();
-      auto call = [&](const std::function<void()>& f) {
-        try {
-          f();
-          seen[size_t(r)].push_back("ok");
-        } catch (const CollectiveMismatchError& e) {
-          seen[size_t(r)].push_back(e.what());
-        }
-      };
-      BroadcastOptions bo;
-      if (which == 2) bo.root = r;  // both claim the root
-      Tensor t = full(which == 0 && r == 1   ? 4
-                      : which == 4 && r == 0 ? 2048
-                                             : 8,
-                      1.0, which == 1 && r == 1 ? DType::Int32 : DType::Float32);
-      call([&] { which == 3 && r == 1 ? b.all_reduce(t, {}) : b.broadcast(t, bo); });
-      Tensor ok = full(5, 1.0, DType::Float32);
-      call([&] { b.all_reduce(ok, {}); });
-      call([&] { b.all_reduce(ok, {}); });
-    });
-    for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
-    const std::vector<std::string> first =
-        {"broadcast #1: the ranks disagree on the bytes per rank: rank 1 has 16 "
-         "bytes, rank 0 has 32 bytes",
-         "broadcast #1: the ranks disagree on the dtype: rank 1 has int32, rank 0 "
-         "has float32"};
-    if (which < 2) {
-      // The receiver at the broadcast; the root, which returned, at its next collective.
-      CHECK(seen[1][0] == first[size_t(which)]);
-      CHECK(seen[0][0] == "ok");
-      for (int r = 0; r < 2; ++r)
-        for (size_t c = 1; c < 3; ++c)
-          CHECK(seen[size_t(r)][c] == "collective #" + std::to_string(c + 1) +
-                                          ": rank 1 found a disagreement on an eager broadcast at collective #1 (" +
-                                          first[size_t(which)] + "); every later collective of the group fails");
-    } else if (which > 2) {
-      // The rank that meets sees the eager entry; the root of an eager broadcast learns later.
-      // In 4 both see it at once, each by its own check or by the other's mark if that came first.
-      if (which == 3) {
+  // A broadcast of at most 512 B on shared memory, and over the sockets between two ranks, does
+  // not meet: the root posts (or sends) and returns. Each case runs a broadcast both ranks see
+  // differently (3, 4: one of them meets), then an all_reduce, then another.
+  for (auto path : kPaths)
+    for (int which = 0; which < 5; ++which) {
+      INFO("path " << path_name(path) << ", case " << which);
+      std::vector<std::vector<std::string>> seen(2);
+      auto errors = on_ranks(2, path, [&](GlooBackend& b) {
+        const int r = b.rank();
+        auto call = [&](const std::function<void()>& f) {
+          try {
+            f();
+            seen[size_t(r)].push_back("ok");
+          } catch (const CollectiveMismatchError& e) {
+            seen[size_t(r)].push_back(e.what());
+          }
+        };
+        BroadcastOptions bo;
+        if (which == 2) bo.root = r;  // both claim the root
+        Tensor t = full(which == 0 && r == 1   ? 4
+                        : which == 4 && r == 0 ? 2048
+                                               : 8,
+                        1.0, which == 1 && r == 1 ? DType::Int32 : DType::Float32);
+        call([&] { which == 3 && r == 1 ? b.all_reduce(t, {}) : b.broadcast(t, bo); });
+        Tensor ok = full(5, 1.0, DType::Float32);
+        call([&] { b.all_reduce(ok, {}); });
+        call([&] { b.all_reduce(ok, {}); });
+      });
+      for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+      const std::vector<std::string> first =
+          {"broadcast #1: the ranks disagree on the bytes per rank: rank 1 has 16 "
+           "bytes, rank 0 has 32 bytes",
+           "broadcast #1: the ranks disagree on the dtype: rank 1 has int32, rank 0 "
+           "has float32"};
+      if (which < 2) {
+        // The receiver at the broadcast; the root, which returned, at its next collective.
+        CHECK(seen[1][0] == first[size_t(which)]);
         CHECK(seen[0][0] == "ok");
-        CHECK_THAT(seen[1][0], Catch::StartsWith("broadcast #1: the ranks disagree on which collective runs"));
-      } else {
         for (int r = 0; r < 2; ++r)
-          CHECK_THAT(seen[size_t(r)][0], Catch::Contains("broadcast #1: the ranks disagree on the bytes per rank"));
-      }
-      for (int r = 0; r < 2; ++r) CHECK_THAT(seen[size_t(r)][2], Catch::StartsWith("collective #3: rank "));
-    } else {
-      // At least one root sees the other's entry at once; both fail from the next collective.
-      int at_once = 0;
-      for (int r = 0; r < 2; ++r) {
-        if (seen[size_t(r)][0] != "ok") {
-          ++at_once;
-          CHECK_THAT(seen[size_t(r)][0], Catch::StartsWith("broadcast #1: the ranks disagree on the root"));
+          for (size_t c = 1; c < 3; ++c)
+            CHECK(seen[size_t(r)][c] == "collective #" + std::to_string(c + 1) +
+                                            ": rank 1 found a disagreement on an eager broadcast at collective #1 (" +
+                                            first[size_t(which)] + "); every later collective of the group fails");
+      } else if (which > 2) {
+        // The rank that meets sees the eager entry; the root of an eager broadcast learns later.
+        // In 4 both see it at once, each by its own check or by the other's mark if that came first.
+        if (which == 3) {
+          CHECK(seen[0][0] == "ok");
+          CHECK_THAT(seen[1][0], Catch::StartsWith("broadcast #1: the ranks disagree on which collective runs"));
+        } else {
+          for (int r = 0; r < 2; ++r)
+            CHECK_THAT(seen[size_t(r)][0], Catch::Contains("broadcast #1: the ranks disagree on the bytes per rank"));
         }
-        CHECK_THAT(seen[size_t(r)][1], Catch::StartsWith("collective #2: rank "));
-        CHECK_THAT(seen[size_t(r)][2], Catch::StartsWith("collective #3: rank "));
+        for (int r = 0; r < 2; ++r) CHECK_THAT(seen[size_t(r)][2], Catch::StartsWith("collective #3: rank "));
+      } else if (path == PathPreference::Tcp) {
+        // Neither root reads at the broadcast; each sees the other's count of rooted broadcasts in
+        // its row at the next collective, and carries the mark from then on.
+        for (int r = 0; r < 2; ++r) {
+          CHECK(seen[size_t(r)][0] == "ok");
+          CHECK(seen[size_t(r)][1] == "all_reduce #2: rank " + std::to_string(1 - r) +
+                                          " rooted 1 eager broadcasts, of which rank " + std::to_string(r) +
+                                          " received 0: the ranks disagreed on the root of one");
+          CHECK_THAT(seen[size_t(r)][2], Catch::StartsWith("collective #3: rank " + std::to_string(r) + " found"));
+        }
+      } else {
+        // At least one root sees the other's entry at once; both fail from the next collective.
+        int at_once = 0;
+        for (int r = 0; r < 2; ++r) {
+          if (seen[size_t(r)][0] != "ok") {
+            ++at_once;
+            CHECK_THAT(seen[size_t(r)][0], Catch::StartsWith("broadcast #1: the ranks disagree on the root"));
+          }
+          CHECK_THAT(seen[size_t(r)][1], Catch::StartsWith("collective #2: rank "));
+          CHECK_THAT(seen[size_t(r)][2], Catch::StartsWith("collective #3: rank "));
+        }
+        CHECK(at_once >= 1);
       }
-      CHECK(at_once >= 1);
     }
-  }
 }
 
 TEST_CASE("eager broadcasts: the root runs ahead of a stopped receiver up to the ring's depth, then waits", "[eager]") {
   // More broadcasts than the ring holds, from changing roots, of changing sizes up to 512 B,
-  // with a meeting now and then, while receivers lag: every rank gets every payload.
-  const int depth = int(ShmPath::kEagerDepth);
-  for (int n : {2, 3}) {
-    INFO(n << " ranks");
-    std::atomic<int> ahead{0};
-    auto errors = on_ranks(n, PathPreference::SharedMemory, [&](GlooBackend& b) {
-      const int r = b.rank();
-      // A ring's worth of broadcasts needs no receiver: rank 0 posts them all before the others
-      // start; its next one waits for them.
-      if (r == 0) {
-        for (int i = 0; i < depth; ++i) {
-          Tensor t = full(2, i, DType::Int32);
-          b.broadcast(t, {});
+  // with a meeting now and then, while receivers lag: every rank gets every payload. Over the
+  // sockets (two ranks eager, three through the hub) the root runs ahead as far as the socket
+  // buffers let it: 64 broadcasts of 8 B, some 10 KiB, fit them.
+  for (auto path : kPaths)
+    for (int n : {2, 3}) {
+      if (path == PathPreference::Tcp && n == 3) continue;  // no eager broadcast through the hub
+      INFO("path " << path_name(path) << ", " << n << " ranks");
+      const int depth = path == PathPreference::Tcp ? 64 : int(ShmPath::kEagerDepth);
+      std::atomic<int> ahead{0};
+      auto errors = on_ranks(n, path, [&](GlooBackend& b) {
+        const int r = b.rank();
+        // A ring's worth of broadcasts needs no receiver: rank 0 posts them all before the others
+        // start; on shared memory its next one waits for them.
+        if (r == 0) {
+          for (int i = 0; i < depth; ++i) {
+            Tensor t = full(2, i, DType::Int32);
+            b.broadcast(t, {});
+          }
+          ahead = 1;
+        } else {
+          for (int waited = 0; ahead == 0; ++waited) {
+            if (waited > 20000) throw std::runtime_error("the root did not run a ring's worth of broadcasts ahead");
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          for (int i = 0; i < depth; ++i) {
+            Tensor t = full(2, -1, DType::Int32);
+            b.broadcast(t, {});
+            if (t.get(0) != i || t.get(1) != i) throw std::runtime_error("broadcast " + std::to_string(i) + " wrong");
+          }
         }
-        ahead = 1;
-      } else {
-        for (int waited = 0; ahead == 0; ++waited) {
-          if (waited > 20000) throw std::runtime_error("the root did not run a ring's worth of broadcasts ahead");
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        for (int i = 0; i < 3 * depth; ++i) {
+          const int root = (i / 100) % n, elements = 1 + (i * 37) % 128;
+          if (r != root && r == 1 + i % (n - 1) && i % 100 == 0)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));  // this receiver lags
+          Tensor t = Tensor::zeros({elements}, DType::Int32);
+          for (int e = 0; e < elements; ++e) t.set(e, r == root ? i * 10000 + e : -1);
+          BroadcastOptions bo;
+          bo.root = root;
+          b.broadcast(t, bo);
+          for (int e = 0; e < elements; ++e)
+            if (t.get(e) != i * 10000 + e)
+              throw std::runtime_error("broadcast " + std::to_string(i) + " element " + std::to_string(e) + " is " +
+                                       std::to_string(t.get(e)));
+          if (i % 64 == 63) {
+            Tensor sum = full(3, 1.0, DType::Float32);
+            b.all_reduce(sum, {});
+            if (sum.get(2) != n)
+              throw std::runtime_error("all_reduce between the broadcasts gave " + std::to_string(sum.get(2)));
+          }
         }
-        for (int i = 0; i < depth; ++i) {
-          Tensor t = full(2, -1, DType::Int32);
-          b.broadcast(t, {});
-          if (t.get(0) != i || t.get(1) != i) throw std::runtime_error("broadcast " + std::to_string(i) + " wrong");
-        }
-      }
-      for (int i = 0; i < 3 * depth; ++i) {
-        const int root = (i / 100) % n, elements = 1 + (i * 37) % 128;
-        if (r != root && r == 1 + i % (n - 1) && i % 100 == 0)
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));  // this receiver lags
-        Tensor t = Tensor::zeros({elements}, DType::Int32);
-        for (int e = 0; e < elements; ++e) t.set(e, r == root ? i * 10000 + e : -1);
-        BroadcastOptions bo;
-        bo.root = root;
-        b.broadcast(t, bo);
-        for (int e = 0; e < elements; ++e)
-          if (t.get(e) != i * 10000 + e)
-            throw std::runtime_error("broadcast " + std::to_string(i) + " element " + std::to_string(e) + " is " +
-                                     std::to_string(t.get(e)));
-        if (i % 64 == 63) {
-          Tensor sum = full(3, 1.0, DType::Float32);
-          b.all_reduce(sum, {});
-          if (sum.get(2) != n)
-            throw std::runtime_error("all_reduce between the broadcasts gave " + std::to_string(sum.get(2)));
-        }
-      }
-    });
-    for (int r = 0; r < n; ++r) CHECK(errors[size_t(r)] == "");
-  }
+      });
+      for (int r = 0; r < n; ++r) CHECK(errors[size_t(r)] == "");
+    }
 }
 
 TEST_CASE(
@@ -1032,4 +1047,29 @@ TEST_CASE("over the sockets a send whose receiver left fails at once and a recei
     throw std::runtime_error("the send to the rank that left raised nothing");
   });
   for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
+}
+
+TEST_CASE("over the sockets an eager broadcast's root whose receiver left learns the loss, not a mismatch", "[eager]") {
+  // The root of an eager broadcast reads nothing: a receiver that left is the loss of that peer
+  // at the root's next call that needs it (a send the socket refuses, or a row it waits for),
+  // never a mismatch or a wait to the deadline.
+  auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
+    Tensor t = full(4, 1.0, DType::Float32);
+    b.broadcast(t, {});
+    if (b.rank() == 1) return;  // leaves: its backend closes the connection
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      for (int i = 0; i < 100; ++i) b.broadcast(t, {});
+      b.all_reduce(t, {});
+    } catch (const CollectiveMismatchError& e) {
+      throw std::runtime_error(std::string("a mismatch for a lost peer: ") + e.what());
+    } catch (const BackendError&) {  // the mesh's loss of the peer (PeerError where liveness knows it)
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
+        throw std::runtime_error("the loss was raised only after 10 s");
+      return;
+    }
+    throw std::runtime_error("the root raised nothing");
+  });
+  for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
 }

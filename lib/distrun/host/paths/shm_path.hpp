@@ -79,7 +79,7 @@ class ShmPath : public Path {
   /// The eager broadcast: the largest payload, and the broadcasts a root may run ahead (each
   /// time the ring fills while a receiver is off its core, the root waits for it to be
   /// scheduled again: beside busy loops 32 entries measured 57.8 us per 8-byte call, 512 35.4).
-  static constexpr size_t kEagerBytes = 512;
+  static constexpr size_t kEagerBytes = kEagerBroadcastBytes;
   static constexpr uint64_t kEagerDepth = 512;
 
   /// Publishes the intent with the exposed buffer's address and extent (and, when the extent

@@ -196,6 +196,8 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
                              " to state their intent at the hub (rank " +
                              std::to_string(global_rank_of(global_ranks_, hub_)) + ")",
                          missing);
+    // Between two ranks an eager broadcast may stand against this meeting, or have done so.
+    if (size_ == 2) check_peer_row(table_[size_t(rank_)]);
     // Every rank holds the same table, so every rank throws the same error; the connections
     // stay as they are (each peer's row was read whole), and the group stays usable.
     check_agreement(table_, false, global_ranks_);
@@ -297,6 +299,13 @@ const std::vector<Intent>& SocketPath::meet(Intent intent, const void* base, uin
     mesh_->discard_below(Kind::Intent, size_ <= kDirectCheckMost ? exchanges_ : exchanges_ << 20);
     eager_in_ = eager_ > 0;
     if (size_ <= kDirectCheckMost) {
+      if (size_ == 2) {
+        if (broken_) {
+          send_mark(deadline);
+          raise_broken();
+        }
+        intent.address = rooted_;
+      }
       post_rows(intent, deadline);
       // Until the first phase settles the check, every row reads as ours (with its kInline
       // flag): a schedule's sending side needs no other.
@@ -310,7 +319,152 @@ const std::vector<Intent>& SocketPath::meet(Intent intent, const void* base, uin
       Intent::decode(reinterpret_cast<const uint64_t*>(slot(r)), size_, table_[size_t(r)]);
     check_agreement(table_, false, global_ranks_);
   }
+  if (broken_) raise_broken();  // a collective whose intent was agreed beforehand: no row goes
   return table_;
+}
+
+void SocketPath::mark(int by, uint64_t at, const std::string& why) {
+  if (broken_) return;
+  broken_ = true;
+  broken_by_ = by;
+  broken_at_ = at;
+  broken_why_ = why.substr(0, 448);
+}
+
+void SocketPath::raise_broken() const {
+  throw CollectiveMismatchError("collective #" + std::to_string(seq_) + ": rank " + std::to_string(broken_by_) +
+                                " found a disagreement on an eager broadcast at collective #" +
+                                std::to_string(broken_at_) + " (" + broken_why_ +
+                                "); every later collective of the group fails");
+}
+
+void SocketPath::send_mark(Clock::time_point deadline) {
+  Intent m;
+  m.kind = CollectiveKind::Broadcast;
+  m.seq = seq_;
+  m.root = broken_by_;
+  m.address = broken_at_;
+  m.flags = kBroken;
+  mark_row_.assign((row_bytes_ + broken_why_.size() + 7) / 8, 0);
+  char* row = reinterpret_cast<char*>(mark_row_.data());
+  const size_t bytes = write_row(m, size_, row, row_bytes_, broken_why_.data(), broken_why_.size(), eager_);
+  auto out = std::make_shared<Send>();
+  out->key = {Kind::Intent, exchanges_};
+  out->parts = {{row, bytes}};
+  try {
+    mesh_->post(1 - rank_, out, deadline);
+    if (!out->done) mesh_->detach(out);
+  } catch (...) {  // the peer lost: its own error comes with the next operation that needs it
+  }
+}
+
+std::string SocketPath::roots_differ(CollectiveKind kind, uint64_t rooted) const {
+  return std::string(collective_name(kind)) + " #" + std::to_string(seq_) + ": rank " +
+         std::to_string(global_rank_of(global_ranks_, 1 - rank_)) + " rooted " + std::to_string(rooted) +
+         " eager broadcasts, of which rank " + std::to_string(global_rank_of(global_ranks_, rank_)) + " received " +
+         std::to_string(received_) + ": the ranks disagreed on the root of one";
+}
+
+void SocketPath::check_peer_row(const Intent& mine) {
+  const int peer = 1 - rank_;
+  const Intent& theirs = table_[size_t(peer)];
+  if (theirs.flags & kBroken) {
+    mark(theirs.root, theirs.address, std::string(slot(peer) + row_bytes_, theirs.extent));
+    raise_broken();
+  }
+  try {
+    if (theirs.flags & kEager) {
+      check_agreement(table_, false, global_ranks_);
+      throw CollectiveMismatchError(std::string(collective_name(mine.kind)) + " #" + std::to_string(seq_) +
+                                    ": a peer runs an eager broadcast");
+    }
+    if (theirs.address != received_) throw CollectiveMismatchError(roots_differ(mine.kind, theirs.address));
+  } catch (const CollectiveMismatchError& e) {
+    mark(global_rank_of(global_ranks_, rank_), seq_, e.what());
+    throw;
+  }
+}
+
+bool SocketPath::broadcast_eager(const Intent& intent, void* data, std::chrono::milliseconds timeout) {
+  const int root = intent.root;
+  if (size_ != 2 || intent.kind != CollectiveKind::Broadcast || intent.bytes > kEagerBroadcastBytes || root < 0 ||
+      root >= size_)
+    return false;
+  const auto deadline = Clock::now() + timeout;
+  const int peer = 1 - rank_;
+  base_ = nullptr;
+  extent_ = 0;
+  eager_in_ = false;
+  if (unsettled_) {  // a collective that failed between its meeting and its first phase
+    for (const auto& [p, s] : rows_out_) mesh_->abandon(p, s);
+    for (const auto& [p, r] : rows_) mesh_->abandon(p, r);
+    unsettled_ = false;
+  }
+  Intent mine = intent;
+  mine.seq = ++seq_;
+  ++exchanges_;
+  // As at a meeting: what an earlier collective left unread is dropped as it comes.
+  mesh_->discard_below(Kind::Phase, seq_ << 16);
+  mesh_->discard_below(Kind::Intent, exchanges_);
+  if (broken_) {
+    send_mark(deadline);
+    raise_broken();
+  }
+  if (rank_ == root) {
+    mine.flags |= kEager;
+    mine.address = ++rooted_;
+    const size_t bytes =
+        write_row(mine, size_, slot(rank_), row_bytes_, static_cast<const char*>(data), intent.bytes, eager_);
+    auto out = std::make_shared<Send>();
+    out->key = {Kind::Intent, exchanges_};
+    out->parts = {{slot(rank_), bytes}};
+    mesh_->post(peer, out, deadline);
+    // Written into the socket: the receiver's check needs nothing more of this rank.
+    await({{peer, out}}, {}, deadline);
+    return true;
+  }
+  ++received_;
+  auto in = std::make_shared<Recv>();
+  in->key = {Kind::Intent, exchanges_};
+  in->parts = {{slot(peer), stride_}};
+  in->at_most = true;
+  mesh_->post(peer, in, deadline);
+  progress({}, {{peer, in}}, deadline);
+  if (table_.size() != size_t(size_)) table_.resize(size_t(size_));
+  if (!well_formed(*in, peer)) {
+    const std::string what =
+        "sent an intent not of this group's form (cut short, too long, or not the bytes it states it carries)";
+    mesh_->cut(peer, what);
+    throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, peer)) + " " + what);
+  }
+  const Intent& theirs = table_[size_t(peer)];
+  if (theirs.flags & kBroken) {
+    mark(theirs.root, theirs.address, std::string(slot(peer) + row_bytes_, theirs.extent));
+    raise_broken();
+  }
+  const bool eager = theirs.flags & kEager;
+  // What check_agreement compares of two broadcasts, and the root's count against ours.
+  if (!eager || theirs.kind != mine.kind || theirs.seq != mine.seq || theirs.dtype != mine.dtype ||
+      theirs.op != mine.op || theirs.root != mine.root || theirs.bytes != mine.bytes || theirs.address != received_) {
+    // The receiver's view first, as on shared memory; a shared root as an index into the pair.
+    std::vector<Intent> pair{mine, theirs};
+    if (pair[0].root == pair[1].root) pair[0].root = pair[1].root = 0;
+    try {
+      check_agreement(pair, false, {global_rank_of(global_ranks_, rank_), global_rank_of(global_ranks_, peer)});
+      if (!eager)
+        throw CollectiveMismatchError("broadcast #" + std::to_string(seq_) + ": root rank " +
+                                      std::to_string(global_rank_of(global_ranks_, peer)) +
+                                      " meets instead of an eager broadcast");
+      throw CollectiveMismatchError(roots_differ(mine.kind, theirs.address));
+    } catch (const CollectiveMismatchError& e) {
+      mark(global_rank_of(global_ranks_, rank_), seq_, e.what());
+      mesh_->discard_below(Kind::Phase, (seq_ + 1) << 16);  // what a peer that met sent behind its row
+      send_mark(deadline);                                  // a peer that met waits for this row
+      throw;
+    }
+  }
+  if (intent.bytes) std::memcpy(data, slot(peer) + row_bytes_, intent.bytes);
+  return true;
 }
 
 void SocketPath::run(Schedule& schedule, int phase, std::chrono::milliseconds timeout) {

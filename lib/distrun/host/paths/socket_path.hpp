@@ -16,6 +16,25 @@
 // unsent bytes still go out (copied, so that the stream keeps its framing) and the peer drops
 // them unread.
 //
+// Between two ranks a broadcast of at most kEagerBroadcastBytes (path.hpp) is eager, as on
+// shared memory: the root sends its row with the payload (flagged kEager, with the count of
+// eager broadcasts it has rooted) and returns once the socket took it, reading nothing; the
+// receiver reads that row, checks it against its own intent (and the count against the eager
+// broadcasts it received from that root) and copies the payload out, sending nothing. So a
+// root runs ahead of its receiver as far as the socket buffers let it (then its send waits,
+// up to the call's deadline, as any send). The agreement promise holds with shared memory's
+// timing: the rank that sees a disagreement (a receiver against the root's row, a rank that
+// meets and finds an eager row, an eager receiver that finds a meeting row, a rank whose
+// peer's count says two ranks claimed the root of an earlier one) raises
+// CollectiveMismatchError at that call and marks itself broken; an eager receiver also sends
+// its marked row then, which a peer that met is waiting for. A broken rank raises at the start
+// of every later collective on the group, naming the rank that found it and where, after
+// sending its marked row (nothing else) to the peer; a rank that reads a marked row raises
+// the same error and carries the mark from then on. So the other rank raises at its next
+// collective that reads the peer's row: every one but an eager broadcast it roots. Two ranks
+// that both claim the root of an eager broadcast read nothing then; each sees the other's
+// count at its next collective that reads the peer.
+//
 // In groups of 3 to 16 the rows go to a hub (rank 0) only, which checks them and sends every
 // row back to each rank, riding on its first message to it (hub() in path.hpp): each message
 // costs its sender about 10 us of kernel CPU between namespace hosts, and every rank's row to
@@ -63,6 +82,13 @@ class SocketPath : public Path {
   /// Completes a check that no phase completed (agree() runs none) and, at the hub, sends the
   /// answers no phase carried; every phase waited for its sends.
   void finish(std::chrono::milliseconds timeout) override;
+  /// Between two ranks, a broadcast of at most kEagerBroadcastBytes (see above).
+  bool broadcast_eager(const Intent& intent, void* data, std::chrono::milliseconds timeout) override;
+  /// Between two ranks, a row's flags: an eager broadcast's row (its `address` the count of
+  /// eager broadcasts its root has rooted), and a broken rank's marked row (`root` the global
+  /// rank that found the disagreement, `address` that collective's number, the error's text
+  /// riding as its bytes). A meeting row's `address` is its sender's count of rooted ones.
+  static constexpr uint64_t kEager = uint64_t(1) << 60, kBroken = uint64_t(1) << 59;
 
  private:
   using Clock = SocketMesh::Clock;
@@ -110,6 +136,20 @@ class SocketPath : public Path {
   void await(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
              const std::function<void()>& on_read = {});
 
+  // Between two ranks: the peer's row (decoded into table_) against this rank's `mine` at a
+  // meeting, throwing a disagreement that only an eager broadcast can cause (marking this rank
+  // broken), or the mark that row carries.
+  void check_peer_row(const Intent& mine);
+  // The peer rooted `rooted` eager broadcasts, not the received_ this rank took from it.
+  std::string roots_differ(CollectiveKind kind, uint64_t rooted) const;
+  // Sets the mark (the first stays): global rank `by` found `why` at collective `at`.
+  void mark(int by, uint64_t at, const std::string& why);
+  // The broken group's error at the current collective.
+  [[noreturn]] void raise_broken() const;
+  // Sends this rank's marked row to the peer for the current exchange and leaves it to go out
+  // on later progress (a lost peer is not this call's error).
+  void send_mark(Clock::time_point deadline);
+
   std::shared_ptr<SocketMesh> mesh_;
   int rank_, size_;
   std::vector<int> global_ranks_;
@@ -127,6 +167,13 @@ class SocketPath : public Path {
   char* base_ = nullptr;      // what this rank exposes
   uint64_t extent_ = 0;
   std::vector<char> scratch_;  // pieces folded in parts land here, kept across calls
+  // Between two ranks: eager broadcasts this rank rooted and received, and the group's mark.
+  uint64_t rooted_ = 0, received_ = 0;
+  bool broken_ = false;
+  int broken_by_ = -1;
+  uint64_t broken_at_ = 0;
+  std::string broken_why_;
+  std::vector<uint64_t> mark_row_;  // the marked row as sent, 8-byte aligned
 };
 
 }  // namespace distrun
