@@ -1073,3 +1073,70 @@ TEST_CASE("over the sockets an eager broadcast's root whose receiver left learns
   });
   for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
 }
+
+TEST_CASE("over the sockets a root claimed by both then by neither never lets a later call pass", "[eager]") {
+  // Both ranks root the first eager broadcast (each rooted one, received none), then each takes
+  // the other for the root of the second (each waits, and would have received one): the counts
+  // alone would cancel. The receivers that time out mark the group broken, so the all_reduce
+  // after them raises a mismatch on each rank instead of passing.
+  std::vector<std::string> third(2);
+  std::atomic<int> finished{0};
+  auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
+    const int r = b.rank();
+    Tensor t = full(2, r + 1, DType::Float32);
+    BroadcastOptions bo;
+    bo.root = r;
+    b.broadcast(t, bo);
+    bo.root = 1 - r;
+    bo.timeout = std::chrono::milliseconds(300);
+    try {
+      b.broadcast(t, bo);
+    } catch (const TimeoutError&) {
+    }
+    Tensor s = full(2, 1, DType::Float32);
+    try {
+      b.all_reduce(s, {});
+      third[size_t(r)] = "passed";
+    } catch (const CollectiveMismatchError& e) {
+      third[size_t(r)] = e.what();
+    }
+    // Neither leaves (closing its connections) before the other's calls are done.
+    ++finished;
+    for (int i = 0; i < 1000 && finished < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(errors[size_t(r)] == "");
+    CHECK_THAT(third[size_t(r)], Catch::Contains("found a disagreement on an eager broadcast"));
+  }
+}
+
+TEST_CASE("over the sockets a receiver that disagrees and leaves is a mismatch at its root's next call", "[eager]") {
+  // The receiver's mark goes to the exchange the eager root reads next, so the root raises the
+  // disagreement even though the receiver makes no further call, not the closed connection.
+  std::string root_saw;
+  auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
+    const int r = b.rank();
+    Tensor t = full(r == 1 ? 4 : 8, 1.0, DType::Float32);
+    if (r == 1) {
+      try {
+        b.broadcast(t, {});
+      } catch (const CollectiveMismatchError&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        return;  // leaves: its backend closes the connection
+      }
+      throw std::runtime_error("the receiver took a broadcast of other bytes");
+    }
+    b.broadcast(t, {});
+    Tensor s = full(2, 1, DType::Float32);
+    try {
+      b.all_reduce(s, {});
+      root_saw = "passed";
+    } catch (const CollectiveMismatchError& e) {
+      root_saw = e.what();
+    } catch (const Error& e) {
+      root_saw = std::string("not a mismatch: ") + e.what();
+    }
+  });
+  for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  CHECK_THAT(root_saw, Catch::Contains("rank 1 found a disagreement on an eager broadcast"));
+}

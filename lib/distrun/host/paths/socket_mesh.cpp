@@ -350,6 +350,10 @@ void SocketMesh::cut(int peer, const std::string& why) {
     if (::sendmsg(c.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == ssize_t(kHeaderBytes + text.size()))
       ::shutdown(c.fd, SHUT_WR);
   }
+  // Closing with unread input resets the connection, which can drop that last message before
+  // the peer reads it: what has come is read and dropped first (bounded; later input still
+  // resets it).
+  if (c.fd >= 0) drain(c.fd);
   drop_sends(c, why);
   close_conn(c);
 }

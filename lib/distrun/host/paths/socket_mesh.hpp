@@ -163,7 +163,7 @@ class SocketMesh {
   /// operations with it. Its own waits on this rank end at once: before hanging up, unless a
   /// message to it is half written or its socket is full, this rank writes it that text as a
   /// last message, which it raises as "rank <this rank> hung up on this rank: rank <peer> " +
-  /// `why` (a rank that cannot read it says "closed its connection").
+  /// `why` (a rank that cannot read it says that it closed or lost its connection).
   void cut(int peer, const std::string& why);
 
  private:

@@ -86,7 +86,12 @@ bool SocketPath::well_formed(const Recv& row, int r) {
   if (row.differs || row.bytes < row_bytes_) return false;
   Intent::decode(reinterpret_cast<const uint64_t*>(slot(r)), size_, table_[size_t(r)]);
   const Intent& t = table_[size_t(r)];
-  return !(t.flags & (kLate | kMalformed)) && row.bytes - row_bytes_ == ((t.flags & Intent::kInline) ? t.extent : 0);
+  const bool carried = t.flags & Intent::kInline;
+  // A mark's text and an eager broadcast's payload are read from behind the row: they must be
+  // what it carries.
+  if ((t.flags & (kBroken | kEager)) && !carried) return false;
+  if ((t.flags & kEager) && t.extent != t.bytes) return false;
+  return !(t.flags & (kLate | kMalformed)) && row.bytes - row_bytes_ == (carried ? t.extent : 0);
 }
 
 void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
@@ -301,7 +306,7 @@ const std::vector<Intent>& SocketPath::meet(Intent intent, const void* base, uin
     if (size_ <= kDirectCheckMost) {
       if (size_ == 2) {
         if (broken_) {
-          send_mark(deadline);
+          send_mark(deadline, exchanges_);
           raise_broken();
         }
         intent.address = rooted_;
@@ -329,6 +334,8 @@ void SocketPath::mark(int by, uint64_t at, const std::string& why) {
   broken_by_ = by;
   broken_at_ = at;
   broken_why_ = why.substr(0, 448);
+  for (char& ch : broken_why_)
+    if (ch < ' ' || ch > '~') ch = '?';  // a peer's words, printed: no control characters
 }
 
 void SocketPath::raise_broken() const {
@@ -338,7 +345,9 @@ void SocketPath::raise_broken() const {
                                 "); every later collective of the group fails");
 }
 
-void SocketPath::send_mark(Clock::time_point deadline) {
+void SocketPath::send_mark(Clock::time_point deadline, uint64_t exchange) {
+  if (exchange <= marked_through_) return;  // already on its way for that exchange
+  marked_through_ = exchange;
   Intent m;
   m.kind = CollectiveKind::Broadcast;
   m.seq = seq_;
@@ -349,7 +358,7 @@ void SocketPath::send_mark(Clock::time_point deadline) {
   char* row = reinterpret_cast<char*>(mark_row_.data());
   const size_t bytes = write_row(m, size_, row, row_bytes_, broken_why_.data(), broken_why_.size(), eager_);
   auto out = std::make_shared<Send>();
-  out->key = {Kind::Intent, exchanges_};
+  out->key = {Kind::Intent, exchange};
   out->parts = {{row, bytes}};
   try {
     mesh_->post(1 - rank_, out, deadline);
@@ -407,7 +416,7 @@ bool SocketPath::broadcast_eager(const Intent& intent, void* data, std::chrono::
   mesh_->discard_below(Kind::Phase, seq_ << 16);
   mesh_->discard_below(Kind::Intent, exchanges_);
   if (broken_) {
-    send_mark(deadline);
+    send_mark(deadline, exchanges_);
     raise_broken();
   }
   if (rank_ == root) {
@@ -429,7 +438,16 @@ bool SocketPath::broadcast_eager(const Intent& intent, void* data, std::chrono::
   in->parts = {{slot(peer), stride_}};
   in->at_most = true;
   mesh_->post(peer, in, deadline);
-  progress({}, {{peer, in}}, deadline);
+  try {
+    progress({}, {{peer, in}}, deadline);
+  } catch (const TimeoutError& e) {
+    // Both ranks waiting as receivers is how a disagreement on the root can look (each taking
+    // the other for it), and its counts would cancel one where both claimed it: the group is
+    // broken from here, so that no later collective passes over it.
+    mark(global_rank_of(global_ranks_, rank_), seq_,
+         "its root's row did not come in time (" + std::string(e.what()) + ")");
+    throw;
+  }
   if (table_.size() != size_t(size_)) table_.resize(size_t(size_));
   if (!well_formed(*in, peer)) {
     const std::string what =
@@ -459,7 +477,10 @@ bool SocketPath::broadcast_eager(const Intent& intent, void* data, std::chrono::
     } catch (const CollectiveMismatchError& e) {
       mark(global_rank_of(global_ranks_, rank_), seq_, e.what());
       mesh_->discard_below(Kind::Phase, (seq_ + 1) << 16);  // what a peer that met sent behind its row
-      send_mark(deadline);                                  // a peer that met waits for this row
+      // A peer that met waits for this row at this exchange; an eager root has returned, and
+      // reads its next row at the next exchange: the mark goes there, so that the root learns
+      // of it even if this rank makes no further call.
+      send_mark(deadline, eager ? exchanges_ + 1 : exchanges_);
       throw;
     }
   }

@@ -27,13 +27,18 @@
 // meets and finds an eager row, an eager receiver that finds a meeting row, a rank whose
 // peer's count says two ranks claimed the root of an earlier one) raises
 // CollectiveMismatchError at that call and marks itself broken; an eager receiver also sends
-// its marked row then, which a peer that met is waiting for. A broken rank raises at the start
+// its marked row then, for the exchange its peer reads next (this one, which a peer that met
+// is waiting for; the next one where the peer is the eager root, which has returned), so the
+// root learns of it even if the receiver makes no further call. A broken rank raises at the start
 // of every later collective on the group, naming the rank that found it and where, after
 // sending its marked row (nothing else) to the peer; a rank that reads a marked row raises
 // the same error and carries the mark from then on. So the other rank raises at its next
 // collective that reads the peer's row: every one but an eager broadcast it roots. Two ranks
 // that both claim the root of an eager broadcast read nothing then; each sees the other's
-// count at its next collective that reads the peer.
+// count at its next collective that reads the peer. An eager receiver whose root's row does
+// not come by its deadline (two ranks that each take the other for the root look so) raises
+// the TimeoutError and marks itself broken, so that counts that a claimed root and a missing
+// one would cancel never let a later collective pass.
 //
 // In groups of 3 to 16 the rows go to a hub (rank 0) only, which checks them and sends every
 // row back to each rank, riding on its first message to it (hub() in path.hpp): each message
@@ -146,9 +151,9 @@ class SocketPath : public Path {
   void mark(int by, uint64_t at, const std::string& why);
   // The broken group's error at the current collective.
   [[noreturn]] void raise_broken() const;
-  // Sends this rank's marked row to the peer for the current exchange and leaves it to go out
-  // on later progress (a lost peer is not this call's error).
-  void send_mark(Clock::time_point deadline);
+  // Sends this rank's marked row to the peer for `exchange` (once per exchange) and leaves it
+  // to go out on later progress (a lost peer is not this call's error).
+  void send_mark(Clock::time_point deadline, uint64_t exchange);
 
   std::shared_ptr<SocketMesh> mesh_;
   int rank_, size_;
@@ -174,6 +179,7 @@ class SocketPath : public Path {
   uint64_t broken_at_ = 0;
   std::string broken_why_;
   std::vector<uint64_t> mark_row_;  // the marked row as sent, 8-byte aligned
+  uint64_t marked_through_ = 0;     // the last exchange a marked row went out for
 };
 
 }  // namespace distrun
