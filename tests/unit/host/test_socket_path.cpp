@@ -227,6 +227,21 @@ TEST_CASE("a rank that comes after the hub gave up on it gets the verdict naming
   for (const std::vector<int>& n : named) REQUIRE(n == std::vector<int>{2});
 }
 
+// Rank 0 of two meets once with first_intent() and finishes, in a thread; what it raises
+// lands in `raised`.
+std::thread meet_once(std::shared_ptr<SocketMesh> mesh, std::string& raised) {
+  return std::thread([mesh = std::move(mesh), &raised] {
+    try {
+      SocketPath path(mesh, {});
+      std::vector<char> buffer(kBytes, 0);
+      path.meet(first_intent(), buffer.data(), kBytes, 10s);
+      path.finish(10s);
+    } catch (const Error& e) {
+      raised = e.what();
+    }
+  });
+}
+
 TEST_CASE("between two ranks, a malformed row is refused by its receiver, which hangs up, so its sender learns at once",
           "[sockets]") {
   constexpr int kTwo = 2;  // no hub: each rank reads the other's row itself
@@ -234,16 +249,7 @@ TEST_CASE("between two ranks, a malformed row is refused by its receiver, which 
   auto mesh0 = std::make_shared<SocketMesh>(store, 0, kTwo, loopback(), std::vector<int>{});
   SocketMesh mesh1(store, 1, kTwo, loopback(), {});
   std::string refused;
-  std::thread rank0([&] {
-    try {
-      SocketPath path(mesh0, {});
-      std::vector<char> buffer(kBytes, 0);
-      path.meet(first_intent(), buffer.data(), kBytes, 10s);
-      path.finish(10s);
-    } catch (const Error& e) {
-      refused = e.what();
-    }
-  });
+  std::thread rank0 = meet_once(mesh0, refused);
   // Rank 1 sends a row longer than its slot, takes rank 0's, and waits for rank 0's data.
   const size_t slot = Intent::words(kTwo) * sizeof(uint64_t) + eager_bytes(kTwo);
   std::vector<char> row(slot + 8, 'x'), theirs(slot), data(kBytes);
@@ -286,16 +292,7 @@ TEST_CASE("between two ranks, a marked row whose text is not behind it is refuse
   auto mesh0 = std::make_shared<SocketMesh>(store, 0, kTwo, loopback(), std::vector<int>{});
   SocketMesh mesh1(store, 1, kTwo, loopback(), {});
   std::string refused = "nothing";
-  std::thread rank0([&] {
-    try {
-      SocketPath path(mesh0, {});
-      std::vector<char> buffer(kBytes, 0);
-      path.meet(first_intent(), buffer.data(), kBytes, 10s);
-      path.finish(10s);
-    } catch (const Error& e) {
-      refused = e.what();
-    }
-  });
+  std::thread rank0 = meet_once(mesh0, refused);
   const size_t row_bytes = Intent::words(kTwo) * sizeof(uint64_t);
   std::vector<char> row(row_bytes, 0), theirs(row_bytes + eager_bytes(kTwo));
   Intent m;
