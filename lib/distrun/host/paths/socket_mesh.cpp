@@ -360,11 +360,9 @@ void SocketMesh::cut(int peer, const std::string& why) {
 
 void SocketMesh::hung_up(int peer) {
   Conn& c = conns_[size_t(peer)];
-  std::string text(c.stash.back().bytes.begin(), c.stash.back().bytes.end());
+  const std::string what =
+      "hung up on this rank: " + printable(std::string(c.stash.back().bytes.begin(), c.stash.back().bytes.end()));
   c.stash.pop_back();
-  for (char& ch : text)
-    if (ch < ' ' || ch > '~') ch = '?';  // a peer's words, printed: no control characters
-  const std::string what = "hung up on this rank: " + text;
   // As at its end: a receive of ours pending fails now, and later operations with it fail.
   drop_sends(c, what);
   close_conn(c);

@@ -57,6 +57,13 @@ inline std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
+/// A peer's words, to be printed: every byte outside printable ASCII becomes '?'.
+inline std::string printable(std::string text) {
+  for (char& ch : text)
+    if (ch < ' ' || ch > '~') ch = '?';
+  return text;
+}
+
 class SocketMesh {
  public:
   using Clock = std::chrono::steady_clock;

@@ -117,6 +117,7 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
     }
     rows_.emplace_back(r, in);
   }
+  unsettled_ = true;
   try {
     for (auto& [r, in] : rows_) mesh_->post(r, in, deadline);
     for (int r = 0; r < size_ && rank_ != hub_; ++r) {
@@ -128,11 +129,9 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
       mesh_->post(r, out, deadline);
     }
   } catch (...) {
-    for (const auto& [peer, s] : rows_out_) mesh_->abandon(peer, s);
-    for (const auto& [peer, r] : rows_) mesh_->abandon(peer, r);
+    drop_unsettled();
     throw;
   }
-  unsettled_ = true;
 }
 
 void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
@@ -185,14 +184,7 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
                          table_[size_t(r)]);
         formed = !(table_[size_t(r)].flags & kMalformed);
       }
-      if (!formed) {
-        const std::string what =
-            "sent an intent not of this group's form (cut short, too long, or not the bytes it states it carries)";
-        // Directly, no verdict goes back to the row's sender: hung up on, its wait on this
-        // rank ends at once, naming it, instead of running to its deadline.
-        if (hub_ < 0) mesh_->cut(r, what);
-        throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " " + what);
-      }
+      if (!formed) refuse_row(r, hub_ < 0);
       if (hub_ >= 0 && (table_[size_t(r)].flags & kLate)) missing.push_back(global_rank_of(global_ranks_, r));
     }
     // The hub's verdict, the same on every rank: naming the ranks it waited for in vain.
@@ -284,11 +276,7 @@ const std::vector<Intent>& SocketPath::meet(Intent intent, const void* base, uin
   extent_ = base ? extent : 0;
   eager_in_ = false;
   std::fill(owed_.begin(), owed_.end(), false);
-  if (unsettled_) {  // a collective that failed between its meeting and its first phase
-    for (const auto& [peer, s] : rows_out_) mesh_->abandon(peer, s);
-    for (const auto& [peer, r] : rows_) mesh_->abandon(peer, r);
-    unsettled_ = false;
-  }
+  drop_unsettled();
   intent.seq = ++seq_;
   // A phase message of an earlier collective that comes now (its receiver gave up on it, or
   // on the check before it) is dropped, never kept aside: every phase key of this one and
@@ -333,9 +321,30 @@ void SocketPath::mark(int by, uint64_t at, const std::string& why) {
   broken_ = true;
   broken_by_ = by;
   broken_at_ = at;
-  broken_why_ = why.substr(0, 448);
-  for (char& ch : broken_why_)
-    if (ch < ' ' || ch > '~') ch = '?';  // a peer's words, printed: no control characters
+  broken_why_ = printable(why.substr(0, 448));
+}
+
+void SocketPath::take_mark(int peer) {
+  const Intent& theirs = table_[size_t(peer)];
+  if (!(theirs.flags & kBroken)) return;
+  mark(theirs.root, theirs.address, std::string(slot(peer) + row_bytes_, theirs.extent));
+  raise_broken();
+}
+
+void SocketPath::refuse_row(int r, bool hang_up) {
+  const std::string what =
+      "sent an intent not of this group's form (cut short, too long, or not the bytes it states it carries)";
+  // Directly, no verdict goes back to the row's sender: hung up on, its wait on this rank ends
+  // at once, naming it, instead of running to its deadline.
+  if (hang_up) mesh_->cut(r, what);
+  throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, r)) + " " + what);
+}
+
+void SocketPath::drop_unsettled() {
+  if (!unsettled_) return;  // else a collective that failed between its meeting and its first phase
+  for (const auto& [peer, s] : rows_out_) mesh_->abandon(peer, s);
+  for (const auto& [peer, r] : rows_) mesh_->abandon(peer, r);
+  unsettled_ = false;
 }
 
 void SocketPath::raise_broken() const {
@@ -377,10 +386,7 @@ std::string SocketPath::roots_differ(CollectiveKind kind, uint64_t rooted) const
 void SocketPath::check_peer_row(const Intent& mine) {
   const int peer = 1 - rank_;
   const Intent& theirs = table_[size_t(peer)];
-  if (theirs.flags & kBroken) {
-    mark(theirs.root, theirs.address, std::string(slot(peer) + row_bytes_, theirs.extent));
-    raise_broken();
-  }
+  take_mark(peer);
   try {
     if (theirs.flags & kEager) {
       check_agreement(table_, false, global_ranks_);
@@ -404,11 +410,7 @@ bool SocketPath::broadcast_eager(const Intent& intent, void* data, std::chrono::
   base_ = nullptr;
   extent_ = 0;
   eager_in_ = false;
-  if (unsettled_) {  // a collective that failed between its meeting and its first phase
-    for (const auto& [p, s] : rows_out_) mesh_->abandon(p, s);
-    for (const auto& [p, r] : rows_) mesh_->abandon(p, r);
-    unsettled_ = false;
-  }
+  drop_unsettled();
   Intent mine = intent;
   mine.seq = ++seq_;
   ++exchanges_;
@@ -449,17 +451,9 @@ bool SocketPath::broadcast_eager(const Intent& intent, void* data, std::chrono::
     throw;
   }
   if (table_.size() != size_t(size_)) table_.resize(size_t(size_));
-  if (!well_formed(*in, peer)) {
-    const std::string what =
-        "sent an intent not of this group's form (cut short, too long, or not the bytes it states it carries)";
-    mesh_->cut(peer, what);
-    throw BackendError("rank " + std::to_string(global_rank_of(global_ranks_, peer)) + " " + what);
-  }
+  if (!well_formed(*in, peer)) refuse_row(peer, true);
   const Intent& theirs = table_[size_t(peer)];
-  if (theirs.flags & kBroken) {
-    mark(theirs.root, theirs.address, std::string(slot(peer) + row_bytes_, theirs.extent));
-    raise_broken();
-  }
+  take_mark(peer);
   const bool eager = theirs.flags & kEager;
   // What check_agreement compares of two broadcasts, and the root's count against ours.
   if (!eager || theirs.kind != mine.kind || theirs.seq != mine.seq || theirs.dtype != mine.dtype ||

@@ -151,6 +151,14 @@ class SocketPath : public Path {
   void mark(int by, uint64_t at, const std::string& why);
   // The broken group's error at the current collective.
   [[noreturn]] void raise_broken() const;
+  // Raises the mark that `peer`'s row (decoded in table_) carries, taking it as this rank's; no
+  // mark: nothing.
+  void take_mark(int peer);
+  // Rank r's row is not of this group's form: refused (with a hang-up between two ranks, where
+  // no verdict goes back).
+  [[noreturn]] void refuse_row(int r, bool hang_up);
+  // Abandons the rows of a collective that failed between its meeting and its first phase.
+  void drop_unsettled();
   // Sends this rank's marked row to the peer for `exchange` (once per exchange) and leaves it
   // to go out on later progress (a lost peer is not this call's error).
   void send_mark(Clock::time_point deadline, uint64_t exchange);
