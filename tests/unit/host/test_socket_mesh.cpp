@@ -355,6 +355,84 @@ TEST_CASE("a cut fails the receives posted on it at once with its reason, and it
   CHECK(said[1] == "rank 0 hung up on this rank: rank 1 sent what no rank of this build sends");
 }
 
+TEST_CASE("a cut fails the waits that need its peer, typed and naming it; a wait on another peer goes on",
+          "[sockets]") {
+  auto store = std::make_shared<HashStore>();
+  auto mesh = group(store, 3);
+  std::vector<int> got(3, -1);
+  REQUIRE(ring(mesh, got) == std::vector<std::string>(3, ""));  // connects every pair
+  const auto deadline = SocketMesh::Clock::now() + std::chrono::seconds(10);
+  // Rank 0 waits on ranks 1 and 2; rank 1 hangs up on it, and rank 2 then sends its message.
+  int into[2] = {};
+  std::shared_ptr<SocketMesh::Recv> from[2];
+  for (int i = 0; i < 2; ++i) {
+    from[i] = std::make_shared<SocketMesh::Recv>();
+    from[i]->key = {SocketMesh::Kind::Message, 2};
+    from[i]->parts = {{reinterpret_cast<char*>(&into[i]), sizeof(int)}};
+    mesh[0]->post(1 + i, from[i], deadline);
+  }
+  mesh[1]->cut(0, "sent what no rank of this build sends");
+  const int two = 2;
+  auto send = std::make_shared<SocketMesh::Send>();
+  send->key = {SocketMesh::Kind::Message, 2};
+  send->parts = {{reinterpret_cast<const char*>(&two), sizeof two}};
+  mesh[2]->post(0, send, deadline);
+  mesh[2]->progress([&] { return send->done; }, deadline);
+  // Both connections are ready at once: the wait that needs rank 2 alone takes its message.
+  auto only = [](int peer) { return [peer] { return std::vector<int>{peer}; }; };
+  mesh[0]->progress([&] { return from[1]->done; }, deadline, {}, false, only(2));
+  CHECK(into[1] == 2);
+  // The wait that needs rank 1 fails at once, naming it and the cut's reason, as every later
+  // one with it does; waits on rank 2 still go on with its receive posted.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      mesh[0]->progress([&] { return from[0]->done; }, deadline, {}, false, only(1));
+      FAIL("the wait on the rank that hung up raised nothing");
+    } catch (const CutError& e) {
+      CHECK(e.peer() == 1);
+      CHECK(e.reason() == "rank 0 sent what no rank of this build sends");
+    }
+    auto again = std::make_shared<SocketMesh::Recv>();
+    again->key = {SocketMesh::Kind::Message, uint64_t(3 + attempt)};
+    again->parts = {{reinterpret_cast<char*>(&into[1]), sizeof(int)}};
+    mesh[0]->post(2, again, deadline);
+    send->key = again->key;
+    mesh[2]->post(0, send, deadline);
+    mesh[0]->progress([&] { return again->done; }, deadline, {}, false, only(2));
+  }
+}
+
+TEST_CASE("a write that fails on a cut's reset before its rank read the cut raises the cut's reason, typed",
+          "[sockets]") {
+  auto store = std::make_shared<HashStore>();
+  auto mesh = group(store, 2);
+  std::vector<int> got(2, -1);
+  REQUIRE(ring(mesh, got) == std::vector<std::string>(2, ""));  // connects the pair
+  mesh[0]->cut(1, "sent what no rank of this build sends");
+  // Rank 1 reads nothing: it only sends, and the first message that reaches the closed end
+  // brings a reset back, on which a later write fails.
+  const int word = 1;
+  const auto deadline = SocketMesh::Clock::now() + std::chrono::seconds(10);
+  std::string raised = "nothing";
+  for (int i = 0; i < 2000 && raised == "nothing"; ++i) {
+    auto send = std::make_shared<SocketMesh::Send>();
+    send->key = {SocketMesh::Kind::Message, uint64_t(10 + i)};
+    send->parts = {{reinterpret_cast<const char*>(&word), sizeof word}};
+    try {
+      mesh[1]->post(0, send, deadline);
+      mesh[1]->progress([&] { return send->done; }, deadline);
+      mesh[1]->raise_failed(0, *send);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } catch (const CutError& e) {
+      CHECK(e.peer() == 0);
+      raised = e.reason();
+    } catch (const Error& e) {
+      raised = std::string("untyped: ") + e.what();
+    }
+  }
+  CHECK(raised == "rank 1 sent what no rank of this build sends");
+}
+
 TEST_CASE("a message of another size than the receive's is dropped, and the next one still arrives", "[sockets]") {
   auto store = std::make_shared<HashStore>();
   SocketMesh a(store, 0, 2, loopback(), {}), b(store, 1, 2, loopback(), {});

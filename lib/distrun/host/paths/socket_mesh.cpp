@@ -171,7 +171,10 @@ ssize_t SocketMesh::fill(Conn& c, iovec* iov, int k, bool whole) {
 }
 
 void SocketMesh::fail_peer(int peer, const std::string& what) const {
-  throw BackendError("rank " + std::to_string(global(peer)) + " " + what);
+  const Conn& c = conns_[size_t(peer)];
+  const std::string text = "rank " + std::to_string(global(peer)) + " " + what;
+  if (!c.reason.empty() && what == c.lost) throw CutError(global(peer), c.reason, text);
+  throw BackendError(text);
 }
 
 void SocketMesh::connect_to(int peer, Clock::time_point deadline) {
@@ -350,6 +353,7 @@ void SocketMesh::cut(int peer, const std::string& why) {
     if (::sendmsg(c.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == ssize_t(kHeaderBytes + text.size()))
       ::shutdown(c.fd, SHUT_WR);
   }
+  c.reason = "rank " + std::to_string(global(peer)) + " " + why;
   // Closing with unread input resets the connection, which can drop that last message before
   // the peer reads it: what has come is read and dropped first (bounded; later input still
   // resets it).
@@ -360,13 +364,45 @@ void SocketMesh::cut(int peer, const std::string& why) {
 
 void SocketMesh::hung_up(int peer) {
   Conn& c = conns_[size_t(peer)];
-  const std::string what =
-      "hung up on this rank: " + printable(std::string(c.stash.back().bytes.begin(), c.stash.back().bytes.end()));
+  c.reason = printable(std::string(c.stash.back().bytes.begin(), c.stash.back().bytes.end()));
   c.stash.pop_back();
-  // As at its end: a receive of ours pending fails now, and later operations with it fail.
-  drop_sends(c, what);
+  lose(peer, "hung up on this rank: " + c.reason);
+}
+
+void SocketMesh::lose(int peer, const std::string& what) {
+  Conn& c = conns_[size_t(peer)];
+  // A cut already known (its text found behind a failed write) stays what the peer says.
+  drop_sends(c, c.reason.empty() || c.lost.empty() ? what : c.lost);
   close_conn(c);
-  if (c.receiving()) fail_peer(peer, what);
+}
+
+std::string SocketMesh::pending_cut(int peer) const {
+  const Conn& c = conns_[size_t(peer)];
+  if (c.fd < 0 || !c.expect.empty() || (c.header_got > 0 && c.header_got < kHeaderBytes)) return "";
+  // What is still to come of the message in hand, then whole messages up to the cut's.
+  uint64_t skip = 0;
+  if (c.header_got == kHeaderBytes)
+    skip = c.into && !c.into->differs ? c.into->bytes - c.into->got
+           : c.stashing               ? c.stashing->bytes.size() - c.dropping
+                                      : c.dropping;
+  std::vector<char> unread(c.ahead_end - c.ahead_at + kDrainBytes);
+  if (c.ahead_at < c.ahead_end) std::memcpy(unread.data(), c.ahead.get() + c.ahead_at, c.ahead_end - c.ahead_at);
+  size_t have = c.ahead_end - c.ahead_at;
+  ssize_t n;
+  do {
+    n = ::recv(c.fd, unread.data() + have, kDrainBytes, MSG_PEEK | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n > 0) have += size_t(n);
+  for (uint64_t at = skip; at <= have && have - at >= kHeaderBytes;) {
+    uint64_t header[3];
+    std::memcpy(header, unread.data() + at, kHeaderBytes);
+    at += kHeaderBytes;
+    if (header[0] >> 32 != kMagic || header[2] > have - at) return "";
+    if (Kind(uint32_t(header[0])) == Kind::Cut)
+      return header[2] > kCutTextMost ? "" : printable(std::string(unread.data() + at, header[2]));
+    at += header[2];
+  }
+  return "";
 }
 
 void SocketMesh::detach(const std::shared_ptr<Send>& op) {
@@ -421,7 +457,13 @@ bool SocketMesh::write_some(int peer) {
       // wait it belongs to raises it at once and a wait on other peers goes on. What the peer
       // sent before leaving may still be in the socket: the connection stays open for the
       // receives that take it.
-      drop_sends(c, std::string("lost its connection: ") + std::strerror(errno));
+      std::string why = std::string("lost its connection: ") + std::strerror(errno);
+      // Its peer may have hung up on this rank, the reset coming before this rank read why.
+      if (std::string cut = pending_cut(peer); !cut.empty()) {
+        c.reason = std::move(cut);
+        why = "hung up on this rank: " + c.reason;
+      }
+      drop_sends(c, why);
       return false;
     }
     c.full = false;
@@ -556,7 +598,9 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
         c.gone = true;
         return read;
       }
-      fail_peer(peer, "closed its connection");
+      // A receive of ours pending, or a message half read: the wait that needs it raises.
+      lose(peer, "closed its connection");
+      return read;
     }
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
       const size_t before = c.header_got;
@@ -566,14 +610,10 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
       return read;
     }
     const std::string lost = std::string("lost its connection: ") + std::strerror(errno);
-    // As at its end: between messages, with no receive of ours pending, a wait that reads it
-    // for another's sake goes on, and later operations with that peer fail.
-    if (c.header_got == 0 && !c.receiving()) {
-      drop_sends(c, lost);
-      close_conn(c);
-      return read;
-    }
-    fail_peer(peer, lost);
+    // As at its end: a wait that reads it for another's sake goes on, and later operations
+    // with that peer fail, as does a wait that needs a receive posted on it.
+    lose(peer, lost);
+    return read;
   }
 }
 
@@ -610,6 +650,12 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
   std::vector<bool>& for_passive = wait_.for_passive;
   std::vector<int>& not_passive = wait_.not_passive;
   not_passive.clear();
+  // Whether this wait needs group rank r (`late` names it; without `late`, every peer does).
+  auto needs = [&](int r) {
+    if (!late) return true;
+    const std::vector<int> needed = late();
+    return std::find(needed.begin(), needed.end(), r) != needed.end();
+  };
   auto moved = Clock::now();  // when one of this group's sockets last had something for us
   bool stalled = false;       // a send of ours waited kStalledSend with nothing moving
   for (;;) {
@@ -626,9 +672,10 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     for (int r = 0; r < size_; ++r) {
       Conn& c = conns_[size_t(r)];
       if (c.fd < 0) {
-        // One closed for good (cut, by this rank or its peer) is awaited no more: a receive
-        // still posted on it fails at once, saying why, and no other wait looks at it.
-        if (!c.lost.empty() && (c.receiving() || (c.into && !c.into->passive))) fail_peer(r, c.lost);
+        // One closed for good (cut, by this rank or its peer, or ended under a receive of ours)
+        // is awaited no more: a receive still posted on it fails a wait that needs that peer at
+        // once, saying why; a wait on other peers goes on without it.
+        if (!c.lost.empty() && (c.receiving() || (c.into && !c.into->passive)) && needs(r)) fail_peer(r, c.lost);
         awaiting = awaiting || (c.lost.empty() && (!c.sends.empty() || c.receiving()));
         continue;
       }

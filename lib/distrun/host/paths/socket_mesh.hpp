@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "distrun/core/error.hpp"
 #include "distrun/host/paths/socket_listener.hpp"
 #include "distrun/store/store.hpp"
 
@@ -63,6 +64,20 @@ inline std::string printable(std::string text) {
     if (ch < ' ' || ch > '~') ch = '?';
   return text;
 }
+
+/// A connection cut for good, saying why (SocketMesh::cut): this rank hung up on `peer()`, or
+/// `peer()` hung up on this rank. Raised by the operations with that peer that a wait needs, and
+/// by every later one; `peer()` is the other end's global rank, `reason()` the text the rank
+/// that cut wrote, which names the rank it found at fault ("rank 1 sent ..."). A PeerError, so
+/// that a backend passes it on unchanged.
+class CutError : public PeerError {
+ public:
+  CutError(int peer, std::string reason, const std::string& what) : PeerError(peer, what), reason_(std::move(reason)) {}
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string reason_;
+};
 
 class SocketMesh {
  public:
@@ -136,7 +151,9 @@ class SocketMesh {
   /// Moves every posted operation on until `done()` holds, calling `on_read` (if any) after
   /// bytes arrive; at `deadline` a TimeoutError naming the ranks `late()` gives (the group
   /// ranks whose messages this wait still needs; without it, every peer with an operation
-  /// pending), a PeerError naming a peer that closed its connection. `posted_only`: read a
+  /// pending), a BackendError naming a peer whose connection ended with a receive of ours
+  /// posted on it (a CutError where it was cut), once `late()` names that peer (without it, at
+  /// once): a wait on other peers goes on, and that receive's own wait raises. `posted_only`: read a
   /// connection only up to the end of its last posted receive, even where our sends wait on it
   /// (a caller that posts the next receives once these are in, and so would rather not find
   /// their messages copied aside). Once a send of
@@ -165,12 +182,15 @@ class SocketMesh {
   void abandon(int peer, const std::shared_ptr<Send>& op);
   void abandon(int peer, const std::shared_ptr<Recv>& op);
   /// Closes the connection to `peer` for good, dropping what was queued for it and its unread
-  /// input: it sent what no rank of this build sends. Here its queued sends fail, a wait with a
-  /// receive still posted on it raises "rank <peer> " + `why` at once, and so do later
-  /// operations with it. Its own waits on this rank end at once: before hanging up, unless a
-  /// message to it is half written or its socket is full, this rank writes it that text as a
-  /// last message, which it raises as "rank <this rank> hung up on this rank: rank <peer> " +
-  /// `why` (a rank that cannot read it says that it closed or lost its connection).
+  /// input: it sent what no rank of this build sends. Here its queued sends fail, a wait that
+  /// needs a receive still posted on it raises CutError "rank <peer> " + `why` at once, and so
+  /// do later operations with it; waits on other peers go on. Its own waits on this rank end at
+  /// once: before hanging up, unless a message to it is half written or its socket is full,
+  /// this rank writes it that text as a last message, which it raises as CutError "rank <this
+  /// rank> hung up on this rank: rank <peer> " + `why`, under the same rule, and so does a
+  /// write of its that fails on the reset before it read that message (looked for among what
+  /// it has yet to read, 1 MiB at most; past that, or where it could not be written, the peer
+  /// says that it closed or lost its connection).
   void cut(int peer, const std::string& why);
 
  private:
@@ -188,6 +208,8 @@ class SocketMesh {
     // (a send cut off mid-message), a write failed (receives still take what is in the socket),
     // or a read failed between messages.
     std::string lost;
+    // Where the connection was cut (by either end): the cutter's text, raised as a CutError.
+    std::string reason;
     bool full = false;  // the last write found the socket full
     // Bytes read past the message in hand: [ahead_at, ahead_end) of `ahead`, read first.
     std::unique_ptr<char[]> ahead;
@@ -230,6 +252,12 @@ class SocketMesh {
   void start_message(int peer);
   // The message just read from `peer` is its cut's text: the connection ends, saying so.
   void hung_up(int peer);
+  // The text of a cut that `peer` wrote and this rank has yet to read, looked for (never taken)
+  // among the bytes read ahead and the socket's first kDrainBytes; empty where none is there.
+  std::string pending_cut(int peer) const;
+  // The end of `peer`'s connection, found by a read (`what`): what it queued fails, and so do
+  // later operations with it and a wait that needs a receive posted on it (progress).
+  void lose(int peer, const std::string& what);
   [[noreturn]] void fail_peer(int peer, const std::string& what) const;
   int global(int r) const;
 
