@@ -1074,6 +1074,44 @@ TEST_CASE("over the sockets an eager broadcast's root whose receiver left learns
   for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
 }
 
+TEST_CASE("over the sockets an eager root whose receiver disagreed and stopped learns why once its socket fills",
+          "[eager]") {
+  // The root of an eager broadcast reads nothing, and a receiver that found a disagreement
+  // reads no more of its broadcasts: the root's socket fills. Its wait then raises the
+  // receiver's word, a mismatch naming it, not a timeout.
+  std::string root_saw;
+  std::atomic<bool> root_done{false};
+  auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
+    const int r = b.rank();
+    Tensor t = full(r == 1 ? 4 : 8, 1.0, DType::Float32);
+    if (r == 1) {
+      try {
+        b.broadcast(t, {});
+      } catch (const CollectiveMismatchError&) {
+        for (int waited = 0; !root_done && waited < 30000; ++waited)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return;  // stays connected, calling nothing, until the root is done
+      }
+      throw std::runtime_error("the receiver took a broadcast of other bytes");
+    }
+    BroadcastOptions o;
+    o.timeout = std::chrono::seconds(1);
+    try {
+      for (int i = 0; i < 1000000; ++i) b.broadcast(t, o);
+      root_saw = "the socket never filled";
+    } catch (const CollectiveMismatchError& e) {
+      root_saw = e.what();
+    } catch (const TimeoutError& e) {
+      root_saw = std::string("timed out: ") + e.what();
+    } catch (const Error& e) {
+      root_saw = std::string("not a mismatch: ") + e.what();
+    }
+    root_done = true;
+  });
+  for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  CHECK_THAT(root_saw, Catch::StartsWith("rank 1 reads nothing more of what this rank sends"));
+}
+
 TEST_CASE("over the sockets a root claimed by both then by neither never lets a later call pass", "[eager]") {
   // Both ranks root the first eager broadcast (each rooted one, received none), then each takes
   // the other for the root of the second (each waits, and would have received one): the counts

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "distrun/backend/intent.hpp"
 #include "distrun/backend/types.hpp"
 #include "distrun/core/error.hpp"
 #include "distrun/store/auth.hpp"
@@ -362,6 +363,19 @@ void SocketMesh::cut(int peer, const std::string& why) {
   close_conn(c);
 }
 
+void SocketMesh::give_notice(int peer, const std::string& why) {
+  Conn& c = conns_[size_t(peer)];
+  if (c.fd < 0 || c.gone || !c.lost.empty()) return;
+  auto op = std::make_shared<Send>();
+  op->key = {Kind::Notice, 0};
+  op->own.assign(why.begin(), why.begin() + ptrdiff_t(std::min(why.size(), kCutTextMost)));
+  op->parts = {{op->own.data(), op->own.size()}};  // its own bytes: written on later progress if need be
+  try {
+    post(peer, op, Clock::now());
+  } catch (const Error&) {  // the peer lost: later operations with it say so
+  }
+}
+
 void SocketMesh::hung_up(int peer) {
   Conn& c = conns_[size_t(peer)];
   c.reason = printable(std::string(c.stash.back().bytes.begin(), c.stash.back().bytes.end()));
@@ -412,7 +426,7 @@ void SocketMesh::detach(const std::shared_ptr<Send>& op) {
 }
 
 void SocketMesh::discard_below(Kind kind, uint64_t key) {
-  uint64_t& floor = floor_[uint32_t(kind) & 7];
+  uint64_t& floor = floor_[uint32_t(kind) & 15];
   floor = std::max(floor, key);
   for (Conn& c : conns_)
     c.stash.remove_if([&](const Stashed& m) { return m.key.kind == kind && m.key.key < floor && &m != c.stashing; });
@@ -484,7 +498,7 @@ void SocketMesh::start_message(int peer) {
   Conn& c = conns_[size_t(peer)];
   const Key key{Kind(uint32_t(c.header[0])), c.header[1]};
   const uint64_t bytes = c.header[2];
-  if (c.header[0] >> 32 != kMagic || (key.kind == Kind::Cut && bytes > kCutTextMost))
+  if (c.header[0] >> 32 != kMagic || ((key.kind == Kind::Cut || key.kind == Kind::Notice) && bytes > kCutTextMost))
     fail_peer(peer, "sent a message that is not one of distrun's");
   auto it = std::find_if(c.recvs.begin(), c.recvs.end(), [&](const auto& r) { return r->key == key; });
   if (it != c.recvs.end()) {
@@ -499,7 +513,7 @@ void SocketMesh::start_message(int peer) {
     }
     return;
   }
-  if (key.key < floor_[uint32_t(key.kind) & 7]) {
+  if (key.key < floor_[uint32_t(key.kind) & 15]) {
     c.into = nullptr;
     c.stashing = nullptr;
     c.dropping = bytes;
@@ -555,7 +569,9 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
       if (!c.stashing && (!c.into || c.into->differs) && c.dropping > 0) return;
       if (c.into) c.into->done = true;
       const bool cut = c.stashing && c.stashing->key.kind == Kind::Cut;
-      if (c.stashing && !cut) {
+      // A peer's notice is the connection's, kept for a timeout to raise (give_notice).
+      const bool notice = c.stashing && c.stashing->key.kind == Kind::Notice;
+      if (c.stashing && !cut && !notice) {
         // A receive posted while this message was arriving takes it now.
         Stashed& m = *c.stashing;
         c.stashing = nullptr;
@@ -564,7 +580,7 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
           deliver(m, **it);
           c.recvs.erase(it);
           c.stash.pop_back();
-        } else if (m.key.key < floor_[uint32_t(m.key.kind) & 7]) {
+        } else if (m.key.key < floor_[uint32_t(m.key.kind) & 15]) {
           c.stash.pop_back();
         }
       }
@@ -572,6 +588,10 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
       c.into = nullptr;
       c.dropping = 0;
       c.header_got = 0;
+      if (notice) {
+        c.notice = printable(std::string(c.stash.back().bytes.begin(), c.stash.back().bytes.end()));
+        c.stash.pop_back();
+      }
       if (cut) hung_up(peer);
     };
     if (n > 0) {
@@ -637,7 +657,7 @@ bool SocketMesh::passive_next(int peer) {
   }
   const Key key{Kind(uint32_t(header[0])), header[1]};
   // A peer's cut is its connection's end, said: read_some raises it as one.
-  return header[0] >> 32 != kMagic || key.kind == Kind::Cut ||
+  return header[0] >> 32 != kMagic || key.kind == Kind::Cut || key.kind == Kind::Notice ||
          std::any_of(c.recvs.begin(), c.recvs.end(), [&](const auto& r) { return r->passive && r->key == key; });
 }
 
@@ -725,13 +745,19 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
       moved = Clock::now();
     if (ready <= 0) {
       if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
-      std::vector<int> waiting;
+      std::vector<int> waiting;  // group ranks, then global
       if (late)
-        for (int r : late()) waiting.push_back(global(r));
+        waiting = late();
       else
         for (int r = 0; r < size_; ++r)
           if (const Conn& c = conns_[size_t(r)]; !c.sends.empty() || c.receiving() || (c.into && !c.into->passive))
-            waiting.push_back(global(r));
+            waiting.push_back(r);
+      // A peer that said it reads nothing more of ours is why a send to it never went.
+      for (int r : waiting)
+        if (const Conn& c = conns_[size_t(r)]; !c.notice.empty() && !c.sends.empty())
+          throw CollectiveMismatchError("rank " + std::to_string(global(r)) +
+                                        " reads nothing more of what this rank sends (" + c.notice + ")");
+      for (int& r : waiting) r = global(r);
       throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : rank_list(waiting)),
                          waiting);
     }

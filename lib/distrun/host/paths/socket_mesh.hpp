@@ -82,8 +82,9 @@ class CutError : public PeerError {
 class SocketMesh {
  public:
   using Clock = std::chrono::steady_clock;
-  /// Cut: the last message of a peer that hangs up on this rank (cut), saying why.
-  enum class Kind : uint32_t { Intent = 1, Phase, Confirm, Message, Statement, Refusal, Cut };
+  /// Cut: the last message of a peer that hangs up on this rank (cut), saying why. Notice: a
+  /// peer's word that it reads nothing more of what this rank sends (give_notice).
+  enum class Kind : uint32_t { Intent = 1, Phase, Confirm, Message, Statement, Refusal, Cut, Notice };
   /// A message's identity on its connection: sender and receiver derive it alike.
   struct Key {
     Kind kind;
@@ -192,6 +193,15 @@ class SocketMesh {
   /// it has yet to read, 1 MiB at most; past that, or where it could not be written, the peer
   /// says that it closed or lost its connection).
   void cut(int peer, const std::string& why);
+  /// Tells `peer` that this rank will read nothing more of what it sends (`why`: its group is
+  /// broken), behind what is queued for it, the connection left open. `peer` keeps that word
+  /// when a wait of its reads the connection (any wait does once a send of its has stalled), and
+  /// a wait of its that times out on a send to this rank raises it, as CollectiveMismatchError
+  /// "rank <this rank> reads nothing more of what this rank sends (" + `why` + ")", instead of
+  /// a TimeoutError: an eager broadcast's root, which reads nothing, whose receiver found a
+  /// disagreement and stopped, learns why once its socket fills. Nothing where the connection is
+  /// not open.
+  void give_notice(int peer, const std::string& why);
 
  private:
   struct Stashed {
@@ -210,7 +220,8 @@ class SocketMesh {
     std::string lost;
     // Where the connection was cut (by either end): the cutter's text, raised as a CutError.
     std::string reason;
-    bool full = false;  // the last write found the socket full
+    std::string notice;  // the peer's word that it reads nothing more of ours (give_notice)
+    bool full = false;   // the last write found the socket full
     // Bytes read past the message in hand: [ahead_at, ahead_end) of `ahead`, read first.
     std::unique_ptr<char[]> ahead;
     size_t ahead_at = 0, ahead_end = 0;
@@ -279,7 +290,7 @@ class SocketMesh {
     std::vector<int> not_passive;     // connections whose next message is another's: not read here
   } wait_;                            // progress()'s, kept across waits
   uint64_t taken_at_ = ~uint64_t(0);  // the listener's let_in() when take_accepted last took
-  uint64_t floor_[8]{};               // per Kind: keys below it are dropped on arrival (discard_below)
+  uint64_t floor_[16]{};              // per Kind: keys below it are dropped on arrival (discard_below)
 };
 
 }  // namespace distrun

@@ -475,6 +475,7 @@ bool SocketPath::broadcast_eager(const Intent& intent, void* data, std::chrono::
       // reads its next row at the next exchange: the mark goes there, so that the root learns
       // of it even if this rank makes no further call.
       send_mark(deadline, eager ? exchanges_ + 1 : exchanges_);
+      if (eager) mesh_->give_notice(peer, e.what());  // a root that never reads learns why its socket fills
       throw;
     }
   }
