@@ -22,7 +22,9 @@
 // receiver reads that row, checks it against its own intent (and the count against the eager
 // broadcasts it received from that root) and copies the payload out, sending nothing. So a
 // root runs ahead of its receiver as far as the socket buffers let it (then its send waits,
-// up to the call's deadline, as any send). The agreement promise holds with shared memory's
+// up to the call's deadline, as any send; where its receiver disagreed and so reads no more,
+// the root then raises what that receiver said, SocketMesh::give_notice, not a timeout). The
+// agreement promise holds with shared memory's
 // timing: the rank that sees a disagreement (a receiver against the root's row, a rank that
 // meets and finds an eager row, an eager receiver that finds a meeting row, a rank whose
 // peer's count says two ranks claimed the root of an earlier one) raises
@@ -35,7 +37,8 @@
 // the same error and carries the mark from then on. So the other rank raises at its next
 // collective that reads the peer's row: every one but an eager broadcast it roots. Two ranks
 // that both claim the root of an eager broadcast read nothing then; each sees the other's
-// count at its next collective that reads the peer. An eager receiver whose root's row does
+// count at its next collective that reads the peer, not at that call as on shared memory (both
+// rows may be in flight at any look short of a round trip). An eager receiver whose root's row does
 // not come by its deadline (two ranks that each take the other for the root look so) raises
 // the TimeoutError and marks itself broken, so that counts that a claimed root and a missing
 // one would cancel never let a later collective pass.
