@@ -380,13 +380,15 @@ void SocketMesh::hung_up(int peer) {
   Conn& c = conns_[size_t(peer)];
   c.reason = printable(std::string(c.stash.back().bytes.begin(), c.stash.back().bytes.end()));
   c.stash.pop_back();
-  lose(peer, "hung up on this rank: " + c.reason);
+  // As at its end: later operations with it fail, and so does a wait that needs it (progress).
+  drop_sends(c, "hung up on this rank: " + c.reason);
+  close_conn(c);
 }
 
 void SocketMesh::lose(int peer, const std::string& what) {
   Conn& c = conns_[size_t(peer)];
   // A cut already known (its text found behind a failed write) stays what the peer says.
-  drop_sends(c, c.reason.empty() || c.lost.empty() ? what : c.lost);
+  drop_sends(c, c.reason.empty() ? what : c.lost);
   close_conn(c);
 }
 
