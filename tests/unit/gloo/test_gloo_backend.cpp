@@ -1049,6 +1049,52 @@ TEST_CASE("over the sockets a send whose receiver left fails at once and a recei
   for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
 }
 
+TEST_CASE("over the sockets a receive from a rank that left fails its own wait and receives from another rank go on",
+          "[trust][sockets]") {
+  // Rank 1 leaves while rank 0 has a receive from it posted: that connection ends under the
+  // receive. Rank 0's waits for rank 2's messages must go on, however often they read the end,
+  // and the receive's own wait raise the loss, naming rank 1, at once.
+  std::promise<void> posted;
+  std::shared_future<void> went = posted.get_future().share();
+  auto errors = on_ranks(3, PathPreference::Tcp, [&](GlooBackend& b) {
+    SendOptions o;
+    o.timeout = std::chrono::seconds(30);
+    Tensor token = full(1, 5.0, DType::Int32);
+    if (b.rank() == 1) {
+      b.recv(token, 0, o);  // the pair is connected: what follows is the loss of a peer
+      went.wait();
+      return;  // leaves: its backend closes the connection
+    }
+    if (b.rank() == 2) {
+      went.wait();
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // after rank 1's end, mostly
+      for (int i = 0; i < 2; ++i) b.send(token, 0, o);
+      return;
+    }
+    b.send(token, 1, o);
+    Tensor never = full(1, 0.0, DType::Int32);
+    auto pending = b.irecv(never, 1, o);
+    posted.set_value();
+    for (int i = 0; i < 2; ++i) {
+      Tensor got = full(1, 0.0, DType::Int32);
+      b.irecv(got, 2, o)->wait(o.timeout);
+      if (got.get(0) != 5.0) throw std::runtime_error("the token from rank 2 is wrong");
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      pending->wait(o.timeout);
+    } catch (const TimeoutError&) {
+      throw std::runtime_error("the receive from the rank that left waited out its timeout");
+    } catch (const BackendError&) {
+      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
+        throw std::runtime_error("the receive from the rank that left raised only after 10 s");
+      return;
+    }
+    throw std::runtime_error("the receive from the rank that left raised nothing");
+  });
+  for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
+}
+
 TEST_CASE("over the sockets an eager broadcast's root whose receiver left learns the loss, not a mismatch", "[eager]") {
   // The root of an eager broadcast reads nothing: a receiver that left is the loss of that peer
   // at the root's next call that needs it (a send the socket refuses, or a row it waits for),
