@@ -17,10 +17,13 @@ over repetitions of each one's p50 (of each iteration's slowest rank) for 8 B..6
 all_gather, broadcast and send_recv (--iters, default 100, after 5 warm-up calls), and of its
 busbw for 1, 4, 16 and 64 MiB all_reduce, all_gather, reduce_scatter, all_to_all and broadcast
 (a fifth of --iters at 1 and 4 MiB after 2 warm-up calls, a thirtieth, at least 3, at 16 and
-64 MiB after 1: a 64 MiB call lasts 0.1 to 2 s here), beside two limits of the link measured
+64 MiB after 1: a 64 MiB call lasts 0.1 to 2 s here), beside three limits of the link measured
 in the same run: the kernel's own 8-byte TCP round trip and what raw TCP moves each way with
-both directions busy (Python sockets with TCP_NODELAY: the interpreter's few microseconds make
-both slightly pessimistic). Sizes with no element per rank (all_gather's 8 B on four ranks)
+both directions busy between the first two hosts alone (Python sockets with TCP_NODELAY: the
+interpreter's few microseconds make both slightly pessimistic), and the raw ring: every rank at
+once sending to the next while it receives from the previous, every hop between hosts
+(raw_ring.c, built with cc; ring() and ring_rate() say how, docs/performance.md why), a rank's
+GB/s in busbw's unit. Sizes with no element per rank (all_gather's 8 B on four ranks)
 are left out. --busy N runs N busy loops beside everything (a shared host). Prints the load
 average before and after: the machine may be shared. Interrupted (Ctrl-C, SIGTERM, SIGHUP) or
 failing, it ends every process it started and removes its namespaces.
@@ -152,6 +155,68 @@ def pair(h, script, args, timeout=120):
     finally:
         server.kill()
     return float(out.split()[-1])
+
+
+def ring_order(hosts, per_host):
+    """The raw ring's ranks in ring order: place 0 of every host, then place 1 of every host...
+    (rank = host * per_host + place), so that every hop crosses from one host to the next, as
+    distrun's traffic between hosts does (a ring between hosts; on several ranks a host, each
+    local rank with its own place on the other hosts, shared memory within a host)."""
+    return [h * per_host + p for p in range(per_host) for h in range(hosts)]
+
+
+def ring_rate(total, spans):
+    """The raw ring's figure, GB/s: the bytes every rank sent (and received) over the time from
+    the first rank's start to the last one's finish (spans: (start, finish) a rank, one clock).
+    A collective's busbw is in the same unit (the bytes each rank sends and receives per second
+    in a bandwidth-optimal schedule: nccl-tests' bus factor), so it compares directly."""
+    return total / (max(b for _, b in spans) - min(a for a, _ in spans)) / 1e9
+
+
+def ring_setup(tmp):
+    """raw_ring.c built into `tmp`, None (and why, on stderr) without a C compiler. C, so that
+    the interpreter is no part of the limit: the same ring in Python moved 0.69x to 1.02x its
+    rate (median 0.96x; 2 x 1, 4 x 1 and 2 x 2, quiet and beside four busy loops, 3 rounds each)."""
+    if not shutil.which("cc"):
+        print("hosts.py: no cc: the raw ring not measured", file=sys.stderr)
+        return None
+    exe = f"{tmp}/raw_ring"
+    subprocess.run(["cc", "-O2", "-pthread", "-o", exe, os.path.join(here, "raw_ring.c")], check=True)
+    return exe
+
+
+def ring(h, per_host, total, exe, timeout=120):
+    """Raw TCP with every rank of the placement sending to the next in ring_order and receiving
+    from the previous at once (raw_ring.c, one process a rank, in its host's namespace): all the
+    hosts' links busy, both ways, as in a collective's bulk phases (two ranks: one connection
+    both ways, as the one pair). Returns ring_rate's GB/s."""
+    if not exe:
+        return None
+    order = ring_order(len(h.ns), per_host)
+    procs = []
+    try:
+        for i, rank in enumerate(order):
+            nxt = order[(i + 1) % len(order)]
+            args = [addr(rank // per_host), str(29530 + rank), addr(nxt // per_host), str(29530 + nxt), str(total)]
+            if len(order) == 2:  # the next is the previous: one connection both ways, as a collective's
+                args.append(("connect", "accept")[i])
+            procs.append(subprocess.Popen(["ip", "netns", "exec", h.ns[rank // per_host], exe, *args],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                          preexec_fn=die_with_parent))
+        for want in ("listening", "ready"):  # every rank listens before any connects, and is
+            for p in procs:                  # connected both ways before any sends
+                if p.stdout.readline().strip() != want:
+                    sys.exit(f"hosts.py: a raw ring rank failed before '{want}' (exit {p.wait(timeout)})")
+            for p in procs:
+                p.stdin.write("\n")
+                p.stdin.flush()
+        outs = [p.communicate(timeout=timeout)[0] for p in procs]
+        if any(p.returncode != 0 for p in procs):
+            sys.exit(f"hosts.py: the raw ring failed: exits {[p.returncode for p in procs]}")
+    finally:
+        for p in procs:
+            p.kill()
+    return ring_rate(total, [tuple(map(float, o.split()[-2:])) for o in outs])
 
 
 def times_one_placement(bench, env=None):
@@ -317,6 +382,7 @@ def main():
         busy = [subprocess.Popen([PY, "-c", BUSY], preexec_fn=die_with_parent) for _ in range(a.busy)]
         with Hosts(a.hosts) as h, tempfile.TemporaryDirectory() as tmp:
             mpi_ready = None if a.no_mpi is not None else mpi_setup(h, a.per_host, tmp)
+            ring_exe = ring_setup(tmp)
             # Why Open MPI's column is empty, for the tables.
             mpi_why = (f"left out (--no-mpi{': ' + a.no_mpi if a.no_mpi else ''})" if a.no_mpi is not None else
                        None if mpi_ready else "mpirun or mpicc not found")
@@ -336,7 +402,8 @@ def main():
             for rep in range(a.reps):
                 at = time.monotonic()
                 rows.append({"kind": "link", "rep": rep + 1, **where, "rtt_us": pair(h, PING, ["2000"]),
-                             "tcp_gbps": pair(h, STREAM, [str(256 << 20)])})
+                             "tcp_gbps": pair(h, STREAM, [str(256 << 20)]),
+                             "ring_gbps": ring(h, a.per_host, 256 << 20, ring_exe)})
                 took = {"link": time.monotonic() - at}
                 for system, run in runs.items():
                     at = time.monotonic()
