@@ -18,11 +18,11 @@ all_gather, broadcast and send_recv (--iters, default 100, after 5 warm-up calls
 busbw for 1, 4, 16 and 64 MiB all_reduce, all_gather, reduce_scatter, all_to_all and broadcast
 (a fifth of --iters at 1 and 4 MiB after 2 warm-up calls, a thirtieth, at least 3, at 16 and
 64 MiB after 1: a 64 MiB call lasts 0.1 to 2 s here), beside three limits of the link measured
-in the same run: the kernel's own 8-byte TCP round trip and what raw TCP moves each way with
-both directions busy between the first two hosts alone (Python sockets with TCP_NODELAY: the
-interpreter's few microseconds make both slightly pessimistic), and the raw ring: every rank at
-once sending to the next while it receives from the previous, every hop between hosts
-(raw_ring.c, built with cc; ring() and ring_rate() say how, docs/performance.md why), a rank's
+in the same run: the kernel's own 8-byte TCP round trip (Python sockets with TCP_NODELAY: the
+interpreter's few microseconds make it slightly pessimistic), what raw TCP moves each way with
+both directions busy between the first two hosts alone (one pair), and the raw ring: every rank
+at once sending to the next while it receives from the previous, every hop between hosts (both
+raw_ring.c, built with cc; ring() and ring_rate() say how, docs/performance.md why), a rank's
 GB/s in busbw's unit. Sizes with no element per rank (all_gather's 8 B on four ranks)
 are left out. --busy N runs N busy loops beside everything (a shared host). Prints the load
 average before and after: the machine may be shared. Interrupted (Ctrl-C, SIGTERM, SIGHUP) or
@@ -72,30 +72,6 @@ else:
     for _ in range(n):
         a = time.perf_counter(); c.sendall(b"x" * 8); c.recv(8); t.append(time.perf_counter() - a)
     t.sort(); print(t[len(t) // 2] * 1e6)
-"""
-
-# Both ends send `total` bytes and receive as many at once (a thread each way); each prints
-# the bytes it received per second. Both directions busy, as in a collective's exchange.
-STREAM = r"""
-import socket, sys, threading, time
-role, addr, port, total = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-if role == "server":
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((addr, port)); s.listen(1)
-    print("ready", flush=True)
-    c, _ = s.accept()
-else:
-    c = socket.create_connection((addr, port))
-c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-chunk = memoryview(bytearray(4 << 20))
-def send():
-    left = total
-    while left:
-        n = min(left, len(chunk)); c.sendall(chunk[:n]); left -= n
-t = threading.Thread(target=send); a = time.perf_counter(); t.start()
-buf, got = memoryview(bytearray(4 << 20)), 0
-while got < total:
-    got += c.recv_into(buf)
-t.join(); print(total / (time.perf_counter() - a) / 1e9, flush=True)
 """
 
 BUSY = "while True: pass"
@@ -174,33 +150,30 @@ def ring_rate(total, spans):
 
 
 def ring_setup(tmp):
-    """raw_ring.c built into `tmp`, None (and why, on stderr) without a C compiler. C, so that
-    the interpreter is no part of the limit: the same ring in Python moved 0.69x to 1.02x its
-    rate (median 0.96x; 2 x 1, 4 x 1 and 2 x 2, quiet and beside four busy loops, 3 rounds each)."""
+    """raw_ring.c built into `tmp`. C, so that no interpreter is part of the limit: the same
+    ring in Python moved 0.69x to 1.02x its rate (median 0.96x; 2 x 1, 4 x 1 and 2 x 2, quiet and
+    beside four busy loops, 3 rounds each), the one pair in Python 0.93x quiet and 0.66x beside
+    four busy loops (medians of 8 interleaved rounds, load average 7 to 9)."""
     if not shutil.which("cc"):
-        print("hosts.py: no cc: the raw ring not measured", file=sys.stderr)
-        return None
+        sys.exit("hosts.py: no cc to build raw_ring.c (the raw-TCP anchors) with")
     exe = f"{tmp}/raw_ring"
     subprocess.run(["cc", "-O2", "-pthread", "-o", exe, os.path.join(here, "raw_ring.c")], check=True)
     return exe
 
 
-def ring(h, per_host, total, exe, timeout=120):
-    """Raw TCP with every rank of the placement sending to the next in ring_order and receiving
-    from the previous at once (raw_ring.c, one process a rank, in its host's namespace): all the
-    hosts' links busy, both ways, as in a collective's bulk phases (two ranks: one connection
-    both ways, as the one pair). Returns ring_rate's GB/s."""
-    if not exe:
-        return None
-    order = ring_order(len(h.ns), per_host)
+def ring(h, members, total, exe, timeout=120):
+    """Raw TCP around a ring of `members` ((host, port) each, in ring order; raw_ring.c, one
+    process each, in its host's namespace), every one sending `total` bytes to the next while it
+    receives as many from the previous: each link busy both ways at once. Two members share one
+    connection both ways, as a pair of ranks does. Returns ring_rate's GB/s."""
     procs = []
     try:
-        for i, rank in enumerate(order):
-            nxt = order[(i + 1) % len(order)]
-            args = [addr(rank // per_host), str(29530 + rank), addr(nxt // per_host), str(29530 + nxt), str(total)]
-            if len(order) == 2:  # the next is the previous: one connection both ways, as a collective's
+        for i, (host, port) in enumerate(members):
+            nxt, nport = members[(i + 1) % len(members)]
+            args = [addr(host), str(port), addr(nxt), str(nport), str(total)]
+            if len(members) == 2:  # the next is the previous: one connection both ways
                 args.append(("connect", "accept")[i])
-            procs.append(subprocess.Popen(["ip", "netns", "exec", h.ns[rank // per_host], exe, *args],
+            procs.append(subprocess.Popen(["ip", "netns", "exec", h.ns[host], exe, *args],
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                           preexec_fn=die_with_parent))
         for want in ("listening", "ready"):  # every rank listens before any connects, and is
@@ -383,6 +356,7 @@ def main():
         with Hosts(a.hosts) as h, tempfile.TemporaryDirectory() as tmp:
             mpi_ready = None if a.no_mpi is not None else mpi_setup(h, a.per_host, tmp)
             ring_exe = ring_setup(tmp)
+            ring_members = [(r // a.per_host, 29540 + r) for r in ring_order(a.hosts, a.per_host)]
             # Why Open MPI's column is empty, for the tables.
             mpi_why = (f"left out (--no-mpi{': ' + a.no_mpi if a.no_mpi else ''})" if a.no_mpi is not None else
                        None if mpi_ready else "mpirun or mpicc not found")
@@ -401,9 +375,11 @@ def main():
             runs["mpi"] = lambda: mpi(h, a.per_host, mpi_ready, plan, mpi_failures)
             for rep in range(a.reps):
                 at = time.monotonic()
+                # Raw TCP between the first two hosts alone (one pair, a process each), and the
+                # raw ring: every rank of the placement at once, each hop to the next host.
                 rows.append({"kind": "link", "rep": rep + 1, **where, "rtt_us": pair(h, PING, ["2000"]),
-                             "tcp_gbps": pair(h, STREAM, [str(256 << 20)]),
-                             "ring_gbps": ring(h, a.per_host, 256 << 20, ring_exe)})
+                             "tcp_gbps": ring(h, [(0, 29530), (1, 29531)], 256 << 20, ring_exe),
+                             "ring_gbps": ring(h, ring_members, 256 << 20, ring_exe)})
                 took = {"link": time.monotonic() - at}
                 for system, run in runs.items():
                     at = time.monotonic()

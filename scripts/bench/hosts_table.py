@@ -51,7 +51,7 @@ class Placement:
         self.tcp = med([r["tcp_gbps"] for r in links]) if links else None
         self.rtts = [r["rtt_us"] for r in links]
         self.tcps = [r["tcp_gbps"] for r in links]
-        # A link row has none where hosts.py found no C compiler.
+        # Link rows need not have it (rows made by hand): the ring then reads n/a.
         self.rings = [r["ring_gbps"] for r in links if r.get("ring_gbps") is not None]
         self.ring = med(self.rings) if self.rings else None
         got = {}

@@ -1,16 +1,17 @@
-/* One rank of hosts.py's raw ring: raw TCP with every link busy at once, each rank sending to the
- * next while it receives from the previous. hosts.py starts one a rank, in the rank's namespace.
+/* One end of hosts.py's raw-TCP anchors: a ring of these, each sending to the next while it
+ * receives from the previous, every link busy both ways at once (the raw ring: one a rank of the
+ * placement, in the rank's namespace; the one pair: a ring of two, the first two hosts alone).
  * Build: cc -O2 -pthread -o raw_ring raw_ring.c
  * Usage: raw_ring ADDR PORT NEXT_ADDR NEXT_PORT BYTES [ring|connect|accept]
- *   listens on ADDR:PORT and prints "listening"; after a line on stdin (every rank listens)
- *   connects to NEXT_ADDR:NEXT_PORT, accepts the previous rank and prints "ready" (ring, the
+ *   listens on ADDR:PORT and prints "listening"; after a line on stdin (every end listens)
+ *   connects to NEXT_ADDR:NEXT_PORT, accepts the previous end and prints "ready" (ring, the
  *   default; connect or accept: a ring of two, whose next is its previous, over one connection
- *   both ways as between two ranks of a collective, this end connecting or accepting); after a second
- *   line (every rank is connected) sends BYTES to the next from one thread while the main thread
- *   receives BYTES from the previous (blocking calls, TCP_NODELAY, 4 MiB at a time, as the
- *   one-pair anchor's ends), then prints when it started and finished, in seconds of
- *   CLOCK_MONOTONIC, which network namespaces share: hosts.py takes the ring's time from the
- *   first start to the last finish. Exits 1, saying why on stderr, on any failed call. */
+ *   both ways as between two ranks of a collective, this end connecting or accepting); after a
+ *   second line (every end is connected) sends BYTES to the next from one thread while the main
+ *   thread receives BYTES from the previous (blocking calls, TCP_NODELAY, 4 MiB at a time), then
+ *   prints when it started and finished, in seconds of CLOCK_MONOTONIC, which network namespaces
+ *   share: hosts.py takes the ring's time from the first start to the last finish. Exits 1,
+ *   saying why on stderr, on any failed call. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
