@@ -4,7 +4,8 @@
 # 2 x 2, each quiet and beside four busy loops: p50 of 8 B..64 KiB all_reduce, all_gather,
 # broadcast and send_recv against torch and the kernel's 8-byte TCP round trip; busbw of 1, 4,
 # 16 and 64 MiB all_reduce, all_gather, reduce_scatter, all_to_all and broadcast against torch
-# and raw TCP on the same link. Open MPI (TCP between the namespaces) in the quiet runs: beside
+# and two raw-TCP limits: one pair of hosts alone, and the raw ring (every rank at once, each
+# sending to the next and receiving from the previous). Open MPI (TCP between the namespaces) in the quiet runs: beside
 # busy loops its yielding ranks take 10 to 65 ms a small call and double the run's time
 # (`hosts.py --busy 4` measures it; each busy placement's tables say why its column is empty).
 # Every placement's repetitions interleave the systems; medians of them. On 2 cores 8 minutes

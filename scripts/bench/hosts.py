@@ -17,10 +17,13 @@ over repetitions of each one's p50 (of each iteration's slowest rank) for 8 B..6
 all_gather, broadcast and send_recv (--iters, default 100, after 5 warm-up calls), and of its
 busbw for 1, 4, 16 and 64 MiB all_reduce, all_gather, reduce_scatter, all_to_all and broadcast
 (a fifth of --iters at 1 and 4 MiB after 2 warm-up calls, a thirtieth, at least 3, at 16 and
-64 MiB after 1: a 64 MiB call lasts 0.1 to 2 s here), beside two limits of the link measured
-in the same run: the kernel's own 8-byte TCP round trip and what raw TCP moves each way with
-both directions busy (Python sockets with TCP_NODELAY: the interpreter's few microseconds make
-both slightly pessimistic). Sizes with no element per rank (all_gather's 8 B on four ranks)
+64 MiB after 1: a 64 MiB call lasts 0.1 to 2 s here), beside three limits of the link measured
+in the same run: the kernel's own 8-byte TCP round trip (Python sockets with TCP_NODELAY: the
+interpreter's few microseconds make it slightly pessimistic), what raw TCP moves each way with
+both directions busy between the first two hosts alone (one pair), and the raw ring: every rank
+at once sending to the next while it receives from the previous, every hop between hosts (both
+raw_ring.c, built with cc; ring() and ring_rate() say how, docs/performance.md why), a rank's
+GB/s in busbw's unit. Sizes with no element per rank (all_gather's 8 B on four ranks)
 are left out. --busy N runs N busy loops beside everything (a shared host). Prints the load
 average before and after: the machine may be shared. Interrupted (Ctrl-C, SIGTERM, SIGHUP) or
 failing, it ends every process it started and removes its namespaces.
@@ -69,30 +72,6 @@ else:
     for _ in range(n):
         a = time.perf_counter(); c.sendall(b"x" * 8); c.recv(8); t.append(time.perf_counter() - a)
     t.sort(); print(t[len(t) // 2] * 1e6)
-"""
-
-# Both ends send `total` bytes and receive as many at once (a thread each way); each prints
-# the bytes it received per second. Both directions busy, as in a collective's exchange.
-STREAM = r"""
-import socket, sys, threading, time
-role, addr, port, total = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-if role == "server":
-    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((addr, port)); s.listen(1)
-    print("ready", flush=True)
-    c, _ = s.accept()
-else:
-    c = socket.create_connection((addr, port))
-c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-chunk = memoryview(bytearray(4 << 20))
-def send():
-    left = total
-    while left:
-        n = min(left, len(chunk)); c.sendall(chunk[:n]); left -= n
-t = threading.Thread(target=send); a = time.perf_counter(); t.start()
-buf, got = memoryview(bytearray(4 << 20)), 0
-while got < total:
-    got += c.recv_into(buf)
-t.join(); print(total / (time.perf_counter() - a) / 1e9, flush=True)
 """
 
 BUSY = "while True: pass"
@@ -152,6 +131,65 @@ def pair(h, script, args, timeout=120):
     finally:
         server.kill()
     return float(out.split()[-1])
+
+
+def ring_order(hosts, per_host):
+    """The raw ring's ranks in ring order: place 0 of every host, then place 1 of every host...
+    (rank = host * per_host + place), so that every hop crosses from one host to the next, as
+    distrun's traffic between hosts does (a ring between hosts; on several ranks a host, each
+    local rank with its own place on the other hosts, shared memory within a host)."""
+    return [h * per_host + p for p in range(per_host) for h in range(hosts)]
+
+
+def ring_rate(total, spans):
+    """The raw ring's figure, GB/s: the bytes every rank sent (and received) over the time from
+    the first rank's start to the last one's finish (spans: (start, finish) a rank, one clock).
+    A collective's busbw is in the same unit (the bytes each rank sends and receives per second
+    in a bandwidth-optimal schedule: nccl-tests' bus factor), so it compares directly."""
+    return total / (max(b for _, b in spans) - min(a for a, _ in spans)) / 1e9
+
+
+def ring_setup(tmp):
+    """raw_ring.c built into `tmp`. C, so that no interpreter is part of the limit: the same
+    ring in Python moved 0.69x to 1.02x its rate (median 0.96x; 2 x 1, 4 x 1 and 2 x 2, quiet and
+    beside four busy loops, 3 rounds each), the one pair in Python 0.93x quiet and 0.66x beside
+    four busy loops (medians of 8 interleaved rounds, load average 7 to 9)."""
+    if not shutil.which("cc"):
+        sys.exit("hosts.py: no cc to build raw_ring.c (the raw-TCP anchors) with")
+    exe = f"{tmp}/raw_ring"
+    subprocess.run(["cc", "-O2", "-pthread", "-o", exe, os.path.join(here, "raw_ring.c")], check=True)
+    return exe
+
+
+def ring(h, members, total, exe, timeout=120):
+    """Raw TCP around a ring of `members` ((host, port) each, in ring order; raw_ring.c, one
+    process each, in its host's namespace), every one sending `total` bytes to the next while it
+    receives as many from the previous: each link busy both ways at once. Two members share one
+    connection both ways, as a pair of ranks does. Returns ring_rate's GB/s."""
+    procs = []
+    try:
+        for i, (host, port) in enumerate(members):
+            nxt, nport = members[(i + 1) % len(members)]
+            args = [addr(host), str(port), addr(nxt), str(nport), str(total)]
+            if len(members) == 2:  # the next is the previous: one connection both ways
+                args.append(("connect", "accept")[i])
+            procs.append(subprocess.Popen(["ip", "netns", "exec", h.ns[host], exe, *args],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                          preexec_fn=die_with_parent))
+        for want in ("listening", "ready"):  # every rank listens before any connects, and is
+            for p in procs:                  # connected both ways before any sends
+                if p.stdout.readline().strip() != want:
+                    sys.exit(f"hosts.py: a raw ring rank failed before '{want}' (exit {p.wait(timeout)})")
+            for p in procs:
+                p.stdin.write("\n")
+                p.stdin.flush()
+        outs = [p.communicate(timeout=timeout)[0] for p in procs]
+        if any(p.returncode != 0 for p in procs):
+            sys.exit(f"hosts.py: the raw ring failed: exits {[p.returncode for p in procs]}")
+    finally:
+        for p in procs:
+            p.kill()
+    return ring_rate(total, [tuple(map(float, o.split()[-2:])) for o in outs])
 
 
 def times_one_placement(bench, env=None):
@@ -317,6 +355,8 @@ def main():
         busy = [subprocess.Popen([PY, "-c", BUSY], preexec_fn=die_with_parent) for _ in range(a.busy)]
         with Hosts(a.hosts) as h, tempfile.TemporaryDirectory() as tmp:
             mpi_ready = None if a.no_mpi is not None else mpi_setup(h, a.per_host, tmp)
+            ring_exe = ring_setup(tmp)
+            ring_members = [(r // a.per_host, 29540 + r) for r in ring_order(a.hosts, a.per_host)]
             # Why Open MPI's column is empty, for the tables.
             mpi_why = (f"left out (--no-mpi{': ' + a.no_mpi if a.no_mpi else ''})" if a.no_mpi is not None else
                        None if mpi_ready else "mpirun or mpicc not found")
@@ -335,8 +375,11 @@ def main():
             runs["mpi"] = lambda: mpi(h, a.per_host, mpi_ready, plan, mpi_failures)
             for rep in range(a.reps):
                 at = time.monotonic()
+                # Raw TCP between the first two hosts alone (one pair, a process each), and the
+                # raw ring: every rank of the placement at once, each hop to the next host.
                 rows.append({"kind": "link", "rep": rep + 1, **where, "rtt_us": pair(h, PING, ["2000"]),
-                             "tcp_gbps": pair(h, STREAM, [str(256 << 20)])})
+                             "tcp_gbps": ring(h, [(0, 29530), (1, 29531)], 256 << 20, ring_exe),
+                             "ring_gbps": ring(h, ring_members, 256 << 20, ring_exe)})
                 took = {"link": time.monotonic() - at}
                 for system, run in runs.items():
                     at = time.monotonic()

@@ -4,7 +4,9 @@ OUT/hosts.jsonl): one summary row per hosts x ranks x quiet/busy, then each plac
 and busbw tables. Every figure is the median over repetitions of one system's p50 (latency) or
 busbw; a ratio is of two such medians. Bold marks a ratio that meets its target: at most 0.5x
 torch's time, at most 3x the kernel's round trip at 8 B, at least 1.2x torch's busbw, at least
-0.8 of raw TCP.
+0.8 of raw TCP, counted against each of hosts.py's two raw-TCP anchors: one pair (two hosts'
+ends with the cores to themselves, each way) and the raw ring (every rank at once, each sending
+to the next and receiving from the previous: the link as the whole placement loads it).
 
 Usage: hosts_table.py ROWS.jsonl [--docs FILE]
   --docs FILE  replace what lies between FILE's `<!-- hosts:begin -->` and `<!-- hosts:end -->`
@@ -49,6 +51,9 @@ class Placement:
         self.tcp = med([r["tcp_gbps"] for r in links]) if links else None
         self.rtts = [r["rtt_us"] for r in links]
         self.tcps = [r["tcp_gbps"] for r in links]
+        # Link rows need not have it (rows made by hand): the ring then reads n/a.
+        self.rings = [r["ring_gbps"] for r in links if r.get("ring_gbps") is not None]
+        self.ring = med(self.rings) if self.rings else None
         got = {}
         for r in rows:
             if r["kind"] in ("latency", "busbw"):
@@ -67,7 +72,8 @@ class Placement:
 
     def counts(self):
         """(latency points at most FAST of torch's time: collectives (met, of), send_recv (met, of);
-        busbw points at least FASTER_BW torch's (met, of); at least OF_LINK of raw TCP (met, of))."""
+        busbw points at least FASTER_BW torch's (met, of); at least OF_LINK of raw TCP, one pair
+        (met, of); at least OF_LINK of the raw ring (met, of))."""
         def count(values, good):
             values = [v for v in values if v is not None]
             return sum(map(good, values)), len(values)
@@ -76,8 +82,13 @@ class Placement:
         return (count([self.ratio("latency", c, b) for c, b in lat if c != "send_recv"], lambda v: v <= FAST),
                 count([self.ratio("latency", c, b) for c, b in lat if c == "send_recv"], lambda v: v <= FAST),
                 count([self.ratio("busbw", c, b) for c, b in bw], lambda v: v >= FASTER_BW),
-                count([self.get("busbw", "distrun", c, b) / self.tcp if self.tcp and self.get("busbw", "distrun", c, b)
-                       is not None else None for c, b in bw], lambda v: v >= OF_LINK))
+                count([self.of_raw(c, b, self.tcp) for c, b in bw], lambda v: v >= OF_LINK),
+                count([self.of_raw(c, b, self.ring) for c, b in bw], lambda v: v >= OF_LINK))
+
+    def of_raw(self, coll, b, raw):
+        """distrun's busbw over a raw-TCP anchor's GB/s (the same unit: hosts.py's ring_rate)."""
+        d = self.get("busbw", "distrun", coll, b)
+        return d / raw if d is not None and raw else None
 
 
 def fmt_ratio(v, good):
@@ -96,18 +107,20 @@ def load_text(run):
 
 
 def summary(places):
-    out = ["| hosts x ranks | load (before, after) | round trip us | raw TCP GB/s | 8 B all_reduce, all_gather, "
-           "broadcast, send_recv / round trip | 8 B..64 KiB at most 0.5x torch's time: collectives, send_recv | "
-           "1..64 MiB busbw at least 1.2x torch's | at least 0.8 of raw TCP |",
+    out = ["| hosts x ranks | load (before, after) | round trip us | raw TCP GB/s: one pair, ring | 8 B all_reduce, "
+           "all_gather, broadcast, send_recv / round trip | 8 B..64 KiB at most 0.5x torch's time: collectives, "
+           "send_recv | 1..64 MiB busbw at least 1.2x torch's | at least 0.8 of raw TCP: one pair, ring |",
            "|---|---|---:|---:|---|---|---|---|"]
     for p, pl in places.items():
         eight = []
         for c in LATENCY_COLLS:
             d = pl.get("latency", "distrun", c, 8)
             eight.append(fmt_ratio(d / pl.rtt if d is not None and pl.rtt else None, lambda v: v <= ROUND_TRIPS))
-        (cm, cn), (sm, sn), (tm, tn), (lm, ln) = pl.counts()
-        out.append(f"| {placement_name(p)} | {load_text(pl.run)} | {fmt(pl.rtt, '%.1f')} | {fmt(pl.tcp, '%.3f')} | "
-                   f"{', '.join(eight)} | {cm} of {cn}, {sm} of {sn} | {tm} of {tn} | {lm} of {ln} |")
+        (cm, cn), (sm, sn), (tm, tn), (lm, ln), (rm, rn) = pl.counts()
+        ring = f"{rm} of {rn}" if pl.ring else "n/a"
+        out.append(f"| {placement_name(p)} | {load_text(pl.run)} | {fmt(pl.rtt, '%.1f')} | {fmt(pl.tcp, '%.3f')}, "
+                   f"{fmt(pl.ring, '%.3f')} | {', '.join(eight)} | {cm} of {cn}, {sm} of {sn} | {tm} of {tn} | "
+                   f"{lm} of {ln}, {ring} |")
     return out
 
 
@@ -118,21 +131,23 @@ def detail(p, pl):
             f"{run.get('reps', '?')} interleaved repetitions; load average {' '.join(run.get('load_before', []))} "
             f"before, {' '.join(run.get('load_after', []))} after, on {run.get('cores', '?')} cores; round trip "
             f"{', '.join('%.1f' % x for x in pl.rtts)} us, raw TCP each way {', '.join('%.3f' % x for x in pl.tcps)} "
-            f"GB/s, by repetition{'; baseline: ' + run['baseline'] if run.get('baseline') else ''})")
+            f"GB/s (one pair), raw ring {', '.join('%.3f' % x for x in pl.rings) or 'n/a'} GB/s a rank, by "
+            f"repetition{'; baseline: ' + run['baseline'] if run.get('baseline') else ''})")
     out = [head, ""]
     if run.get("mpi"):  # rows of a run that left Open MPI out say why
         out += [f"Open MPI not measured here: {run['mpi']}.", ""]
     for kind, colls, unit, spec, limit, name, fast, near in (
             ("latency", LATENCY_COLLS, "p50 us | torch | Open MPI (mean)", "%.1f", pl.rtt, "round trip",
              lambda v: v <= FAST, lambda v: v <= ROUND_TRIPS),
-            ("busbw", BUSBW_COLLS, "busbw GB/s | torch | Open MPI", "%.3f", pl.tcp, "raw TCP",
+            ("busbw", BUSBW_COLLS, "busbw GB/s | torch | Open MPI", "%.3f", pl.tcp, "raw TCP (one pair)",
              lambda v: v >= FASTER_BW, lambda v: v >= OF_LINK)):
         if not pl.sizes[kind]:
             continue
         base = any(k[1] == "baseline" for k in pl.value if k[0] == kind)
-        out.append(f"| collective | size | distrun {unit} | distrun / torch | "
-                   f"distrun / Open MPI | distrun / {name} |" + (" this build / baseline |" if base else ""))
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if base else ""))
+        ring = kind == "busbw"  # a column against the raw ring as well
+        out.append(f"| collective | size | distrun {unit} | distrun / torch | distrun / Open MPI | distrun / {name} |"
+                   + (" distrun / raw ring |" if ring else "") + (" this build / baseline |" if base else ""))
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if ring else "") + ("---:|" if base else ""))
         for c in colls:
             for b in pl.sizes[kind]:
                 d = pl.get(kind, "distrun", c, b)
@@ -144,6 +159,8 @@ def detail(p, pl):
                 cells = [c, size_name(b), fmt(d, spec), fmt(pl.get(kind, "torch", c, b), spec),
                          fmt(pl.get(kind, "mpi", c, b), spec), fmt_ratio(pl.ratio(kind, c, b), fast),
                          fmt(mpi, "%.2fx"), fmt_ratio(lim, near if kind == "busbw" or b == 8 else lambda v: False)]
+                if ring:
+                    cells.append(fmt_ratio(pl.of_raw(c, b, pl.ring), near))
                 if base:
                     cells.append(fmt(pl.ratio(kind, c, b, over="baseline"), "%.2fx"))
                 out.append("| " + " | ".join(cells) + " |")
