@@ -228,7 +228,7 @@ Judgement judge_world(Backend& g, const std::vector<NodeId>& nodes, const std::v
 // The verdict, from world rank 0 (a node) to every rank: per node its figures and verdict, the
 // links, the ring: O(n + links).
 void share_with_world(Backend& world, QualifyResult& r, std::chrono::milliseconds timeout) {
-  constexpr int kHead = 7, kNode = 8, kLink = 4;
+  constexpr int kHead = 7, kNode = 9, kLink = 4;
   Judgement& j = r.judgement;
   BroadcastOptions o;
   o.root = 0;
@@ -251,7 +251,7 @@ void share_with_world(Backend& world, QualifyResult& r, std::chrono::millisecond
     const NodeVerdict& v = j.nodes[i];
     double* p = b + i * kNode;
     p[0] = v.out_bw_gbps, p[1] = v.in_bw_gbps, p[2] = v.lat_us, p[3] = v.pairs, p[4] = v.slow_pairs;
-    p[5] = v.slow_out, p[6] = v.slow_in, p[7] = double(v.verdict);
+    p[5] = v.slow_out, p[6] = v.slow_in, p[7] = double(v.verdict), p[8] = v.noisy_pairs;
   }
   for (size_t i = 0; i < j.suspect_links.size(); ++i) {
     const Link& l = j.suspect_links[i];
@@ -265,7 +265,7 @@ void share_with_world(Backend& world, QualifyResult& r, std::chrono::millisecond
   j.suspect_nodes.clear();
   for (size_t i = 0; i < n; ++i) {
     const double* p = q + i * kNode;
-    j.nodes[i] = {p[0], p[1], p[2], int(p[3]), int(p[4]), int(p[5]), int(p[6]), Verdict(int(p[7]))};
+    j.nodes[i] = {p[0], p[1], p[2], int(p[3]), int(p[4]), int(p[5]), int(p[6]), Verdict(int(p[7])), int(p[8])};
     if (j.nodes[i].verdict == Verdict::Suspect) j.suspect_nodes.push_back(int(i));
   }
   j.suspect_links.clear();
@@ -409,6 +409,15 @@ std::vector<std::string> qualify_report(const QualifyResult& r, const QualifyCon
   if (j.slow_count > j.slow_directions.size())
     lines.push_back("# slow: " + std::to_string(j.slow_count - j.slow_directions.size()) +
                     " more directions (every direction in -J)");
+  for (const Edge& x : j.noisy_directions) {
+    std::snprintf(buf, sizeof buf, "# noisy: %s -> %s: bw %.4f GB/s (tail %.4f), latency %.2f us (tail %.2f) [%s]%s",
+                  r.nodes[size_t(x.src)].str().c_str(), r.nodes[size_t(x.dst)].str().c_str(), x.bw_gbps, x.bw_tail_gbps,
+                  x.lat_us, x.lat_tail_us, slow_reasons(x.noisy).c_str(), x.bisect ? " (bisection)" : "");
+    lines.push_back(buf);
+  }
+  if (j.noisy_count > j.noisy_directions.size())
+    lines.push_back("# noisy: " + std::to_string(j.noisy_count - j.noisy_directions.size()) +
+                    " more directions (every direction in -J)");
   std::vector<std::string> names, links;
   for (int s : j.suspect_nodes) {
     const auto& v = j.nodes[size_t(s)];
@@ -418,6 +427,16 @@ std::vector<std::string> qualify_report(const QualifyResult& r, const QualifyCon
   for (const Link& l : j.suspect_links) links.push_back(link_text(r, l));
   lines.push_back("# suspect nodes: " + joined(names));
   lines.push_back("# suspect links: " + joined(links));
+  if (!j.noisy_nodes.empty()) {
+    std::vector<std::string> noisy;
+    for (int s : j.noisy_nodes)
+      noisy.push_back(r.nodes[size_t(s)].str() + ": " + std::to_string(j.nodes[size_t(s)].noisy_pairs) + " of " +
+                      std::to_string(j.nodes[size_t(s)].pairs) + " pairs");
+    lines.push_back(
+        "# noisy nodes (slow tails, healthy medians: a busy host or an intermittent fault; not failed, "
+        "--fail-on-tails to fail): " +
+        joined(noisy));
+  }
   lines.push_back("# exclude: " + (j.suspect_nodes.empty() ? std::string("none") : exclude_list(r)));
   lines.push_back(std::string("# verdict: ") + (r.failed() ? "FAILED" : "OK"));
   return lines;
@@ -438,6 +457,7 @@ nlohmann::ordered_json qualify_json(const QualifyResult& r, const QualifyConfig&
                  {"expect_latency_us",
                   e.latency_us ? nlohmann::ordered_json(*e.latency_us) : nlohmann::ordered_json(nullptr)},
                  {"baseline", bool(e.baseline)},
+                 {"fail_on_tails", e.fail_on_tails},
                  {"rounds", r.rounds},
                  {"bisect_rounds", r.bisect_rounds}};
   q["thresholds"] = {{"bw_fraction", j.limits.bw_fraction}, {"latency_factor", j.limits.latency_factor}};
@@ -461,6 +481,7 @@ nlohmann::ordered_json qualify_json(const QualifyResult& r, const QualifyConfig&
                      {"slow_pairs", v.slow_pairs},
                      {"slow_out", v.slow_out},
                      {"slow_in", v.slow_in},
+                     {"noisy_pairs", v.noisy_pairs},
                      {"verdict", verdict_name(v.verdict)}});
   }
   for (const Edge& x : r.edges)
@@ -471,7 +492,8 @@ nlohmann::ordered_json qualify_json(const QualifyResult& r, const QualifyConfig&
                     {"lat_us", x.lat_us},
                     {"lat_tail_us", x.lat_tail_us},
                     {"phase", x.bisect ? "bisect" : "rounds"},
-                    {"slow", reasons_json(x.slow)}});
+                    {"slow", reasons_json(x.slow)},
+                    {"noisy", reasons_json(x.noisy)}});
   q["nodes"] = nodes;
   q["directions"] = dirs;
   nlohmann::ordered_json sn = nlohmann::ordered_json::array(), sl = nlohmann::ordered_json::array();
@@ -481,6 +503,10 @@ nlohmann::ordered_json qualify_json(const QualifyResult& r, const QualifyConfig&
     sl.push_back({{"a", l.a}, {"b", l.b}, {"a_to_b", reasons_json(l.a_to_b)}, {"b_to_a", reasons_json(l.b_to_a)}});
   q["suspect_nodes"] = sn;
   q["suspect_links"] = sl;
+  nlohmann::ordered_json nn = nlohmann::ordered_json::array();
+  for (int s : j.noisy_nodes)
+    nn.push_back({{"node", s}, {"host", r.nodes[size_t(s)].host}, {"address", r.nodes[size_t(s)].address}});
+  q["noisy_nodes"] = nn;
   q["exclude"] = exclude_list(r);
   return q;
 }

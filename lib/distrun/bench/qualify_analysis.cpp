@@ -182,7 +182,7 @@ bool Judge::superseded(const Edge& x) const {
 }
 
 void Judge::mark(Edge& x) const {
-  x.slow = 0;
+  x.slow = x.noisy = 0;
   if (superseded(x)) return;
   const Thresholds& t = j_.limits;
   Reference r = j_.ref;
@@ -203,6 +203,8 @@ void Judge::mark(Edge& x) const {
   if (x.bw_tail_gbps < t.bw_fraction * r.bw_tail_gbps) x.slow |= SlowBwTail;
   if (r.lat_us > 0 && x.lat_us > t.latency_factor * r.lat_us) x.slow |= SlowLat;
   if (r.lat_tail_us > 0 && x.lat_tail_us > t.latency_factor * r.lat_tail_us) x.slow |= SlowLatTail;
+  // Tails alone: noisy, not slow (see Expectation::fail_on_tails).
+  if (!(x.slow & kMedianBits) && !e.fail_on_tails) std::swap(x.slow, x.noisy);
 }
 
 void Judge::add(std::vector<Edge> batch) {
@@ -220,6 +222,7 @@ void Judge::add(std::vector<Edge> batch) {
       ++j_.nodes[size_t(x.dst)].slow_in;
       if (j_.slow_count++ < Judgement::kSlowShown) j_.slow_directions.push_back(x);
     }
+    if (x.noisy && j_.noisy_count++ < Judgement::kSlowShown) j_.noisy_directions.push_back(x);
   }
   j_.directions += batch.size();
   // Both directions of each pair side by side, folded into one pair.
@@ -228,12 +231,16 @@ void Judge::add(std::vector<Edge> batch) {
   for (size_t i = 0; i < batch.size();) {
     const auto [a, b] = key(batch[i]);
     Link pair{a, b, 0, 0};
-    for (; i < batch.size() && key(batch[i]) == std::pair{a, b}; ++i)
+    bool noisy = false;
+    for (; i < batch.size() && key(batch[i]) == std::pair{a, b}; ++i) {
       (batch[i].src == a ? pair.a_to_b : pair.b_to_a) |= batch[i].slow;
+      noisy |= batch[i].noisy != 0;
+    }
     const bool slow = (pair.a_to_b | pair.b_to_a) != 0;
     for (int end : {a, b}) {
       ++j_.nodes[size_t(end)].pairs;
       j_.nodes[size_t(end)].slow_pairs += slow;
+      j_.nodes[size_t(end)].noisy_pairs += noisy && !slow;
     }
     if (slow) slow_pairs_.push_back(pair);
   }
@@ -296,6 +303,12 @@ Judgement Judge::finish() {
     if (va.verdict == Verdict::Suspect || vb.verdict == Verdict::Suspect) continue;
     j.suspect_links.push_back(q);
     va.verdict = vb.verdict = Verdict::SuspectLink;
+  }
+  // The nodes the blame would name were their noisy pairs slow: a warning.
+  for (size_t i = 0; i < n; ++i) {
+    const auto& v = j.nodes[i];
+    if (v.verdict == Verdict::Ok && v.noisy_pairs >= 2 && 2 * (v.noisy_pairs + v.slow_pairs) >= v.pairs)
+      j.noisy_nodes.push_back(int(i));
   }
   return j;
 }
