@@ -324,7 +324,9 @@ QualifyResult qualify(Backend& world, const std::vector<RankInfo>& ranks, const 
           if (a == me || b == me) more[r] = a == me ? b : a;
       const auto found = measure(*g, more, false, cfg, true, tag + res.rounds);
       mine.insert(mine.end(), found.begin(), found.end());
-      res.judgement = judge_world(*g, res.nodes, mine, res.ring_bw_gbps, cfg, res.edges, link_pairs(res.judgement));
+      // The pairs measured again count by their second measurement alone (pairs_of: only those
+      // measured, after the cut above).
+      res.judgement = judge_world(*g, res.nodes, mine, res.ring_bw_gbps, cfg, res.edges, pairs_of(extra));
     }
   }
   // Ranks that speak for no node wait here for the verdict: every step of the schedule (the

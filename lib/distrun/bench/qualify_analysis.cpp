@@ -328,6 +328,14 @@ std::vector<std::pair<int, int>> link_pairs(const Judgement& j) {
   return pairs;
 }
 
+std::vector<std::pair<int, int>> pairs_of(const std::vector<std::vector<std::pair<int, int>>>& rounds) {
+  std::vector<std::pair<int, int>> pairs;
+  for (const auto& round : rounds) pairs.insert(pairs.end(), round.begin(), round.end());
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+  return pairs;
+}
+
 int default_rounds(int n) {
   if (n < 2) return 0;
   const int every = n % 2 ? n : n - 1;
@@ -417,6 +425,17 @@ std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const Schedule& m
         plan.push_back(pair);
         ++have;
       }
+      // A suspect node that has met every node it could be paired with (a small cluster, every
+      // pair in the rounds) has its own pairs measured again: on a loaded host a busy stretch
+      // can hold up most exchanges of two of a node's few directions at once, or of one beside
+      // a slow link of the node's, and the node is named only when the second measurement
+      // agrees; a bad node is as slow again.
+      size_t met_healthy = std::binary_search(healthy.begin(), healthy.end(), x);
+      for (int p : mx) met_healthy += std::binary_search(healthy.begin(), healthy.end(), p);
+      if (met_healthy == healthy.size() && j.nodes[size_t(x)].verdict == Verdict::Suspect)
+        for (int p : mx)
+          if (planned.insert({std::min(x, p), std::max(x, p)}).second)
+            plan.emplace_back(std::min(x, p), std::max(x, p));
     }
   // Rounds of disjoint pairs: each pair in the first round after both its nodes' last one.
   std::vector<int> next(static_cast<size_t>(nodes), 0);

@@ -213,8 +213,11 @@ class Judge {
 Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e,
                 double ring_bw_gbps = 0, std::vector<std::pair<int, int>> again = {});
 
-/// The pairs of a judgement's suspect links (a < b, sorted): what the bisection measures again.
+/// The pairs of a judgement's suspect links (a < b, sorted).
 std::vector<std::pair<int, int>> link_pairs(const Judgement& j);
+/// Every pair of `rounds` (a < b, sorted, once): what a judge given them as `again` takes from
+/// their second measurement alone.
+std::vector<std::pair<int, int>> pairs_of(const std::vector<std::vector<std::pair<int, int>>>& rounds);
 
 /// Rounds of disjoint pairs by the circle method, one round at a time from O(n) state: the
 /// first `rounds` of the n-1 (even n) or n (odd n) rounds that cover every pair; 0 means
@@ -243,11 +246,14 @@ std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n, int rounds = 0)
 int default_rounds(int n);
 
 /// The bisection step: each suspect link's pair is measured again (a link is named only when
-/// that agrees: one exchange in five held up on a loaded host is not a link), and each suspect
+/// that agrees: a median held up by a busy stretch of a loaded host is not a link), a suspect
+/// node that has met every node it could be paired with has its own pairs measured again
+/// (likewise: two of a node's few directions held up at once do not name it), and each suspect
 /// node and each end of a suspect link is paired with up to `references` nodes judged ok that
 /// it has not met in `met` (spread over them, not always the first), packed into rounds of
 /// disjoint pairs; judging again with these tells a node from a link and an unlucky node (whose
-/// partners were all bad) from a bad one.
+/// partners were all bad) from a bad one. The judge takes every pair of these rounds as its
+/// `again` (pairs_of).
 /// O(n + doubtful nodes x (rounds + references)) memory.
 std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const Schedule& met, const Judgement& j,
                                                                int references = 2);
