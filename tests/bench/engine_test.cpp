@@ -165,10 +165,11 @@ struct Synthetic {
     const auto ids = names(n);
     std::vector<Edge> edges = measure(pair_rounds(n, rounds));
     Judgement j = judge(ids, edges, e);
+    const std::vector<Edge> first = edges;
     const auto again = bisection_rounds(Schedule(n, rounds), j);
     auto extra = measure(again, true);
     edges.insert(edges.end(), extra.begin(), extra.end());
-    j = judge(ids, edges, e, 0, pairs_of(again));
+    j = judge(ids, edges, e, 0, pairs_of(again), &first);
     if (kept) *kept = edges;
     return j;
   }
@@ -483,11 +484,11 @@ Judgement streamed(Synthetic& w, int n) {
       for (int r = 0; r < s.rounds(); ++r) f(round_of(s.pairs(r), false));
       for (const auto& r : extra) f(round_of(r, true));
     };
+    // The reference and thresholds of the rounds judge the bisection's directions too.
     DirectionSummary sum;
-    each([&](const std::vector<Edge>& r) {
-      for (const Edge& x : r) sum.add(x);
-    });
-    Judge j(ids, e, sum);
+    for (int r = 0; r < s.rounds(); ++r)
+      for (const Edge& x : round_of(s.pairs(r), false)) sum.add(x);
+    Judge j(ids, e, sum, 0, pairs_of(extra));
     each([&](std::vector<Edge> r) {
       for (Edge& x : r) j.mark(x);
       j.add(std::move(r));

@@ -196,11 +196,9 @@ std::vector<Edge> gather_round(Backend& g, const Edge& mine, std::chrono::millis
   return all;
 }
 
-// The judgement of every node's directions, the same on every node: the distributions summed
-// by one all_reduce (a fixed size), then the directions a round at a time, each marked and
-// handed to the judge. Every direction is kept in `kept` only when asked (to write them out).
-Judgement judge_world(Backend& g, const std::vector<NodeId>& nodes, const std::vector<Edge>& mine, double ring_bw,
-                      const QualifyConfig& cfg, std::vector<Edge>& kept, std::vector<std::pair<int, int>> again = {}) {
+// The distributions of every node's directions (`mine`), the same on every node: summed by one
+// all_reduce (a fixed size).
+DirectionSummary summarize(Backend& g, const std::vector<Edge>& mine, const QualifyConfig& cfg) {
   DirectionSummary s;
   std::vector<Edge> received;
   for (const Edge& e : mine)
@@ -214,6 +212,15 @@ Judgement judge_world(Backend& g, const std::vector<NodeId>& nodes, const std::v
   g.all_reduce(summed, ro);
   const Tensor back = from_device(summed);
   std::copy(back.data_as<double>(), back.data_as<double>() + s.cells().size(), s.cells().begin());
+  return s;
+}
+
+// The judgement of every node's directions against the reference and thresholds of `s`, the
+// same on every node: the directions a round at a time, each marked and handed to the judge.
+// Every direction is kept in `kept` only when asked (to write them out).
+Judgement judge_world(Backend& g, const std::vector<NodeId>& nodes, const DirectionSummary& s,
+                      const std::vector<Edge>& mine, double ring_bw, const QualifyConfig& cfg, std::vector<Edge>& kept,
+                      std::vector<std::pair<int, int>> again = {}) {
   Judge judge(nodes, cfg.expect, s, ring_bw, std::move(again));
   kept.clear();
   for (const Edge& e : mine) {
@@ -310,7 +317,10 @@ QualifyResult qualify(Backend& world, const std::vector<RankInfo>& ranks, const 
     mine.pop_back();
     res.ring_bw_gbps = median(bw);
     res.ring_lat_us = median(lat);
-    res.judgement = judge_world(*g, res.nodes, mine, res.ring_bw_gbps, cfg, res.edges);
+    // The rounds' reference and thresholds judge the bisection's directions too: a direction
+    // measured once is judged once, and its verdict does not move with the thresholds.
+    const DirectionSummary rounds = summarize(*g, mine, cfg);
+    res.judgement = judge_world(*g, res.nodes, rounds, mine, res.ring_bw_gbps, cfg, res.edges);
     // Bisection, in at most as many rounds again as the references: every node holds the
     // same judgement, so every node plans the same rounds.
     auto extra = bisection_rounds(schedule, res.judgement, cfg.references);
@@ -326,7 +336,7 @@ QualifyResult qualify(Backend& world, const std::vector<RankInfo>& ranks, const 
       mine.insert(mine.end(), found.begin(), found.end());
       // The pairs measured again count by their second measurement alone (pairs_of: only those
       // measured, after the cut above).
-      res.judgement = judge_world(*g, res.nodes, mine, res.ring_bw_gbps, cfg, res.edges, pairs_of(extra));
+      res.judgement = judge_world(*g, res.nodes, rounds, mine, res.ring_bw_gbps, cfg, res.edges, pairs_of(extra));
     }
   }
   // Ranks that speak for no node wait here for the verdict: every step of the schedule (the

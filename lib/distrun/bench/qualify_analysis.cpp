@@ -314,8 +314,8 @@ Judgement Judge::finish() {
 }
 
 Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e, double ring_bw_gbps,
-                std::vector<std::pair<int, int>> again) {
-  Judge j(nodes, e, DirectionSummary(edges), ring_bw_gbps, std::move(again));
+                std::vector<std::pair<int, int>> again, const std::vector<Edge>* rounds) {
+  Judge j(nodes, e, DirectionSummary(rounds ? *rounds : edges), ring_bw_gbps, std::move(again));
   for (Edge& x : edges) j.mark(x);
   j.add(edges);
   return j.finish();

@@ -209,9 +209,12 @@ class Judge {
   std::vector<Link> slow_pairs_;
 };
 
-/// The whole judgement of `edges` at once (every direction marked): the Judge fed one batch.
+/// The whole judgement of `edges` at once (every direction marked): the Judge fed one batch,
+/// against the summary of `rounds` (qualify's: the directions of the rounds, which judge the
+/// bisection's too) or, when null, of `edges`.
 Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e,
-                double ring_bw_gbps = 0, std::vector<std::pair<int, int>> again = {});
+                double ring_bw_gbps = 0, std::vector<std::pair<int, int>> again = {},
+                const std::vector<Edge>* rounds = nullptr);
 
 /// The pairs of a judgement's suspect links (a < b, sorted).
 std::vector<std::pair<int, int>> link_pairs(const Judgement& j);
