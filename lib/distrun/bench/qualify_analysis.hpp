@@ -26,15 +26,15 @@ struct NodeId {
 /// Why a direction is slow (bits): its median or its tail (the slowest fifth of the exchanges,
 /// so an intermittent fault shows) below the bandwidth threshold, or above the latency one.
 enum SlowBits : unsigned { SlowBw = 1, SlowBwTail = 2, SlowLat = 4, SlowLatTail = 8 };
-constexpr unsigned kMedianBits = SlowBw | SlowLat;
-std::string slow_reasons(unsigned bits);  // "bw,bw-tail,lat,lat-tail" for the bits set
+constexpr unsigned kMedianBits = SlowBw | SlowLat;  // not the tails: lat_us is no tail either
+std::string slow_reasons(unsigned bits);            // "bw,bw-tail,lat,lat-tail" for the bits set
 
 /// One direction of one pair, measured by its receiver over repeated exchanges.
 struct Edge {
   int src = 0, dst = 0;     // node indices: src sends, dst receives
   double bw_gbps = 0;       // bytes / the median transfer time (one way)
   double bw_tail_gbps = 0;  // bytes / the 80th percentile transfer time
-  double lat_us = 0;        // small exchange (both ways at once): median
+  double lat_us = 0;        // small exchange (both ways at once): 20th percentile (see qualify.cpp)
   double lat_tail_us = 0;   //   and 80th percentile
   bool bisect = false;      // measured by the bisection step
   unsigned slow = 0;        // SlowBits, set by judge(): the direction counts against its nodes
@@ -60,14 +60,15 @@ struct Expectation {
   std::optional<double> gbps;        // --expect-gbps: the reference bandwidth of every direction
   std::optional<double> latency_us;  // --expect-latency-us
   std::optional<Baseline> baseline;  // a healthy run, direction by direction
-  // A direction whose medians are healthy and only a tail slow is noisy: reported, not
-  // blamed. Busy CPUs hold some exchanges for a scheduler slice (milliseconds where a healthy
-  // exchange takes tens of microseconds), and the load stays for as long as it runs: on four
-  // namespace hosts beside four busy loops, tails alone named a healthy node in about half the
-  // runs, two of its three directions, and the same pairs measured again were slow again, as an
-  // intermittent fault's would be. A fault that holds up half the exchanges or more (a rate
-  // limiter, a bad cable or port) moves the median, which a loaded host's scheduling does not.
-  // fail_on_tails (--fail-on-tails) blames tails too, for hosts whose CPUs are known to be idle.
+  // A direction whose bandwidth (median) and latency (20th percentile) are healthy and only a
+  // tail slow is noisy: reported, not blamed. Busy CPUs hold some exchanges for a scheduler
+  // slice (milliseconds where a healthy exchange takes tens of microseconds), and the load
+  // stays for as long as it runs: on four namespace hosts beside four busy loops, tails alone
+  // named a healthy node in about half the runs, two of its three directions, and the same
+  // pairs measured again were slow again, as an intermittent fault's would be. A fault that
+  // holds up most exchanges (a rate limiter, a bad cable or port) moves the median, which a
+  // loaded host's scheduling does not. fail_on_tails (--fail-on-tails) blames tails too, for
+  // hosts whose CPUs are known to be idle.
   bool fail_on_tails = false;
 };
 
