@@ -588,3 +588,35 @@ TEST_CASE("a node whose few directions a busy stretch slowed is named only when 
     CHECK(j.directions == 12);  // its pairs' first measurements set aside
   }
 }
+
+TEST_CASE("the bisection's directions are judged against the rounds' reference and thresholds", "[bench]") {
+  // The rounds jittery (tail half the median: thresholds widened 4x), the bisection's pairs
+  // steady: summed in, they would tighten the thresholds under a direction measured once.
+  Synthetic w;
+  w.slow_dirs = {{1, 3}};
+  const auto ids = names(4);
+  auto edges = w.measure(pair_rounds(4));
+  for (Edge& e : edges) {
+    e.bw_tail_gbps = e.bw_gbps / 2;
+    if (e.src == 2 && e.dst == 3) e.bw_gbps = 0.2, e.bw_tail_gbps = 0.1;  // 0.2x: above 0.5 / 2^2
+  }
+  const std::vector<Edge> first = edges;
+  Judgement j = judge(ids, edges, {});
+  REQUIRE(j.suspect_links.size() == 1);
+  CHECK(j.limits.bw_fraction == Approx(0.125));
+  std::vector<std::vector<std::pair<int, int>>> again;
+  for (const auto& r : pair_rounds(4)) again.push_back(r);
+  for (const auto& r : pair_rounds(4)) again.push_back(r);
+  auto more = w.measure(again, true);  // every pair twice more, tails 0.8 of the median
+  for (Edge& e : more)
+    if (e.src == 2 && e.dst == 3) e.bw_gbps = 0.2, e.bw_tail_gbps = 0.2;
+  edges.insert(edges.end(), more.begin(), more.end());
+  const auto pairs = link_pairs(j);
+  std::vector<Edge> pooled = edges;
+  CHECK(judge(ids, pooled, {}, 0, pairs).suspect_nodes == std::vector<int>{3});  // 2 -> 3 turned slow
+  j = judge(ids, edges, {}, 0, pairs, &first);
+  CHECK(j.limits.bw_fraction == Approx(0.125));
+  CHECK(j.suspect_nodes.empty());
+  REQUIRE(j.suspect_links.size() == 1);
+  CHECK((j.suspect_links[0].a == 1 && j.suspect_links[0].b == 3));
+}
