@@ -332,6 +332,9 @@ int run_qualify(int argc, char** argv) {
   app.add_option("--max-latency-factor", cfg.expect.max_latency_factor,
                  "A direction is slow when its median or tail latency is above this multiple of the reference (default "
                  "4)");
+  app.add_flag("--fail-on-tails", cfg.expect.fail_on_tails,
+               "A direction slow by its tail alone (80th percentile; its medians healthy) fails the run too; by "
+               "default it is reported as noisy: busy CPUs slow tails (for hosts whose CPUs are known to be idle)");
   app.add_option("--expect-gbps", expect_gbps, "The bandwidth each direction should reach (GB/s): the reference");
   app.add_option("--expect-latency-us", expect_lat,
                  "The latency each small exchange should stay under (us): the reference");

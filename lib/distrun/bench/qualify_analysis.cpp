@@ -182,7 +182,7 @@ bool Judge::superseded(const Edge& x) const {
 }
 
 void Judge::mark(Edge& x) const {
-  x.slow = 0;
+  x.slow = x.noisy = 0;
   if (superseded(x)) return;
   const Thresholds& t = j_.limits;
   Reference r = j_.ref;
@@ -203,6 +203,8 @@ void Judge::mark(Edge& x) const {
   if (x.bw_tail_gbps < t.bw_fraction * r.bw_tail_gbps) x.slow |= SlowBwTail;
   if (r.lat_us > 0 && x.lat_us > t.latency_factor * r.lat_us) x.slow |= SlowLat;
   if (r.lat_tail_us > 0 && x.lat_tail_us > t.latency_factor * r.lat_tail_us) x.slow |= SlowLatTail;
+  // Tails alone: noisy, not slow (see Expectation::fail_on_tails).
+  if (!(x.slow & kMedianBits) && !e.fail_on_tails) std::swap(x.slow, x.noisy);
 }
 
 void Judge::add(std::vector<Edge> batch) {
@@ -220,6 +222,7 @@ void Judge::add(std::vector<Edge> batch) {
       ++j_.nodes[size_t(x.dst)].slow_in;
       if (j_.slow_count++ < Judgement::kSlowShown) j_.slow_directions.push_back(x);
     }
+    if (x.noisy && j_.noisy_count++ < Judgement::kSlowShown) j_.noisy_directions.push_back(x);
   }
   j_.directions += batch.size();
   // Both directions of each pair side by side, folded into one pair.
@@ -228,12 +231,16 @@ void Judge::add(std::vector<Edge> batch) {
   for (size_t i = 0; i < batch.size();) {
     const auto [a, b] = key(batch[i]);
     Link pair{a, b, 0, 0};
-    for (; i < batch.size() && key(batch[i]) == std::pair{a, b}; ++i)
+    bool noisy = false;
+    for (; i < batch.size() && key(batch[i]) == std::pair{a, b}; ++i) {
       (batch[i].src == a ? pair.a_to_b : pair.b_to_a) |= batch[i].slow;
+      noisy |= batch[i].noisy != 0;
+    }
     const bool slow = (pair.a_to_b | pair.b_to_a) != 0;
     for (int end : {a, b}) {
       ++j_.nodes[size_t(end)].pairs;
       j_.nodes[size_t(end)].slow_pairs += slow;
+      j_.nodes[size_t(end)].noisy_pairs += noisy && !slow;
     }
     if (slow) slow_pairs_.push_back(pair);
   }
@@ -297,12 +304,18 @@ Judgement Judge::finish() {
     j.suspect_links.push_back(q);
     va.verdict = vb.verdict = Verdict::SuspectLink;
   }
+  // The nodes the blame would name were their noisy pairs slow: a warning.
+  for (size_t i = 0; i < n; ++i) {
+    const auto& v = j.nodes[i];
+    if (v.verdict == Verdict::Ok && v.noisy_pairs >= 2 && 2 * (v.noisy_pairs + v.slow_pairs) >= v.pairs)
+      j.noisy_nodes.push_back(int(i));
+  }
   return j;
 }
 
 Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e, double ring_bw_gbps,
-                std::vector<std::pair<int, int>> again) {
-  Judge j(nodes, e, DirectionSummary(edges), ring_bw_gbps, std::move(again));
+                std::vector<std::pair<int, int>> again, const std::vector<Edge>* rounds) {
+  Judge j(nodes, e, DirectionSummary(rounds ? *rounds : edges), ring_bw_gbps, std::move(again));
   for (Edge& x : edges) j.mark(x);
   j.add(edges);
   return j.finish();
@@ -312,6 +325,14 @@ std::vector<std::pair<int, int>> link_pairs(const Judgement& j) {
   std::vector<std::pair<int, int>> pairs;
   for (const Link& l : j.suspect_links) pairs.emplace_back(l.a, l.b);
   std::sort(pairs.begin(), pairs.end());
+  return pairs;
+}
+
+std::vector<std::pair<int, int>> pairs_of(const std::vector<std::vector<std::pair<int, int>>>& rounds) {
+  std::vector<std::pair<int, int>> pairs;
+  for (const auto& round : rounds) pairs.insert(pairs.end(), round.begin(), round.end());
+  std::sort(pairs.begin(), pairs.end());
+  pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
   return pairs;
 }
 
@@ -404,6 +425,17 @@ std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const Schedule& m
         plan.push_back(pair);
         ++have;
       }
+      // A suspect node that has met every node it could be paired with (a small cluster, every
+      // pair in the rounds) has its own pairs measured again: on a loaded host a busy stretch
+      // can hold up most exchanges of two of a node's few directions at once, or of one beside
+      // a slow link of the node's, and the node is named only when the second measurement
+      // agrees; a bad node is as slow again.
+      size_t met_healthy = std::binary_search(healthy.begin(), healthy.end(), x);
+      for (int p : mx) met_healthy += std::binary_search(healthy.begin(), healthy.end(), p);
+      if (met_healthy == healthy.size() && j.nodes[size_t(x)].verdict == Verdict::Suspect)
+        for (int p : mx)
+          if (planned.insert({std::min(x, p), std::max(x, p)}).second)
+            plan.emplace_back(std::min(x, p), std::max(x, p));
     }
   // Rounds of disjoint pairs: each pair in the first round after both its nodes' last one.
   std::vector<int> next(static_cast<size_t>(nodes), 0);

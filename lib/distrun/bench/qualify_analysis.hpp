@@ -26,17 +26,19 @@ struct NodeId {
 /// Why a direction is slow (bits): its median or its tail (the slowest fifth of the exchanges,
 /// so an intermittent fault shows) below the bandwidth threshold, or above the latency one.
 enum SlowBits : unsigned { SlowBw = 1, SlowBwTail = 2, SlowLat = 4, SlowLatTail = 8 };
-std::string slow_reasons(unsigned bits);  // "bw,bw-tail,lat,lat-tail" for the bits set
+constexpr unsigned kMedianBits = SlowBw | SlowLat;  // not the tails: lat_us is no tail either
+std::string slow_reasons(unsigned bits);            // "bw,bw-tail,lat,lat-tail" for the bits set
 
 /// One direction of one pair, measured by its receiver over repeated exchanges.
 struct Edge {
   int src = 0, dst = 0;     // node indices: src sends, dst receives
   double bw_gbps = 0;       // bytes / the median transfer time (one way)
   double bw_tail_gbps = 0;  // bytes / the 80th percentile transfer time
-  double lat_us = 0;        // small exchange (both ways at once): median
+  double lat_us = 0;        // small exchange (both ways at once): 20th percentile (see qualify.cpp)
   double lat_tail_us = 0;   //   and 80th percentile
   bool bisect = false;      // measured by the bisection step
-  unsigned slow = 0;        // SlowBits, set by judge()
+  unsigned slow = 0;        // SlowBits, set by judge(): the direction counts against its nodes
+  unsigned noisy = 0;       // SlowBits of a direction slow by its tails alone (see Expectation)
 };
 
 /// What a healthy direction looks like: bandwidth (median and tail) and latency (median and tail).
@@ -58,6 +60,16 @@ struct Expectation {
   std::optional<double> gbps;        // --expect-gbps: the reference bandwidth of every direction
   std::optional<double> latency_us;  // --expect-latency-us
   std::optional<Baseline> baseline;  // a healthy run, direction by direction
+  // A direction whose bandwidth (median) and latency (20th percentile) are healthy and only a
+  // tail slow is noisy: reported, not blamed. Busy CPUs hold some exchanges for a scheduler
+  // slice (milliseconds where a healthy exchange takes tens of microseconds), and the load
+  // stays for as long as it runs: on four namespace hosts beside four busy loops, tails alone
+  // named a healthy node in about half the runs, two of its three directions, and the same
+  // pairs measured again were slow again, as an intermittent fault's would be. A fault that
+  // holds up most exchanges (a rate limiter, a bad cable or port) moves the median, which a
+  // loaded host's scheduling does not. fail_on_tails (--fail-on-tails) blames tails too, for
+  // hosts whose CPUs are known to be idle.
+  bool fail_on_tails = false;
 };
 
 /// The thresholds in force (see thresholds()).
@@ -76,6 +88,7 @@ struct NodeVerdict {
   int pairs = 0, slow_pairs = 0;
   int slow_out = 0, slow_in = 0;  // slow directions it sends / receives
   Verdict verdict = Verdict::Unmeasured;
+  int noisy_pairs = 0;  // pairs with a noisy direction and no slow one
 };
 
 /// A slow pair blamed on neither of its nodes: each direction's slowness given.
@@ -93,7 +106,13 @@ struct Judgement {
   std::vector<Link> suspect_links;
   std::vector<Edge> slow_directions;  // the first kSlowShown slow directions, as judged
   size_t slow_count = 0;              // slow directions in all
-  size_t directions = 0;              // directions judged
+  // Noisy (slow by tails alone, Expectation::fail_on_tails off): a warning that fails nothing.
+  // The nodes that the blame would name from their noisy pairs (at least half of their pairs
+  // slow or noisy, two of them noisy); the first kSlowShown noisy directions and their count.
+  std::vector<int> noisy_nodes;
+  std::vector<Edge> noisy_directions;
+  size_t noisy_count = 0;
+  size_t directions = 0;  // directions judged
   static constexpr size_t kSlowShown = 64;
   bool ring_slow = false;  // the ring's busbw below the threshold of the pairs' reference
   bool failed() const { return !suspect_nodes.empty() || !suspect_links.empty() || ring_slow; }
@@ -160,8 +179,9 @@ Reference measured_reference(const DirectionSummary& s, const Thresholds& t);
 
 /// The judge, fed a round at a time so that it holds O(n) plus the slow pairs: construct it
 /// from the summary of every direction to be judged (the reference and thresholds), mark() each
-/// direction, add() them in batches that hold both directions of each of their pairs (a round
-/// of disjoint pairs does), then finish(): nodes in order of their share of slow pairs, a node
+/// direction (slow when a median is, noisy when only a tail is: see Expectation), add() them in
+/// batches that hold both directions of each of their pairs (a round of disjoint pairs does),
+/// then finish(): nodes in order of their share of slow pairs, a node
 /// with at least half its pairs slow and at least two of them not yet explained by an earlier
 /// suspect is a suspect; the slow pairs left are links, with their direction. `ring_bw_gbps`
 /// (0: none) is judged against the bandwidth reference. `again` (sorted pairs a < b): pairs
@@ -190,12 +210,18 @@ class Judge {
   std::vector<Link> slow_pairs_;
 };
 
-/// The whole judgement of `edges` at once (every direction marked): the Judge fed one batch.
+/// The whole judgement of `edges` at once (every direction marked): the Judge fed one batch,
+/// against the summary of `rounds` (qualify's: the directions of the rounds, which judge the
+/// bisection's too) or, when null, of `edges`.
 Judgement judge(const std::vector<NodeId>& nodes, std::vector<Edge>& edges, const Expectation& e,
-                double ring_bw_gbps = 0, std::vector<std::pair<int, int>> again = {});
+                double ring_bw_gbps = 0, std::vector<std::pair<int, int>> again = {},
+                const std::vector<Edge>* rounds = nullptr);
 
-/// The pairs of a judgement's suspect links (a < b, sorted): what the bisection measures again.
+/// The pairs of a judgement's suspect links (a < b, sorted).
 std::vector<std::pair<int, int>> link_pairs(const Judgement& j);
+/// Every pair of `rounds` (a < b, sorted, once): what a judge given them as `again` takes from
+/// their second measurement alone.
+std::vector<std::pair<int, int>> pairs_of(const std::vector<std::vector<std::pair<int, int>>>& rounds);
 
 /// Rounds of disjoint pairs by the circle method, one round at a time from O(n) state: the
 /// first `rounds` of the n-1 (even n) or n (odd n) rounds that cover every pair; 0 means
@@ -224,11 +250,14 @@ std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n, int rounds = 0)
 int default_rounds(int n);
 
 /// The bisection step: each suspect link's pair is measured again (a link is named only when
-/// that agrees: one exchange in five held up on a loaded host is not a link), and each suspect
+/// that agrees: a median held up by a busy stretch of a loaded host is not a link), a suspect
+/// node that has met every node it could be paired with has its own pairs measured again
+/// (likewise: two of a node's few directions held up at once do not name it), and each suspect
 /// node and each end of a suspect link is paired with up to `references` nodes judged ok that
 /// it has not met in `met` (spread over them, not always the first), packed into rounds of
 /// disjoint pairs; judging again with these tells a node from a link and an unlucky node (whose
-/// partners were all bad) from a bad one.
+/// partners were all bad) from a bad one. The judge takes every pair of these rounds as its
+/// `again` (pairs_of).
 /// O(n + doubtful nodes x (rounds + references)) memory.
 std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const Schedule& met, const Judgement& j,
                                                                int references = 2);
