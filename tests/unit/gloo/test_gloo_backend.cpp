@@ -1158,6 +1158,42 @@ TEST_CASE("over the sockets an eager root whose receiver disagreed and stopped l
   CHECK_THAT(root_saw, Catch::StartsWith("rank 1 reads nothing more of what this rank sends"));
 }
 
+TEST_CASE("over the sockets a send to a receiver that disagreed but still reads sends times out, not a mismatch",
+          "[eager]") {
+  // A receiver's word that it reads nothing more covers its group's rows only: its point-to-point
+  // receives go on, so a send to it that waits for a late receive is a timeout, as anywhere.
+  std::string root_saw;
+  std::atomic<bool> root_done{false};
+  auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
+    const int r = b.rank();
+    Tensor t = full(r == 1 ? 4 : 8, 1.0, DType::Float32);
+    if (r == 1) {
+      try {
+        b.broadcast(t, {});
+      } catch (const CollectiveMismatchError&) {
+        for (int waited = 0; !root_done && waited < 30000; ++waited)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        return;  // posts no receive before the root's send times out
+      }
+      throw std::runtime_error("the receiver took a broadcast of other bytes");
+    }
+    b.broadcast(t, {});  // eager: the root returns at once
+    SendOptions o;
+    o.timeout = std::chrono::milliseconds(500);
+    try {
+      b.send(full(int64_t(4) << 20, 2.0, DType::Float32), 1, o);  // more than the socket holds
+      root_saw = "the send went";
+    } catch (const TimeoutError&) {
+      root_saw = "timed out";
+    } catch (const Error& e) {
+      root_saw = std::string("not a timeout: ") + e.what();
+    }
+    root_done = true;
+  });
+  for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  CHECK(root_saw == "timed out");
+}
+
 TEST_CASE("over the sockets a root claimed by both then by neither never lets a later call pass", "[eager]") {
   // Both ranks root the first eager broadcast (each rooted one, received none), then each takes
   // the other for the root of the second (each waits, and would have received one): the counts

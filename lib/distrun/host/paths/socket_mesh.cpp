@@ -146,6 +146,12 @@ void SocketMesh::close_conn(Conn& c) {
   if (c.fd >= 0) ::close(c.fd);
   c.fd = -1;
   c.ahead_at = c.ahead_end = 0;
+  // A message cut off mid-way is never completed: what of it was stashed goes, and the receive
+  // it was read into (`into`) stays, for the wait that needs it to fail.
+  if (c.stashing) c.stash.remove_if([&](const Stashed& m) { return &m == c.stashing; });
+  c.stashing = nullptr;
+  c.dropping = 0;
+  c.header_got = 0;
 }
 
 ssize_t SocketMesh::fill(Conn& c, iovec* iov, int k, bool whole) {
@@ -171,10 +177,9 @@ ssize_t SocketMesh::fill(Conn& c, iovec* iov, int k, bool whole) {
   return ssize_t(std::min(size_t(n), want));
 }
 
-void SocketMesh::fail_peer(int peer, const std::string& what) const {
-  const Conn& c = conns_[size_t(peer)];
+void SocketMesh::fail_peer(int peer, const std::string& what, bool cut) const {
   const std::string text = "rank " + std::to_string(global(peer)) + " " + what;
-  if (!c.reason.empty() && what == c.lost) throw CutError(global(peer), c.reason, text);
+  if (cut) throw CutError(global(peer), conns_[size_t(peer)].reason, text);
   throw BackendError(text);
 }
 
@@ -252,7 +257,7 @@ bool SocketMesh::read_answer(int peer) {
 void SocketMesh::post(int peer, const std::shared_ptr<Send>& op, Clock::time_point deadline, bool more) {
   Conn& c = conns_[size_t(peer)];
   if (c.gone) fail_peer(peer, "closed its connection");
-  if (!c.lost.empty()) fail_peer(peer, c.lost);
+  if (!c.lost.empty()) fail_peer(peer, c.lost, c.cut());
   if (c.fd < 0 && peer > rank_ && !c.opened) connect_to(peer, deadline);
   op->header[0] = kMagic << 32 | uint64_t(op->key.kind);
   op->header[1] = op->key.key;
@@ -273,6 +278,7 @@ void SocketMesh::drop_sends(Conn& c, const std::string& why) {
   c.lost = why;
   for (const auto& op : c.sends) {
     op->failed = why;
+    op->cut = c.cut();
     op->done = true;
   }
   c.sends.clear();
@@ -280,7 +286,7 @@ void SocketMesh::drop_sends(Conn& c, const std::string& why) {
 }
 
 void SocketMesh::raise_failed(int peer, const Send& op) const {
-  if (!op.failed.empty()) fail_peer(peer, op.failed);
+  if (!op.failed.empty()) fail_peer(peer, op.failed, op.cut);
 }
 
 void SocketMesh::deliver(const Stashed& m, Recv& r) {
@@ -314,7 +320,7 @@ void SocketMesh::post(int peer, const std::shared_ptr<Recv>& op, Clock::time_poi
       return;
     }
   if (c.gone) fail_peer(peer, "closed its connection");
-  if (!c.lost.empty() && c.fd < 0) fail_peer(peer, c.lost);
+  if (!c.lost.empty() && c.fd < 0) fail_peer(peer, c.lost, c.cut());
   c.recvs.push_back(op);
 }
 
@@ -697,7 +703,8 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
         // One closed for good (cut, by this rank or its peer, or ended under a receive of ours)
         // is awaited no more: a receive still posted on it fails a wait that needs that peer at
         // once, saying why; a wait on other peers goes on without it.
-        if (!c.lost.empty() && (c.receiving() || (c.into && !c.into->passive)) && needs(r)) fail_peer(r, c.lost);
+        if (!c.lost.empty() && (c.receiving() || (c.into && !c.into->passive)) && needs(r))
+          fail_peer(r, c.lost, c.cut());
         awaiting = awaiting || (c.lost.empty() && (!c.sends.empty() || c.receiving()));
         continue;
       }
@@ -745,8 +752,7 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     listener_->serve(fds.data() + ours, ready > 0 ? fds.size() - ours : 0);
     if (std::any_of(fds.begin(), fds.begin() + ptrdiff_t(ours), [](const pollfd& p) { return p.revents != 0; }))
       moved = Clock::now();
-    if (ready <= 0) {
-      if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
+    auto time_out = [&] {
       std::vector<int> waiting;  // group ranks, then global
       if (late)
         waiting = late();
@@ -754,14 +760,20 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
         for (int r = 0; r < size_; ++r)
           if (const Conn& c = conns_[size_t(r)]; !c.sends.empty() || c.receiving() || (c.into && !c.into->passive))
             waiting.push_back(r);
-      // A peer that said it reads nothing more of ours is why a send to it never went.
+      // A peer that said it reads nothing more of our collectives' rows is why such a row never
+      // went (a point-to-point send to it may only wait for a slow receiver: that times out).
       for (int r : waiting)
-        if (const Conn& c = conns_[size_t(r)]; !c.notice.empty() && !c.sends.empty())
+        if (const Conn& c = conns_[size_t(r)];
+            !c.notice.empty() && !c.sends.empty() && c.sends.front()->key.kind == Kind::Intent)
           throw CollectiveMismatchError("rank " + std::to_string(global(r)) +
                                         " reads nothing more of what this rank sends (" + c.notice + ")");
       for (int& r : waiting) r = global(r);
       throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : rank_list(waiting)),
                          waiting);
+    };
+    if (ready <= 0) {
+      if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
+      time_out();
     }
     bool read = false;
     for (size_t i = 0; i < ours; ++i) {
@@ -774,6 +786,8 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
         read = read_some(r, posted_only) || read;
     }
     if (read && on_read) on_read();
+    // A peer that never stops sending must not hold this wait past its deadline either.
+    if (Clock::now() >= deadline && !done()) time_out();
   }
 }
 

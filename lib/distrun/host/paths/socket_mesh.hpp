@@ -116,6 +116,7 @@ class SocketMesh {
     std::vector<std::pair<const char*, size_t>> parts;
     bool done = false;
     std::string failed;  // why it never went (its peer lost), set with `done`: raise_failed
+    bool cut = false;    // its connection was cut: `failed` is raised as a CutError
     // Filled by the mesh: the header and the write position.
     uint64_t header[3]{};
     size_t total = 0, sent = 0;
@@ -196,7 +197,8 @@ class SocketMesh {
   /// Tells `peer` that this rank will read nothing more of what it sends (`why`: its group is
   /// broken), behind what is queued for it, the connection left open. `peer` keeps that word
   /// when a wait of its reads the connection (any wait does once a send of its has stalled), and
-  /// a wait of its that times out on a send to this rank raises it, as CollectiveMismatchError
+  /// a wait of its that times out on a collective's row to this rank raises it (a point-to-point
+  /// send still times out), as CollectiveMismatchError
   /// "rank <this rank> reads nothing more of what this rank sends (" + `why` + ")", instead of
   /// a TimeoutError: an eager broadcast's root, which reads nothing, whose receiver found a
   /// disagreement and stopped, learns why once its socket fills. Nothing where the connection is
@@ -220,6 +222,7 @@ class SocketMesh {
     std::string lost;
     // Where the connection was cut (by either end): the cutter's text, raised as a CutError.
     std::string reason;
+    bool cut() const { return !reason.empty(); }
     std::string notice;  // the peer's word that it reads nothing more of ours (give_notice)
     bool full = false;   // the last write found the socket full
     // Bytes read past the message in hand: [ahead_at, ahead_end) of `ahead`, read first.
@@ -269,7 +272,7 @@ class SocketMesh {
   // The end of `peer`'s connection, found by a read (`what`): what it queued fails, and so do
   // later operations with it and a wait that needs a receive posted on it (progress).
   void lose(int peer, const std::string& what);
-  [[noreturn]] void fail_peer(int peer, const std::string& what) const;
+  [[noreturn]] void fail_peer(int peer, const std::string& what, bool cut = false) const;
   int global(int r) const;
 
   static void deliver(const Stashed& m, Recv& r);
