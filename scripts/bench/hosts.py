@@ -154,10 +154,11 @@ def ring_setup(tmp):
     ring in Python moved 0.69x to 1.02x its rate (median 0.96x; 2 x 1, 4 x 1 and 2 x 2, quiet and
     beside four busy loops, 3 rounds each), the one pair in Python 0.93x quiet and 0.66x beside
     four busy loops (medians of 8 interleaved rounds, load average 7 to 9)."""
-    if not shutil.which("cc"):
-        sys.exit("hosts.py: no cc to build raw_ring.c (the raw-TCP anchors) with")
     exe = f"{tmp}/raw_ring"
-    subprocess.run(["cc", "-O2", "-pthread", "-o", exe, os.path.join(here, "raw_ring.c")], check=True)
+    built = subprocess.run(["cc", "-O2", "-pthread", "-o", exe, os.path.join(here, "raw_ring.c")],
+                           capture_output=True, text=True, timeout=120)
+    if built.returncode != 0:
+        sys.exit(f"hosts.py: cc could not build raw_ring.c (the raw-TCP anchors):\n{built.stderr[-2000:]}")
     return exe
 
 
@@ -345,6 +346,8 @@ def main():
     def note(text):
         print(f"{label} {time.monotonic() - started:5.0f} s: {text}", file=sys.stderr, flush=True)
 
+    if not shutil.which("cc"):  # before any namespace is made
+        sys.exit("hosts.py: no cc to build raw_ring.c (the raw-TCP anchors) with")
     busy = []
     versions = set()  # torch's, as its rows give it
     mpi_why = None

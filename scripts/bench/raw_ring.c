@@ -11,8 +11,9 @@
  *   thread receives BYTES from the previous (blocking calls, TCP_NODELAY, 4 MiB at a time), then
  *   prints when it started and finished, in seconds of CLOCK_MONOTONIC, which network namespaces
  *   share: hosts.py takes the ring's time from the first start to the last finish. Exits 1,
- *   saying why on stderr, on any failed call. */
+ *   saying why on stderr, on any failed call; killed by SIGALRM after kMostSeconds. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -23,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { kChunk = 4 << 20 };
+enum { kChunk = 4 << 20, kMostSeconds = 300 };
 static char send_buf[kChunk], recv_buf[kChunk];
 static int out_fd;
 static long long total;
@@ -60,7 +61,8 @@ static void* sender(void* unused) {
   for (long long left = total; left > 0;) {
     size_t n = left < kChunk ? (size_t)left : kChunk;
     for (size_t off = 0; off < n;) {
-      ssize_t w = send(out_fd, send_buf + off, n - off, 0);
+      ssize_t w = send(out_fd, send_buf + off, n - off, MSG_NOSIGNAL);  // a lost peer is an error, said
+      if (w < 0 && errno == EINTR) continue;
       if (w <= 0) fail("raw_ring: send");
       off += (size_t)w;
     }
@@ -76,6 +78,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: raw_ring ADDR PORT NEXT_ADDR NEXT_PORT BYTES [ring|connect|accept]\n");
     return 2;
   }
+  // Every wait ends: an end whose neighbour never connects (it failed) dies here, and
+  // hosts.py, reading its lines, finds it gone.
+  alarm(kMostSeconds);
   total = atoll(argv[5]);
   memset(send_buf, 0x5a, sizeof send_buf);  // real pages: untouched ones would all be the one zero page
   int one = 1;
@@ -111,6 +116,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "raw_ring: the previous rank closed after %lld of %lld bytes\n", got, total);
       return 1;
     }
+    if (r < 0 && errno == EINTR) continue;
     if (r < 0) fail("raw_ring: recv");
     got += r;
   }
