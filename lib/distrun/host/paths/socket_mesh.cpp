@@ -596,8 +596,9 @@ bool SocketMesh::passive_next(int peer) {
     if (n < ssize_t(kHeaderBytes)) return false;
   }
   const Key key{Kind(uint32_t(header[0])), header[1]};
-  // A peer's cut is its connection's end, said: read_some raises it as one.
-  return header[0] >> 32 != kMagic || key.kind == Kind::Cut ||
+  // A peer's cut is its connection's end, said: read_some raises it as one. A message no
+  // receive will take (below its kind's floor) is read and dropped, not left in the way.
+  return header[0] >> 32 != kMagic || key.kind == Kind::Cut || key.key < floor_[uint32_t(key.kind) & 7] ||
          std::any_of(c.recvs.begin(), c.recvs.end(), [&](const auto& r) { return r->passive && r->key == key; });
 }
 
