@@ -44,7 +44,7 @@ SocketPath::SocketPath(std::shared_ptr<SocketMesh> mesh, std::vector<int> global
 }
 
 void SocketPath::progress(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
-                          const std::function<void()>& on_read, const std::function<bool()>& enough, bool passive) {
+                          const std::function<void()>& on_read, const std::function<bool()>& enough) {
   auto done = [&] {
     return (std::all_of(sends.begin(), sends.end(), [](const auto& s) { return s.second->done; }) &&
             std::all_of(recvs.begin(), recvs.end(), [](const auto& r) { return r.second->done; })) ||
@@ -54,7 +54,7 @@ void SocketPath::progress(const Sends& sends, const Recvs& recvs, Clock::time_po
     // Nothing left to wait for (a phase this rank has no part in, sends written whole as they
     // were posted, a message taken from the stash by its receive's post): no wait at all.
     if (!done())
-      mesh_->progress(done, deadline, on_read, !passive,
+      mesh_->progress(done, deadline, on_read, true,
                       [&] {  // the peers of what is not done: a peer's message, or its reading ours
                         std::vector<int> late;
                         for (const auto& [peer, op] : sends)
@@ -622,9 +622,28 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
     }
     return false;
   };
+  const bool passive = rank_ != hub_ && root != hub_;
+  auto done = [&] {
+    return enough() || std::all_of(in.begin(), in.end(), [](const auto& one) { return one.second->done; });
+  };
+  auto late = [&] {
+    std::vector<int> waited;
+    for (const auto& [r, one] : in)
+      if (!one->done) waited.push_back(r);
+    return waited;
+  };
   try {
     for (const auto& [r, one] : in) mesh_->post(r, one, deadline);
-    progress({}, in, deadline, {}, enough, rank_ != hub_ && root != hub_);
+    // A wait leaves a passive receive alone once its connection's next message is not yet whole
+    // (or is another's): the wait is cut into slices, each of which looks at it again.
+    while (!done()) {
+      const auto until = passive ? std::min(deadline, Clock::now() + kPassiveSlice) : deadline;
+      try {
+        mesh_->progress(done, until, {}, !passive, late);
+      } catch (const TimeoutError&) {
+        if (until >= deadline) throw;
+      }
+    }
   } catch (const TimeoutError& e) {
     drop();
     // Ranks that each take another for the root wait so: the group is broken from here, so that

@@ -129,6 +129,8 @@ class SocketPath : public Path {
   // How long a rank waits for the hub's answer past its own deadline, and the hub for its
   // answers to go out on a failure.
   static constexpr std::chrono::milliseconds kVerdictGrace{1000};
+  // How long a wait with a passive receive leaves it alone at most (eager_through_hub).
+  static constexpr std::chrono::milliseconds kPassiveSlice{10};
   // The rows (and eager bytes) of every rank, a slot of stride_ bytes each.
   char* slot(int r) { return reinterpret_cast<char*>(inbox_.data()) + stride_ * size_t(r); }
   using Sends = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Send>>>;
@@ -159,11 +161,9 @@ class SocketPath : public Path {
   bool well_formed(const SocketMesh::Recv& row, int r);
   // Moves `sends` and `recvs` (posted to the peers alongside) on until done, abandoning them
   // on failure; a receive whose message had another size is left `differs`, for the caller.
-  // `enough`: done early once it holds (what is not done is the caller's to abandon); `passive`:
-  // the receives are passive ones (read as they come, a peer's close no error).
+  // `enough`: done early once it holds (what is not done is the caller's to abandon).
   void progress(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
-                const std::function<void()>& on_read = {}, const std::function<bool()>& enough = {},
-                bool passive = false);
+                const std::function<void()>& on_read = {}, const std::function<bool()>& enough = {});
   // Throws naming the sender of a message of another size than its receive's.
   void check_sizes(const Recvs& recvs) const;
   // As progress, and check_sizes.
