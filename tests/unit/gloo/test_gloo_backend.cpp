@@ -699,9 +699,10 @@ TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, t
   // hub's eager broadcast; 4 root 1 meets (2048 elements) where the others are eager; 5 the hub
   // meets against rank 1's eager broadcast; 6 the last rank meets while the hub receives rank
   // 1's (the hub, which reads every rank's row, finds it); 7 the hub and root 1 meet while the
-  // others wait for rank 1's eager row.
+  // others wait for rank 1's eager row; 8 the hub, the root, meets (2048 elements) while the
+  // others wait for its eager row.
   for (int n : {3, 4})
-    for (int which = 0; which < 8; ++which) {
+    for (int which = 0; which < 9; ++which) {
       INFO(n << " ranks over the sockets, case " << which);
       const int last = n - 1;
       std::vector<std::vector<std::string>> seen(static_cast<size_t>(n));
@@ -717,8 +718,8 @@ TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, t
         };
         BroadcastOptions bo;
         if (which == 2) bo.root = r;  // every rank claims the root
-        if (which >= 4) bo.root = 1;
-        const bool big = (which == 4 && r == 1) || (which == 7 && r <= 1);
+        if (which >= 4 && which < 8) bo.root = 1;
+        const bool big = (which == 4 && r == 1) || (which == 7 && r <= 1) || (which == 8 && r == 0);
         Tensor t = full(which == 0 && r == last ? 4
                         : big                   ? 2048
                                                 : 8,
@@ -739,7 +740,7 @@ TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, t
       if (which == 6) by = 0, found = "broadcast #1: the ranks disagree on which collective runs";
       if (which == 4) by = 0, found = "broadcast #1: the ranks disagree on the bytes per rank";
       if (which == 5) by = 0, found = "all_reduce #1: the ranks disagree on which collective runs";
-      if (which == 7) by = 0, found = "broadcast #1: the ranks disagree on the bytes per rank";
+      if (which == 7 || which == 8) by = 0, found = "broadcast #1: the ranks disagree on the bytes per rank";
       // The mark's error at collective #c, whoever found it.
       auto marked = [](const std::string& e, int c) {
         return e.rfind("collective #" + std::to_string(c) + ": rank ", 0) == 0 &&
@@ -754,7 +755,7 @@ TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, t
         } else if (which == 2 || ((which == 0 || which == 1 || which == 3) && r == 0) ||
                    ((which == 5 || which == 6) && r == 1)) {
           CHECK(s[0] == "ok");  // a root, which reads nothing (2: every rank)
-        } else if (which == 4 || which == 7 || (which == 6 && r == last)) {
+        } else if (which == 4 || which == 7 || which == 8 || (which == 6 && r == last)) {
           CHECK(marked(s[0], 1));  // the hub's mark, in place of what this rank waits for
         } else if (s[0] != "ok") {
           CHECK((marked(s[0], 1) || s[0].find("disagree") != std::string::npos));  // found too, or read the mark

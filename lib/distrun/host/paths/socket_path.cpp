@@ -578,8 +578,13 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
   }
   // A receiver's row goes to the hub, which so hears from every rank whatever it runs: a hub
   // that meets, or receives, waits for every rank's row. Nothing waits for it to be written.
+  // Where the hub is the root it goes only once the hub's row has not come within a slice: a
+  // hub that roots reads nothing, so its receivers' rows would pile up unread, and a hub that
+  // meets instead is the one that waits for it.
   std::shared_ptr<Send> told;
-  if (rank_ != hub_) {
+  bool telling = rank_ != hub_;
+  auto tell = [&] {
+    telling = false;
     Intent row = mine;
     row.flags |= kReceiver;
     const size_t bytes = write_row(row, size_, slot(rank_), row_bytes_, nullptr, 0, eager_);
@@ -591,7 +596,8 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
     } catch (const BackendError&) {  // the hub lost: its own error comes with a call that needs it
       told = nullptr;
     }
-  }
+  };
+  if (telling && root != hub_) tell();
   // At the hub, every other rank's row (the root's eager row, the receivers' rows); elsewhere the
   // root's row and, from a hub that is not the root, what it sends in its place (its marked row,
   // or its eager row where it claims the root), whichever comes first. That one is passive: a hub
@@ -637,12 +643,13 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
     // A wait leaves a passive receive alone once its connection's next message is not yet whole
     // (or is another's): the wait is cut into slices, each of which looks at it again.
     while (!done()) {
-      const auto until = passive ? std::min(deadline, Clock::now() + kPassiveSlice) : deadline;
+      const auto until = passive || telling ? std::min(deadline, Clock::now() + kPassiveSlice) : deadline;
       try {
         mesh_->progress(done, until, {}, !passive, late);
       } catch (const TimeoutError&) {
         if (until >= deadline) throw;
       }
+      if (telling && !done()) tell();
     }
   } catch (const TimeoutError& e) {
     drop();

@@ -43,27 +43,28 @@
 // In groups of 3 to 16 a broadcast of at most kEagerBroadcastBytes is eager too: the root sends
 // its row and payload to every receiver (n - 1 messages in one hop, where a meeting through the
 // hub is 2(n - 1) in two) and returns once the sockets took them; each receiver sends its own
-// row (flagged kReceiver, no payload) to the hub, reads the root's row, checks it and copies the
+// row (flagged kReceiver, no payload) to the hub (where the hub is the root, only once the
+// hub's row has not come within kPassiveSlice), reads the root's row, checks it and copies the
 // payload out. Messages are keyed by the group's exchange number, so a root's eager rows and
-// the hub's answers on one connection are each read by the call they belong to, whichever
-// comes first. In place of a count, every rank folds each eager broadcast's number and root,
-// as it sees them, into a digest that the root's row, a receiver's row and every meeting row
-// carry. So the hub hears from every rank whatever each runs, and waits for every rank's row
-// both when it meets and when it receives (a hub that roots reads nothing): every wait ends
-// without a deadline when the ranks disagree. The rank that sees a disagreement (a receiver
-// against its root's row or what came in its place; the hub that meets and finds an eager,
-// receiver's or marked row, or a digest unlike its own; the hub that receives and finds a row
-// other than the root's eager row and the receivers' rows, or one that disagrees; a rank that
-// meets and finds the hub's eager row in place of its answer) raises at that call, marks itself
-// broken and sends its marked row to every peer, for this exchange (whoever waits on it reads
-// it) and the next (for a peer that has returned); a rank that reads a marked row in place of
-// a row it waits for does the same. A receiver that is not the hub also reads the hub's
-// message, passively, beside its root's: the hub's mark ends its wait where its root meets.
-// A broken rank sends its marked row at the start of each later collective and raises; the
-// hub, which reads every rank's row at a meeting, answers every rank with the mark, so every
-// rank raises at its next meeting at the latest. Two ranks that both claim the root read
-// nothing then; a receiver or the hub reads the other's row, or the digests differ at the next
-// collective that compares them.
+// the hub's answers on one connection are each read by the call they belong to, whichever comes
+// first. In place of a count, every rank folds each eager broadcast's number and root, as it
+// sees them, into a digest that the root's row, a receiver's row and every meeting row carry.
+// So the hub hears from every rank whatever each runs, and waits for every rank's row both when
+// it meets and when it receives (a hub that roots reads nothing): every wait ends without a
+// deadline when the ranks disagree. The rank that sees a disagreement (a receiver against its
+// root's row or what came in its place; the hub that meets and finds an eager, receiver's or
+// marked row, or a digest unlike its own; the hub that receives and finds a row other than the
+// root's eager row and the receivers' rows, or one that disagrees; a rank that meets and finds
+// the hub's eager row in place of its answer) raises at that call, marks itself broken and
+// sends its marked row to every peer, for this exchange (whoever waits on it reads it) and the
+// next (for a peer that has returned); a rank that reads a marked row in place of a row it
+// waits for does the same. A receiver that is not the hub also reads the hub's message,
+// passively, beside its root's: the hub's mark ends its wait where its root meets. A broken
+// rank sends its marked row at the start of each later collective and raises; the hub, which
+// reads every rank's row at a meeting, answers every rank with the mark, so every rank raises
+// at its next meeting at the latest. Two ranks that both claim the root read nothing then; a
+// receiver or the hub reads the other's row, or the digests differ at the next collective that
+// compares them.
 //
 // In groups of 3 to 16 the rows go to a hub (rank 0) only, which checks them and sends every
 // row back to each rank, riding on its first message to it (hub() in path.hpp): each message
