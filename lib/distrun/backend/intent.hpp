@@ -5,8 +5,8 @@
 // every rank then checks every rank's statement against every other's, so a disagreement
 // is the same typed error on every rank, naming the ranks and the sizes, instead of a read
 // past a peer's buffer (shared memory) or an abort deep inside Gloo (TCP). One exception in
-// timing: a broadcast of at most 512 B through shared memory, or over the sockets between two
-// ranks, is eager (the root does not wait for its receivers' intents). A rank that sees the
+// timing: a broadcast of at most 512 B through shared memory, or over the sockets in groups of
+// up to 16, is eager (the root does not wait for its receivers' intents). A rank that sees the
 // disagreement raises at that call and marks the group broken; the others, the root among
 // them, raise it at their next collective on the group that reads the mark (before any byte of
 // it moves) and at every later one (host/paths/shm_path.hpp, host/paths/socket_path.hpp).

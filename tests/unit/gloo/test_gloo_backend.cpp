@@ -690,16 +690,94 @@ TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, t
         CHECK(at_once >= 1);
       }
     }
+  // Over the sockets in groups of 3 and 4 (through the hub, rank 0): the rank that sees the
+  // disagreement raises at that call and sends its marked row to every peer; a rank still
+  // waiting may read it first and raise the mark at that call too, and every rank raises at
+  // the next collective (a meeting, whose hub reads every rank's row). Cases: 0, 1 a receiver's
+  // bytes or dtype against the hub's eager row; 2 every rank claims the root (no rank reads,
+  // the hub finds the digests apart at the next meeting); 3 the last rank meets against the
+  // hub's eager broadcast; 4 root 1 meets (2048 elements) where the others are eager; 5 the hub
+  // meets against rank 1's eager broadcast; 6 the last rank meets while the hub receives rank
+  // 1's (the hub, which reads every rank's row, finds it); 7 the hub and root 1 meet while the
+  // others wait for rank 1's eager row; 8 the hub, the root, meets (2048 elements) while the
+  // others wait for its eager row.
+  for (int n : {3, 4})
+    for (int which = 0; which < 9; ++which) {
+      INFO(n << " ranks over the sockets, case " << which);
+      const int last = n - 1;
+      std::vector<std::vector<std::string>> seen(static_cast<size_t>(n));
+      auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
+        const int r = b.rank();
+        auto call = [&](const std::function<void()>& f) {
+          try {
+            f();
+            seen[size_t(r)].push_back("ok");
+          } catch (const CollectiveMismatchError& e) {
+            seen[size_t(r)].push_back(e.what());
+          }
+        };
+        BroadcastOptions bo;
+        if (which == 2) bo.root = r;  // every rank claims the root
+        if (which >= 4 && which < 8) bo.root = 1;
+        const bool big = (which == 4 && r == 1) || (which == 7 && r <= 1) || (which == 8 && r == 0);
+        Tensor t = full(which == 0 && r == last ? 4
+                        : big                   ? 2048
+                                                : 8,
+                        1.0, which == 1 && r == last ? DType::Int32 : DType::Float32);
+        const bool meets = (which == 3 && r == last) || (which == 5 && r == 0) || (which == 6 && r == last);
+        call([&] { meets ? b.all_reduce(t, {}) : b.broadcast(t, bo); });
+        Tensor ok = full(5, 1.0, DType::Float32);
+        call([&] { b.all_reduce(ok, {}); });
+        call([&] { b.all_reduce(ok, {}); });
+      });
+      for (int r = 0; r < n; ++r) CHECK(errors[size_t(r)] == "");
+      // The rank that must find it at the broadcast, and how its error starts.
+      int by = -1;
+      std::string found;
+      if (which == 0) by = last, found = "broadcast #1: the ranks disagree on the bytes per rank";
+      if (which == 1) by = last, found = "broadcast #1: the ranks disagree on the dtype";
+      if (which == 3) by = last, found = "all_reduce #1: the ranks disagree on which collective runs";
+      if (which == 6) by = 0, found = "broadcast #1: the ranks disagree on which collective runs";
+      if (which == 4) by = 0, found = "broadcast #1: the ranks disagree on the bytes per rank";
+      if (which == 5) by = 0, found = "all_reduce #1: the ranks disagree on which collective runs";
+      if (which == 7 || which == 8) by = 0, found = "broadcast #1: the ranks disagree on the bytes per rank";
+      // The mark's error at collective #c, whoever found it.
+      auto marked = [](const std::string& e, int c) {
+        return e.rfind("collective #" + std::to_string(c) + ": rank ", 0) == 0 &&
+               e.find(" found a disagreement on an eager broadcast at collective #") != std::string::npos;
+      };
+      for (int r = 0; r < n; ++r) {
+        INFO("rank " << r);
+        const auto& s = seen[size_t(r)];
+        REQUIRE(s.size() == 3);
+        if (r == by) {
+          CHECK_THAT(s[0], Catch::StartsWith(found));
+        } else if (which == 2 || ((which == 0 || which == 1 || which == 3) && r == 0) ||
+                   ((which == 5 || which == 6) && r == 1)) {
+          CHECK(s[0] == "ok");  // a root, which reads nothing (2: every rank)
+        } else if (which == 4 || which == 7 || which == 8 || (which == 6 && r == last)) {
+          CHECK(marked(s[0], 1));  // the hub's mark, in place of what this rank waits for
+        } else if (s[0] != "ok") {
+          CHECK((marked(s[0], 1) || s[0].find("disagree") != std::string::npos));  // found too, or read the mark
+        }
+        if (which == 2 && r == 0)
+          CHECK_THAT(s[1], Catch::StartsWith("all_reduce #2: the eager broadcasts rank "));
+        else
+          CHECK(marked(s[1], 2));
+        CHECK(marked(s[2], 3));
+      }
+    }
 }
 
 TEST_CASE("eager broadcasts: the root runs ahead of a stopped receiver up to the ring's depth, then waits", "[eager]") {
   // More broadcasts than the ring holds, from changing roots, of changing sizes up to 512 B,
   // with a meeting now and then, while receivers lag: every rank gets every payload. Over the
   // sockets (two ranks eager, three through the hub) the root runs ahead as far as the socket
-  // buffers let it: 64 broadcasts of 8 B, some 10 KiB, fit them.
+  // buffers let it: 64 broadcasts of 8 B, some 10 KiB a receiver, fit them. Over the sockets
+  // also 4 ranks, through the hub like 3.
   for (auto path : kPaths)
-    for (int n : {2, 3}) {
-      if (path == PathPreference::Tcp && n == 3) continue;  // no eager broadcast through the hub
+    for (int n : {2, 3, 4}) {
+      if (path == PathPreference::SharedMemory && n == 4) continue;
       INFO("path " << path_name(path) << ", " << n << " ranks");
       const int depth = path == PathPreference::Tcp ? 64 : int(ShmPath::kEagerDepth);
       std::atomic<int> ahead{0};
@@ -779,10 +857,13 @@ TEST_CASE(
         Tensor in = full(2, 5.0, me ? DType::Int32 : DType::Float32), out = full(2 * n, -1.0, DType::Float32);
         expect(
             "all_gather", [&] { b.all_gather(in, out, {}); }, out, -1.0);
+        // Over 512 B, so that it meets: a disagreement on an eager broadcast leaves the group
+        // broken (the eager cases).
         BroadcastOptions bo;
         bo.root = me ? 1 : 2;
+        Tensor big = full(200, 5.0, DType::Float32);
         expect(
-            "broadcast", [&] { b.broadcast(t, bo); }, t, 5.0);
+            "broadcast", [&] { b.broadcast(big, bo); }, big, 5.0);
         ReduceOptions ro;
         ro.op = me ? ReduceOp::Max : ReduceOp::Sum;
         expect(
@@ -1098,26 +1179,30 @@ TEST_CASE("over the sockets a receive from a rank that left fails its own wait a
 TEST_CASE("over the sockets an eager broadcast's root whose receiver left learns the loss, not a mismatch", "[eager]") {
   // The root of an eager broadcast reads nothing: a receiver that left is the loss of that peer
   // at the root's next call that needs it (a send the socket refuses, or a row it waits for),
-  // never a mismatch or a wait to the deadline.
-  auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
-    Tensor t = full(4, 1.0, DType::Float32);
-    b.broadcast(t, {});
-    if (b.rank() == 1) return;  // leaves: its backend closes the connection
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      for (int i = 0; i < 100; ++i) b.broadcast(t, {});
-      b.all_reduce(t, {});
-    } catch (const CollectiveMismatchError& e) {
-      throw std::runtime_error(std::string("a mismatch for a lost peer: ") + e.what());
-    } catch (const BackendError&) {  // the mesh's loss of the peer (PeerError where liveness knows it)
-      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
-        throw std::runtime_error("the loss was raised only after 10 s");
-      return;
-    }
-    throw std::runtime_error("the root raised nothing");
-  });
-  for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
+  // never a mismatch or a wait to the deadline. In 3 ranks the last leaves; rank 1 stays, and
+  // loses the root in turn.
+  for (int n : {2, 3}) {
+    INFO(n << " ranks");
+    auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
+      Tensor t = full(4, 1.0, DType::Float32);
+      b.broadcast(t, {});
+      if (b.rank() == n - 1) return;  // leaves: its backend closes its connections
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        for (int i = 0; i < 100; ++i) b.broadcast(t, {});
+        b.all_reduce(t, {});
+      } catch (const CollectiveMismatchError& e) {
+        throw std::runtime_error(std::string("a mismatch for a lost peer: ") + e.what());
+      } catch (const BackendError&) {  // the mesh's loss of the peer (PeerError where liveness knows it)
+        if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
+          throw std::runtime_error("the loss was raised only after 10 s");
+        return;
+      }
+      throw std::runtime_error("rank " + std::to_string(b.rank()) + " raised nothing");
+    });
+    for (int r = 0; r < n; ++r) CHECK(errors[size_t(r)] == "");
+  }
 }
 
 TEST_CASE("over the sockets an eager root whose receiver disagreed and stopped learns why once its socket fills",

@@ -664,8 +664,11 @@ bool SocketMesh::passive_next(int peer) {
     if (n < ssize_t(kHeaderBytes)) return false;
   }
   const Key key{Kind(uint32_t(header[0])), header[1]};
-  // A peer's cut is its connection's end, said: read_some raises it as one.
+  // A peer's cut is its connection's end, said: read_some raises it as one, and keeps a notice.
+  // A message no receive will take (below its kind's floor) is read and dropped, not left in
+  // the way.
   return header[0] >> 32 != kMagic || key.kind == Kind::Cut || key.kind == Kind::Notice ||
+         key.key < floor_[uint32_t(key.kind) & 15] ||
          std::any_of(c.recvs.begin(), c.recvs.end(), [&](const auto& r) { return r->passive && r->key == key; });
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "distrun/core/error.hpp"
 #include "distrun/host/path_policy.hpp"
@@ -35,15 +36,19 @@ SocketPath::SocketPath(std::shared_ptr<SocketMesh> mesh, std::vector<int> global
   if (size_ >= kHubCheckLeast && size_ <= kDirectCheckMost) hub_ = 0;
   stride_ = row_bytes_ + eager_;
   inbox_.assign(stride_ / sizeof(uint64_t) * size_t(size_), 0);
-  if (hub_ >= 0) answer_.resize(row_bytes_ * size_t(size_));
+  // The answer's receive also takes a row with bytes behind it in its place: the hub's eager
+  // broadcast's row or its marked row.
+  answer_bytes_ = row_bytes_ * size_t(size_);
+  if (hub_ >= 0) answer_.resize(std::max(answer_bytes_, stride_));
   owed_.assign(size_t(size_), false);
 }
 
 void SocketPath::progress(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
-                          const std::function<void()>& on_read) {
+                          const std::function<void()>& on_read, const std::function<bool()>& enough) {
   auto done = [&] {
-    return std::all_of(sends.begin(), sends.end(), [](const auto& s) { return s.second->done; }) &&
-           std::all_of(recvs.begin(), recvs.end(), [](const auto& r) { return r.second->done; });
+    return (std::all_of(sends.begin(), sends.end(), [](const auto& s) { return s.second->done; }) &&
+            std::all_of(recvs.begin(), recvs.end(), [](const auto& r) { return r.second->done; })) ||
+           (enough && enough());
   };
   try {
     // Nothing left to wait for (a phase this rank has no part in, sends written whole as they
@@ -101,6 +106,7 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
   // Sized once for every peer (settle moves them out each collective): one allocation each.
   rows_.clear();
   rows_.reserve(size_t(size_));
+  row_lost_ = nullptr;
   rows_out_.clear();
   // Directly, each peer's row comes from it and ours goes to it; through a hub, the hub gets
   // every peer's row and sends none, and a rank sends its row to the hub and gets its answer.
@@ -111,6 +117,7 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
     in->key = {Kind::Intent, exchanges_};
     if (answered()) {
       in->parts = {{answer_.data(), answer_.size()}};
+      in->at_most = true;
     } else {
       in->parts = {{slot(r), stride_}};
       in->at_most = true;
@@ -125,13 +132,31 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
       auto out = std::make_shared<Send>();
       out->key = {Kind::Intent, exchanges_};
       out->parts = {{mine, sent}};
-      rows_out_.emplace_back(r, out);
-      mesh_->post(r, out, deadline);
+      if (!answered()) {
+        rows_out_.emplace_back(r, out);
+        mesh_->post(r, out, deadline);
+        continue;
+      }
+      // A hub that has left may have sent its answer (a marked row) first: it is read before
+      // the loss is raised.
+      try {
+        mesh_->post(r, out, deadline);
+        rows_out_.emplace_back(r, out);
+      } catch (const BackendError&) {
+        row_lost_ = std::current_exception();
+      }
     }
   } catch (...) {
     drop_unsettled();
     throw;
   }
+}
+
+uint64_t SocketPath::flagged(const Recv& row, int r) {
+  if (!row.done || row.differs || row.bytes < row_bytes_) return 0;
+  Intent t;
+  Intent::decode(reinterpret_cast<const uint64_t*>(slot(r)), size_, t);
+  return t.flags;
 }
 
 void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
@@ -140,15 +165,36 @@ void SocketPath::settle(Clock::time_point deadline, const Sends& early) {
   const Sends out = std::move(rows_out_);
   const Recvs in = std::move(rows_);
   std::vector<bool> late(size_t(size_), false);
+  // At the hub the wait ends early on what a disagreement with an eager broadcast sends: a
+  // marked, eager or receiver's row (the rank that sent it may be all that comes). A malformed
+  // one is left to the verdict, which waits for every row.
+  auto enough = [&] {
+    for (const auto& [r, row] : in)
+      if ((flagged(*row, r) & (kEager | kBroken | kReceiver)) && well_formed(*row, r)) return true;
+    return false;
+  };
   try {
     // A rank waits for the hub's answer a little past its deadline, so that the hub's verdict
     // on a late rank (which the hub reaches at about the same deadline) comes first.
     // A row of another size than its slot's is read, dropped and refused below.
-    progress(out, in, answered() ? deadline + kVerdictGrace : deadline);
+    progress(out, in, answered() ? deadline + kVerdictGrace : deadline, {},
+             rank_ == hub_ ? std::function<bool()>(enough) : std::function<bool()>());
   } catch (const TimeoutError&) {
     if (rank_ != hub_) throw;
     for (const auto& [r, row] : in) late[size_t(r)] = !row->done;
     if (std::find(late.begin(), late.end(), true) == late.end()) throw;
+  }
+  if (hub_ >= 0) {
+    try {
+      if (rank_ == hub_) check_hub_rows(in, deadline);
+      if (answered()) check_answer(*in.front().second, deadline);
+      if (row_lost_) std::rethrow_exception(std::exchange(row_lost_, nullptr));
+    } catch (...) {
+      for (const auto& [peer, s] : early) mesh_->detach(s);
+      for (const auto& [r, row] : in) mesh_->abandon(r, row);
+      mesh_->discard_below(Kind::Phase, (seq_ + 1) << 16);
+      throw;
+    }
   }
   if (rank_ == hub_) {  // each row as it came, for every peer; a late or malformed one marked
     std::fill(owed_.begin(), owed_.end(), false);
@@ -212,7 +258,7 @@ void SocketPath::answer(int peer, Sends& sends, Clock::time_point deadline, bool
   owed_[size_t(peer)] = false;
   auto out = std::make_shared<Send>();
   out->key = {Kind::Intent, exchanges_};
-  out->parts = {{answer_.data(), answer_.size()}};
+  out->parts = {{answer_.data(), answer_bytes_}};
   sends.emplace_back(peer, out);
   mesh_->post(peer, out, deadline, more);
 }
@@ -292,13 +338,13 @@ const std::vector<Intent>& SocketPath::meet(Intent intent, const void* base, uin
     mesh_->discard_below(Kind::Intent, size_ <= kDirectCheckMost ? exchanges_ : exchanges_ << 20);
     eager_in_ = eager_ > 0;
     if (size_ <= kDirectCheckMost) {
-      if (size_ == 2) {
-        if (broken_) {
-          send_mark(deadline, exchanges_);
-          raise_broken();
-        }
-        intent.address = rooted_;
+      if (broken_) {
+        send_mark(deadline, exchanges_);
+        raise_broken();
       }
+      // Between two ranks the eager broadcasts this rank rooted; through the hub the digest of
+      // the group's eager broadcasts as this rank ran them.
+      intent.address = size_ == 2 ? rooted_ : digest_;
       post_rows(intent, deadline);
       // Until the first phase settles the check, every row reads as ours (with its kInline
       // flag): a schedule's sending side needs no other.
@@ -366,13 +412,18 @@ void SocketPath::send_mark(Clock::time_point deadline, uint64_t exchange) {
   mark_row_.assign((row_bytes_ + broken_why_.size() + 7) / 8, 0);
   char* row = reinterpret_cast<char*>(mark_row_.data());
   const size_t bytes = write_row(m, size_, row, row_bytes_, broken_why_.data(), broken_why_.size(), eager_);
-  auto out = std::make_shared<Send>();
-  out->key = {Kind::Intent, exchange};
-  out->parts = {{row, bytes}};
-  try {
-    mesh_->post(1 - rank_, out, deadline);
-    if (!out->done) mesh_->detach(out);
-  } catch (...) {  // the peer lost: its own error comes with the next operation that needs it
+  // To every peer: whichever of them waits on this rank for this exchange reads it; the others
+  // drop it.
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    auto out = std::make_shared<Send>();
+    out->key = {Kind::Intent, exchange};
+    out->parts = {{row, bytes}};
+    try {
+      mesh_->post(r, out, deadline);
+      if (!out->done) mesh_->detach(out);
+    } catch (...) {  // the peer lost: its own error comes with the next operation that needs it
+    }
   }
 }
 
@@ -400,10 +451,258 @@ void SocketPath::check_peer_row(const Intent& mine) {
   }
 }
 
+std::string SocketPath::against(const Intent& mine, const Intent& theirs, int r, const std::string& otherwise) const {
+  // The receiver's view first, as on shared memory; a shared root as an index into the pair.
+  std::vector<Intent> pair{mine, theirs};
+  if (pair[0].root == pair[1].root) pair[0].root = pair[1].root = 0;
+  try {
+    check_agreement(pair, false, {global_rank_of(global_ranks_, rank_), global_rank_of(global_ranks_, r)});
+  } catch (const CollectiveMismatchError& e) {
+    return e.what();
+  }
+  return otherwise;
+}
+
+std::string SocketPath::digests_differ(CollectiveKind kind, int other) const {
+  return std::string(collective_name(kind)) + " #" + std::to_string(seq_) + ": the eager broadcasts rank " +
+         std::to_string(global_rank_of(global_ranks_, other)) + " ran before it differ from rank " +
+         std::to_string(global_rank_of(global_ranks_, rank_)) +
+         "'s (their number or their roots): the ranks disagreed on the root of one";
+}
+
+void SocketPath::found(const std::string& why, Clock::time_point deadline) {
+  mark(global_rank_of(global_ranks_, rank_), seq_, why);
+  mesh_->discard_below(Kind::Phase, (seq_ + 1) << 16);  // what a peer that met sent behind its row
+  send_mark(deadline, exchanges_);
+  send_mark(deadline, exchanges_ + 1);
+  throw CollectiveMismatchError(why);
+}
+
+void SocketPath::adopt(int r, Clock::time_point deadline) {
+  const Intent& theirs = table_[size_t(r)];
+  mark(theirs.root, theirs.address, std::string(slot(r) + row_bytes_, theirs.extent));
+  send_mark(deadline, exchanges_);
+  send_mark(deadline, exchanges_ + 1);
+  raise_broken();
+}
+
+void SocketPath::check_hub_rows(const Recvs& in, Clock::time_point deadline) {
+  const Intent& mine = table_[size_t(rank_)];
+  auto drop_rest = [&] {
+    for (const auto& [r, row] : in)
+      if (!row->done) mesh_->abandon(r, row);
+  };
+  // A malformed row is left to the verdict below, which names it.
+  for (const auto& [r, row] : in)
+    if (row->done && (flagged(*row, r) & kBroken) && well_formed(*row, r)) {
+      drop_rest();
+      adopt(r, deadline);  // in place of the answer: every rank raises the same error
+    }
+  bool all = true;
+  for (const auto& [r, row] : in) {
+    all = all && row->done;
+    if (!(flagged(*row, r) & (kEager | kReceiver)) || !well_formed(*row, r)) continue;
+    drop_rest();
+    const Intent& theirs = table_[size_t(r)];
+    found(against(mine, theirs, r,
+                  std::string(collective_name(mine.kind)) + " #" + std::to_string(seq_) + ": rank " +
+                      std::to_string(global_rank_of(global_ranks_, r)) +
+                      ((theirs.flags & kEager) ? " roots" : " receives") + " an eager broadcast"),
+          deadline);
+  }
+  if (!all) return;  // late ranks: the hub's verdict names them
+  for (const auto& [r, row] : in) {
+    if (row->differs || row->bytes < row_bytes_) continue;  // malformed: the verdict names it
+    Intent t;
+    Intent::decode(reinterpret_cast<const uint64_t*>(slot(r)), size_, t);
+    if (t.address != digest_) found(digests_differ(mine.kind, r), deadline);
+  }
+}
+
+void SocketPath::check_answer(const Recv& answer, Clock::time_point deadline) {
+  auto short_answer = [&] {
+    return BackendError("rank " + std::to_string(global_rank_of(global_ranks_, hub_)) + " sent " +
+                        std::to_string(answer.bytes) + " bytes where the agreed schedule has " +
+                        std::to_string(answer_bytes_));
+  };
+  if (answer.differs) return;  // check_sizes names the hub
+  if (answer.bytes < row_bytes_) throw short_answer();
+  Intent h;
+  Intent::decode(reinterpret_cast<const uint64_t*>(answer_.data()), size_, h);
+  if (h.flags & (kBroken | kEager)) {
+    // A row with bytes behind it, which it must carry as it states, as any row.
+    if (!(h.flags & Intent::kInline) || answer.bytes - row_bytes_ != h.extent) refuse_row(hub_, true);
+    const Intent& mine = table_[size_t(rank_)];
+    if (h.flags & kBroken) {
+      mark(h.root, h.address, std::string(answer_.data() + row_bytes_, h.extent));
+      send_mark(deadline, exchanges_);
+      send_mark(deadline, exchanges_ + 1);
+      raise_broken();
+    }
+    found(against(mine, h, hub_,
+                  std::string(collective_name(mine.kind)) + " #" + std::to_string(seq_) + ": rank " +
+                      std::to_string(global_rank_of(global_ranks_, hub_)) + " roots an eager broadcast"),
+          deadline);
+  }
+  if (answer.bytes != answer_bytes_) throw short_answer();
+}
+
+void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point deadline) {
+  const int root = mine.root;
+  // Every rank folds the broadcast's number and root, as it sees them, into its digest: the
+  // root's row carries it, as do a receiver's row to the hub and every meeting row.
+  digest_ = (digest_ ^ (seq_ * 0x9E3779B97F4A7C15ull + uint64_t(root) + 1)) * 0xff51afd7ed558ccdull;
+  mine.address = digest_;
+  if (rank_ == root) {
+    mine.flags |= kEager;
+    const size_t bytes =
+        write_row(mine, size_, slot(rank_), row_bytes_, static_cast<const char*>(data), mine.bytes, eager_);
+    Sends outs;
+    outs.reserve(size_t(size_ - 1));
+    try {
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        auto out = std::make_shared<Send>();
+        out->key = {Kind::Intent, exchanges_};
+        out->parts = {{slot(rank_), bytes}};
+        outs.emplace_back(r, out);
+        mesh_->post(r, out, deadline);
+      }
+    } catch (...) {
+      for (const auto& [p, s] : outs) mesh_->abandon(p, s);
+      throw;
+    }
+    // Written into the sockets: the receivers' checks need nothing more of this rank.
+    await(outs, {}, deadline);
+    return;
+  }
+  // A receiver's row goes to the hub, which so hears from every rank whatever it runs: a hub
+  // that meets, or receives, waits for every rank's row. Nothing waits for it to be written.
+  // Where the hub is the root it goes only once the hub's row has not come within a slice: a
+  // hub that roots reads nothing, so its receivers' rows would pile up unread, and a hub that
+  // meets instead is the one that waits for it.
+  std::shared_ptr<Send> told;
+  bool telling = rank_ != hub_;
+  auto tell = [&] {
+    telling = false;
+    Intent row = mine;
+    row.flags |= kReceiver;
+    const size_t bytes = write_row(row, size_, slot(rank_), row_bytes_, nullptr, 0, eager_);
+    told = std::make_shared<Send>();
+    told->key = {Kind::Intent, exchanges_};
+    told->parts = {{slot(rank_), bytes}};
+    try {
+      mesh_->post(hub_, told, deadline);
+    } catch (const BackendError&) {  // the hub lost: its own error comes with a call that needs it
+      told = nullptr;
+    }
+  };
+  if (telling && root != hub_) tell();
+  // At the hub, every other rank's row (the root's eager row, the receivers' rows); elsewhere the
+  // root's row and, from a hub that is not the root, what it sends in its place (its marked row,
+  // or its eager row where it claims the root), whichever comes first. That one is passive: a hub
+  // that is done may leave.
+  Recvs in;
+  in.reserve(size_t(size_));
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_ || (rank_ != hub_ && r != root && r != hub_)) continue;
+    auto one = std::make_shared<Recv>();
+    one->key = {Kind::Intent, exchanges_};
+    one->parts = {{slot(r), stride_}};
+    one->at_most = true;
+    one->passive = rank_ != hub_ && r == hub_ && root != hub_;
+    in.emplace_back(r, one);
+  }
+  auto drop = [&] {
+    for (const auto& [r, one] : in) mesh_->abandon(r, one);
+    if (told && !told->done) mesh_->detach(told);
+  };
+  // Done early on a marked row, or on anything but a receiver's row from a rank that is not
+  // the root: where this rank is not the hub, whichever of the two comes first.
+  auto enough = [&] {
+    for (const auto& [r, one] : in) {
+      if (!one->done) continue;
+      if (rank_ != hub_) return true;
+      const uint64_t f = flagged(*one, r);
+      if ((f & kBroken) || (r == root) != bool(f & kEager) || (r != root && !(f & kReceiver))) return true;
+    }
+    return false;
+  };
+  const bool passive = rank_ != hub_ && root != hub_;
+  auto done = [&] {
+    return enough() || std::all_of(in.begin(), in.end(), [](const auto& one) { return one.second->done; });
+  };
+  auto late = [&] {
+    std::vector<int> waited;
+    for (const auto& [r, one] : in)
+      if (!one->done) waited.push_back(r);
+    return waited;
+  };
+  try {
+    for (const auto& [r, one] : in) mesh_->post(r, one, deadline);
+    // A wait leaves a passive receive alone once its connection's next message is not yet whole
+    // (or is another's): the wait is cut into slices, each of which looks at it again.
+    while (!done()) {
+      const auto until = passive || telling ? std::min(deadline, Clock::now() + kPassiveSlice) : deadline;
+      try {
+        mesh_->progress(done, until, {}, !passive, late);
+      } catch (const TimeoutError&) {
+        if (until >= deadline) throw;
+      }
+      if (telling && !done()) tell();
+    }
+  } catch (const TimeoutError& e) {
+    drop();
+    // Ranks that each take another for the root wait so: the group is broken from here, so that
+    // no later collective passes over it.
+    mark(global_rank_of(global_ranks_, rank_), seq_,
+         "a row of its eager broadcast did not come in time (" + std::string(e.what()) + ")");
+    throw;
+  } catch (...) {
+    drop();
+    throw;
+  }
+  drop();
+  if (table_.size() != size_t(size_)) table_.resize(size_t(size_));
+  for (const auto& [r, one] : in)
+    if (one->done && !well_formed(*one, r)) refuse_row(r, true);
+  for (const auto& [r, one] : in)
+    if (one->done && (table_[size_t(r)].flags & kBroken)) adopt(r, deadline);
+  const std::string what = "broadcast #" + std::to_string(seq_) + ": ";
+  const Recv* from_root = nullptr;
+  for (const auto& [r, one] : in) {
+    if (!one->done) continue;
+    const Intent& theirs = table_[size_t(r)];
+    const std::string other = std::to_string(global_rank_of(global_ranks_, r));
+    // What check_agreement compares of two broadcasts, and the digests.
+    const bool same = theirs.kind == mine.kind && theirs.seq == mine.seq && theirs.dtype == mine.dtype &&
+                      theirs.op == mine.op && theirs.root == mine.root && theirs.bytes == mine.bytes &&
+                      theirs.address == digest_;
+    if (r == root) {
+      if (!(theirs.flags & kEager) || !same)
+        found(against(mine, theirs, r,
+                      !(theirs.flags & kEager) ? what + "root rank " + other + " meets instead of an eager broadcast"
+                                               : digests_differ(mine.kind, r)),
+              deadline);
+      from_root = one.get();
+    } else if (theirs.flags & kReceiver) {  // at the hub: another receiver of this broadcast
+      if (!same) found(against(mine, theirs, r, digests_differ(mine.kind, r)), deadline);
+    } else {
+      found(against(mine, theirs, r,
+                    what + "rank " + other +
+                        ((theirs.flags & kEager) ? " roots an eager broadcast"
+                                                 : " meets instead of an eager broadcast")),
+            deadline);
+    }
+  }
+  if (!from_root) throw BackendError(what + "the root's row did not come");  // what came raised above
+  if (mine.bytes) std::memcpy(data, slot(root) + row_bytes_, mine.bytes);
+}
+
 bool SocketPath::broadcast_eager(const Intent& intent, void* data, std::chrono::milliseconds timeout) {
   const int root = intent.root;
-  if (size_ != 2 || intent.kind != CollectiveKind::Broadcast || intent.bytes > kEagerBroadcastBytes || root < 0 ||
-      root >= size_)
+  if (size_ < 2 || size_ > kDirectCheckMost || intent.kind != CollectiveKind::Broadcast ||
+      intent.bytes > kEagerBroadcastBytes || root < 0 || root >= size_)
     return false;
   const auto deadline = Clock::now() + timeout;
   const int peer = 1 - rank_;
@@ -420,6 +719,10 @@ bool SocketPath::broadcast_eager(const Intent& intent, void* data, std::chrono::
   if (broken_) {
     send_mark(deadline, exchanges_);
     raise_broken();
+  }
+  if (size_ > 2) {
+    eager_through_hub(mine, data, deadline);
+    return true;
   }
   if (rank_ == root) {
     mine.flags |= kEager;

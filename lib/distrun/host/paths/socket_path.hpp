@@ -43,6 +43,32 @@
 // the TimeoutError and marks itself broken, so that counts that a claimed root and a missing
 // one would cancel never let a later collective pass.
 //
+// In groups of 3 to 16 a broadcast of at most kEagerBroadcastBytes is eager too: the root sends
+// its row and payload to every receiver (n - 1 messages in one hop, where a meeting through the
+// hub is 2(n - 1) in two) and returns once the sockets took them; each receiver sends its own
+// row (flagged kReceiver, no payload) to the hub (where the hub is the root, only once the
+// hub's row has not come within kPassiveSlice), reads the root's row, checks it and copies the
+// payload out. Messages are keyed by the group's exchange number, so a root's eager rows and
+// the hub's answers on one connection are each read by the call they belong to, whichever comes
+// first. In place of a count, every rank folds each eager broadcast's number and root, as it
+// sees them, into a digest that the root's row, a receiver's row and every meeting row carry.
+// So the hub hears from every rank whatever each runs, and waits for every rank's row both when
+// it meets and when it receives (a hub that roots reads nothing): every wait ends without a
+// deadline when the ranks disagree. The rank that sees a disagreement (a receiver against its
+// root's row or what came in its place; the hub that meets and finds an eager, receiver's or
+// marked row, or a digest unlike its own; the hub that receives and finds a row other than the
+// root's eager row and the receivers' rows, or one that disagrees; a rank that meets and finds
+// the hub's eager row in place of its answer) raises at that call, marks itself broken and
+// sends its marked row to every peer, for this exchange (whoever waits on it reads it) and the
+// next (for a peer that has returned); a rank that reads a marked row in place of a row it
+// waits for does the same. A receiver that is not the hub also reads the hub's message,
+// passively, beside its root's: the hub's mark ends its wait where its root meets. A broken
+// rank sends its marked row at the start of each later collective and raises; the hub, which
+// reads every rank's row at a meeting, answers every rank with the mark, so every rank raises
+// at its next meeting at the latest. Two ranks that both claim the root read nothing then; a
+// receiver or the hub reads the other's row, or the digests differ at the next collective that
+// compares them.
+//
 // In groups of 3 to 16 the rows go to a hub (rank 0) only, which checks them and sends every
 // row back to each rank, riding on its first message to it (hub() in path.hpp): each message
 // costs its sender about 10 us of kernel CPU between namespace hosts, and every rank's row to
@@ -57,6 +83,7 @@
 // rows). In larger groups the rows travel around a ring first (n - 1 steps, two connections
 // per rank), so that a group opens only the connections its schedules use.
 #pragma once
+#include <exception>
 #include <memory>
 #include <vector>
 
@@ -90,19 +117,24 @@ class SocketPath : public Path {
   /// Completes a check that no phase completed (agree() runs none) and, at the hub, sends the
   /// answers no phase carried; every phase waited for its sends.
   void finish(std::chrono::milliseconds timeout) override;
-  /// Between two ranks, a broadcast of at most kEagerBroadcastBytes (see above).
+  /// In groups of 2 to 16, a broadcast of at most kEagerBroadcastBytes (see above).
   bool broadcast_eager(const Intent& intent, void* data, std::chrono::milliseconds timeout) override;
-  /// Between two ranks, a row's flags: an eager broadcast's row (its `address` the count of
-  /// eager broadcasts its root has rooted), and a broken rank's marked row (`root` the global
-  /// rank that found the disagreement, `address` that collective's number, the error's text
-  /// riding as its bytes). A meeting row's `address` is its sender's count of rooted ones.
+  /// A row's flags: an eager broadcast's row (its `address` the count of eager broadcasts its
+  /// root has rooted between two ranks, the root's digest of them through the hub), and a
+  /// broken rank's marked row (`root` the global rank that found the disagreement, `address`
+  /// that collective's number, the error's text riding as its bytes). A meeting row's
+  /// `address` is its sender's count, or digest, alike.
   static constexpr uint64_t kEager = uint64_t(1) << 60, kBroken = uint64_t(1) << 59;
+  /// Through the hub, an eager receiver's row to the hub (its intent and digest, no payload).
+  static constexpr uint64_t kReceiver = uint64_t(1) << 58;
 
  private:
   using Clock = SocketMesh::Clock;
   // How long a rank waits for the hub's answer past its own deadline, and the hub for its
   // answers to go out on a failure.
   static constexpr std::chrono::milliseconds kVerdictGrace{1000};
+  // How long a wait with a passive receive leaves it alone at most (eager_through_hub).
+  static constexpr std::chrono::milliseconds kPassiveSlice{10};
   // The rows (and eager bytes) of every rank, a slot of stride_ bytes each.
   char* slot(int r) { return reinterpret_cast<char*>(inbox_.data()) + stride_ * size_t(r); }
   using Sends = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Send>>>;
@@ -133,8 +165,9 @@ class SocketPath : public Path {
   bool well_formed(const SocketMesh::Recv& row, int r);
   // Moves `sends` and `recvs` (posted to the peers alongside) on until done, abandoning them
   // on failure; a receive whose message had another size is left `differs`, for the caller.
+  // `enough`: done early once it holds (what is not done is the caller's to abandon).
   void progress(const Sends& sends, const Recvs& recvs, Clock::time_point deadline,
-                const std::function<void()>& on_read = {});
+                const std::function<void()>& on_read = {}, const std::function<bool()>& enough = {});
   // Throws naming the sender of a message of another size than its receive's.
   void check_sizes(const Recvs& recvs) const;
   // As progress, and check_sizes.
@@ -162,9 +195,30 @@ class SocketPath : public Path {
   [[noreturn]] void refuse_row(int r, bool hang_up);
   // Abandons the rows of a collective that failed between its meeting and its first phase.
   void drop_unsettled();
-  // Sends this rank's marked row to the peer for `exchange` (once per exchange) and leaves it
+  // Sends this rank's marked row to every peer for `exchange` (once per exchange) and leaves it
   // to go out on later progress (a lost peer is not this call's error).
   void send_mark(Clock::time_point deadline, uint64_t exchange);
+
+  // Through the hub (groups of 3 to 16):
+  // The flags of the row that came from rank r into its slot (0 if not a whole row).
+  uint64_t flagged(const SocketMesh::Recv& row, int r);
+  // This rank found `why` at the current collective: marks it, drops the collective's phase
+  // messages, sends its marked row to every peer for this exchange and the next (a peer that
+  // has returned reads the next), and throws the mismatch.
+  [[noreturn]] void found(const std::string& why, Clock::time_point deadline);
+  // Takes the mark of rank r's row (decoded in table_), passes it on as found does, raises it.
+  [[noreturn]] void adopt(int r, Clock::time_point deadline);
+  // The pair's disagreement (this rank's `mine` against rank r's `theirs`) as check_agreement
+  // states it, else `otherwise`.
+  std::string against(const Intent& mine, const Intent& theirs, int r, const std::string& otherwise) const;
+  // Rank `other`'s digest of eager broadcasts is not this rank's.
+  std::string digests_differ(CollectiveKind kind, int other) const;
+  // At the hub, on the rows in: a marked, eager or receiver's row, or a digest unlike the hub's.
+  void check_hub_rows(const Recvs& in, Clock::time_point deadline);
+  // Elsewhere, at a meeting: a marked or eager row from the hub in its answer's place.
+  void check_answer(const SocketMesh::Recv& answer, Clock::time_point deadline);
+  // An eager broadcast in a group of 3 to 16 (see above).
+  void eager_through_hub(Intent mine, void* data, Clock::time_point deadline);
 
   std::shared_ptr<SocketMesh> mesh_;
   int rank_, size_;
@@ -178,13 +232,17 @@ class SocketPath : public Path {
   Recvs rows_;
   std::vector<Intent> table_;
   int hub_ = -1;
-  std::vector<char> answer_;  // every rank's row, as the hub sends it and the others receive it
-  std::vector<bool> owed_;    // at the hub: peers not yet sent this collective's answer
-  char* base_ = nullptr;      // what this rank exposes
+  std::vector<char> answer_;     // every rank's row, as the hub sends it and the others receive it
+  size_t answer_bytes_ = 0;      // the answer's size (answer_ also holds a marked or eager row)
+  std::exception_ptr row_lost_;  // off the hub: this collective's row could not go to the hub
+  std::vector<bool> owed_;       // at the hub: peers not yet sent this collective's answer
+  char* base_ = nullptr;         // what this rank exposes
   uint64_t extent_ = 0;
   std::vector<char> scratch_;  // pieces folded in parts land here, kept across calls
-  // Between two ranks: eager broadcasts this rank rooted and received, and the group's mark.
+  // Between two ranks: eager broadcasts this rank rooted and received; the group's mark.
   uint64_t rooted_ = 0, received_ = 0;
+  // Through the hub: a digest of the group's eager broadcasts (each one's number and root).
+  uint64_t digest_ = 0;
   bool broken_ = false;
   int broken_by_ = -1;
   uint64_t broken_at_ = 0;
