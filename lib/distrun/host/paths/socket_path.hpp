@@ -135,6 +135,8 @@ class SocketPath : public Path {
   static constexpr std::chrono::milliseconds kVerdictGrace{1000};
   // How long a wait with a passive receive leaves it alone at most (eager_through_hub).
   static constexpr std::chrono::milliseconds kPassiveSlice{10};
+  // How many non-blocking looks a hub that roots takes at most at what its peers sent (drain).
+  static constexpr int kDrainLooks = 4;
   // The rows (and eager bytes) of every rank, a slot of stride_ bytes each.
   char* slot(int r) { return reinterpret_cast<char*>(inbox_.data()) + stride_ * size_t(r); }
   using Sends = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Send>>>;
@@ -219,6 +221,13 @@ class SocketPath : public Path {
   void check_answer(const SocketMesh::Recv& answer, Clock::time_point deadline);
   // An eager broadcast in a group of 3 to 16 (see above).
   void eager_through_hub(Intent mine, void* data, Clock::time_point deadline);
+  // At a receiver of it, on the rows `in` that came: a marked row, the root's unlike `mine`,
+  // another rank's that is not a receiver's like this rank's.
+  void check_eager_rows(const Intent& mine, const Recvs& in, Clock::time_point deadline);
+  // At the hub, as an eager root, before its rows go: one poll, waiting for nothing, that takes
+  // a peer's mark for this exchange (adopted: the mark goes in place of the rows) and reads and
+  // drops what came for earlier ones.
+  void drain(Clock::time_point deadline);
 
   std::shared_ptr<SocketMesh> mesh_;
   int rank_, size_;
