@@ -625,8 +625,8 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
   // A receiver's row goes to the hub, which so hears from every rank whatever it runs: a hub
   // that meets, or receives, waits for every rank's row. Nothing waits for it to be written.
   // Where the hub is the root it goes only once the hub's row has not come within a slice: a
-  // hub that roots reads nothing, so its receivers' rows would pile up unread, and a hub that
-  // meets instead is the one that waits for it.
+  // hub that roots waits for none of them (its next look drops them unread, drain), and a hub
+  // that meets instead is the one that waits for it.
   std::shared_ptr<Send> told;
   bool telling = rank_ != hub_;
   auto tell = [&] {

@@ -53,12 +53,13 @@
 // first. In place of a count, every rank folds each eager broadcast's number and root, as it
 // sees them, into a digest that the root's row, a receiver's row and every meeting row carry.
 // So the hub hears from every rank whatever each runs, and waits for every rank's row both when
-// it meets and when it receives (a hub that roots reads nothing): every wait ends without a
-// deadline when the ranks disagree. The rank that sees a disagreement (a receiver against its
-// root's row or what came in its place; the hub that meets and finds an eager, receiver's or
-// marked row, or a digest unlike its own; the hub that receives and finds a row other than the
-// root's eager row and the receivers' rows, or one that disagrees; a rank that meets and finds
-// the hub's eager row in place of its answer) raises at that call, marks itself broken and
+// it meets and when it receives (a hub that roots waits for nothing: it takes what came, a mark
+// going out in place of its rows): every wait ends without a deadline when the ranks disagree.
+// The rank that sees a disagreement (a receiver against its root's row or what came in its
+// place; the hub that meets and finds an eager, receiver's or marked row, or a digest unlike its
+// own; the hub that receives and finds a row other than the root's eager row and the
+// receivers' rows, or one that disagrees; a rank that meets and finds the hub's eager row in
+// place of its answer) raises at that call, marks itself broken and
 // sends its marked row to every peer, for this exchange (whoever waits on it reads it) and the
 // next (for a peer that has returned); a rank that reads a marked row in place of a row it
 // waits for does the same. A receiver that is not the hub also reads the hub's message,
