@@ -69,7 +69,9 @@ bool drain(int fd) {
 }
 
 int ms_until(SocketMesh::Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SocketMesh::Clock::now());
+  const auto now = SocketMesh::Clock::now();
+  if (deadline <= now) return 0;  // a look that waits for nothing (SocketPath's drain) polls once
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
   return int(std::clamp<int64_t>(left.count() + 1, 0, 1 << 30));
 }
 
@@ -674,7 +676,7 @@ bool SocketMesh::passive_next(int peer) {
 
 bool SocketMesh::progress(const std::function<bool()>& done, Clock::time_point deadline,
                           const std::function<void()>& on_read, bool posted_only,
-                          const std::function<std::vector<int>()>& late, bool or_return) {
+                          const std::function<std::vector<int>()>& late, bool or_return, Clock::time_point* moved_at) {
   // The poll's lists, kept across waits so that a wait allocates nothing.
   std::vector<pollfd>& fds = wait_.fds;
   std::vector<int>& peer_of = wait_.peer_of;
@@ -687,8 +689,9 @@ bool SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     const std::vector<int> needed = late();
     return std::find(needed.begin(), needed.end(), r) != needed.end();
   };
-  auto moved = Clock::now();  // when one of this group's sockets last had something for us
-  bool stalled = false;       // a send of ours waited kStalledSend with nothing moving
+  // When one of this group's sockets last had something for us.
+  auto moved = moved_at ? *moved_at : Clock::now();
+  bool stalled = false;  // a send of ours waited kStalledSend with nothing moving
   for (;;) {
     take_accepted();
     if (done()) return true;
@@ -753,8 +756,10 @@ bool SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     const int ready = ::poll(fds.data(), fds.size(), ms_until(wake));
     ++polls_;
     listener_->serve(fds.data() + ours, ready > 0 ? fds.size() - ours : 0);
-    if (std::any_of(fds.begin(), fds.begin() + ptrdiff_t(ours), [](const pollfd& p) { return p.revents != 0; }))
+    if (std::any_of(fds.begin(), fds.begin() + ptrdiff_t(ours), [](const pollfd& p) { return p.revents != 0; })) {
       moved = Clock::now();
+      if (moved_at) *moved_at = moved;
+    }
     auto time_out = [&]() -> bool {
       std::vector<int> waiting;  // group ranks, then global
       if (late)

@@ -688,9 +688,10 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
     for (const auto& [r, one] : in) mesh_->post(r, one, deadline);
     // A wait leaves a passive receive alone once its connection's next message is not yet whole
     // (or is another's): the wait is cut into slices, each of which looks at it again.
+    auto moved = Clock::now();  // carried across the slices: a stalled send is still rescued
     while (!done()) {
       const auto until = passive || telling ? std::min(deadline, Clock::now() + kPassiveSlice) : deadline;
-      mesh_->progress(done, until, {}, !passive, late, until < deadline);
+      mesh_->progress(done, until, {}, !passive, late, until < deadline, &moved);
       if (telling && !done()) tell();
     }
   } catch (const TimeoutError& e) {
