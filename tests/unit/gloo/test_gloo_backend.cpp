@@ -1345,3 +1345,88 @@ TEST_CASE("over the sockets a receiver that disagrees and leaves is a mismatch a
   for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
   CHECK_THAT(root_saw, Catch::Contains("rank 1 found a disagreement on an eager broadcast"));
 }
+
+TEST_CASE("through the TCP hub, eager broadcasts the hub roots after a receiver disagreed raise its mark on every rank",
+          "[eager]") {
+  // The hub, as the root, reads nothing of its broadcast: before its rows go it takes, in one
+  // poll, a mark that came for this exchange, and sends the mark in their place. Rank 3 finds
+  // the first broadcast's bytes apart; the hub's next broadcast starts once rank 3 has raised
+  // (its mark sent), so every rank raises the mark at the second broadcast.
+  constexpr int n = 4;
+  std::vector<std::vector<std::string>> seen(n);
+  std::atomic<bool> found{false};
+  auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
+    const int r = b.rank();
+    auto call = [&](const std::function<void()>& f) {
+      try {
+        f();
+        seen[size_t(r)].push_back("ok");
+      } catch (const CollectiveMismatchError& e) {
+        seen[size_t(r)].push_back(e.what());
+      }
+    };
+    Tensor t = full(r == n - 1 ? 4 : 8, 1.0, DType::Float32);
+    call([&] { b.broadcast(t, {}); });
+    if (r == n - 1) found = true;
+    for (int waited = 0; r == 0 && !found && waited < 20000; ++waited)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    Tensor u = full(8, 1.0, DType::Float32);
+    call([&] { b.broadcast(u, {}); });
+    call([&] { b.broadcast(u, {}); });
+  });
+  auto marked = [](const std::string& e, int c) {
+    return e.rfind("collective #" + std::to_string(c) + ": rank 3 found a disagreement on an eager broadcast", 0) == 0;
+  };
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r);
+    CHECK(errors[size_t(r)] == "");
+    REQUIRE(seen[size_t(r)].size() == 3);
+    if (r == n - 1)
+      CHECK_THAT(seen[size_t(r)][0], Catch::StartsWith("broadcast #1: the ranks disagree on the bytes per rank"));
+    else
+      CHECK(seen[size_t(r)][0] == "ok");
+    CAPTURE(seen[size_t(r)][1]);
+    CHECK(marked(seen[size_t(r)][1], 2));
+    CHECK(marked(seen[size_t(r)][2], 3));
+  }
+}
+
+TEST_CASE("through the TCP hub, an eager root whose receiver disagreed and stopped learns why once its socket fills",
+          "[eager]") {
+  // Three ranks, root 1 (not the hub): it runs ahead while rank 2 comes late, so that the marks
+  // rank 2 sends are for exchanges root 1 has left. Rank 2 finds the bytes apart and stops, as
+  // does the hub after the first broadcast: root 1's sockets fill, and its wait raises the
+  // receivers' word that they read nothing more, a mismatch, not a timeout.
+  std::string root_saw;
+  std::atomic<bool> root_done{false};
+  auto errors = on_ranks(3, PathPreference::Tcp, [&](GlooBackend& b) {
+    const int r = b.rank();
+    Tensor t = full(r == 2 ? 4 : 8, 1.0, DType::Float32);
+    BroadcastOptions o;
+    o.root = 1;
+    if (r != 1) {
+      if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      try {
+        b.broadcast(t, o);
+      } catch (const CollectiveMismatchError&) {
+      }
+      for (int waited = 0; !root_done && waited < 30000; ++waited)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;  // stays connected, calling nothing, until the root is done
+    }
+    o.timeout = std::chrono::seconds(1);
+    try {
+      for (int i = 0; i < 1000000; ++i) b.broadcast(t, o);
+      root_saw = "the socket never filled";
+    } catch (const CollectiveMismatchError& e) {
+      root_saw = e.what();
+    } catch (const TimeoutError& e) {
+      root_saw = std::string("timed out: ") + e.what();
+    } catch (const Error& e) {
+      root_saw = std::string("not a mismatch: ") + e.what();
+    }
+    root_done = true;
+  });
+  for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
+  CHECK_THAT(root_saw, Catch::Matches("rank [02] reads nothing more of what this rank sends .*"));
+}

@@ -319,3 +319,54 @@ TEST_CASE("between two ranks, a marked row whose text is not behind it is refuse
   rank0.join();
   CHECK_THAT(refused, Catch::Contains("rank 1 sent an intent not of this group's form"));
 }
+
+TEST_CASE("a hub that only roots eager broadcasts leaves at most a row a peer unread however many it runs",
+          "[sockets]") {
+  // A receiver whose hub's eager row is a slice late sends the hub its own row, which a hub that
+  // roots does not wait for: each of the hub's broadcasts reads and drops what came for earlier
+  // ones, so its peers' rows do not pile up in its sockets (and, once those fill, in the
+  // receivers' queues). The hub comes 15 ms after its receivers to each of 60 broadcasts.
+  constexpr int kBroadcasts = 60;
+  auto mesh = meshes();
+  std::string errors[kRanks];
+  std::atomic<int> finished{0};
+  size_t unread[kRanks] = {};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < kRanks; ++r)
+    ranks.emplace_back([&, r] {
+      try {
+        SocketPath path(mesh[size_t(r)], {});
+        Intent b;
+        b.kind = CollectiveKind::Broadcast;
+        b.dtype = uint32_t(DType::Float32);
+        b.bytes = 32;
+        b.root = 0;
+        std::vector<char> buffer(32, char(r));
+        for (int i = 0; i < kBroadcasts; ++i) {
+          if (r == 0) std::this_thread::sleep_for(15ms);
+          if (!path.broadcast_eager(b, buffer.data(), 10000ms)) throw std::runtime_error("not eager");
+          if (buffer[31] != 0) throw std::runtime_error("broadcast " + std::to_string(i) + " wrong");
+        }
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+      ++finished;
+      // Connected until the hub has looked at what is left unread.
+      for (int waited = 0; finished < kRanks + 1 && waited < 10000; ++waited) {
+        if (r == 0 && finished == kRanks) {
+          std::this_thread::sleep_for(50ms);  // the last rows told are in
+          for (int p = 1; p < kRanks; ++p) unread[p] = mesh[0]->unread(p);
+          ++finished;
+        }
+        std::this_thread::sleep_for(1ms);
+      }
+    });
+  for (auto& t : ranks) t.join();
+  for (const std::string& e : errors) REQUIRE(e.empty());
+  // A receiver's row: its intent's words and the message's header; two allowed.
+  const size_t row = Intent::words(kRanks) * sizeof(uint64_t) + 3 * sizeof(uint64_t);
+  for (int p = 1; p < kRanks; ++p) {
+    CAPTURE(p, unread[p], row);
+    CHECK(unread[p] <= 2 * row);
+  }
+}

@@ -69,7 +69,9 @@ bool drain(int fd) {
 }
 
 int ms_until(SocketMesh::Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SocketMesh::Clock::now());
+  const auto now = SocketMesh::Clock::now();
+  if (deadline <= now) return 0;  // a look that waits for nothing (SocketPath's drain) polls once
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
   return int(std::clamp<int64_t>(left.count() + 1, 0, 1 << 30));
 }
 
@@ -672,9 +674,9 @@ bool SocketMesh::passive_next(int peer) {
          std::any_of(c.recvs.begin(), c.recvs.end(), [&](const auto& r) { return r->passive && r->key == key; });
 }
 
-void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point deadline,
+bool SocketMesh::progress(const std::function<bool()>& done, Clock::time_point deadline,
                           const std::function<void()>& on_read, bool posted_only,
-                          const std::function<std::vector<int>()>& late) {
+                          const std::function<std::vector<int>()>& late, bool or_return, Clock::time_point* moved_at) {
   // The poll's lists, kept across waits so that a wait allocates nothing.
   std::vector<pollfd>& fds = wait_.fds;
   std::vector<int>& peer_of = wait_.peer_of;
@@ -687,11 +689,12 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     const std::vector<int> needed = late();
     return std::find(needed.begin(), needed.end(), r) != needed.end();
   };
-  auto moved = Clock::now();  // when one of this group's sockets last had something for us
-  bool stalled = false;       // a send of ours waited kStalledSend with nothing moving
+  // When one of this group's sockets last had something for us.
+  auto moved = moved_at ? *moved_at : Clock::now();
+  bool stalled = false;  // a send of ours waited kStalledSend with nothing moving
   for (;;) {
     take_accepted();
-    if (done()) return;
+    if (done()) return true;
     fds.clear();
     peer_of.clear();
     for_passive.clear();
@@ -753,9 +756,11 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     const int ready = ::poll(fds.data(), fds.size(), ms_until(wake));
     ++polls_;
     listener_->serve(fds.data() + ours, ready > 0 ? fds.size() - ours : 0);
-    if (std::any_of(fds.begin(), fds.begin() + ptrdiff_t(ours), [](const pollfd& p) { return p.revents != 0; }))
+    if (std::any_of(fds.begin(), fds.begin() + ptrdiff_t(ours), [](const pollfd& p) { return p.revents != 0; })) {
       moved = Clock::now();
-    auto time_out = [&] {
+      if (moved_at) *moved_at = moved;
+    }
+    auto time_out = [&]() -> bool {
       std::vector<int> waiting;  // group ranks, then global
       if (late)
         waiting = late();
@@ -770,13 +775,14 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
             !c.notice.empty() && !c.sends.empty() && c.sends.front()->key.kind == Kind::Intent)
           throw CollectiveMismatchError("rank " + std::to_string(global(r)) +
                                         " reads nothing more of what this rank sends (" + c.notice + ")");
+      if (or_return) return false;
       for (int& r : waiting) r = global(r);
       throw TimeoutError("timed out waiting for rank(s) " + (waiting.empty() ? std::string("?") : rank_list(waiting)),
                          waiting);
     };
     if (ready <= 0) {
       if ((ready < 0 && errno == EINTR) || Clock::now() < deadline) continue;
-      time_out();
+      if (!time_out()) return false;
     }
     bool read = false;
     for (size_t i = 0; i < ours; ++i) {
@@ -790,8 +796,15 @@ void SocketMesh::progress(const std::function<bool()>& done, Clock::time_point d
     }
     if (read && on_read) on_read();
     // A peer that never stops sending must not hold this wait past its deadline either.
-    if (Clock::now() >= deadline && !done()) time_out();
+    if (Clock::now() >= deadline && !done() && !time_out()) return false;
   }
+}
+
+size_t SocketMesh::unread(int peer) const {
+  const Conn& c = conns_[size_t(peer)];
+  int queued = 0;
+  if (c.fd >= 0 && ::ioctl(c.fd, FIONREAD, &queued) < 0) queued = 0;
+  return size_t(queued) + (c.ahead_end - c.ahead_at);
 }
 
 }  // namespace distrun

@@ -161,10 +161,19 @@ class SocketMesh {
   /// their messages copied aside). Once a send of
   /// ours has moved nothing for 20 ms, every connection is read whatever `posted_only`
   /// says (its peer may be blocked sending to us: a cycle of blocking sends), and what arrives
-  /// before its receive is copied aside.
-  void progress(const std::function<bool()>& done, Clock::time_point deadline,
+  /// before its receive is copied aside. `or_return`: at `deadline` return false instead of
+  /// raising the TimeoutError (a peer's notice is raised all the same): a wait cut into slices,
+  /// or one poll that takes only what has come (a deadline already past). True once `done()`.
+  /// `moved_at`: when this group's sockets last had something for us, carried from one slice
+  /// of a wait to the next, so that a sliced wait whose send stalls still reads every
+  /// connection after 20 ms (without it, the wait's start).
+  bool progress(const std::function<bool()>& done, Clock::time_point deadline,
                 const std::function<void()>& on_read = {}, bool posted_only = false,
-                const std::function<std::vector<int>()>& late = {});
+                const std::function<std::vector<int>()>& late = {}, bool or_return = false,
+                Clock::time_point* moved_at = nullptr);
+  /// Bytes `peer` sent that this rank has yet to read: in its socket and read ahead (tests: a
+  /// rank that reads nothing must not leave its peers' messages piling up unread).
+  size_t unread(int peer) const;
   /// Gives `op` (posted to `peer`, not yet written whole) a copy of its bytes, so that it is
   /// written on later progress after its caller's buffers are gone: a message already begun
   /// cannot be taken back without losing the stream's framing.

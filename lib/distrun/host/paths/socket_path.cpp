@@ -547,6 +547,51 @@ void SocketPath::check_answer(const Recv& answer, Clock::time_point deadline) {
   if (answer.bytes != answer_bytes_) throw short_answer();
 }
 
+void SocketPath::drain(Clock::time_point deadline) {
+  // A look or a few, waiting for nothing: what has come at this exchange is taken, and what came
+  // at an earlier one (a receiver's row that its hub's eager row was late for) is read and dropped,
+  // so that a hub that only roots leaves nothing piling up in its peers' sockets.
+  Recvs in;
+  in.reserve(size_t(size_ - 1));
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    auto one = std::make_shared<Recv>();
+    one->key = {Kind::Intent, exchanges_};
+    one->parts = {{slot(r), stride_}};
+    one->at_most = true;
+    one->passive = true;
+    in.emplace_back(r, one);
+  }
+  auto drop = [&] {
+    for (const auto& [r, one] : in) mesh_->abandon(r, one);
+  };
+  try {
+    for (const auto& [r, one] : in) mesh_->post(r, one, deadline);
+    // Each look reads what the sockets hold, and what it read ahead of the message in hand the
+    // next takes: a few, so that rows left from earlier exchanges do not hide this one's mark.
+    auto all = [&] { return std::all_of(in.begin(), in.end(), [](const auto& one) { return one.second->done; }); };
+    bool read = true;
+    for (int look = 0; read && look < kDrainLooks && !all(); ++look) {
+      read = false;
+      mesh_->progress(
+          all, Clock::now(), [&] { read = true; }, false, [] { return std::vector<int>{}; }, true);
+    }
+  } catch (...) {
+    drop();
+    throw;
+  }
+  drop();
+  if (table_.size() != size_t(size_)) table_.resize(size_t(size_));
+  // A peer's mark: it goes out at this exchange in place of this rank's eager rows, so that the
+  // receivers waiting for them raise it at this call. A receiver's row or a meeting row is left
+  // to its sender, which finds against this rank's eager row.
+  for (const auto& [r, one] : in)
+    if (one->done && (flagged(*one, r) & kBroken)) {
+      if (!well_formed(*one, r)) refuse_row(r, true);
+      adopt(r, deadline);
+    }
+}
+
 void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point deadline) {
   const int root = mine.root;
   // Every rank folds the broadcast's number and root, as it sees them, into its digest: the
@@ -554,6 +599,7 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
   digest_ = (digest_ ^ (seq_ * 0x9E3779B97F4A7C15ull + uint64_t(root) + 1)) * 0xff51afd7ed558ccdull;
   mine.address = digest_;
   if (rank_ == root) {
+    if (rank_ == hub_) drain(deadline);
     mine.flags |= kEager;
     const size_t bytes =
         write_row(mine, size_, slot(rank_), row_bytes_, static_cast<const char*>(data), mine.bytes, eager_);
@@ -579,8 +625,8 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
   // A receiver's row goes to the hub, which so hears from every rank whatever it runs: a hub
   // that meets, or receives, waits for every rank's row. Nothing waits for it to be written.
   // Where the hub is the root it goes only once the hub's row has not come within a slice: a
-  // hub that roots reads nothing, so its receivers' rows would pile up unread, and a hub that
-  // meets instead is the one that waits for it.
+  // hub that roots waits for none of them (its next look drops them unread, drain), and a hub
+  // that meets instead is the one that waits for it.
   std::shared_ptr<Send> told;
   bool telling = rank_ != hub_;
   auto tell = [&] {
@@ -642,13 +688,10 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
     for (const auto& [r, one] : in) mesh_->post(r, one, deadline);
     // A wait leaves a passive receive alone once its connection's next message is not yet whole
     // (or is another's): the wait is cut into slices, each of which looks at it again.
+    auto moved = Clock::now();  // carried across the slices: a stalled send is still rescued
     while (!done()) {
       const auto until = passive || telling ? std::min(deadline, Clock::now() + kPassiveSlice) : deadline;
-      try {
-        mesh_->progress(done, until, {}, !passive, late);
-      } catch (const TimeoutError&) {
-        if (until >= deadline) throw;
-      }
+      mesh_->progress(done, until, {}, !passive, late, until < deadline, &moved);
       if (telling && !done()) tell();
     }
   } catch (const TimeoutError& e) {
@@ -663,6 +706,18 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
     throw;
   }
   drop();
+  try {
+    check_eager_rows(mine, in, deadline);
+  } catch (const CollectiveMismatchError& e) {
+    // The root, which reads nothing, learns why once its socket to this rank fills.
+    mesh_->give_notice(root, e.what());
+    throw;
+  }
+  if (mine.bytes) std::memcpy(data, slot(root) + row_bytes_, mine.bytes);
+}
+
+void SocketPath::check_eager_rows(const Intent& mine, const Recvs& in, Clock::time_point deadline) {
+  const int root = mine.root;
   if (table_.size() != size_t(size_)) table_.resize(size_t(size_));
   for (const auto& [r, one] : in)
     if (one->done && !well_formed(*one, r)) refuse_row(r, true);
@@ -696,7 +751,6 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
     }
   }
   if (!from_root) throw BackendError(what + "the root's row did not come");  // what came raised above
-  if (mine.bytes) std::memcpy(data, slot(root) + row_bytes_, mine.bytes);
 }
 
 bool SocketPath::broadcast_eager(const Intent& intent, void* data, std::chrono::milliseconds timeout) {

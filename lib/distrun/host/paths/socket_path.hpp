@@ -53,12 +53,13 @@
 // first. In place of a count, every rank folds each eager broadcast's number and root, as it
 // sees them, into a digest that the root's row, a receiver's row and every meeting row carry.
 // So the hub hears from every rank whatever each runs, and waits for every rank's row both when
-// it meets and when it receives (a hub that roots reads nothing): every wait ends without a
-// deadline when the ranks disagree. The rank that sees a disagreement (a receiver against its
-// root's row or what came in its place; the hub that meets and finds an eager, receiver's or
-// marked row, or a digest unlike its own; the hub that receives and finds a row other than the
-// root's eager row and the receivers' rows, or one that disagrees; a rank that meets and finds
-// the hub's eager row in place of its answer) raises at that call, marks itself broken and
+// it meets and when it receives (a hub that roots waits for nothing: it takes what came, a mark
+// going out in place of its rows): every wait ends without a deadline when the ranks disagree.
+// The rank that sees a disagreement (a receiver against its root's row or what came in its
+// place; the hub that meets and finds an eager, receiver's or marked row, or a digest unlike its
+// own; the hub that receives and finds a row other than the root's eager row and the
+// receivers' rows, or one that disagrees; a rank that meets and finds the hub's eager row in
+// place of its answer) raises at that call, marks itself broken and
 // sends its marked row to every peer, for this exchange (whoever waits on it reads it) and the
 // next (for a peer that has returned); a rank that reads a marked row in place of a row it
 // waits for does the same. A receiver that is not the hub also reads the hub's message,
@@ -135,6 +136,8 @@ class SocketPath : public Path {
   static constexpr std::chrono::milliseconds kVerdictGrace{1000};
   // How long a wait with a passive receive leaves it alone at most (eager_through_hub).
   static constexpr std::chrono::milliseconds kPassiveSlice{10};
+  // How many non-blocking looks a hub that roots takes at most at what its peers sent (drain).
+  static constexpr int kDrainLooks = 4;
   // The rows (and eager bytes) of every rank, a slot of stride_ bytes each.
   char* slot(int r) { return reinterpret_cast<char*>(inbox_.data()) + stride_ * size_t(r); }
   using Sends = std::vector<std::pair<int, std::shared_ptr<SocketMesh::Send>>>;
@@ -219,6 +222,13 @@ class SocketPath : public Path {
   void check_answer(const SocketMesh::Recv& answer, Clock::time_point deadline);
   // An eager broadcast in a group of 3 to 16 (see above).
   void eager_through_hub(Intent mine, void* data, Clock::time_point deadline);
+  // At a receiver of it, on the rows `in` that came: a marked row, the root's unlike `mine`,
+  // another rank's that is not a receiver's like this rank's.
+  void check_eager_rows(const Intent& mine, const Recvs& in, Clock::time_point deadline);
+  // At the hub, as an eager root, before its rows go: one poll, waiting for nothing, that takes
+  // a peer's mark for this exchange (adopted: the mark goes in place of the rows) and reads and
+  // drops what came for earlier ones.
+  void drain(Clock::time_point deadline);
 
   std::shared_ptr<SocketMesh> mesh_;
   int rank_, size_;
