@@ -40,6 +40,32 @@ Tensor full(int64_t n, double v, DType dt) {
   return t;
 }
 
+// Appends what `f` did to `seen`: "ok", or the text of the mismatch it raised.
+void record(std::vector<std::string>& seen, const std::function<void()>& f) {
+  try {
+    f();
+    seen.push_back("ok");
+  } catch (const CollectiveMismatchError& e) {
+    seen.push_back(e.what());
+  }
+}
+
+// Waits for `work`, which must fail for the loss of its peer within 10 s, not time out or
+// succeed: throws saying how `what` did otherwise.
+void expect_lost(Work& work, std::chrono::milliseconds timeout, const std::string& what) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    work.wait(timeout);
+  } catch (const TimeoutError&) {
+    throw std::runtime_error(what + " waited out its timeout");
+  } catch (const Error&) {
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
+      throw std::runtime_error(what + " raised only after 10 s");
+    return;
+  }
+  throw std::runtime_error(what + " raised nothing");
+}
+
 // Runs fn(backend) on `n` thread ranks over `transport`; returns each rank's error ("" when
 // it returned normally).
 std::vector<std::string> on_ranks(int n, PathPreference transport, const std::function<void(GlooBackend&)>& fn) {
@@ -621,14 +647,7 @@ TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, t
       std::vector<std::vector<std::string>> seen(2);
       auto errors = on_ranks(2, path, [&](GlooBackend& b) {
         const int r = b.rank();
-        auto call = [&](const std::function<void()>& f) {
-          try {
-            f();
-            seen[size_t(r)].push_back("ok");
-          } catch (const CollectiveMismatchError& e) {
-            seen[size_t(r)].push_back(e.what());
-          }
-        };
+        auto call = [&](const std::function<void()>& f) { record(seen[size_t(r)], f); };
         BroadcastOptions bo;
         if (which == 2) bo.root = r;  // both claim the root
         Tensor t = full(which == 0 && r == 1   ? 4
@@ -708,14 +727,7 @@ TEST_CASE("an eager broadcast that a receiver disagrees with: its error there, t
       std::vector<std::vector<std::string>> seen(static_cast<size_t>(n));
       auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
         const int r = b.rank();
-        auto call = [&](const std::function<void()>& f) {
-          try {
-            f();
-            seen[size_t(r)].push_back("ok");
-          } catch (const CollectiveMismatchError& e) {
-            seen[size_t(r)].push_back(e.what());
-          }
-        };
+        auto call = [&](const std::function<void()>& f) { record(seen[size_t(r)], f); };
         BroadcastOptions bo;
         if (which == 2) bo.root = r;  // every rank claims the root
         if (which >= 4 && which < 8) bo.root = 1;
@@ -1115,17 +1127,7 @@ TEST_CASE("over the sockets a send whose receiver left fails at once and a recei
     Tensor got = full(1, 0.0, DType::Int32);
     b.irecv(got, 2, o)->wait(o.timeout);
     if (got.get(0) != 5.0) throw std::runtime_error("the token from rank 2 is wrong");
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      sent->wait(o.timeout);
-    } catch (const TimeoutError&) {
-      throw std::runtime_error("the send to the rank that left waited out its timeout");
-    } catch (const std::exception&) {
-      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
-        throw std::runtime_error("the send to the rank that left raised only after 10 s");
-      return;
-    }
-    throw std::runtime_error("the send to the rank that left raised nothing");
+    expect_lost(*sent, o.timeout, "the send to the rank that left");
   });
   for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
 }
@@ -1161,17 +1163,7 @@ TEST_CASE("over the sockets a receive from a rank that left fails its own wait a
       b.irecv(got, 2, o)->wait(o.timeout);
       if (got.get(0) != 5.0) throw std::runtime_error("the token from rank 2 is wrong");
     }
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      pending->wait(o.timeout);
-    } catch (const TimeoutError&) {
-      throw std::runtime_error("the receive from the rank that left waited out its timeout");
-    } catch (const BackendError&) {
-      if (std::chrono::steady_clock::now() - start > std::chrono::seconds(10))
-        throw std::runtime_error("the receive from the rank that left raised only after 10 s");
-      return;
-    }
-    throw std::runtime_error("the receive from the rank that left raised nothing");
+    expect_lost(*pending, o.timeout, "the receive from the rank that left");
   });
   for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
 }
@@ -1205,78 +1197,80 @@ TEST_CASE("over the sockets an eager broadcast's root whose receiver left learns
   }
 }
 
+namespace {
+
+// Runs `n` ranks over the sockets: every rank but `root` calls `receive`, then stays connected,
+// calling nothing, until the root is done; the root calls `act`. Returns how the root's `act`
+// ended: "mismatch: ", "timeout: " or "error: " and the error's text, or "done".
+std::string while_receivers_stay(int n, int root, const std::function<void(GlooBackend&)>& receive,
+                                 const std::function<void(GlooBackend&)>& act) {
+  std::string root_saw;
+  std::atomic<bool> root_done{false};
+  auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
+    if (b.rank() != root) {
+      receive(b);
+      for (int waited = 0; !root_done && waited < 30000; ++waited)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return;
+    }
+    try {
+      act(b);
+      root_saw = "done";
+    } catch (const CollectiveMismatchError& e) {
+      root_saw = std::string("mismatch: ") + e.what();
+    } catch (const TimeoutError& e) {
+      root_saw = std::string("timeout: ") + e.what();
+    } catch (const Error& e) {
+      root_saw = std::string("error: ") + e.what();
+    }
+    root_done = true;
+  });
+  for (int r = 0; r < n; ++r) CHECK(errors[size_t(r)] == "");
+  return root_saw;
+}
+
+// Broadcasts `t` as a receiver that disagrees with its root: raises unless the broadcast does.
+void disagree(GlooBackend& b, Tensor& t) {
+  try {
+    b.broadcast(t, {});
+  } catch (const CollectiveMismatchError&) {
+    return;
+  }
+  throw std::runtime_error("the receiver took a broadcast of other bytes");
+}
+
+}  // namespace
+
 TEST_CASE("over the sockets an eager root whose receiver disagreed and stopped learns why once its socket fills",
           "[eager]") {
   // The root of an eager broadcast reads nothing, and a receiver that found a disagreement
   // reads no more of its broadcasts: the root's socket fills. Its wait then raises the
   // receiver's word, a mismatch naming it, not a timeout.
-  std::string root_saw;
-  std::atomic<bool> root_done{false};
-  auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
-    const int r = b.rank();
-    Tensor t = full(r == 1 ? 4 : 8, 1.0, DType::Float32);
-    if (r == 1) {
-      try {
-        b.broadcast(t, {});
-      } catch (const CollectiveMismatchError&) {
-        for (int waited = 0; !root_done && waited < 30000; ++waited)
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        return;  // stays connected, calling nothing, until the root is done
-      }
-      throw std::runtime_error("the receiver took a broadcast of other bytes");
-    }
-    BroadcastOptions o;
-    o.timeout = std::chrono::seconds(1);
-    try {
-      for (int i = 0; i < 1000000; ++i) b.broadcast(t, o);
-      root_saw = "the socket never filled";
-    } catch (const CollectiveMismatchError& e) {
-      root_saw = e.what();
-    } catch (const TimeoutError& e) {
-      root_saw = std::string("timed out: ") + e.what();
-    } catch (const Error& e) {
-      root_saw = std::string("not a mismatch: ") + e.what();
-    }
-    root_done = true;
-  });
-  for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
-  CHECK_THAT(root_saw, Catch::StartsWith("rank 1 reads nothing more of what this rank sends"));
+  Tensor small = full(4, 1.0, DType::Float32), large = full(8, 1.0, DType::Float32);
+  const std::string root_saw = while_receivers_stay(
+      2, 0, [&](GlooBackend& b) { disagree(b, small); },
+      [&](GlooBackend& b) {
+        BroadcastOptions o;
+        o.timeout = std::chrono::seconds(1);
+        for (int i = 0; i < 1000000; ++i) b.broadcast(large, o);
+      });
+  CHECK_THAT(root_saw, Catch::StartsWith("mismatch: rank 1 reads nothing more of what this rank sends"));
 }
 
 TEST_CASE("over the sockets a send to a receiver that disagreed but still reads sends times out, not a mismatch",
           "[eager]") {
   // A receiver's word that it reads nothing more covers its group's rows only: its point-to-point
   // receives go on, so a send to it that waits for a late receive is a timeout, as anywhere.
-  std::string root_saw;
-  std::atomic<bool> root_done{false};
-  auto errors = on_ranks(2, PathPreference::Tcp, [&](GlooBackend& b) {
-    const int r = b.rank();
-    Tensor t = full(r == 1 ? 4 : 8, 1.0, DType::Float32);
-    if (r == 1) {
-      try {
-        b.broadcast(t, {});
-      } catch (const CollectiveMismatchError&) {
-        for (int waited = 0; !root_done && waited < 30000; ++waited)
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        return;  // posts no receive before the root's send times out
-      }
-      throw std::runtime_error("the receiver took a broadcast of other bytes");
-    }
-    b.broadcast(t, {});  // eager: the root returns at once
-    SendOptions o;
-    o.timeout = std::chrono::milliseconds(500);
-    try {
-      b.send(full(int64_t(4) << 20, 2.0, DType::Float32), 1, o);  // more than the socket holds
-      root_saw = "the send went";
-    } catch (const TimeoutError&) {
-      root_saw = "timed out";
-    } catch (const Error& e) {
-      root_saw = std::string("not a timeout: ") + e.what();
-    }
-    root_done = true;
-  });
-  for (int r = 0; r < 2; ++r) CHECK(errors[size_t(r)] == "");
-  CHECK(root_saw == "timed out");
+  Tensor small = full(4, 1.0, DType::Float32), large = full(8, 1.0, DType::Float32);
+  const std::string root_saw = while_receivers_stay(
+      2, 0, [&](GlooBackend& b) { disagree(b, small); },
+      [&](GlooBackend& b) {
+        b.broadcast(large, {});  // eager: the root returns at once
+        SendOptions o;
+        o.timeout = std::chrono::milliseconds(500);
+        b.send(full(int64_t(4) << 20, 2.0, DType::Float32), 1, o);  // more than the socket holds
+      });
+  CHECK_THAT(root_saw, Catch::StartsWith("timeout: "));
 }
 
 TEST_CASE("over the sockets a root claimed by both then by neither never lets a later call pass", "[eager]") {
@@ -1357,14 +1351,7 @@ TEST_CASE("through the TCP hub, eager broadcasts the hub roots after a receiver 
   std::atomic<bool> found{false};
   auto errors = on_ranks(n, PathPreference::Tcp, [&](GlooBackend& b) {
     const int r = b.rank();
-    auto call = [&](const std::function<void()>& f) {
-      try {
-        f();
-        seen[size_t(r)].push_back("ok");
-      } catch (const CollectiveMismatchError& e) {
-        seen[size_t(r)].push_back(e.what());
-      }
-    };
+    auto call = [&](const std::function<void()>& f) { record(seen[size_t(r)], f); };
     Tensor t = full(r == n - 1 ? 4 : 8, 1.0, DType::Float32);
     call([&] { b.broadcast(t, {}); });
     if (r == n - 1) found = true;
@@ -1397,36 +1384,23 @@ TEST_CASE("through the TCP hub, an eager root whose receiver disagreed and stopp
   // rank 2 sends are for exchanges root 1 has left. Rank 2 finds the bytes apart and stops, as
   // does the hub after the first broadcast: root 1's sockets fill, and its wait raises the
   // receivers' word that they read nothing more, a mismatch, not a timeout.
-  std::string root_saw;
-  std::atomic<bool> root_done{false};
-  auto errors = on_ranks(3, PathPreference::Tcp, [&](GlooBackend& b) {
-    const int r = b.rank();
-    Tensor t = full(r == 2 ? 4 : 8, 1.0, DType::Float32);
-    BroadcastOptions o;
-    o.root = 1;
-    if (r != 1) {
-      if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      try {
-        b.broadcast(t, o);
-      } catch (const CollectiveMismatchError&) {
-      }
-      for (int waited = 0; !root_done && waited < 30000; ++waited)
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      return;  // stays connected, calling nothing, until the root is done
-    }
-    o.timeout = std::chrono::seconds(1);
-    try {
-      for (int i = 0; i < 1000000; ++i) b.broadcast(t, o);
-      root_saw = "the socket never filled";
-    } catch (const CollectiveMismatchError& e) {
-      root_saw = e.what();
-    } catch (const TimeoutError& e) {
-      root_saw = std::string("timed out: ") + e.what();
-    } catch (const Error& e) {
-      root_saw = std::string("not a mismatch: ") + e.what();
-    }
-    root_done = true;
-  });
-  for (int r = 0; r < 3; ++r) CHECK(errors[size_t(r)] == "");
-  CHECK_THAT(root_saw, Catch::Matches("rank [02] reads nothing more of what this rank sends .*"));
+  BroadcastOptions o;
+  o.root = 1;
+  const std::string root_saw = while_receivers_stay(
+      3, 1,
+      [&](GlooBackend& b) {
+        Tensor t = full(b.rank() == 2 ? 4 : 8, 1.0, DType::Float32);
+        if (b.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        try {
+          b.broadcast(t, o);
+        } catch (const CollectiveMismatchError&) {  // the hub may learn of it at this call, or not
+        }
+      },
+      [&](GlooBackend& b) {
+        Tensor t = full(8, 1.0, DType::Float32);
+        BroadcastOptions ahead = o;
+        ahead.timeout = std::chrono::seconds(1);
+        for (int i = 0; i < 1000000; ++i) b.broadcast(t, ahead);
+      });
+  CHECK_THAT(root_saw, Catch::Matches("mismatch: rank [02] reads nothing more of what this rank sends .*"));
 }
