@@ -60,9 +60,12 @@ void DirectionSummary::put(Figure f, double v) {
 }
 
 void DirectionSummary::add_node(const std::vector<Edge>& received) {
-  std::vector<double> lat, tail;
+  std::vector<double> lat, tail, pair;
   for (const Edge& e : received)
     if (e.lat_us > 0) lat.push_back(e.lat_us), tail.push_back(e.lat_tail_us);
+  for (const Edge& e : received)
+    if (e.lat_pair_us > 0) pair.push_back(e.lat_pair_us);
+  if (!pair.empty()) put(NodeLatPair, median(std::move(pair)));
   if (lat.empty()) return;
   put(NodeLat, median(std::move(lat)));
   put(NodeLatTail, median(std::move(tail)));
@@ -74,7 +77,7 @@ void DirectionSummary::add(const Edge& e) {
   put(Lat, e.lat_us);
   put(LatTail, e.lat_tail_us);
   if (e.bw_tail_gbps > 0) put(BwJitter, e.bw_gbps / e.bw_tail_gbps);
-  if (e.lat_us > 0) put(LatJitter, e.lat_tail_us / e.lat_us);
+  if (e.lat_med_us > 0) put(LatJitter, e.lat_tail_us / e.lat_med_us);
 }
 
 double DirectionSummary::count(Figure f) const {
@@ -154,7 +157,7 @@ Reference measured_reference(const DirectionSummary& s, const Thresholds& t) {
   const double bw_ratio = 1 / t.bw_fraction;
   using S = DirectionSummary;
   return {s.upper_mode(S::Bw, bw_ratio), s.upper_mode(S::BwTail, bw_ratio), s.quantile(S::NodeLat, 50),
-          s.quantile(S::NodeLatTail, 50)};
+          s.quantile(S::NodeLatTail, 50), s.quantile(S::NodeLatPair, 50)};
 }
 
 Judge::Judge(const std::vector<NodeId>& nodes, const Expectation& e, const DirectionSummary& s, double ring_bw_gbps,
@@ -168,7 +171,7 @@ Judge::Judge(const std::vector<NodeId>& nodes, const Expectation& e, const Direc
     bw_from = "expected";
   }
   if (e.latency_us) {
-    j_.ref.lat_us = j_.ref.lat_tail_us = *e.latency_us;
+    j_.ref.lat_us = j_.ref.lat_tail_us = j_.ref.lat_pair_us = *e.latency_us;
     lat_from = "expected";
   }
   j_.ref_source = "bandwidth " + bw_from + ", latency " + lat_from;
@@ -197,11 +200,13 @@ void Judge::mark(Edge& x) const {
       r.bw_tail_gbps = std::min(r.bw_tail_gbps, it->second.bw_tail_gbps);
       r.lat_us = std::max(r.lat_us, it->second.lat_us);
       r.lat_tail_us = std::max(r.lat_tail_us, it->second.lat_tail_us);
+      r.lat_pair_us = std::max(r.lat_pair_us, it->second.lat_pair_us);
     }
   }
   if (x.bw_gbps < t.bw_fraction * r.bw_gbps) x.slow |= SlowBw;
   if (x.bw_tail_gbps < t.bw_fraction * r.bw_tail_gbps) x.slow |= SlowBwTail;
   if (r.lat_us > 0 && x.lat_us > t.latency_factor * r.lat_us) x.slow |= SlowLat;
+  if (r.lat_pair_us > 0 && x.lat_pair_us > t.latency_factor * r.lat_pair_us) x.slow |= SlowLat;
   if (r.lat_tail_us > 0 && x.lat_tail_us > t.latency_factor * r.lat_tail_us) x.slow |= SlowLatTail;
   // Tails alone: noisy, not slow (see Expectation::fail_on_tails).
   if (!(x.slow & kMedianBits) && !e.fail_on_tails) std::swap(x.slow, x.noisy);
