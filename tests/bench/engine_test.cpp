@@ -618,28 +618,37 @@ TEST_CASE("a node whose few directions a busy stretch slowed is named only when 
   // once for most of their exchanges (their medians: a busy stretch on a loaded host, or the
   // rate-limited link beside one such direction) make it a suspect. Its pairs are measured
   // again, and it is named only when they are slow again.
-  for (bool recurs : {false, true}) {
-    INFO("recurs " << recurs);
-    Synthetic w;
-    const auto ids = names(4);
-    auto stall = [&](std::vector<Edge>& edges) {
-      for (Edge& e : edges)
-        if (e.src == 3 && e.dst != 0) e.bw_gbps /= 40, e.bw_tail_gbps /= 40;
-    };
-    auto edges = w.measure(pair_rounds(4));
-    stall(edges);
-    Judgement j = judge(ids, edges, {});
-    REQUIRE(j.suspect_nodes == std::vector<int>{3});
-    const auto again = bisection_rounds(Schedule(4), j);
-    const auto pairs = pairs_of(again);
-    CHECK(pairs == std::vector<std::pair<int, int>>{{0, 3}, {1, 3}, {2, 3}});  // its own pairs, met already
-    auto more = w.measure(again, true);
-    if (recurs) stall(more);
-    edges.insert(edges.end(), more.begin(), more.end());
-    j = judge(ids, edges, {}, 0, pairs);
-    CHECK(j.suspect_nodes == (recurs ? std::vector<int>{3} : std::vector<int>{}));
-    CHECK(j.directions == 12);  // its pairs' first measurements set aside
-  }
+  // Eight nodes meet five partners each: the same for three of node 3's five.
+  for (int n : {4, 8})
+    for (bool recurs : {false, true}) {
+      INFO(n << " nodes, recurs " << recurs);
+      Synthetic w;
+      const auto ids = names(n);
+      const Schedule s(n);
+      std::vector<int> partners;
+      for (int r = 0; r < s.rounds(); ++r) partners.push_back(s.partner(r, 3));
+      std::sort(partners.begin(), partners.end());
+      auto stall = [&](std::vector<Edge>& edges) {
+        for (Edge& e : edges)
+          if (e.src == 3 && e.dst != partners[0]) e.bw_gbps /= 40, e.bw_tail_gbps /= 40;
+      };
+      auto edges = w.measure(pair_rounds(n));
+      stall(edges);
+      Judgement j = judge(ids, edges, {});
+      REQUIRE(j.suspect_nodes == std::vector<int>{3});
+      const auto again = bisection_rounds(s, j);
+      const auto pairs = pairs_of(again);
+      std::vector<std::pair<int, int>> own;
+      for (int p : partners) own.emplace_back(std::min(p, 3), std::max(p, 3));
+      std::sort(own.begin(), own.end());
+      CHECK(pairs == own);  // its own pairs, met already
+      auto more = w.measure(again, true);
+      if (recurs) stall(more);
+      edges.insert(edges.end(), more.begin(), more.end());
+      j = judge(ids, edges, {}, 0, pairs);
+      CHECK(j.suspect_nodes == (recurs ? std::vector<int>{3} : std::vector<int>{}));
+      CHECK(j.directions == size_t(2 * n / 2 * s.rounds()));  // its pairs' first measurements set aside
+    }
 }
 
 TEST_CASE("the bisection's directions are judged against the rounds' reference and thresholds", "[bench]") {

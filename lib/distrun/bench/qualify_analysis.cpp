@@ -412,6 +412,7 @@ std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const Schedule& m
       if (in_doubt(i)) healthy.push_back(i);
   std::vector<std::pair<int, int>> plan = link_pairs(j);
   std::set<std::pair<int, int>> planned(plan.begin(), plan.end());
+  size_t again_left = size_t(nodes);  // pairs of suspects still to be measured again
   if (!healthy.empty())
     for (int x = 0; x < nodes; ++x) {
       if (!in_doubt(x)) continue;
@@ -430,17 +431,17 @@ std::vector<std::vector<std::pair<int, int>>> bisection_rounds(const Schedule& m
         plan.push_back(pair);
         ++have;
       }
-      // A suspect node that has met every node it could be paired with (a small cluster, every
-      // pair in the rounds) has its own pairs measured again: on a loaded host a busy stretch
-      // can hold up most exchanges of two of a node's few directions at once, or of one beside
-      // a slow link of the node's, and the node is named only when the second measurement
-      // agrees; a bad node is as slow again.
-      size_t met_healthy = std::binary_search(healthy.begin(), healthy.end(), x);
-      for (int p : mx) met_healthy += std::binary_search(healthy.begin(), healthy.end(), p);
-      if (met_healthy == healthy.size() && j.nodes[size_t(x)].verdict == Verdict::Suspect)
+      // A suspect node has its own pairs of the rounds measured again: on a loaded host a busy
+      // stretch can hold up most exchanges of two of a node's few directions at once, or of one
+      // beside a slow link of the node's, and the node is named only when the second
+      // measurement agrees; a bad node is as slow again. At most n such pairs in all (the
+      // suspects in node order), so that many bad nodes cost no more than two rounds' worth.
+      if (j.nodes[size_t(x)].verdict == Verdict::Suspect && again_left >= mx.size())
         for (int p : mx)
-          if (planned.insert({std::min(x, p), std::max(x, p)}).second)
+          if (planned.insert({std::min(x, p), std::max(x, p)}).second) {
             plan.emplace_back(std::min(x, p), std::max(x, p));
+            --again_left;
+          }
     }
   // Rounds of disjoint pairs: each pair in the first round after both its nodes' last one.
   std::vector<int> next(static_cast<size_t>(nodes), 0);

@@ -261,9 +261,9 @@ std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n, int rounds = 0)
 int default_rounds(int n);
 
 /// The bisection step: each suspect link's pair is measured again (a link is named only when
-/// that agrees: a median held up by a busy stretch of a loaded host is not a link), a suspect
-/// node that has met every node it could be paired with has its own pairs measured again
-/// (likewise: two of a node's few directions held up at once do not name it), and each suspect
+/// that agrees: a median held up by a busy stretch of a loaded host is not a link), each suspect
+/// node has its own pairs of the rounds measured again (likewise: two of a node's few
+/// directions held up at once do not name it; at most `met.rounds()` pairs a suspect), and each suspect
 /// node and each end of a suspect link is paired with up to `references` nodes judged ok that
 /// it has not met in `met` (spread over them, not always the first), packed into rounds of
 /// disjoint pairs; judging again with these tells a node from a link and an unlucky node (whose
