@@ -14,6 +14,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+Tensor from_device(const Tensor& t) { return t.device().is_cuda() ? t.to(Device::cpu()) : t; }
+
 double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
 
 double quantile(std::vector<double> v, double q) {
@@ -29,8 +31,9 @@ constexpr double kTail = 80;
 // that wake-up is a scheduler slice, milliseconds against tens of microseconds for the small
 // exchange itself, and it falls on most exchanges of the end that synced last (beside four
 // busy loops, medians of 0.5-1.5 ms where the reference was 30 us, measured again as slow).
-// A latency fault delays every exchange, the fastest fifth included; the median and the tail
-// are there for what holds up fewer.
+// A latency fault that delays every exchange delays the fastest fifth too; the pair's median
+// half round trip (Edge::lat_pair_us, which the wake-up does not move) is there for what holds
+// up half the exchanges or more, the tail for what holds up fewer.
 constexpr double kLatency = 20;
 // A step waits at most this many times (sync, go and bulk, sync, go and bulk, sync, small exchange).
 constexpr int kWaitsPerExchange = 8;
@@ -57,6 +60,7 @@ struct Partner {
   int peer = -1, from = -1;  // send to peer, receive from `from` (the same but in the ring)
   int tag = 0;
   std::vector<double> recv_us, lat_us;
+  std::vector<double> partner_lat_us;  // the partner's lat_us, exchange by exchange (a pair's)
 };
 
 // Sends to p.peer and receives from p.from at once: the time until the receive completed
@@ -128,8 +132,37 @@ Edge edge_of(const Partner& p, int me, const QualifyConfig& cfg) {
   e.bw_gbps = gb / quantile(p.recv_us, 50);
   e.bw_tail_gbps = gb / quantile(p.recv_us, kTail);
   e.lat_us = quantile(p.lat_us, kLatency);
+  e.lat_med_us = quantile(p.lat_us, 50);
   e.lat_tail_us = quantile(p.lat_us, kTail);
+  e.lat_pair_us = e.lat_med_us;
+  if (p.partner_lat_us.size() == p.lat_us.size() && !p.lat_us.empty()) {
+    std::vector<double> half_trip;
+    for (size_t i = 0; i < p.lat_us.size(); ++i) half_trip.push_back((p.lat_us[i] + p.partner_lat_us[i]) / 2);
+    e.lat_pair_us = quantile(half_trip, 50);
+  }
   return e;
+}
+
+// The two ends of each pair (the first `pairs` partners) swap their small exchanges' times
+// (Edge::lat_pair_us): one message of `-n` doubles each way, a round at a time as the steps are.
+void swap_latencies(Backend& g, std::vector<Partner>& partners, size_t pairs, const QualifyConfig& cfg) {
+  for (size_t k = 0; k < pairs; ++k) {
+    Partner& p = partners[k];
+    if (p.lat_us.empty()) continue;
+    SendOptions o;
+    o.tag = p.tag;
+    o.timeout = cfg.timeout;
+    const auto count = int64_t(p.lat_us.size());
+    Tensor mine = Tensor::empty({count}, DType::Float64);
+    std::copy(p.lat_us.begin(), p.lat_us.end(), mine.data_as<double>());
+    const Tensor out = mine.to(g.tensor_device());
+    Tensor in = Tensor::empty({count}, DType::Float64, g.tensor_device());
+    auto s = g.isend(out, p.peer, o);
+    g.irecv(in, p.peer, o)->wait(o.timeout);
+    s->wait(o.timeout);
+    const Tensor got = from_device(in);
+    p.partner_lat_us.assign(got.data_as<double>(), got.data_as<double>() + count);
+  }
 }
 
 // How long a rank may wait at one point of the schedule: every wait of one step.
@@ -158,6 +191,7 @@ std::vector<Edge> measure(Backend& g, const std::vector<int>& peers, bool ring, 
     }
     for (size_t k = 0; k + ring < partners.size(); ++k) step(g, buf, partners[k], cfg, i >= cfg.warmup);
   }
+  swap_latencies(g, partners, partners.size() - size_t(ring), cfg);
   std::vector<Edge> mine;
   size_t k = 0;
   for (int peer : peers) {
@@ -171,21 +205,21 @@ std::vector<Edge> measure(Backend& g, const std::vector<int>& peers, bool ring, 
   return mine;
 }
 
-constexpr int kFields = 7;  // src, dst, bw, bw tail, lat, lat tail, bisect (src < 0: none)
+// src, dst, bw, bw tail, lat, lat tail, bisect, lat median, pair's lat median (src < 0: none)
+constexpr int kFields = 9;
 
 void pack(const Edge& e, double* p) {
   p[0] = e.src, p[1] = e.dst, p[2] = e.bw_gbps, p[3] = e.bw_tail_gbps, p[4] = e.lat_us, p[5] = e.lat_tail_us;
-  p[6] = e.bisect;
+  p[6] = e.bisect, p[7] = e.lat_med_us, p[8] = e.lat_pair_us;
 }
 
 Edge unpack(const double* p) {
   Edge e;
   e.src = int(p[0]), e.dst = int(p[1]), e.bw_gbps = p[2], e.bw_tail_gbps = p[3], e.lat_us = p[4];
-  e.lat_tail_us = p[5], e.bisect = p[6] != 0;
+  e.lat_tail_us = p[5], e.bisect = p[6] != 0, e.lat_med_us = p[7], e.lat_pair_us = p[8];
   return e;
 }
 
-Tensor from_device(const Tensor& t) { return t.device().is_cuda() ? t.to(Device::cpu()) : t; }
 
 // One direction from each node (its `mine`, or none when its src is negative) on every node:
 // n records, so a round at a time holds O(n).
@@ -401,10 +435,11 @@ std::vector<std::string> qualify_report(const QualifyResult& r, const QualifyCon
                 r.nodes.size(), r.rounds, r.bisect_rounds, j.directions);
   lines.push_back(buf);
   std::snprintf(buf, sizeof buf,
-                "# reference (%s): bw %.4f GB/s (tail %.4f), latency %.2f us (tail %.2f); a direction is slow below "
+                "# reference (%s): bw %.4f GB/s (tail %.4f), latency p20 %.2f us (tail %.2f, pair's median %.2f); a "
+                "direction is slow below "
                 "%.3fx its bandwidth or above %.1fx its latency (%.2fx and %.1fx widened by the jitter)",
                 j.ref_source.c_str(), j.ref.bw_gbps, j.ref.bw_tail_gbps, j.ref.lat_us, j.ref.lat_tail_us,
-                j.limits.bw_fraction, j.limits.latency_factor, e.min_fraction, e.max_latency_factor);
+                j.ref.lat_pair_us, j.limits.bw_fraction, j.limits.latency_factor, e.min_fraction, e.max_latency_factor);
   lines.push_back(buf);
   std::snprintf(buf, sizeof buf, "# ring send_recv: %.4f GB/s, latency p20 %.2f us: %s", r.ring_bw_gbps, r.ring_lat_us,
                 j.ring_slow ? "SLOW (below the threshold of the pairs' reference)" : "ok");
@@ -421,18 +456,23 @@ std::vector<std::string> qualify_report(const QualifyResult& r, const QualifyCon
     lines.push_back(buf);
   }
   for (const Edge& x : j.slow_directions) {
-    std::snprintf(buf, sizeof buf, "# slow: %s -> %s: bw %.4f GB/s (tail %.4f), latency %.2f us (tail %.2f) [%s]%s",
+    std::snprintf(buf, sizeof buf,
+                  "# slow: %s -> %s: bw %.4f GB/s (tail %.4f), latency p20 %.2f us (tail %.2f, pair's median %.2f) "
+                  "[%s]%s",
                   r.nodes[size_t(x.src)].str().c_str(), r.nodes[size_t(x.dst)].str().c_str(), x.bw_gbps, x.bw_tail_gbps,
-                  x.lat_us, x.lat_tail_us, slow_reasons(x.slow).c_str(), x.bisect ? " (bisection)" : "");
+                  x.lat_us, x.lat_tail_us, x.lat_pair_us, slow_reasons(x.slow).c_str(), x.bisect ? " (bisection)" : "");
     lines.push_back(buf);
   }
   if (j.slow_count > j.slow_directions.size())
     lines.push_back("# slow: " + std::to_string(j.slow_count - j.slow_directions.size()) +
                     " more directions (every direction in -J)");
   for (const Edge& x : j.noisy_directions) {
-    std::snprintf(buf, sizeof buf, "# noisy: %s -> %s: bw %.4f GB/s (tail %.4f), latency %.2f us (tail %.2f) [%s]%s",
+    std::snprintf(buf, sizeof buf,
+                  "# noisy: %s -> %s: bw %.4f GB/s (tail %.4f), latency p20 %.2f us (tail %.2f, pair's median %.2f) "
+                  "[%s]%s",
                   r.nodes[size_t(x.src)].str().c_str(), r.nodes[size_t(x.dst)].str().c_str(), x.bw_gbps, x.bw_tail_gbps,
-                  x.lat_us, x.lat_tail_us, slow_reasons(x.noisy).c_str(), x.bisect ? " (bisection)" : "");
+                  x.lat_us, x.lat_tail_us, x.lat_pair_us, slow_reasons(x.noisy).c_str(),
+                  x.bisect ? " (bisection)" : "");
     lines.push_back(buf);
   }
   if (j.noisy_count > j.noisy_directions.size())
@@ -481,11 +521,8 @@ nlohmann::ordered_json qualify_json(const QualifyResult& r, const QualifyConfig&
                  {"rounds", r.rounds},
                  {"bisect_rounds", r.bisect_rounds}};
   q["thresholds"] = {{"bw_fraction", j.limits.bw_fraction}, {"latency_factor", j.limits.latency_factor}};
-  q["reference"] = {{"source", j.ref_source},
-                    {"bw_gbps", j.ref.bw_gbps},
-                    {"bw_tail_gbps", j.ref.bw_tail_gbps},
-                    {"lat_us", j.ref.lat_us},
-                    {"lat_tail_us", j.ref.lat_tail_us}};
+  q["reference"] = {{"source", j.ref_source}, {"bw_gbps", j.ref.bw_gbps},         {"bw_tail_gbps", j.ref.bw_tail_gbps},
+                    {"lat_us", j.ref.lat_us}, {"lat_tail_us", j.ref.lat_tail_us}, {"lat_pair_us", j.ref.lat_pair_us}};
   q["ring"] = {{"busbw_gbps", r.ring_bw_gbps}, {"lat_us", r.ring_lat_us}, {"slow", j.ring_slow}};
   nlohmann::ordered_json nodes = nlohmann::ordered_json::array(), dirs = nlohmann::ordered_json::array();
   for (size_t i = 0; i < r.nodes.size(); ++i) {
@@ -510,7 +547,9 @@ nlohmann::ordered_json qualify_json(const QualifyResult& r, const QualifyConfig&
                     {"bw_gbps", x.bw_gbps},
                     {"bw_tail_gbps", x.bw_tail_gbps},
                     {"lat_us", x.lat_us},
+                    {"lat_med_us", x.lat_med_us},
                     {"lat_tail_us", x.lat_tail_us},
+                    {"lat_pair_us", x.lat_pair_us},
                     {"phase", x.bisect ? "bisect" : "rounds"},
                     {"slow", reasons_json(x.slow)},
                     {"noisy", reasons_json(x.noisy)}});
@@ -537,12 +576,13 @@ nlohmann::ordered_json reference_json(const Reference& f) {
   return {{"bw_gbps", f.bw_gbps},
           {"bw_tail_gbps", f.bw_tail_gbps},
           {"lat_us", f.lat_us},
-          {"lat_tail_us", f.lat_tail_us}};
+          {"lat_tail_us", f.lat_tail_us},
+          {"lat_pair_us", f.lat_pair_us}};
 }
 
 Reference parse_reference(const nlohmann::json& j) {
   return {j.at("bw_gbps").get<double>(), j.at("bw_tail_gbps").get<double>(), j.at("lat_us").get<double>(),
-          j.at("lat_tail_us").get<double>()};
+          j.at("lat_tail_us").get<double>(), j.value("lat_pair_us", 0.0)};
 }
 
 nlohmann::ordered_json node_json(const NodeId& n) { return {{"host", n.host}, {"address", n.address}}; }
@@ -552,7 +592,7 @@ nlohmann::ordered_json node_json(const NodeId& n) { return {{"host", n.host}, {"
 nlohmann::ordered_json baseline_json(const QualifyResult& r) {
   nlohmann::ordered_json dirs = nlohmann::ordered_json::array();
   for (const Edge& x : r.edges) {
-    auto d = reference_json({x.bw_gbps, x.bw_tail_gbps, x.lat_us, x.lat_tail_us});
+    auto d = reference_json({x.bw_gbps, x.bw_tail_gbps, x.lat_us, x.lat_tail_us, x.lat_pair_us});
     d["src"] = node_json(r.nodes[size_t(x.src)]);
     d["dst"] = node_json(r.nodes[size_t(x.dst)]);
     dirs.push_back(d);

@@ -24,9 +24,10 @@ struct NodeId {
 };
 
 /// Why a direction is slow (bits): its median or its tail (the slowest fifth of the exchanges,
-/// so an intermittent fault shows) below the bandwidth threshold, or above the latency one.
+/// so an intermittent fault shows) below the bandwidth threshold, or above the latency one
+/// (SlowLat: its 20th percentile or its pair's median, see Edge).
 enum SlowBits : unsigned { SlowBw = 1, SlowBwTail = 2, SlowLat = 4, SlowLatTail = 8 };
-constexpr unsigned kMedianBits = SlowBw | SlowLat;  // not the tails: lat_us is no tail either
+constexpr unsigned kMedianBits = SlowBw | SlowLat;  // not the tails
 std::string slow_reasons(unsigned bits);            // "bw,bw-tail,lat,lat-tail" for the bits set
 
 /// One direction of one pair, measured by its receiver over repeated exchanges.
@@ -34,16 +35,25 @@ struct Edge {
   int src = 0, dst = 0;     // node indices: src sends, dst receives
   double bw_gbps = 0;       // bytes / the median transfer time (one way)
   double bw_tail_gbps = 0;  // bytes / the 80th percentile transfer time
-  double lat_us = 0;        // small exchange (both ways at once): 20th percentile (see qualify.cpp)
-  double lat_tail_us = 0;   //   and 80th percentile
-  bool bisect = false;      // measured by the bisection step
-  unsigned slow = 0;        // SlowBits, set by judge(): the direction counts against its nodes
-  unsigned noisy = 0;       // SlowBits of a direction slow by its tails alone (see Expectation)
+  double lat_us = 0;        // small exchange (both ways at once): 20th percentile (see qualify.cpp),
+  double lat_med_us = 0;    //   median,
+  double lat_tail_us = 0;   //   and 80th percentile, as this end (dst) timed them
+  // The pair's latency: the median over its small exchanges of the mean of the two ends' times
+  // (half the round trip). Each end times an exchange from its own sync, so when one end starts
+  // late (on a busy host, woken a scheduler slice after its partner) the other end's time
+  // holds that lateness and its own time lacks it: the sum of the two does not move, and a
+  // delay of either way adds to it. So a fault that holds up half the exchanges or more (a
+  // throttled CPU, a flapping port, retransmits) moves it, and a busy host's wake-ups do not.
+  double lat_pair_us = 0;
+  bool bisect = false;  // measured by the bisection step
+  unsigned slow = 0;    // SlowBits, set by judge(): the direction counts against its nodes
+  unsigned noisy = 0;   // SlowBits of a direction slow by its tails alone (see Expectation)
 };
 
-/// What a healthy direction looks like: bandwidth (median and tail) and latency (median and tail).
+/// What a healthy direction looks like: bandwidth (median and tail) and latency (20th
+/// percentile, tail, and the pair's median; 0: not judged).
 struct Reference {
-  double bw_gbps = 0, bw_tail_gbps = 0, lat_us = 0, lat_tail_us = 0;
+  double bw_gbps = 0, bw_tail_gbps = 0, lat_us = 0, lat_tail_us = 0, lat_pair_us = 0;
 };
 
 /// A --save-baseline file: the healthy run's reference and its directions, by node name.
@@ -60,14 +70,14 @@ struct Expectation {
   std::optional<double> gbps;        // --expect-gbps: the reference bandwidth of every direction
   std::optional<double> latency_us;  // --expect-latency-us
   std::optional<Baseline> baseline;  // a healthy run, direction by direction
-  // A direction whose bandwidth (median) and latency (20th percentile) are healthy and only a
-  // tail slow is noisy: reported, not blamed. Busy CPUs hold some exchanges for a scheduler
+  // A direction whose bandwidth (median) and latency (20th percentile and the pair's median)
+  // are healthy and only a tail slow is noisy: reported, not blamed. Busy CPUs hold some exchanges for a scheduler
   // slice (milliseconds where a healthy exchange takes tens of microseconds), and the load
   // stays for as long as it runs: on four namespace hosts beside four busy loops, tails alone
   // named a healthy node in about half the runs, two of its three directions, and the same
   // pairs measured again were slow again, as an intermittent fault's would be. A fault that
-  // holds up most exchanges (a rate limiter, a bad cable or port) moves the median, which a
-  // loaded host's scheduling does not. fail_on_tails (--fail-on-tails) blames tails too, for
+  // holds up half the exchanges or more (a rate limiter, a bad cable or port, a throttled CPU)
+  // moves a median, which a loaded host's scheduling does not (see Edge::lat_pair_us). fail_on_tails (--fail-on-tails) blames tails too, for
   // hosts whose CPUs are known to be idle.
   bool fail_on_tails = false;
 };
@@ -124,10 +134,10 @@ struct Judgement {
 /// ranks by one all_reduce of cells(), so every rank holds the same distributions.
 class DirectionSummary {
  public:
-  /// NodeLat, NodeLatTail: one value per node, the median over the directions it received of
-  /// their latency (median, tail): a node's latency among its peers, whatever moment each
-  /// exchange happened to find the host's CPUs in.
-  enum Figure { Bw, BwTail, Lat, LatTail, BwJitter, LatJitter, NodeLat, NodeLatTail, kFigures };
+  /// NodeLat, NodeLatTail, NodeLatPair: one value per node, the median over the directions it
+  /// received of their latency (20th percentile, tail, pair's median): a node's latency among
+  /// its peers, whatever moment each exchange happened to find the host's CPUs in.
+  enum Figure { Bw, BwTail, Lat, LatTail, BwJitter, LatJitter, NodeLat, NodeLatTail, NodeLatPair, kFigures };
   static constexpr int kBins = 1512;  // 1.02^1512 spans 1e-6 to 1e7 (GB/s, us, ratios)
 
   DirectionSummary();
@@ -157,7 +167,8 @@ class DirectionSummary {
 };
 
 /// The thresholds in force: the expectation's, widened by the jitter of the measurements. The
-/// jitter is the median over the directions of tail / median (1 when every exchange of a
+/// jitter is the median over the directions of tail / median (bandwidth: median / 80th
+/// percentile; latency: 80th percentile / median, as the receiving end timed them) (1 when every exchange of a
 /// direction takes the same time, as on a quiet network or through a rate limiter; 2 or more
 /// on a loaded host, where some exchanges wait for a CPU); the bandwidth fraction is divided
 /// by its square and the latency factor multiplied by it, so a quiet cluster is judged at the
@@ -250,9 +261,9 @@ std::vector<std::vector<std::pair<int, int>>> pair_rounds(int n, int rounds = 0)
 int default_rounds(int n);
 
 /// The bisection step: each suspect link's pair is measured again (a link is named only when
-/// that agrees: a median held up by a busy stretch of a loaded host is not a link), a suspect
-/// node that has met every node it could be paired with has its own pairs measured again
-/// (likewise: two of a node's few directions held up at once do not name it), and each suspect
+/// that agrees: a median held up by a busy stretch of a loaded host is not a link), each suspect
+/// node has its own pairs of the rounds measured again (likewise: two of a node's few
+/// directions held up at once do not name it; at most `met.rounds()` pairs a suspect), and each suspect
 /// node and each end of a suspect link is paired with up to `references` nodes judged ok that
 /// it has not met in `met` (spread over them, not always the first), packed into rounds of
 /// disjoint pairs; judging again with these tells a node from a link and an unlucky node (whose
