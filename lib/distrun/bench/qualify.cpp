@@ -32,8 +32,9 @@ constexpr double kTail = 80;
 // exchange itself, and it falls on most exchanges of the end that synced last (beside four
 // busy loops, medians of 0.5-1.5 ms where the reference was 30 us, measured again as slow).
 // A latency fault that delays every exchange delays the fastest fifth too; the pair's median
-// half round trip (Edge::lat_pair_us, which the wake-up does not move) is there for what holds
-// up half the exchanges or more, the tail for what holds up fewer.
+// half round trip (Edge::lat_pair_us, which a late start moves by half of what it exceeds the
+// one-way delay by, at most) is there for what holds up half the exchanges or more, the tail
+// for what holds up fewer.
 constexpr double kLatency = 20;
 // A step waits at most this many times (sync, go and bulk, sync, go and bulk, sync, small exchange).
 constexpr int kWaitsPerExchange = 8;
@@ -382,13 +383,14 @@ QualifyResult qualify(Backend& world, const std::vector<RankInfo>& ranks, const 
     }
   }
   // Ranks that speak for no node wait here for the verdict: every step of the schedule (the
-  // rounds, the ring and the bisection's rounds), then every collective of the judging (the
-  // ring's gather, two all_reduces, a gather per round twice and one per bisection round, at
-  // most 3 R + 2 references + 3), each bounded.
+  // rounds, the ring and the bisection's rounds), each of those rounds' swap of latencies (two
+  // waits), then every collective of the judging (the ring's gather, two all_reduces, a gather
+  // per round twice and one per bisection round, at most 3 R + 2 references + 3), each bounded.
   if (n != world.size()) {
-    const int64_t steps = (2 * res.rounds + 2 * cfg.references + 2) * (cfg.warmup + cfg.iters);
-    const int64_t collectives = 3 * res.rounds + 2 * cfg.references + 3;
-    share_with_world(world, res, step_bound(cfg) * steps + cfg.timeout * collectives);
+    const int64_t rounds = 2 * res.rounds + 2 * cfg.references + 2;
+    const int64_t steps = rounds * (cfg.warmup + cfg.iters);
+    const int64_t waits = 2 * rounds + 3 * res.rounds + 2 * cfg.references + 3;
+    share_with_world(world, res, step_bound(cfg) * steps + cfg.timeout * waits);
   }
   return res;
 }

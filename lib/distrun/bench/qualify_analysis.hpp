@@ -40,10 +40,13 @@ struct Edge {
   double lat_tail_us = 0;   //   and 80th percentile, as this end (dst) timed them
   // The pair's latency: the median over its small exchanges of the mean of the two ends' times
   // (half the round trip). Each end times an exchange from its own sync, so when one end starts
-  // late (on a busy host, woken a scheduler slice after its partner) the other end's time
-  // holds that lateness and its own time lacks it: the sum of the two does not move, and a
-  // delay of either way adds to it. So a fault that holds up half the exchanges or more (a
-  // throttled CPU, a flapping port, retransmits) moves it, and a busy host's wake-ups do not.
+  // late by L the other end's time holds L and its own lacks it, down to the time of a read:
+  // the sum does not move while L is at most the one-way delay d, and holds L - d of a longer
+  // one (a busy host's wake-up, a scheduler slice), so such a host's pairs read about L / 2
+  // where its partner's end alone read L; a delay of either way adds to it. So a fault that
+  // holds up half the exchanges or more (a throttled CPU, a flapping port, retransmits) moves
+  // it; wake-ups move it by half, and where every host is loaded alike the reference with it.
+  // Both directions of a pair carry it: a one-way latency fault marks the link both ways.
   double lat_pair_us = 0;
   bool bisect = false;  // measured by the bisection step
   unsigned slow = 0;    // SlowBits, set by judge(): the direction counts against its nodes

@@ -225,9 +225,9 @@ class SocketPath : public Path {
   // At a receiver of it, on the rows `in` that came: a marked row, the root's unlike `mine`,
   // another rank's that is not a receiver's like this rank's.
   void check_eager_rows(const Intent& mine, const Recvs& in, Clock::time_point deadline);
-  // At the hub, as an eager root, before its rows go: one poll, waiting for nothing, that takes
-  // a peer's mark for this exchange (adopted: the mark goes in place of the rows) and reads and
-  // drops what came for earlier ones.
+  // At the hub, as an eager root, before its rows go: a few polls (kDrainLooks), waiting for
+  // nothing, that take a peer's mark for this exchange (adopted: the mark goes in place of the
+  // rows) and read and drop what came for earlier ones.
   void drain(Clock::time_point deadline);
 
   std::shared_ptr<SocketMesh> mesh_;
