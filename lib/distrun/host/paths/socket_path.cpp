@@ -113,15 +113,8 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
   auto talks_to = [&](int r) { return r != rank_ && (hub_ < 0 || rank_ == hub_ || r == hub_); };
   for (int r = 0; r < size_; ++r) {
     if (!talks_to(r)) continue;
-    auto in = std::make_shared<Recv>();
-    in->key = {Kind::Intent, exchanges_};
-    if (answered()) {
-      in->parts = {{answer_.data(), answer_.size()}};
-      in->at_most = true;
-    } else {
-      in->parts = {{slot(r), stride_}};
-      in->at_most = true;
-    }
+    auto in = receive_row(r);
+    if (answered()) in->parts = {{answer_.data(), answer_.size()}};
     rows_.emplace_back(r, in);
   }
   unsettled_ = true;
@@ -129,9 +122,7 @@ void SocketPath::post_rows(const Intent& intent, Clock::time_point deadline) {
     for (auto& [r, in] : rows_) mesh_->post(r, in, deadline);
     for (int r = 0; r < size_ && rank_ != hub_; ++r) {
       if (!talks_to(r)) continue;
-      auto out = std::make_shared<Send>();
-      out->key = {Kind::Intent, exchanges_};
-      out->parts = {{mine, sent}};
+      auto out = send_row(exchanges_, mine, sent);
       if (!answered()) {
         rows_out_.emplace_back(r, out);
         mesh_->post(r, out, deadline);
@@ -416,9 +407,7 @@ void SocketPath::send_mark(Clock::time_point deadline, uint64_t exchange) {
   // drop it.
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    auto out = std::make_shared<Send>();
-    out->key = {Kind::Intent, exchange};
-    out->parts = {{row, bytes}};
+    auto out = send_row(exchange, row, bytes);
     try {
       mesh_->post(r, out, deadline);
       if (!out->done) mesh_->detach(out);
@@ -473,17 +462,34 @@ std::string SocketPath::digests_differ(CollectiveKind kind, int other) const {
 void SocketPath::found(const std::string& why, Clock::time_point deadline) {
   mark(global_rank_of(global_ranks_, rank_), seq_, why);
   mesh_->discard_below(Kind::Phase, (seq_ + 1) << 16);  // what a peer that met sent behind its row
-  send_mark(deadline, exchanges_);
-  send_mark(deadline, exchanges_ + 1);
+  spread_mark(deadline);
   throw CollectiveMismatchError(why);
 }
 
-void SocketPath::adopt(int r, Clock::time_point deadline) {
-  const Intent& theirs = table_[size_t(r)];
-  mark(theirs.root, theirs.address, std::string(slot(r) + row_bytes_, theirs.extent));
+void SocketPath::adopt(const Intent& theirs, const char* text, Clock::time_point deadline) {
+  mark(theirs.root, theirs.address, std::string(text, theirs.extent));
+  spread_mark(deadline);
+  raise_broken();
+}
+
+void SocketPath::spread_mark(Clock::time_point deadline) {
   send_mark(deadline, exchanges_);
   send_mark(deadline, exchanges_ + 1);
-  raise_broken();
+}
+
+std::shared_ptr<SocketMesh::Recv> SocketPath::receive_row(int r) {
+  auto in = std::make_shared<Recv>();
+  in->key = {Kind::Intent, exchanges_};
+  in->parts = {{slot(r), stride_}};
+  in->at_most = true;
+  return in;
+}
+
+std::shared_ptr<SocketMesh::Send> SocketPath::send_row(uint64_t exchange, const char* row, size_t bytes) {
+  auto out = std::make_shared<Send>();
+  out->key = {Kind::Intent, exchange};
+  out->parts = {{row, bytes}};
+  return out;
 }
 
 void SocketPath::check_hub_rows(const Recvs& in, Clock::time_point deadline) {
@@ -496,7 +502,8 @@ void SocketPath::check_hub_rows(const Recvs& in, Clock::time_point deadline) {
   for (const auto& [r, row] : in)
     if (row->done && (flagged(*row, r) & kBroken) && well_formed(*row, r)) {
       drop_rest();
-      adopt(r, deadline);  // in place of the answer: every rank raises the same error
+      adopt(table_[size_t(r)], slot(r) + row_bytes_,
+            deadline);  // in place of the answer: every rank raises the same error
     }
   bool all = true;
   for (const auto& [r, row] : in) {
@@ -533,12 +540,7 @@ void SocketPath::check_answer(const Recv& answer, Clock::time_point deadline) {
     // A row with bytes behind it, which it must carry as it states, as any row.
     if (!(h.flags & Intent::kInline) || answer.bytes - row_bytes_ != h.extent) refuse_row(hub_, true);
     const Intent& mine = table_[size_t(rank_)];
-    if (h.flags & kBroken) {
-      mark(h.root, h.address, std::string(answer_.data() + row_bytes_, h.extent));
-      send_mark(deadline, exchanges_);
-      send_mark(deadline, exchanges_ + 1);
-      raise_broken();
-    }
+    if (h.flags & kBroken) adopt(h, answer_.data() + row_bytes_, deadline);
     found(against(mine, h, hub_,
                   std::string(collective_name(mine.kind)) + " #" + std::to_string(seq_) + ": rank " +
                       std::to_string(global_rank_of(global_ranks_, hub_)) + " roots an eager broadcast"),
@@ -555,10 +557,7 @@ void SocketPath::drain(Clock::time_point deadline) {
   in.reserve(size_t(size_ - 1));
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
-    auto one = std::make_shared<Recv>();
-    one->key = {Kind::Intent, exchanges_};
-    one->parts = {{slot(r), stride_}};
-    one->at_most = true;
+    auto one = receive_row(r);
     one->passive = true;
     in.emplace_back(r, one);
   }
@@ -588,7 +587,7 @@ void SocketPath::drain(Clock::time_point deadline) {
   for (const auto& [r, one] : in)
     if (one->done && (flagged(*one, r) & kBroken)) {
       if (!well_formed(*one, r)) refuse_row(r, true);
-      adopt(r, deadline);
+      adopt(table_[size_t(r)], slot(r) + row_bytes_, deadline);
     }
 }
 
@@ -608,9 +607,7 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
     try {
       for (int r = 0; r < size_; ++r) {
         if (r == rank_) continue;
-        auto out = std::make_shared<Send>();
-        out->key = {Kind::Intent, exchanges_};
-        out->parts = {{slot(rank_), bytes}};
+        auto out = send_row(exchanges_, slot(rank_), bytes);
         outs.emplace_back(r, out);
         mesh_->post(r, out, deadline);
       }
@@ -634,9 +631,7 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
     Intent row = mine;
     row.flags |= kReceiver;
     const size_t bytes = write_row(row, size_, slot(rank_), row_bytes_, nullptr, 0, eager_);
-    told = std::make_shared<Send>();
-    told->key = {Kind::Intent, exchanges_};
-    told->parts = {{slot(rank_), bytes}};
+    told = send_row(exchanges_, slot(rank_), bytes);
     try {
       mesh_->post(hub_, told, deadline);
     } catch (const BackendError&) {  // the hub lost: its own error comes with a call that needs it
@@ -652,10 +647,7 @@ void SocketPath::eager_through_hub(Intent mine, void* data, Clock::time_point de
   in.reserve(size_t(size_));
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || (rank_ != hub_ && r != root && r != hub_)) continue;
-    auto one = std::make_shared<Recv>();
-    one->key = {Kind::Intent, exchanges_};
-    one->parts = {{slot(r), stride_}};
-    one->at_most = true;
+    auto one = receive_row(r);
     one->passive = rank_ != hub_ && r == hub_ && root != hub_;
     in.emplace_back(r, one);
   }
@@ -722,7 +714,7 @@ void SocketPath::check_eager_rows(const Intent& mine, const Recvs& in, Clock::ti
   for (const auto& [r, one] : in)
     if (one->done && !well_formed(*one, r)) refuse_row(r, true);
   for (const auto& [r, one] : in)
-    if (one->done && (table_[size_t(r)].flags & kBroken)) adopt(r, deadline);
+    if (one->done && (table_[size_t(r)].flags & kBroken)) adopt(table_[size_t(r)], slot(r) + row_bytes_, deadline);
   const std::string what = "broadcast #" + std::to_string(seq_) + ": ";
   const Recv* from_root = nullptr;
   for (const auto& [r, one] : in) {
@@ -783,19 +775,14 @@ bool SocketPath::broadcast_eager(const Intent& intent, void* data, std::chrono::
     mine.address = ++rooted_;
     const size_t bytes =
         write_row(mine, size_, slot(rank_), row_bytes_, static_cast<const char*>(data), intent.bytes, eager_);
-    auto out = std::make_shared<Send>();
-    out->key = {Kind::Intent, exchanges_};
-    out->parts = {{slot(rank_), bytes}};
+    auto out = send_row(exchanges_, slot(rank_), bytes);
     mesh_->post(peer, out, deadline);
     // Written into the socket: the receiver's check needs nothing more of this rank.
     await({{peer, out}}, {}, deadline);
     return true;
   }
   ++received_;
-  auto in = std::make_shared<Recv>();
-  in->key = {Kind::Intent, exchanges_};
-  in->parts = {{slot(peer), stride_}};
-  in->at_most = true;
+  auto in = receive_row(peer);
   mesh_->post(peer, in, deadline);
   try {
     progress({}, {{peer, in}}, deadline);

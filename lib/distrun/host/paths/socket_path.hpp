@@ -198,6 +198,10 @@ class SocketPath : public Path {
   [[noreturn]] void refuse_row(int r, bool hang_up);
   // Abandons the rows of a collective that failed between its meeting and its first phase.
   void drop_unsettled();
+  // This exchange's row from rank r, into its slot (at most a slot's bytes).
+  std::shared_ptr<SocketMesh::Recv> receive_row(int r);
+  // A row of `bytes` at `row` for `exchange`.
+  static std::shared_ptr<SocketMesh::Send> send_row(uint64_t exchange, const char* row, size_t bytes);
   // Sends this rank's marked row to every peer for `exchange` (once per exchange) and leaves it
   // to go out on later progress (a lost peer is not this call's error).
   void send_mark(Clock::time_point deadline, uint64_t exchange);
@@ -209,8 +213,12 @@ class SocketPath : public Path {
   // messages, sends its marked row to every peer for this exchange and the next (a peer that
   // has returned reads the next), and throws the mismatch.
   [[noreturn]] void found(const std::string& why, Clock::time_point deadline);
-  // Takes the mark of rank r's row (decoded in table_), passes it on as found does, raises it.
-  [[noreturn]] void adopt(int r, Clock::time_point deadline);
+  // Takes the mark a peer's row `theirs` states (its text at `text`), passes it on as found
+  // does, raises it.
+  [[noreturn]] void adopt(const Intent& theirs, const char* text, Clock::time_point deadline);
+  // Sends this rank's marked row to every peer for this exchange and the next (a peer that has
+  // returned reads the next).
+  void spread_mark(Clock::time_point deadline);
   // The pair's disagreement (this rank's `mine` against rank r's `theirs`) as check_agreement
   // states it, else `otherwise`.
   std::string against(const Intent& mine, const Intent& theirs, int r, const std::string& otherwise) const;
