@@ -440,6 +440,11 @@ void SocketPath::check_peer_row(const Intent& mine) {
   }
 }
 
+bool SocketPath::same_broadcast(const Intent& a, const Intent& b) {
+  return a.kind == b.kind && a.seq == b.seq && a.dtype == b.dtype && a.op == b.op && a.root == b.root &&
+         a.bytes == b.bytes;
+}
+
 std::string SocketPath::against(const Intent& mine, const Intent& theirs, int r, const std::string& otherwise) const {
   // The receiver's view first, as on shared memory; a shared root as an index into the pair.
   std::vector<Intent> pair{mine, theirs};
@@ -721,10 +726,7 @@ void SocketPath::check_eager_rows(const Intent& mine, const Recvs& in, Clock::ti
     if (!one->done) continue;
     const Intent& theirs = table_[size_t(r)];
     const std::string other = std::to_string(global_rank_of(global_ranks_, r));
-    // What check_agreement compares of two broadcasts, and the digests.
-    const bool same = theirs.kind == mine.kind && theirs.seq == mine.seq && theirs.dtype == mine.dtype &&
-                      theirs.op == mine.op && theirs.root == mine.root && theirs.bytes == mine.bytes &&
-                      theirs.address == digest_;
+    const bool same = same_broadcast(mine, theirs) && theirs.address == digest_;
     if (r == root) {
       if (!(theirs.flags & kEager) || !same)
         found(against(mine, theirs, r,
@@ -799,29 +801,21 @@ bool SocketPath::broadcast_eager(const Intent& intent, void* data, std::chrono::
   const Intent& theirs = table_[size_t(peer)];
   take_mark(peer);
   const bool eager = theirs.flags & kEager;
-  // What check_agreement compares of two broadcasts, and the root's count against ours.
-  if (!eager || theirs.kind != mine.kind || theirs.seq != mine.seq || theirs.dtype != mine.dtype ||
-      theirs.op != mine.op || theirs.root != mine.root || theirs.bytes != mine.bytes || theirs.address != received_) {
-    // The receiver's view first, as on shared memory; a shared root as an index into the pair.
-    std::vector<Intent> pair{mine, theirs};
-    if (pair[0].root == pair[1].root) pair[0].root = pair[1].root = 0;
-    try {
-      check_agreement(pair, false, {global_rank_of(global_ranks_, rank_), global_rank_of(global_ranks_, peer)});
-      if (!eager)
-        throw CollectiveMismatchError("broadcast #" + std::to_string(seq_) + ": root rank " +
-                                      std::to_string(global_rank_of(global_ranks_, peer)) +
-                                      " meets instead of an eager broadcast");
-      throw CollectiveMismatchError(roots_differ(mine.kind, theirs.address));
-    } catch (const CollectiveMismatchError& e) {
-      mark(global_rank_of(global_ranks_, rank_), seq_, e.what());
-      mesh_->discard_below(Kind::Phase, (seq_ + 1) << 16);  // what a peer that met sent behind its row
-      // A peer that met waits for this row at this exchange; an eager root has returned, and
-      // reads its next row at the next exchange: the mark goes there, so that the root learns
-      // of it even if this rank makes no further call.
-      send_mark(deadline, eager ? exchanges_ + 1 : exchanges_);
-      if (eager) mesh_->give_notice(peer, e.what());  // a root that never reads learns why its socket fills
-      throw;
-    }
+  // The root's count of eager broadcasts against ours.
+  if (!eager || !same_broadcast(mine, theirs) || theirs.address != received_) {
+    const std::string why = against(mine, theirs, peer,
+                                    !eager ? "broadcast #" + std::to_string(seq_) + ": root rank " +
+                                                 std::to_string(global_rank_of(global_ranks_, peer)) +
+                                                 " meets instead of an eager broadcast"
+                                           : roots_differ(mine.kind, theirs.address));
+    mark(global_rank_of(global_ranks_, rank_), seq_, why);
+    mesh_->discard_below(Kind::Phase, (seq_ + 1) << 16);  // what a peer that met sent behind its row
+    // A peer that met waits for this row at this exchange; an eager root has returned, and
+    // reads its next row at the next exchange: the mark goes there, so that the root learns
+    // of it even if this rank makes no further call.
+    send_mark(deadline, eager ? exchanges_ + 1 : exchanges_);
+    if (eager) mesh_->give_notice(peer, why);  // a root that never reads learns why its socket fills
+    throw CollectiveMismatchError(why);
   }
   if (intent.bytes) std::memcpy(data, slot(peer) + row_bytes_, intent.bytes);
   return true;

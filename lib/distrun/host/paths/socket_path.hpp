@@ -206,6 +206,12 @@ class SocketPath : public Path {
   // to go out on later progress (a lost peer is not this call's error).
   void send_mark(Clock::time_point deadline, uint64_t exchange);
 
+  // Whether two broadcasts' intents agree in what check_agreement compares of them.
+  static bool same_broadcast(const Intent& a, const Intent& b);
+  // The pair's disagreement (this rank's `mine` against rank r's `theirs`) as check_agreement
+  // states it, else `otherwise`.
+  std::string against(const Intent& mine, const Intent& theirs, int r, const std::string& otherwise) const;
+
   // Through the hub (groups of 3 to 16):
   // The flags of the row that came from rank r into its slot (0 if not a whole row).
   uint64_t flagged(const SocketMesh::Recv& row, int r);
@@ -219,9 +225,6 @@ class SocketPath : public Path {
   // Sends this rank's marked row to every peer for this exchange and the next (a peer that has
   // returned reads the next).
   void spread_mark(Clock::time_point deadline);
-  // The pair's disagreement (this rank's `mine` against rank r's `theirs`) as check_agreement
-  // states it, else `otherwise`.
-  std::string against(const Intent& mine, const Intent& theirs, int r, const std::string& otherwise) const;
   // Rank `other`'s digest of eager broadcasts is not this rank's.
   std::string digests_differ(CollectiveKind kind, int other) const;
   // At the hub, on the rows in: a marked, eager or receiver's row, or a digest unlike the hub's.
