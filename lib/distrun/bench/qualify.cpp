@@ -457,29 +457,23 @@ std::vector<std::string> qualify_report(const QualifyResult& r, const QualifyCon
                   sp.c_str(), verdict_name(v.verdict));
     lines.push_back(buf);
   }
-  for (const Edge& x : j.slow_directions) {
-    std::snprintf(buf, sizeof buf,
-                  "# slow: %s -> %s: bw %.4f GB/s (tail %.4f), latency p20 %.2f us (tail %.2f, pair's median %.2f) "
-                  "[%s]%s",
-                  r.nodes[size_t(x.src)].str().c_str(), r.nodes[size_t(x.dst)].str().c_str(), x.bw_gbps, x.bw_tail_gbps,
-                  x.lat_us, x.lat_tail_us, x.lat_pair_us, slow_reasons(x.slow).c_str(), x.bisect ? " (bisection)" : "");
-    lines.push_back(buf);
-  }
-  if (j.slow_count > j.slow_directions.size())
-    lines.push_back("# slow: " + std::to_string(j.slow_count - j.slow_directions.size()) +
-                    " more directions (every direction in -J)");
-  for (const Edge& x : j.noisy_directions) {
-    std::snprintf(buf, sizeof buf,
-                  "# noisy: %s -> %s: bw %.4f GB/s (tail %.4f), latency p20 %.2f us (tail %.2f, pair's median %.2f) "
-                  "[%s]%s",
-                  r.nodes[size_t(x.src)].str().c_str(), r.nodes[size_t(x.dst)].str().c_str(), x.bw_gbps, x.bw_tail_gbps,
-                  x.lat_us, x.lat_tail_us, x.lat_pair_us, slow_reasons(x.noisy).c_str(),
-                  x.bisect ? " (bisection)" : "");
-    lines.push_back(buf);
-  }
-  if (j.noisy_count > j.noisy_directions.size())
-    lines.push_back("# noisy: " + std::to_string(j.noisy_count - j.noisy_directions.size()) +
-                    " more directions (every direction in -J)");
+  // The slow directions, then the noisy ones (slow by their tails alone), each with its reasons.
+  auto directions = [&](const char* what, const std::vector<Edge>& shown, size_t count, unsigned Edge::*bits) {
+    for (const Edge& x : shown) {
+      std::snprintf(buf, sizeof buf,
+                    "# %s: %s -> %s: bw %.4f GB/s (tail %.4f), latency p20 %.2f us (tail %.2f, pair's median %.2f) "
+                    "[%s]%s",
+                    what, r.nodes[size_t(x.src)].str().c_str(), r.nodes[size_t(x.dst)].str().c_str(), x.bw_gbps,
+                    x.bw_tail_gbps, x.lat_us, x.lat_tail_us, x.lat_pair_us, slow_reasons(x.*bits).c_str(),
+                    x.bisect ? " (bisection)" : "");
+      lines.push_back(buf);
+    }
+    if (count > shown.size())
+      lines.push_back(std::string("# ") + what + ": " + std::to_string(count - shown.size()) +
+                      " more directions (every direction in -J)");
+  };
+  directions("slow", j.slow_directions, j.slow_count, &Edge::slow);
+  directions("noisy", j.noisy_directions, j.noisy_count, &Edge::noisy);
   std::vector<std::string> names, links;
   for (int s : j.suspect_nodes) {
     const auto& v = j.nodes[size_t(s)];
