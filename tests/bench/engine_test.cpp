@@ -339,11 +339,11 @@ TEST_CASE("a loaded host: slow tails everywhere, healthy medians name nothing; a
 }
 
 TEST_CASE("a latency fault that holds up most exchanges is named among a busy host's wake-ups", "[bench]") {
-  // The same loaded worlds, where besides one end of half the pairs times its partner's
-  // wake-up in most exchanges (its median a millisecond; the pair's half round trip holds the
-  // partner's earlier start as well and does not move): nothing is named. A node whose exchanges are held up in 60% of the samples, with
-  // healthy bandwidth and 20th percentile, moves both ends' medians and is named; one held up
-  // in 30% is noisy.
+  // The same loaded worlds, where besides one end of half the pairs times its partner's wake-up in
+  // most exchanges (its median a millisecond; the pair's half round trip holds the partner's
+  // earlier start as well and does not move): nothing is named. A node whose exchanges are held up
+  // in 60% of the samples, with healthy bandwidth and 20th percentile, moves both ends' medians and
+  // is named; one held up in 30% is noisy.
   int failed = 0;
   for (uint64_t seed = 1; seed <= 100; ++seed)
     for (double share : {0.0, 0.3, 0.6}) {
@@ -572,12 +572,12 @@ constexpr bool kSanitized = false;
 }  // namespace
 
 // The judging at scale: half the nodes bad (the most the statistics are meant to survive), the
-// default rounds, bisection, judged twice, a round at a time. Memory: the growth of this
-// process's peak RSS, within 1 MiB + 384 B per node (2.5 MiB at 4096 nodes; measured 0.9 MiB at
-// 512 and 2.1 MiB at 4096: a fixed 213 KiB of histograms, about 300 B per node and 16 B per slow
-// pair; holding every direction at once, n x rounds records gathered on each rank, grows it by
-// 7 MiB at 4096), not under ASan, whose quarantine keeps freed memory resident. Time within 20 s (it takes a fraction of a second; a loaded 2-core
-// machine and a sanitizer stretch that tenfold or more).
+// default rounds, bisection, judged twice, a round at a time. Memory: the growth of this process's
+// peak RSS, within 1 MiB + 384 B per node (2.5 MiB at 4096 nodes; measured 0.9 MiB at 512 and 2.1
+// MiB at 4096: a fixed 213 KiB of histograms, about 300 B per node and 16 B per slow pair; holding
+// every direction at once, n x rounds records gathered on each rank, grows it by 7 MiB at 4096),
+// not under ASan, whose quarantine keeps freed memory resident. Time within 20 s (it takes a
+// fraction of a second; a loaded 2-core machine and a sanitizer stretch that tenfold or more).
 TEST_CASE("the analysis of 512 and 4096 nodes stays within its time and memory", "[bench]") {
   for (int n : {512, 4096}) {
     Synthetic w;

@@ -73,15 +73,16 @@ struct Expectation {
   std::optional<double> gbps;        // --expect-gbps: the reference bandwidth of every direction
   std::optional<double> latency_us;  // --expect-latency-us
   std::optional<Baseline> baseline;  // a healthy run, direction by direction
-  // A direction whose bandwidth (median) and latency (20th percentile and the pair's median)
-  // are healthy and only a tail slow is noisy: reported, not blamed. Busy CPUs hold some exchanges for a scheduler
-  // slice (milliseconds where a healthy exchange takes tens of microseconds), and the load
-  // stays for as long as it runs: on four namespace hosts beside four busy loops, tails alone
-  // named a healthy node in about half the runs, two of its three directions, and the same
-  // pairs measured again were slow again, as an intermittent fault's would be. A fault that
-  // holds up half the exchanges or more (a rate limiter, a bad cable or port, a throttled CPU)
-  // moves a median, which a loaded host's scheduling does not (see Edge::lat_pair_us). fail_on_tails (--fail-on-tails) blames tails too, for
-  // hosts whose CPUs are known to be idle.
+  // A direction whose bandwidth (median) and latency (20th percentile and the pair's median) are
+  // healthy and only a tail slow is noisy: reported, not blamed. Busy CPUs hold some exchanges for
+  // a scheduler slice (milliseconds where a healthy exchange takes tens of microseconds), and the
+  // load stays for as long as it runs: on four namespace hosts beside four busy loops, tails alone
+  // named a healthy node in about half the runs, two of its three directions, and the same pairs
+  // measured again were slow again, as an intermittent fault's would be. A fault that holds up half
+  // the exchanges or more (a rate limiter, a bad cable or port, a throttled CPU) moves a median,
+  // which a loaded host's scheduling moves less (the pair's latency by half its wake-ups at most:
+  // see Edge::lat_pair_us). fail_on_tails (--fail-on-tails) blames tails too, for hosts whose CPUs
+  // are known to be idle.
   bool fail_on_tails = false;
 };
 
@@ -170,11 +171,11 @@ class DirectionSummary {
 };
 
 /// The thresholds in force: the expectation's, widened by the jitter of the measurements. The
-/// jitter is the median over the directions of tail / median (bandwidth: median / 80th
-/// percentile; latency: 80th percentile / median, as the receiving end timed them) (1 when every exchange of a
-/// direction takes the same time, as on a quiet network or through a rate limiter; 2 or more
-/// on a loaded host, where some exchanges wait for a CPU); the bandwidth fraction is divided
-/// by its square and the latency factor multiplied by it, so a quiet cluster is judged at the
+/// jitter is the median over the directions of tail / median (bandwidth: median / 80th percentile;
+/// latency: 80th percentile / median, as the receiving end timed them) (1 when every exchange of a
+/// direction takes the same time, as on a quiet network or through a rate limiter; 2 or more on a
+/// loaded host, where some exchanges wait for a CPU); the bandwidth fraction is divided by its
+/// square and the latency factor multiplied by it, so a quiet cluster is judged at the
 /// expectation's 2x and a loaded one only where a fault stands out of its noise.
 Thresholds thresholds(const DirectionSummary& s, const Expectation& e);
 Thresholds thresholds(const std::vector<Edge>& edges, const Expectation& e);
