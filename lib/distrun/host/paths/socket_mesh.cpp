@@ -384,10 +384,15 @@ void SocketMesh::give_notice(int peer, const std::string& why) {
   }
 }
 
+std::string SocketMesh::take_text(Conn& c) {
+  std::string text = printable(std::string(c.stash.back().bytes.begin(), c.stash.back().bytes.end()));
+  c.stash.pop_back();
+  return text;
+}
+
 void SocketMesh::hung_up(int peer) {
   Conn& c = conns_[size_t(peer)];
-  c.reason = printable(std::string(c.stash.back().bytes.begin(), c.stash.back().bytes.end()));
-  c.stash.pop_back();
+  c.reason = take_text(c);
   // As at its end: later operations with it fail, and so does a wait that needs it (progress).
   drop_sends(c, "hung up on this rank: " + c.reason);
   close_conn(c);
@@ -598,10 +603,7 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
       c.into = nullptr;
       c.dropping = 0;
       c.header_got = 0;
-      if (notice) {
-        c.notice = printable(std::string(c.stash.back().bytes.begin(), c.stash.back().bytes.end()));
-        c.stash.pop_back();
-      }
+      if (notice) c.notice = take_text(c);
       if (cut) hung_up(peer);
     };
     if (n > 0) {

@@ -273,6 +273,8 @@ class SocketMesh {
   // the message in hand; as readv, the bytes that landed in `iov`.
   ssize_t fill(Conn& c, iovec* iov, int k, bool whole);
   void start_message(int peer);
+  // The last stashed message of `c` (a cut's or a notice's words), taken out as printable text.
+  static std::string take_text(Conn& c);
   // The message just read from `peer` is its cut's text: the connection ends, saying so.
   void hung_up(int peer);
   // The text of a cut that `peer` wrote and this rank has yet to read, looked for (never taken)
