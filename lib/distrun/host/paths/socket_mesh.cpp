@@ -441,7 +441,7 @@ void SocketMesh::detach(const std::shared_ptr<Send>& op) {
 }
 
 void SocketMesh::discard_below(Kind kind, uint64_t key) {
-  uint64_t& floor = floor_[uint32_t(kind) & 15];
+  uint64_t& floor = floor_of(kind);
   floor = std::max(floor, key);
   for (Conn& c : conns_)
     c.stash.remove_if([&](const Stashed& m) { return m.key.kind == kind && m.key.key < floor && &m != c.stashing; });
@@ -528,7 +528,7 @@ void SocketMesh::start_message(int peer) {
     }
     return;
   }
-  if (key.key < floor_[uint32_t(key.kind) & 15]) {
+  if (key.key < floor_of(key.kind)) {
     c.into = nullptr;
     c.stashing = nullptr;
     c.dropping = bytes;
@@ -595,7 +595,7 @@ bool SocketMesh::read_some(int peer, bool posted_only) {
           deliver(m, **it);
           c.recvs.erase(it);
           c.stash.pop_back();
-        } else if (m.key.key < floor_[uint32_t(m.key.kind) & 15]) {
+        } else if (m.key.key < floor_of(m.key.kind)) {
           c.stash.pop_back();
         }
       }
@@ -672,7 +672,7 @@ bool SocketMesh::passive_next(int peer) {
   // A message no receive will take (below its kind's floor) is read and dropped, not left in
   // the way.
   return header[0] >> 32 != kMagic || key.kind == Kind::Cut || key.kind == Kind::Notice ||
-         key.key < floor_[uint32_t(key.kind) & 15] ||
+         key.key < floor_of(key.kind) ||
          std::any_of(c.recvs.begin(), c.recvs.end(), [&](const auto& r) { return r->passive && r->key == key; });
 }
 

@@ -304,7 +304,12 @@ class SocketMesh {
     std::vector<int> not_passive;     // connections whose next message is another's: not read here
   } wait_;                            // progress()'s, kept across waits
   uint64_t taken_at_ = ~uint64_t(0);  // the listener's let_in() when take_accepted last took
-  uint64_t floor_[16]{};              // per Kind: keys below it are dropped on arrival (discard_below)
+  // Per Kind: keys below it are dropped on arrival (discard_below). A header's kind is whatever
+  // its sender wrote: it is masked into the table, which holds every kind of this build apart.
+  static constexpr uint32_t kFloors = 16;
+  static_assert(uint32_t(Kind::Notice) < kFloors, "every kind has a floor of its own");
+  uint64_t floor_[kFloors]{};
+  uint64_t& floor_of(Kind kind) { return floor_[uint32_t(kind) % kFloors]; }
 };
 
 }  // namespace distrun
